@@ -1,0 +1,20 @@
+"""agentboard: a durable task board on which named AI agents and people collaborate."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+
+def connect(url_or_home: str | None = None, **settings: Any) -> Client:
+    """Open a board home (a folder) or a database URL and return a :class:`Client`."""
+    from .client import connect as _connect
+
+    return _connect(url_or_home, **settings)
+
+
+__all__ = ["__version__", "connect"]

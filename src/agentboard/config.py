@@ -1,0 +1,139 @@
+"""Configuration: the one module that reads ``config.toml`` and ``AGENTBOARD_*`` variables.
+
+Resolution, highest first: an explicit argument, the ``AGENTBOARD_<KEY>`` environment variable,
+``<home>/config.toml``, the default below.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .domain.errors import InvalidInput
+
+
+@dataclass
+class Settings:
+    home: Path
+    database_url: str | None = None
+    default_assignee: str | None = None
+    failure_limit: int = 2
+    max_parallel: int = 8
+    dispatch_interval: float = 60.0
+    claim_ttl: int = 900
+    stale_timeout: int = 4 * 3600
+    stale_heartbeat: int = 3600
+    spawn_grace: float = 2.0
+    rate_limit_cooldown: int = 300
+    min_free_memory_mb: int = 256
+    attachment_max_bytes: int = 25 * 1024 * 1024
+    log_max_bytes: int = 10 * 1024 * 1024
+    event_retention_days: int = 30
+    log_retention_days: int = 30
+    host_id: str = field(default_factory=socket.gethostname)
+    wiki_context: bool = True
+    board_repair: bool = True
+    verify: bool = True
+    reviewer_agent: str = "auto"
+    repair_deadline: int = 300
+    verify_timeout: int = 600
+    wiki_deadline: float = 8.0
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "agentboard.db"
+
+    @property
+    def url(self) -> str:
+        return self.database_url or f"sqlite:///{self.db_path}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+
+_BOOL_TRUE = {"1", "true", "yes", "on"}
+_BOOL_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    if raw is None:
+        return None
+    text_kind = str(kind)
+    try:
+        if kind is bool or text_kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            value = str(raw).strip().lower()
+            if value in _BOOL_TRUE:
+                return True
+            if value in _BOOL_FALSE:
+                return False
+            raise ValueError(raw)
+        if kind is int or text_kind == "int":
+            return int(raw)
+        if kind is float or text_kind == "float":
+            return float(raw)
+    except ValueError:
+        raise InvalidInput(f"invalid setting {name}={raw!r}") from None
+    return raw
+
+
+def default_home() -> Path:
+    env = os.environ.get("AGENTBOARD_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".agentboard"
+
+
+def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Read settings for ``home`` (default ``AGENTBOARD_HOME`` or ``~/.agentboard``)."""
+    root = Path(home).expanduser() if home else default_home()
+    root = root.absolute()
+    file_values: dict[str, Any] = {}
+    cfg = root / "config.toml"
+    if cfg.exists():
+        try:
+            data = tomllib.loads(cfg.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidInput(f"{cfg}: {exc}") from None
+        file_values = dict(data.get("agentboard", data))
+    settings = Settings(home=root)
+    extra: dict[str, Any] = {}
+    for key, value in file_values.items():
+        if isinstance(value, dict):
+            extra[key] = value
+    for f in fields(Settings):
+        if f.name in ("home", "extra"):
+            continue
+        raw: Any = None
+        env = os.environ.get("AGENTBOARD_" + f.name.upper())
+        if f.name in overrides and overrides[f.name] is not None:
+            raw = overrides[f.name]
+        elif env is not None:
+            raw = env
+        elif f.name in file_values:
+            raw = file_values[f.name]
+        elif f.name == "llm_api_key":
+            raw = os.environ.get("OPENAI_API_KEY")
+        if raw is not None:
+            setattr(settings, f.name, _coerce(f.name, f.type, raw))
+    if settings.reviewer_agent not in ("auto", "off", "on", "heuristic"):
+        raise InvalidInput(
+            f"invalid setting reviewer_agent={settings.reviewer_agent!r}: use auto, off, on or heuristic"
+        )
+    settings.extra = extra
+    return settings
+
+
+def env(name: str) -> str | None:
+    """Worker-side identity set by the dispatcher (AGENTBOARD_TASK, _RUN_ID, _BOARD...)."""
+    return os.environ.get(name) or None

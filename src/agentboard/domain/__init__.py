@@ -1,0 +1,1 @@
+"""Pure domain: statuses, the transition table, event kinds, value rules, errors."""

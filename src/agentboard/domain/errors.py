@@ -1,0 +1,64 @@
+"""The few error types every surface maps to exit codes, HTTP statuses and tool errors."""
+
+from __future__ import annotations
+
+
+class AgentboardError(Exception):
+    """Base class. ``code`` is a stable machine-readable name."""
+
+    code = "error"
+    exit_code = 1
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(AgentboardError):
+    code = "invalid_input"
+    exit_code = 2
+    http_status = 400
+
+
+class NotFound(AgentboardError):
+    code = "not_found"
+    exit_code = 3
+    http_status = 404
+
+
+class Conflict(AgentboardError):
+    code = "conflict"
+    exit_code = 4
+    http_status = 409
+
+
+class InvalidTransition(Conflict):
+    code = "invalid_transition"
+
+
+class StaleRun(Conflict):
+    code = "stale_run"
+
+
+class Unauthorized(AgentboardError):
+    code = "unauthorized"
+    exit_code = 5
+    http_status = 401
+
+
+class Forbidden(AgentboardError):
+    code = "forbidden"
+    exit_code = 5
+    http_status = 403
+
+
+class TooLarge(InvalidInput):
+    code = "too_large"
+    http_status = 413
+
+
+class Unavailable(AgentboardError):
+    code = "unavailable"
+    exit_code = 6
+    http_status = 503

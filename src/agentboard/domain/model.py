@@ -1,0 +1,132 @@
+"""Value rules shared by every surface: ids, slugs, titles, durations, limits."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import InvalidInput
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+PROFILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TITLE_MAX = 500
+BODY_MAX = 256 * 1024
+COMMENT_MAX = 64 * 1024
+SUMMARY_MAX = 64 * 1024
+METADATA_MAX = 256 * 1024
+WORKSPACE_KINDS = ("scratch", "dir", "worktree")
+
+
+def now() -> float:
+    """Seconds since the epoch, UTC, sub-millisecond precision."""
+    return time.time()
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z"
+    )
+
+
+def new_task_id() -> str:
+    return "t_" + secrets.token_hex(4)
+
+
+def new_goal_id() -> str:
+    return "g_" + secrets.token_hex(4)
+
+
+def board_slug(value: str) -> str:
+    slug = (value or "").strip().lower()
+    if not SLUG_RE.match(slug):
+        raise InvalidInput(
+            f"invalid board slug {value!r}: use 1-64 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit"
+        )
+    return slug
+
+
+def profile_name(value: str) -> str:
+    name = (value or "").strip()
+    if not PROFILE_RE.match(name):
+        raise InvalidInput(
+            f"invalid profile name {value!r}: use 1-64 letters, digits, '.', '-' or '_'"
+        )
+    return name
+
+
+def title(value: str | None) -> str:
+    text = (value or "").strip()
+    if not text:
+        raise InvalidInput("title is empty: give the task a short title")
+    if len(text) > TITLE_MAX:
+        raise InvalidInput(f"title is {len(text)} characters; the limit is {TITLE_MAX}")
+    return text
+
+
+def body(value: str | None, limit: int = BODY_MAX, what: str = "body") -> str:
+    text = value or ""
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} bytes")
+    return text
+
+
+def duration(value: str | int | float | None) -> int | None:
+    """Parse ``30s``, ``30m``, ``2h``, ``1d`` or plain seconds."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        seconds = int(value)
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", str(value))
+        if not m:
+            raise InvalidInput(f"invalid duration {value!r}: use 30s, 30m, 2h, 1d or seconds")
+        seconds = int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if seconds <= 0:
+        raise InvalidInput(f"invalid duration {value!r}: must be positive")
+    return seconds
+
+
+def workspace(value: str | None) -> tuple[str, str | None]:
+    """Parse ``scratch``, ``worktree``, ``worktree:<path>`` or ``dir:<absolute path>``."""
+    if not value or value == "scratch":
+        return "scratch", None
+    if value == "worktree":
+        return "worktree", None
+    kind, _, path = value.partition(":")
+    if kind not in ("dir", "worktree") or not path:
+        raise InvalidInput(
+            f"invalid workspace {value!r}: use scratch, worktree, worktree:<path> or dir:<absolute path>"
+        )
+    if not os.path.isabs(path):
+        raise InvalidInput(
+            f"workspace path {path!r} is relative: give an absolute path (relative paths would "
+            "resolve against the dispatcher's directory)"
+        )
+    norm = os.path.normpath(path)
+    if ".." in path.split(os.sep):
+        raise InvalidInput(f"workspace path {path!r} contains '..': give a plain absolute path")
+    return kind, norm
+
+
+def priority(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"invalid priority {value!r}: give an integer") from None
+
+
+def attachment_name(value: str) -> str:
+    name = os.path.basename(value or "")
+    if not name or name in (".", "..") or "/" in (value or "").replace(os.sep, "/").rstrip("/").split("/")[-1]:
+        raise InvalidInput(f"invalid attachment name {value!r}")
+    if name.startswith("."):
+        raise InvalidInput(f"invalid attachment name {value!r}: hidden file names are refused")
+    return name

@@ -1,0 +1,147 @@
+"""Statuses and the transition table.
+
+The table below is the single statement of which verb may move a task from which status to
+which status. The kernel checks every change against it, the tests are generated from it and
+``agentboard`` prints it in the docs. Nothing else compares statuses to decide a move.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .errors import InvalidTransition
+
+TRIAGE: Final = "triage"
+TODO: Final = "todo"
+READY: Final = "ready"
+RUNNING: Final = "running"
+REVIEW: Final = "review"
+BLOCKED: Final = "blocked"
+DONE: Final = "done"
+ARCHIVED: Final = "archived"
+
+STATUSES: Final[tuple[str, ...]] = (TRIAGE, TODO, READY, RUNNING, REVIEW, BLOCKED, DONE, ARCHIVED)
+
+#: statuses from which a parent counts as satisfied for its children
+SATISFIED: Final = frozenset({DONE, ARCHIVED})
+
+BLOCK_KINDS: Final[tuple[str, ...]] = (
+    "needs_input",
+    "gave_up",
+    "rejected",
+    "budget",
+    "dependency",
+    "manual",
+)
+
+#: run outcomes that return a running task to ready (the dispatcher's failure verbs)
+RETURN_OUTCOMES: Final[tuple[str, ...]] = (
+    "reclaimed",
+    "stale",
+    "crashed",
+    "timed_out",
+    "spawn_failed",
+    "protocol_violation",
+    "rate_limited",
+    "verify_failed",
+)
+
+#: outcomes that count towards the circuit breaker
+FAILURE_OUTCOMES: Final = frozenset(
+    {"reclaimed", "crashed", "timed_out", "spawn_failed", "protocol_violation", "verify_failed"}
+)
+
+RUN_OUTCOMES: Final[tuple[str, ...]] = (
+    "completed",
+    "review_requested",
+    "blocked",
+    *RETURN_OUTCOMES,
+    "gave_up",
+    "changes_requested",
+)
+
+_ALL_BUT_ARCHIVED = frozenset(STATUSES) - {ARCHIVED}
+_EDITABLE = frozenset(STATUSES)
+
+#: verb -> {from status -> allowed target statuses}. ``None`` as the from-status is creation.
+TRANSITIONS: Final[dict[str, dict[str | None, frozenset[str]]]] = {
+    "create": {None: frozenset({READY, TODO, TRIAGE, BLOCKED})},
+    "release": {TRIAGE: frozenset({TODO, READY})},
+    "specify": {TRIAGE: frozenset({TODO, READY})},
+    "decompose": {TRIAGE: frozenset({TODO})},
+    "promote": {TODO: frozenset({READY})},
+    "demote": {READY: frozenset({TODO})},
+    "claim": {READY: frozenset({RUNNING})},
+    "heartbeat": {RUNNING: frozenset({RUNNING})},
+    "complete": {
+        RUNNING: frozenset({DONE, REVIEW}),
+        READY: frozenset({DONE}),
+        BLOCKED: frozenset({DONE}),
+        REVIEW: frozenset({DONE}),
+    },
+    "request_review": {RUNNING: frozenset({REVIEW})},
+    "approve": {REVIEW: frozenset({DONE})},
+    "request_changes": {REVIEW: frozenset({READY, TODO})},
+    "reject": {REVIEW: frozenset({BLOCKED})},
+    "block": {
+        RUNNING: frozenset({BLOCKED}),
+        READY: frozenset({BLOCKED}),
+        TODO: frozenset({BLOCKED}),
+    },
+    "unblock": {BLOCKED: frozenset({READY, TODO})},
+    "assign": {
+        TRIAGE: frozenset({TRIAGE}),
+        TODO: frozenset({TODO, READY}),
+        READY: frozenset({READY, TODO}),
+        BLOCKED: frozenset({BLOCKED}),
+        REVIEW: frozenset({REVIEW}),
+    },
+    "reclaim": {RUNNING: frozenset({READY, TODO})},
+    "reopen": {DONE: frozenset({READY, TODO})},
+    "archive": {s: frozenset({ARCHIVED}) for s in _ALL_BUT_ARCHIVED},
+    "restore": {ARCHIVED: frozenset({TODO, READY})},
+    # dispatcher outcomes: the worker is gone, the task goes back to the queue
+    **{o: {RUNNING: frozenset({READY, TODO})} for o in RETURN_OUTCOMES if o != "reclaimed"},
+    "gave_up": {RUNNING: frozenset({BLOCKED}), READY: frozenset({BLOCKED})},
+    # no status change
+    "edit": {s: frozenset({s}) for s in _EDITABLE},
+    "comment": {s: frozenset({s}) for s in _EDITABLE},
+    "attach": {s: frozenset({s}) for s in _EDITABLE},
+}
+
+VERBS: Final[tuple[str, ...]] = tuple(TRANSITIONS)
+
+
+def allowed_from(verb: str) -> frozenset[str | None]:
+    """The statuses a verb may start from."""
+    return frozenset(TRANSITIONS[verb])
+
+
+def check(verb: str, current: str | None, target: str, task_id: str = "") -> None:
+    """Raise :class:`InvalidTransition` unless ``verb`` may move ``current`` to ``target``."""
+    moves = TRANSITIONS.get(verb)
+    if moves is None:
+        raise InvalidTransition(f"unknown verb {verb!r}")
+    targets = moves.get(current)
+    if targets is None or target not in targets:
+        who = f"task {task_id} " if task_id else ""
+        if targets is None:
+            starts = sorted(s for s in moves if s is not None)
+            raise InvalidTransition(
+                f"cannot {verb.replace('_', ' ')} {who}while it is {current} "
+                f"(allowed from: {', '.join(starts) or 'creation'})"
+            )
+        raise InvalidTransition(f"cannot {verb.replace('_', ' ')} {who}from {current} to {target}")
+
+
+def can(verb: str, current: str | None) -> bool:
+    return current in TRANSITIONS.get(verb, {})
+
+
+def table_markdown() -> str:
+    """The transition table rendered for the docs."""
+    lines = ["| verb | from | to |", "|---|---|---|"]
+    for verb, moves in TRANSITIONS.items():
+        for frm, tos in moves.items():
+            lines.append(f"| {verb} | {frm or '(new)'} | {', '.join(sorted(tos))} |")
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""Boards: isolated queues with a slug, a display name, settings and an optional target directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ..domain import model
+from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..store.engine import Database, Row, Tx
+
+_SCOPED_TABLES = (
+    "task_events", "task_comments", "task_runs", "task_links", "attachments", "reviews",
+    "notify_subscriptions", "wiki_pages", "supervisor_wakes", "goals", "tasks",
+)
+
+
+def board_out(row: Row) -> Row:
+    out = dict(row)
+    try:
+        out["settings"] = json.loads(out.get("settings") or "{}")
+    except ValueError:
+        out["settings"] = {}
+    out["archived"] = bool(out.get("archived"))
+    return out
+
+
+def board_dir(home: Path, slug: str) -> Path:
+    return home / "boards" / slug
+
+
+def _get(tx: Tx, slug: str) -> Row:
+    row = tx.one("SELECT * FROM boards WHERE slug = :s", {"s": slug})
+    if row is None:
+        raise NotFound(f"no board {slug!r}; list boards with `agentboard boards list`")
+    return row
+
+
+def get(db: Database, slug: str) -> Row:
+    slug = model.board_slug(slug)
+    return board_out(db.read(_get, slug))
+
+
+def list_boards(db: Database, *, include_archived: bool = False) -> list[Row]:
+    def _r(tx: Tx) -> list[Row]:
+        sql = (
+            "SELECT b.*, (SELECT COUNT(*) FROM tasks t WHERE t.board = b.slug AND t.status != 'archived') AS task_count "
+            "FROM boards b"
+        )
+        if not include_archived:
+            sql += " WHERE b.archived = 0"
+        return tx.all(sql + " ORDER BY b.slug")
+    return [board_out(r) for r in db.read(_r)]
+
+
+def _create(tx: Tx, slug: str, fields: dict[str, Any], actor: str | None) -> Row:
+    existing = tx.one("SELECT archived FROM boards WHERE slug = :s", {"s": slug})
+    if existing is not None:
+        if existing["archived"]:
+            raise Conflict(f"board {slug!r} exists but is archived; restore it or delete it for good first")
+        raise Conflict(f"board {slug!r} already exists")
+    if fields.get("default_workdir"):
+        other = tx.one(
+            "SELECT slug FROM boards WHERE default_workdir = :w AND archived = 0", {"w": fields["default_workdir"]}
+        )
+        if other:
+            raise Conflict(f"{fields['default_workdir']} is already the target directory of board {other['slug']!r}")
+    now = time.time()
+    tx.execute(
+        "INSERT INTO boards (slug, name, description, icon, color, default_workdir, workdir_mode, settings, "
+        "archived, created_at) VALUES (:slug, :name, :description, :icon, :color, :default_workdir, "
+        ":workdir_mode, :settings, 0, :now)",
+        {"slug": slug, "now": now, **fields},
+    )
+    tx.event(slug, None, "board_created", {"slug": slug, "name": fields["name"]}, actor=actor, at=now)
+    return _get(tx, slug)
+
+
+def create(
+    db: Database, slug: str, *, name: str | None = None, description: str = "", icon: str | None = None,
+    color: str | None = None, workdir: str | None = None, workdir_mode: str | None = None,
+    settings: dict[str, Any] | None = None, actor: str | None = None,
+) -> Row:
+    slug = model.board_slug(slug)
+    if workdir is not None:
+        if not os.path.isabs(workdir):
+            raise InvalidInput(f"target directory {workdir!r} is relative: give an absolute path")
+        workdir = os.path.normpath(workdir)
+        if workdir_mode not in (None, "linked-new", "linked-existing"):
+            raise InvalidInput("workdir mode must be linked-new or linked-existing")
+    fields = {
+        "name": (name or slug).strip() or slug,
+        "description": description or "",
+        "icon": icon,
+        "color": color,
+        "default_workdir": workdir,
+        "workdir_mode": workdir_mode if workdir else None,
+        "settings": json.dumps(settings or {}),
+    }
+    return board_out(db.write(_create, slug, fields, actor))
+
+
+def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) -> Row:
+    """Change a board's display fields or settings (the slug is immutable)."""
+    slug = model.board_slug(slug)
+    allowed = {"name", "description", "icon", "color", "settings"}
+    bad = set(fields) - allowed
+    if bad:
+        raise InvalidInput(f"cannot change board field(s) {', '.join(sorted(bad))}; the slug is immutable")
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if "name" in changes:
+        changes["name"] = str(changes["name"]).strip()
+        if not changes["name"]:
+            raise InvalidInput("board name is empty")
+    if "settings" in changes:
+        if not isinstance(changes["settings"], dict):
+            raise InvalidInput("board settings must be a JSON object")
+        changes["settings"] = json.dumps(changes["settings"])
+
+    def _w(tx: Tx) -> Row:
+        _get(tx, slug)
+        if changes:
+            sets = ", ".join(f"{k} = :{k}" for k in changes)
+            tx.execute(f"UPDATE boards SET {sets} WHERE slug = :slug", {**changes, "slug": slug})
+            kind = "board_renamed" if "name" in changes else "edited"
+            tx.event(slug, None, kind, {"fields": sorted(changes)}, actor=actor)
+        return _get(tx, slug)
+
+    return board_out(db.write(_w))
+
+
+def rename(db: Database, slug: str, name: str, *, actor: str | None = None) -> Row:
+    return update(db, slug, name=name, actor=actor)
+
+
+def archive(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
+    """Hide a board (recoverable); its folders move under ``boards/_archived/<slug>-<ts>/``."""
+    slug = model.board_slug(slug)
+    ts = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    dest: Path | None = None
+    if home is not None:
+        dest = home / "boards" / "_archived" / f"{slug}-{ts}"
+
+    def _w(tx: Tx) -> Row:
+        row = _get(tx, slug)
+        if row["archived"]:
+            raise Conflict(f"board {slug!r} is already archived")
+        running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'running'", {"b": slug})
+        if running:
+            raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
+        now = time.time()
+        tx.execute(
+            "UPDATE boards SET archived = 1, archived_at = :now, archived_path = :p WHERE slug = :s",
+            {"now": now, "p": str(dest) if dest else None, "s": slug},
+        )
+        tx.event(slug, None, "board_archived", {"path": str(dest) if dest else None}, actor=actor, at=now)
+        return _get(tx, slug)
+
+    out = db.write(_w)
+    if home is not None and dest is not None:
+        src = board_dir(home, slug)
+        if src.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(src), dest)
+    return board_out(out)
+
+
+def restore(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
+    slug = model.board_slug(slug)
+
+    def _w(tx: Tx) -> Row:
+        row = _get(tx, slug)
+        if not row["archived"]:
+            raise Conflict(f"board {slug!r} is not archived")
+        tx.execute("UPDATE boards SET archived = 0, archived_at = NULL, archived_path = NULL WHERE slug = :s", {"s": slug})
+        tx.event(slug, None, "board_restored", {}, actor=actor)
+        return row
+
+    row = db.write(_w)
+    if home is not None and row.get("archived_path"):
+        src = Path(row["archived_path"])
+        if src.exists() and not board_dir(home, slug).exists():
+            board_dir(home, slug).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(src), board_dir(home, slug))
+    return get(db, slug)
+
+
+def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
+    """Remove a board and everything on it, for good."""
+    slug = model.board_slug(slug)
+
+    def _w(tx: Tx) -> Row:
+        row = _get(tx, slug)
+        running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'running'", {"b": slug})
+        if running:
+            raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
+        for table in _SCOPED_TABLES:
+            tx.execute(f"DELETE FROM {table} WHERE board = :b", {"b": slug})
+        tx.execute("DELETE FROM boards WHERE slug = :s", {"s": slug})
+        return row
+
+    row = db.write(_w)
+    if home is not None:
+        for folder in (board_dir(home, slug), Path(row["archived_path"]) if row.get("archived_path") else None):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+    return board_out(row)

@@ -1,0 +1,56 @@
+"""The comment thread, and @mentions that create follow-up tasks."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ..domain import model
+from ..domain.errors import InvalidInput
+from ..store.engine import Database, Row, Tx
+from .common import get_task
+from .tasks import _create
+
+MENTION_RE = re.compile(r"(?<![\w.@])@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
+
+
+def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions: bool, kind: str) -> Row:
+    task = get_task(tx, board, task_id)
+    now = time.time()
+    cid = tx.scalar(
+        "INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
+        "VALUES (:t, :b, :a, :body, :k, :now) RETURNING id",
+        {"t": task_id, "b": board, "a": author, "body": body, "k": kind, "now": now},
+    )
+    spawned: list[str] = []
+    skipped: list[str] = []
+    if mentions:
+        for name in dict.fromkeys(m.rstrip(".") for m in MENTION_RE.findall(body)):
+            prof = tx.one("SELECT name, enabled FROM profiles WHERE name = :n", {"n": name})
+            if prof is None:
+                skipped.append(name)
+                continue
+            title = f"Follow-up for @{name} on {task_id}: {task['title']}"[: model.TITLE_MAX]
+            child = _create(
+                tx, board, title, body, name, [task_id], task["tenant"], task["goal_id"], task["priority"],
+                False, "scratch", None, None, None, None, None, [], False, [], author, False,
+            )
+            spawned.append(child["id"])
+    tx.event(
+        board, task_id, "commented",
+        {"comment_id": cid, "author": author, "excerpt": body[:200], "spawned_subtasks": spawned, "skipped_mentions": skipped},
+        actor=author, at=now,
+    )
+    return {"id": cid, "task_id": task_id, "author": author, "body": body, "kind": kind, "created_at": now,
+            "spawned_subtasks": spawned, "skipped_mentions": skipped}
+
+
+def comment(
+    db: Database, board: str, task_id: str, body: str, *, author: str | None = None,
+    mentions: bool = True, kind: str = "comment",
+) -> Row:
+    text = (body or "").strip()
+    if not text:
+        raise InvalidInput("comment is empty: write something")
+    model.body(text, model.COMMENT_MAX, "comment")
+    return db.write(_comment, board, task_id, text, author or "person", mentions, kind)

@@ -1,0 +1,111 @@
+"""Helpers shared by the kernel verbs (run inside a transaction)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..domain import states
+from ..domain.errors import InvalidInput, NotFound
+from ..store.engine import Row, Tx
+
+TASK_JSON = ("skills", "verify")
+
+
+def settings_of(tx: Tx) -> Any:
+    return getattr(tx.db, "settings", None)
+
+
+def task_out(row: Row) -> Row:
+    """A task row as callers see it: JSON columns decoded, flags as booleans."""
+    out = dict(row)
+    for key in TASK_JSON:
+        if key in out and isinstance(out[key], str):
+            out[key] = json.loads(out[key]) if out[key] else []
+    if "review_required" in out:
+        out["review_required"] = bool(out["review_required"])
+    return out
+
+
+def run_out(row: Row) -> Row:
+    out = dict(row)
+    for key in ("metadata", "review"):
+        if isinstance(out.get(key), str) and out[key]:
+            try:
+                out[key] = json.loads(out[key])
+            except ValueError:
+                pass
+    out["synthetic"] = bool(out.get("synthetic"))
+    return out
+
+
+def get_task(tx: Tx, board: str, task_id: str, *, lock: bool = False) -> Row:
+    sql = "SELECT * FROM tasks WHERE id = :id AND board = :board"
+    if lock and tx.db.dialect == "postgresql":
+        sql += " FOR UPDATE"
+    row = tx.one(sql, {"id": task_id, "board": board})
+    if row is None:
+        if not task_id or not str(task_id).startswith("t_"):
+            raise NotFound(f"no task {task_id!r} on board {board!r} (task ids look like t_1a2b3c4d)")
+        raise NotFound(f"no task {task_id} on board {board!r}")
+    return row
+
+
+def pending_parents(tx: Tx, task_id: str) -> list[str]:
+    rows = tx.all(
+        "SELECT p.id FROM task_links l JOIN tasks p ON p.id = l.parent_id "
+        "WHERE l.child_id = :id AND p.status NOT IN ('done', 'archived') ORDER BY p.id",
+        {"id": task_id},
+    )
+    return [r["id"] for r in rows]
+
+
+def default_assignee(tx: Tx, board: str) -> str | None:
+    b = board_settings(tx, board)
+    if b.get("default_assignee"):
+        return str(b["default_assignee"])
+    s = settings_of(tx)
+    return getattr(s, "default_assignee", None) if s is not None else None
+
+
+_board_settings_cache: dict[tuple[int, str], tuple[float, dict[str, Any]]] = {}
+
+
+def board_settings(tx: Tx, board: str) -> dict[str, Any]:
+    row = tx.one("SELECT settings FROM boards WHERE slug = :b", {"b": board})
+    if row is None or not row["settings"]:
+        return {}
+    try:
+        value = json.loads(row["settings"])
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def ready_or_todo(tx: Tx, task_id: str, assignee: str | None, board: str) -> str:
+    """Where a released task lands: ready iff every parent is done and it has an assignee."""
+    if pending_parents(tx, task_id):
+        return states.TODO
+    if assignee or default_assignee(tx, board):
+        return states.READY
+    return states.TODO
+
+
+def require_board(tx: Tx, board: str, *, writable: bool = True) -> Row:
+    row = tx.one("SELECT * FROM boards WHERE slug = :b", {"b": board})
+    if row is None:
+        raise NotFound(f"no board {board!r}; list boards with `agentboard boards list`")
+    if writable and row["archived"]:
+        raise InvalidInput(f"board {board!r} is archived; restore it before changing its tasks")
+    return row
+
+
+def first_line(text: str | None, limit: int = 400) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:limit]
+
+
+def jdump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)

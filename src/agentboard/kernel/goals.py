@@ -1,0 +1,150 @@
+"""Goals: named outcomes that group tasks and settle to done when their tasks are done."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..domain import model
+from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..store.engine import Database, Row, Tx
+from .common import require_board
+
+
+def goal_out(row: Row) -> Row:
+    out = dict(row)
+    for key, default in (("acceptance", []), ("budget", {})):
+        try:
+            out[key] = json.loads(out.get(key) or json.dumps(default))
+        except ValueError:
+            out[key] = default
+    return out
+
+
+def _get(tx: Tx, board: str, goal_id: str) -> Row:
+    row = tx.one("SELECT * FROM goals WHERE id = :g AND board = :b", {"g": goal_id, "b": board})
+    if row is None:
+        raise NotFound(f"no goal {goal_id} on board {board!r}")
+    return row
+
+
+def create(
+    db: Database, board: str, title: str, *, body: str = "", acceptance: list[str] | None = None,
+    priority: int = 0, actor: str | None = None,
+) -> Row:
+    title = model.title(title)
+    body = model.body(body)
+    acc = [a.strip() for a in (acceptance or []) if a and a.strip()]
+
+    def _w(tx: Tx) -> Row:
+        require_board(tx, board)
+        now = time.time()
+        gid = model.new_goal_id()
+        tx.execute(
+            "INSERT INTO goals (id, board, title, body, acceptance, status, priority, created_by, created_at, budget) "
+            "VALUES (:id, :b, :t, :body, :acc, 'active', :p, :a, :now, '{}')",
+            {"id": gid, "b": board, "t": title, "body": body, "acc": json.dumps(acc), "p": model.priority(priority),
+             "a": actor, "now": now},
+        )
+        tx.event(board, None, "goal_created", {"goal_id": gid, "title": title}, actor=actor, at=now)
+        return _get(tx, board, gid)
+
+    return goal_out(db.write(_w))
+
+
+def cancel(db: Database, board: str, goal_id: str, *, actor: str | None = None) -> Row:
+    def _w(tx: Tx) -> Row:
+        row = _get(tx, board, goal_id)
+        if row["status"] != "active":
+            raise Conflict(f"goal {goal_id} is {row['status']}; only an active goal can be cancelled")
+        now = time.time()
+        tx.execute("UPDATE goals SET status = 'cancelled', completed_at = :now WHERE id = :g", {"now": now, "g": goal_id})
+        tx.event(board, None, "goal_cancelled", {"goal_id": goal_id}, actor=actor, at=now)
+        return _get(tx, board, goal_id)
+
+    return goal_out(db.write(_w))
+
+
+def update(db: Database, board: str, goal_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+    allowed = {"title", "body", "acceptance", "priority", "budget"}
+    bad = set(fields) - allowed
+    if bad:
+        raise InvalidInput(f"cannot change goal field(s) {', '.join(sorted(bad))}")
+    changes: dict[str, Any] = {}
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if k == "title":
+            v = model.title(v)
+        elif k == "body":
+            v = model.body(v)
+        elif k == "priority":
+            v = model.priority(v)
+        elif k in ("acceptance", "budget"):
+            v = json.dumps(v)
+        changes[k] = v
+
+    def _w(tx: Tx) -> Row:
+        _get(tx, board, goal_id)
+        if changes:
+            sets = ", ".join(f"{k} = :{k}" for k in changes)
+            tx.execute(f"UPDATE goals SET {sets} WHERE id = :gid", {**changes, "gid": goal_id})
+            tx.event(board, None, "goal_edited", {"goal_id": goal_id, "fields": sorted(changes)}, actor=actor)
+        return _get(tx, board, goal_id)
+
+    return goal_out(db.write(_w))
+
+
+def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:
+    out: dict[str, Row] = {g: {"counts": {}, "blocked": [], "runs": 0, "cost_usd": 0.0, "tokens": 0} for g in goal_ids}
+    if not goal_ids:
+        return out
+    names = {f"g{i}": g for i, g in enumerate(goal_ids)}
+    inlist = ", ".join(":" + k for k in names)
+    for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE goal_id IN ({inlist}) GROUP BY goal_id, status", names):
+        out[r["goal_id"]]["counts"][r["status"]] = r["n"]
+    for r in tx.all(
+        f"SELECT id, goal_id, title, block_kind, block_reason FROM tasks WHERE goal_id IN ({inlist}) AND status = 'blocked' ORDER BY updated_at",
+        names,
+    ):
+        out[r["goal_id"]]["blocked"].append({"id": r["id"], "title": r["title"], "kind": r["block_kind"], "reason": r["block_reason"]})
+    for r in tx.all(
+        f"SELECT t.goal_id, COUNT(r.id) AS runs, COALESCE(SUM(r.cost_usd), 0) AS cost, "
+        f"COALESCE(SUM(r.input_tokens), 0) + COALESCE(SUM(r.output_tokens), 0) AS tokens "
+        f"FROM task_runs r JOIN tasks t ON t.id = r.task_id WHERE t.goal_id IN ({inlist}) AND r.synthetic = 0 GROUP BY t.goal_id",
+        names,
+    ):
+        out[r["goal_id"]].update(runs=r["runs"], cost_usd=float(r["cost"] or 0), tokens=int(r["tokens"] or 0))
+    for g, s in out.items():
+        total = sum(v for k, v in s["counts"].items() if k != "archived")
+        s["total"] = total
+        s["done"] = s["counts"].get("done", 0)
+    return out
+
+
+def list_goals(db: Database, board: str, *, status: str | None = None) -> list[Row]:
+    def _r(tx: Tx) -> list[Row]:
+        sql = "SELECT * FROM goals WHERE board = :b"
+        params: dict[str, Any] = {"b": board}
+        if status:
+            sql += " AND status = :s"
+            params["s"] = status
+        rows = [goal_out(r) for r in tx.all(sql + " ORDER BY priority DESC, created_at", params)]
+        sums = _summaries(tx, board, [r["id"] for r in rows])
+        for r in rows:
+            r.update(sums[r["id"]])
+        return rows
+    return db.read(_r)
+
+
+def show(db: Database, board: str, goal_id: str) -> Row:
+    def _r(tx: Tx) -> Row:
+        row = goal_out(_get(tx, board, goal_id))
+        row.update(_summaries(tx, board, [goal_id])[goal_id])
+        row["tasks"] = tx.all(
+            "SELECT id, title, status, assignee, priority, block_reason FROM tasks WHERE goal_id = :g "
+            "ORDER BY priority DESC, created_at", {"g": goal_id},
+        )
+        return row
+    return db.read(_r)

@@ -1,0 +1,26 @@
+"""Housekeeping that changes no task state: pruning old events."""
+
+from __future__ import annotations
+
+import time
+
+from ..store.engine import Database, Tx
+
+
+def prune_events(db: Database, *, retention_days: int = 30, board: str | None = None) -> int:
+    """Delete events older than the retention whose task is done or archived (or gone)."""
+    cutoff = time.time() - retention_days * 86400
+
+    def _w(tx: Tx) -> int:
+        sql = (
+            "DELETE FROM task_events WHERE created_at < :c AND task_id IS NOT NULL AND "
+            "task_id NOT IN (SELECT id FROM tasks WHERE status NOT IN ('done', 'archived'))"
+        )
+        params: dict[str, object] = {"c": cutoff}
+        if board:
+            sql += " AND board = :b"
+            params["b"] = board
+        tx.execute(sql, params)
+        return tx.rowcount
+
+    return db.write(_w)

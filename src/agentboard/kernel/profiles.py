@@ -1,0 +1,128 @@
+"""Profiles: named agents stored in the database (how to start them is the dispatcher's business)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..domain import model
+from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..store.engine import Database, Row, Tx
+
+ADAPTERS = ("command", "claude", "codex")
+
+
+def profile_out(row: Row) -> Row:
+    out = dict(row)
+    out["env"] = json.loads(out.get("env") or "{}")
+    out["skills"] = json.loads(out.get("skills") or "[]")
+    out["enabled"] = bool(out.get("enabled"))
+    out["orchestrator"] = bool(out.get("orchestrator"))
+    return out
+
+
+def _get(tx: Tx, name: str) -> Row:
+    row = tx.one("SELECT * FROM profiles WHERE name = :n", {"n": name})
+    if row is None:
+        raise NotFound(f"no profile {name!r}; add one with `agentboard profiles add {name} --command ...`")
+    return row
+
+
+def get(db: Database, name: str) -> Row:
+    return profile_out(db.read(_get, name))
+
+
+def list_profiles(db: Database) -> list[Row]:
+    return [profile_out(r) for r in db.read(lambda tx: tx.all("SELECT * FROM profiles ORDER BY name"))]
+
+
+def _validate(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if k == "adapter":
+            if v not in ADAPTERS:
+                raise InvalidInput(f"unknown adapter {v!r}: use one of {', '.join(ADAPTERS)}")
+        elif k == "command":
+            v = str(v).strip()
+            if not v:
+                raise InvalidInput("a profile needs a command")
+        elif k == "max_concurrency":
+            v = int(v)
+            if v < 1:
+                raise InvalidInput("max concurrency must be at least 1")
+        elif k == "env":
+            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v):
+                raise InvalidInput("profile env must map names to values")
+            v = json.dumps({str(a): str(b) for a, b in v.items()})
+        elif k == "skills":
+            v = json.dumps([str(s) for s in v])
+        elif k in ("enabled", "orchestrator"):
+            v = 1 if v else 0
+        elif k == "description":
+            v = model.body(str(v), 16 * 1024, "description")
+        elif k not in ("model",):
+            raise InvalidInput(f"unknown profile field {k!r}")
+        out[k] = v
+    return out
+
+
+def add(
+    db: Database, name: str, *, command: str, adapter: str = "command", description: str = "",
+    max_concurrency: int | None = None, env: dict[str, str] | None = None, skills: list[str] | None = None,
+    model_name: str | None = None, enabled: bool = True, orchestrator: bool = False, actor: str | None = None,
+) -> Row:
+    name = model.profile_name(name)
+    fields = _validate({
+        "command": command, "adapter": adapter, "description": description, "max_concurrency": max_concurrency,
+        "env": env or {}, "skills": skills or [], "model": model_name, "enabled": enabled, "orchestrator": orchestrator,
+    })
+    fields.setdefault("max_concurrency", None)
+    fields.setdefault("model", None)
+
+    def _w(tx: Tx) -> Row:
+        if tx.one("SELECT name FROM profiles WHERE name = :n", {"n": name}):
+            raise Conflict(f"profile {name!r} already exists; change it with `agentboard profiles set {name} ...`")
+        now = time.time()
+        tx.execute(
+            "INSERT INTO profiles (name, description, adapter, command, env, max_concurrency, skills, model, enabled, "
+            "orchestrator, created_at, updated_at) VALUES (:name, :description, :adapter, :command, :env, "
+            ":max_concurrency, :skills, :model, :enabled, :orchestrator, :now, :now)",
+            {"name": name, "now": now, **fields},
+        )
+        tx.event("default", None, "profile_changed", {"profile": name, "action": "added"}, actor=actor, at=now)
+        return _get(tx, name)
+
+    return profile_out(db.write(_w))
+
+
+def update(db: Database, name: str, *, actor: str | None = None, **fields: Any) -> Row:
+    if "model_name" in fields:
+        fields["model"] = fields.pop("model_name")
+    changes = _validate(fields)
+
+    def _w(tx: Tx) -> Row:
+        _get(tx, name)
+        if changes:
+            now = time.time()
+            sets = ", ".join(f"{k} = :{k}" for k in changes)
+            tx.execute(f"UPDATE profiles SET {sets}, updated_at = :now WHERE name = :pname", {**changes, "now": now, "pname": name})
+            tx.event("default", None, "profile_changed", {"profile": name, "action": "updated", "fields": sorted(changes)}, actor=actor, at=now)
+        return _get(tx, name)
+
+    return profile_out(db.write(_w))
+
+
+def remove(db: Database, name: str, *, actor: str | None = None) -> Row:
+    def _w(tx: Tx) -> Row:
+        row = _get(tx, name)
+        running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE assignee = :n AND status = 'running'", {"n": name})
+        if running:
+            raise Conflict(f"profile {name!r} has {running} running task(s); wait or reclaim them first")
+        tx.execute("DELETE FROM profiles WHERE name = :n", {"n": name})
+        tx.event("default", None, "profile_changed", {"profile": name, "action": "removed"}, actor=actor)
+        return row
+
+    return profile_out(db.write(_w))

@@ -1,0 +1,294 @@
+"""Read models shared by every surface: list, board view, task detail, stats, assignees, runs, events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ..domain import states
+from ..domain.errors import InvalidInput
+from ..store.engine import Database, Row, Tx
+from .common import get_task, run_out, task_out
+
+CARD_COLUMNS = (
+    "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
+    "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
+    "worker_host, last_heartbeat_at, last_outcome, workspace_kind"
+)
+
+
+def _statuses(status: str | Iterable[str] | None) -> list[str]:
+    if status is None:
+        return []
+    items = [status] if isinstance(status, str) else list(status)
+    out: list[str] = []
+    for item in items:
+        for s in str(item).split(","):
+            s = s.strip()
+            if not s:
+                continue
+            if s not in states.STATUSES:
+                raise InvalidInput(f"unknown status {s!r}; use one of {', '.join(states.STATUSES)}")
+            out.append(s)
+    return out
+
+
+def _filters(
+    board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
+    tenant: str | None = None, goal: str | None = None, search: str | None = None,
+    include_archived: bool = False,
+) -> tuple[str, dict[str, Any]]:
+    where = ["board = :board"]
+    params: dict[str, Any] = {"board": board}
+    sts = _statuses(status)
+    if sts:
+        names = {f"s{i}": s for i, s in enumerate(sts)}
+        where.append("status IN (" + ", ".join(":" + k for k in names) + ")")
+        params.update(names)
+    elif not include_archived:
+        where.append("status != 'archived'")
+    if assignee:
+        if assignee in ("none", "-"):
+            where.append("assignee IS NULL")
+        else:
+            where.append("assignee = :assignee")
+            params["assignee"] = assignee
+    if tenant:
+        where.append("tenant = :tenant")
+        params["tenant"] = tenant
+    if goal:
+        where.append("goal_id = :goal")
+        params["goal"] = goal
+    if search:
+        where.append("(LOWER(title) LIKE :q OR LOWER(body) LIKE :q OR id = :qid)")
+        params["q"] = "%" + search.lower().replace("\\", "") + "%"
+        params["qid"] = search.strip()
+    return " AND ".join(where), params
+
+
+def list_tasks(
+    db: Database, board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
+    tenant: str | None = None, goal: str | None = None, search: str | None = None,
+    include_archived: bool = False, limit: int = 200, offset: int = 0,
+) -> list[Row]:
+    where, params = _filters(board, assignee=assignee, status=status, tenant=tenant, goal=goal,
+                             search=search, include_archived=include_archived)
+    if limit < 0 or offset < 0:
+        raise InvalidInput("limit and offset must not be negative")
+    params.update(lim=int(limit), off=int(offset))
+
+    def _r(tx: Tx) -> list[Row]:
+        return tx.all(
+            f"SELECT {CARD_COLUMNS} FROM tasks WHERE {where} "
+            "ORDER BY priority DESC, created_at, id LIMIT :lim OFFSET :off",
+            params,
+        )
+    return [task_out(r) for r in db.read(_r)]
+
+
+def board_view(
+    db: Database, board: str, *, tenant: str | None = None, assignee: str | None = None,
+    goal: str | None = None, search: str | None = None, include_archived: bool = False,
+    per_column: int = 100, lanes: bool = False,
+) -> Row:
+    """Columns by status with counts and the first ``per_column`` cards of each."""
+    cols = [s for s in states.STATUSES if include_archived or s != states.ARCHIVED]
+
+    def _r(tx: Tx) -> Row:
+        where, params = _filters(board, assignee=assignee, tenant=tenant, goal=goal, search=search,
+                                 include_archived=True)
+        counts = {s: 0 for s in cols}
+        for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params):
+            if r["status"] in counts:
+                counts[r["status"]] = r["n"]
+        columns = []
+        ids: list[str] = []
+        for s in cols:
+            cards: list[Row] = []
+            if counts[s]:
+                cards = [task_out(r) for r in tx.all(
+                    f"SELECT {CARD_COLUMNS} FROM tasks WHERE {where} AND status = :col "
+                    "ORDER BY priority DESC, created_at, id LIMIT :lim",
+                    {**params, "col": s, "lim": per_column},
+                )]
+            ids.extend(c["id"] for c in cards)
+            columns.append({"status": s, "count": counts[s], "tasks": cards})
+        extras = _card_extras(tx, ids)
+        for col in columns:
+            for card in col["tasks"]:
+                card.update(extras.get(card["id"], {}))
+            if lanes and col["status"] == states.RUNNING:
+                by: dict[str, list[Row]] = {}
+                for card in col["tasks"]:
+                    by.setdefault(card["assignee"] or "(unassigned)", []).append(card)
+                col["lanes"] = [{"assignee": k, "tasks": v} for k, v in sorted(by.items())]
+        return {"board": board, "columns": columns, "total": sum(counts.values())}
+
+    return db.read(_r)
+
+
+def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
+    out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
+    for start in range(0, len(ids), 400):
+        chunk = ids[start:start + 400]
+        names = {f"i{n}": t for n, t in enumerate(chunk)}
+        inlist = ", ".join(":" + k for k in names)
+        for r in tx.all(f"SELECT task_id, COUNT(*) AS n FROM task_comments WHERE task_id IN ({inlist}) GROUP BY task_id", names):
+            out[r["task_id"]]["comment_count"] = r["n"]
+        for r in tx.all(f"SELECT child_id, COUNT(*) AS n FROM task_links WHERE child_id IN ({inlist}) GROUP BY child_id", names):
+            out[r["child_id"]]["parent_count"] = r["n"]
+        for r in tx.all(
+            f"SELECT l.parent_id, COUNT(*) AS n, SUM(CASE WHEN c.status = 'done' THEN 1 ELSE 0 END) AS d "
+            f"FROM task_links l JOIN tasks c ON c.id = l.child_id WHERE l.parent_id IN ({inlist}) GROUP BY l.parent_id",
+            names,
+        ):
+            out[r["parent_id"]]["child_count"] = r["n"]
+            out[r["parent_id"]]["children_done"] = int(r["d"] or 0)
+    return out
+
+
+def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> Row:
+    """The task with parents, children, comments, recent events, runs, attachments and reviews."""
+    def _r(tx: Tx) -> Row:
+        task = task_out(get_task(tx, board, task_id))
+        task["parents"] = tx.all(
+            "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.parent_id "
+            "WHERE l.child_id = :id ORDER BY l.created_at", {"id": task_id})
+        task["children"] = tx.all(
+            "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.child_id "
+            "WHERE l.parent_id = :id ORDER BY l.created_at", {"id": task_id})
+        task["comments"] = tx.all(
+            "SELECT id, author, body, kind, created_at FROM task_comments WHERE task_id = :id ORDER BY id", {"id": task_id})
+        evs = tx.all(
+            "SELECT id, task_id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :id "
+            "ORDER BY id DESC LIMIT :n", {"id": task_id, "n": events})
+        task["events"] = [_event_out(e) for e in reversed(evs)]
+        task["runs"] = [run_out(r) for r in tx.all("SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
+        task["attachments"] = tx.all("SELECT id, name, path, size, sha256, created_at FROM attachments WHERE task_id = :id ORDER BY id", {"id": task_id})
+        task["reviews"] = [
+            {**r, "findings": json.loads(r["findings"] or "[]")}
+            for r in tx.all("SELECT * FROM reviews WHERE task_id = :id ORDER BY id", {"id": task_id})
+        ]
+        if task.get("goal_id"):
+            g = tx.one("SELECT id, title, status, acceptance FROM goals WHERE id = :g", {"g": task["goal_id"]})
+            if g:
+                g["acceptance"] = json.loads(g["acceptance"] or "[]")
+            task["goal"] = g
+        return task
+    return db.read(_r)
+
+
+def runs(db: Database, board: str, task_id: str) -> list[Row]:
+    def _r(tx: Tx) -> list[Row]:
+        get_task(tx, board, task_id)
+        return [run_out(r) for r in tx.all("SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
+    return db.read(_r)
+
+
+def get_run(db: Database, board: str, run_id: int) -> Row:
+    from ..domain.errors import NotFound
+
+    def _r(tx: Tx) -> Row:
+        row = tx.one("SELECT * FROM task_runs WHERE id = :r AND board = :b", {"r": run_id, "b": board})
+        if row is None:
+            raise NotFound(f"no run {run_id} on board {board!r}")
+        return run_out(row)
+    return db.read(_r)
+
+
+def _event_out(row: Row) -> Row:
+    out = dict(row)
+    try:
+        out["payload"] = json.loads(out.get("payload") or "{}")
+    except ValueError:
+        out["payload"] = {}
+    return out
+
+
+def events_after(
+    db: Database, board: str | None, cursor: int = 0, *, task_id: str | None = None,
+    kinds: Iterable[str] | None = None, limit: int = 500,
+) -> list[Row]:
+    """Events with id > cursor, oldest first (``board=None`` reads every board: administrators only)."""
+    where = ["id > :c"]
+    params: dict[str, Any] = {"c": int(cursor), "n": int(limit)}
+    if board is not None:
+        where.append("board = :b")
+        params["b"] = board
+    if task_id:
+        where.append("task_id = :t")
+        params["t"] = task_id
+    kl = [k for k in (kinds or []) if k]
+    if kl:
+        names = {f"k{i}": k for i, k in enumerate(kl)}
+        where.append("kind IN (" + ", ".join(":" + k for k in names) + ")")
+        params.update(names)
+
+    def _r(tx: Tx) -> list[Row]:
+        return tx.all(
+            "SELECT id, board, task_id, run_id, kind, payload, actor, created_at FROM task_events "
+            f"WHERE {' AND '.join(where)} ORDER BY id LIMIT :n", params)
+    return [_event_out(r) for r in db.read(_r)]
+
+
+def last_event_id(db: Database, board: str | None = None) -> int:
+    def _r(tx: Tx) -> int:
+        if board is None:
+            return int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events") or 0)
+        return int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events WHERE board = :b", {"b": board}) or 0)
+    return db.read(_r)
+
+
+def stats(db: Database, board: str) -> Row:
+    def _r(tx: Tx) -> Row:
+        by_status = {s: 0 for s in states.STATUSES}
+        for r in tx.all("SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b GROUP BY status", {"b": board}):
+            by_status[r["status"]] = r["n"]
+        by_assignee: dict[str, dict[str, int]] = {}
+        for r in tx.all(
+            "SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND status != 'archived' "
+            "GROUP BY assignee, status", {"b": board}):
+            by_assignee.setdefault(r["assignee"] or "(unassigned)", {})[r["status"]] = r["n"]
+        by_goal: dict[str, dict[str, int]] = {}
+        for r in tx.all(
+            "SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE board = :b AND goal_id IS NOT NULL "
+            "GROUP BY goal_id, status", {"b": board}):
+            by_goal.setdefault(r["goal_id"], {})[r["status"]] = r["n"]
+        runs = tx.one(
+            "SELECT COUNT(*) AS runs, COALESCE(SUM(cost_usd), 0) AS cost, COALESCE(SUM(input_tokens), 0) AS input_tokens, "
+            "COALESCE(SUM(output_tokens), 0) AS output_tokens FROM task_runs WHERE board = :b AND synthetic = 0",
+            {"b": board}) or {}
+        outcomes = {r["outcome"]: r["n"] for r in tx.all(
+            "SELECT outcome, COUNT(*) AS n FROM task_runs WHERE board = :b AND outcome IS NOT NULL GROUP BY outcome",
+            {"b": board})}
+        return {"board": board, "by_status": by_status, "by_assignee": by_assignee, "by_goal": by_goal,
+                "total": sum(by_status.values()), "runs": int(runs.get("runs") or 0),
+                "cost_usd": float(runs.get("cost") or 0), "input_tokens": int(runs.get("input_tokens") or 0),
+                "output_tokens": int(runs.get("output_tokens") or 0), "outcomes": outcomes}
+    return db.read(_r)
+
+
+def assignees(db: Database, board: str) -> list[Row]:
+    """Every profile and every assignee seen on the board, with task counts by status."""
+    def _r(tx: Tx) -> list[Row]:
+        out: dict[str, Row] = {}
+        for p in tx.all("SELECT name, description, adapter, enabled FROM profiles ORDER BY name"):
+            out[p["name"]] = {"name": p["name"], "profile": True, "description": p["description"],
+                              "adapter": p["adapter"], "enabled": bool(p["enabled"]), "counts": {}}
+        for r in tx.all(
+            "SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND assignee IS NOT NULL "
+            "AND status != 'archived' GROUP BY assignee, status", {"b": board}):
+            entry = out.setdefault(r["assignee"], {"name": r["assignee"], "profile": False, "description": "",
+                                                   "adapter": None, "enabled": False, "counts": {}})
+            entry["counts"][r["status"]] = r["n"]
+        for e in out.values():
+            e["total"] = sum(e["counts"].values())
+        return sorted(out.values(), key=lambda e: e["name"])
+    return db.read(_r)
+
+
+def tenants(db: Database, board: str) -> list[Row]:
+    return db.read(lambda tx: tx.all(
+        "SELECT tenant, COUNT(*) AS n FROM tasks WHERE board = :b AND tenant IS NOT NULL AND status != 'archived' "
+        "GROUP BY tenant ORDER BY tenant", {"b": board}))

@@ -1,0 +1,615 @@
+"""Run verbs: claim, heartbeat, complete, review, reclaim and the dispatcher's outcomes.
+
+Every write against a running task is a compare-and-swap on the task's status and current run,
+so a late worker and a dispatcher's reclaim can never both apply.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..domain import model, states
+from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
+from ..store.engine import Database, Row, Tx
+from .common import (
+    board_settings,
+    first_line,
+    get_task,
+    jdump,
+    pending_parents,
+    ready_or_todo,
+    run_out,
+    settings_of,
+    task_out,
+)
+from .flow import after_satisfied
+
+_CLEAR_CLAIM = (
+    "current_run_id = NULL, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, "
+    "worker_host = NULL"
+)
+
+
+def stale_error(task: Row, run_id: int | None) -> StaleRun:
+    current = task.get("current_run_id")
+    return StaleRun(
+        f"run {run_id} is no longer current for task {task['id']} (task is {task['status']}; "
+        f"current run: {current if current is not None else 'none'}); stop and do not report"
+    )
+
+
+def _ttl(tx: Tx, ttl: int | None) -> int:
+    if ttl:
+        return int(ttl)
+    s = settings_of(tx)
+    return int(getattr(s, "claim_ttl", 900) if s is not None else 900)
+
+
+# -- claim ------------------------------------------------------------------------------------
+
+
+def _claim(
+    tx: Tx,
+    board: str,
+    task_id: str,
+    ttl: int | None,
+    host: str | None,
+    pid: int | None,
+    lock: str | None,
+    actor: str | None,
+) -> Row:
+    task = tx.one(
+        "SELECT id, status, assignee, board FROM tasks WHERE id = :id AND board = :b",
+        {"id": task_id, "b": board},
+    )
+    if task is None:
+        get_task(tx, board, task_id)
+        raise NotFound(task_id)  # pragma: no cover
+    if task["status"] != states.READY:
+        states.check("claim", task["status"], states.RUNNING, task_id)
+    pending = pending_parents(tx, task_id)
+    now = time.time()
+    if pending:
+        tx.execute(
+            "UPDATE tasks SET status = 'todo', updated_at = :now WHERE id = :id AND status = 'ready'",
+            {"now": now, "id": task_id},
+        )
+        tx.event(board, task_id, "demoted", {"reason": "parents not done", "pending": pending}, actor=actor, at=now)
+        return {"claimed": False, "pending": pending, "id": task_id}
+    expires = now + _ttl(tx, ttl)
+    claim_lock = lock or f"{host or ''}:{pid or ''}:{now}"
+    run_id = tx.scalar(
+        "INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
+        "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) "
+        "VALUES (:id, :b, :p, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :id2), "
+        "'open', :lock, :exp, :pid, :host, :now, :now2, 0) RETURNING id",
+        {"id": task_id, "id2": task_id, "b": board, "p": task["assignee"], "lock": claim_lock, "exp": expires,
+         "pid": pid, "host": host, "now": now, "now2": now},
+    )
+    tx.execute(
+        "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
+        "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
+        "started_at = COALESCE(started_at, :now), updated_at = :now "
+        "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL",
+        {"r": run_id, "lock": claim_lock, "exp": expires, "pid": pid, "host": host, "now": now, "id": task_id},
+    )
+    if tx.rowcount != 1:
+        raise Conflict(f"task {task_id} was claimed by someone else")
+    tx.event(board, task_id, "claimed", {"host": host, "assignee": task["assignee"]}, run_id=run_id, actor=actor, at=now)
+    return {"claimed": True, "id": task_id, "run_id": run_id, "claim_lock": claim_lock,
+            "claim_expires": expires, "assignee": task["assignee"], "status": states.RUNNING}
+
+
+def claim(
+    db: Database,
+    board: str,
+    task_id: str,
+    *,
+    ttl: int | None = None,
+    host: str | None = None,
+    pid: int | None = None,
+    lock: str | None = None,
+    actor: str | None = None,
+) -> Row:
+    """Claim a ready task (compare-and-swap): exactly one claimer wins and gets a run id."""
+    out = db.write(_claim, board, task_id, ttl, host, pid, lock, actor)
+    if not out["claimed"]:
+        raise Conflict(f"task {task_id} has parents that are not done: {', '.join(out['pending'])}; moved back to todo")
+    return out
+
+
+def _claim_next(tx: Tx, board: str, limit: int, assignees: list[str] | None, ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+    sql = (
+        "SELECT id FROM tasks WHERE board = :b AND status = 'ready' "
+        "AND (cooldown_until IS NULL OR cooldown_until <= :now) "
+    )
+    params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
+    if assignees is not None:
+        if not assignees:
+            return []
+        names = {f"a{i}": a for i, a in enumerate(assignees)}
+        sql += "AND assignee IN (" + ", ".join(":" + k for k in names) + ") "
+        params.update(names)
+    sql += "ORDER BY priority DESC, created_at, id LIMIT :n"
+    if tx.db.dialect == "postgresql":
+        sql += " FOR UPDATE SKIP LOCKED"
+    out = []
+    for row in tx.all(sql, params):
+        res = _claim(tx, board, row["id"], ttl, host, None, None, actor)
+        if res["claimed"]:
+            out.append(res)
+    return out
+
+
+def claim_next(
+    db: Database,
+    board: str,
+    *,
+    limit: int = 1,
+    assignees: list[str] | None = None,
+    ttl: int | None = None,
+    host: str | None = None,
+    actor: str | None = None,
+) -> list[Row]:
+    """Claim up to ``limit`` ready tasks by priority then age (SKIP LOCKED on PostgreSQL)."""
+    return db.write(_claim_next, board, limit, assignees, ttl, host, actor)
+
+
+def _record_spawn(tx: Tx, board: str, task_id: str, run_id: int, pid: int, host: str | None, log_path: str | None, workspace: str | None, extra: dict[str, Any] | None) -> None:
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
+        "workspace_path = COALESCE(:ws, workspace_path), updated_at = :now "
+        "WHERE id = :id AND current_run_id = :r",
+        {"pid": pid, "host": host, "ws": workspace, "now": now, "id": task_id, "r": run_id},
+    )
+    if tx.rowcount != 1:
+        task = get_task(tx, board, task_id)
+        raise stale_error(task, run_id)
+    tx.execute(
+        "UPDATE task_runs SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
+        "log_path = :log, workspace_path = :ws WHERE id = :r",
+        {"pid": pid, "host": host, "log": log_path, "ws": workspace, "r": run_id},
+    )
+    payload = {"pid": pid, "host": host, "log": log_path, "workspace": workspace}
+    payload.update(extra or {})
+    tx.event(board, task_id, "spawned", payload, run_id=run_id, actor="dispatcher", at=now)
+
+
+def record_spawn(
+    db: Database, board: str, task_id: str, run_id: int, *, pid: int, host: str | None = None,
+    log_path: str | None = None, workspace: str | None = None, extra: dict[str, Any] | None = None,
+) -> None:
+    db.write(_record_spawn, board, task_id, run_id, pid, host, log_path, workspace, extra)
+
+
+# -- heartbeat ----------------------------------------------------------------------------------
+
+
+def _heartbeat(tx: Tx, board: str, task_id: str, run_id: int | None, note: str | None, ttl: int | None, actor: str | None) -> Row:
+    now = time.time()
+    expires = now + _ttl(tx, ttl)
+    params = {"now": now, "exp": expires, "id": task_id, "b": board, "r": run_id}
+    sql = (
+        "UPDATE tasks SET last_heartbeat_at = :now, claim_expires = :exp "
+        "WHERE id = :id AND board = :b AND status = 'running'"
+    )
+    if run_id is not None:
+        sql += " AND current_run_id = :r"
+    tx.execute(sql, params)
+    if tx.rowcount != 1:
+        task = get_task(tx, board, task_id)
+        if run_id is not None and task["current_run_id"] != run_id:
+            raise stale_error(task, run_id)
+        states.check("heartbeat", task["status"], states.RUNNING, task_id)
+    if run_id is None:
+        run_id = tx.scalar("SELECT current_run_id FROM tasks WHERE id = :id", {"id": task_id})
+    tx.execute(
+        "UPDATE task_runs SET last_heartbeat_at = :now, claim_expires = :exp WHERE id = :r",
+        {"now": now, "exp": expires, "r": run_id},
+    )
+    tx.event(board, task_id, "heartbeat", {"note": note} if note else {}, run_id=run_id, actor=actor, at=now)
+    return {"id": task_id, "run_id": run_id, "claim_expires": expires}
+
+
+def heartbeat(
+    db: Database, board: str, task_id: str, *, run_id: int | None = None, note: str | None = None,
+    ttl: int | None = None, actor: str | None = None,
+) -> Row:
+    if note:
+        note = model.body(note, model.COMMENT_MAX, "note")
+    return db.write(_heartbeat, board, task_id, run_id, note, ttl, actor)
+
+
+def _extend_claim(tx: Tx, board: str, task_id: str, run_id: int, ttl: int | None) -> bool:
+    now = time.time()
+    exp = now + _ttl(tx, ttl)
+    tx.execute(
+        "UPDATE tasks SET claim_expires = :exp WHERE id = :id AND current_run_id = :r AND status = 'running'",
+        {"exp": exp, "id": task_id, "r": run_id},
+    )
+    if tx.rowcount != 1:
+        return False
+    tx.execute("UPDATE task_runs SET claim_expires = :exp WHERE id = :r", {"exp": exp, "r": run_id})
+    tx.event(board, task_id, "claim_extended", {"until": exp}, run_id=run_id, actor="dispatcher", at=now)
+    return True
+
+
+def extend_claim(db: Database, board: str, task_id: str, run_id: int, *, ttl: int | None = None) -> bool:
+    return db.write(_extend_claim, board, task_id, run_id, ttl)
+
+
+# -- complete -----------------------------------------------------------------------------------
+
+
+def _usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
+    usage = usage or {}
+    def num(key: str, cast: type) -> Any:
+        value = usage.get(key)
+        if value is None:
+            return None
+        try:
+            return cast(value)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"usage.{key} must be a number") from None
+    return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
+
+
+def _complete(
+    tx: Tx, board: str, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
+    result: str | None, usage: dict[str, Any] | None, run_id: int | None, actor: str | None,
+    force_done: bool,
+) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    cur = task["status"]
+    if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
+        raise stale_error(task, run_id)
+    if cur == states.RUNNING and task["review_required"] and not force_done:
+        target = states.REVIEW
+    else:
+        target = states.DONE
+    states.check("complete", cur, target, task_id)
+    now = time.time()
+    meta = jdump(metadata) if metadata is not None else None
+    up = _usage_params(usage)
+    outcome = "review_requested" if target == states.REVIEW else "completed"
+    if cur == states.RUNNING:
+        rid = task["current_run_id"]
+        tx.execute(
+            "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
+            "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
+            "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd) "
+            "WHERE id = :r AND status = 'open'",
+            {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, **up},
+        )
+    else:
+        rid = tx.scalar(
+            "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
+            "ended_at, summary, metadata, input_tokens, output_tokens, cost_usd, synthetic) "
+            "VALUES (:id, :b, :p, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :id2), "
+            "'closed', 'completed', :now, :now2, :s, :m, :in_t, :out_t, :cost, 1) RETURNING id",
+            {"id": task_id, "id2": task_id, "b": board, "p": actor, "now": now, "now2": now, "s": summary,
+             "m": meta, **up},
+        )
+    tx.execute(
+        f"UPDATE tasks SET status = :s, {_CLEAR_CLAIM}, completed_at = :done_at, "
+        "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
+        "block_kind = NULL, block_reason = NULL, last_outcome = :o, updated_at = :now "
+        "WHERE id = :id AND status = :cur",
+        {"s": target, "done_at": now if target == states.DONE else None, "res": result,
+         "o": outcome, "now": now, "id": task_id, "cur": cur},
+    )
+    if tx.rowcount != 1:  # pragma: no cover - guarded by the row lock / write lock
+        raise Conflict(f"task {task_id} changed while completing; try again")
+    kind = "review_requested" if target == states.REVIEW else "completed"
+    tx.event(
+        board, task_id, kind,
+        {"summary": first_line(summary), "result": result, "synthetic": cur != states.RUNNING},
+        run_id=rid, actor=actor, at=now,
+    )
+    task.update(status=target, current_run_id=None, result=result or task.get("result"))
+    if target == states.DONE:
+        task["promoted"] = after_satisfied(tx, board, task, actor)
+    task["run_id"] = rid
+    return task_out(task)
+
+
+def complete(
+    db: Database, board: str, task_id: str, *, summary: str | None = None,
+    metadata: dict[str, Any] | None = None, result: str | None = None,
+    usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
+    force_done: bool = False,
+) -> Row:
+    """Finish a task: running → done (or review); a person closing ready/blocked/review → done."""
+    if summary is not None:
+        summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be a JSON object")
+    if metadata is not None and len(jdump(metadata)) > model.METADATA_MAX:
+        raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
+    if result is not None:
+        result = first_line(result, 500) or None
+    return db.write(_complete, board, task_id, summary, metadata, result, usage, run_id, actor, force_done)
+
+
+def _request_review(tx: Tx, board: str, task_id: str, summary: str | None, run_id: int | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    if run_id is not None and task["current_run_id"] != run_id:
+        raise stale_error(task, run_id)
+    states.check("request_review", task["status"], states.REVIEW, task_id)
+    now = time.time()
+    rid = task["current_run_id"]
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = 'review_requested', ended_at = :now, "
+        "summary = COALESCE(:s, summary) WHERE id = :r AND status = 'open'",
+        {"now": now, "s": summary, "r": rid},
+    )
+    tx.execute(
+        f"UPDATE tasks SET status = 'review', {_CLEAR_CLAIM}, last_outcome = 'review_requested', "
+        "updated_at = :now WHERE id = :id",
+        {"now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "review_requested", {"summary": first_line(summary)}, run_id=rid, actor=actor, at=now)
+    task.update(status=states.REVIEW, current_run_id=None)
+    return task_out(task)
+
+
+def request_review(db: Database, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None, actor: str | None = None) -> Row:
+    return db.write(_request_review, board, task_id, summary, run_id, actor)
+
+
+# -- review verdicts ------------------------------------------------------------------------------
+
+
+def _review_record(tx: Tx, board: str, task_id: str, reviewer: str, verdict: str, score: int | None, summary: str, findings: list[Any], now: float) -> int | None:
+    rid = tx.scalar(
+        "SELECT id FROM task_runs WHERE task_id = :id AND status = 'closed' ORDER BY id DESC LIMIT 1",
+        {"id": task_id},
+    )
+    record = {"reviewer": reviewer, "verdict": verdict, "score": score, "summary": summary, "findings": findings}
+    tx.execute(
+        "INSERT INTO reviews (task_id, board, run_id, reviewer, verdict, score, summary, findings, created_at) "
+        "VALUES (:t, :b, :r, :who, :v, :sc, :s, :f, :now)",
+        {"t": task_id, "b": board, "r": rid, "who": reviewer, "v": verdict, "sc": score, "s": summary,
+         "f": jdump(findings), "now": now},
+    )
+    if rid is not None:
+        tx.execute("UPDATE task_runs SET review = :rv WHERE id = :r", {"rv": jdump(record), "r": rid})
+    return int(rid) if rid is not None else None
+
+
+def _review(tx: Tx, board: str, task_id: str, verdict: str, text: str, reviewer: str, score: int | None, findings: list[Any], actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    now = time.time()
+    if verdict == "approved":
+        states.check("approve", task["status"], states.DONE, task_id)
+        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        tx.execute(
+            "UPDATE tasks SET status = 'done', completed_at = :now, consecutive_failures = 0, "
+            "last_outcome = 'approved', updated_at = :now WHERE id = :id",
+            {"now": now, "id": task_id},
+        )
+        tx.event(board, task_id, "approved", {"reviewer": reviewer, "score": score, "summary": first_line(text)}, run_id=rid, actor=actor, at=now)
+        task.update(status=states.DONE)
+        after_satisfied(tx, board, task, actor)
+    elif verdict == "changes_requested":
+        target = ready_or_todo(tx, task_id, task["assignee"], board)
+        states.check("request_changes", task["status"], target, task_id)
+        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        tx.execute(
+            "INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
+            "VALUES (:t, :b, :a, :body, 'review', :now)",
+            {"t": task_id, "b": board, "a": reviewer, "body": f"Changes requested: {text}", "now": now},
+        )
+        tx.execute(
+            "UPDATE tasks SET status = :s, rework_count = rework_count + 1, "
+            "last_outcome = 'changes_requested', updated_at = :now WHERE id = :id",
+            {"s": target, "now": now, "id": task_id},
+        )
+        tx.event(board, task_id, "changes_requested", {"reviewer": reviewer, "feedback": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        task.update(status=target)
+    elif verdict == "rejected":
+        states.check("reject", task["status"], states.BLOCKED, task_id)
+        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        tx.execute(
+            "UPDATE tasks SET status = 'blocked', block_kind = 'rejected', block_reason = :r, "
+            "last_outcome = 'rejected', updated_at = :now WHERE id = :id",
+            {"r": text, "now": now, "id": task_id},
+        )
+        tx.event(board, task_id, "rejected", {"reviewer": reviewer, "reason": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        task.update(status=states.BLOCKED, block_kind="rejected", block_reason=text)
+    else:
+        raise InvalidInput(f"unknown verdict {verdict!r}: use approved, changes_requested or rejected")
+    return task_out(task)
+
+
+def review(
+    db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
+    score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
+) -> Row:
+    """Record a review verdict (a person's or the reviewer agent's) and apply it."""
+    text = (text or "").strip()
+    if verdict in ("changes_requested", "rejected") and not text:
+        raise InvalidInput(f"a {verdict.replace('_', ' ')} verdict needs feedback saying why")
+    if score is not None and not 0 <= int(score) <= 100:
+        raise InvalidInput("score must be between 0 and 100")
+    model.body(text, model.COMMENT_MAX, "feedback")
+    return db.write(_review, board, task_id, verdict, text, reviewer or actor or "person", score, findings or [], actor)
+
+
+def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:
+    return review(db, board, task_id, "approved", text, actor=actor)
+
+
+def request_changes(db: Database, board: str, task_id: str, feedback: str, *, actor: str | None = None) -> Row:
+    return review(db, board, task_id, "changes_requested", feedback, actor=actor)
+
+
+def reject(db: Database, board: str, task_id: str, reason: str, *, actor: str | None = None) -> Row:
+    return review(db, board, task_id, "rejected", reason, actor=actor)
+
+
+# -- back to the queue: reclaim and the dispatcher's outcomes ------------------------------------------
+
+
+def _limit(tx: Tx, board: str, task: Row) -> tuple[int, str]:
+    if task.get("max_retries"):
+        return int(task["max_retries"]), "task max_retries"
+    bs = board_settings(tx, board)
+    if bs.get("failure_limit"):
+        return int(bs["failure_limit"]), "board failure_limit"
+    s = settings_of(tx)
+    return int(getattr(s, "failure_limit", 2) if s is not None else 2), "global failure_limit"
+
+
+def _return_to_queue(
+    tx: Tx, board: str, task: Row, outcome: str, *, error: str | None, count_failure: bool,
+    actor: str | None, run_id: int | None, exit_code: int | None = None,
+    cooldown: float | None = None, payload: dict[str, Any] | None = None,
+) -> Row:
+    task_id = task["id"]
+    if run_id is not None and (task["current_run_id"] != run_id or task["status"] != states.RUNNING):
+        raise stale_error(task, run_id)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check(outcome, task["status"], target, task_id)
+    now = time.time()
+    rid = task["current_run_id"]
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, error = :e, "
+        "exit_code = COALESCE(:x, exit_code) WHERE id = :r AND status = 'open'",
+        {"o": outcome, "now": now, "e": error, "x": exit_code, "r": rid},
+    )
+    failures = int(task["consecutive_failures"] or 0) + (1 if count_failure else 0)
+    violations = int(task.get("protocol_violations") or 0) + 1 if outcome == "protocol_violation" else 0
+    if outcome == "reclaimed" and not count_failure:
+        failures = 0
+    limit, source = _limit(tx, board, task)
+    gave_up = count_failure and (failures >= limit or violations >= 3)
+    body: dict[str, Any] = {"error": error, "exit_code": exit_code, "failures": failures}
+    body.update(payload or {})
+    tx.event(board, task_id, outcome, body, run_id=rid, actor=actor, at=now)
+    if gave_up:
+        why = (
+            f"{violations} protocol violations in a row" if violations >= 3
+            else f"{failures} consecutive failures reached the {source} of {limit}"
+        )
+        reason = f"gave up: {why}; last error: {error or outcome}"
+        tx.execute(
+            f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, {_CLEAR_CLAIM}, "
+            "consecutive_failures = :f, protocol_violations = :pv, last_failure_error = :e, "
+            "last_outcome = :o, updated_at = :now WHERE id = :id",
+            {"r": reason, "f": failures, "pv": violations, "e": error or outcome, "o": outcome, "now": now, "id": task_id},
+        )
+        tx.event(board, task_id, "gave_up", {"limit": limit, "source": source, "failures": failures,
+                                             "protocol_violations": violations, "last_error": error or outcome},
+                 run_id=rid, actor=actor, at=now)
+        task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=reason)
+    else:
+        tx.execute(
+            f"UPDATE tasks SET status = :s, {_CLEAR_CLAIM}, consecutive_failures = :f, "
+            "protocol_violations = :pv, last_failure_error = COALESCE(:e, last_failure_error), "
+            "last_outcome = :o, cooldown_until = :cd, updated_at = :now WHERE id = :id",
+            {"s": target, "f": failures, "pv": violations, "e": error if count_failure or outcome == "rate_limited" else None,
+             "o": outcome, "cd": cooldown, "now": now, "id": task_id},
+        )
+        task.update(status=target)
+    task.update(current_run_id=None, consecutive_failures=failures, closed_run_id=rid)
+    return task_out(task)
+
+
+def _reclaim(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    states.check("reclaim", task["status"], states.READY, task_id) if task["status"] != states.RUNNING else None
+    return _return_to_queue(tx, board, task, "reclaimed", error=reason or f"reclaimed by {actor or 'a person'}",
+                            count_failure=False, actor=actor, run_id=None)
+
+
+def reclaim(db: Database, board: str, task_id: str, *, reason: str | None = None, actor: str | None = None) -> Row:
+    """A person forces a running task back to the queue (resets the failure counter)."""
+    return db.write(_reclaim, board, task_id, reason, actor)
+
+
+def _fail(tx: Tx, board: str, task_id: str, outcome: str, run_id: int | None, error: str | None,
+          exit_code: int | None, count_failure: bool | None, cooldown: float | None,
+          payload: dict[str, Any] | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    counted = outcome in states.FAILURE_OUTCOMES if count_failure is None else count_failure
+    return _return_to_queue(tx, board, task, outcome, error=error, count_failure=counted, actor=actor,
+                            run_id=run_id, exit_code=exit_code, cooldown=cooldown, payload=payload)
+
+
+def fail(
+    db: Database, board: str, task_id: str, outcome: str, *, run_id: int | None = None,
+    error: str | None = None, exit_code: int | None = None, count_failure: bool | None = None,
+    cooldown_seconds: float | None = None, payload: dict[str, Any] | None = None,
+    actor: str | None = "dispatcher",
+) -> Row:
+    """A dispatcher outcome: close the run, return the task to the queue, trip the breaker at the limit."""
+    if outcome not in states.RETURN_OUTCOMES:
+        raise InvalidInput(f"unknown outcome {outcome!r}; use one of {', '.join(states.RETURN_OUTCOMES)}")
+    cooldown = time.time() + cooldown_seconds if cooldown_seconds else None
+    return db.write(_fail, board, task_id, outcome, run_id, error, exit_code, count_failure, cooldown, payload, actor)
+
+
+def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    if run_id is not None and task["current_run_id"] != run_id:
+        raise stale_error(task, run_id)
+    states.check("gave_up", task["status"], states.BLOCKED, task_id)
+    now = time.time()
+    rid = task["current_run_id"]
+    if rid is not None:
+        tx.execute(
+            "UPDATE task_runs SET status = 'closed', outcome = 'gave_up', ended_at = :now, error = :e "
+            "WHERE id = :r AND status = 'open'",
+            {"now": now, "e": reason, "r": rid},
+        )
+    tx.execute(
+        f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, {_CLEAR_CLAIM}, "
+        "last_failure_error = :r, last_outcome = 'gave_up', updated_at = :now WHERE id = :id",
+        {"r": reason, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "gave_up", {"reason": reason, "systemic": True}, run_id=rid, actor=actor, at=now)
+    task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=reason, current_run_id=None)
+    return task_out(task)
+
+
+def give_up(db: Database, board: str, task_id: str, reason: str, *, run_id: int | None = None, actor: str | None = "dispatcher") -> Row:
+    """Block a task at once with kind ``gave_up`` (e.g. a systemic failure shared by many tasks)."""
+    return db.write(_give_up, board, task_id, reason, run_id, actor)
+
+
+def record_telemetry(db: Database, board: str, task_id: str | None, kind: str, payload: dict[str, Any] | None = None,
+                     *, run_id: int | None = None, actor: str | None = "dispatcher") -> None:
+    """Append a telemetry event that changes no state (respawn_guarded, reclaim_deferred, …)."""
+    def _w(tx: Tx) -> None:
+        tx.event(board, task_id, kind, payload or {}, run_id=run_id, actor=actor)
+    db.write(_w)
+
+
+def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
+    sets = ", ".join(f"{k} = :{k}" for k in fields)
+    tx.execute(f"UPDATE task_runs SET {sets} WHERE id = :rid", {**fields, "rid": run_id})
+
+
+_RUN_FIELDS = {"exit_code", "error", "metadata", "input_tokens", "output_tokens", "cost_usd", "log_path", "summary"}
+
+
+def update_run(db: Database, run_id: int, **fields: Any) -> None:
+    """Attach facts learned after the fact (exit code, usage, verification output) to a run."""
+    bad = set(fields) - _RUN_FIELDS
+    if bad:
+        raise InvalidInput(f"cannot set run fields {sorted(bad)}")
+    if "metadata" in fields and not isinstance(fields["metadata"], str):
+        fields["metadata"] = json.dumps(fields["metadata"])
+    if fields:
+        db.write(_update_run, run_id, fields)
+
+
+__all__ = [
+    "approve", "claim", "claim_next", "complete", "extend_claim", "fail", "give_up", "heartbeat",
+    "reclaim", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
+    "review", "stale_error", "update_run",
+]

@@ -1,0 +1,601 @@
+"""Task verbs: create, release, edit, assign, block, unblock, archive, restore, reopen, set_status."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..domain import model, states
+from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
+from ..store.engine import Database, Row, Tx
+from .common import (
+    default_assignee,
+    get_task,
+    jdump,
+    pending_parents,
+    ready_or_todo,
+    require_board,
+    task_out,
+)
+from .flow import after_satisfied, demote_ready_children, promote_children
+
+_INSERT_TASK = (
+    "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
+    "created_by, created_at, updated_at, workspace_kind, workspace_path, branch_name, "
+    "idempotency_key, skills, max_runtime_seconds, max_retries, review_required, verify, "
+    "consecutive_failures, protocol_violations, rework_count, block_kind, block_reason) "
+    "VALUES (:id, :board, :title, :body, :assignee, :status, :priority, :tenant, :goal_id, "
+    ":created_by, :now, :now, :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
+    ":max_runtime, :max_retries, :review, :verify, 0, 0, 0, :block_kind, :block_reason) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+
+
+def _create(
+    tx: Tx,
+    board: str,
+    title: str,
+    body: str,
+    assignee: str | None,
+    parents: list[str],
+    tenant: str | None,
+    goal: str | None,
+    priority: int,
+    triage: bool,
+    ws_kind: str,
+    ws_path: str | None,
+    branch: str | None,
+    idem: str | None,
+    max_runtime: int | None,
+    max_retries: int | None,
+    skills: list[str],
+    review: bool,
+    verify: list[str],
+    actor: str | None,
+    check_board: bool,
+) -> Row:
+    if check_board:
+        require_board(tx, board)
+    if idem:
+        existing = tx.one(
+            "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
+            {"b": board, "k": idem},
+        )
+        if existing is not None:
+            out = task_out(existing)
+            out["existing"] = True
+            return out
+    if goal:
+        g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": goal, "b": board})
+        if g is None:
+            raise NotFound(f"no goal {goal} on board {board!r}")
+    pending: list[str] = []
+    for pid in parents:
+        p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b", {"id": pid, "b": board})
+        if p is None:
+            other = tx.one("SELECT board FROM tasks WHERE id = :id", {"id": pid})
+            if other is not None:
+                raise InvalidInput(f"parent {pid} is on board {other['board']!r}: links across boards are refused")
+            raise NotFound(f"no parent task {pid} on board {board!r}")
+        if p["status"] not in states.SATISFIED:
+            pending.append(pid)
+    if not assignee and not triage:
+        assignee = default_assignee(tx, board)
+    if triage:
+        status = states.TRIAGE
+    elif pending or not assignee:
+        status = states.TODO
+    else:
+        status = states.READY
+    states.check("create", None, status)
+    now = time.time()
+    params: dict[str, Any] = {
+        "board": board,
+        "title": title,
+        "body": body,
+        "assignee": assignee,
+        "status": status,
+        "priority": priority,
+        "tenant": tenant,
+        "goal_id": goal,
+        "created_by": actor,
+        "now": now,
+        "workspace_kind": ws_kind,
+        "workspace_path": ws_path,
+        "branch_name": branch,
+        "idem": idem,
+        "skills": jdump(skills),
+        "max_runtime": max_runtime,
+        "max_retries": max_retries,
+        "review": 1 if review else 0,
+        "verify": jdump(verify),
+        "block_kind": None,
+        "block_reason": None,
+    }
+    for _ in range(20):
+        params["id"] = model.new_task_id()
+        tx.execute(_INSERT_TASK, params)
+        if tx.rowcount == 1:
+            break
+    else:  # pragma: no cover - 20 collisions in a 2^32 space
+        raise Conflict("could not allocate a task id; try again")
+    task_id = params["id"]
+    if parents:
+        tx.executemany(
+            "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
+            [{"p": p, "c": task_id, "b": board, "now": now} for p in dict.fromkeys(parents)],
+        )
+    tx.event(
+        board,
+        task_id,
+        "created",
+        {"assignee": assignee, "status": status, "parents": parents, "tenant": tenant, "title": title},
+        actor=actor,
+        at=now,
+    )
+    row = {
+        "id": task_id,
+        "board": board,
+        "title": title,
+        "body": body,
+        "assignee": assignee,
+        "status": status,
+        "priority": priority,
+        "tenant": tenant,
+        "goal_id": goal,
+        "created_by": actor,
+        "created_at": now,
+        "updated_at": now,
+        "workspace_kind": ws_kind,
+        "workspace_path": ws_path,
+        "branch_name": branch,
+        "idempotency_key": idem,
+        "skills": skills,
+        "max_runtime_seconds": max_runtime,
+        "max_retries": max_retries,
+        "review_required": review,
+        "verify": verify,
+        "current_run_id": None,
+        "consecutive_failures": 0,
+    }
+    return row
+
+
+def create(
+    db: Database,
+    board: str,
+    title: str,
+    *,
+    body: str | None = None,
+    assignee: str | None = None,
+    parents: Iterable[str] = (),
+    tenant: str | None = None,
+    goal: str | None = None,
+    priority: int = 0,
+    triage: bool = False,
+    workspace: str | None = None,
+    branch: str | None = None,
+    idempotency_key: str | None = None,
+    max_runtime: str | int | None = None,
+    max_retries: int | None = None,
+    skills: Iterable[str] = (),
+    review: bool = False,
+    verify: Iterable[str] = (),
+    actor: str | None = None,
+    check_board: bool = True,
+) -> Row:
+    """Create a task; ready iff every parent is done and it has an assignee."""
+    title = model.title(title)
+    body = model.body(body)
+    if assignee is not None:
+        assignee = model.profile_name(assignee) if assignee.strip() else None
+    ws_kind, ws_path = model.workspace(workspace)
+    if max_retries is not None and int(max_retries) < 1:
+        raise InvalidInput("--max-retries must be at least 1")
+    verify_list = [v for v in verify if v and v.strip()]
+    try:
+        return db.write(
+            _create,
+            board,
+            title,
+            body,
+            assignee,
+            list(parents),
+            tenant or None,
+            goal or None,
+            model.priority(priority),
+            triage,
+            ws_kind,
+            ws_path,
+            branch or None,
+            idempotency_key or None,
+            model.duration(max_runtime),
+            None if max_retries is None else int(max_retries),
+            [s for s in skills if s],
+            review,
+            verify_list,
+            actor,
+            check_board,
+        )
+    except AgentboardError:
+        raise
+    except Exception as exc:
+        # two creators racing on one idempotency key: the loser returns the winner's task
+        if idempotency_key and "unique" in str(exc).lower():
+            return db.write(
+                _create, board, title, body, assignee, list(parents), tenant, goal,
+                model.priority(priority), triage, ws_kind, ws_path, branch, idempotency_key,
+                model.duration(max_runtime), max_retries, list(skills), review, verify_list,
+                actor, check_board,
+            )
+        raise
+
+
+# -- simple status verbs -----------------------------------------------------------------------
+
+
+def _release(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check("release", task["status"], target, task_id)
+    assignee = task["assignee"] or (default_assignee(tx, board) if target == states.READY else None)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, assignee = :a, updated_at = :now WHERE id = :id",
+        {"s": target, "a": assignee, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "released", {"status": target}, actor=actor, at=now)
+    task.update(status=target, assignee=assignee)
+    return task_out(task)
+
+
+def release(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
+    return db.write(_release, board, task_id, actor)
+
+
+def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str | None = None, error: str | None = None) -> int | None:
+    run_id = task.get("current_run_id")
+    if run_id is None:
+        return None
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, "
+        "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'",
+        {"o": outcome, "now": now, "s": summary, "e": error, "r": run_id},
+    )
+    return int(run_id)
+
+
+_CLEAR_CLAIM = (
+    "current_run_id = NULL, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, "
+    "worker_host = NULL"
+)
+
+
+def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    if run_id is not None and task["current_run_id"] != run_id:
+        from .runs import stale_error
+
+        raise stale_error(task, run_id)
+    states.check("block", task["status"], states.BLOCKED, task_id)
+    now = time.time()
+    closed = None
+    if task["status"] == states.RUNNING:
+        closed = _close_open_run(tx, task, "blocked", now, summary=reason)
+    tx.execute(
+        f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, {_CLEAR_CLAIM}, "
+        "updated_at = :now WHERE id = :id",
+        {"k": kind, "r": reason, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "blocked", {"reason": reason, "kind": kind}, run_id=closed, actor=actor, at=now)
+    task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None)
+    return task_out(task)
+
+
+def block(
+    db: Database,
+    board: str,
+    task_id: str,
+    reason: str,
+    *,
+    kind: str = "manual",
+    run_id: int | None = None,
+    actor: str | None = None,
+) -> Row:
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("a block needs a reason: say what the task is waiting for")
+    if kind not in states.BLOCK_KINDS:
+        raise InvalidInput(f"invalid block kind {kind!r}: use one of {', '.join(states.BLOCK_KINDS)}")
+    model.body(reason, model.COMMENT_MAX, "reason")
+    return db.write(_block, board, task_id, reason, kind, run_id, actor)
+
+
+def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check("unblock", task["status"], target, task_id)
+    assignee = task["assignee"] or (default_assignee(tx, board) if target == states.READY else None)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, assignee = :a, block_kind = NULL, block_reason = NULL, "
+        "consecutive_failures = 0, protocol_violations = 0, cooldown_until = NULL, updated_at = :now "
+        "WHERE id = :id",
+        {"s": target, "a": assignee, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "unblocked", {"status": target}, actor=actor, at=now)
+    task.update(status=target, block_kind=None, block_reason=None, consecutive_failures=0)
+    return task_out(task)
+
+
+def unblock(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
+    return db.write(_unblock, board, task_id, actor)
+
+
+def _archive(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    states.check("archive", task["status"], states.ARCHIVED, task_id)
+    now = time.time()
+    closed = _close_open_run(tx, task, "reclaimed", now, error="archived while running")
+    tx.execute(
+        f"UPDATE tasks SET status = 'archived', {_CLEAR_CLAIM}, updated_at = :now WHERE id = :id",
+        {"now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "archived", {"from": task["status"], "closed_run": closed}, run_id=closed, actor=actor, at=now)
+    task.update(status=states.ARCHIVED, current_run_id=None)
+    after_satisfied(tx, board, task, actor)
+    return task_out(task)
+
+
+def archive(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
+    return db.write(_archive, board, task_id, actor)
+
+
+def _restore(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check("restore", task["status"], target, task_id)
+    if task["idempotency_key"]:
+        clash = tx.one(
+            "SELECT id FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
+            {"b": board, "k": task["idempotency_key"]},
+        )
+        if clash:
+            raise Conflict(
+                f"task {clash['id']} already uses idempotency key {task['idempotency_key']!r}; archive it first"
+            )
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, updated_at = :now WHERE id = :id",
+        {"s": target, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "restored", {"status": target}, actor=actor, at=now)
+    demote_ready_children(tx, board, task_id, actor)
+    task.update(status=target)
+    return task_out(task)
+
+
+def restore(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
+    return db.write(_restore, board, task_id, actor)
+
+
+def _reopen(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check("reopen", task["status"], target, task_id)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, completed_at = NULL, updated_at = :now WHERE id = :id",
+        {"s": target, "now": now, "id": task_id},
+    )
+    demoted = demote_ready_children(tx, board, task_id, actor)
+    tx.event(board, task_id, "reopened", {"status": target, "reason": reason, "demoted": demoted}, actor=actor, at=now)
+    if task["goal_id"]:
+        tx.execute(
+            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status = 'done'",
+            {"g": task["goal_id"]},
+        )
+    task.update(status=target, completed_at=None)
+    return task_out(task)
+
+
+def reopen(db: Database, board: str, task_id: str, *, reason: str | None = None, actor: str | None = None) -> Row:
+    return db.write(_reopen, board, task_id, reason, actor)
+
+
+# -- assign and edit ---------------------------------------------------------------------------
+
+
+def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: bool, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    if task["status"] == states.RUNNING:
+        if not reclaim:
+            raise Conflict(
+                f"task {task_id} is running; reclaim it first (agentboard assign {task_id} "
+                f"{assignee or 'none'} --reclaim)"
+            )
+        from .runs import _return_to_queue
+
+        _return_to_queue(tx, board, task, "reclaimed", error="reassigned", count_failure=False, actor=actor, run_id=None)
+        task = get_task(tx, board, task_id)
+    status = task["status"]
+    if status in (states.TODO, states.READY):
+        target = ready_or_todo(tx, task_id, assignee, board) if assignee else states.TODO
+        if not assignee and target == states.TODO and default_assignee(tx, board) and not pending_parents(tx, task_id):
+            target = states.TODO
+    else:
+        target = status
+    states.check("assign", status, target, task_id)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET assignee = :a, status = :s, updated_at = :now WHERE id = :id",
+        {"a": assignee, "s": target, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "assigned", {"assignee": assignee, "previous": task["assignee"], "status": target}, actor=actor, at=now)
+    task.update(assignee=assignee, status=target)
+    return task_out(task)
+
+
+def assign(
+    db: Database, board: str, task_id: str, assignee: str | None, *, reclaim: bool = False, actor: str | None = None
+) -> Row:
+    if assignee is not None and assignee.strip().lower() in ("", "none", "-"):
+        assignee = None
+    if assignee is not None:
+        assignee = model.profile_name(assignee)
+    return db.write(_assign, board, task_id, assignee, reclaim, actor)
+
+
+_EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_seconds", "max_retries", "review_required", "verify", "skills", "branch_name", "goal_id")
+
+
+def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    states.check("edit", task["status"], task["status"], task_id)
+    if "goal_id" in changes and changes["goal_id"]:
+        if tx.one("SELECT id FROM goals WHERE id = :g AND board = :b", {"g": changes["goal_id"], "b": board}) is None:
+            raise NotFound(f"no goal {changes['goal_id']} on board {board!r}")
+    changed = {k: v for k, v in changes.items() if task.get(k) != v}
+    if not changed:
+        return task_out(task)
+    now = time.time()
+    sets = ", ".join(f"{k} = :{k}" for k in changed)
+    params = dict(changed)
+    params.update(id=task_id, now=now)
+    tx.execute(f"UPDATE tasks SET {sets}, updated_at = :now WHERE id = :id", params)
+    if "priority" in changed:
+        tx.event(board, task_id, "reprioritized", {"priority": changed["priority"], "previous": task["priority"]}, actor=actor, at=now)
+    others = [k for k in changed if k != "priority"]
+    if others:
+        tx.event(board, task_id, "edited", {"fields": others}, actor=actor, at=now)
+    task.update(changed)
+    return task_out(task)
+
+
+def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+    changes: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if key not in _EDITABLE:
+            raise InvalidInput(f"cannot edit field {key!r}; editable: {', '.join(_EDITABLE)}")
+        if key == "title":
+            value = model.title(value)
+        elif key == "body":
+            value = model.body(value)
+        elif key == "priority":
+            value = model.priority(value)
+        elif key == "max_runtime_seconds":
+            value = model.duration(value)
+        elif key == "review_required":
+            value = 1 if value else 0
+        elif key in ("verify", "skills"):
+            value = jdump(list(value))
+        elif key == "result":
+            value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
+        elif key == "tenant" and value == "":
+            value = None
+        changes[key] = value
+    if not changes:
+        raise InvalidInput("nothing to change: give at least one field to edit")
+    return db.write(_edit, board, task_id, changes, actor)
+
+
+# -- the dashboard's status drag -----------------------------------------------------------------
+
+
+def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None, actor: str | None = None) -> Row:
+    """Map a requested status to the verb that reaches it; never a raw column write."""
+    from . import runs
+
+    if status not in states.STATUSES:
+        raise InvalidInput(f"unknown status {status!r}; use one of {', '.join(states.STATUSES)}")
+    current = db.read(lambda tx: get_task(tx, board, task_id))
+    cur = current["status"]
+    if cur == status:
+        return task_out(current)
+    if status == states.RUNNING:
+        raise Conflict("a task cannot be moved to running by hand; the dispatcher starts it when it is ready")
+    if status == states.ARCHIVED:
+        return archive(db, board, task_id, actor=actor)
+    if status == states.BLOCKED:
+        return block(db, board, task_id, reason or f"blocked by {actor or 'a person'}", kind="manual", actor=actor)
+    if status == states.DONE:
+        if cur == states.REVIEW:
+            return runs.approve(db, board, task_id, actor=actor)
+        return runs.complete(db, board, task_id, actor=actor)
+    if status == states.REVIEW:
+        if cur != states.RUNNING:
+            raise Conflict(f"only a running task can be handed to review (task {task_id} is {cur})")
+        return runs.request_review(db, board, task_id, actor=actor)
+    if status == states.TRIAGE:
+        raise Conflict(f"cannot move task {task_id} back to triage")
+    # ready / todo
+    if cur == states.ARCHIVED:
+        out = restore(db, board, task_id, actor=actor)
+    elif cur == states.DONE:
+        out = reopen(db, board, task_id, actor=actor)
+    elif cur == states.BLOCKED:
+        out = unblock(db, board, task_id, actor=actor)
+    elif cur == states.TRIAGE:
+        out = release(db, board, task_id, actor=actor)
+    elif cur == states.RUNNING:
+        out = runs.reclaim(db, board, task_id, actor=actor)
+    elif cur == states.REVIEW:
+        out = runs.request_changes(db, board, task_id, reason or "sent back to the queue", actor=actor)
+    else:
+        out = db.write(_move_todo_ready, board, task_id, status, actor)
+    if status == states.READY and out["status"] != states.READY:
+        pending = db.read(lambda tx: pending_parents(tx, task_id))
+        if pending:
+            raise Conflict(f"task {task_id} has parents that are not done: {', '.join(pending)}")
+        if not out.get("assignee"):
+            raise Conflict(f"task {task_id} has no assignee; assign a profile to make it ready")
+    return out
+
+
+def _move_todo_ready(tx: Tx, board: str, task_id: str, status: str, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    cur = task["status"]
+    if status == states.READY:
+        pending = pending_parents(tx, task_id)
+        if pending:
+            raise Conflict(f"task {task_id} has parents that are not done: {', '.join(pending)}")
+        assignee = task["assignee"] or default_assignee(tx, board)
+        if not assignee:
+            raise Conflict(f"task {task_id} has no assignee; assign a profile to make it ready")
+        verb = "promote"
+    else:
+        assignee = task["assignee"]
+        verb = "demote"
+    states.check(verb, cur, status, task_id)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, assignee = :a, updated_at = :now WHERE id = :id",
+        {"s": status, "a": assignee, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "status", {"from": cur, "to": status}, actor=actor, at=now)
+    task.update(status=status, assignee=assignee)
+    return task_out(task)
+
+
+# -- bulk ----------------------------------------------------------------------------------------
+
+
+def bulk(fn: Callable[..., Row], db: Database, board: str, ids: Iterable[str], *args: Any, **kwargs: Any) -> list[Row]:
+    """Apply one verb to several tasks; per-id failures never abort the others."""
+    results: list[Row] = []
+    for task_id in ids:
+        try:
+            task = fn(db, board, task_id, *args, **kwargs)
+            results.append({"id": task_id, "ok": True, "status": task.get("status"), "task": task})
+        except AgentboardError as exc:
+            results.append({"id": task_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+    return results
+
+
+__all__ = [
+    "archive", "assign", "block", "bulk", "create", "edit", "promote_children", "release",
+    "reopen", "restore", "set_status", "unblock",
+]

@@ -1,0 +1,346 @@
+"""Connections and transactions for SQLite and PostgreSQL.
+
+The hot kernel verbs run prepared SQL text on the DB-API connection (``:name`` parameters,
+rewritten once per statement for psycopg). SQLAlchemy provides the engine, the pool, the
+dialects and the migrations.
+
+SQLite: WAL, ``synchronous=FULL``, a busy timeout and ``BEGIN IMMEDIATE`` for writes, with a
+bounded retry so callers never see "database is locked". PostgreSQL: one advisory lock per write
+transaction keeps event ids in commit order (a reader following the log by cursor never skips
+an event that commits late), and serialization failures are retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.pool import NullPool, QueuePool
+
+from ..domain.errors import AgentboardError, Unavailable
+
+T = TypeVar("T")
+Row = dict[str, Any]
+
+_PARAM_RE = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_EVENT_LOCK_KEY = 0x61676E74  # "agnt"
+_WRITE_DEADLINE = 60.0
+
+_open: weakref.WeakSet[Database] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for db in list(_open):
+        db._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+class Tx:
+    """One transaction on one DB-API connection."""
+
+    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "_pg")
+
+    def __init__(self, db: Database, conn: Any) -> None:
+        self.db = db
+        self.conn = conn
+        self._pg = db.dialect == "postgresql"
+        if self._pg:
+            from psycopg.rows import dict_row
+
+            self.cur = conn.cursor(row_factory=dict_row)
+        else:
+            self.cur = conn.cursor()
+        self.wrote_events = False
+        self.boards_touched: set[str] = set()
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> Any:
+        if self._pg:
+            sql = self.db.pg_sql(sql)
+        if params is None:
+            return self.cur.execute(sql)
+        return self.cur.execute(sql, params)
+
+    def executemany(self, sql: str, seq: list[dict[str, Any]]) -> None:
+        if self._pg:
+            sql = self.db.pg_sql(sql)
+        self.cur.executemany(sql, seq)
+
+    def one(self, sql: str, params: dict[str, Any] | None = None) -> Row | None:
+        self.execute(sql, params)
+        row = self.cur.fetchone()
+        if row is None:
+            return None
+        return row if self._pg else dict(row)
+
+    def all(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
+        self.execute(sql, params)
+        rows = self.cur.fetchall()
+        return rows if self._pg else [dict(r) for r in rows]
+
+    def scalar(self, sql: str, params: dict[str, Any] | None = None) -> Any:
+        self.execute(sql, params)
+        row = self.cur.fetchone()
+        if row is None:
+            return None
+        if self._pg:
+            return next(iter(row.values()))
+        return row[0]
+
+    @property
+    def rowcount(self) -> int:
+        return int(self.cur.rowcount)
+
+    def event(
+        self,
+        board: str,
+        task_id: str | None,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        run_id: int | None = None,
+        actor: str | None = None,
+        at: float | None = None,
+    ) -> None:
+        """Append one event row in this transaction."""
+        if not self.wrote_events and self._pg:
+            self.execute("SELECT pg_notify('agentboard_events', :b)", {"b": board})
+        self.wrote_events = True
+        self.boards_touched.add(board)
+        self.execute(
+            "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
+            "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)",
+            {
+                "board": board,
+                "task_id": task_id,
+                "run_id": run_id,
+                "kind": kind,
+                "payload": json.dumps(payload or {}, separators=(",", ":"), default=str),
+                "actor": actor,
+                "at": at if at is not None else time.time(),
+            },
+        )
+
+
+class Database:
+    """A board database: SQLite file or PostgreSQL server."""
+
+    def __init__(self, url: str, *, home: Path | None = None) -> None:
+        self.url = url
+        self.home = home
+        self.dialect = "postgresql" if url.startswith(("postgresql", "postgres")) else "sqlite"
+        self._pg_cache: dict[str, str] = {}
+        self._listeners: list[Callable[[set[str]], None]] = []
+        self._cond = threading.Condition()
+        self._commit_seq = 0
+        self.engine = self._make_engine()
+        _open.add(self)
+
+    # -- engine -----------------------------------------------------------------------------
+
+    def _make_engine(self) -> sa.Engine:
+        if self.dialect == "sqlite":
+            engine = sa.create_engine(
+                self.url,
+                poolclass=QueuePool,
+                pool_size=4,
+                max_overflow=64,
+                pool_reset_on_return=None,
+                connect_args={"isolation_level": None, "check_same_thread": False, "timeout": 10},
+            )
+
+            @sa_event.listens_for(engine, "connect")
+            def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+                dbapi_conn.isolation_level = None
+                dbapi_conn.row_factory = sqlite3.Row
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA busy_timeout = 10000")
+                mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    for _ in range(50):
+                        try:
+                            cur.execute("PRAGMA journal_mode = WAL")
+                            break
+                        except sqlite3.OperationalError:
+                            time.sleep(0.05)
+                cur.execute("PRAGMA synchronous = FULL")
+                cur.execute("PRAGMA foreign_keys = OFF")
+                cur.close()
+
+            return engine
+        url = self.url
+        if url.startswith("postgres://"):
+            url = "postgresql://" + url[len("postgres://") :]
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url[len("postgresql://") :]
+        self.url = url
+        return sa.create_engine(
+            url, poolclass=QueuePool, pool_size=4, max_overflow=32, pool_pre_ping=False
+        )
+
+    def _forked(self) -> None:
+        self.engine.dispose(close=False)
+        self._cond = threading.Condition()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def pg_sql(self, sql: str) -> str:
+        out = self._pg_cache.get(sql)
+        if out is None:
+            out = _PARAM_RE.sub(r"%(\1)s", sql.replace("%", "%%"))
+            self._pg_cache[sql] = out
+        return out
+
+    @contextmanager
+    def _raw(self) -> Iterator[Any]:
+        try:
+            proxy = self.engine.raw_connection()
+        except sa.exc.OperationalError as exc:
+            raise Unavailable(f"cannot open the database: {exc.orig}") from None
+        try:
+            yield proxy.driver_connection
+        finally:
+            proxy.close()
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(tx, *args, **kwargs)`` in one write transaction, retrying lock contention."""
+        deadline = time.monotonic() + _WRITE_DEADLINE
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._raw() as conn:
+                tx = Tx(self, conn)
+                try:
+                    if self.dialect == "sqlite":
+                        tx.cur.execute("BEGIN IMMEDIATE")
+                    else:
+                        tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _EVENT_LOCK_KEY})
+                    result = fn(tx, *args, **kwargs)
+                    conn.commit()
+                except BaseException as exc:
+                    _rollback(conn)
+                    if _retryable(exc) and time.monotonic() < deadline:
+                        time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
+                        continue
+                    if isinstance(exc, AgentboardError) or not _retryable(exc):
+                        raise
+                    raise Unavailable(
+                        "the database stayed busy for a minute; try again"
+                    ) from exc
+                finally:
+                    tx.cur.close()
+            if tx.wrote_events:
+                self._signal(tx.boards_touched)
+            return result
+
+    def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(tx, ...)`` on a consistent snapshot."""
+        deadline = time.monotonic() + _WRITE_DEADLINE
+        while True:
+            with self._raw() as conn:
+                tx = Tx(self, conn)
+                try:
+                    if self.dialect == "sqlite":
+                        tx.cur.execute("BEGIN")
+                    result = fn(tx, *args, **kwargs)
+                    conn.commit()
+                    return result
+                except BaseException as exc:
+                    _rollback(conn)
+                    if _retryable(exc) and time.monotonic() < deadline:
+                        time.sleep(0.01 * random.random())
+                        continue
+                    raise
+                finally:
+                    tx.cur.close()
+
+    # -- change signal ----------------------------------------------------------------------
+
+    def _signal(self, boards: set[str]) -> None:
+        with self._cond:
+            self._commit_seq += 1
+            self._cond.notify_all()
+        for listener in list(self._listeners):
+            try:
+                listener(boards)
+            except Exception:  # pragma: no cover - a listener must never break a commit
+                pass
+
+    def add_listener(self, fn: Callable[[set[str]], None]) -> None:
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Callable[[set[str]], None]) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    @property
+    def commit_seq(self) -> int:
+        return self._commit_seq
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        """Block until a commit in this process made events after ``seen`` (or timeout)."""
+        with self._cond:
+            if self._commit_seq == seen:
+                self._cond.wait(timeout)
+            return self._commit_seq
+
+
+def _rollback(conn: Any) -> None:
+    try:
+        conn.rollback()
+    except Exception:
+        pass
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        msg = str(exc).lower()
+        return "locked" in msg or "busy" in msg
+    mod = type(exc).__module__
+    if mod.startswith("psycopg"):
+        name = type(exc).__name__
+        return name in ("SerializationFailure", "DeadlockDetected", "LockNotAvailable")
+    return False
+
+
+def open_database(url: str, *, home: Path | None = None, migrate: bool = True) -> Database:
+    """Open (and if needed create or upgrade) the database at ``url``."""
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+    db = Database(url, home=home)
+    if migrate:
+        from .migrate import ensure_schema
+
+        ensure_schema(db)
+    return db
+
+
+def loads(value: str | None, default: Any = None) -> Any:
+    if value is None or value == "":
+        return default
+    return json.loads(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+__all__ = ["Database", "NullPool", "Tx", "dumps", "loads", "open_database"]

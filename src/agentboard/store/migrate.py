@@ -1,0 +1,73 @@
+"""Bring a database to the current schema with Alembic; fast when it already is."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from .engine import Database
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+#: the newest revision in migrations/versions; a database at this revision needs nothing
+HEAD = "0001"
+
+
+def current_revision(db: Database) -> str | None:
+    def _q(tx):  # type: ignore[no-untyped-def]
+        return tx.scalar("SELECT version_num FROM alembic_version")
+
+    try:
+        return db.read(_q)  # type: ignore[no-any-return]
+    except Exception:
+        return None
+
+
+def _config():  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+@contextlib.contextmanager
+def _migration_lock(db: Database) -> Iterator[None]:
+    if db.dialect == "sqlite":
+        path = Path(db.engine.url.database or "agentboard.db")
+        lock_path = path.with_name(path.name + ".migrate.lock")
+        with open(lock_path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    else:
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(7340121)"))
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(7340121)"))
+                conn.commit()
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    from alembic import command
+
+    cfg = _config()
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def ensure_schema(db: Database) -> None:
+    if current_revision(db) == HEAD:
+        return
+    with _migration_lock(db):
+        if current_revision(db) != HEAD:
+            upgrade(db)

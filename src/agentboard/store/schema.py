@@ -1,0 +1,289 @@
+"""The schema, as SQLAlchemy Core metadata. Migrations in ``migrations/`` must produce exactly this.
+
+Conventions: timestamps are epoch seconds (double precision, UTC); flags are integers 0/1;
+JSON documents are stored as text. Everything board-scoped carries ``board`` (the slug).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Ts = sa.Double()
+
+boards = sa.Table(
+    "boards",
+    metadata,
+    sa.Column("slug", sa.String(64), primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False, server_default=""),
+    sa.Column("icon", sa.Text),
+    sa.Column("color", sa.Text),
+    sa.Column("default_workdir", sa.Text),
+    sa.Column("workdir_mode", sa.Text),
+    sa.Column("settings", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("archived", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("archived_path", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("archived_at", Ts),
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String(16), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False, server_default=""),
+    sa.Column("assignee", sa.Text),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("tenant", sa.Text),
+    sa.Column("goal_id", sa.String(16)),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("updated_at", Ts, nullable=False),
+    sa.Column("started_at", Ts),
+    sa.Column("completed_at", Ts),
+    sa.Column("workspace_kind", sa.String(16), nullable=False, server_default="scratch"),
+    sa.Column("workspace_path", sa.Text),
+    sa.Column("branch_name", sa.Text),
+    sa.Column("idempotency_key", sa.Text),
+    sa.Column("skills", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("max_runtime_seconds", sa.Integer),
+    sa.Column("max_retries", sa.Integer),
+    sa.Column("review_required", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("verify", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("protocol_violations", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("rework_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_failure_error", sa.Text),
+    sa.Column("last_outcome", sa.Text),
+    sa.Column("cooldown_until", Ts),
+    sa.Column("block_kind", sa.String(32)),
+    sa.Column("block_reason", sa.Text),
+    sa.Column("current_run_id", BigId),
+    sa.Column("claim_lock", sa.Text),
+    sa.Column("claim_expires", Ts),
+    sa.Column("worker_pid", sa.Integer),
+    sa.Column("worker_host", sa.Text),
+    sa.Column("last_heartbeat_at", Ts),
+    sa.Column("result", sa.Text),
+    sa.Column("workflow_template_id", sa.Text),
+    sa.Column("current_step_key", sa.Text),
+    sa.Index("ix_tasks_board_status", "board", "status", "priority", "created_at"),
+    sa.Index("ix_tasks_board_assignee", "board", "assignee", "status"),
+    sa.Index("ix_tasks_goal", "goal_id"),
+    sa.Index("ix_tasks_running_host", "status", "worker_host"),
+    sa.Index(
+        "ux_tasks_idempotency",
+        "board",
+        "idempotency_key",
+        unique=True,
+        sqlite_where=sa.text("idempotency_key IS NOT NULL AND status != 'archived'"),
+        postgresql_where=sa.text("idempotency_key IS NOT NULL AND status != 'archived'"),
+    ),
+)
+
+task_links = sa.Table(
+    "task_links",
+    metadata,
+    sa.Column("parent_id", sa.String(16), primary_key=True),
+    sa.Column("child_id", sa.String(16), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_links_child", "child_id"),
+)
+
+task_comments = sa.Table(
+    "task_comments",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(16), nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("author", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False, server_default="comment"),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_comments_task", "task_id", "id"),
+)
+
+task_runs = sa.Table(
+    "task_runs",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(16), nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("profile", sa.Text),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(8), nullable=False),
+    sa.Column("outcome", sa.String(32)),
+    sa.Column("claim_lock", sa.Text),
+    sa.Column("claim_expires", Ts),
+    sa.Column("worker_pid", sa.Integer),
+    sa.Column("worker_host", sa.Text),
+    sa.Column("started_at", Ts, nullable=False),
+    sa.Column("ended_at", Ts),
+    sa.Column("last_heartbeat_at", Ts),
+    sa.Column("summary", sa.Text),
+    sa.Column("metadata", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("log_path", sa.Text),
+    sa.Column("workspace_path", sa.Text),
+    sa.Column("input_tokens", sa.BigInteger),
+    sa.Column("output_tokens", sa.BigInteger),
+    sa.Column("cost_usd", sa.Double),
+    sa.Column("review", sa.Text),
+    sa.Column("synthetic", sa.Integer, nullable=False, server_default="0"),
+    sa.Index("ix_runs_task", "task_id", "id"),
+    sa.Index("ix_runs_open", "status", "worker_host"),
+)
+
+task_events = sa.Table(
+    "task_events",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("task_id", sa.String(16)),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("actor", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_events_board", "board", "id"),
+    sa.Index("ix_events_task", "task_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+goals = sa.Table(
+    "goals",
+    metadata,
+    sa.Column("id", sa.String(16), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False, server_default=""),
+    sa.Column("acceptance", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("completed_at", Ts),
+    sa.Column("budget", sa.Text, nullable=False, server_default="{}"),
+    sa.Index("ix_goals_board", "board", "status"),
+)
+
+profiles = sa.Table(
+    "profiles",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("description", sa.Text, nullable=False, server_default=""),
+    sa.Column("adapter", sa.String(32), nullable=False, server_default="command"),
+    sa.Column("command", sa.Text, nullable=False),
+    sa.Column("env", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("max_concurrency", sa.Integer),
+    sa.Column("skills", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("model", sa.Text),
+    sa.Column("enabled", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("orchestrator", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("updated_at", Ts, nullable=False),
+)
+
+attachments = sa.Table(
+    "attachments",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(16), nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("sha256", sa.String(64), nullable=False),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_attachments_task", "task_id"),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("boards", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("task_id", sa.String(16)),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("expires_at", Ts),
+    sa.Column("revoked_at", Ts),
+    sa.Column("last_used_at", Ts),
+    sa.Index("ix_tokens_name", "name"),
+)
+
+wiki_pages = sa.Table(
+    "wiki_pages",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("slug", sa.String(128), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("source_task_id", sa.String(16)),
+    sa.Column("author", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("updated_at", Ts, nullable=False),
+    sa.UniqueConstraint("board", "slug", name="ux_wiki_board_slug"),
+)
+
+reviews = sa.Table(
+    "reviews",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(16), nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("reviewer", sa.Text, nullable=False),
+    sa.Column("verdict", sa.String(32), nullable=False),
+    sa.Column("score", sa.Integer),
+    sa.Column("summary", sa.Text, nullable=False, server_default=""),
+    sa.Column("findings", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_reviews_task", "task_id"),
+)
+
+notify_subscriptions = sa.Table(
+    "notify_subscriptions",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(16), nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("format", sa.String(16), nullable=False, server_default="json"),
+    sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.UniqueConstraint("task_id", "target", name="ux_notify_task_target"),
+)
+
+supervisor_wakes = sa.Table(
+    "supervisor_wakes",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("handled_at", Ts),
+)
+
+meta = sa.Table(
+    "agentboard_meta",
+    metadata,
+    sa.Column("key", sa.String(128), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
