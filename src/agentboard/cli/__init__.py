@@ -1,0 +1,1 @@
+"""The command line: thin verbs over the kernel."""

@@ -1,0 +1,138 @@
+"""Shared CLI plumbing: settings, database, board resolution, output, error mapping.
+
+Every command uses :func:`command` (or applies :func:`handle_errors`) so kernel errors become one
+line on stderr and the documented exit code (0 ok, 1 unexpected, 2 invalid input, 3 not found,
+4 conflict, 5 unauthorized/forbidden, 6 unavailable), never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_state: dict[str, Any] = {}
+
+
+def settings() -> Any:
+    if "settings" not in _state:
+        from agentboard import config
+
+        _state["settings"] = config.load()
+    return _state["settings"]
+
+
+def db() -> Any:
+    """The open, migrated database of the current home (created on first use)."""
+    if "db" not in _state:
+        from agentboard.client import open_home
+
+        _state["db"] = open_home(settings())
+    return _state["db"]
+
+
+def home() -> Path:
+    return settings().home  # type: ignore[no-any-return]
+
+
+def current_board_file() -> Path:
+    return home() / "current_board"
+
+
+def resolve_board(explicit: str | None) -> str:
+    """--board, then AGENTBOARD_BOARD, then the board saved by `boards switch`, then default."""
+    from agentboard.domain import model
+
+    value = explicit or os.environ.get("AGENTBOARD_BOARD")
+    if not value:
+        f = current_board_file()
+        if f.exists():
+            value = f.read_text().strip() or None
+    return model.board_slug(value or "default")
+
+
+def worker_task(explicit: str | None) -> str:
+    """The task a worker verb acts on: the argument, else AGENTBOARD_TASK."""
+    from agentboard.domain.errors import InvalidInput
+
+    value = explicit or os.environ.get("AGENTBOARD_TASK")
+    if not value:
+        raise InvalidInput("no task id given and AGENTBOARD_TASK is not set")
+    return value
+
+
+def worker_run_id(explicit_task: str | None) -> int | None:
+    """The run id a worker passes: AGENTBOARD_RUN_ID when acting on its own task."""
+    env_task = os.environ.get("AGENTBOARD_TASK")
+    raw = os.environ.get("AGENTBOARD_RUN_ID")
+    if not raw or (explicit_task and explicit_task != env_task):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def actor() -> str:
+    return os.environ.get("AGENTBOARD_ACTOR") or os.environ.get("AGENTBOARD_PROFILE") or (
+        "worker" if os.environ.get("AGENTBOARD_TASK") else os.environ.get("USER", "person")
+    )
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from agentboard.domain.errors import AgentboardError
+
+        try:
+            return fn(*args, **kwargs)
+        except AgentboardError as exc:
+            fail(exc.message, exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            sys.exit(130)
+        except Exception as exc:  # unexpected: still one line, exit 1
+            if os.environ.get("AGENTBOARD_DEBUG"):
+                raise
+            fail(f"{type(exc).__name__}: {exc} (set AGENTBOARD_DEBUG=1 for a traceback)", 1)
+    return wrapper  # type: ignore[return-value]
+
+
+def board_option(fn: F) -> F:
+    return click.option("--board", "board", default=None, help="board slug (default: AGENTBOARD_BOARD, the current board, or 'default')")(fn)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="print one JSON document")(fn)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, Any] | None:
+    from agentboard.domain.errors import InvalidInput
+
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{what} is not valid JSON ({exc.msg} at position {exc.pos}); pass an object like '{{\"k\": 1}}'") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{what} must be a JSON object like '{{\"k\": 1}}'")
+    return data
