@@ -1,0 +1,1 @@
+"""The worker protocol: worker context, the .board/ contract, results, verification, review."""

@@ -1,0 +1,264 @@
+"""The worker context: the markdown a worker reads first.
+
+One function renders it for every surface — ``agentboard context ID``, the ``worker_context``
+field of the ``kanban_show`` MCP tool and ``.board/context.md`` — so they can never differ.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..kernel.common import get_task, run_out, task_out
+from ..store.engine import Database, Tx
+
+BODY_CAP = 16_000
+FIELD_CAP = 1_500
+COMMENT_CAP = 2_000
+RUNS_SHOWN = 10
+COMMENTS_SHOWN = 30
+REVIEWS_SHOWN = 10
+
+
+def _cap(text: str | None, limit: int) -> str:
+    text = (text or "").strip()
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + f"\n… [cut: {len(text) - limit} more characters]"
+
+
+def _age(ts: float | None, now: float) -> str:
+    if not ts:
+        return "unknown time"
+    secs = max(0, int(now - ts))
+    if secs < 60:
+        return f"{secs}s ago"
+    if secs < 3600:
+        return f"{secs // 60}m ago"
+    if secs < 86400:
+        return f"{secs // 3600}h ago"
+    return f"{secs // 86400}d ago"
+
+
+def _meta(value: Any, limit: int = FIELD_CAP) -> str:
+    if value in (None, "", {}, []):
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return _cap(text, limit)
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines())
+
+
+def _load(tx: Tx, board: str, task_id: str) -> dict[str, Any]:
+    task = task_out(get_task(tx, board, task_id))
+    data: dict[str, Any] = {"task": task}
+    data["runs"] = [
+        run_out(r)
+        for r in tx.all(
+            "SELECT * FROM task_runs WHERE task_id = :id AND status = 'closed' ORDER BY id DESC",
+            {"id": task_id},
+        )
+    ]
+    parents = tx.all(
+        "SELECT t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
+        "JOIN tasks t ON t.id = l.parent_id WHERE l.child_id = :id ORDER BY l.created_at, t.id",
+        {"id": task_id},
+    )
+    for p in parents:
+        p["handoff"] = None
+        if p["status"] == "done":
+            row = tx.one(
+                "SELECT * FROM task_runs WHERE task_id = :p AND status = 'closed' "
+                "AND outcome IN ('completed', 'review_requested') ORDER BY id DESC LIMIT 1",
+                {"p": p["id"]},
+            )
+            p["handoff"] = run_out(row) if row else None
+    data["parents"] = parents
+    data["attachments"] = tx.all(
+        "SELECT name, path, size FROM attachments WHERE task_id = :id ORDER BY id", {"id": task_id}
+    )
+    data["reviews"] = tx.all(
+        "SELECT reviewer, verdict, score, summary, findings, created_at, run_id FROM reviews "
+        "WHERE task_id = :id ORDER BY id DESC LIMIT :n",
+        {"id": task_id, "n": REVIEWS_SHOWN},
+    )
+    data["comment_count"] = int(
+        tx.scalar("SELECT COUNT(*) FROM task_comments WHERE task_id = :id", {"id": task_id}) or 0
+    )
+    data["comments"] = list(
+        reversed(
+            tx.all(
+                "SELECT author, body, kind, created_at FROM task_comments WHERE task_id = :id "
+                "ORDER BY id DESC LIMIT :n",
+                {"id": task_id, "n": COMMENTS_SHOWN},
+            )
+        )
+    )
+    data["goal"] = None
+    if task.get("goal_id"):
+        g = tx.one(
+            "SELECT id, title, status, body, acceptance FROM goals WHERE id = :g AND board = :b",
+            {"g": task["goal_id"], "b": board},
+        )
+        if g:
+            try:
+                g["acceptance"] = json.loads(g["acceptance"] or "[]")
+            except ValueError:
+                g["acceptance"] = []
+        data["goal"] = g
+    return data
+
+
+def render(data: dict[str, Any], *, now: float | None = None) -> str:
+    """Render loaded context data as markdown (pure; used by :func:`build_worker_context`)."""
+    now = time.time() if now is None else now
+    t = data["task"]
+    goal = data.get("goal")
+    out: list[str] = [f"# Task {t['id']}: {t['title']}", ""]
+    ws = t.get("workspace_kind") or "scratch"
+    if t.get("workspace_path"):
+        ws += f" at {t['workspace_path']}"
+    rows = [
+        ("Board", t.get("board")),
+        ("Assignee", t.get("assignee") or "(unassigned)"),
+        ("Status", t.get("status")),
+        ("Priority", t.get("priority")),
+        ("Tenant", t.get("tenant")),
+        ("Goal", f"{goal['title']} ({goal['id']})" if goal else t.get("goal_id")),
+        ("Workspace", ws),
+        ("Branch", t.get("branch_name")),
+        ("Max runtime", f"{t['max_runtime_seconds']} s" if t.get("max_runtime_seconds") else None),
+        ("Review required", "yes" if t.get("review_required") else None),
+        ("Skills", ", ".join(t.get("skills") or []) or None),
+    ]
+    out += [f"- **{k}:** {v}" for k, v in rows if v not in (None, "")]
+    verify = t.get("verify") or []
+    if verify:
+        out += ["", "## Verification", "",
+                "After you report success these commands run in the workspace; every one must pass:", ""]
+        out += [f"- `{c}`" for c in verify]
+
+    out += ["", "## Description", ""]
+    body = (t.get("body") or "").strip()
+    if not body:
+        out.append("(no description)")
+    elif len(body) > BODY_CAP:
+        out += [body[:BODY_CAP].rstrip(), "",
+                f"_(description cut: showing {BODY_CAP} of {len(body)} characters)_"]
+    else:
+        out.append(body)
+
+    atts = data.get("attachments") or []
+    if atts:
+        out += ["", "## Attachments", ""]
+        out += [f"- {a['name']} ({a['size']} bytes): {a['path']}" for a in atts]
+
+    runs = data.get("runs") or []
+    if runs:
+        out += ["", "## Prior attempts on this task", "",
+                "Earlier runs of this task, newest first. Do not repeat a path that already failed.", ""]
+        for r in runs[:RUNS_SHOWN]:
+            who = r.get("profile") or "(unknown)"
+            kind = " (closed by hand)" if r.get("synthetic") else ""
+            out.append(
+                f"### Attempt {r['attempt']} — {r.get('outcome') or 'closed'}{kind}, "
+                f"{who}, {_age(r.get('ended_at') or r.get('started_at'), now)}"
+            )
+            for label, value in (("Summary", r.get("summary")), ("Error", r.get("error"))):
+                if value:
+                    out += ["", f"{label}:", "", _quote(_cap(value, FIELD_CAP))]
+            meta = _meta(r.get("metadata"))
+            if meta:
+                out += ["", f"Metadata: `{meta}`" if "\n" not in meta else "Metadata:\n\n" + _quote(meta)]
+            out.append("")
+        if len(runs) > RUNS_SHOWN:
+            out.append(f"_({len(runs) - RUNS_SHOWN} older attempts not shown)_")
+            out.append("")
+        while out and out[-1] == "":
+            out.pop()
+
+    parents = data.get("parents") or []
+    if parents:
+        out += ["", "## Parent results", ""]
+        for p in parents:
+            out.append(f"### {p['id']}: {p['title']} ({p['status']})")
+            h = p.get("handoff")
+            if p["status"] != "done":
+                out += ["", "Not done yet."]
+            elif h is None:
+                out += ["", "Done, with no recorded hand-off."]
+            else:
+                if h.get("summary"):
+                    out += ["", _quote(_cap(h["summary"], FIELD_CAP * 2))]
+                meta = _meta(h.get("metadata"))
+                if meta:
+                    out += ["", f"Metadata: `{meta}`" if "\n" not in meta else "Metadata:\n\n" + _quote(meta)]
+            out.append("")
+        while out and out[-1] == "":
+            out.pop()
+
+    reviews = data.get("reviews") or []
+    if reviews:
+        out += ["", "## Review feedback", "",
+                "Verdicts on earlier attempts, newest first. Address every point before finishing.", ""]
+        for rv in reviews:
+            score = f", score {rv['score']}" if rv.get("score") is not None else ""
+            out.append(f"### {rv['verdict'].replace('_', ' ')} by {rv['reviewer']}{score}, "
+                       f"{_age(rv.get('created_at'), now)}")
+            if rv.get("summary"):
+                out += ["", _quote(_cap(rv["summary"], FIELD_CAP * 2))]
+            findings = rv.get("findings")
+            if isinstance(findings, str):
+                try:
+                    findings = json.loads(findings or "[]")
+                except ValueError:
+                    findings = []
+            for f in findings or []:
+                if isinstance(f, dict):
+                    where = f" ({f['file']})" if f.get("file") else ""
+                    out.append(f"- [{f.get('severity', 'info')}]{where} {_cap(str(f.get('message', '')), 500)}")
+            out.append("")
+        while out and out[-1] == "":
+            out.pop()
+
+    comments = data.get("comments") or []
+    out += ["", "## Comments", ""]
+    if not comments:
+        out.append("(no comments)")
+    else:
+        older = int(data.get("comment_count") or len(comments)) - len(comments)
+        if older > 0:
+            out += [f"_({older} older comments not shown)_", ""]
+        for c in comments:
+            kind = f" [{c['kind']}]" if c.get("kind") and c["kind"] != "comment" else ""
+            out.append(f"**{c['author']}**{kind}, {_age(c.get('created_at'), now)}:")
+            out += [_quote(_cap(c["body"], COMMENT_CAP)), ""]
+        out.pop()
+
+    if goal:
+        out += ["", f"## Goal: {goal['title']}", ""]
+        if goal.get("body"):
+            out += [_cap(goal["body"], FIELD_CAP * 2), ""]
+        acc = goal.get("acceptance") or []
+        if acc:
+            out.append("Acceptance criteria:")
+            out += [f"- {a}" for a in acc]
+        else:
+            out.append("(no acceptance criteria)")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def load_context(db: Database, board: str, task_id: str) -> dict[str, Any]:
+    """The data behind the worker context (task, runs, parents, reviews, comments, goal)."""
+    return db.read(_load, board, task_id)
+
+
+def build_worker_context(db: Database, board: str, task_id: str) -> str:
+    """The worker context of ``task_id`` as markdown (04-worker-protocol.md, "Worker context")."""
+    return render(load_context(db, board, task_id))
+
+
+__all__ = ["build_worker_context", "load_context", "render"]
