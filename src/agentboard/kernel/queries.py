@@ -292,3 +292,23 @@ def tenants(db: Database, board: str) -> list[Row]:
     return db.read(lambda tx: tx.all(
         "SELECT tenant, COUNT(*) AS n FROM tasks WHERE board = :b AND tenant IS NOT NULL AND status != 'archived' "
         "GROUP BY tenant ORDER BY tenant", {"b": board}))
+
+
+def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, Row]:
+    """``{id: {"assignee", "tenant", "status"}}`` for the given tasks of a board (live filters)."""
+    ids = list(dict.fromkeys(t for t in task_ids if t))
+    if not ids:
+        return {}
+
+    def _r(tx: Tx) -> dict[str, Row]:
+        out: dict[str, Row] = {}
+        for start in range(0, len(ids), 400):
+            names = {f"i{n}": t for n, t in enumerate(ids[start:start + 400])}
+            inlist = ", ".join(":" + k for k in names)
+            for r in tx.all(
+                f"SELECT id, assignee, tenant, status FROM tasks WHERE board = :b AND id IN ({inlist})",
+                {"b": board, **names},
+            ):
+                out[r["id"]] = r
+        return out
+    return db.read(_r)
