@@ -138,6 +138,7 @@ task_runs = sa.Table(
     sa.Column("cost_usd", sa.Double),
     sa.Column("review", sa.Text),
     sa.Column("synthetic", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("pending_report", sa.Text),
     sa.Index("ix_runs_task", "task_id", "id"),
     sa.Index("ix_runs_open", "status", "worker_host"),
 )
