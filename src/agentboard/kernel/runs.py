@@ -266,6 +266,8 @@ def _complete(
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
         raise stale_error(task, run_id)
+    if run_id is not None and not force_done and _verification_pending(tx, task):
+        return _hold_for_verification(tx, board, task, summary, metadata, result, usage, run_id, actor)
     if cur == states.RUNNING and task["review_required"] and not force_done:
         target = states.REVIEW
     else:
@@ -314,6 +316,30 @@ def _complete(
         task["promoted"] = after_satisfied(tx, board, task, actor)
     task["run_id"] = rid
     return task_out(task)
+
+
+def _verification_pending(tx: Tx, task: Row) -> bool:
+    """A worker's own report on a task with ``verify`` commands waits for verification (04)."""
+    try:
+        commands = json.loads(task.get("verify") or "[]")
+    except ValueError:
+        commands = []
+    s = settings_of(tx)
+    return bool(commands) and bool(getattr(s, "verify", True) if s is not None else True)
+
+
+def _hold_for_verification(
+    tx: Tx, board: str, task: Row, summary: str | None, metadata: dict[str, Any] | None,
+    result: str | None, usage: dict[str, Any] | None, run_id: int, actor: str | None,
+) -> Row:
+    """Record the worker's success report on its run; the task stays running until the
+    dispatcher has run the verify commands after the worker exits (protocol.lifecycle)."""
+    report = {"summary": summary, "metadata": metadata, "result": result, "usage": usage, "actor": actor}
+    tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": jdump(report), "r": run_id})
+    tx.event(board, task["id"], "verify_pending", {"summary": first_line(summary)}, run_id=run_id, actor=actor)
+    out = task_out(task)
+    out.update(run_id=run_id, pending_verification=True)
+    return out
 
 
 def complete(
