@@ -45,6 +45,9 @@ class Settings:
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int = 8420
+    max_request_bytes: int = 1024 * 1024
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
