@@ -260,13 +260,13 @@ def _usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
 def _complete(
     tx: Tx, board: str, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
     result: str | None, usage: dict[str, Any] | None, run_id: int | None, actor: str | None,
-    force_done: bool,
+    force_done: bool, verified: bool = False,
 ) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
         raise stale_error(task, run_id)
-    if run_id is not None and not force_done and _verification_pending(tx, task):
+    if run_id is not None and not force_done and not verified and _verification_pending(tx, task):
         return _hold_for_verification(tx, board, task, summary, metadata, result, usage, run_id, actor)
     if cur == states.RUNNING and task["review_required"] and not force_done:
         target = states.REVIEW
@@ -346,9 +346,13 @@ def complete(
     db: Database, board: str, task_id: str, *, summary: str | None = None,
     metadata: dict[str, Any] | None = None, result: str | None = None,
     usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
-    force_done: bool = False,
+    force_done: bool = False, verified: bool = False,
 ) -> Row:
-    """Finish a task: running → done (or review); a person closing ready/blocked/review → done."""
+    """Finish a task: running → done (or review); a person closing ready/blocked/review → done.
+
+    A worker's report (with its ``run_id``) on a task with ``verify`` commands is held on the run
+    until the dispatcher has verified it; the dispatcher then completes with ``verified=True``.
+    """
     if summary is not None:
         summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
     if metadata is not None and not isinstance(metadata, dict):
@@ -357,7 +361,8 @@ def complete(
         raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
     if result is not None:
         result = first_line(result, 500) or None
-    return db.write(_complete, board, task_id, summary, metadata, result, usage, run_id, actor, force_done)
+    return db.write(_complete, board, task_id, summary, metadata, result, usage, run_id, actor, force_done,
+                    verified)
 
 
 def _request_review(tx: Tx, board: str, task_id: str, summary: str | None, run_id: int | None, actor: str | None) -> Row:
@@ -499,7 +504,7 @@ def _return_to_queue(
     if run_id is not None and (task["current_run_id"] != run_id or task["status"] != states.RUNNING):
         raise stale_error(task, run_id)
     target = ready_or_todo(tx, task_id, task["assignee"], board)
-    states.check(outcome, task["status"], target, task_id)
+    states.check("reclaim" if outcome == "reclaimed" else outcome, task["status"], target, task_id)
     now = time.time()
     rid = task["current_run_id"]
     tx.execute(
