@@ -105,6 +105,12 @@ def handle_errors(fn: F) -> F:
             raise
         except KeyboardInterrupt:
             sys.exit(130)
+        except BrokenPipeError:  # the reader went away (`| head`): not an error
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the interpreter quiet on exit
+            except OSError:
+                pass
+            sys.exit(0)
         except Exception as exc:  # unexpected: still one line, exit 1
             if os.environ.get("AGENTBOARD_DEBUG"):
                 raise
@@ -136,3 +142,91 @@ def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, 
     if not isinstance(data, dict):
         raise InvalidInput(f"{what} must be a JSON object like '{{\"k\": 1}}'")
     return data
+
+
+def reset() -> None:
+    """Forget the cached settings and database (in-process callers that switch homes)."""
+    db_ = _state.pop("db", None)
+    _state.clear()
+    if db_ is not None:
+        try:
+            db_.close()
+        except Exception:  # pragma: no cover - closing is best effort
+            pass
+
+
+def read_text(text: str | None, path: str | None, what: str = "--body") -> str | None:
+    """The value of a ``--body TEXT | --body-file F`` pair (``-`` reads stdin)."""
+    from agentboard.domain.errors import InvalidInput
+
+    if text is not None and path is not None:
+        raise InvalidInput(f"give either {what} or {what}-file, not both")
+    if path is None:
+        return text
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{what}-file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"{what}-file {path}: cannot read it ({exc})") from None
+
+
+def exit_code_for(code: str) -> int:
+    """The exit code of a kernel error code name (as found in bulk results)."""
+    from agentboard.domain import errors
+
+    for cls in (errors.InvalidInput, errors.NotFound, errors.Conflict, errors.InvalidTransition,
+                errors.StaleRun, errors.Unauthorized, errors.Forbidden, errors.TooLarge,
+                errors.Unavailable):
+        if cls.code == code:
+            return cls.exit_code
+    return 1
+
+
+def split_ids(values: tuple[str, ...] | list[str]) -> list[str]:
+    """Task ids from repeated/comma-separated arguments, in order, without duplicates."""
+    out: list[str] = []
+    for value in values:
+        for part in value.replace(",", " ").split():
+            if part not in out:
+                out.append(part)
+    return out
+
+
+def run_bulk(
+    fn: Callable[..., Any],
+    board: str,
+    ids: list[str],
+    *args: Any,
+    as_json: bool = False,
+    describe: Callable[[dict[str, Any]], str] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Apply a kernel verb to each id; report each result; exit non-zero if any failed.
+
+    One id: the kernel's error is the one-line message and decides the exit code. Several:
+    every id is tried, successes print on stdout, failures on stderr, and the exit code is
+    the first failure's.
+    """
+    from agentboard.kernel.tasks import bulk
+
+    if len(ids) == 1 and not as_json:
+        task = fn(db(), board, ids[0], *args, **kwargs)
+        click.echo(describe(task) if describe else f"{ids[0]}: {task.get('status')}")
+        return
+    results = bulk(fn, db(), board, ids, *args, **kwargs)
+    failed = [r for r in results if not r["ok"]]
+    if as_json:
+        emit_json(results)
+    else:
+        for r in results:
+            if r["ok"]:
+                click.echo(describe(r["task"]) if describe else f"{r['id']}: {r['status']}")
+            else:
+                click.echo(f"error: {r['id']}: {r['error']['message']}", err=True)
+        if failed and len(ids) > 1:
+            click.echo(f"error: {len(failed)} of {len(ids)} failed", err=True)
+    if failed:
+        sys.exit(exit_code_for(failed[0]["error"]["code"]))

@@ -11,6 +11,37 @@ from typing import Any
 
 COMMANDS: dict[str, str] = {
     # name: "agentboard.cli.<module>:<attribute>"
+    "init": "agentboard.cli.init:init",
+    "create": "agentboard.cli.tasks:create",
+    "list": "agentboard.cli.tasks:list_",
+    "show": "agentboard.cli.tasks:show",
+    "context": "agentboard.cli.tasks:context",
+    "edit": "agentboard.cli.tasks:edit",
+    "assign": "agentboard.cli.tasks:assign",
+    "link": "agentboard.cli.tasks:link",
+    "unlink": "agentboard.cli.tasks:unlink",
+    "comment": "agentboard.cli.tasks:comment",
+    "claim": "agentboard.cli.worker:claim",
+    "heartbeat": "agentboard.cli.worker:heartbeat",
+    "complete": "agentboard.cli.worker:complete",
+    "block": "agentboard.cli.worker:block",
+    "unblock": "agentboard.cli.status:unblock",
+    "archive": "agentboard.cli.status:archive",
+    "restore": "agentboard.cli.status:restore",
+    "reclaim": "agentboard.cli.status:reclaim",
+    "reopen": "agentboard.cli.status:reopen",
+    "release": "agentboard.cli.status:release",
+    "review": "agentboard.cli.status:review",
+    "attach": "agentboard.cli.attachments:attach",
+    "attachments": "agentboard.cli.attachments:attachments",
+    "runs": "agentboard.cli.runs:runs",
+    "tail": "agentboard.cli.events:tail",
+    "watch": "agentboard.cli.events:watch",
+    "stats": "agentboard.cli.stats:stats",
+    "assignees": "agentboard.cli.stats:assignees",
+    "boards": "agentboard.cli.boards:boards",
+    "profiles": "agentboard.cli.profiles:profiles",
+    "goals": "agentboard.cli.goals:goals",
 }
 
 
@@ -61,7 +92,28 @@ def main(argv: list[str] | None = None) -> None:
         print(f"agentboard {_version()}")
         return
     cli = build()
-    cli.main(args=args, prog_name="agentboard")
+    import click
+
+    try:
+        rv = cli.main(args=args, prog_name="agentboard", standalone_mode=False)
+    except click.UsageError as exc:  # one line, like every other error
+        where = exc.ctx.command_path if exc.ctx is not None else "agentboard"
+        click.echo(f"error: {exc.format_message().rstrip('.')} (see {where} --help)", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    if isinstance(rv, int) and not isinstance(rv, bool) and rv:
+        sys.exit(rv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,176 @@
+"""`boards list|create|switch|show|rename|rm|restore`: isolated queues in one home."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from . import common
+from .common import handle_errors, json_option
+
+
+def _current() -> str:
+    try:
+        return common.resolve_board(None)
+    except Exception:  # a broken saved board: fall back to the default
+        return "default"
+
+
+def _save_current(slug: str) -> None:
+    f = common.current_board_file()
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(slug + "\n")
+
+
+@click.group("boards", context_settings={"help_option_names": ["-h", "--help"]})
+def boards() -> None:
+    """Boards: isolated queues (slug, name, target directory); one home holds many."""
+
+
+@boards.command("list")
+@click.option("--archived", is_flag=True, help="include archived boards")
+@json_option
+@handle_errors
+def list_(archived: bool, as_json: bool) -> None:
+    """Every board with its task count; * marks the current one."""
+    from agentboard.kernel import boards as kb
+
+    rows = kb.list_boards(common.db(), include_archived=archived)
+    current = _current()
+    if as_json:
+        common.emit_json([{**r, "current": r["slug"] == current} for r in rows])
+        return
+    from .output import table
+
+    table(["", "slug", "name", "tasks", "workdir", "archived"],
+          [("*" if r["slug"] == current else "", r["slug"], r["name"], r.get("task_count", 0),
+            r.get("default_workdir"), r["archived"]) for r in rows],
+          status_column=None)
+
+
+@boards.command("create")
+@click.argument("slug")
+@click.option("--name", default=None, help="display name (default: the slug)")
+@click.option("--description", default="", help="what the board is for")
+@click.option("--icon", default=None)
+@click.option("--color", default=None)
+@click.option("--workdir", default=None, metavar="DIR",
+              help="the board's target directory (relative paths resolve against the current one)")
+@click.option("--switch", "switch_", is_flag=True, help="make it the current board")
+@json_option
+@handle_errors
+def create(slug: str, name: str | None, description: str, icon: str | None, color: str | None,
+           workdir: str | None, switch_: bool, as_json: bool) -> None:
+    """Create a board."""
+    import os
+
+    from agentboard.kernel import boards as kb
+
+    if workdir is not None and workdir.strip():
+        workdir = os.path.abspath(os.path.expanduser(workdir))
+    row = kb.create(common.db(), slug, name=name, description=description, icon=icon, color=color,
+                    workdir=workdir or None, actor=common.actor())
+    if switch_:
+        _save_current(row["slug"])
+    if as_json:
+        common.emit_json(row)
+        return
+    click.echo(f"board {row['slug']} created" + (" (now current)" if switch_ else ""))
+
+
+@boards.command("switch")
+@click.argument("slug")
+@handle_errors
+def switch(slug: str) -> None:
+    """Make SLUG the current board for later commands (AGENTBOARD_BOARD and --board still win)."""
+    from agentboard.domain.errors import Conflict
+    from agentboard.kernel import boards as kb
+
+    row = kb.get(common.db(), slug)
+    if row["archived"]:
+        raise Conflict(f"board {row['slug']!r} is archived; restore it first (agentboard boards restore {row['slug']})")
+    _save_current(row["slug"])
+    click.echo(f"current board: {row['slug']}")
+
+
+@boards.command("show")
+@click.argument("slug", required=False)
+@json_option
+@handle_errors
+def show(slug: str | None, as_json: bool) -> None:
+    """A board's fields and task counts (default: the current board)."""
+    from agentboard.kernel import boards as kb
+    from agentboard.kernel import queries
+
+    slug = common.resolve_board(slug)
+    row: dict[str, Any] = kb.get(common.db(), slug)
+    row["counts"] = queries.stats(common.db(), slug)["by_status"]
+    row["current"] = slug == _current()
+    if as_json:
+        common.emit_json(row)
+        return
+    from .output import fields, when
+
+    fields([
+        ("slug", row["slug"]), ("name", row["name"]), ("description", row.get("description")),
+        ("icon", row.get("icon")), ("color", row.get("color")), ("workdir", row.get("default_workdir")),
+        ("current", row["current"]), ("archived", row["archived"] or None),
+        ("created", when(row.get("created_at"))),
+        ("tasks", ", ".join(f"{s} {n}" for s, n in row["counts"].items() if n) or "none"),
+    ])
+
+
+@boards.command("rename")
+@click.argument("slug")
+@click.argument("name")
+@json_option
+@handle_errors
+def rename(slug: str, name: str, as_json: bool) -> None:
+    """Change a board's display name (the slug never changes)."""
+    from agentboard.kernel import boards as kb
+
+    row = kb.rename(common.db(), slug, name, actor=common.actor())
+    if as_json:
+        common.emit_json(row)
+    else:
+        click.echo(f"board {row['slug']} is now named {row['name']!r}")
+
+
+@boards.command("rm")
+@click.argument("slug")
+@click.option("--delete", is_flag=True, help="remove it and everything on it for good")
+@json_option
+@handle_errors
+def rm(slug: str, delete: bool, as_json: bool) -> None:
+    """Archive a board (recoverable with `boards restore`), or --delete it for good."""
+    from agentboard.kernel import boards as kb
+
+    db = common.db()
+    home = common.home()
+    row = kb.delete(db, slug, home=home, actor=common.actor()) if delete else kb.archive(
+        db, slug, home=home, actor=common.actor())
+    f = common.current_board_file()
+    if f.exists() and f.read_text().strip() == row["slug"]:
+        f.unlink()
+    if as_json:
+        common.emit_json(row)
+    elif delete:
+        click.echo(f"board {row['slug']} deleted")
+    else:
+        click.echo(f"board {row['slug']} archived (agentboard boards restore {row['slug']} brings it back)")
+
+
+@boards.command("restore")
+@click.argument("slug")
+@json_option
+@handle_errors
+def restore(slug: str, as_json: bool) -> None:
+    """Bring back an archived board."""
+    from agentboard.kernel import boards as kb
+
+    row = kb.restore(common.db(), slug, home=common.home(), actor=common.actor())
+    if as_json:
+        common.emit_json(row)
+    else:
+        click.echo(f"board {row['slug']} restored")

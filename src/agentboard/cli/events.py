@@ -1,0 +1,110 @@
+"""Following the event log by cursor: `tail ID` (one task) and `watch` (the whole board)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+POLL_SECONDS = 0.2
+
+
+def _follow(
+    fetch: Callable[[int], list[dict[str, Any]]],
+    cursor: int,
+    *,
+    once: bool,
+    as_json: bool,
+    keep: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    with_task: bool = True,
+) -> None:
+    """Print events after ``cursor`` until interrupted (or once, with ``--once``)."""
+    from .output import event_line
+
+    try:
+        while True:
+            batch = fetch(cursor)
+            if batch:
+                cursor = batch[-1]["id"]
+                shown = keep(batch) if keep else batch
+                for ev in shown:
+                    if as_json:
+                        click.echo(json.dumps(ev, default=str, ensure_ascii=False))
+                    else:
+                        click.echo(event_line(ev, with_task=with_task))
+                if len(batch) >= 500:
+                    continue  # more are waiting: read them before sleeping
+            if once:
+                return
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        return
+
+
+@click.command("tail")
+@click.argument("task_id", required=False, metavar="[ID]")
+@click.option("--since", default=0, type=int, metavar="N", help="start after event id N (default: the beginning)")
+@click.option("--once", is_flag=True, help="print what is there and exit")
+@board_option
+@json_option
+@handle_errors
+def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json: bool) -> None:
+    """Follow one task's events (Ctrl-C to stop); --json prints one object per line."""
+    from agentboard.kernel import queries
+
+    slug = common.resolve_board(board)
+    tid = common.worker_task(task_id)
+    db = common.db()
+    queries.runs(db, slug, tid)  # not found → exit 3 before following
+    _follow(lambda c: queries.events_after(db, slug, c, task_id=tid), since, once=once,
+            as_json=as_json, with_task=False)
+
+
+@click.command("watch")
+@click.option("--assignee", default=None, metavar="P", help="only tasks assigned to P")
+@click.option("--tenant", default=None, metavar="T", help="only tasks of tenant T")
+@click.option("--kinds", default=None, metavar="K,K", help="only these event kinds (comma-separated)")
+@click.option("--since", default=None, type=int, metavar="N",
+              help="start after event id N (default: now, only new events)")
+@click.option("--once", is_flag=True, help="print what is there and exit")
+@board_option
+@json_option
+@handle_errors
+def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: int | None,
+          once: bool, board: str | None, as_json: bool) -> None:
+    """Print the board's events live as they happen (Ctrl-C to stop)."""
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import boards, queries
+
+    slug = common.resolve_board(board)
+    db = common.db()
+    boards.get(db, slug)  # unknown board → exit 3
+    kind_list = [k.strip() for k in (kinds or "").split(",") if k.strip()]
+    if since is not None and since < 0:
+        raise InvalidInput("--since must be an event id (0 or more)")
+    cursor = queries.last_event_id(db, slug) if since is None else since
+
+    keep = None
+    if assignee or tenant:
+        def keep(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            owners = queries.task_owners(db, slug, [e["task_id"] for e in batch if e.get("task_id")])
+            out = []
+            for e in batch:
+                o = owners.get(e.get("task_id") or "")
+                if o is None:
+                    continue
+                if assignee and o["assignee"] != assignee:
+                    continue
+                if tenant and o["tenant"] != tenant:
+                    continue
+                out.append(e)
+            return out
+
+    _follow(lambda c: queries.events_after(db, slug, c, kinds=kind_list or None), cursor,
+            once=once, as_json=as_json, keep=keep)

@@ -1,0 +1,110 @@
+"""`goals create|list|show|cancel`: named outcomes that group tasks."""
+
+from __future__ import annotations
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+
+@click.group("goals", context_settings={"help_option_names": ["-h", "--help"]})
+def goals() -> None:
+    """Goals: named outcomes; a goal settles to done when all its tasks are done."""
+
+
+@goals.command("create")
+@click.argument("title")
+@click.option("--body", default=None)
+@click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
+@click.option("--acceptance", "acceptance", multiple=True, metavar="A", help="an acceptance criterion (repeatable)")
+@click.option("--priority", default="0", metavar="N")
+@board_option
+@json_option
+@handle_errors
+def create(title: str, body: str | None, body_file: str | None, acceptance: tuple[str, ...],
+           priority: str, board: str | None, as_json: bool) -> None:
+    """Create a goal."""
+    from agentboard.kernel import goals as kg
+
+    slug = common.resolve_board(board)
+    text = common.read_text(body, body_file) or ""
+    g = kg.create(common.db(), slug, title, body=text, acceptance=list(acceptance), priority=priority,
+                  actor=common.actor())
+    if as_json:
+        common.emit_json(g)
+    else:
+        click.echo(f"{g['id']}  {g['title']}")
+
+
+@goals.command("list")
+@click.option("--status", default=None, type=click.Choice(["active", "done", "cancelled"]))
+@board_option
+@json_option
+@handle_errors
+def list_(status: str | None, board: str | None, as_json: bool) -> None:
+    """Goals with progress (done/total), blocked tasks, runs and cost."""
+    from agentboard.kernel import goals as kg
+
+    slug = common.resolve_board(board)
+    rows = kg.list_goals(common.db(), slug, status=status)
+    if as_json:
+        common.emit_json(rows)
+        return
+    from .output import clip, table
+
+    table(["id", "status", "pri", "done", "blocked", "runs", "cost", "title"],
+          [(g["id"], g["status"], g["priority"], f"{g['done']}/{g['total']}", len(g["blocked"]) or "-",
+            g["runs"], f"${g['cost_usd']:.2f}", clip(g["title"], 60)) for g in rows],
+          status_column=None, empty=f"no goals on board {slug!r}")
+
+
+@goals.command("show")
+@click.argument("goal_id", metavar="G")
+@board_option
+@json_option
+@handle_errors
+def show(goal_id: str, board: str | None, as_json: bool) -> None:
+    """A goal with its acceptance criteria and tasks."""
+    from agentboard.kernel import goals as kg
+
+    slug = common.resolve_board(board)
+    g = kg.show(common.db(), slug, goal_id)
+    if as_json:
+        common.emit_json(g)
+        return
+    from .output import clip, fields, heading, table
+
+    fields([("id", g["id"]), ("title", g["title"]), ("status", g["status"]), ("priority", g["priority"]),
+            ("progress", f"{g['done']}/{g['total']} done"), ("runs", g["runs"]),
+            ("cost", f"${g['cost_usd']:.4f}")])
+    if g.get("body"):
+        click.echo("")
+        click.echo(g["body"].rstrip())
+    if g.get("acceptance"):
+        click.echo("")
+        heading("Acceptance")
+        for a in g["acceptance"]:
+            click.echo(f"- {a}")
+    if g.get("tasks"):
+        click.echo("")
+        table(["id", "status", "assignee", "title", "blocked because"],
+              [(t["id"], t["status"], t["assignee"], clip(t["title"], 50), clip(t.get("block_reason"), 40))
+               for t in g["tasks"]], title="Tasks")
+
+
+@goals.command("cancel")
+@click.argument("goal_id", metavar="G")
+@board_option
+@json_option
+@handle_errors
+def cancel(goal_id: str, board: str | None, as_json: bool) -> None:
+    """Cancel an active goal (its tasks stay as they are)."""
+    from agentboard.kernel import goals as kg
+
+    slug = common.resolve_board(board)
+    g = kg.cancel(common.db(), slug, goal_id, actor=common.actor())
+    if as_json:
+        common.emit_json(g)
+    else:
+        click.echo(f"{g['id']}: cancelled")

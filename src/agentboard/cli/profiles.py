@@ -1,0 +1,178 @@
+"""`profiles list|add|show|set|describe|rm`: the named agents the dispatcher can start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from . import common
+from .common import handle_errors, json_option
+
+
+def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    from agentboard.domain.errors import InvalidInput
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key or not key.replace("_", "a").isalnum():
+            raise InvalidInput(f"invalid --env {pair!r}: use NAME=VALUE")
+        out[key] = value
+    return out
+
+
+def _print(p: dict[str, Any]) -> None:
+    from .output import fields, when
+
+    fields([
+        ("name", p["name"]), ("adapter", p.get("adapter")), ("command", p.get("command")),
+        ("description", p.get("description")), ("max concurrency", p.get("max_concurrency")),
+        ("env", ", ".join(f"{k}={v}" for k, v in (p.get("env") or {}).items()) or None),
+        ("skills", p.get("skills")), ("model", p.get("model")),
+        ("enabled", p.get("enabled")), ("orchestrator", p.get("orchestrator")),
+        ("updated", when(p.get("updated_at"))),
+    ])
+
+
+@click.group("profiles", context_settings={"help_option_names": ["-h", "--help"]})
+def profiles() -> None:
+    """Profiles: named agents (how to start them, what they are good at, limits)."""
+
+
+@profiles.command("list")
+@json_option
+@handle_errors
+def list_(as_json: bool) -> None:
+    """Every profile."""
+    from agentboard.kernel import profiles as kp
+
+    rows = kp.list_profiles(common.db())
+    if as_json:
+        common.emit_json(rows)
+        return
+    from .output import clip, table
+
+    table(["name", "adapter", "enabled", "max", "command", "description"],
+          [(p["name"], p["adapter"], p["enabled"], p.get("max_concurrency"), clip(p["command"], 40),
+            clip(p.get("description"), 50)) for p in rows],
+          status_column=None, empty="no profiles yet; add one with `agentboard profiles add NAME --command CMD`")
+
+
+@profiles.command("add")
+@click.argument("name")
+@click.option("--command", "command", required=True, metavar="CMD", help="how to start the agent")
+@click.option("--adapter", default="command", metavar="A", help="command (default), claude or codex")
+@click.option("--description", default="", metavar="D", help="what it is good at (used for routing)")
+@click.option("--max-concurrency", default=None, type=int, metavar="N")
+@click.option("--env", "env", multiple=True, metavar="K=V", help="environment for its workers (repeatable)")
+@click.option("--skill", "skills", multiple=True, metavar="S")
+@click.option("--model", "model_name", default=None, metavar="M")
+@click.option("--orchestrator", is_flag=True, help="offer it the orchestrator tools")
+@click.option("--disabled", is_flag=True, help="add it switched off")
+@json_option
+@handle_errors
+def add(name: str, command: str, adapter: str, description: str, max_concurrency: int | None,
+        env: tuple[str, ...], skills: tuple[str, ...], model_name: str | None, orchestrator: bool,
+        disabled: bool, as_json: bool) -> None:
+    """Add a profile."""
+    from agentboard.kernel import profiles as kp
+
+    p = kp.add(common.db(), name, command=command, adapter=adapter, description=description,
+               max_concurrency=max_concurrency, env=_parse_env(env), skills=list(skills),
+               model_name=model_name, enabled=not disabled, orchestrator=orchestrator,
+               actor=common.actor())
+    if as_json:
+        common.emit_json(p)
+    else:
+        click.echo(f"profile {p['name']} added ({p['adapter']}: {p['command']})")
+
+
+@profiles.command("show")
+@click.argument("name")
+@json_option
+@handle_errors
+def show(name: str, as_json: bool) -> None:
+    """One profile."""
+    from agentboard.kernel import profiles as kp
+
+    p = kp.get(common.db(), name)
+    if as_json:
+        common.emit_json(p)
+    else:
+        _print(p)
+
+
+@profiles.command("set")
+@click.argument("name")
+@click.option("--command", "command", default=None, metavar="CMD")
+@click.option("--adapter", default=None, metavar="A")
+@click.option("--description", default=None, metavar="D")
+@click.option("--max-concurrency", default=None, type=int, metavar="N")
+@click.option("--env", "env", multiple=True, metavar="K=V", help="set a variable; K= removes it")
+@click.option("--skill", "skills", multiple=True, metavar="S", help="replace the skills")
+@click.option("--model", "model_name", default=None, metavar="M")
+@click.option("--orchestrator/--no-orchestrator", default=None)
+@click.option("--enabled/--disabled", default=None)
+@json_option
+@handle_errors
+def set_(name: str, command: str | None, adapter: str | None, description: str | None,
+         max_concurrency: int | None, env: tuple[str, ...], skills: tuple[str, ...],
+         model_name: str | None, orchestrator: bool | None, enabled: bool | None, as_json: bool) -> None:
+    """Change a profile's fields."""
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import profiles as kp
+
+    db = common.db()
+    fields: dict[str, Any] = {"command": command, "adapter": adapter, "description": description,
+                              "max_concurrency": max_concurrency, "model_name": model_name,
+                              "orchestrator": orchestrator, "enabled": enabled}
+    if env:
+        merged = dict(kp.get(db, name)["env"])
+        for key, value in _parse_env(env).items():
+            if value == "":
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        fields["env"] = merged
+    if skills:
+        fields["skills"] = list(skills)
+    if all(v is None for v in fields.values()):
+        raise InvalidInput("nothing to change: give at least one option (see agentboard profiles set --help)")
+    p = kp.update(db, name, actor=common.actor(), **fields)
+    if as_json:
+        common.emit_json(p)
+    else:
+        click.echo(f"profile {p['name']} updated")
+
+
+@profiles.command("describe")
+@click.argument("name")
+@click.option("--text", required=True, metavar="T", help="what the agent is good at")
+@json_option
+@handle_errors
+def describe(name: str, text: str, as_json: bool) -> None:
+    """Set the description used to route work to the profile."""
+    from agentboard.kernel import profiles as kp
+
+    p = kp.update(common.db(), name, description=text, actor=common.actor())
+    if as_json:
+        common.emit_json(p)
+    else:
+        click.echo(f"profile {p['name']} described")
+
+
+@profiles.command("rm")
+@click.argument("name")
+@json_option
+@handle_errors
+def rm(name: str, as_json: bool) -> None:
+    """Remove a profile (refused while it has running tasks)."""
+    from agentboard.kernel import profiles as kp
+
+    p = kp.remove(common.db(), name, actor=common.actor())
+    if as_json:
+        common.emit_json(p)
+    else:
+        click.echo(f"profile {p['name']} removed")

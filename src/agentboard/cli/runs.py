@@ -1,0 +1,40 @@
+"""`runs ID`: a task's attempt history, one row per run."""
+
+from __future__ import annotations
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+
+@click.command("runs")
+@click.argument("task_id", required=False, metavar="[ID]")
+@board_option
+@json_option
+@handle_errors
+def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
+    """Attempt history of a task, one row per run (oldest first)."""
+    from agentboard.kernel import queries
+
+    slug = common.resolve_board(board)
+    tid = common.worker_task(task_id)
+    rows = queries.runs(common.db(), slug, tid)
+    if as_json:
+        common.emit_json(rows)
+        return
+    from .output import age, clip, duration, table
+
+    def took(r: dict) -> str:  # type: ignore[type-arg]
+        if r.get("ended_at") and r.get("started_at"):
+            return duration(r["ended_at"] - r["started_at"])
+        return "running" if r.get("status") == "open" else "-"
+
+    table(
+        ["run", "attempt", "profile", "status", "outcome", "started", "took", "host", "summary / error"],
+        [(r["id"], r.get("attempt"), r.get("profile"), r.get("status"), r.get("outcome"),
+          age(r.get("started_at")) + " ago", took(r), r.get("worker_host"),
+          clip(r.get("summary") or r.get("error"), 60) + (" [synthetic]" if r.get("synthetic") else ""))
+         for r in rows],
+        status_column=None, empty=f"{tid} has no runs yet",
+    )

@@ -1,0 +1,96 @@
+"""Status verbs a person uses on one or many tasks: unblock, archive, restore, reclaim, reopen,
+release, and review (a person's verdict on a task in review)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+
+def _describe(task: dict[str, Any]) -> str:
+    from .output import status
+
+    return f"{task['id']}: {status(task['status'])}"
+
+
+def _bulk_command(name: str, kernel_attr: str, doc: str, *, with_reason: bool = False) -> click.Command:
+    def fn_for() -> Callable[..., Any]:
+        import importlib
+
+        module, _, attr = kernel_attr.partition(":")
+        return getattr(importlib.import_module(f"agentboard.kernel.{module}"), attr)  # type: ignore[no-any-return]
+
+    @handle_errors
+    def run(task_ids: tuple[str, ...], board: str | None, as_json: bool, reason: str | None = None) -> None:
+        from agentboard.domain.errors import InvalidInput
+
+        ids = common.split_ids(task_ids)
+        if not ids:
+            raise InvalidInput(f"give at least one task id: agentboard {name} ID...")
+        slug = common.resolve_board(board)
+        kwargs: dict[str, Any] = {"actor": common.actor()}
+        if with_reason and reason:
+            kwargs["reason"] = reason
+        common.run_bulk(fn_for(), slug, ids, as_json=as_json, describe=_describe, **kwargs)
+
+    params: list[click.Parameter] = [
+        click.Argument(["task_ids"], nargs=-1, metavar="ID..."),
+        click.Option(["--board", "board"], default=None,
+                     help="board slug (default: AGENTBOARD_BOARD, the current board, or 'default')"),
+        click.Option(["--json", "as_json"], is_flag=True, help="print one JSON document"),
+    ]
+    if with_reason:
+        params.append(click.Option(["--reason"], default=None, help="why (recorded in the event)"))
+    return click.Command(name, callback=run, params=params, help=doc, short_help=doc.split("\n")[0])
+
+
+unblock = _bulk_command("unblock", "tasks:unblock",
+                        "Blocked -> ready/todo (resets the failure counter).")
+archive = _bulk_command("archive", "tasks:archive",
+                        "Hide task(s); an open run is closed as reclaimed.")
+restore = _bulk_command("restore", "tasks:restore", "Archived -> todo/ready.")
+reclaim = _bulk_command("reclaim", "runs:reclaim",
+                        "Running -> ready: close the current run as reclaimed.", with_reason=True)
+reopen = _bulk_command("reopen", "tasks:reopen",
+                       "Done -> ready/todo; its ready children drop back to todo.", with_reason=True)
+release = _bulk_command("release", "tasks:release", "Triage -> todo/ready.")
+
+
+@click.command("review")
+@click.argument("task_id", metavar="ID")
+@click.option("--approve", is_flag=True, help="accept the work: review -> done")
+@click.option("--request-changes", "changes", default=None, metavar="FEEDBACK",
+              help="send it back to ready with feedback")
+@click.option("--reject", "rejection", default=None, metavar="REASON", help="review -> blocked (rejected)")
+@click.option("--note", default=None, metavar="TEXT", help="a remark recorded with an approval")
+@click.option("--score", default=None, type=click.IntRange(0, 100), metavar="0-100")
+@board_option
+@json_option
+@handle_errors
+def review(task_id: str, approve: bool, changes: str | None, rejection: str | None,
+           note: str | None, score: int | None, board: str | None, as_json: bool) -> None:
+    """A person's verdict on a task in review: exactly one of --approve, --request-changes, --reject."""
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import runs
+
+    chosen = [v for v in (approve or None, changes, rejection) if v is not None]
+    if len(chosen) != 1:
+        raise InvalidInput("give exactly one of --approve, --request-changes FEEDBACK or --reject REASON")
+    if approve:
+        verdict, text = "approved", note or ""
+    elif changes is not None:
+        verdict, text = "changes_requested", changes
+    else:
+        verdict, text = "rejected", rejection or ""
+    slug = common.resolve_board(board)
+    task = runs.review(common.db(), slug, task_id, verdict, text, score=score,
+                       reviewer=common.actor(), actor=common.actor())
+    if as_json:
+        common.emit_json(task)
+    else:
+        click.echo(f"{task_id}: {verdict.replace('_', ' ')} -> {_describe(task).split(': ', 1)[1]}")

@@ -1,0 +1,321 @@
+"""Task verbs: create, list, show, context, edit, assign, link, unlink, comment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+
+def _mine() -> str:
+    who = (os.environ.get("AGENTBOARD_PROFILE") or os.environ.get("AGENTBOARD_ACTOR")
+           or os.environ.get("USER") or "")
+    if not who:
+        from agentboard.domain.errors import InvalidInput
+
+        raise InvalidInput("--mine needs AGENTBOARD_PROFILE (or AGENTBOARD_ACTOR) to say who you are")
+    return who
+
+
+@click.command("create")
+@click.argument("title")
+@click.option("--body", default=None, help="markdown description")
+@click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
+@click.option("--assignee", default=None, metavar="PROFILE")
+@click.option("--parent", "parents", multiple=True, metavar="ID", help="a task this one waits for (repeatable)")
+@click.option("--tenant", default=None)
+@click.option("--goal", default=None, metavar="G")
+@click.option("--priority", default="0", metavar="N", help="higher runs first")
+@click.option("--triage", is_flag=True, help="park it in triage (never dispatched until released)")
+@click.option("--workspace", default=None, metavar="KIND",
+              help="scratch | worktree | worktree:<path> | dir:<absolute path>")
+@click.option("--branch", default=None, metavar="NAME")
+@click.option("--idempotency-key", default=None, metavar="KEY")
+@click.option("--max-runtime", default=None, metavar="DUR", help="30s, 30m, 2h, 1d or seconds")
+@click.option("--max-retries", default=None, type=int, metavar="N")
+@click.option("--skill", "skills", multiple=True, metavar="S")
+@click.option("--review", is_flag=True, help="require a review before done")
+@click.option("--verify", "verify", multiple=True, metavar="CMD", help="a shell command that must pass")
+@board_option
+@json_option
+@handle_errors
+def create(title: str, body: str | None, body_file: str | None, assignee: str | None,
+           parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
+           triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
+           max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
+           verify: tuple[str, ...], board: str | None, as_json: bool) -> None:
+    """Create a task (ready when every parent is done and it has an assignee)."""
+    from agentboard.kernel import tasks
+
+    slug = common.resolve_board(board)
+    text = common.read_text(body, body_file)
+    task = tasks.create(
+        common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
+        tenant=tenant, goal=goal, priority=priority, triage=triage, workspace=workspace,
+        branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
+        max_retries=max_retries, skills=skills, review=review, verify=verify,
+        actor=common.actor(),
+    )
+    if as_json:
+        common.emit_json(task)
+        return
+    note = " (existing task with this idempotency key)" if task.get("existing") else ""
+    from .output import status
+
+    click.echo(f"{task['id']}  {status(task['status'])}  {task['title']}{note}")
+
+
+@click.command("list")
+@click.option("--mine", is_flag=True, help="tasks assigned to you (AGENTBOARD_PROFILE)")
+@click.option("--assignee", default=None, metavar="P", help="a profile, or 'none'")
+@click.option("--status", "statuses", multiple=True, metavar="S", help="repeatable or comma-separated")
+@click.option("--tenant", default=None)
+@click.option("--goal", default=None, metavar="G")
+@click.option("--search", default=None, metavar="Q")
+@click.option("--archived", is_flag=True, help="include archived tasks")
+@click.option("--limit", default=200, type=int, metavar="N")
+@board_option
+@json_option
+@handle_errors
+def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: str | None,
+          goal: str | None, search: str | None, archived: bool, limit: int, board: str | None,
+          as_json: bool) -> None:
+    """List tasks, highest priority first."""
+    from agentboard.kernel import queries
+
+    slug = common.resolve_board(board)
+    if mine:
+        assignee = _mine()
+    rows = queries.list_tasks(
+        common.db(), slug, assignee=assignee, status=list(statuses) or None, tenant=tenant,
+        goal=goal, search=search, include_archived=archived, limit=limit,
+    )
+    if as_json:
+        common.emit_json(rows)
+        return
+    from .output import age, clip, table
+
+    table(
+        ["id", "status", "pri", "assignee", "title", "updated"],
+        [(r["id"], r["status"], r["priority"], r["assignee"], clip(r["title"], 70), age(r["updated_at"]))
+         for r in rows],
+        empty=f"no tasks on board {slug!r}",
+    )
+
+
+def _print_detail(t: dict[str, Any]) -> None:
+    from .output import age, clip, duration, event_line, fields, heading, table
+
+    fields([
+        ("id", t["id"]), ("title", t["title"]), ("status", t["status"]),
+        ("board", t["board"]), ("assignee", t.get("assignee")), ("priority", t.get("priority")),
+        ("tenant", t.get("tenant")),
+        ("goal", f"{t['goal']['id']} {t['goal']['title']}" if t.get("goal") else t.get("goal_id")),
+        ("blocked", f"[{t.get('block_kind')}] {t.get('block_reason')}" if t.get("block_reason") else None),
+        ("workspace", f"{t.get('workspace_kind')}" + (f":{t['workspace_path']}" if t.get("workspace_path") else "")),
+        ("branch", t.get("branch_name")), ("skills", t.get("skills")), ("verify", t.get("verify")),
+        ("review", "required" if t.get("review_required") else None),
+        ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
+        ("current run", t.get("current_run_id")), ("result", t.get("result")),
+        ("failures", t.get("consecutive_failures") or None),
+        ("created", f"{age(t.get('created_at'))} ago by {t.get('created_by') or '-'}"),
+    ])
+    if t.get("body"):
+        click.echo("")
+        heading("Body")
+        click.echo(t["body"].rstrip())
+    for key, label in (("parents", "Parents"), ("children", "Children")):
+        if t.get(key):
+            click.echo("")
+            table(["id", "status", "assignee", "title"],
+                  [(p["id"], p["status"], p["assignee"], clip(p["title"], 70)) for p in t[key]], title=label)
+    if t.get("runs"):
+        click.echo("")
+        table(["run", "attempt", "profile", "outcome", "took", "summary / error"],
+              [(r["id"], r.get("attempt"), r.get("profile"), r.get("outcome") or r.get("status"),
+                duration((r["ended_at"] or 0) - r["started_at"]) if r.get("ended_at") and r.get("started_at") else "-",
+                clip(r.get("summary") or r.get("error"), 60)) for r in t["runs"]],
+              title="Runs", status_column=None)
+    if t.get("attachments"):
+        click.echo("")
+        table(["name", "size", "path"], [(a["name"], a["size"], a["path"]) for a in t["attachments"]],
+              title="Attachments", status_column=None)
+    if t.get("comments"):
+        click.echo("")
+        heading("Comments")
+        for c in t["comments"]:
+            click.echo(f"- {c['author']} ({age(c['created_at'])} ago): {c['body']}")
+    if t.get("events"):
+        click.echo("")
+        heading("Events")
+        for ev in t["events"]:
+            click.echo(event_line(ev, with_task=False))
+
+
+@click.command("show")
+@click.argument("task_id", required=False, metavar="[ID]")
+@click.option("--events", "n_events", default=50, type=int, metavar="N", help="how many recent events")
+@board_option
+@json_option
+@handle_errors
+def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -> None:
+    """A task with parents, children, comments, runs and recent events.
+
+    Inside a worker, ID defaults to the worker's own task (AGENTBOARD_TASK).
+    """
+    from agentboard.kernel import queries
+
+    slug = common.resolve_board(board)
+    tid = common.worker_task(task_id)
+    detail = queries.task_detail(common.db(), slug, tid, events=n_events)
+    if as_json:
+        common.emit_json(detail)
+        return
+    _print_detail(detail)
+
+
+@click.command("context")
+@click.argument("task_id", required=False, metavar="[ID]")
+@board_option
+@handle_errors
+def context(task_id: str | None, board: str | None) -> None:
+    """Print exactly what a worker sees first: the worker context markdown."""
+    from agentboard.protocol.context import build_worker_context
+
+    slug = common.resolve_board(board)
+    tid = common.worker_task(task_id)
+    click.echo(build_worker_context(common.db(), slug, tid).rstrip("\n"))
+
+
+@click.command("edit")
+@click.argument("task_id", metavar="ID")
+@click.option("--title", default=None)
+@click.option("--body", default=None)
+@click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
+@click.option("--priority", default=None, metavar="N")
+@click.option("--tenant", default=None, help="'' clears it")
+@click.option("--goal", default=None, metavar="G")
+@click.option("--max-runtime", default=None, metavar="DUR")
+@click.option("--max-retries", default=None, type=int, metavar="N")
+@click.option("--result", default=None, metavar="LINE")
+@board_option
+@json_option
+@handle_errors
+def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
+         priority: str | None, tenant: str | None, goal: str | None, max_runtime: str | None,
+         max_retries: int | None, result: str | None, board: str | None, as_json: bool) -> None:
+    """Change a task's title, body, priority, tenant or limits (no status change)."""
+    from agentboard.kernel import tasks
+
+    slug = common.resolve_board(board)
+    text = common.read_text(body, body_file)
+    task = tasks.edit(
+        common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
+        goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
+        actor=common.actor(),
+    )
+    if as_json:
+        common.emit_json(task)
+    else:
+        click.echo(f"{task['id']}: edited")
+
+
+@click.command("assign")
+@click.argument("task_id", metavar="ID")
+@click.argument("profile", metavar="PROFILE|none")
+@click.option("--reclaim", is_flag=True, help="reclaim a running task first")
+@board_option
+@json_option
+@handle_errors
+def assign(task_id: str, profile: str, reclaim: bool, board: str | None, as_json: bool) -> None:
+    """Give a task to a profile (or 'none' to unassign)."""
+    from agentboard.kernel import tasks
+
+    slug = common.resolve_board(board)
+    task = tasks.assign(common.db(), slug, task_id, profile, reclaim=reclaim, actor=common.actor())
+    if as_json:
+        common.emit_json(task)
+        return
+    from .output import status
+
+    click.echo(f"{task['id']}: assigned to {task['assignee'] or 'nobody'} ({status(task['status'])})")
+
+
+@click.command("link")
+@click.argument("parent", metavar="PARENT")
+@click.argument("child", metavar="CHILD")
+@board_option
+@json_option
+@handle_errors
+def link(parent: str, child: str, board: str | None, as_json: bool) -> None:
+    """Make CHILD wait for PARENT."""
+    from agentboard.kernel import links
+
+    slug = common.resolve_board(board)
+    out = links.link(common.db(), slug, parent, child, actor=common.actor())
+    if as_json:
+        common.emit_json(out)
+    else:
+        click.echo(f"linked {parent} -> {child}")
+
+
+@click.command("unlink")
+@click.argument("parent", metavar="PARENT")
+@click.argument("child", metavar="CHILD")
+@board_option
+@json_option
+@handle_errors
+def unlink(parent: str, child: str, board: str | None, as_json: bool) -> None:
+    """Remove the dependency PARENT -> CHILD."""
+    from agentboard.kernel import links
+
+    slug = common.resolve_board(board)
+    out = links.unlink(common.db(), slug, parent, child, actor=common.actor())
+    if as_json:
+        common.emit_json(out)
+    else:
+        click.echo(f"unlinked {parent} -> {child}")
+
+
+@click.command("comment")
+@click.argument("args", nargs=-1, metavar="[ID] TEXT")
+@click.option("--author", default=None, metavar="NAME")
+@click.option("--no-mentions", is_flag=True, help="do not turn @profile mentions into follow-up tasks")
+@board_option
+@json_option
+@handle_errors
+def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board: str | None,
+            as_json: bool) -> None:
+    """Append to a task's comment thread (@profile mentions create follow-up tasks).
+
+    Inside a worker, ID defaults to the worker's own task: `agentboard comment "text"`.
+    """
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import comments
+
+    if len(args) == 2:
+        task_id, text = args[0], args[1]
+    elif len(args) == 1 and os.environ.get("AGENTBOARD_TASK"):
+        task_id, text = os.environ["AGENTBOARD_TASK"], args[0]
+    elif len(args) == 1:
+        raise InvalidInput("give the task id and the text: agentboard comment ID \"text\"")
+    else:
+        raise InvalidInput("usage: agentboard comment ID \"text\" (quote the text)")
+    slug = common.resolve_board(board)
+    out = comments.comment(common.db(), slug, task_id, text, author=author or common.actor(),
+                           mentions=not no_mentions)
+    if as_json:
+        common.emit_json(out)
+        return
+    msg = f"{task_id}: comment #{out['id']} added"
+    if out.get("spawned_subtasks"):
+        msg += f"; follow-up task(s) {', '.join(out['spawned_subtasks'])}"
+    click.echo(msg)
+    if out.get("skipped_mentions"):
+        from .output import warn
+
+        warn(f"no profile named {', '.join('@' + m for m in out['skipped_mentions'])}; no follow-up created")

@@ -1,0 +1,154 @@
+"""Worker verbs: claim, heartbeat, complete, block.
+
+Inside a worker process (AGENTBOARD_TASK and AGENTBOARD_RUN_ID set by the dispatcher) these
+default to the worker's own task and pass its run id, so a late call from a reclaimed run is
+refused instead of overwriting the current attempt. This module imports only click at load
+time; the kernel loads when a command runs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from . import common
+from .common import board_option, handle_errors, json_option
+
+
+def _is_own_task(task_id: str) -> bool:
+    return bool(os.environ.get("AGENTBOARD_TASK")) and task_id == os.environ.get("AGENTBOARD_TASK")
+
+
+@click.command("claim")
+@click.argument("task_id", metavar="ID")
+@click.option("--ttl", default=None, metavar="DUR", help="claim lifetime (30s, 30m, 2h, 1d or seconds)")
+@board_option
+@json_option
+@handle_errors
+def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> None:
+    """Claim a ready task by hand: opens a run and prints its id."""
+    from agentboard.domain import model
+    from agentboard.kernel import runs
+
+    slug = common.resolve_board(board)
+    out = runs.claim(common.db(), slug, task_id, ttl=model.duration(ttl),
+                     host=common.settings().host_id, pid=os.getpid(), actor=common.actor())
+    if as_json:
+        common.emit_json(out)
+        return
+    from .output import when
+
+    click.echo(f"{task_id}: claimed, run {out['run_id']} (claim expires {when(out['claim_expires'])})")
+    click.echo(f"report as this run with: AGENTBOARD_TASK={task_id} AGENTBOARD_RUN_ID={out['run_id']}")
+
+
+@click.command("heartbeat")
+@click.argument("task_id", required=False, metavar="[ID]")
+@click.option("--note", default=None, metavar="TEXT", help="what the worker is doing")
+@click.option("--ttl", default=None, metavar="DUR", help="extend the claim by this much")
+@board_option
+@json_option
+@handle_errors
+def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str | None,
+              as_json: bool) -> None:
+    """Record liveness for a running task and extend its claim."""
+    from agentboard.domain import model
+    from agentboard.kernel import runs
+
+    slug = common.resolve_board(board)
+    tid = common.worker_task(task_id)
+    out = runs.heartbeat(common.db(), slug, tid, run_id=common.worker_run_id(task_id), note=note,
+                         ttl=model.duration(ttl), actor=common.actor())
+    if as_json:
+        common.emit_json(out)
+    else:
+        click.echo(f"{tid}: heartbeat recorded (run {out['run_id']})")
+
+
+def _complete_one(db: Any, board: str, task_id: str, **kwargs: Any) -> Any:
+    from agentboard.kernel import runs
+
+    run_id = common.worker_run_id(task_id)
+    return runs.complete(db, board, task_id, run_id=run_id, **kwargs)
+
+
+def _describe_done(task: dict[str, Any]) -> str:
+    from .output import status
+
+    line = f"{task['id']}: {status(task['status'])}"
+    promoted = task.get("promoted") or []
+    if promoted:
+        ids = [p if isinstance(p, str) else p.get("id", "?") for p in promoted]
+        line += f"; now ready: {', '.join(ids)}"
+    return line
+
+
+@click.command("complete")
+@click.argument("task_ids", nargs=-1, metavar="[ID]...")
+@click.option("--summary", default=None, metavar="S", help="the hand-off: what was done")
+@click.option("--metadata", default=None, metavar="JSON", help="a JSON object (files changed, links, ...)")
+@click.option("--result", default=None, metavar="LINE", help="one short result line")
+@click.option("--usage", default=None, metavar="JSON",
+              help='{"input_tokens": N, "output_tokens": N, "cost_usd": X}')
+@board_option
+@json_option
+@handle_errors
+def complete(task_ids: tuple[str, ...], summary: str | None, metadata: str | None,
+             result: str | None, usage: str | None, board: str | None, as_json: bool) -> None:
+    """Finish task(s): running -> done (or review); a person may close ready/blocked/review.
+
+    Inside a worker, ID defaults to the worker's own task and the run id is passed.
+    """
+    from agentboard.domain.errors import InvalidInput
+
+    ids = common.split_ids(task_ids) or [common.worker_task(None)]
+    meta = common.parse_json_object(metadata, "--metadata")
+    use = common.parse_json_object(usage, "--usage")
+    if len(ids) > 1 and (summary or meta or result or use):
+        raise InvalidInput(
+            "a summary, metadata, result or usage belongs to one run: complete the tasks one at a "
+            "time to give each its own hand-off, or close them together without one"
+        )
+    slug = common.resolve_board(board)
+    common.run_bulk(_complete_one, slug, ids, as_json=as_json, describe=_describe_done,
+                    summary=summary, metadata=meta, result=result, usage=use, actor=common.actor())
+
+
+def _block_one(db: Any, board: str, task_id: str, reason: str, *, kind: str | None, actor: str) -> Any:
+    from agentboard.kernel import tasks
+
+    run_id = common.worker_run_id(task_id)
+    if kind is None:
+        kind = "needs_input" if _is_own_task(task_id) else "manual"
+    return tasks.block(db, board, task_id, reason, kind=kind, run_id=run_id, actor=actor)
+
+
+@click.command("block")
+@click.argument("args", nargs=-1, metavar="[ID] REASON [ID]...")
+@click.option("--kind", default=None,
+              type=click.Choice(["needs_input", "gave_up", "rejected", "budget", "dependency", "manual"]),
+              help="default: needs_input from a worker, manual from a person")
+@click.option("--ids", "more_ids", multiple=True, metavar="ID", help="more tasks to block with the same reason")
+@board_option
+@json_option
+@handle_errors
+def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], board: str | None,
+          as_json: bool) -> None:
+    """Block task(s) with a reason: they wait for a person or another agent.
+
+    Inside a worker, `agentboard block "reason"` blocks the worker's own task.
+    """
+    from agentboard.domain.errors import InvalidInput
+
+    if len(args) == 1 and os.environ.get("AGENTBOARD_TASK"):
+        ids, reason = [os.environ["AGENTBOARD_TASK"]], args[0]
+    elif len(args) >= 2:
+        ids, reason = [args[0], *args[2:]], args[1]
+    else:
+        raise InvalidInput('give the task id and a reason: agentboard block ID "what it waits for"')
+    ids = common.split_ids([*ids, *more_ids])
+    slug = common.resolve_board(board)
+    common.run_bulk(_block_one, slug, ids, reason, as_json=as_json, kind=kind, actor=common.actor(),
+                    describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")
