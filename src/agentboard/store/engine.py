@@ -147,6 +147,10 @@ class Database:
         self._listeners: list[Callable[[set[str]], None]] = []
         self._cond = threading.Condition()
         self._commit_seq = 0
+        self._local = threading.local()
+        self._conns: dict[int, Any] = {}
+        self._conns_lock = threading.Lock()
+        self._generation = 0
         self.engine = self._make_engine()
         _open.add(self)
 
@@ -165,21 +169,7 @@ class Database:
 
             @sa_event.listens_for(engine, "connect")
             def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
-                dbapi_conn.isolation_level = None
-                dbapi_conn.row_factory = sqlite3.Row
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA busy_timeout = 10000")
-                mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    for _ in range(50):
-                        try:
-                            cur.execute("PRAGMA journal_mode = WAL")
-                            break
-                        except sqlite3.OperationalError:
-                            time.sleep(0.05)
-                cur.execute("PRAGMA synchronous = FULL")
-                cur.execute("PRAGMA foreign_keys = OFF")
-                cur.close()
+                _sqlite_setup(dbapi_conn)
 
             return engine
         url = self.url
@@ -195,8 +185,20 @@ class Database:
     def _forked(self) -> None:
         self.engine.dispose(close=False)
         self._cond = threading.Condition()
+        # the parent's SQLite connections must not be used (nor closed) in the child
+        self._local = threading.local()
+        self._conns = {}
+        self._conns_lock = threading.Lock()
 
     def close(self) -> None:
+        with self._conns_lock:
+            conns, self._conns = self._conns, {}
+            self._generation += 1
+        for conn in conns.values():
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - closing a connection another thread holds
+                pass
         self.engine.dispose()
 
     def pg_sql(self, sql: str) -> str:
@@ -206,16 +208,78 @@ class Database:
             self._pg_cache[sql] = out
         return out
 
-    @contextmanager
-    def _raw(self) -> Iterator[Any]:
+    # -- connections --------------------------------------------------------------------------
+    #
+    # SQLite: each thread keeps one DB-API connection for its transactions (a pool checkout
+    # per transaction costs as much as two statements). A nested call on the same thread, a
+    # thread after ``close()`` and a child after ``fork()`` get their own connection.
+    # PostgreSQL: the SQLAlchemy pool (a checkout is cheap next to a network round trip).
+
+    def _sqlite_path(self) -> str:
+        return self.engine.url.database or ":memory:"
+
+    def _acquire(self) -> tuple[Any, Any]:
+        """A DB-API connection and the token :meth:`_release` needs to give it back."""
+        if self.dialect == "sqlite":
+            local = self._local
+            conn = getattr(local, "conn", None)
+            if conn is not None and not local.busy and local.generation == self._generation:
+                local.busy = True
+                return conn, local
+            if conn is None or local.generation != self._generation:
+                conn = self._new_sqlite()
+                local.conn = conn
+                local.generation = self._generation
+                local.busy = True
+                return conn, local
         try:
             proxy = self.engine.raw_connection()
         except sa.exc.OperationalError as exc:
             raise Unavailable(f"cannot open the database: {exc.orig}") from None
+        return proxy.driver_connection, proxy
+
+    def _release(self, token: Any, *, broken: bool = False) -> None:
+        if isinstance(token, threading.local):
+            token.busy = False
+            if broken:
+                conn = token.conn
+                token.conn = None
+                with self._conns_lock:
+                    self._conns.pop(threading.get_ident(), None)
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+            return
+        if broken:
+            token.invalidate()
+        token.close()
+
+    def _new_sqlite(self) -> Any:
         try:
-            yield proxy.driver_connection
+            conn = sqlite3.connect(self._sqlite_path(), isolation_level=None, check_same_thread=False, timeout=10)
+        except sqlite3.OperationalError as exc:
+            raise Unavailable(f"cannot open the database: {exc}") from None
+        _sqlite_setup(conn)
+        me = threading.get_ident()
+        with self._conns_lock:
+            alive = {t.ident for t in threading.enumerate()}
+            for ident in [i for i in self._conns if i not in alive or i == me]:
+                old = self._conns.pop(ident)
+                try:
+                    old.close()
+                except Exception:  # pragma: no cover
+                    pass
+            self._conns[me] = conn
+        return conn
+
+    @contextmanager
+    def _raw(self) -> Iterator[Any]:
+        conn, token = self._acquire()
+        try:
+            yield conn
         finally:
-            proxy.close()
+            self._release(token)
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -225,27 +289,29 @@ class Database:
         attempt = 0
         while True:
             attempt += 1
-            with self._raw() as conn:
-                tx = Tx(self, conn)
-                try:
-                    if self.dialect == "sqlite":
-                        tx.cur.execute("BEGIN IMMEDIATE")
-                    else:
-                        tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _EVENT_LOCK_KEY})
-                    result = fn(tx, *args, **kwargs)
-                    conn.commit()
-                except BaseException as exc:
-                    _rollback(conn)
-                    if _retryable(exc) and time.monotonic() < deadline:
-                        time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
-                        continue
-                    if isinstance(exc, AgentboardError) or not _retryable(exc):
-                        raise
-                    raise Unavailable(
-                        "the database stayed busy for a minute; try again"
-                    ) from exc
-                finally:
-                    tx.cur.close()
+            conn, token = self._acquire()
+            broken = False
+            tx = Tx(self, conn)
+            try:
+                if self.dialect == "sqlite":
+                    tx.cur.execute("BEGIN IMMEDIATE")
+                else:
+                    tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _EVENT_LOCK_KEY})
+                result = fn(tx, *args, **kwargs)
+                conn.commit()
+            except BaseException as exc:
+                broken = not _rollback(conn)
+                if _retryable(exc) and time.monotonic() < deadline:
+                    time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
+                    continue
+                if isinstance(exc, AgentboardError) or not _retryable(exc):
+                    raise
+                raise Unavailable(
+                    "the database stayed busy for a minute; try again"
+                ) from exc
+            finally:
+                tx.cur.close()
+                self._release(token, broken=broken)
             if tx.wrote_events:
                 self._signal(tx.boards_touched)
             return result
@@ -254,22 +320,24 @@ class Database:
         """Run ``fn(tx, ...)`` on a consistent snapshot."""
         deadline = time.monotonic() + _WRITE_DEADLINE
         while True:
-            with self._raw() as conn:
-                tx = Tx(self, conn)
-                try:
-                    if self.dialect == "sqlite":
-                        tx.cur.execute("BEGIN")
-                    result = fn(tx, *args, **kwargs)
-                    conn.commit()
-                    return result
-                except BaseException as exc:
-                    _rollback(conn)
-                    if _retryable(exc) and time.monotonic() < deadline:
-                        time.sleep(0.01 * random.random())
-                        continue
-                    raise
-                finally:
-                    tx.cur.close()
+            conn, token = self._acquire()
+            broken = False
+            tx = Tx(self, conn)
+            try:
+                if self.dialect == "sqlite":
+                    tx.cur.execute("BEGIN")
+                result = fn(tx, *args, **kwargs)
+                conn.commit()
+                return result
+            except BaseException as exc:
+                broken = not _rollback(conn)
+                if _retryable(exc) and time.monotonic() < deadline:
+                    time.sleep(0.01 * random.random())
+                    continue
+                raise
+            finally:
+                tx.cur.close()
+                self._release(token, broken=broken)
 
     # -- change signal ----------------------------------------------------------------------
 
@@ -302,11 +370,32 @@ class Database:
             return self._commit_seq
 
 
-def _rollback(conn: Any) -> None:
+def _rollback(conn: Any) -> bool:
+    """Roll back; False when the connection is unusable and must be discarded."""
     try:
         conn.rollback()
+        return True
     except Exception:
-        pass
+        return False
+
+
+def _sqlite_setup(dbapi_conn: Any) -> None:
+    """Pragmas every SQLite connection gets: WAL, synchronous=FULL, a busy timeout."""
+    dbapi_conn.isolation_level = None
+    dbapi_conn.row_factory = sqlite3.Row
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout = 10000")
+    mode = cur.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        for _ in range(50):
+            try:
+                cur.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError:
+                time.sleep(0.05)
+    cur.execute("PRAGMA synchronous = FULL")
+    cur.execute("PRAGMA foreign_keys = OFF")
+    cur.close()
 
 
 def _retryable(exc: BaseException) -> bool:
