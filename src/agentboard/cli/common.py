@@ -230,3 +230,12 @@ def run_bulk(
             click.echo(f"error: {len(failed)} of {len(ids)} failed", err=True)
     if failed:
         sys.exit(exit_code_for(failed[0]["error"]["code"]))
+
+
+def existing_board(explicit: str | None) -> str:
+    """Like :func:`resolve_board`, and the board must exist (read verbs that would show nothing)."""
+    from agentboard.kernel import boards
+
+    slug = resolve_board(explicit)
+    boards.get(db(), slug)
+    return slug

@@ -46,7 +46,7 @@ def list_(status: str | None, board: str | None, as_json: bool) -> None:
     """Goals with progress (done/total), blocked tasks, runs and cost."""
     from agentboard.kernel import goals as kg
 
-    slug = common.resolve_board(board)
+    slug = common.existing_board(board)
     rows = kg.list_goals(common.db(), slug, status=status)
     if as_json:
         common.emit_json(rows)

@@ -16,7 +16,7 @@ def stats(board: str | None, as_json: bool) -> None:
     """Task counts per status, assignee and goal; runs, tokens and cost so far."""
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
+    slug = common.existing_board(board)
     data = queries.stats(common.db(), slug)
     if as_json:
         common.emit_json(data)
@@ -51,7 +51,7 @@ def assignees(board: str | None, as_json: bool) -> None:
     """Profiles and assignees with their task counts on this board."""
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
+    slug = common.existing_board(board)
     rows = queries.assignees(common.db(), slug)
     if as_json:
         common.emit_json(rows)

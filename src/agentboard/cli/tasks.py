@@ -87,7 +87,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     """List tasks, highest priority first."""
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
+    slug = common.existing_board(board)
     if mine:
         assignee = _mine()
     rows = queries.list_tasks(

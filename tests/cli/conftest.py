@@ -1,0 +1,117 @@
+"""CLI test helpers: run `agentboard ...` in-process against a real home, and read its database.
+
+`cli(...)` goes through the real entry point (`agentboard.cli.main.main`), so usage errors,
+kernel errors and exit codes are exactly what a user gets; only the process boundary is
+skipped (the few end-to-end tests in test_subprocess.py cross it). Each test's home starts
+from a copy of a freshly migrated database, which saves the migration per test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def lines(self) -> list[str]:
+        return [line for line in self.out.splitlines() if line.strip()]
+
+
+class _Entry:
+    """Duck-typed command for CliRunner: calls the real `agentboard` entry point."""
+
+    name = "agentboard"
+
+    def main(self, args: list[str], prog_name: str | None = None, **_: Any) -> None:
+        from agentboard.cli import common, main
+
+        common.reset()
+        try:
+            main.main(list(args))
+        finally:
+            common.reset()
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import agentboard
+
+    root = tmp_path_factory.mktemp("template")
+    client = agentboard.connect(str(root))
+    client.close()
+    db = root / "agentboard.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
+@pytest.fixture
+def cli_home(home: Path, template_db: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "boards").mkdir(exist_ok=True)
+    shutil.copyfile(template_db, home / "agentboard.db")
+    return home
+
+
+Runner = Callable[..., Result]
+
+
+@pytest.fixture
+def cli(cli_home: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """``cli("create", "x", input=None, env={...})`` → Result(code, out, err)."""
+    for var in ("AGENTBOARD_PROFILE", "AGENTBOARD_ACTOR"):
+        monkeypatch.delenv(var, raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, env: dict[str, str | None] | None = None) -> Result:
+        r = runner.invoke(_Entry(), list(args), input=input, env=env, catch_exceptions=False)  # type: ignore[arg-type]
+        return Result(r.exit_code, r.stdout, r.stderr)
+
+    return run
+
+
+def task_id(result: Result) -> str:
+    assert result.code == 0, result.err
+    return str(result.json()["id"])
+
+
+@pytest.fixture
+def counts(cli_home: Path) -> Callable[[], dict[str, int]]:
+    """Row counts of the home's database: what "nothing was written" is checked against."""
+
+    def read() -> dict[str, int]:
+        with sqlite3.connect(cli_home / "agentboard.db") as conn:
+            return {
+                t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                for t in ("tasks", "task_events", "task_runs", "task_links", "task_comments",
+                          "profiles", "boards", "goals", "attachments")
+            }
+
+    return read
+
+
+def assert_one_line_error(r: Result, code: int, *needles: str) -> None:
+    assert r.code == code, (r.code, r.out, r.err)
+    lines = [line for line in r.err.splitlines() if line.strip()]
+    assert len(lines) == 1, r.err
+    assert lines[0].startswith("error: "), r.err
+    assert "Traceback" not in r.err
+    for n in needles:
+        assert n.lower() in lines[0].lower(), (n, lines[0])
+    assert r.out == ""

@@ -1,0 +1,119 @@
+"""`boards`, `profiles` and `goals` from the command line, and board isolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .conftest import assert_one_line_error, task_id
+
+
+def test_board_lifecycle(cli, cli_home: Path, tmp_path: Path) -> None:
+    r = cli("boards", "create", "Research", "--name", "Research team", "--description", "papers",
+            "--icon", "R", "--color", "#336699", "--workdir", str(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["slug"] == "research" and r.json()["default_workdir"] == str(tmp_path)
+    listed = cli("boards", "list", "--json").json()
+    assert [(b["slug"], b["current"]) for b in listed] == [("default", True), ("research", False)]
+
+    assert cli("boards", "switch", "research").code == 0
+    assert (cli_home / "current_board").read_text().strip() == "research"
+    tid = task_id(cli("create", "read the paper", "--json"))
+    assert cli("show", tid, "--json").json()["board"] == "research"
+    shown = cli("boards", "show", "--json").json()
+    assert shown["slug"] == "research" and shown["current"] is True and shown["counts"]["todo"] == 1
+    assert "research" in cli("boards", "show").out
+
+    assert cli("boards", "rename", "research", "Reading group").code == 0
+    assert cli("boards", "show", "research", "--json").json()["name"] == "Reading group"
+
+    (cli_home / "boards" / "research").mkdir(parents=True, exist_ok=True)
+    (cli_home / "boards" / "research" / "notes.txt").write_text("keep me")
+    r = cli("boards", "rm", "research")
+    assert r.code == 0 and "archived" in r.out
+    assert not (cli_home / "current_board").exists()  # back to the default board
+    assert [b["slug"] for b in cli("boards", "list", "--json").json()] == ["default"]
+    assert_one_line_error(cli("boards", "switch", "research"), 4, "archived")
+    assert cli("boards", "restore", "research").code == 0
+    assert (cli_home / "boards" / "research" / "notes.txt").read_text() == "keep me"
+    assert cli("show", tid, "--board", "research", "--json").json()["title"] == "read the paper"
+
+    r = cli("boards", "rm", "research", "--delete")
+    assert r.code == 0 and "deleted" in r.out
+    assert_one_line_error(cli("boards", "show", "research"), 3, "no board")
+    assert not (cli_home / "boards" / "research").exists()
+
+
+def test_board_create_switch_flag(cli) -> None:
+    assert cli("boards", "create", "ops", "--switch").code == 0
+    assert cli("boards", "show", "--json").json()["slug"] == "ops"
+
+
+def test_boards_are_isolated(cli, counts) -> None:
+    cli("boards", "create", "alpha")
+    cli("boards", "create", "beta")
+    a = task_id(cli("create", "alpha only", "--board", "alpha", "--json"))
+    assert cli("list", "--board", "beta", "--json").json() == []
+    before = counts()
+    for args in (["show", a], ["complete", a], ["comment", a, "hi"], ["archive", a], ["runs", a], ["tail", a, "--once"]):
+        assert_one_line_error(cli(*args, "--board", "beta"), 3, f"no task {a} on board 'beta'")
+    assert counts() == before
+    b = task_id(cli("create", "beta task", "--board", "beta", "--json"))
+    before = counts()
+    assert_one_line_error(cli("link", a, b, "--board", "beta"), 2, "across boards")
+    assert counts() == before
+    # the environment variable picks the board, and --board beats it
+    assert [t["id"] for t in cli("list", "--json", env={"AGENTBOARD_BOARD": "alpha"}).json()] == [a]
+    assert [t["id"] for t in cli("list", "--board", "beta", "--json", env={"AGENTBOARD_BOARD": "alpha"}).json()] == [b]
+
+
+def test_profiles(cli, counts) -> None:
+    r = cli("profiles", "add", "coder", "--command", "claude -p", "--adapter", "claude", "--description",
+            "writes Python", "--max-concurrency", "2", "--env", "MODEL=opus", "--env", "DEBUG=1",
+            "--orchestrator", "--json")
+    assert r.code == 0, r.err
+    p = r.json()
+    assert (p["adapter"], p["max_concurrency"], p["env"], p["orchestrator"], p["enabled"]) == (
+        "claude", 2, {"MODEL": "opus", "DEBUG": "1"}, True, True)
+    cli("profiles", "add", "idle", "--command", "true", "--disabled")
+    listed = cli("profiles", "list", "--json").json()
+    assert [(x["name"], x["enabled"]) for x in listed] == [("coder", True), ("idle", False)]
+    assert "writes Python" in cli("profiles", "list").out
+
+    r = cli("profiles", "set", "coder", "--env", "DEBUG=", "--env", "TOKEN=abc", "--max-concurrency", "4",
+            "--no-orchestrator", "--json")
+    assert r.code == 0, r.err
+    assert (r.json()["env"], r.json()["max_concurrency"], r.json()["orchestrator"]) == (
+        {"MODEL": "opus", "TOKEN": "abc"}, 4, False)
+    assert cli("profiles", "describe", "coder", "--text", "refactors and tests").code == 0
+    assert cli("profiles", "show", "coder", "--json").json()["description"] == "refactors and tests"
+    assert "refactors and tests" in cli("profiles", "show", "coder").out
+    before = counts()
+    assert_one_line_error(cli("profiles", "set", "coder", "--adapter", "nope"), 2, "unknown adapter")
+    assert_one_line_error(cli("profiles", "set", "coder"), 2, "nothing to change")
+    assert counts() == before
+    assert cli("profiles", "rm", "idle").code == 0
+    assert [x["name"] for x in cli("profiles", "list", "--json").json()] == ["coder"]
+    assert_one_line_error(cli("profiles", "rm", "idle"), 3, "no profile")
+
+
+def test_goals(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    r = cli("goals", "create", "Ship v2", "--body", "the big one", "--acceptance", "all tests pass",
+            "--acceptance", "docs updated", "--priority", "3", "--json")
+    assert r.code == 0, r.err
+    g = r.json()
+    assert g["id"].startswith("g_") and g["acceptance"] == ["all tests pass", "docs updated"]
+    t1 = task_id(cli("create", "part 1", "--goal", g["id"], "--assignee", "w", "--json"))
+    cli("create", "part 2", "--goal", g["id"], "--assignee", "w", "--json")
+    cli("complete", t1)
+    listed = cli("goals", "list", "--json").json()
+    assert [(x["id"], x["done"], x["total"]) for x in listed] == [(g["id"], 1, 2)]
+    assert "1/2" in cli("goals", "list").out
+    shown = cli("goals", "show", g["id"], "--json").json()
+    assert {t["title"] for t in shown["tasks"]} == {"part 1", "part 2"}
+    human = cli("goals", "show", g["id"]).out
+    assert "all tests pass" in human and "part 2" in human
+    assert cli("goals", "cancel", g["id"]).code == 0
+    assert cli("goals", "list", "--status", "cancelled", "--json").json()[0]["id"] == g["id"]
+    assert_one_line_error(cli("goals", "cancel", g["id"]), 4, "only an active goal")
+    assert [x["id"] for x in cli("goals", "list", "--board", "default", "--json").json()] == [g["id"]]

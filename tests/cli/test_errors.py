@@ -1,0 +1,93 @@
+"""Bad input: one line on stderr, the documented exit code, and the database unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import assert_one_line_error, task_id
+
+
+@pytest.fixture
+def seeded(cli) -> dict[str, str]:
+    cli("profiles", "add", "w", "--command", "true")
+    a = task_id(cli("create", "a", "--assignee", "w", "--json"))
+    b = task_id(cli("create", "b", "--assignee", "w", "--parent", a, "--json"))
+    return {"a": a, "b": b}
+
+
+CASES = [
+    ("empty title", ["create", "   "], 2, ["title is empty"]),
+    ("unknown id", ["show", "t_00000000"], 3, ["no task t_00000000"]),
+    ("malformed id", ["complete", "nope"], 3, ["no task 'nope'"]),
+    ("slash in board slug", ["list", "--board", "Bad/Slug"], 2, ["invalid board slug"]),
+    ("dots as board slug", ["create", "x", "--board", ".."], 2, ["invalid board slug"]),
+    ("space in board slug", ["boards", "create", "a b"], 2, ["invalid board slug"]),
+    ("unknown board", ["list", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("relative dir workspace", ["create", "x", "--workspace", "dir:relative/path"], 2, ["relative"]),
+    ("bad workspace kind", ["create", "x", "--workspace", "cloud"], 2, ["invalid workspace"]),
+    ("unknown status filter", ["list", "--status", "finished"], 2, ["unknown status 'finished'"]),
+    ("bad duration", ["create", "x", "--max-runtime", "soon"], 2, ["invalid duration"]),
+    ("bad priority", ["create", "x", "--priority", "high"], 2, ["invalid priority"]),
+    ("malformed metadata", ["complete", "{a}", "--metadata", "{not json"], 2, ["--metadata is not valid JSON"]),
+    ("metadata not an object", ["complete", "{a}", "--metadata", "[1, 2]"], 2, ["must be a JSON object"]),
+    ("link cycle", ["link", "{b}", "{a}"], 4, ["cycle"]),
+    ("self link", ["link", "{a}", "{a}"], 2, ["itself"]),
+    ("duplicate link", ["link", "{a}", "{b}"], 4, ["already a parent"]),
+    ("unknown adapter", ["profiles", "add", "p", "--command", "x", "--adapter", "telepathy"], 2, ["unknown adapter"]),
+    ("duplicate profile", ["profiles", "add", "w", "--command", "x"], 4, ["already exists"]),
+    ("bad env pair", ["profiles", "add", "p", "--command", "x", "--env", "NOEQUALS"], 2, ["--env"]),
+    ("shared summary on bulk complete", ["complete", "{a}", "{b}", "--summary", "both done"], 2, ["one run"]),
+    ("block without reason", ["block", "{a}", "  "], 2, ["reason"]),
+    ("claim a todo task", ["claim", "{b}"], 4, ["cannot claim"]),
+    ("complete a todo task", ["complete", "{b}"], 4, ["cannot complete"]),
+    ("review a task not in review", ["review", "{a}", "--approve"], 4, ["cannot approve"]),
+    ("review without verdict", ["review", "{a}"], 2, ["exactly one"]),
+    ("review with two verdicts", ["review", "{a}", "--approve", "--reject", "no"], 2, ["exactly one"]),
+    ("empty comment", ["comment", "{a}", " "], 2, ["comment is empty"]),
+    ("comment without text", ["comment", "{a}"], 2, ["give the task id and the text"]),
+    ("unknown goal", ["create", "x", "--goal", "g_00000000"], 3, ["no goal"]),
+    ("unknown parent", ["create", "x", "--parent", "t_00000000"], 3, ["no parent task"]),
+    ("assign a bad profile name", ["assign", "{a}", "no/such"], 2, ["invalid profile name"]),
+    ("unknown command", ["craete", "x"], 2, ["did you mean 'create'"]),
+    ("missing argument", ["create"], 2, ["missing argument"]),
+    ("non-integer option", ["list", "--limit", "many"], 2, ["--limit"]),
+    ("unknown kind", ["block", "{a}", "why", "--kind", "whatever"], 2, ["--kind"]),
+    ("switch to unknown board", ["boards", "switch", "nosuch"], 3, ["no board"]),
+    ("cancel unknown goal", ["goals", "cancel", "g_00000000"], 3, ["no goal"]),
+    ("unknown profile", ["profiles", "show", "ghost"], 3, ["no profile 'ghost'"]),
+    ("body and body-file", ["create", "x", "--body", "a", "--body-file", "-"], 2, ["either"]),
+    ("missing body file", ["create", "x", "--body-file", "/nonexistent/file.md"], 2, ["no such file"]),
+    ("attach a missing file", ["attach", "{a}", "/nonexistent/file.bin"], 3, ["no file"]),
+    ("worker verb outside a worker", ["heartbeat"], 2, ["AGENTBOARD_TASK is not set"]),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "needles"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_refused_cleanly(cli, counts, seeded, args: list[str], code: int, needles: list[str]) -> None:
+    argv = [seeded.get(a.strip("{}"), a) if a in ("{a}", "{b}") else a for a in args]
+    before = counts()
+    r = cli(*argv)
+    assert_one_line_error(r, code, *needles)
+    assert counts() == before
+
+
+def test_oversized_body_is_refused(cli, counts, tmp_path: Path) -> None:
+    big = tmp_path / "big.md"
+    big.write_text("x" * (256 * 1024 + 1))
+    before = counts()
+    r = cli("create", "huge", "--body-file", str(big))
+    assert_one_line_error(r, 2, "body is 262145 bytes", "limit")
+    assert counts() == before
+    tid = task_id(cli("create", "small", "--json"))
+    before = counts()
+    r = cli("edit", tid, "--body-file", str(big))
+    assert_one_line_error(r, 2, "limit")
+    assert counts() == before
+
+
+def test_title_too_long_is_refused(cli, counts) -> None:
+    before = counts()
+    assert_one_line_error(cli("create", "t" * 501), 2, "title is 501 characters")
+    assert counts() == before

@@ -1,0 +1,150 @@
+"""Task verbs from the command line: init, create, list, show, context, edit, assign, link, comment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import task_id
+
+
+def test_init_says_where_things_are(cli, cli_home: Path) -> None:
+    r = cli("init")
+    assert r.code == 0, r.err
+    assert str(cli_home) in r.out
+    assert f"sqlite:///{cli_home / 'agentboard.db'}" in r.out
+    assert "default" in r.out
+    info = cli("init", "--json").json()
+    assert info["home"] == str(cli_home)
+    assert info["boards"] == ["default"]
+
+
+def test_init_creates_a_fresh_home(cli, home: Path, tmp_path: Path) -> None:
+    fresh = tmp_path / "brand-new"
+    r = cli("init", "--json", env={"AGENTBOARD_HOME": str(fresh)})
+    assert r.code == 0, r.err
+    info = json.loads(r.out)
+    assert info["created"] is True
+    assert (fresh / "agentboard.db").is_file()
+    assert (fresh / "boards").is_dir()
+
+
+def test_create_list_show(cli) -> None:
+    cli("profiles", "add", "writer", "--command", "true")
+    a = cli("create", "research the API", "--assignee", "writer", "--priority", "5", "--json").json()
+    assert a["status"] == "ready" and a["priority"] == 5
+    b = cli("create", "write it up", "--assignee", "writer", "--parent", a["id"], "--json").json()
+    assert b["status"] == "todo"
+    c = cli("create", "idea", "--triage", "--json").json()
+    assert c["status"] == "triage"
+
+    r = cli("list")
+    assert r.code == 0
+    assert [line.split()[0] for line in r.lines()[1:]] == [a["id"], b["id"], c["id"]]
+    assert cli("list", "--status", "todo", "--json").json()[0]["id"] == b["id"]
+    assert {t["id"] for t in cli("list", "--status", "ready,triage", "--json").json()} == {a["id"], c["id"]}
+    assert [t["id"] for t in cli("list", "--assignee", "none", "--json").json()] == [c["id"]]
+    assert [t["id"] for t in cli("list", "--search", "write", "--json").json()] == [b["id"]]
+    assert [t["id"] for t in cli("list", "--mine", "--json", env={"AGENTBOARD_PROFILE": "writer"}).json()] == [a["id"], b["id"]]
+
+    detail = cli("show", b["id"], "--json").json()
+    assert detail["parents"][0]["id"] == a["id"]
+    assert detail["events"][0]["kind"] == "created"
+    human = cli("show", b["id"])
+    assert "write it up" in human.out and a["id"] in human.out and "Parents" in human.out
+
+
+def test_create_options_reach_the_task(cli, tmp_path: Path) -> None:
+    body = tmp_path / "body.md"
+    body.write_text("# Plan\n\nsteps")
+    t = cli("create", "x", "--body-file", str(body), "--tenant", "acme", "--workspace", f"dir:{tmp_path}",
+            "--branch", "feat/x", "--max-runtime", "2h", "--max-retries", "3", "--skill", "py",
+            "--skill", "sql", "--review", "--verify", "pytest -q", "--json").json()
+    shown = cli("show", t["id"], "--json").json()
+    assert shown["body"] == "# Plan\n\nsteps"
+    assert (shown["tenant"], shown["workspace_kind"], shown["workspace_path"]) == ("acme", "dir", str(tmp_path))
+    assert (shown["branch_name"], shown["max_runtime_seconds"], shown["max_retries"]) == ("feat/x", 7200, 3)
+    assert shown["skills"] == ["py", "sql"] and shown["verify"] == ["pytest -q"]
+    assert shown["review_required"] is True
+
+
+def test_body_file_dash_reads_stdin(cli) -> None:
+    t = cli("create", "from stdin", "--body-file", "-", "--json", input="piped body\n").json()
+    assert cli("show", t["id"], "--json").json()["body"] == "piped body\n"
+
+
+def test_idempotency_key_returns_the_existing_task(cli, counts) -> None:
+    first = cli("create", "nightly report", "--idempotency-key", "2024-01-01", "--json").json()
+    before = counts()
+    again = cli("create", "nightly report", "--idempotency-key", "2024-01-01", "--json").json()
+    assert again["id"] == first["id"] and again["existing"] is True
+    assert counts() == before
+
+
+def test_edit_assign_and_unassign(cli) -> None:
+    cli("profiles", "add", "coder", "--command", "true")
+    tid = task_id(cli("create", "draft", "--json"))
+    r = cli("edit", tid, "--title", "final", "--priority", "9", "--body", "new body", "--tenant", "t1")
+    assert r.code == 0, r.err
+    shown = cli("show", tid, "--json").json()
+    assert (shown["title"], shown["priority"], shown["body"], shown["tenant"]) == ("final", 9, "new body", "t1")
+    kinds = [e["kind"] for e in shown["events"]]
+    assert "reprioritized" in kinds and "edited" in kinds
+
+    r = cli("assign", tid, "coder")
+    assert r.code == 0 and "coder" in r.out and "ready" in r.out
+    r = cli("assign", tid, "none", "--json")
+    assert r.json()["assignee"] is None and r.json()["status"] == "todo"
+
+
+def test_edit_without_fields_is_refused(cli, counts) -> None:
+    tid = task_id(cli("create", "x", "--json"))
+    before = counts()
+    r = cli("edit", tid)
+    assert r.code == 2 and "nothing to change" in r.err
+    assert counts() == before
+
+
+def test_link_and_unlink_move_the_child(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    p = task_id(cli("create", "parent", "--assignee", "w", "--json"))
+    c = task_id(cli("create", "child", "--assignee", "w", "--json"))
+    assert cli("link", p, c).code == 0
+    assert cli("show", c, "--json").json()["status"] == "todo"
+    assert cli("unlink", p, c).code == 0
+    assert cli("show", c, "--json").json()["status"] == "ready"
+    r = cli("unlink", p, c)
+    assert r.code == 3 and "not a parent" in r.err
+
+
+def test_comment_with_mention_creates_follow_up(cli) -> None:
+    cli("profiles", "add", "reviewer", "--command", "true")
+    tid = task_id(cli("create", "x", "--json"))
+    r = cli("comment", tid, "please check this @reviewer and @nobody", "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    assert out["skipped_mentions"] == ["nobody"]
+    (child,) = out["spawned_subtasks"]
+    assert cli("show", child, "--json").json()["assignee"] == "reviewer"
+    r = cli("comment", tid, "plain @reviewer", "--no-mentions", "--json")
+    assert r.json()["spawned_subtasks"] == []
+    human = cli("comment", tid, "hi @ghost")
+    assert "comment #" in human.out and "@ghost" in human.err
+    assert [c["body"] for c in cli("show", tid, "--json").json()["comments"]][-1] == "hi @ghost"
+
+
+def test_context_prints_the_worker_context(cli) -> None:
+    tid = task_id(cli("create", "summarize logs", "--body", "look at /var/log", "--json"))
+    cli("comment", tid, "remember the rotation")
+    r = cli("context", tid)
+    assert r.code == 0, r.err
+    assert "summarize logs" in r.out and "look at /var/log" in r.out and "remember the rotation" in r.out
+
+
+def test_json_read_verbs_print_one_document(cli) -> None:
+    tid = task_id(cli("create", "x", "--json"))
+    for args in (["list"], ["show", tid], ["runs", tid], ["attachments", tid], ["stats"], ["assignees"],
+                 ["boards", "list"], ["boards", "show"], ["profiles", "list"], ["goals", "list"], ["init"]):
+        r = cli(*args, "--json")
+        assert r.code == 0, (args, r.err)
+        json.loads(r.out)  # the whole of stdout is one JSON document

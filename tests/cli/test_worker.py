@@ -1,0 +1,176 @@
+"""Worker verbs (defaults from AGENTBOARD_TASK / AGENTBOARD_RUN_ID), the lifecycle, bulk forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import assert_one_line_error, task_id
+
+
+@pytest.fixture
+def running(cli) -> dict[str, str]:
+    """A claimed task and the worker environment the dispatcher would set for it."""
+    cli("profiles", "add", "w", "--command", "true")
+    tid = task_id(cli("create", "port limiter.py", "--assignee", "w", "--json"))
+    claimed = cli("claim", tid, "--json").json()
+    return {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(claimed["run_id"]), "AGENTBOARD_BOARD": "default"}
+
+
+def test_worker_verbs_default_to_own_task(cli, running) -> None:
+    tid = running["AGENTBOARD_TASK"]
+    shown = cli("show", "--json", env=running).json()
+    assert shown["id"] == tid and shown["status"] == "running"
+    assert "port limiter.py" in cli("context", env=running).out
+    r = cli("heartbeat", "--note", "4 of 8 files done", env=running)
+    assert r.code == 0, r.err
+    r = cli("comment", "halfway there", env=running)
+    assert r.code == 0, r.err
+    r = cli("complete", "--summary", "migrated limiter.py", "--metadata", '{"changed_files": ["limiter.py"]}',
+            "--result", "limiter ported", env=running)
+    assert r.code == 0, r.err
+    detail = cli("show", tid, "--json").json()
+    assert detail["status"] == "done" and detail["result"] == "limiter ported"
+    (run,) = detail["runs"]
+    assert run["id"] == int(running["AGENTBOARD_RUN_ID"])
+    assert (run["outcome"], run["summary"], run["metadata"]) == (
+        "completed", "migrated limiter.py", {"changed_files": ["limiter.py"]})
+    notes = [e["payload"].get("note") for e in detail["events"] if e["kind"] == "heartbeat"]
+    assert notes == ["4 of 8 files done"]
+    assert detail["comments"][0]["body"] == "halfway there"
+
+
+def test_worker_block_asks_for_input(cli, running) -> None:
+    r = cli("block", "which API version?", env=running)
+    assert r.code == 0, r.err
+    t = cli("show", running["AGENTBOARD_TASK"], "--json").json()
+    assert (t["status"], t["block_kind"], t["block_reason"]) == ("blocked", "needs_input", "which API version?")
+    assert t["runs"][0]["outcome"] == "blocked"
+
+
+def test_late_worker_is_refused_after_reclaim(cli, counts, running) -> None:
+    tid = running["AGENTBOARD_TASK"]
+    r = cli("reclaim", tid, "--reason", "taking too long")
+    assert r.code == 0 and "ready" in r.out
+    before = counts()
+    for args in (["complete", "--summary", "late"], ["heartbeat"], ["block", "stuck"]):
+        r = cli(*args, env=running)
+        assert_one_line_error(r, 4, "no longer current", tid)
+    assert counts() == before
+    assert cli("show", tid, "--json").json()["status"] == "ready"
+
+
+def test_stale_run_refused_even_after_a_new_claim(cli, running) -> None:
+    tid = running["AGENTBOARD_TASK"]
+    cli("reclaim", tid)
+    new_run = cli("claim", tid, "--json").json()["run_id"]
+    r = cli("complete", "--summary", "old attempt", env=running)
+    assert_one_line_error(r, 4, "no longer current")
+    fresh = {**running, "AGENTBOARD_RUN_ID": str(new_run)}
+    assert cli("complete", "--summary", "new attempt", env=fresh).code == 0
+    runs = cli("runs", tid, "--json").json()
+    assert [(r["outcome"], r["summary"]) for r in runs] == [("reclaimed", None), ("completed", "new attempt")]
+
+
+def test_worker_board_comes_from_the_environment(cli, running) -> None:
+    cli("boards", "create", "other")
+    r = cli("show", "--json", env={**running, "AGENTBOARD_BOARD": "other"})
+    assert_one_line_error(r, 3, "no task", "'other'")
+
+
+def test_person_closes_a_ready_task_with_a_synthetic_run(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    tid = task_id(cli("create", "x", "--assignee", "w", "--json"))
+    r = cli("complete", tid, "--summary", "done by hand")
+    assert r.code == 0 and "done" in r.out
+    (run,) = cli("runs", tid, "--json").json()
+    assert run["synthetic"] is True and run["summary"] == "done by hand"
+
+
+def test_complete_promotes_children(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    p = task_id(cli("create", "p", "--assignee", "w", "--json"))
+    c = task_id(cli("create", "c", "--assignee", "w", "--parent", p, "--json"))
+    r = cli("complete", p)
+    assert r.code == 0 and c in r.out
+    assert cli("show", c, "--json").json()["status"] == "ready"
+
+
+def test_bulk_complete_without_summary_and_per_id_failures(cli, counts) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    ids = [task_id(cli("create", f"t{i}", "--assignee", "w", "--json")) for i in range(3)]
+    r = cli("complete", *ids)
+    assert r.code == 0, r.err
+    assert [line.split(":")[0] for line in r.lines()] == ids
+    assert {t["status"] for t in cli("list", "--status", "done", "--json").json()} == {"done"}
+
+    more = [task_id(cli("create", f"u{i}", "--json")) for i in range(2)]
+    r = cli("archive", more[0], "t_00000000", more[1])
+    assert r.code == 3
+    assert "t_00000000" in r.err and "1 of 3 failed" in r.err
+    assert "Traceback" not in r.err
+    for tid in more:
+        assert cli("show", tid, "--json").json()["status"] == "archived"
+    js = cli("restore", more[0], "t_00000000", "--json")
+    assert js.code == 3
+    assert [x["ok"] for x in js.json()] == [True, False]
+
+
+def test_block_several_with_ids_and_unblock(cli) -> None:
+    ids = [task_id(cli("create", f"t{i}", "--json")) for i in range(3)]
+    r = cli("block", ids[0], "waiting for legal", "--ids", f"{ids[1]},{ids[2]}", "--kind", "dependency")
+    assert r.code == 0, r.err
+    for tid in ids:
+        t = cli("show", tid, "--json").json()
+        assert (t["status"], t["block_kind"], t["block_reason"]) == ("blocked", "dependency", "waiting for legal")
+    assert cli("block", ids[0], "again").code == 4
+    r = cli("unblock", *ids)
+    assert r.code == 0
+    assert {cli("show", t, "--json").json()["status"] for t in ids} == {"todo"}
+
+
+def test_review_verdicts(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+
+    def in_review() -> str:
+        tid = task_id(cli("create", "needs eyes", "--assignee", "w", "--review", "--json"))
+        run = cli("claim", tid, "--json").json()["run_id"]
+        env = {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(run)}
+        assert cli("complete", "--summary", "ready for review", env=env).code == 0
+        assert cli("show", tid, "--json").json()["status"] == "review"
+        return tid
+
+    a = in_review()
+    assert cli("review", a, "--approve", "--note", "lgtm", "--score", "90").code == 0
+    assert cli("show", a, "--json").json()["status"] == "done"
+
+    b = in_review()
+    assert cli("review", b, "--request-changes", "add tests").code == 0
+    t = cli("show", b, "--json").json()
+    assert t["status"] == "ready" and any("add tests" in c["body"] for c in t["comments"])
+
+    c = in_review()
+    assert cli("review", c, "--reject", "wrong approach").code == 0
+    t = cli("show", c, "--json").json()
+    assert (t["status"], t["block_kind"], t["block_reason"]) == ("blocked", "rejected", "wrong approach")
+    assert [r["verdict"] for r in t["reviews"]] == ["rejected"]
+
+
+def test_release_reopen_restore(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    tid = task_id(cli("create", "idea", "--triage", "--assignee", "w", "--json"))
+    assert "ready" in cli("release", tid).out
+    cli("complete", tid)
+    r = cli("reopen", tid, "--reason", "regression")
+    assert r.code == 0 and "ready" in r.out
+    cli("archive", tid)
+    assert "ready" in cli("restore", tid).out
+    assert cli("reopen", tid).code == 4
+
+
+def test_assign_running_task_needs_reclaim(cli, running) -> None:
+    tid = running["AGENTBOARD_TASK"]
+    cli("profiles", "add", "other", "--command", "true")
+    r = cli("assign", tid, "other")
+    assert_one_line_error(r, 4, "--reclaim")
+    r = cli("assign", tid, "other", "--reclaim", "--json")
+    assert r.code == 0 and r.json()["assignee"] == "other" and r.json()["status"] == "ready"
