@@ -1,0 +1,304 @@
+"""The ``.board/`` folder: the files written for a worker before it starts, and their paths.
+
+| file | content |
+|---|---|
+| ``task.json`` | the task, its verification rules, parents' hand-offs, the result JSON Schema |
+| ``context.md`` | the worker context (``protocol.context``) |
+| ``wiki/INDEX.md`` + ``wiki/<slug>.md`` | up to 5 relevant published wiki pages |
+| ``history.md`` | rework notes, verification failures and ``## Repair Attempt N`` sections |
+| ``prompt.md`` | the worker prompt: the context plus the protocol instructions |
+
+The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..store.engine import Database, Tx
+from .result import RESULT_EXAMPLE, RESULT_SCHEMA, SCHEMA_VERSION
+
+BOARD_DIR = ".board"
+MCP_FILE = ".mcp.json"
+EXCLUDES = [".board/", ".mcp.json"]
+NO_WIKI = "No wiki pages available"
+HISTORY_KINDS = ("changes_requested", "rejected", "verify_failed", "result_invalid", "result_degraded")
+
+
+def board_dir(workspace: Path) -> Path:
+    return Path(workspace) / BOARD_DIR
+
+
+def result_path(workspace: Path) -> Path:
+    return board_dir(workspace) / "result.json"
+
+
+def verdict_path(workspace: Path) -> Path:
+    return board_dir(workspace) / "review-verdict.json"
+
+
+def history_path(workspace: Path) -> Path:
+    return board_dir(workspace) / "history.md"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_json(path: Path, data: Any) -> None:
+    _write(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _sections(body: str) -> dict[str, list[str]]:
+    """Bullet items under ``## Acceptance…`` / ``## Non-goals`` headings of a task body."""
+    out: dict[str, list[str]] = {"acceptance": [], "non_goals": []}
+    current: str | None = None
+    for line in (body or "").splitlines():
+        head = re.match(r"^#{1,6}\s+(.*)$", line.strip())
+        if head:
+            name = head.group(1).strip().lower()
+            current = ("acceptance" if name.startswith("acceptance")
+                       else "non_goals" if name.replace("-", " ").startswith("non goal") else None)
+            continue
+        item = re.match(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)", line)
+        if current and item:
+            out[current].append(item.group(1))
+    return out
+
+
+def task_document(data: dict[str, Any], run_id: int, *, verify_enabled: bool) -> dict[str, Any]:
+    """The content of ``task.json`` from the loaded context data (``protocol.context.load_context``)."""
+    t = data["task"]
+    goal = data.get("goal") or None
+    sec = _sections(t.get("body") or "")
+    acceptance = sec["acceptance"] or list((goal or {}).get("acceptance") or [])
+    parents = []
+    for p in data.get("parents") or []:
+        h = p.get("handoff") or {}
+        parents.append({"id": p["id"], "title": p["title"], "status": p["status"],
+                        "summary": h.get("summary"), "metadata": h.get("metadata")})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "id": t["id"],
+        "run_id": run_id,
+        "board": t.get("board"),
+        "title": t["title"],
+        "description": t.get("body") or "",
+        "assignee": t.get("assignee"),
+        "tenant": t.get("tenant"),
+        "priority": t.get("priority"),
+        "review_required": bool(t.get("review_required")),
+        "goal": {"id": goal["id"], "title": goal["title"], "acceptance": goal.get("acceptance") or []} if goal else None,
+        "acceptance_criteria": acceptance,
+        "non_goals": sec["non_goals"],
+        "verification": {
+            "commands": list(t.get("verify") or []),
+            "enabled": verify_enabled,
+            "rule": "after you report success these commands run in the workspace; any failure sends the task back",
+        },
+        "parents": parents,
+        "attachments": [dict(a) for a in data.get("attachments") or []],
+        "files": {
+            "context": f"{BOARD_DIR}/context.md",
+            "history": f"{BOARD_DIR}/history.md",
+            "wiki_index": f"{BOARD_DIR}/wiki/INDEX.md",
+            "result": f"{BOARD_DIR}/result.json",
+        },
+        "result_schema": RESULT_SCHEMA,
+        "result_example": RESULT_EXAMPLE,
+    }
+
+
+# -- history.md --------------------------------------------------------------------------------------
+
+
+def _history_events(tx: Tx, board: str, task_id: str) -> list[dict[str, Any]]:
+    names = {f"k{i}": k for i, k in enumerate(HISTORY_KINDS)}
+    rows = tx.all(
+        "SELECT id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :t AND board = :b "
+        f"AND kind IN ({', '.join(':' + k for k in names)}) ORDER BY id",
+        {"t": task_id, "b": board, **names},
+    )
+    for r in rows:
+        try:
+            r["payload"] = json.loads(r["payload"] or "{}")
+        except ValueError:
+            r["payload"] = {}
+    return rows
+
+
+def repair_section(attempt: int, errors: list[str], run_id: int | None = None) -> str:
+    where = f" (run {run_id})" if run_id is not None else ""
+    lines = [f"## Repair Attempt {attempt}{where}", "",
+             "`.board/result.json` did not validate against the result schema (see `.board/task.json`, "
+             "`result_schema`). The exact errors:", ""]
+    lines += [f"- {e}" for e in errors] or ["- (no details)"]
+    return "\n".join(lines) + "\n"
+
+
+def verify_section(command: str, exit_code: int | None, tail: str, run_id: int | None, timed_out: bool = False) -> str:
+    how = "timed out" if timed_out else f"exited with {exit_code}"
+    return (f"## Verification failed (run {run_id})\n\nThe reported success was not accepted: "
+            f"`{command}` {how}. Output tail:\n\n```\n{tail.rstrip() or '(no output)'}\n```\n")
+
+
+def history_text(events: list[dict[str, Any]]) -> str:
+    out = ["# History of this task", "",
+           "Rework notes from people and reviewers, verification failures and result repairs, oldest first.", ""]
+    if not events:
+        out.append("(nothing yet)")
+        return "\n".join(out) + "\n"
+    for e in events:
+        p = e["payload"]
+        kind, run = e["kind"], e.get("run_id")
+        if kind == "changes_requested":
+            out += [f"## Changes requested by {p.get('reviewer') or e.get('actor') or 'a reviewer'} (run {run})", "",
+                    str(p.get("feedback") or "").strip(), ""]
+        elif kind == "rejected":
+            out += [f"## Rejected by {p.get('reviewer') or e.get('actor') or 'a reviewer'} (run {run})", "",
+                    str(p.get("reason") or "").strip(), ""]
+        elif kind == "verify_failed":
+            out.append(verify_section(str(p.get("command") or "?"), p.get("exit_code"),
+                                      str(p.get("output_tail") or ""), run, bool(p.get("timed_out"))))
+        elif kind == "result_invalid":
+            out.append(repair_section(int(p.get("attempt") or 1), list(p.get("errors") or []), run))
+        elif kind == "result_degraded":
+            out += [f"## Result degraded (run {run})", "",
+                    "The result never validated; the task went to review with a summary extracted from the "
+                    "worker's output.", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_history(db: Database, board: str, task_id: str, workspace: Path) -> Path:
+    path = history_path(workspace)
+    _write(path, history_text(db.read(_history_events, board, task_id)))
+    return path
+
+
+def append_history(workspace: Path, section: str) -> Path:
+    path = history_path(workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existing = path.read_text(encoding="utf-8") if path.exists() else history_text([])
+    if existing.rstrip().endswith("(nothing yet)"):
+        existing = existing.rstrip()[: -len("(nothing yet)")].rstrip() + "\n"
+    _write(path, existing.rstrip() + "\n\n" + section.rstrip() + "\n")
+    return path
+
+
+# -- wiki/ ------------------------------------------------------------------------------------------
+
+
+def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = None) -> Path:
+    """Replace ``.board/wiki/`` with ``pages`` and an INDEX.md (``No wiki pages available`` when none)."""
+    wdir = board_dir(workspace) / "wiki"
+    if wdir.exists():
+        shutil.rmtree(wdir)
+    wdir.mkdir(parents=True)
+    lines = ["# Wiki pages relevant to this task", ""]
+    if not pages:
+        lines.append(NO_WIKI + (f" ({note})" if note else ""))
+    else:
+        lines.append("The board's published pages that best match this task, most relevant first:")
+        lines.append("")
+        for p in pages:
+            _write(wdir / f"{p['slug']}.md", f"# {p['title']}\n\n{p['body'].rstrip()}\n")
+            lines.append(f"- [{p['title']}]({p['slug']}.md)")
+    _write(wdir / "INDEX.md", "\n".join(lines) + "\n")
+    return wdir
+
+
+# -- previous outputs --------------------------------------------------------------------------------
+
+
+def archive_outputs(workspace: Path) -> list[Path]:
+    """Move a previous run's ``result.json`` / ``review-verdict.json`` aside so they are never re-read."""
+    moved = []
+    bdir = board_dir(workspace)
+    for name in ("result.json", "review-verdict.json"):
+        src = bdir / name
+        if src.exists():
+            dest = bdir / "archive" / f"{src.stem}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            src.replace(dest)
+            moved.append(dest)
+    return moved
+
+
+# -- .mcp.json and git ------------------------------------------------------------------------------
+
+
+def mcp_server_entry(env: dict[str, str]) -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "agentboard", "mcp"], "env": env}
+
+
+def _git(workspace: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def is_tracked(workspace: Path, name: str) -> bool:
+    return bool(_git(workspace, "ls-files", "--", name))
+
+
+def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
+    """Point MCP-capable agents at ``agentboard mcp``, keeping any other servers already listed.
+
+    A ``.mcp.json`` tracked by the repository is left alone (it would show in the diff).
+    """
+    path = Path(workspace) / MCP_FILE
+    if path.exists() and is_tracked(workspace, MCP_FILE):
+        return None
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            data = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            data = {}
+    found = data.get("mcpServers")
+    servers: dict[str, Any] = found if isinstance(found, dict) else {}
+    servers["agentboard"] = mcp_server_entry(env)
+    data["mcpServers"] = servers
+    write_json(path, data)
+    return path
+
+
+def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
+    """Add ``patterns`` to the repository's ``info/exclude`` when ``workspace`` is in a git work tree."""
+    if _git(workspace, "rev-parse", "--is-inside-work-tree") != "true":
+        return None
+    rel = _git(workspace, "rev-parse", "--git-path", "info/exclude")
+    if not rel:
+        return None
+    exclude = Path(rel)
+    if not exclude.is_absolute():
+        exclude = Path(workspace) / exclude
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    current = exclude.read_text().splitlines() if exclude.exists() else []
+    missing = [p for p in patterns if p not in current]
+    if missing:
+        with exclude.open("a") as fh:
+            if current and current[-1] != "":
+                fh.write("\n")
+            fh.write("\n".join(missing) + "\n")
+    return exclude
+
+
+__all__ = [
+    "BOARD_DIR", "EXCLUDES", "MCP_FILE", "NO_WIKI", "append_history", "archive_outputs", "board_dir",
+    "git_exclude", "history_path", "history_text", "repair_section", "result_path", "task_document",
+    "verdict_path", "verify_section", "write_history", "write_json", "write_mcp_json", "write_wiki",
+]

@@ -1,0 +1,312 @@
+"""The dispatcher's two hooks into the worker protocol.
+
+``prepare`` runs before a worker is spawned and writes everything the worker reads;
+``after_exit`` runs whenever a worker process exits while its task is still running on that run
+and turns what it left behind into kernel calls: the ``.board/result.json`` contract with its
+repair loop and soft degrade, verification of reported success, and the review hand-off.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..domain import states
+from ..domain.errors import AgentboardError, StaleRun
+from ..kernel import comments, runs, tasks, wiki
+from ..store.engine import Database, Tx
+from . import boarddir, repair, result, review, verify
+from .context import load_context, render
+
+log = logging.getLogger(__name__)
+
+PROMPT_FILE = "prompt.md"
+REPAIR_PROMPT_FILE = "repair-prompt.md"
+WIKI_PAGES = 5
+
+
+@dataclass
+class ExitDecision:
+    action: str  # "handled" | "repair" | "unhandled"
+    prompt_file: Path | None = None
+    deadline_seconds: float | None = None
+    note: str = ""
+
+
+# -- before the spawn ------------------------------------------------------------------------------
+
+
+def worker_mcp_env(settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
+                   api_url: str | None = None, token: str | None = None) -> dict[str, str]:
+    """The worker identity the MCP server needs (written into ``.mcp.json``)."""
+    env = {
+        "AGENTBOARD_TASK": str(task["id"]),
+        "AGENTBOARD_RUN_ID": str(run_id),
+        "AGENTBOARD_BOARD": board,
+        "AGENTBOARD_WORKSPACE": str(workspace),
+        "AGENTBOARD_PROFILE": str(task.get("assignee") or ""),
+        "AGENTBOARD_HOME": str(settings.home),
+    }
+    if getattr(settings, "database_url", None):
+        env["AGENTBOARD_DATABASE_URL"] = str(settings.database_url)
+    if api_url and token:
+        env["AGENTBOARD_API_URL"] = api_url
+        env["AGENTBOARD_TOKEN"] = token
+    return env
+
+
+def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """Up to 5 relevant published pages within the wiki deadline; ``(pages, why none)``."""
+    if not settings.wiki_context:
+        return [], "wiki context is turned off (AGENTBOARD_WIKI_CONTEXT=0)"
+    deadline = float(settings.wiki_deadline or 8.0)
+    text = f"{task.get('title') or ''}\n{task.get('body') or ''}"
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wiki-context")
+    try:
+        future = pool.submit(wiki.relevant, db, board, text, limit=WIKI_PAGES, timeout_seconds=deadline)
+        try:
+            pages = future.result(timeout=deadline)
+        except concurrent.futures.TimeoutError:
+            why = f"the wiki lookup did not finish within {deadline:g} s"
+        except Exception as exc:  # the worker still starts; the event says why
+            why = f"the wiki lookup failed: {exc}"
+        else:
+            return list(pages), None if pages else "no published page matches this task"
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    try:
+        runs.record_telemetry(db, board, task["id"], "wiki_unavailable", {"reason": why})
+    except AgentboardError:  # pragma: no cover - the event is best effort
+        pass
+    return [], why
+
+
+def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: bool) -> str:
+    verify_cmds = list(task.get("verify") or [])
+    lines = [
+        "---",
+        "",
+        "# How to work and report (agentboard worker protocol)",
+        "",
+        f"You are working on task {task['id']} (run {run_id}). The workspace is your current directory.",
+        "Read `.board/context.md` (the text above), `.board/history.md` (rework notes and earlier",
+        "failures — do not repeat them), `.board/wiki/INDEX.md` (relevant team knowledge) and",
+        "`.board/task.json` (the task as JSON, with the result schema).",
+        "",
+        "Report exactly once, through ONE of these, when you are finished:",
+        "",
+        "1. **MCP tools** (if your client reads `.mcp.json`): `kanban_complete` with `summary` (and",
+        "   `metadata`), `kanban_block` with `reason` when you need input, `kanban_heartbeat` during",
+        "   long work, `kanban_comment`, `kanban_attach`, `kanban_propose` for problems outside this",
+        "   task, `kanban_show` to re-read the task.",
+        "2. **Shell commands**: `agentboard complete --summary \"what you did\"`,",
+        "   `agentboard block \"what you need\"`, `agentboard heartbeat --note \"progress\"`,",
+        "   `agentboard comment ID \"text\"`. They act on your own task.",
+        "3. **A file**: write `.board/result.json`, for example:",
+        "",
+        "```json",
+        json.dumps(result.RESULT_EXAMPLE, indent=2, ensure_ascii=False),
+        "```",
+        "",
+        "   `success` (true/false) and a non-empty `summary` are required; unknown keys are refused.",
+        "   `success: false` means you need input: the summary becomes the question for a person.",
+        "   `followUpSuggestions` become comments; `wikiProposals` become draft wiki pages.",
+        "",
+    ]
+    if verify_cmds:
+        lines += ["Your success is checked before it is accepted" + ("" if verify_enabled else
+                  " (verification is currently turned off)") + ": these commands run in the workspace:", ""]
+        lines += [f"- `{c}`" for c in verify_cmds]
+        lines += ["", "Run them yourself before reporting.", ""]
+    if task.get("review_required"):
+        lines += ["This task is reviewed after you finish; reviewers read your summary.", ""]
+    lines += ["Never report success for work you did not do. If you cannot finish, block with a reason."]
+    return "\n".join(lines) + "\n"
+
+
+def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
+            api_url: str | None = None, token: str | None = None) -> Path:
+    """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
+    file before a worker starts; keep them out of git; return the prompt file path."""
+    workspace = Path(workspace)
+    bdir = boarddir.board_dir(workspace)
+    bdir.mkdir(parents=True, exist_ok=True)
+    boarddir.archive_outputs(workspace)
+    data = load_context(db, board, task["id"])
+    full = data["task"]
+    context_md = render(data)
+    boarddir._write(bdir / "context.md", context_md)
+    boarddir.write_json(bdir / "task.json", boarddir.task_document(data, run_id, verify_enabled=bool(settings.verify)))
+    pages, why = _wiki_pages(db, settings, board, full)
+    boarddir.write_wiki(workspace, pages, None if pages else why)
+    boarddir.write_history(db, board, full["id"], workspace)
+    for stale in (bdir / REPAIR_PROMPT_FILE,):
+        stale.unlink(missing_ok=True)
+    env = worker_mcp_env(settings, board, full, run_id, workspace, api_url=api_url, token=token)
+    boarddir.write_mcp_json(workspace, env)
+    boarddir.git_exclude(workspace)
+    prompt = bdir / PROMPT_FILE
+    boarddir._write(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=bool(settings.verify)))
+    return prompt
+
+
+# -- after the exit ----------------------------------------------------------------------------------
+
+
+def _state(tx: Tx, board: str, task_id: str, run_id: int) -> dict[str, Any]:
+    task = tx.one("SELECT * FROM tasks WHERE id = :t AND board = :b", {"t": task_id, "b": board})
+    run = tx.one("SELECT * FROM task_runs WHERE id = :r", {"r": run_id})
+    return {"task": task, "run": run}
+
+
+def _verify_and_complete(
+    db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
+    summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
+    actor: str | None, attempt: int,
+) -> ExitDecision:
+    task_id = task["id"]
+    commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
+    if commands and not settings.verify:
+        metadata["verification"] = {"skipped": True, "passed": None,
+                                    "reason": "verification is turned off (AGENTBOARD_VERIFY=0)",
+                                    "commands": [{"command": c} for c in commands]}
+    elif commands:
+        outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
+                             env={"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id)})
+        failed = outcome.failed
+        if failed is not None:
+            how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"
+            error = f"verification failed: `{failed.command}` {how}\n{failed.output_tail[-1500:]}"
+            try:
+                out = runs.fail(db, board, task_id, "verify_failed", run_id=run_id, error=error,
+                                payload={"command": failed.command, "exit_code": failed.exit_code,
+                                         "timed_out": failed.timed_out, "output_tail": failed.output_tail,
+                                         "reported_summary": summary[:400]})
+            except StaleRun as exc:
+                return ExitDecision("handled", note=str(exc))
+            boarddir.append_history(workspace, boarddir.verify_section(
+                failed.command, failed.exit_code, failed.output_tail, run_id, failed.timed_out))
+            runs.update_run(db, run_id, metadata={**metadata, "verification": outcome.summary()})
+            return ExitDecision("handled", note=f"verify_failed: `{failed.command}` {how}; task is {out['status']}")
+        metadata["verification"] = outcome.summary()
+        runs.record_telemetry(db, board, task_id, "verified",
+                              {"commands": [r.command for r in outcome.results]}, run_id=run_id)
+    try:
+        done = runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result_line,
+                             usage=usage, run_id=run_id, actor=actor, verified=True)
+    except StaleRun as exc:
+        return ExitDecision("handled", note=str(exc))
+    note = f"completed; task is {done['status']}"
+    if done["status"] == states.REVIEW:
+        rv = review.on_review_entered(db, settings, board, task_id)
+        note += f"; review: {rv.get('action')}"
+    return ExitDecision("handled", note=note)
+
+
+def _ingest(db: Database, settings: Any, board: str, task_id: str, data: dict[str, Any], author: str) -> None:
+    """followUpSuggestions → comments; wikiProposals → draft wiki pages (unless wiki is off)."""
+    for text in data.get("followUpSuggestions") or []:
+        comments.comment(db, board, task_id, f"Follow-up suggestion: {text.strip()}", author=author,
+                         mentions=False, kind="suggestion")
+    if settings.wiki_context:
+        for item in data.get("wikiProposals") or []:
+            wiki.propose(db, board, item["contentMd"], note=item.get("note"), task_id=task_id, author=author)
+
+
+def _degrade(db: Database, settings: Any, board: str, task_id: str, run_id: int, workspace: Path,
+             log_path: Path | None, parsed: result.Parsed, attempt: int) -> ExitDecision:
+    summary = repair.extract_summary(log_path, parsed.raw)
+    raw = boarddir.result_path(workspace)
+    try:
+        runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher")
+    except StaleRun as exc:
+        return ExitDecision("handled", note=str(exc))
+    runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors,
+                                          "raw_result": str(raw) if raw.exists() else None})
+    runs.record_telemetry(db, board, task_id, "result_degraded",
+                          {"errors": parsed.errors, "attempts": attempt, "summary": summary[:400],
+                           "raw_result": str(raw) if raw.exists() else None}, run_id=run_id)
+    boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
+                            "the task went to review with a summary extracted from the worker's output.\n")
+    rv = review.on_review_entered(db, settings, board, task_id)
+    return ExitDecision("handled", note=f"result degraded to review; review: {rv.get('action')}")
+
+
+def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: int, workspace: Path,
+               exit_code: int | None, log_path: Path | None, attempt: int = 0) -> ExitDecision:
+    """Turn what an exited worker left behind into kernel calls (see the module docstring).
+
+    ``attempt`` is 0 after the worker itself, N after the N-th repair attempt.
+    """
+    workspace = Path(workspace)
+    log_path = Path(log_path) if log_path else None
+    st = db.read(_state, board, task_id, run_id)
+    task, run = st["task"], st["run"]
+    if task is None or run is None:
+        return ExitDecision("handled", note=f"task {task_id} or run {run_id} no longer exists")
+    if task["status"] != states.RUNNING or task["current_run_id"] != run_id:
+        if task["status"] == states.REVIEW and run.get("outcome") == "review_requested":
+            review.on_review_entered(db, settings, board, task_id)
+        return ExitDecision("handled", note=f"run {run_id} is already closed (task is {task['status']})")
+    if exit_code is not None:
+        runs.update_run(db, run_id, exit_code=exit_code)
+    actor = task.get("assignee") or "worker"
+
+    # 1. the worker reported success through the CLI or MCP; verification was pending
+    if run.get("pending_report"):
+        report = json.loads(run["pending_report"])
+        return _verify_and_complete(
+            db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
+            metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
+            usage=report.get("usage"), actor=report.get("actor") or actor, attempt=attempt)
+
+    # 2. the .board/result.json contract
+    parsed = result.read(boarddir.result_path(workspace))
+    if not parsed.exists and attempt == 0:
+        return ExitDecision("unhandled", note="no .board/result.json and no report")
+    if not parsed.exists:
+        parsed = result.Parsed(True, None, ["$: .board/result.json is missing (it was invalid before)"])
+    if not parsed.valid:
+        runs.record_telemetry(db, board, task_id, "result_invalid",
+                              {"attempt": attempt + 1, "errors": parsed.errors, "exit_code": exit_code},
+                              run_id=run_id)
+        if settings.board_repair and attempt < repair.MAX_ATTEMPTS:
+            n = attempt + 1
+            boarddir.append_history(workspace, boarddir.repair_section(n, parsed.errors, run_id))
+            deadline = float(settings.repair_deadline)
+            prompt = boarddir.board_dir(workspace) / REPAIR_PROMPT_FILE
+            boarddir._write(prompt, repair.repair_prompt(task_id, n, parsed.errors, deadline))
+            runs.heartbeat(db, board, task_id, run_id=run_id, note=f"repair attempt {n}: result.json invalid",
+                           actor="dispatcher", ttl=int(deadline) + int(getattr(settings, "claim_ttl", 900)))
+            return ExitDecision("repair", prompt_file=prompt, deadline_seconds=deadline,
+                                note=f"result.json invalid ({len(parsed.errors)} errors); repair attempt {n}")
+        return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt)
+
+    data = parsed.data or {}
+    if attempt > 0:
+        runs.record_telemetry(db, board, task_id, "result_repaired", {"attempt": attempt}, run_id=run_id)
+    summary = data["summary"].strip()
+    if not data["success"]:
+        try:
+            tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
+        except StaleRun as exc:
+            return ExitDecision("handled", note=str(exc))
+        _ingest(db, settings, board, task_id, data, actor)
+        return ExitDecision("handled", note="worker needs input; task blocked")
+    metadata: dict[str, Any] = {"source": "result.json"}
+    for key in ("filesChanged", "notes", "followUpSuggestions"):
+        if key in data:
+            metadata[key] = data[key]
+    decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
+                                    metadata=metadata, result_line=None, usage=data.get("usage"),
+                                    actor=actor, attempt=attempt)
+    if decision.note.startswith("completed"):
+        _ingest(db, settings, board, task_id, data, actor)
+    return decision
+
+
+__all__ = ["ExitDecision", "after_exit", "prepare", "protocol_instructions", "worker_mcp_env"]
