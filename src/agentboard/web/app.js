@@ -1,0 +1,414 @@
+// Entry point: the top bar, the toolbar, the views, live updates and keyboard shortcuts.
+
+import { api, onUnauthorized } from "./api.js";
+import { clearSelection, openCreate, renderBoard } from "./board.js";
+import { $, ask, clear, debounce, h, toast } from "./dom.js";
+import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
+import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
+import { currentBoard, emit, listOf, on, persist, state } from "./state.js";
+
+const main = $("#main");
+const boardEl = h("div.board", { id: "board", "aria-label": "board" });
+
+// ---- loading ---------------------------------------------------------------------------------
+
+let reloadSeq = 0;
+
+async function loadBoard() {
+  const seq = ++reloadSeq;
+  const f = state.filters;
+  let data;
+  try {
+    data = await api.get("/api/board", {
+      board: state.board, tenant: f.tenant, assignee: f.assignee, goal: f.goal, search: f.search,
+      include_archived: state.showArchived, lanes: state.lanes,
+    });
+  } catch (err) {
+    if (seq !== reloadSeq) return;
+    if (err.status !== 401) setConn("error", err.message);
+    return;
+  }
+  if (seq !== reloadSeq) return;
+  state.data = data;
+  state.cards = new Map();
+  for (const col of data.columns || []) {
+    for (const card of col.tasks || []) {
+      state.cards.set(card.id, card);
+      if (card.tenant) state.tenants.add(card.tenant);
+      if (card.assignee) state.assignees.add(card.assignee);
+    }
+  }
+  if (state.view === "board") renderBoard(boardEl);
+  updateFilterOptions();
+  $("#total").textContent = `${data.total ?? state.cards.size} tasks`;
+}
+
+// A burst of events (or of local actions) becomes one reload.
+const scheduleReload = debounce(() => {
+  loadBoard();
+  if (state.view === "goals") renderGoals(main);
+}, 150);
+on("reload", scheduleReload);
+on("open", (id) => openDrawer(id));
+
+async function loadBoards() {
+  try {
+    state.boards = listOf(await api.get("/api/boards"), "boards");
+  } catch (err) {
+    if (err.status === 403) state.boards = [];
+    else throw err;
+  }
+  const slugs = state.boards.map((b) => b.slug);
+  if (!state.board || (slugs.length && !slugs.includes(state.board))) {
+    state.board = slugs.includes("default") ? "default" : slugs[0] || "default";
+  }
+}
+
+async function loadSide() {
+  const [profiles, goals, config, tenants] = await Promise.allSettled([
+    api.get("/api/profiles"), api.get("/api/goals", { board: state.board }), api.get("/api/config"),
+    api.get("/api/tenants", { board: state.board }),
+  ]);
+  if (profiles.status === "fulfilled") state.profiles = listOf(profiles.value, "profiles");
+  if (tenants.status === "fulfilled") {
+    for (const t of listOf(tenants.value, "tenants")) if (t && t.tenant) state.tenants.add(t.tenant);
+  }
+  if (goals.status === "fulfilled") state.goals = listOf(goals.value, "goals");
+  if (config.status === "fulfilled" && config.value && typeof config.value === "object") state.config = config.value;
+}
+
+// ---- top bar and toolbar -------------------------------------------------------------------
+
+function renderTopbar() {
+  const bar = $("#topbar");
+  clear(bar);
+  const board = currentBoard();
+  const switcher = h("select.board-switch", { "aria-label": "board", hidden: state.boards.length <= 1 },
+    state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
+      `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
+  switcher.addEventListener("change", () => switchBoard(switcher.value));
+  const tabs = ["board", "goals", "profiles"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
+    type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
+  }, v[0].toUpperCase() + v.slice(1)));
+  const auto = orchestrationAuto();
+  bar.append(
+    h("div.brand", h("span.brand-mark", "▦"), h("span.brand-name", "agentboard")),
+    switcher,
+    state.boards.length <= 1 && board ? h("span.board-name", board.name || board.slug) : null,
+    h("button.btn.btn-ghost.btn-sm.new-board", { type: "button", onclick: createBoard, title: "create a board" }, "+ New board"),
+    h("nav.tabs", tabs),
+    h("span.spacer"),
+    h("span#conn.conn", { id: "conn", title: "live updates" }),
+    h("button.pill-toggle.orchestration", {
+      type: "button", "aria-pressed": String(auto),
+      title: auto ? "Auto: the dispatcher decomposes triage tasks by itself. Click for Manual." : "Manual: triage waits for Specify / Decompose. Click for Auto.",
+      onclick: toggleOrchestration,
+    }, h("span.dot", { class: auto ? "dot-running" : "dot-todo" }), `Orchestration: ${auto ? "Auto" : "Manual"}`),
+    h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),
+    h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"));
+  setConn(liveState, liveNote);
+}
+
+function orchestrationAuto() {
+  const board = currentBoard();
+  const s = (board && board.settings) || {};
+  if (typeof s.auto_decompose === "boolean") return s.auto_decompose;
+  // the default: on when an LLM is configured
+  const c = state.config || {};
+  const v = c.settings && c.settings.auto_decompose;
+  if (typeof v === "boolean") return v;
+  return !!(c.llm && c.llm.configured);
+}
+
+async function toggleOrchestration() {
+  const next = !orchestrationAuto();
+  try {
+    const board = currentBoard();
+    const settings = { ...((board && board.settings) || {}), auto_decompose: next };
+    const out = await api.patch(`/api/boards/${encodeURIComponent(state.board)}`, { settings });
+    if (board) board.settings = (out && out.settings) || settings;
+    toast(`Orchestration: ${next ? "Auto" : "Manual"}`, "ok", 2500);
+  } catch (err) {
+    toast(`Cannot change orchestration: ${err.message}`, "error");
+  }
+  renderTopbar();
+}
+
+async function dispatchNow() {
+  const btn = $(".dispatch-now");
+  if (btn) btn.disabled = true;
+  try {
+    const res = await api.post("/api/dispatch", {}, { board: state.board });
+    const started = res && (res.spawned ?? res.started ?? res.claimed);
+    const n = Array.isArray(started) ? started.length : started;
+    toast(n !== undefined && n !== null ? `Dispatch: ${n} started` : "Dispatch pass done", "ok", 3000);
+  } catch (err) {
+    toast(`Dispatch failed: ${err.message}`, "error");
+  } finally {
+    if (btn) btn.disabled = false;
+    emit("reload");
+  }
+}
+
+async function createBoard() {
+  const slug = await newBoardDialog();
+  if (!slug) return;
+  await loadBoards();
+  toast(`Board ${slug} created`, "ok", 2500);
+  switchBoard(slug);
+}
+
+function renderToolbar() {
+  const bar = $("#toolbar");
+  clear(bar);
+  const f = state.filters;
+  const search = h("input.search", { type: "search", placeholder: "Search  /", value: f.search, "aria-label": "search" });
+  const applySearch = debounce(() => { f.search = search.value.trim(); loadBoard(); }, 250);
+  search.addEventListener("input", applySearch);
+  search.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { search.value = ""; applySearch(); search.blur(); } });
+  const select = (cls, label, key) => {
+    const el = h(`select.${cls}`, { "aria-label": label });
+    el.addEventListener("change", () => { f[key] = el.value; clearSelection(); loadBoard(); });
+    return el;
+  };
+  const check = (cls, label, key) => {
+    const box = h("input", { type: "checkbox", checked: state[key] });
+    box.addEventListener("change", () => { state[key] = box.checked; persist(); loadBoard(); });
+    return h(`label.check.${cls}`, box, label);
+  };
+  bar.append(
+    search,
+    select("filter-tenant", "tenant", "tenant"),
+    select("filter-assignee", "assignee", "assignee"),
+    select("filter-goal", "goal", "goal"),
+    check("toggle-archived", "Show archived", "showArchived"),
+    check("toggle-lanes", "Lanes by profile", "lanes"),
+    h("span.spacer"),
+    h("span#total.total", { id: "total" }),
+    h("div#bulkbar.bulkbar", { id: "bulkbar", hidden: true, role: "toolbar", "aria-label": "bulk actions" }));
+  updateFilterOptions();
+}
+
+function fillSelect(el, placeholder, options, value) {
+  if (!el) return;
+  const wanted = JSON.stringify([placeholder, options, value]);
+  if (el.dataset.sig === wanted) return;
+  el.dataset.sig = wanted;
+  clear(el);
+  el.appendChild(h("option", { value: "" }, placeholder));
+  for (const [v, label] of options) el.appendChild(h("option", { value: v, selected: v === value }, label));
+  el.value = value;
+}
+
+function updateFilterOptions() {
+  const f = state.filters;
+  const tenants = Array.from(state.tenants).sort();
+  const assignees = new Set([...state.profiles.map((p) => p.name), ...state.assignees]);
+  fillSelect($(".filter-tenant"), "All tenants", tenants.map((t) => [t, t]), f.tenant);
+  fillSelect($(".filter-assignee"), "All assignees",
+    [["none", "(unassigned)"], ...Array.from(assignees).sort().map((a) => [a, a])], f.assignee);
+  fillSelect($(".filter-goal"), "All goals", state.goals.map((g) => [g.id, g.title]), f.goal);
+}
+
+// ---- views -----------------------------------------------------------------------------------
+
+function setView(view) {
+  state.view = view;
+  document.body.dataset.view = view;
+  renderTopbar();
+  $("#toolbar").hidden = view !== "board";
+  clear(main);
+  if (view === "board") {
+    main.appendChild(boardEl);
+    renderBoard(boardEl);
+    loadBoard();
+  } else if (view === "goals") {
+    main.appendChild(h("div.panel-loading", "Loading goals…"));
+    renderGoals(main);
+  } else {
+    main.appendChild(h("div.panel-loading", "Loading profiles…"));
+    renderProfiles(main);
+  }
+}
+
+async function switchBoard(slug) {
+  if (slug === state.board) return;
+  state.board = slug;
+  state.filters = { search: "", tenant: "", assignee: "", goal: "" };
+  state.tenants = new Set();
+  state.assignees = new Set();
+  state.selection.clear();
+  state.data = null;
+  persist();
+  closeDrawer();
+  await loadSide();
+  renderTopbar();
+  renderToolbar();
+  setView(state.view);
+  connectLive();
+}
+
+// ---- live updates ----------------------------------------------------------------------------
+
+let socket = null;
+let retry = 0;
+let retryTimer = null;
+let liveState = "connecting";
+let liveNote = "";
+let hadSocket = false;
+
+function setConn(kind, note = "") {
+  liveState = kind;
+  liveNote = note;
+  const el = $("#conn");
+  if (!el) return;
+  el.className = `conn conn-${kind}`;
+  const labels = { live: "Live", connecting: "Connecting…", offline: "Reconnecting…", forbidden: "No live updates", error: "Error" };
+  el.textContent = labels[kind] || kind;
+  el.title = note || "live updates";
+  el.dataset.state = kind;
+}
+
+const reloadDrawerSoon = debounce(() => refreshDrawer(), 150);
+
+function connectLive() {
+  clearTimeout(retryTimer);
+  if (socket) {
+    socket.onclose = null;
+    socket.close();
+    socket = null;
+  }
+  const board = state.board;
+  const proto = location.protocol === "https:" ? "wss" : "ws";
+  const params = new URLSearchParams({ board });
+  if (state.cursor) params.set("since", String(state.cursor));
+  const ws = new WebSocket(`${proto}://${location.host}/api/events?${params}`);
+  socket = ws;
+  setConn("connecting");
+  ws.onopen = () => {
+    retry = 0;
+    setConn("live");
+    // whatever happened while we were away: reload instead of replaying events one by one
+    if (hadSocket) emit("reload");
+    hadSocket = true;
+  };
+  ws.onmessage = (msg) => {
+    let data;
+    try { data = JSON.parse(msg.data); } catch { return; }
+    if (typeof data.cursor === "number") state.cursor = data.cursor;
+    const events = data.events || [];
+    if (!events.length) return;
+    scheduleReload();
+    if (state.drawerId && events.some((e) => e.task_id === state.drawerId)) reloadDrawerSoon();
+    for (const e of events) {
+      if (e.kind === "goal_created" || e.kind === "goal_completed" || e.kind === "goal_cancelled") { loadSide(); break; }
+    }
+  };
+  ws.onclose = (ev) => {
+    if (socket !== ws) return;
+    socket = null;
+    if (ev.code === 4403 || ev.code === 4404 || ev.code === 4400) {
+      setConn("forbidden", ev.reason || "this token may not follow this board");
+      return; // forbidden: never retry
+    }
+    if (ev.code === 4401) {
+      setConn("offline", "the token is no longer valid");
+      showLoggedOut();
+      return;
+    }
+    setConn("offline", "connection lost; retrying");
+    retry = Math.min(retry + 1, 6);
+    retryTimer = setTimeout(connectLive, Math.min(500 * 2 ** retry, 15000));
+  };
+}
+
+// ---- keyboard shortcuts ----------------------------------------------------------------------
+
+const SHORTCUTS = [
+  ["/", "focus search"],
+  ["n", "new task in Todo"],
+  ["t", "new task in Triage"],
+  ["b / g / p", "board, goals, profiles view"],
+  ["a", "show or hide archived"],
+  ["l", "lanes by profile in Running"],
+  ["r", "reload"],
+  ["Esc", "close the drawer, a dialog or the create form; clear the selection"],
+  ["Enter", "open the focused card"],
+  ["Space", "select the focused card"],
+  ["Shift/Ctrl-click", "select several cards"],
+  ["?", "this help"],
+];
+
+function showHelp() {
+  ask({ title: "Keyboard shortcuts", message: "", confirm: "Close" });
+  const modal = $(".modal .modal-title");
+  if (modal) {
+    modal.after(h("table.shortcuts", SHORTCUTS.map(([k, what]) => h("tr", h("td", h("kbd", k)), h("td", what)))));
+  }
+}
+
+function typing(el) {
+  return el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
+}
+
+document.addEventListener("keydown", (ev) => {
+  if (document.querySelector(".modal-overlay")) return;
+  if (ev.key === "Escape") {
+    if (typing(ev.target)) { ev.target.blur(); return; }
+    if (isOpen()) { closeDrawer(); return; }
+    if (state.selection.size) { clearSelection(); return; }
+    return;
+  }
+  if (typing(ev.target) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const key = ev.key;
+  if (key === "/") { ev.preventDefault(); setView("board"); $(".search").focus(); }
+  else if (key === "n" && state.view === "board") { ev.preventDefault(); openCreate("todo"); }
+  else if (key === "t" && state.view === "board") { ev.preventDefault(); openCreate("triage"); }
+  else if (key === "b") setView("board");
+  else if (key === "g") setView("goals");
+  else if (key === "p") setView("profiles");
+  else if (key === "a") { state.showArchived = !state.showArchived; persist(); renderToolbar(); loadBoard(); }
+  else if (key === "l") { state.lanes = !state.lanes; persist(); renderToolbar(); loadBoard(); }
+  else if (key === "r") { loadSide().then(() => setView(state.view)); }
+  else if (key === "?") showHelp();
+});
+
+// ---- auth ------------------------------------------------------------------------------------
+
+let loggedOutShown = false;
+
+function showLoggedOut() {
+  if (loggedOutShown) return;
+  loggedOutShown = true;
+  if (socket) { socket.onclose = null; socket.close(); socket = null; }
+  clear(main).appendChild(h("div.login-needed", { role: "alert" },
+    h("h2", "Not signed in"),
+    h("p", "Your session has no valid token. Open the login URL that ", h("code", "agentboard serve"),
+      " printed (it looks like ", h("code", "http://127.0.0.1:8700/login?token=…"), "), or create a token with ",
+      h("code", "agentboard tokens create NAME"), " and open ", h("code", "/login?token=TOKEN"), ".")));
+}
+
+onUnauthorized(showLoggedOut);
+
+// ---- boot ------------------------------------------------------------------------------------
+
+async function boot() {
+  initDrawer($("#drawer"));
+  try {
+    await loadBoards();
+  } catch (err) {
+    if (err.status !== 401) clear(main).appendChild(h("div.panel-error", { role: "alert" }, `Cannot load boards: ${err.message}`));
+    return;
+  }
+  persist();
+  await loadSide();
+  renderTopbar();
+  renderToolbar();
+  setView("board");
+  connectLive();
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") emit("reload");
+  });
+}
+
+boot();

@@ -1,0 +1,442 @@
+// The board: columns with counts, cards, lanes inside Running, drag and drop, inline create,
+// multi-select and the bulk bar.
+
+import { api } from "./api.js";
+import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import {
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, profileNames, scope, state,
+} from "./state.js";
+
+const CREATABLE = new Set(["triage", "todo", "ready"]);
+
+// ---- icons (inline SVG, no external assets) ----------------------------------------------------
+
+const SVG = "http://www.w3.org/2000/svg";
+const ICONS = {
+  comment: "M2 3h12v8H6l-3 3v-3H2z",
+  link: "M6.5 9.5l3-3M5 7L3.5 8.5a2.1 2.1 0 003 3L8 10M8 6l1.5-1.5a2.1 2.1 0 013 3L11 9",
+  clock: "M8 2a6 6 0 100 12A6 6 0 008 2zm0 3v3.5l2.5 1.5",
+};
+
+export function icon(name) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(SVG, "path");
+  path.setAttribute("d", ICONS[name]);
+  svg.appendChild(path);
+  return svg;
+}
+
+// ---- status changes --------------------------------------------------------------------------
+
+/** Ask for confirmation (and a reason for blocks) when a move is destructive. null = cancelled. */
+export async function confirmMove(status, count = 1, title = "") {
+  const what = count > 1 ? `${count} tasks` : title ? `“${title}”` : "this task";
+  if (status === "blocked") {
+    const reason = await ask({
+      title: `Block ${what}?`, message: "Say what it is waiting for.", input: "reason",
+      confirm: "Block", danger: true,
+    });
+    if (reason === null) return null;
+    return { reason: reason.trim() || "blocked from the dashboard" };
+  }
+  if (DESTRUCTIVE.has(status)) {
+    const verbs = { archived: "Archive", done: "Mark as done" };
+    const ok = await ask({
+      title: `${verbs[status]} ${what}?`,
+      message: status === "archived"
+        ? "Archived tasks leave the board; an open run is closed as reclaimed."
+        : "Completing by hand records a run without a worker and releases its children.",
+      confirm: verbs[status], danger: true,
+    });
+    return ok ? {} : null;
+  }
+  return {};
+}
+
+/** PATCH one task's status (the server maps it to the kernel verb). Returns true on success. */
+export async function moveTask(id, status, { skipConfirm = false } = {}) {
+  const card = state.cards.get(id);
+  let extra = {};
+  if (!skipConfirm) {
+    extra = await confirmMove(status, 1, card ? card.title : "");
+    if (extra === null) return false;
+  }
+  try {
+    await api.patch(`/api/tasks/${encodeURIComponent(id)}`, { status, ...extra }, scope());
+    return true;
+  } catch (err) {
+    toast(`Cannot move ${id} to ${status}: ${err.message}`, "error");
+    return false;
+  } finally {
+    emit("reload");
+  }
+}
+
+// ---- rendering -----------------------------------------------------------------------------
+
+export function renderBoard(root) {
+  const data = state.data;
+  // keep what the user is in the middle of: open create forms, focus, scroll positions
+  const forms = new Map();
+  const scrolls = new Map();
+  for (const col of $$(".column", root)) {
+    const form = col.querySelector(".create-form");
+    if (form) forms.set(col.dataset.status, form);
+    scrolls.set(col.dataset.status, col.querySelector(".column-body").scrollTop);
+  }
+  const focused = document.activeElement;
+  const boardScroll = root.scrollLeft;
+  clear(root);
+  if (!data) return;
+  const byStatus = new Map(data.columns.map((c) => [c.status, c]));
+  for (const status of STATUSES) {
+    if (status === "archived" && !state.showArchived) continue;
+    const col = byStatus.get(status) || { status, count: 0, tasks: [] };
+    const el = renderColumn(col);
+    if (forms.has(status)) el.querySelector(".column-create").appendChild(forms.get(status));
+    root.appendChild(el);
+    if (scrolls.has(status)) el.querySelector(".column-body").scrollTop = scrolls.get(status);
+  }
+  root.scrollLeft = boardScroll;
+  if (focused && focused.isConnected && focused !== document.activeElement) focused.focus();
+  syncSelection();
+}
+
+function renderColumn(col) {
+  const status = col.status;
+  const body = h("div.column-body");
+  if (status === "running" && state.lanes && col.lanes) {
+    for (const lane of col.lanes) {
+      body.appendChild(h("div.lane", { dataset: { assignee: lane.assignee } },
+        h("div.lane-head", h("span.lane-name", lane.assignee), h("span.lane-count", String(lane.tasks.length))),
+        lane.tasks.map(renderCard)));
+    }
+  } else {
+    for (const card of col.tasks) body.appendChild(renderCard(card));
+  }
+  if (!col.tasks.length) body.appendChild(h("div.column-empty", "No tasks"));
+  if (col.count > col.tasks.length) {
+    body.appendChild(h("div.column-more", `showing ${col.tasks.length} of ${col.count} — filter to narrow`));
+  }
+  const addBtn = CREATABLE.has(status)
+    ? h("button.icon-btn.column-add", {
+      type: "button", title: `New task in ${STATUS_LABEL[status]}`, "aria-label": `New task in ${STATUS_LABEL[status]}`,
+      onclick: () => openCreate(status),
+    }, "+")
+    : null;
+  return h("section.column", { dataset: { status }, "aria-label": STATUS_LABEL[status] },
+    h("header.column-head",
+      h(`span.dot.dot-${status}`),
+      h("span.column-name", STATUS_LABEL[status]),
+      h("span.column-count", String(col.count)),
+      h("span.spacer"),
+      addBtn),
+    h("div.column-create"),
+    body);
+}
+
+function renderCard(card) {
+  const checked = state.selection.has(card.id);
+  const pills = [];
+  if (card.priority) pills.push(h(`span.pill.pill-prio${card.priority > 0 ? ".prio-high" : ".prio-low"}`, { title: "priority" }, `P${card.priority}`));
+  if (card.tenant) pills.push(h("span.pill.pill-tenant", { title: "tenant" }, card.tenant));
+  if (card.goal_id) pills.push(h("span.pill.pill-goal", { title: `goal ${card.goal_id}` }, "◎ ", goalTitle(card.goal_id)));
+  if (card.child_count) {
+    const done = card.children_done || 0;
+    pills.push(h(`span.pill.pill-progress${done === card.child_count ? ".complete" : ""}`,
+      { title: `${done} of ${card.child_count} children done` }, `${done}/${card.child_count}`));
+  }
+  if (card.review_required) pills.push(h("span.pill.pill-review", { title: "review required" }, "review"));
+  if (card.consecutive_failures) {
+    pills.push(h("span.pill.pill-fail", { title: "consecutive failures" }, `⚠ ${card.consecutive_failures}`));
+  }
+  const links = (card.parent_count || 0) + (card.child_count || 0);
+  const meta = [
+    h(`span.assignee${card.assignee ? "" : ".unassigned"}`, { title: "assignee" },
+      h("span.avatar", (card.assignee || "?").slice(0, 1).toUpperCase()), card.assignee || "unassigned"),
+    h("span.spacer"),
+    card.comment_count ? h("span.meta-count", { title: `${card.comment_count} comments` }, icon("comment"), String(card.comment_count)) : null,
+    links ? h("span.meta-count", { title: `${card.parent_count || 0} parents, ${card.child_count || 0} children` }, icon("link"), String(links)) : null,
+    card.status === "running" && card.started_at
+      ? h("span.meta-time", { title: `started ${fmtTime(card.started_at)}` }, icon("clock"), duration(card.started_at))
+      : h("span.meta-time", { title: fmtTime(card.created_at) }, `created ${ago(card.created_at)}`),
+  ];
+  const el = h(`article.card${checked ? ".selected" : ""}`, {
+    tabindex: "0", dataset: { id: card.id, status: card.status },
+    "aria-label": card.title,
+  },
+  h("div.card-top",
+    h("input.card-check", {
+      type: "checkbox", checked, title: "select", "aria-label": `select ${card.id}`,
+      onclick: (ev) => { ev.stopPropagation(); toggleSelect(card.id, ev.target.checked); },
+    }),
+    h("span.card-id", card.id),
+    h("span.spacer"),
+    pills.length ? h("span.pills", pills) : null),
+  h("div.card-title", card.title),
+  card.status === "blocked" && card.block_reason
+    ? h("div.card-reason", { title: card.block_kind || "blocked" }, card.block_reason) : null,
+  card.status === "done" && card.result ? h("div.card-result", card.result) : null,
+  h("div.card-meta", meta));
+  el.addEventListener("click", (ev) => onCardClick(ev, card));
+  el.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && ev.target === el) emit("open", card.id);
+    if (ev.key === " " && ev.target === el) { ev.preventDefault(); toggleSelect(card.id); }
+  });
+  el.addEventListener("pointerdown", (ev) => startDrag(ev, el, card));
+  return el;
+}
+
+// ---- selection and the bulk bar ---------------------------------------------------------------
+
+let lastClicked = null;
+let suppressClick = false;
+
+function onCardClick(ev, card) {
+  if (suppressClick) { suppressClick = false; return; }
+  if (ev.target.closest("input, button, a")) return;
+  if (ev.shiftKey && lastClicked) {
+    const ids = $$(".card").map((c) => c.dataset.id);
+    const a = ids.indexOf(lastClicked);
+    const b = ids.indexOf(card.id);
+    if (a >= 0 && b >= 0) {
+      for (const id of ids.slice(Math.min(a, b), Math.max(a, b) + 1)) state.selection.add(id);
+      syncSelection();
+      return;
+    }
+  }
+  if (ev.shiftKey || ev.ctrlKey || ev.metaKey) {
+    toggleSelect(card.id);
+    lastClicked = card.id;
+    return;
+  }
+  lastClicked = card.id;
+  emit("open", card.id);
+}
+
+export function toggleSelect(id, on) {
+  const want = on === undefined ? !state.selection.has(id) : on;
+  if (want) state.selection.add(id); else state.selection.delete(id);
+  syncSelection();
+}
+
+export function clearSelection() {
+  state.selection.clear();
+  syncSelection();
+}
+
+/** Reflect the selection on the cards and the bulk bar. */
+export function syncSelection() {
+  for (const id of Array.from(state.selection)) if (!state.cards.has(id)) state.selection.delete(id);
+  for (const el of $$(".card")) {
+    const on = state.selection.has(el.dataset.id);
+    el.classList.toggle("selected", on);
+    const box = el.querySelector(".card-check");
+    if (box) box.checked = on;
+  }
+  renderBulkBar();
+}
+
+function renderBulkBar() {
+  const bar = $("#bulkbar");
+  if (!bar) return;
+  const n = state.selection.size;
+  bar.hidden = n === 0;
+  if (!n) return;
+  clear(bar);
+  const statusSel = h("select.bulk-status", { "aria-label": "bulk status" },
+    h("option", { value: "" }, "Move to…"),
+    ["todo", "ready", "blocked", "done"].map((s) => h("option", { value: s }, STATUS_LABEL[s])));
+  const assignSel = h("select.bulk-assignee", { "aria-label": "bulk reassign" },
+    h("option", { value: "" }, "Reassign to…"),
+    h("option", { value: "-" }, "(unassign)"),
+    profileNames().map((p) => h("option", { value: p }, p)));
+  statusSel.addEventListener("change", () => { if (statusSel.value) bulk("status", { status: statusSel.value }); });
+  assignSel.addEventListener("change", () => {
+    if (assignSel.value) bulk("assign", { assignee: assignSel.value });
+  });
+  bar.append(
+    h("span.bulk-count", `${n} selected`),
+    statusSel,
+    assignSel,
+    h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive"),
+    h("span.spacer"),
+    h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
+}
+
+async function bulk(action, fields) {
+  const ids = Array.from(state.selection);
+  if (!ids.length) return;
+  let extra = {};
+  if (action === "status" || action === "archive") {
+    extra = await confirmMove(action === "archive" ? "archived" : fields.status, ids.length);
+    if (extra === null) { renderBulkBar(); return; }
+  }
+  let results;
+  try {
+    const resp = await api.post("/api/tasks/bulk", { ids, action, ...fields, ...extra }, scope());
+    results = Array.isArray(resp) ? resp : resp.results || [];
+  } catch (err) {
+    toast(`Bulk ${action} failed: ${err.message}`, "error");
+    emit("reload");
+    return;
+  }
+  const failed = results.filter((r) => !r.ok);
+  if (failed.length) {
+    const lines = failed.map((r) => `${r.id}: ${(r.error && r.error.message) || "failed"}`);
+    toast(`${ids.length - failed.length} of ${ids.length} updated. Failed — ${lines.join("; ")}`, "error", 12000);
+    state.selection = new Set(failed.map((r) => r.id));
+  } else {
+    toast(`${ids.length} task${ids.length > 1 ? "s" : ""} updated`, "ok");
+    state.selection.clear();
+  }
+  emit("reload");
+}
+
+// ---- drag and drop (pointer events: mouse, pen and touch) --------------------------------------
+
+let drag = null;
+
+function startDrag(ev, el, card) {
+  if (ev.button !== 0 || ev.target.closest("input, button, a, select, textarea")) return;
+  drag = { el, card, x0: ev.clientX, y0: ev.clientY, id: ev.pointerId, started: false, ghost: null, target: null };
+  document.addEventListener("pointermove", onDragMove);
+  document.addEventListener("pointerup", onDragEnd);
+  document.addEventListener("pointercancel", cancelDrag);
+}
+
+function onDragMove(ev) {
+  if (!drag || ev.pointerId !== drag.id) return;
+  const dx = ev.clientX - drag.x0;
+  const dy = ev.clientY - drag.y0;
+  if (!drag.started) {
+    if (Math.hypot(dx, dy) < 6) return;
+    drag.started = true;
+    const rect = drag.el.getBoundingClientRect();
+    drag.offX = drag.x0 - rect.left;
+    drag.offY = drag.y0 - rect.top;
+    drag.ghost = drag.el.cloneNode(true);
+    drag.ghost.classList.add("drag-ghost");
+    drag.ghost.style.width = `${rect.width}px`;
+    document.body.appendChild(drag.ghost);
+    drag.el.classList.add("dragging");
+    document.body.classList.add("is-dragging");
+  }
+  ev.preventDefault();
+  drag.ghost.style.transform = `translate(${ev.clientX - drag.offX}px, ${ev.clientY - drag.offY}px) rotate(1.5deg)`;
+  const under = document.elementFromPoint(ev.clientX, ev.clientY);
+  const col = under && under.closest(".column");
+  if (col !== drag.target) {
+    if (drag.target) drag.target.classList.remove("drop-target");
+    drag.target = col && col.dataset.status !== drag.card.status ? col : null;
+    if (drag.target) drag.target.classList.add("drop-target");
+  }
+}
+
+function endListeners() {
+  document.removeEventListener("pointermove", onDragMove);
+  document.removeEventListener("pointerup", onDragEnd);
+  document.removeEventListener("pointercancel", cancelDrag);
+}
+
+function cancelDrag() {
+  endListeners();
+  if (!drag) return;
+  if (drag.ghost) drag.ghost.remove();
+  drag.el.classList.remove("dragging");
+  if (drag.target) drag.target.classList.remove("drop-target");
+  document.body.classList.remove("is-dragging");
+  drag = null;
+}
+
+function onDragEnd(ev) {
+  if (!drag || ev.pointerId !== drag.id) return;
+  const { started, target, card, el } = drag;
+  cancelDrag();
+  if (!started) return;
+  suppressClick = true;
+  setTimeout(() => { suppressClick = false; }, 0);
+  if (!target) return;
+  const status = target.dataset.status;
+  if (status === "running") {
+    toast("A task cannot be moved to Running by hand; the dispatcher starts ready tasks.", "error");
+    return;
+  }
+  // optimistic: show the card in its new column while the server decides
+  const dest = target.querySelector(".column-body");
+  const placeholder = target.querySelector(".column-empty");
+  if (placeholder) placeholder.remove();
+  dest.prepend(el);
+  moveTask(card.id, status);
+}
+
+// ---- inline create -------------------------------------------------------------------------
+
+export function openCreate(status = "todo") {
+  const col = $(`.column[data-status="${status}"]`);
+  if (!col) return;
+  const slot = col.querySelector(".column-create");
+  if (slot.firstChild) { slot.querySelector("textarea").focus(); return; }
+  const title = h("textarea.create-title", {
+    rows: 2, placeholder: "Task title — Enter creates, Shift+Enter adds a line (extra lines become the description)",
+    "aria-label": "new task title",
+  });
+  const assignee = h("select.create-assignee", { "aria-label": "assignee" },
+    h("option", { value: "" }, "unassigned"),
+    profileNames().map((p) => h("option", { value: p }, p)));
+  const priority = h("input.create-priority", { type: "number", value: "0", step: "1", title: "priority (higher runs first)", "aria-label": "priority" });
+  const cards = Array.from(state.cards.values()).filter((c) => c.status !== "archived");
+  const parent = h("select.create-parent", { "aria-label": "parent task" },
+    h("option", { value: "" }, "no parent"),
+    cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
+  const error = h("div.form-error", { role: "alert" });
+  const close = () => clear(slot);
+  const submit = async () => {
+    const lines = title.value.split("\n");
+    const text = lines[0].trim();
+    if (!text) { error.textContent = "A title is required."; return; }
+    const body = {
+      title: text,
+      priority: Number(priority.value) || 0,
+    };
+    const rest = lines.slice(1).join("\n").trim();
+    if (rest) body.body = rest;
+    if (assignee.value) body.assignee = assignee.value;
+    if (parent.value) body.parents = [parent.value];
+    if (status === "triage") body.triage = true;
+    if (state.filters.tenant) body.tenant = state.filters.tenant;
+    if (state.filters.goal) body.goal = state.filters.goal;
+    try {
+      const task = await api.post("/api/tasks", body, scope());
+      toast(`Created ${task.id || "task"}`, "ok", 2500);
+      title.value = "";
+      error.textContent = "";
+      emit("reload");
+      title.focus();
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  title.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); submit(); }
+    if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); close(); }
+  });
+  const form = h("form.create-form", {
+    onsubmit: (ev) => { ev.preventDefault(); submit(); },
+    onkeydown: (ev) => { if (ev.key === "Escape") { ev.stopPropagation(); close(); } },
+  },
+  title,
+  h("div.create-row", assignee, priority),
+  h("div.create-row", parent),
+  error,
+  h("div.create-row.create-actions",
+    h("span.hint", status === "triage" ? "lands in Triage" : ""),
+    h("span.spacer"),
+    h("button.btn", { type: "button", onclick: close }, "Cancel"),
+    h("button.btn.btn-primary", { type: "submit" }, "Create")));
+  slot.appendChild(form);
+  title.focus();
+}

@@ -1,0 +1,481 @@
+// The task drawer: editable fields, description, dependencies, status actions, result,
+// comments, run history, recent events and the worker log tail. Refreshes live.
+
+import { api } from "./api.js";
+import { confirmMove } from "./board.js";
+import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { renderInto } from "./markdown.js";
+import { STATUS_LABEL, emit, goalTitle, profileNames, scope, state } from "./state.js";
+
+let root = null;          // the <aside> element
+let task = null;          // the last loaded detail
+let editing = { title: false, body: false };
+let loadSeq = 0;
+
+const taskPath = (id, tail = "") => `/api/tasks/${encodeURIComponent(id)}${tail}`;
+
+export function initDrawer(el) {
+  root = el;
+  document.addEventListener("mousedown", (ev) => {
+    if (!state.drawerId || !root || root.hidden) return;
+    if (root.contains(ev.target)) return;
+    // clicks on cards open another task; clicks in modals/toasts/bulk bar belong to them
+    if (ev.target.closest(".card, .modal-overlay, #toasts, #bulkbar, .topbar, .toolbar")) return;
+    closeDrawer();
+  });
+}
+
+export function isOpen() {
+  return !!state.drawerId;
+}
+
+export async function openDrawer(id) {
+  if (state.drawerId !== id) editing = { title: false, body: false };
+  state.drawerId = id;
+  root.hidden = false;
+  document.body.classList.add("drawer-open");
+  for (const el of document.querySelectorAll(".card.open")) el.classList.remove("open");
+  const card = document.querySelector(`.card[data-id="${CSS.escape(id)}"]`);
+  if (card) card.classList.add("open");
+  if (!task || task.id !== id) {
+    clear(root);
+    root.appendChild(h("div.drawer-loading", "Loading…"));
+  }
+  await refreshDrawer();
+}
+
+export function closeDrawer() {
+  state.drawerId = null;
+  task = null;
+  editing = { title: false, body: false };
+  if (!root) return;
+  root.hidden = true;
+  clear(root);
+  document.body.classList.remove("drawer-open");
+  for (const el of document.querySelectorAll(".card.open")) el.classList.remove("open");
+}
+
+/** Reload the open task (called on open, after every action, and on its live events). */
+export async function refreshDrawer() {
+  const id = state.drawerId;
+  if (!id) return;
+  const seq = ++loadSeq;
+  let detail;
+  try {
+    detail = await api.get(taskPath(id), scope());
+  } catch (err) {
+    if (seq !== loadSeq || state.drawerId !== id) return;
+    clear(root);
+    root.append(header({ id, title: id, status: "" }), h("div.drawer-error", { role: "alert" }, err.message));
+    return;
+  }
+  if (seq !== loadSeq || state.drawerId !== id) return;
+  task = detail.task && !detail.id ? { ...detail.task, ...detail } : detail;
+  render();
+  loadLog();
+}
+
+// ---- rendering ---------------------------------------------------------------------------
+
+function render() {
+  // keep what the user is typing: comment draft, open editors
+  const draft = root.querySelector(".comment-input");
+  const draftValue = draft ? draft.value : "";
+  const draftFocused = draft && document.activeElement === draft;
+  const titleEditor = editing.title ? root.querySelector(".title-input") : null;
+  const bodyEditor = editing.body ? root.querySelector(".body-editor") : null;
+  const scroll = root.scrollTop;
+  clear(root);
+  root.append(
+    header(task, titleEditor),
+    metaRow(),
+    actionRow(),
+    task.status === "blocked" && task.block_reason
+      ? h("div.notice.notice-blocked", h("strong", `Blocked (${task.block_kind || "manual"}): `), task.block_reason)
+      : null,
+    section("Description", descriptionBlock(bodyEditor), editing.body ? null : h("button.link-btn.body-edit", {
+      type: "button", onclick: () => { editing.body = true; render(); focusSoon(".body-editor textarea"); },
+    }, "edit")),
+    task.result || task.status === "done" ? section("Result", resultBlock()) : null,
+    section("Dependencies", depsBlock()),
+    section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
+    section(`Runs (${(task.runs || []).length})`, runsBlock()),
+    section("Events", eventsBlock()),
+    section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, "…"),
+      h("button.link-btn", { type: "button", onclick: loadLog }, "refresh")),
+  );
+  root.scrollTop = scroll;
+  if (draftFocused) root.querySelector(".comment-input").focus();
+}
+
+function focusSoon(sel) {
+  requestAnimationFrame(() => { const el = root.querySelector(sel); if (el) el.focus(); });
+}
+
+function section(title, body, action = null) {
+  return h("section.drawer-section", h("h4.section-title", h("span", title), action), body);
+}
+
+function header(t, keptEditor = null) {
+  let titleEl;
+  if (keptEditor) {
+    titleEl = keptEditor;
+  } else if (editing.title) {
+    titleEl = titleInput(t);
+  } else {
+    titleEl = h("h2.drawer-title", {
+      title: "click to rename", tabindex: "0",
+      onclick: () => { editing.title = true; render(); focusSoon(".title-input"); },
+      onkeydown: (ev) => { if (ev.key === "Enter") { editing.title = true; render(); focusSoon(".title-input"); } },
+    }, t.title);
+  }
+  return h("header.drawer-head",
+    h("div.drawer-idrow",
+      t.status ? h(`span.dot.dot-${t.status}`) : null,
+      h("span.status-label", STATUS_LABEL[t.status] || t.status || ""),
+      h("code.drawer-id", t.id),
+      h("span.spacer"),
+      h("button.icon-btn.drawer-close", { type: "button", "aria-label": "close", title: "close (Esc)", onclick: closeDrawer }, "×")),
+    titleEl);
+}
+
+function titleInput(t) {
+  const input = h("textarea.title-input", { rows: 2, "aria-label": "title" });
+  input.value = t.title;
+  const stop = () => { editing.title = false; render(); };
+  input.addEventListener("keydown", async (ev) => {
+    if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); stop(); }
+    if (ev.key === "Enter" && !ev.shiftKey) {
+      ev.preventDefault();
+      const value = input.value.trim();
+      if (!value || value === t.title) { stop(); return; }
+      if (await patch({ title: value })) { editing.title = false; await refreshDrawer(); }
+    }
+  });
+  input.addEventListener("blur", () => {
+    // leaving the field without Enter keeps the old title
+    setTimeout(() => { if (editing.title && document.activeElement !== input) stop(); }, 150);
+  });
+  return input;
+}
+
+async function patch(fields) {
+  try {
+    await api.patch(taskPath(task.id), fields, scope());
+    emit("reload");
+    return true;
+  } catch (err) {
+    toast(err.message, "error");
+    return false;
+  }
+}
+
+function metaRow() {
+  const names = profileNames();
+  if (task.assignee && !names.includes(task.assignee)) names.unshift(task.assignee);
+  const assignee = h("select.meta-assignee", { "aria-label": "assignee", disabled: ["running", "done", "archived"].includes(task.status) },
+    h("option", { value: "" }, "unassigned"),
+    names.map((n) => h("option", { value: n, selected: n === task.assignee }, n)));
+  assignee.addEventListener("change", async () => {
+    if (await patch({ assignee: assignee.value || null })) refreshDrawer();
+  });
+  const priority = h("input.meta-priority", { type: "number", step: "1", value: String(task.priority ?? 0), "aria-label": "priority" });
+  const savePriority = async () => {
+    const v = Number(priority.value);
+    if (Number.isFinite(v) && v !== task.priority && (await patch({ priority: v }))) refreshDrawer();
+  };
+  priority.addEventListener("change", savePriority);
+  priority.addEventListener("keydown", (ev) => { if (ev.key === "Enter") priority.blur(); });
+  return h("div.meta-grid",
+    h("label", "Assignee"), assignee,
+    h("label", "Priority"), priority,
+    task.tenant ? [h("label", "Tenant"), h("span.pill.pill-tenant", task.tenant)] : null,
+    task.goal_id ? [h("label", "Goal"), h("span.pill.pill-goal", "◎ ", (task.goal && task.goal.title) || goalTitle(task.goal_id))] : null,
+    h("label", "Created"), h("span", { title: fmtTime(task.created_at) }, `${ago(task.created_at)}${task.created_by ? ` by ${task.created_by}` : ""}`),
+    task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, ago(task.started_at))] : null,
+    task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, ago(task.completed_at))] : null,
+    task.workspace_kind ? [h("label", "Workspace"), h("code.wrap", task.workspace_path ? `${task.workspace_kind}: ${task.workspace_path}` : task.workspace_kind)] : null,
+    task.consecutive_failures ? [h("label", "Failures"), h("span.text-danger", `${task.consecutive_failures} in a row${task.last_failure_error ? ` — ${task.last_failure_error}` : ""}`)] : null);
+}
+
+// ---- status actions --------------------------------------------------------------------------
+
+function actionRow() {
+  const s = task.status;
+  const btns = [];
+  const move = (label, status, cls = "") => btns.push(h(`button.btn.btn-sm${cls}`, {
+    type: "button", dataset: { action: status }, onclick: () => setStatus(status),
+  }, label));
+  if (s === "triage") {
+    btns.push(h("button.btn.btn-sm.btn-accent.act-specify", { type: "button", onclick: () => llm("specify") }, "✦ Specify"));
+    btns.push(h("button.btn.btn-sm.btn-accent.act-decompose", { type: "button", onclick: () => llm("decompose") }, "⚗ Decompose"));
+    move("Release → todo", "todo");
+  }
+  if (s === "todo") move("→ Ready", "ready");
+  if (s === "ready") move("→ Todo", "todo");
+  if (s === "running") btns.push(h("button.btn.btn-sm", { type: "button", onclick: reclaim }, "Reclaim"));
+  if (s === "review") {
+    move("Approve", "done", ".btn-ok");
+    btns.push(h("button.btn.btn-sm", { type: "button", onclick: requestChanges }, "Request changes"));
+  }
+  if (s === "blocked") move("Unblock", "ready");
+  if (["todo", "ready", "running"].includes(s)) move("Block", "blocked", ".btn-warn");
+  if (["todo", "ready", "blocked", "running"].includes(s)) move("Complete", "done", ".btn-ok");
+  if (s === "done") move("Reopen", "ready");
+  if (s === "archived") move("Restore", "todo");
+  if (s !== "archived") move("Archive", "archived", ".btn-danger");
+  return h("div.action-row", btns);
+}
+
+async function setStatus(status) {
+  const extra = await confirmMove(status, 1, task.title);
+  if (extra === null) return;
+  if (await patch({ status, ...extra })) refreshDrawer();
+}
+
+async function reclaim() {
+  const ok = await ask({ title: "Reclaim this task?", message: "The worker's run is closed as reclaimed and the task goes back to Ready.", confirm: "Reclaim", danger: true });
+  if (!ok) return;
+  try {
+    await api.post(taskPath(task.id, "/reclaim"), {}, scope());
+    emit("reload");
+  } catch (err) { toast(err.message, "error"); }
+  refreshDrawer();
+}
+
+async function requestChanges() {
+  const feedback = await ask({ title: "Request changes", message: "What should the next attempt change?", input: "feedback", confirm: "Send back" });
+  if (feedback === null) return;
+  try {
+    await api.post(taskPath(task.id, "/review"), { verdict: "changes_requested", text: feedback }, scope());
+    emit("reload");
+  } catch (err) { toast(err.message, "error"); }
+  refreshDrawer();
+}
+
+async function llm(kind) {
+  const btn = root.querySelector(`.act-${kind}`);
+  if (btn) { btn.disabled = true; btn.textContent = kind === "specify" ? "Specifying…" : "Decomposing…"; }
+  const note = root.querySelector(".llm-note");
+  try {
+    const res = await api.post(taskPath(task.id, `/${kind}`), {}, scope());
+    emit("reload");
+    await refreshDrawer();
+    if (res && res.ok === false) {
+      showLlmNote(`${kind === "specify" ? "Specify" : "Decompose"}: ${res.reason || "nothing to do"}`);
+    } else {
+      toast(kind === "specify" ? "Specified" : `Decomposed${res && res.children ? ` into ${res.children.length} tasks` : ""}`, "ok");
+    }
+  } catch (err) {
+    await refreshDrawer();
+    showLlmNote(`${kind === "specify" ? "Specify" : "Decompose"} failed: ${err.message}`);
+  }
+  if (note) note.remove();
+}
+
+function showLlmNote(text) {
+  const row = root.querySelector(".action-row");
+  const note = h("div.notice.llm-note", { role: "status" }, text);
+  if (row) row.after(note); else root.prepend(note);
+}
+
+// ---- description and result ----------------------------------------------------------------
+
+function descriptionBlock(kept) {
+  if (kept) return kept;
+  if (editing.body) {
+    const area = h("textarea.body-input", { rows: 12, "aria-label": "description" });
+    area.value = task.body || "";
+    const save = async () => {
+      if (await patch({ body: area.value })) { editing.body = false; await refreshDrawer(); }
+    };
+    const cancel = () => { editing.body = false; render(); };
+    area.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); cancel(); }
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); }
+    });
+    return h("div.body-editor", area,
+      h("div.row-end",
+        h("span.hint", "Markdown · Ctrl+Enter saves · Esc cancels"),
+        h("span.spacer"),
+        h("button.btn.btn-sm", { type: "button", onclick: cancel }, "Cancel"),
+        h("button.btn.btn-sm.btn-primary.body-save", { type: "button", onclick: save }, "Save")));
+  }
+  if (!task.body) return h("div.md.empty", "No description.");
+  return renderInto(h("div.md.task-body"), task.body);
+}
+
+function resultBlock() {
+  const runs = task.runs || [];
+  const last = [...runs].reverse().find((r) => r.outcome === "completed" || r.outcome === "review_requested");
+  return h("div.result",
+    task.result ? h("div.result-line", task.result) : null,
+    last && last.summary && last.summary !== task.result ? renderInto(h("div.md.result-summary"), last.summary) : null,
+    !task.result && !(last && last.summary) ? h("div.md.empty", "No result recorded.") : null);
+}
+
+// ---- dependencies ------------------------------------------------------------------------
+
+function depsBlock() {
+  const error = h("div.form-error.dep-error", { role: "alert" });
+  const chip = (t, role) => h(`span.chip.chip-${t.status}`, { dataset: { id: t.id }, title: `${t.id} · ${t.status}` },
+    h(`span.dot.dot-${t.status}`),
+    h("button.chip-label", { type: "button", onclick: () => openDrawer(t.id) }, t.title),
+    h("button.chip-x", {
+      type: "button", "aria-label": `remove ${role} ${t.id}`, title: `unlink ${role}`,
+      onclick: () => unlink(role === "parent" ? t.id : task.id, role === "parent" ? task.id : t.id, error),
+    }, "×"));
+  const linked = new Set([task.id, ...(task.parents || []).map((p) => p.id), ...(task.children || []).map((c) => c.id)]);
+  const candidates = Array.from(state.cards.values()).filter((c) => !linked.has(c.id));
+  const picker = (role) => {
+    const sel = h(`select.dep-add.dep-add-${role}`, { "aria-label": `add ${role}` },
+      h("option", { value: "" }, `+ add ${role}…`),
+      candidates.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 70)}`)));
+    sel.addEventListener("change", () => {
+      if (!sel.value) return;
+      const other = sel.value;
+      sel.value = "";
+      link(role === "parent" ? other : task.id, role === "parent" ? task.id : other, error);
+    });
+    return sel;
+  };
+  return h("div.deps",
+    h("div.dep-group", h("span.dep-label", "Parents"),
+      h("div.chips.dep-parents", (task.parents || []).map((p) => chip(p, "parent")), picker("parent"))),
+    h("div.dep-group", h("span.dep-label", "Children"),
+      h("div.chips.dep-children", (task.children || []).map((c) => chip(c, "child")), picker("child"))),
+    error);
+}
+
+async function link(parent, child, errorEl) {
+  errorEl.textContent = "";
+  try {
+    await api.post("/api/links", { parent_id: parent, child_id: child }, scope());
+    emit("reload");
+    await refreshDrawer();
+  } catch (err) {
+    const el = root.querySelector(".dep-error") || errorEl;
+    el.textContent = err.message;
+  }
+}
+
+async function unlink(parent, child, errorEl) {
+  errorEl.textContent = "";
+  try {
+    await api.del("/api/links", scope({ parent_id: parent, child_id: child }));
+    emit("reload");
+    await refreshDrawer();
+  } catch (err) {
+    const el = root.querySelector(".dep-error") || errorEl;
+    el.textContent = err.message;
+  }
+}
+
+// ---- comments, runs, events, log -------------------------------------------------------------
+
+function commentsBlock(draft) {
+  const list = h("ol.comments", (task.comments || []).map((c) => h(`li.comment.comment-${c.kind || "comment"}`,
+    h("div.comment-head", h("span.comment-author", c.author || "someone"),
+      c.kind && c.kind !== "comment" ? h("span.pill", c.kind) : null,
+      h("span.comment-time", { title: fmtTime(c.created_at) }, ago(c.created_at))),
+    renderInto(h("div.md.comment-body"), c.body))));
+  const input = h("textarea.comment-input", {
+    rows: 2, placeholder: "Comment — Enter sends, Shift+Enter adds a line. @profile hands it a follow-up task.",
+    "aria-label": "comment",
+  });
+  input.value = draft;
+  const error = h("div.form-error", { role: "alert" });
+  input.addEventListener("keydown", async (ev) => {
+    if (ev.key !== "Enter" || ev.shiftKey || ev.isComposing) return;
+    ev.preventDefault();
+    const body = input.value.trim();
+    if (!body) return;
+    input.disabled = true;
+    try {
+      await api.post(taskPath(task.id, "/comments"), { body }, scope());
+      input.value = "";
+      error.textContent = "";
+      emit("reload");
+      await refreshDrawer();
+      const next = root.querySelector(".comment-input");
+      if (next) { next.value = ""; next.focus(); }
+    } catch (err) {
+      error.textContent = err.message;
+    } finally {
+      input.disabled = false;
+    }
+  });
+  return h("div", list, input, error);
+}
+
+const OUTCOME_CLASS = {
+  completed: "ok", review_requested: "info", changes_requested: "info", blocked: "warn", reclaimed: "muted",
+  gave_up: "bad", crashed: "bad", timed_out: "bad", spawn_failed: "bad", protocol_violation: "bad",
+  stale: "warn", rate_limited: "warn", verify_failed: "bad",
+};
+
+function runsBlock() {
+  const runs = task.runs || [];
+  if (!runs.length) return h("div.md.empty", "No attempts yet.");
+  return h("ol.runs", runs.map((r) => {
+    const open = !r.ended_at && (r.status === "open" || !r.outcome);
+    const cls = open ? "running" : OUTCOME_CLASS[r.outcome] || "muted";
+    const cost = r.cost_usd ? `$${Number(r.cost_usd).toFixed(3)}` : "";
+    return h(`li.run.run-${cls}`, { title: r.error || r.summary || "" },
+      h("span.run-attempt", `#${r.attempt ?? r.id}`),
+      h("span.run-outcome", open ? "running" : r.outcome || r.status || ""),
+      h("span.run-profile", r.profile || ""),
+      h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : duration(r.started_at, r.ended_at)),
+      cost ? h("span.run-cost", cost) : null,
+      r.summary || r.error ? h("div.run-text", r.error ? `error: ${r.error}` : r.summary) : null);
+  }));
+}
+
+function eventsBlock() {
+  const events = (task.events || []).slice(-20).reverse();
+  if (!events.length) return h("div.md.empty", "No events.");
+  return h("ol.events", events.map((e) => h("li.event",
+    h("span.event-kind", e.kind),
+    h("span.event-payload", summarize(e.payload)),
+    h("span.event-actor", e.actor || ""),
+    h("span.event-time", { title: fmtTime(e.created_at) }, ago(e.created_at)))));
+}
+
+function summarize(payload) {
+  if (!payload || typeof payload !== "object") return "";
+  const parts = [];
+  for (const [k, v] of Object.entries(payload)) {
+    if (v === null || v === undefined || v === "" || (Array.isArray(v) && !v.length)) continue;
+    const text = typeof v === "object" ? JSON.stringify(v) : String(v);
+    parts.push(`${k}=${text.length > 60 ? `${text.slice(0, 57)}…` : text}`);
+    if (parts.length >= 4) break;
+  }
+  return parts.join(" ");
+}
+
+async function loadLog() {
+  const id = state.drawerId;
+  const pre = root && root.querySelector(".log-tail");
+  if (!id || !pre) return;
+  try {
+    const res = await fetchLog(id);
+    if (state.drawerId !== id) return;
+    const target = root.querySelector(".log-tail");
+    if (!target) return;
+    const atBottom = target.scrollHeight - target.scrollTop - target.clientHeight < 20;
+    target.textContent = res || "(no log yet)";
+    if (atBottom) target.scrollTop = target.scrollHeight;
+  } catch (err) {
+    const target = root.querySelector(".log-tail");
+    if (target) target.textContent = err.status === 404 ? "(no log yet)" : `(log unavailable: ${err.message})`;
+  }
+}
+
+async function fetchLog(id) {
+  const res = await api.get(taskPath(id, "/log"), scope({ tail: 200 }));
+  if (typeof res === "string") return res;
+  if (!res) return "";
+  if (Array.isArray(res.lines)) return res.lines.join("\n");
+  return res.text ?? res.log ?? res.content ?? "";
+}
+

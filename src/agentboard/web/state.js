@@ -1,0 +1,82 @@
+// Shared client state and a tiny hook registry the views use to ask for reloads.
+
+export const STATUSES = ["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"];
+
+export const STATUS_LABEL = {
+  triage: "Triage", todo: "Todo", ready: "Ready", running: "Running", review: "Review",
+  blocked: "Blocked", done: "Done", archived: "Archived",
+};
+
+/** Moves that lose work in progress or close something: confirm them first. */
+export const DESTRUCTIVE = new Set(["archived", "done", "blocked"]);
+
+const saved = (() => {
+  try { return JSON.parse(localStorage.getItem("agentboard.ui") || "{}"); } catch { return {}; }
+})();
+
+export const state = {
+  board: saved.board || null,       // active board slug
+  boards: [],                       // [{slug, name, settings, …}]
+  view: "board",                    // board | goals | profiles
+  filters: { search: "", tenant: "", assignee: "", goal: "" },
+  showArchived: !!saved.showArchived,
+  lanes: saved.lanes !== undefined ? !!saved.lanes : true,
+  data: null,                       // the last board view
+  cards: new Map(),                 // id → card, from the last board view
+  selection: new Set(),
+  profiles: [],
+  goals: [],
+  tenants: new Set(),
+  assignees: new Set(),
+  config: {},
+  drawerId: null,
+  cursor: 0,
+};
+
+export function persist() {
+  try {
+    localStorage.setItem("agentboard.ui", JSON.stringify({
+      board: state.board, showArchived: state.showArchived, lanes: state.lanes,
+    }));
+  } catch { /* private mode: not fatal */ }
+}
+
+/** The query every board-scoped call carries. */
+export function scope(extra = {}) {
+  return { board: state.board, ...extra };
+}
+
+export function profileNames() {
+  const names = new Set(state.profiles.map((p) => p.name));
+  for (const a of state.assignees) names.add(a);
+  return Array.from(names).sort();
+}
+
+export function goalTitle(id) {
+  const g = state.goals.find((x) => x.id === id);
+  return g ? g.title : id;
+}
+
+export function currentBoard() {
+  return state.boards.find((b) => b.slug === state.board) || null;
+}
+
+const hooks = {};
+
+export function on(name, fn) {
+  (hooks[name] ||= []).push(fn);
+}
+
+export function emit(name, ...args) {
+  for (const fn of hooks[name] || []) fn(...args);
+}
+
+/** Normalise a list answer that may come bare or wrapped ({items}, {boards}, …). */
+export function listOf(data, key) {
+  if (Array.isArray(data)) return data;
+  if (!data || typeof data !== "object") return [];
+  for (const k of [key, "items", "results", "data"]) {
+    if (k && Array.isArray(data[k])) return data[k];
+  }
+  return [];
+}
