@@ -11,6 +11,11 @@ from typing import Any
 
 COMMANDS: dict[str, str] = {
     # name: "agentboard.cli.<module>:<attribute>"
+    "dispatch": "agentboard.cli.dispatch:dispatch",
+    "dispatcher": "agentboard.cli.dispatch:dispatcher",
+    "demo": "agentboard.cli.dispatch:demo",
+    "log": "agentboard.cli.dispatch:log_",
+    "gc": "agentboard.cli.dispatch:gc",
     "init": "agentboard.cli.init:init",
     "create": "agentboard.cli.tasks:create",
     "list": "agentboard.cli.tasks:list_",
@@ -42,6 +47,10 @@ COMMANDS: dict[str, str] = {
     "boards": "agentboard.cli.boards:boards",
     "profiles": "agentboard.cli.profiles:profiles",
     "goals": "agentboard.cli.goals:goals",
+    "serve": "agentboard.cli.serve:serve",
+    "tokens": "agentboard.cli.tokens:tokens",
+    "mcp": "agentboard.cli.mcp:mcp",
+    "wiki": "agentboard.cli.wiki:wiki",
 }
 
 

@@ -1,0 +1,102 @@
+"""The application: REST routes, the event WebSocket, the dashboard's files, one process.
+
+``create_app(settings)`` builds it; ``agentboard serve`` runs it with uvicorn and, unless
+``--no-dispatch``, hosts the dispatcher in the same process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.staticfiles import StaticFiles
+
+from ..config import Settings
+from ..store.engine import Database
+from . import errors
+from .auth import AuthMiddleware
+from .limits import BodyLimitMiddleware
+from .routes import boards, goals, links, profiles, system, tasks, wiki
+from .routes.common import AppState
+from .ws import Hub, events_socket
+
+log = logging.getLogger("agentboard.api")
+
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
+
+
+def create_app(
+    settings: Settings,
+    db: Database | None = None,
+    *,
+    dispatcher: Any = None,
+    api_url: str | None = None,
+    web_dir: Path | None = None,
+) -> FastAPI:
+    """The ASGI app over ``db`` (opened from ``settings`` when not given).
+
+    ``dispatcher``: an object with ``start()``, ``stop()`` and ``run_pass(...)`` hosted by this
+    app: started and stopped with it, and behind ``POST /api/dispatch``.
+    """
+    if db is None:
+        from ..client import open_home
+
+        db = open_home(settings)
+    state = AppState(db=db, settings=settings, api_url=api_url)
+    state.hub = Hub(db)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if dispatcher is not None:
+            state.dispatcher = dispatcher
+            dispatcher.start()
+        try:
+            yield
+        finally:
+            state.hub.close()
+            if state.dispatcher is not None:
+                try:
+                    state.dispatcher.stop()
+                except Exception:  # pragma: no cover - shutting down regardless
+                    log.exception("stopping the dispatcher failed")
+
+    app = FastAPI(
+        title="agentboard",
+        version=_version(),
+        description="REST API of agentboard: a durable task board for AI agents and people. "
+        "Every route needs a token (`Authorization: Bearer <token>`).",
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.ab = state
+    errors.install(app)
+    for module in (boards, tasks, links, goals, profiles, wiki, system):
+        app.include_router(module.router)
+    app.include_router(system.login_router)
+    app.add_api_websocket_route("/api/events", events_socket)
+
+    folder = web_dir or WEB_DIR
+    app.mount("/", StaticFiles(directory=str(folder), html=True, check_dir=False), name="web")
+
+    attachments_path_limit = max(settings.attachment_max_bytes, settings.max_request_bytes)
+
+    def limit_for(path: str) -> int:
+        if path.startswith("/api/tasks/") and path.endswith("/attachments"):
+            return attachments_path_limit
+        return settings.max_request_bytes
+
+    app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
+    app.add_middleware(AuthMiddleware, db=db)  # outermost: nothing runs for a caller without a token
+    return app
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,208 @@
+"""Who is calling, and what they may do.
+
+Every HTTP request is authenticated by :class:`AuthMiddleware` before any route runs (so a
+request without a valid token gets 401 whatever else is wrong with it): a bearer token for
+API clients, or the HttpOnly cookie the browser got from ``/login?token=…``. Writes
+authenticated by the cookie must also carry ``X-Agentboard: 1`` or a same-origin ``Origin``
+header (CSRF). The routes then check the role and the board with :class:`Principal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from typing import Any
+
+import anyio
+from fastapi import Request
+
+from ..domain.errors import AgentboardError, Forbidden, Unauthorized
+from ..kernel import tokens as tokens_kernel
+from ..store.engine import Database
+from .errors import error_body
+
+COOKIE = "agentboard_token"
+CSRF_HEADER = "x-agentboard"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: paths that authenticate themselves (the login URL carries its token)
+OPEN_PATHS = frozenset({"/login", "/logout"})
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The identity behind a token, with the checks every route applies."""
+
+    token_id: int
+    name: str
+    role: str  # admin | member | viewer | run
+    boards: tuple[str, ...] = ()  # empty: every board
+    run_id: int | None = None
+    task_id: str | None = None
+    orchestrator: bool = False
+    via_cookie: bool = False
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], *, via_cookie: bool = False) -> Principal:
+        return cls(
+            token_id=int(row["id"]), name=str(row["name"]), role=str(row["role"]),
+            boards=tuple(row.get("boards") or ()), run_id=row.get("run_id"),
+            task_id=row.get("task_id"), orchestrator=bool(row.get("orchestrator")),
+            via_cookie=via_cookie,
+        )
+
+    @property
+    def is_run(self) -> bool:
+        return self.role == tokens_kernel.RUN_ROLE
+
+    @property
+    def default_board(self) -> str:
+        """The board a call without ``?board=`` means: the token's only board, else ``default``."""
+        return self.boards[0] if len(self.boards) == 1 else "default"
+
+    def sees(self, board: str) -> bool:
+        return not self.boards or board in self.boards
+
+    def check_read(self, board: str) -> None:
+        if not self.sees(board):
+            raise Forbidden(f"token {self.name!r} may not use board {board!r}")
+
+    def check_write(self, board: str, task_id: str | None = None) -> None:
+        """Change tasks, comments, links or goals on ``board`` (``task_id``: the task touched)."""
+        self.check_read(board)
+        if self.role == "viewer":
+            raise Forbidden(f"token {self.name!r} is read-only (viewer)")
+        if self.is_run and not self.orchestrator and (task_id is None or task_id != self.task_id):
+            what = f"task {task_id}" if task_id else "this board"
+            raise Forbidden(
+                f"a run token may only change its own task ({self.task_id}), not {what}"
+            )
+
+    def check_admin(self, board: str | None = None) -> None:
+        """Administer ``board`` (or, with ``None``, the whole installation)."""
+        if self.role != "admin":
+            raise Forbidden(f"token {self.name!r} is {self.role}; this needs an admin token")
+        if board is None:
+            if self.boards:
+                raise Forbidden(f"token {self.name!r} is limited to some boards; this needs an unscoped admin token")
+        else:
+            self.check_read(board)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role, "boards": list(self.boards) or None,
+                "run_id": self.run_id, "task_id": self.task_id, "orchestrator": self.orchestrator}
+
+
+async def current(request: Request) -> Principal:
+    """FastAPI dependency: the caller, as authenticated by the middleware."""
+    who = getattr(request.state, "principal", None)
+    if who is None:  # pragma: no cover - the middleware always sets it
+        raise Unauthorized("not authenticated")
+    return who  # type: ignore[no-any-return]
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in scope.get("headers") or ():
+        key = k.decode("latin-1").lower()
+        val = v.decode("latin-1")
+        out[key] = out[key] + "; " + val if key == "cookie" and key in out else val
+    return out
+
+
+def token_from(headers: dict[str, str], query: dict[str, str] | None = None) -> tuple[str | None, bool]:
+    """``(token, via_cookie)`` from the Authorization header, then the cookie, then ``?token=``."""
+    auth = headers.get("authorization", "")
+    if auth:
+        scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip(), False
+    raw = headers.get("cookie")
+    if raw:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(raw)
+        except Exception:
+            jar = SimpleCookie()
+        if COOKIE in jar and jar[COOKIE].value:
+            return jar[COOKIE].value, True
+    if query and query.get("token"):
+        return query["token"], False
+    return None, False
+
+
+def same_origin(headers: dict[str, str], scheme: str) -> bool:
+    origin = headers.get("origin")
+    host = headers.get("host")
+    if not origin or not host:
+        return False
+    return origin.rstrip("/") in (f"{scheme}://{host}", f"http://{host}", f"https://{host}")
+
+
+def authenticate(db: Database, token: str | None, via_cookie: bool = False) -> Principal:
+    return Principal.from_row(tokens_kernel.verify(db, token), via_cookie=via_cookie)
+
+
+_LOGIN_PAGE = (
+    "<!doctype html><meta charset=utf-8><title>agentboard: log in</title>"
+    "<body style='font-family:sans-serif;background:#111;color:#ddd;padding:2em'>"
+    "<h1>agentboard</h1><p>{msg}</p><p>Open the login URL that <code>agentboard serve</code> "
+    "printed (<code>/login?token=…</code>), or create a token with "
+    "<code>agentboard tokens create NAME</code> and open <code>/login?token=TOKEN</code>.</p>"
+)
+
+
+def login_page(message: str) -> bytes:
+    import html
+
+    return _LOGIN_PAGE.replace("{msg}", html.escape(message)).encode("utf-8")
+
+
+class AuthMiddleware:
+    """Authenticate every HTTP request (WebSockets authenticate in their own handler)."""
+
+    def __init__(self, app: ASGIApp, db: Database) -> None:
+        self.app = app
+        self.db = db
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        token, via_cookie = token_from(headers)
+        try:
+            if token is None:
+                tokens_kernel.verify(self.db, None)  # raises the explanatory Unauthorized
+            who = await anyio.to_thread.run_sync(authenticate, self.db, token, via_cookie)
+        except AgentboardError as exc:
+            browser = not scope["path"].startswith("/api") and "text/html" in headers.get("accept", "")
+            await _deny(send, exc.http_status, exc.code, exc.message, html=browser)
+            return
+        if via_cookie and scope["method"] not in SAFE_METHODS:
+            if headers.get(CSRF_HEADER) != "1" and not same_origin(headers, scope.get("scheme", "http")):
+                await _deny(send, 403, "csrf", "a cookie-authenticated write needs the header "
+                            "'X-Agentboard: 1' or a same-origin Origin header")
+                return
+        scope.setdefault("state", {})["principal"] = who
+        await self.app(scope, receive, send)
+
+
+async def _deny(send: Send, status: int, code: str, message: str, *, html: bool = False) -> None:
+    if html:
+        body = login_page(message)
+        ctype = b"text/html; charset=utf-8"
+    else:
+        body = error_body(status, code, message)
+        ctype = b"application/json"
+    headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="agentboard"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,92 @@
+"""The one mapping from errors to HTTP: ``{"error": {"code", "message"}}`` with the right status."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from ..domain.errors import AgentboardError
+
+log = logging.getLogger("agentboard.api")
+
+_HTTP_CODES = {
+    400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "too_large", 415: "unsupported_media_type",
+    422: "invalid_request", 503: "unavailable",
+}
+
+
+class Json(Response):
+    """A JSON response rendered with the standard library, without FastAPI's encoder pass."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Json:
+    return Json({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def error_body(status: int, code: str, message: str) -> bytes:
+    return json.dumps({"error": {"code": code, "message": message}}).encode("utf-8")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI documentation of the error statuses a route can answer."""
+    names = {400: "invalid input", 401: "no or bad token", 403: "wrong role or board",
+             404: "unknown id", 409: "conflict", 413: "request too large", 422: "schema error",
+             503: "unavailable"}
+    out: dict[int | str, dict[str, Any]] = {}
+    for s in sorted({401, 403, 413, 422, *statuses}):
+        out[s] = {"model": ErrorBody, "description": names.get(s, "error")}
+    return out
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(AgentboardError)
+    async def _kernel(request: Request, exc: AgentboardError) -> Response:
+        status = exc.http_status if 400 <= exc.http_status < 600 else 500
+        return error_response(status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        return error_response(422, "invalid_request", _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path}"
+        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal", f"unexpected error: {type(exc).__name__}")

@@ -1,0 +1,155 @@
+"""Request bodies. Unknown fields are refused (422) so a typo never passes silently."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"]
+Short = Field(default=None, max_length=500)
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BoardCreate(Body):
+    slug: str = Field(max_length=200)
+    name: str | None = Field(default=None, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    icon: str | None = Field(default=None, max_length=64)
+    color: str | None = Field(default=None, max_length=64)
+    workdir: str | None = Field(default=None, max_length=4096)
+    settings: dict[str, Any] | None = None
+
+
+class BoardPatch(Body):
+    name: str | None = Field(default=None, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+    icon: str | None = Field(default=None, max_length=64)
+    color: str | None = Field(default=None, max_length=64)
+    settings: dict[str, Any] | None = None
+    archived: bool | None = None
+
+
+class TaskCreate(Body):
+    title: str = Field(max_length=2000)
+    body: str | None = None
+    assignee: str | None = Field(default=None, max_length=200)
+    parents: list[str] = Field(default_factory=list, max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    goal: str | None = Field(default=None, max_length=64)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    triage: bool = False
+    workspace: str | None = Field(default=None, max_length=4096)
+    branch: str | None = Field(default=None, max_length=255)
+    idempotency_key: str | None = Field(default=None, max_length=255)
+    max_runtime: str | int | None = None
+    max_retries: int | None = Field(default=None, ge=1, le=1000)
+    skills: list[str] = Field(default_factory=list, max_length=100)
+    review: bool = False
+    verify: list[str] = Field(default_factory=list, max_length=100)
+
+
+class TaskPatch(Body):
+    status: Status | None = None
+    assignee: str | None = Field(default=None, max_length=200)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    title: str | None = Field(default=None, max_length=2000)
+    body: str | None = None
+    result: str | None = Field(default=None, max_length=10_000)
+    tenant: str | None = Field(default=None, max_length=200)
+    goal_id: str | None = Field(default=None, max_length=64)
+    reason: str | None = Field(default=None, max_length=10_000)
+
+
+BulkAction = Literal["status", "archive", "restore", "assign", "priority", "block", "unblock", "reclaim"]
+
+
+class BulkRequest(Body):
+    ids: list[str] = Field(min_length=1, max_length=1000)
+    action: BulkAction
+    status: Status | None = None
+    assignee: str | None = Field(default=None, max_length=200)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    reason: str | None = Field(default=None, max_length=10_000)
+
+
+class CommentCreate(Body):
+    body: str
+    mentions: bool = True
+
+
+class ReviewRequest(Body):
+    verdict: Literal["approved", "changes_requested", "rejected"]
+    text: str = ""
+    score: int | None = Field(default=None, ge=0, le=100)
+    findings: list[Any] | None = None
+
+
+class ReasonBody(Body):
+    reason: str | None = Field(default=None, max_length=10_000)
+
+
+class LinkCreate(Body):
+    parent_id: str = Field(max_length=64)
+    child_id: str = Field(max_length=64)
+
+
+class GoalCreate(Body):
+    title: str = Field(max_length=2000)
+    body: str = ""
+    acceptance: list[str] = Field(default_factory=list, max_length=100)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+
+
+class GoalPatch(Body):
+    title: str | None = Field(default=None, max_length=2000)
+    body: str | None = None
+    acceptance: list[str] | None = Field(default=None, max_length=100)
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    budget: dict[str, Any] | None = None
+    status: Literal["cancelled"] | None = None
+
+
+class ProfileCreate(Body):
+    name: str = Field(max_length=200)
+    command: str = Field(max_length=10_000)
+    adapter: str = Field(default="command", max_length=32)
+    description: str = ""
+    max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    env: dict[str, str] | None = None
+    skills: list[str] | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=200)
+    enabled: bool = True
+    orchestrator: bool = False
+
+
+class ProfilePatch(Body):
+    command: str | None = Field(default=None, max_length=10_000)
+    adapter: str | None = Field(default=None, max_length=32)
+    description: str | None = None
+    max_concurrency: int | None = Field(default=None, ge=1, le=10_000)
+    env: dict[str, str] | None = None
+    skills: list[str] | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=200)
+    enabled: bool | None = None
+    orchestrator: bool | None = None
+
+
+class WikiCreate(Body):
+    slug: str = Field(max_length=128)
+    title: str = Field(max_length=2000)
+    body: str = ""
+    publish: bool = False
+
+
+class WikiPatch(Body):
+    action: Literal["publish", "discard"] = "publish"
+
+
+class TokenCreate(Body):
+    name: str = Field(max_length=64)
+    role: Literal["admin", "member", "viewer"] = "member"
+    boards: list[str] = Field(default_factory=list, max_length=100)

@@ -1,0 +1,95 @@
+"""Boards: list (the caller's), create, edit/archive/restore, remove."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.responses import Response
+
+from ...domain import model
+from ...kernel import boards, queries
+from ..auth import Principal, current
+from ..models import BoardCreate, BoardPatch
+from .common import Json, read_board, responses, state
+
+router = APIRouter(prefix="/api", tags=["boards"])
+
+Slug = PathParam(min_length=1, max_length=64, description="board slug")
+BoardQ = Query(default=None, max_length=64, description="board slug")
+
+
+@router.get("/boards", responses=responses())
+def list_boards(request: Request, include_archived: bool = False,
+                who: Principal = Depends(current)) -> Response:
+    rows = boards.list_boards(state(request).db, include_archived=include_archived)
+    return Json([b for b in rows if who.sees(b["slug"])])
+
+
+@router.post("/boards", status_code=201, responses=responses(400, 409))
+def create_board(request: Request, data: BoardCreate, who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    out = boards.create(state(request).db, data.slug, name=data.name, description=data.description,
+                        icon=data.icon, color=data.color, workdir=data.workdir, settings=data.settings,
+                        actor=who.name)
+    return Json(out, status_code=201)
+
+
+@router.get("/boards/{slug}", responses=responses(400, 404))
+def get_board(request: Request, slug: str = Slug, who: Principal = Depends(current)) -> Response:
+    slug = model.board_slug(slug)
+    who.check_read(slug)
+    return Json(boards.get(state(request).db, slug))
+
+
+@router.patch("/boards/{slug}", responses=responses(400, 404, 409))
+def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
+                who: Principal = Depends(current)) -> Response:
+    """Change the display fields or settings; ``archived: true|false`` archives or restores."""
+    slug = model.board_slug(slug)
+    who.check_admin(slug)
+    st = state(request)
+    fields = data.model_dump(exclude_none=True, exclude={"archived"})
+    out = None
+    if fields:
+        out = boards.update(st.db, slug, actor=who.name, **fields)
+    if data.archived is True:
+        out = boards.archive(st.db, slug, home=st.settings.home, actor=who.name)
+    elif data.archived is False:
+        out = boards.restore(st.db, slug, home=st.settings.home, actor=who.name)
+    if out is None:
+        out = boards.get(st.db, slug)
+    return Json(out)
+
+
+@router.delete("/boards/{slug}", responses=responses(400, 404, 409))
+def remove_board(request: Request, slug: str = Slug,
+                 purge: bool = Query(default=False, description="delete for good instead of archiving"),
+                 who: Principal = Depends(current)) -> Response:
+    """Archive a board (recoverable), or with ``purge=true`` delete it and its tasks for good."""
+    slug = model.board_slug(slug)
+    who.check_admin(slug)
+    st = state(request)
+    if purge:
+        out = boards.delete(st.db, slug, home=st.settings.home, actor=who.name)
+        st.forget_board(slug)
+    else:
+        out = boards.archive(st.db, slug, home=st.settings.home, actor=who.name)
+    return Json(out)
+
+
+@router.get("/board", responses=responses(400, 404))
+def board_view(
+    request: Request, board: str | None = BoardQ,
+    tenant: str | None = Query(default=None, max_length=200),
+    assignee: str | None = Query(default=None, max_length=200),
+    goal: str | None = Query(default=None, max_length=64),
+    search: str | None = Query(default=None, max_length=500),
+    include_archived: bool = False, lanes: bool = False,
+    per_column: int = Query(default=100, ge=1, le=1000),
+    who: Principal = Depends(current),
+) -> Response:
+    """Columns by status with counts and the first ``per_column`` cards of each."""
+    slug = read_board(request, who, board)
+    return Json(queries.board_view(state(request).db, slug, tenant=tenant, assignee=assignee, goal=goal,
+                                   search=search, include_archived=include_archived,
+                                   per_column=per_column, lanes=lanes))

@@ -1,0 +1,59 @@
+"""Goals: named outcomes grouping tasks, with progress, blocked tasks and cost so far."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.responses import Response
+
+from ...domain.errors import InvalidInput
+from ...kernel import goals
+from ..auth import Principal, current
+from ..models import GoalCreate, GoalPatch
+from .common import Json, read_board, responses, state, write_board
+
+router = APIRouter(prefix="/api", tags=["goals"])
+BoardQ = Query(default=None, max_length=64, description="board slug")
+GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
+
+
+@router.get("/goals", responses=responses(400, 404))
+def list_goals(request: Request, board: str | None = BoardQ,
+               status: Literal["active", "done", "cancelled"] | None = None,
+               who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(goals.list_goals(state(request).db, slug, status=status))
+
+
+@router.post("/goals", status_code=201, responses=responses(400, 404))
+def create_goal(request: Request, data: GoalCreate, board: str | None = BoardQ,
+                who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board)
+    out = goals.create(state(request).db, slug, data.title, body=data.body, acceptance=data.acceptance,
+                       priority=data.priority, actor=who.name)
+    return Json(out, status_code=201)
+
+
+@router.get("/goals/{goal_id}", responses=responses(400, 404))
+def show_goal(request: Request, goal_id: str = GoalId, board: str | None = BoardQ,
+              who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(goals.show(state(request).db, slug, goal_id))
+
+
+@router.patch("/goals/{goal_id}", responses=responses(400, 404, 409))
+def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: str | None = BoardQ,
+               who: Principal = Depends(current)) -> Response:
+    """Edit a goal; ``status: "cancelled"`` cancels it."""
+    slug = write_board(request, who, board)
+    db = state(request).db
+    fields = data.model_dump(exclude_none=True, exclude={"status"})
+    if not fields and data.status is None:
+        raise InvalidInput("nothing to change: send title, body, acceptance, priority, budget or status")
+    goals.show(db, slug, goal_id)
+    out = goals.update(db, slug, goal_id, actor=who.name, **fields) if fields else None
+    if data.status == "cancelled":
+        out = goals.cancel(db, slug, goal_id, actor=who.name)
+    return Json(out)

@@ -1,0 +1,39 @@
+"""Dependencies between tasks, and runs (attempts)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.responses import Response
+
+from ...kernel import links, queries
+from ..auth import Principal, current
+from ..models import LinkCreate
+from .common import Json, read_board, responses, state, write_board
+
+router = APIRouter(prefix="/api", tags=["links"])
+BoardQ = Query(default=None, max_length=64, description="board slug")
+
+
+@router.post("/links", status_code=201, responses=responses(400, 404, 409))
+def add_link(request: Request, data: LinkCreate, board: str | None = BoardQ,
+             who: Principal = Depends(current)) -> Response:
+    """Make ``parent_id`` a dependency of ``child_id`` (cycles are refused, naming the path)."""
+    slug = write_board(request, who, board)
+    return Json(links.link(state(request).db, slug, data.parent_id, data.child_id, actor=who.name),
+                status_code=201)
+
+
+@router.delete("/links", responses=responses(400, 404))
+def remove_link(request: Request, parent_id: str = Query(min_length=1, max_length=64),
+                child_id: str = Query(min_length=1, max_length=64), board: str | None = BoardQ,
+                who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board)
+    return Json(links.unlink(state(request).db, slug, parent_id, child_id, actor=who.name))
+
+
+@router.get("/runs/{run_id}", tags=["runs"], responses=responses(400, 404))
+def get_run(request: Request, run_id: int = PathParam(ge=1, le=2**62), board: str | None = BoardQ,
+            who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(queries.get_run(state(request).db, slug, run_id))

@@ -1,0 +1,60 @@
+"""Profiles: the named agents. Anyone may read them (environment values hidden from
+non-administrators); only an administrator changes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
+from starlette.responses import Response
+
+from ...domain.errors import InvalidInput
+from ...kernel import profiles
+from ..auth import Principal, current
+from ..models import ProfileCreate, ProfilePatch
+from .common import Json, responses, state
+
+router = APIRouter(prefix="/api", tags=["profiles"])
+Name = PathParam(min_length=1, max_length=64, description="profile name")
+
+
+def _shown(row: dict[str, Any], who: Principal) -> dict[str, Any]:
+    if who.role == "admin" and not who.boards:
+        return row
+    out = dict(row)
+    out["env"] = {k: "***" for k in (row.get("env") or {})}
+    return out
+
+
+@router.get("/profiles", responses=responses())
+def list_profiles(request: Request, who: Principal = Depends(current)) -> Response:
+    return Json([_shown(p, who) for p in profiles.list_profiles(state(request).db)])
+
+
+@router.post("/profiles", status_code=201, responses=responses(400, 409))
+def add_profile(request: Request, data: ProfileCreate, who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    out = profiles.add(state(request).db, data.name, command=data.command, adapter=data.adapter,
+                       description=data.description, max_concurrency=data.max_concurrency,
+                       env=data.env, skills=data.skills, model_name=data.model, enabled=data.enabled,
+                       orchestrator=data.orchestrator, actor=who.name)
+    return Json(out, status_code=201)
+
+
+@router.patch("/profiles/{name}", responses=responses(400, 404))
+def patch_profile(request: Request, data: ProfilePatch, name: str = Name,
+                  who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    fields = data.model_dump(exclude_none=True)
+    if not fields:
+        raise InvalidInput("nothing to change")
+    if "model" in fields:
+        fields["model_name"] = fields.pop("model")
+    return Json(profiles.update(state(request).db, name, actor=who.name, **fields))
+
+
+@router.delete("/profiles/{name}", responses=responses(400, 404, 409))
+def remove_profile(request: Request, name: str = Name, who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    return Json(profiles.remove(state(request).db, name, actor=who.name))

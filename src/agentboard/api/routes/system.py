@@ -1,0 +1,132 @@
+"""Dispatch now, stats, non-secret settings, filter values, tokens, and the browser login."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import RedirectResponse, Response
+
+from ... import __version__
+from ...domain.errors import AgentboardError, Unavailable
+from ...kernel import queries, tokens
+from ..auth import COOKIE, Principal, authenticate, current, login_page
+from ..models import TokenCreate
+from .common import Json, read_board, responses, state
+
+router = APIRouter(prefix="/api", tags=["system"])
+BoardQ = Query(default=None, max_length=64, description="board slug")
+
+#: settings never shown by /api/config
+SECRET = ("llm_api_key",)
+
+
+@router.post("/dispatch", responses=responses(400, 503))
+def dispatch_now(request: Request, max: int | None = Query(default=None, ge=0, le=10_000),
+                 dry_run: bool = False, who: Principal = Depends(current)) -> Response:
+    """Run one dispatcher pass now (the server's embedded dispatcher)."""
+    if who.role == "viewer" or (who.is_run and not who.orchestrator):
+        who.check_write(who.default_board)
+    st = state(request)
+    if st.dispatcher is None:
+        raise Unavailable("this server runs without a dispatcher (--no-dispatch); start one with `agentboard dispatcher`")
+    result = st.dispatcher.run_pass(max_spawn=max, dry_run=dry_run)
+    return Json(result if isinstance(result, dict) else {"result": result})
+
+
+@router.get("/stats", responses=responses(400, 404))
+def stats(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(queries.stats(state(request).db, slug))
+
+
+@router.get("/assignees", responses=responses(400, 404))
+def assignees(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    """Profiles and assignees seen on the board, with task counts (for filters and pickers)."""
+    slug = read_board(request, who, board)
+    return Json(queries.assignees(state(request).db, slug))
+
+
+@router.get("/tenants", responses=responses(400, 404))
+def tenants(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(queries.tenants(state(request).db, slug))
+
+
+def _redact_url(url: str | None) -> str | None:
+    if not url:
+        return url
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+@router.get("/config", responses=responses())
+def config(request: Request, who: Principal = Depends(current)) -> Response:
+    """Non-secret settings, what this server runs, and who the caller is."""
+    st = state(request)
+    s = st.settings
+    values: dict[str, Any] = {}
+    for f in fields(s):
+        if f.name in SECRET or f.name == "extra":
+            continue
+        values[f.name] = getattr(s, f.name)
+    values["home"] = str(s.home)
+    values["database_url"] = _redact_url(s.database_url)
+    return Json({
+        "version": __version__,
+        "settings": values,
+        "database": st.db.dialect,
+        "llm": {"configured": bool(s.llm_base_url), "model": s.llm_model},
+        "dispatcher": {"running": st.dispatcher is not None},
+        "me": who.describe(),
+    })
+
+
+@router.get("/tokens", tags=["tokens"], responses=responses())
+def list_tokens(request: Request, include_revoked: bool = False,
+                who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    return Json(tokens.list_tokens(state(request).db, include_revoked=include_revoked))
+
+
+@router.post("/tokens", tags=["tokens"], status_code=201, responses=responses(400, 404, 409))
+def create_token(request: Request, data: TokenCreate, who: Principal = Depends(current)) -> Response:
+    """Create a token; the plain token is in this response only."""
+    who.check_admin()
+    return Json(tokens.create(state(request).db, data.name, role=data.role, boards=data.boards),
+                status_code=201)
+
+
+@router.delete("/tokens/{name}", tags=["tokens"], responses=responses(400, 404))
+def revoke_token(request: Request, name: str = PathParam(min_length=1, max_length=64),
+                 who: Principal = Depends(current)) -> Response:
+    who.check_admin()
+    return Json(tokens.revoke(state(request).db, name))
+
+
+login_router = APIRouter(include_in_schema=False)
+
+
+@login_router.get("/login")
+async def login(request: Request, token: str = Query(default="", max_length=300)) -> Response:
+    """Check the token, keep it in an HttpOnly cookie, and go to the dashboard."""
+    try:
+        await run_in_threadpool(authenticate, state(request).db, token)
+    except AgentboardError as exc:
+        return Response(login_page(exc.message), status_code=401, media_type="text/html")
+    resp = RedirectResponse("/", status_code=303)
+    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                    secure=request.url.scheme == "https", max_age=30 * 24 * 3600)
+    resp.headers["Cache-Control"] = "no-store"
+    resp.headers["Referrer-Policy"] = "no-referrer"
+    return resp
+
+
+@login_router.get("/logout")
+async def logout() -> Response:
+    resp = Response(login_page("You are logged out."), media_type="text/html")
+    resp.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return resp

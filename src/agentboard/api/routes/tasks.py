@@ -1,0 +1,322 @@
+"""Tasks: list, create, detail, edit (status changes map to kernel verbs), bulk, comments,
+review, reclaim, specify/decompose, the worker log and attachments."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import FileResponse, Response
+
+from ...domain import model, states
+from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound
+from ...kernel import attachments, comments, queries, runs, tasks
+from ..auth import Principal, current
+from ..models import BulkRequest, CommentCreate, ReasonBody, ReviewRequest, TaskCreate, TaskPatch
+from .common import Json, read_board, responses, state, write_board
+
+router = APIRouter(prefix="/api", tags=["tasks"])
+
+TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
+BoardQ = Query(default=None, max_length=64, description="board slug (default: the token's board or 'default')")
+
+
+@router.get("/tasks", responses=responses(400, 404))
+def list_tasks(
+    request: Request,
+    board: str | None = BoardQ,
+    status: str | None = Query(default=None, max_length=200, description="comma-separated statuses"),
+    assignee: str | None = Query(default=None, max_length=200),
+    tenant: str | None = Query(default=None, max_length=200),
+    goal: str | None = Query(default=None, max_length=64),
+    search: str | None = Query(default=None, max_length=500),
+    include_archived: bool = False,
+    limit: int = Query(default=200, ge=0, le=5000),
+    offset: int = Query(default=0, ge=0),
+    who: Principal = Depends(current),
+) -> Response:
+    slug = read_board(request, who, board)
+    return Json(queries.list_tasks(
+        state(request).db, slug, status=status, assignee=assignee, tenant=tenant, goal=goal,
+        search=search, include_archived=include_archived, limit=limit, offset=offset))
+
+
+@router.post("/tasks", status_code=201, responses=responses(400, 404, 409))
+def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
+                who: Principal = Depends(current)) -> Response:
+    if who.is_run and not who.orchestrator and data.triage:
+        # any worker may propose work; it lands in triage for a person or the supervisor
+        slug = read_board(request, who, board)
+    else:
+        slug = write_board(request, who, board)
+    task = tasks.create(
+        state(request).db, slug, data.title, body=data.body, assignee=data.assignee or None,
+        parents=data.parents, tenant=data.tenant, goal=data.goal, priority=data.priority,
+        triage=data.triage, workspace=data.workspace, branch=data.branch,
+        idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
+        max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
+        actor=who.name)
+    return Json(task, status_code=201)
+
+
+@router.get("/tasks/{task_id}", responses=responses(400, 404))
+def task_detail(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+                events: int = Query(default=20, ge=0, le=1000),
+                who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(queries.task_detail(state(request).db, slug, task_id, events=events))
+
+
+def _validate_patch(data: TaskPatch) -> dict[str, Any]:
+    """Check every field before changing anything, so bad input leaves the task as it was."""
+    sent = data.model_fields_set
+    edits: dict[str, Any] = {}
+    if data.title is not None:
+        edits["title"] = model.title(data.title)
+    if data.body is not None:
+        edits["body"] = model.body(data.body)
+    if data.priority is not None:
+        edits["priority"] = model.priority(data.priority)
+    for key in ("result", "tenant", "goal_id"):
+        value = getattr(data, key)
+        if value is not None:
+            edits[key] = value
+    if "assignee" in sent and data.assignee:
+        model.profile_name(data.assignee)
+    if "status" in sent and data.status is None:
+        raise InvalidInput("status cannot be null")
+    return edits
+
+
+@router.patch("/tasks/{task_id}", responses=responses(400, 404, 409))
+def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: str | None = BoardQ,
+               who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board, task_id)
+    db = state(request).db
+    edits = _validate_patch(data)
+    sent = data.model_fields_set
+    if not (edits or "assignee" in sent or data.status is not None):
+        raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant or goal_id")
+    db.read(lambda tx: _exists(tx, slug, task_id))
+    task: dict[str, Any] | None = None
+    if edits:
+        task = tasks.edit(db, slug, task_id, actor=who.name, **edits)
+    if "assignee" in sent:
+        task = tasks.assign(db, slug, task_id, data.assignee or None, actor=who.name)
+    if data.status is not None:
+        task = tasks.set_status(db, slug, task_id, data.status, reason=data.reason, actor=who.name)
+    return Json(task)
+
+
+def _exists(tx: Any, board: str, task_id: str) -> None:
+    from ...kernel.common import get_task
+
+    get_task(tx, board, task_id)
+
+
+_BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
+
+
+@router.post("/tasks/bulk", responses=responses(400, 404))
+def bulk(request: Request, data: BulkRequest, board: str | None = BoardQ,
+         who: Principal = Depends(current)) -> Response:
+    """Apply one action to several tasks; each id reports its own result."""
+    slug = read_board(request, who, board)
+    db = state(request).db
+    need = _BULK_NEEDS.get(data.action)
+    if need and getattr(data, need) in (None, ""):
+        raise InvalidInput(f"action {data.action!r} needs {need!r}")
+    if data.action == "assign" and data.assignee and data.assignee.lower() not in ("none", "-"):
+        model.profile_name(data.assignee)
+    actor = who.name
+
+    def verb(db_: Any, board_: str, task_id: str) -> dict[str, Any]:
+        who.check_write(board_, task_id)
+        if data.action == "status":
+            return tasks.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor)
+        if data.action == "archive":
+            return tasks.archive(db_, board_, task_id, actor=actor)
+        if data.action == "restore":
+            return tasks.restore(db_, board_, task_id, actor=actor)
+        if data.action == "assign":
+            return tasks.assign(db_, board_, task_id, data.assignee, actor=actor)
+        if data.action == "priority":
+            return tasks.edit(db_, board_, task_id, priority=data.priority, actor=actor)
+        if data.action == "block":
+            return tasks.block(db_, board_, task_id, str(data.reason), actor=actor)
+        if data.action == "unblock":
+            return tasks.unblock(db_, board_, task_id, actor=actor)
+        return runs.reclaim(db_, board_, task_id, reason=data.reason, actor=actor)
+
+    ids = list(dict.fromkeys(i.strip() for i in data.ids if i.strip()))
+    if not ids:
+        raise InvalidInput("ids is empty")
+    results = tasks.bulk(verb, db, slug, ids)
+    ok = sum(1 for r in results if r["ok"])
+    return Json({"results": results, "ok": ok, "failed": len(results) - ok})
+
+
+@router.post("/tasks/{task_id}/comments", status_code=201, responses=responses(400, 404))
+def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
+                board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board, task_id)
+    out = comments.comment(state(request).db, slug, task_id, data.body, author=who.name,
+                           mentions=data.mentions)
+    return Json(out, status_code=201)
+
+
+@router.post("/tasks/{task_id}/review", responses=responses(400, 404, 409))
+def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
+           board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board, task_id)
+    if who.is_run and not who.orchestrator:
+        raise Forbidden("a worker cannot record a review verdict on its own task")
+    out = runs.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,
+                      score=data.score, findings=data.findings, actor=who.name)
+    return Json(out)
+
+
+@router.post("/tasks/{task_id}/reclaim", responses=responses(400, 404, 409))
+def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = TaskId,
+            board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board, task_id)
+    reason = data.reason if data else None
+    return Json(runs.reclaim(state(request).db, slug, task_id, reason=reason, actor=who.name))
+
+
+def _llm_action(request: Request, who: Principal, board: str | None, task_id: str, kind: str) -> Response:
+    slug = write_board(request, who, board, task_id)
+    st = state(request)
+    task = st.db.read(lambda tx: _task_status(tx, slug, task_id))
+    if task != states.TRIAGE:
+        raise InvalidInput(f"task {task_id} is {task}; only a triage task can be {kind.rstrip('e')}ed")
+    if not st.settings.llm_base_url:
+        return Json({"ok": False, "task_id": task_id,
+                     "reason": f"no LLM configured: set AGENTBOARD_LLM_BASE_URL (and AGENTBOARD_LLM_MODEL) to {kind} tasks"})
+    fn = _agent_helper(kind)
+    if fn is None:
+        return Json({"ok": False, "task_id": task_id, "reason": f"{kind} is not available in this installation"})
+    out = fn(st.db, slug, task_id, settings=st.settings, actor=who.name)
+    if isinstance(out, dict):
+        out.setdefault("ok", True)
+        return Json(out)
+    return Json({"ok": True, "task": out})
+
+
+def _task_status(tx: Any, board: str, task_id: str) -> str:
+    from ...kernel.common import get_task
+
+    return str(get_task(tx, board, task_id)["status"])
+
+
+def _agent_helper(kind: str) -> Any:
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"agentboard.agents.{kind}")
+    except ImportError:
+        return None
+    return getattr(mod, kind, None)
+
+
+@router.post("/tasks/{task_id}/specify", responses=responses(400, 404, 409, 503))
+def specify(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+            who: Principal = Depends(current)) -> Response:
+    """Rewrite a triage one-liner with the LLM; ``{ok: false, reason}`` when there is none."""
+    return _llm_action(request, who, board, task_id, "specify")
+
+
+@router.post("/tasks/{task_id}/decompose", responses=responses(400, 404, 409, 503))
+def decompose(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+              who: Principal = Depends(current)) -> Response:
+    """Split a triage task into linked children with the LLM; ``{ok: false, reason}`` when there is none."""
+    return _llm_action(request, who, board, task_id, "decompose")
+
+
+@router.get("/tasks/{task_id}/log", responses=responses(400, 404))
+def worker_log(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+               run_id: int | None = Query(default=None, ge=1),
+               tail: int = Query(default=64 * 1024, ge=1, le=4 * 1024 * 1024),
+               who: Principal = Depends(current)) -> Response:
+    """The tail of the worker's log (the latest run with a log, or ``run_id``)."""
+    slug = read_board(request, who, board)
+    all_runs = runs_of(request, slug, task_id)
+    chosen = None
+    for run in reversed(all_runs):
+        if run_id is not None and run["id"] != run_id:
+            continue
+        if run_id is not None or run.get("log_path"):
+            chosen = run
+            break
+    if run_id is not None and chosen is None:
+        raise NotFound(f"no run {run_id} of task {task_id}")
+    out: dict[str, Any] = {"task_id": task_id, "run_id": chosen["id"] if chosen else None,
+                           "path": None, "size": 0, "truncated": False, "text": ""}
+    path = chosen.get("log_path") if chosen else None
+    if path:
+        out["path"] = path
+        p = Path(path)
+        if p.is_file():
+            size = p.stat().st_size
+            with open(p, "rb") as fh:
+                if size > tail:
+                    fh.seek(size - tail)
+                data = fh.read(tail)
+            out.update(size=size, truncated=size > tail, text=data.decode("utf-8", errors="replace"))
+    return Json(out)
+
+
+def runs_of(request: Request, board: str, task_id: str) -> list[dict[str, Any]]:
+    return queries.runs(state(request).db, board, task_id)
+
+
+@router.get("/tasks/{task_id}/attachments", responses=responses(400, 404))
+def list_attachments(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+                     who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(attachments.list_attachments(state(request).db, slug, task_id))
+
+
+@router.post(
+    "/tasks/{task_id}/attachments", status_code=201, responses=responses(400, 404, 409),
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
+)
+async def upload_attachment(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+                            name: str = Query(min_length=1, max_length=255, description="file name"),
+                            who: Principal = Depends(current)) -> Response:
+    """Attach the raw request body as a file named ``name``."""
+    slug = await run_in_threadpool(write_board, request, who, board, task_id)
+    data = await request.body()
+    st = state(request)
+    out = await run_in_threadpool(
+        lambda: attachments.attach(st.db, slug, task_id, name, home=st.settings.home, name=name,
+                                   data=data, max_bytes=st.settings.attachment_max_bytes,
+                                   actor=who.name))
+    return Json(out, status_code=201)
+
+
+@router.get("/tasks/{task_id}/attachments/{attachment_id}", responses=responses(400, 404),
+            response_class=FileResponse)
+def download_attachment(request: Request, task_id: str = TaskId,
+                        attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = BoardQ,
+                        who: Principal = Depends(current)) -> Response:
+    """The attached file itself (always as a download, never rendered inline)."""
+    slug = read_board(request, who, board)
+    st = state(request)
+    for att in attachments.list_attachments(st.db, slug, task_id):
+        if att["id"] == attachment_id:
+            folder = attachments.attachments_dir(st.settings.home, slug, task_id).resolve()
+            path = Path(att["path"]).resolve()
+            if path.parent != folder or not path.is_file():
+                raise NotFound(f"the file of attachment {attachment_id} is missing")
+            return FileResponse(os.fspath(path), filename=att["name"], media_type="application/octet-stream",
+                                headers={"X-Content-Type-Options": "nosniff"})
+    raise NotFound(f"no attachment {attachment_id} on task {task_id}")
+
+
+__all__ = ["router", "AgentboardError"]

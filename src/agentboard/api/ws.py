@@ -1,0 +1,239 @@
+"""The live event stream: ``WS /api/events?board=&since=``.
+
+One :class:`Hub` per app wakes the sockets of a board when events are committed: at once for
+commits made by this process (the database's commit listener), and within one poll interval
+(50 ms) for commits made by other processes (CLI, workers, other dispatchers), found with a
+cheap range query on the event log. Each socket then reads the events after its own cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from ..domain import model
+from ..domain.errors import AgentboardError, InvalidInput
+from ..kernel import queries
+from ..store.engine import Database
+from .auth import Principal, _headers, authenticate, same_origin, token_from
+
+BATCH = 500
+REVERIFY_EVERY = 5.0
+AUTH_TIMEOUT = 10.0
+
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+CLOSE_INVALID = 4400
+
+
+class Hub:
+    """Wakes the subscribers of a board when that board has new events."""
+
+    def __init__(self, db: Database, poll_interval: float = 0.05) -> None:
+        self.db = db
+        self.poll_interval = poll_interval
+        self.subs: dict[str, set[asyncio.Event]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._last_id: int | None = None
+
+    # -- subscribers ---------------------------------------------------------------------------
+
+    def subscribe(self, board: str) -> asyncio.Event:
+        self._start()
+        wake = asyncio.Event()
+        self.subs.setdefault(board, set()).add(wake)
+        return wake
+
+    def unsubscribe(self, board: str, wake: asyncio.Event) -> None:
+        group = self.subs.get(board)
+        if group is not None:
+            group.discard(wake)
+            if not group:
+                del self.subs[board]
+
+    def wake(self, boards: set[str] | list[str]) -> None:
+        for board in boards:
+            for ev in self.subs.get(board, ()):
+                ev.set()
+
+    # -- sources of change ----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.loop is loop and self._poller is not None and not self._poller.done():
+            return
+        if self.loop is None:
+            self.db.add_listener(self._on_commit)
+        self.loop = loop
+        self._poller = loop.create_task(self._poll())
+
+    def _on_commit(self, boards: set[str]) -> None:
+        """Called in the writing thread right after a commit of this process."""
+        loop = self.loop
+        if loop is None or loop.is_closed() or not self.subs:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self.wake, set(boards))
+
+    def _changed(self) -> list[str]:
+        def _q(tx: Any) -> list[dict[str, Any]]:
+            if self._last_id is None:
+                return tx.all("SELECT '' AS board, COALESCE(MAX(id), 0) AS m FROM task_events")
+            return tx.all("SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board",
+                          {"c": self._last_id})
+
+        rows = self.db.read(_q)
+        first = self._last_id is None
+        for r in rows:
+            self._last_id = max(self._last_id or 0, int(r["m"] or 0))
+        return [] if first else [r["board"] for r in rows]
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            if not self.subs:
+                continue
+            try:
+                boards = await anyio.to_thread.run_sync(self._changed)
+            except Exception:  # a busy or briefly unreachable database: try again next tick
+                continue
+            if boards:
+                self.wake(boards)
+
+    def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+        self.db.remove_listener(self._on_commit)
+        self.loop = None
+
+
+def _event_out(e: dict[str, Any]) -> dict[str, Any]:
+    return {"id": e["id"], "task_id": e["task_id"], "run_id": e["run_id"], "kind": e["kind"],
+            "payload": e["payload"], "actor": e.get("actor"), "created_at": e["created_at"]}
+
+
+async def _close(ws: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(Exception):
+        await ws.close(code=code, reason=reason)
+
+
+async def _first_message_token(ws: WebSocket) -> str | None:
+    """A client that cannot set headers or query strings may send ``{"token": "…"}`` first."""
+    try:
+        with anyio.fail_after(AUTH_TIMEOUT):
+            text = await ws.receive_text()
+    except (TimeoutError, WebSocketDisconnect, KeyError, RuntimeError):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data.get("token") if isinstance(data, dict) and isinstance(data.get("token"), str) else None
+
+
+async def events_socket(ws: WebSocket) -> None:
+    state = ws.app.state.ab
+    db: Database = state.db
+    hub: Hub = state.hub
+    await ws.accept()
+    headers = _headers(ws.scope)
+    token, via_cookie = token_from(headers, dict(ws.query_params))
+    if token is None:
+        token = await _first_message_token(ws)
+    try:
+        who: Principal = await anyio.to_thread.run_sync(authenticate, db, token, via_cookie)
+    except AgentboardError:
+        await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
+        return
+    if via_cookie and headers.get("origin") and not same_origin(headers, "http"):
+        await _close(ws, CLOSE_FORBIDDEN, "FORBIDDEN")
+        return
+    try:
+        raw_board = ws.query_params.get("board")
+        board = model.board_slug(raw_board) if raw_board else who.default_board
+        raw_since = ws.query_params.get("since")
+        since = int(raw_since) if raw_since not in (None, "") else None
+        if since is not None and since < 0:
+            raise ValueError
+    except (InvalidInput, ValueError):
+        await _close(ws, CLOSE_INVALID, "INVALID_INPUT")
+        return
+    if not who.sees(board):
+        await _close(ws, CLOSE_FORBIDDEN, "FORBIDDEN")
+        return
+    try:
+        await anyio.to_thread.run_sync(state.require_board, board)
+    except AgentboardError:
+        await _close(ws, CLOSE_NOT_FOUND, "NOT_FOUND")
+        return
+
+    wake = hub.subscribe(board)
+    receiver = asyncio.ensure_future(_drain(ws))
+    try:
+        if since is None:
+            cursor = await anyio.to_thread.run_sync(queries.last_event_id, db, board)
+            await ws.send_text(json.dumps({"events": [], "cursor": cursor}))
+        else:
+            cursor = since
+            sent = await _flush(ws, db, board, cursor, always=True)
+            cursor = sent
+        checked = time.monotonic()
+        while True:
+            waiter = asyncio.ensure_future(wake.wait())
+            done, _ = await asyncio.wait({waiter, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            if receiver in done:
+                waiter.cancel()
+                break
+            wake.clear()
+            if time.monotonic() - checked > REVERIFY_EVERY:
+                checked = time.monotonic()
+                try:
+                    await anyio.to_thread.run_sync(authenticate, db, token, via_cookie)
+                except AgentboardError:
+                    await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
+                    break
+            cursor = await _flush(ws, db, board, cursor)
+    except (WebSocketDisconnect, RuntimeError, ConnectionError):
+        pass
+    finally:
+        hub.unsubscribe(board, wake)
+        receiver.cancel()
+        if ws.application_state == WebSocketState.CONNECTED and ws.client_state == WebSocketState.CONNECTED:
+            await _close(ws, 1000, "")
+
+
+async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always: bool = False) -> int:
+    """Send every event after ``cursor`` (in batches); return the new cursor."""
+    while True:
+        rows = await anyio.to_thread.run_sync(_events_after, db, board, cursor)
+        if rows:
+            cursor = int(rows[-1]["id"])
+        if rows or always:
+            await ws.send_text(json.dumps({"events": [_event_out(r) for r in rows], "cursor": cursor},
+                                          default=str, separators=(",", ":")))
+            always = False
+        if len(rows) < BATCH:
+            return cursor
+
+
+def _events_after(db: Database, board: str, cursor: int) -> list[dict[str, Any]]:
+    return queries.events_after(db, board, cursor, limit=BATCH)
+
+
+async def _drain(ws: WebSocket) -> None:
+    """Read (and ignore) client messages until the client goes away."""
+    try:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+    except Exception:
+        return
