@@ -1,0 +1,183 @@
+"""Dispatcher commands: ``dispatch`` (one pass), ``dispatcher`` (the loop), ``log``, ``gc``, ``demo``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .common import board_option, db, emit_json, handle_errors, json_option, resolve_board, settings
+
+
+def _print_pass(rep: dict[str, Any]) -> None:
+    if rep.get("skipped_boards"):
+        click.echo(f"skipped board(s) {', '.join(rep['skipped_boards'])}: {rep.get('skipped_reason')}")
+    for s in rep.get("spawned", []):
+        click.echo(f"spawned {s['task']} ({s['profile']}) run {s['run_id']} pid {s['pid']} in {s['workspace']}")
+    for s in rep.get("would_spawn", []):
+        click.echo(f"would spawn {s['task']} ({s['profile']}, priority {s['priority']}): {s['title']}")
+    for f in rep.get("spawn_failed", []):
+        click.echo(f"could not start {f['task']}: {f['error']}" + (" (systemic: blocked)" if f["systemic"] else ""))
+    for s in rep.get("skipped", []):
+        click.echo(f"skipped {s.get('task', '')}: {s['reason']}".replace("skipped : ", "skipped: "))
+    counts = {k: rep.get(k, 0) for k in ("exits", "timeouts", "stale", "reclaimed", "extended", "promoted")}
+    busy = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    if busy:
+        click.echo(busy)
+    if not any((rep.get("spawned"), rep.get("would_spawn"), rep.get("spawn_failed"), rep.get("skipped"),
+                rep.get("skipped_boards"), busy)):
+        click.echo("nothing to do")
+
+
+@click.command("dispatch")
+@click.option("--dry-run", is_flag=True, help="show what would be started, change nothing")
+@click.option("--max", "max_spawn", type=int, default=None, metavar="N", help="start at most N workers")
+@click.option("--all-boards", is_flag=True, help="every board, not just the current one")
+@board_option
+@json_option
+@handle_errors
+def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str | None, as_json: bool) -> None:
+    """One dispatcher pass now: handle exits and expired claims, then start ready tasks."""
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    boards = None if all_boards else [resolve_board(board)]
+    d = Dispatcher(db(), settings(), boards=boards)
+    rep = d.run_pass(max_spawn=max_spawn, dry_run=dry_run)
+    d.wait_idle(timeout=60)
+    if as_json:
+        emit_json(rep)
+    else:
+        _print_pass(rep)
+
+
+@click.command("dispatcher")
+@click.option("--board", "boards", multiple=True, metavar="SLUG", help="only these boards (default: all)")
+@click.option("--interval", type=float, default=None, help="fallback pass interval in seconds (default 60)")
+@click.option("--quiet", is_flag=True, help="log only warnings")
+@handle_errors
+def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> None:
+    """Run the dispatcher until SIGTERM/SIGINT; workers keep running when it stops."""
+    import logging
+    import signal
+    import threading
+
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    s = settings()
+    if interval:
+        s.dispatch_interval = interval
+    d = Dispatcher(db(), s, boards=list(boards) or None)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    click.echo(f"dispatcher on {s.url if not s.is_sqlite else s.home} as host {d.host} "
+               f"(max_parallel {s.max_parallel}); Ctrl-C to stop", err=True)
+    d.start()
+    try:
+        while not done.wait(0.5):
+            pass
+    finally:
+        d.stop()
+        click.echo(f"dispatcher stopped; {len([w for w in d.workers.values() if not w.exited])} worker(s) "
+                   "left running will be picked up by the next dispatcher", err=True)
+
+
+@click.command("log")
+@click.argument("task_id", required=False, metavar="ID")
+@click.option("--tail", "tail", type=int, default=None, metavar="BYTES", help="only the last BYTES")
+@click.option("--run", "run_no", type=int, default=None, metavar="N", help="the log of attempt N")
+@board_option
+@handle_errors
+def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
+    """Print the worker log of a task's latest (or --run N) run."""
+    import os
+    from pathlib import Path
+
+    from agentboard.domain.errors import NotFound
+    from agentboard.kernel import queries
+
+    task_id = task_id or os.environ.get("AGENTBOARD_TASK")
+    if not task_id:
+        raise click.UsageError("give a task id")
+    slug = resolve_board(board)
+    runs = queries.runs(db(), slug, task_id)
+    chosen = [r for r in runs if not r.get("synthetic")]
+    if run_no is not None:
+        chosen = [r for r in chosen if r.get("attempt") == run_no or r.get("id") == run_no]
+        if not chosen:
+            raise NotFound(f"task {task_id} has no run {run_no}; see `agentboard runs {task_id}`")
+    path = None
+    for r in reversed(chosen):
+        if r.get("log_path"):
+            path = Path(r["log_path"])
+            break
+    if path is None:
+        from agentboard.dispatch.spawn import log_path as default_log
+
+        path = default_log(settings().home, slug, task_id)
+    if not path.exists():
+        raise NotFound(f"no worker log for {task_id} yet (expected at {path})")
+    data = path.read_bytes()
+    if run_no is not None and chosen:
+        marker = f"=== run {chosen[-1]['id']} of ".encode()
+        start = data.find(marker)
+        if start >= 0:
+            nxt = data.find(b"\n=== run ", start + 1)
+            data = data[start: nxt + 1 if nxt >= 0 else len(data)]
+    if tail:
+        data = data[-tail:]
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+@click.command("gc")
+@click.option("--event-retention-days", type=int, default=None, metavar="N",
+              help="prune events of finished tasks older than N days (default: setting, 30)")
+@click.option("--log-retention-days", type=int, default=None, metavar="N",
+              help="remove worker logs older than N days (default: setting, 30)")
+@click.option("--all-boards", is_flag=True, help="every board, not just the current one")
+@board_option
+@json_option
+@handle_errors
+def gc(event_retention_days: int | None, log_retention_days: int | None, all_boards: bool, board: str | None,
+       as_json: bool) -> None:
+    """Remove finished tasks' scratch workspaces, old logs and old events (never a dirty worktree)."""
+    from agentboard.dispatch import gc as gcmod
+
+    s = settings()
+    rep = gcmod.collect(
+        db(), s.home, boards=None if all_boards else [resolve_board(board)],
+        log_retention_days=log_retention_days if log_retention_days is not None else s.log_retention_days,
+        event_retention_days=event_retention_days if event_retention_days is not None else s.event_retention_days,
+    )
+    if as_json:
+        emit_json(rep)
+        return
+    click.echo(f"removed {len(rep['workspaces_removed'])} scratch workspace(s), "
+               f"{len(rep['worktrees_removed'])} worktree(s), {rep['logs_removed']} log(s); "
+               f"pruned {rep['events_pruned']} event(s)")
+    for k in rep["kept"]:
+        click.echo(f"kept {k['path']}: {k['why']}")
+
+
+@click.command("demo")
+@click.option("--home", "home_dir", default=None, metavar="DIR", help="where to put the demo home (default: a new temp folder)")
+@click.option("--timeout", type=float, default=120.0, help="give up after this many seconds")
+@json_option
+@handle_errors
+def demo(home_dir: str | None, timeout: float, as_json: bool) -> None:
+    """A self-contained run: three script agents, a fan-out/fan-in graph, no network, no LLM."""
+    from agentboard.demo.run import run_demo
+
+    out = run_demo(home_dir, timeout=timeout, echo=None if as_json else click.echo)
+    if as_json:
+        emit_json(out)
+    if not out["ok"]:
+        sys.exit(1)

@@ -1,0 +1,85 @@
+"""Bounding retries beyond the per-task counter: systemic failures and respawn guards.
+
+The per-task circuit breaker (``consecutive_failures`` against ``max_retries`` / the board's
+``failure_limit`` / the global one, and three protocol violations in a row) lives in the kernel
+(``runs.fail``). Here:
+
+- :func:`fingerprint`: an error with ids, paths and numbers masked, so that several tasks failing
+  in one pass with the same fingerprint (e.g. a missing binary) are recognised as one systemic
+  failure and blocked at once instead of each burning its retries;
+- :func:`guard`: reasons not to respawn a ready task now (logged as ``respawn_guarded``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+SYSTEMIC_MIN = 3
+
+_MASKS = (
+    (re.compile(r"\bt_[0-9a-f]{8}\b"), "<task>"),
+    (re.compile(r"/[^\s'\"]*"), "<path>"),
+    (re.compile(r"\b\d+(\.\d+)?\b"), "<n>"),
+)
+
+
+def fingerprint(error: str | None) -> str:
+    text = (error or "").strip().lower()
+    for rx, repl in _MASKS:
+        text = rx.sub(repl, text)
+    return text[:300]
+
+
+def systemic_groups(failures: list[tuple[Any, str]], minimum: int = SYSTEMIC_MIN) -> tuple[list[tuple[Any, str]], list[tuple[Any, str]]]:
+    """Split ``(item, error)`` failures into (systemic, individual) by shared fingerprint."""
+    groups: dict[str, list[tuple[Any, str]]] = {}
+    for item, err in failures:
+        groups.setdefault(fingerprint(err), []).append((item, err))
+    systemic: list[tuple[Any, str]] = []
+    single: list[tuple[Any, str]] = []
+    for members in groups.values():
+        (systemic if len(members) >= minimum else single).extend(members)
+    return systemic, single
+
+
+_AUTH = re.compile(
+    r"\b(401|403|429)\b|unauthori[sz]ed|forbidden|authentication|invalid api key|api key|quota|"
+    r"rate.?limit|usage limit|billing|credit balance|too many requests",
+    re.I,
+)
+_PR = re.compile(r"https?://\S+/pull/\d+|https?://\S+/merge_requests/\d+|\bPR #\d+|\bpull request #?\d+", re.I)
+_AGENT_ACTORS = {None, "", "dispatcher", "worker", "supervisor", "agent", "system"}
+
+
+def auth_like(error: str | None) -> bool:
+    return bool(error) and bool(_AUTH.search(error or ""))
+
+
+def guard(task: dict[str, Any], *, profiles: set[str], comments: Any = None, reopened: Any = None,
+          now: float | None = None) -> str | None:
+    """Why ``task`` must not be respawned now, or None.
+
+    ``comments(task_id, since)`` and ``reopened(task_id)`` are called only when the cheap facts
+    on the row say they may matter.
+    """
+    now = now or time.time()
+    if int(task.get("consecutive_failures") or 0) > 0 and auth_like(task.get("last_failure_error")):
+        return ("the last failure looks like an auth, quota or rate-limit error "
+                f"({(task.get('last_failure_error') or '')[:200]}); fix it, then reclaim or unblock the task")
+    last_comment = task.get("last_comment_at")
+    if task.get("last_outcome") in ("completed", "approved") and reopened is not None:
+        ev = reopened(task["id"])
+        if ev is not None and now - float(ev["created_at"]) < 3600:
+            actor = ev.get("actor")
+            human = actor not in _AGENT_ACTORS and actor not in profiles
+            newer_comment = last_comment is not None and float(last_comment) > float(ev["created_at"]) - 1
+            if not human and not newer_comment:
+                return ("it completed less than an hour ago and was reopened by an agent without a new "
+                        "human signal; comment on it or reopen it yourself to run it again")
+    if last_comment is not None and now - float(last_comment) < 86400 and comments is not None:
+        for c in comments(task["id"], now - 86400):
+            if _PR.search(c.get("body") or ""):
+                return "a recent comment mentions an open pull request; review or close it, then reclaim the task"
+    return None

@@ -1,0 +1,155 @@
+"""Is a worker alive? Stopping a worker's whole process group.
+
+A worker started by this process is a child: its exit status comes from ``Popen.poll``. A
+worker started by an earlier dispatcher process is checked by pid: ``os.kill(pid, 0)`` plus
+``/proc/<pid>/stat`` (a zombie counts as gone, and a pid whose process started after the run
+began belongs to someone else: pids are reused).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_boot_time: float | None = None
+
+
+def _btime() -> float | None:
+    global _boot_time
+    if _boot_time is None:
+        try:
+            for line in Path("/proc/stat").read_text().splitlines():
+                if line.startswith("btime "):
+                    _boot_time = float(line.split()[1])
+                    break
+        except OSError:
+            return None
+    return _boot_time
+
+
+def _stat(pid: int) -> tuple[str, float | None] | None:
+    """(state letter, start time as epoch seconds) from /proc, or None when unavailable."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return ("X", None)
+    except OSError:
+        return None
+    tail = raw[raw.rfind(")") + 2:].split()
+    state = tail[0] if tail else "?"
+    start = None
+    bt = _btime()
+    if bt is not None and len(tail) > 19:
+        try:
+            start = bt + int(tail[19]) / _CLK_TCK
+        except ValueError:
+            start = None
+    return state, start
+
+
+def pid_alive(pid: int | None, *, started_after: float | None = None) -> bool:
+    """True when ``pid`` is a live (non-zombie) process that could be the worker.
+
+    ``started_after``: when the run was claimed; a process that started clearly later is a
+    different process that reused the pid.
+    """
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    st = _stat(pid)
+    if st is None:
+        return True
+    state, start = st
+    if state in ("Z", "X", "x"):
+        return False
+    if started_after is not None and start is not None and start > started_after + 5.0:
+        return False
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the worker's process group (its own session), falling back to the pid."""
+    try:
+        os.killpg(pid, sig)
+        return
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        pass
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
+                started_after: float | None = None) -> bool:
+    """SIGTERM the worker's process group, wait up to ``grace``, then SIGKILL it.
+
+    Returns True when the worker (and its group) is gone, False when it survived SIGKILL
+    (e.g. stuck in uninterruptible I/O): the caller must not start a duplicate then.
+    """
+    def gone() -> bool:
+        if proc is not None:
+            poll = getattr(proc, "poll")
+            if poll() is None:
+                return False
+        elif pid_alive(pid, started_after=started_after):
+            return False
+        return not _group_has_live(pid)
+
+    if gone():
+        return True
+    signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    delay = 0.005
+    while time.monotonic() < deadline:
+        if gone():
+            return True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        if gone():
+            return True
+        time.sleep(0.02)
+    return gone()
+
+
+def _group_has_live(pgid: int) -> bool:
+    """True when some non-zombie process is still in process group ``pgid``."""
+    if not group_alive(pgid):
+        return False
+    proc = Path("/proc")
+    if not proc.exists():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        tail = raw[raw.rfind(")") + 2:].split()
+        if len(tail) > 2 and tail[2] == str(pgid) and tail[0] not in ("Z", "X", "x"):
+            return True
+    return False

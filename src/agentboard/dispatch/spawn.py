@@ -1,0 +1,155 @@
+"""Starting a worker process: its environment, its log file, its own session."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# variables of the dispatcher that a worker must never inherit
+_SECRET_NAMES = re.compile(
+    r"^(AGENTBOARD_(TOKEN|API_TOKEN|ADMIN_TOKEN|SESSION.*|.*SECRET.*|.*PASSWORD.*|LLM_API_KEY|DATABASE_URL|TASK|RUN_ID|"
+    r"BOARD|WORKSPACE|TENANT|BRANCH|API_URL|PROFILE|ACTOR)|PGPASSWORD|PGPASSFILE)$"
+)
+_LOG_KEEP = 3
+
+
+def bin_dirs() -> list[str]:
+    """Folders that must be on a worker's PATH so ``agentboard`` worker verbs resolve."""
+    out: list[str] = []
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 and os.path.basename(argv0).startswith("agentboard"):
+        out.append(os.path.dirname(os.path.abspath(argv0)))
+    found = shutil.which("agentboard")
+    if found:
+        out.append(os.path.dirname(found))
+    out.append(os.path.dirname(sys.executable))
+    seen: list[str] = []
+    for d in out:
+        if d and d not in seen:
+            seen.append(d)
+    return seen
+
+
+def worker_env(
+    settings: Any, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
+    profile: dict[str, Any], api_url: str | None = None, token: str | None = None,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAMES.match(k)}
+    dirs = bin_dirs()
+    path = env.get("PATH", os.defpath)
+    parts = path.split(os.pathsep)
+    env["PATH"] = os.pathsep.join([d for d in dirs if d not in parts] + parts)
+    env["AGENTBOARD_TASK"] = task["id"]
+    env["AGENTBOARD_RUN_ID"] = str(run_id)
+    env["AGENTBOARD_BOARD"] = board
+    env["AGENTBOARD_WORKSPACE"] = str(workspace)
+    env["AGENTBOARD_PROFILE"] = str(profile.get("name") or task.get("assignee") or "")
+    if task.get("tenant"):
+        env["AGENTBOARD_TENANT"] = str(task["tenant"])
+    if branch:
+        env["AGENTBOARD_BRANCH"] = branch
+    env["AGENTBOARD_HOME"] = str(settings.home)
+    if api_url and token:
+        env["AGENTBOARD_API_URL"] = api_url
+        env["AGENTBOARD_TOKEN"] = token
+    if settings.database_url and not (api_url and token):
+        # workers without an API token reach the database directly (the URL, as configured)
+        env["AGENTBOARD_DATABASE_URL"] = settings.database_url
+    for k, v in (profile.get("env") or {}).items():
+        env[str(k)] = str(v)
+    return env
+
+
+def log_path(home: Path, board: str, task_id: str) -> Path:
+    return home / "boards" / board / "logs" / f"{task_id}.log"
+
+
+def open_log(path: Path, max_bytes: int) -> tuple[Any, int]:
+    """Open the task's log for appending, rotating it first when it is past the size cap.
+
+    Returns the file and the offset this run's output starts at.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    if max_bytes and size >= max_bytes:
+        for i in range(_LOG_KEEP - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{i}")
+            if older.exists():
+                older.replace(path.with_name(f"{path.name}.{i + 1}"))
+        path.replace(path.with_name(f"{path.name}.1"))
+        size = 0
+    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - handed to the child
+    return fh, size
+
+
+@dataclass
+class Worker:
+    """A worker process this dispatcher started (its child)."""
+
+    board: str
+    task_id: str
+    run_id: int
+    proc: subprocess.Popen[bytes]
+    profile: dict[str, Any]
+    workspace: Path
+    log_path: Path
+    log_offset: int
+    started: float = field(default_factory=time.time)
+    attempt: int = 0
+    deadline: float | None = None
+    exit_code: int | None = None
+    exited: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> bool:
+        """Reap: True once the process has exited (its status is then in ``exit_code``)."""
+        if not self.exited:
+            code = self.proc.poll()
+            if code is not None:
+                self.exit_code = code
+                self.exited = True
+        return self.exited
+
+
+def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max_bytes: int,
+          header: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    fh, offset = open_log(log, log_max_bytes)
+    try:
+        if header:
+            fh.write(header.encode() + b"\n")
+            offset += len(header.encode()) + 1
+        proc = subprocess.Popen(
+            argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        fh.close()
+    return proc, offset
+
+
+def log_tail(path: Path | None, since: int = 0, limit: int = 600) -> str:
+    if path is None:
+        return ""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            fh.seek(max(since, size - limit))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln for ln in data.strip().splitlines() if ln.strip() and not ln.startswith("=== run ")]
+    return "\n".join(lines[-8:])[-limit:]

@@ -1,0 +1,134 @@
+"""Board target directories: validation of ``boards create … --workdir DIR``.
+
+``linked-new``: an absolute path that does not exist yet or is an empty folder (created here).
+``linked-existing``: take over an existing folder, validated once: it exists and is a
+directory; it is not a system or sensitive location; it is not another board's target; and if
+it is a git repository, its working tree is clean (so an agent's commit cannot sweep up the
+owner's uncommitted edits).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import Conflict, InvalidInput
+from . import gitutil
+
+MODES = ("linked-new", "linked-existing")
+
+_SYSTEM = (
+    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/home", "/Users", "/System",
+    "/Library", "/Applications", "/private", "/snap", "/mnt", "/media",
+)
+_SENSITIVE_IN_HOME = (".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker", ".agentboard", ".local", ".cache")
+_SYSTEM_TREES = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/lib")
+
+
+def _user_home() -> Path:
+    return Path(os.path.expanduser("~")).absolute()
+
+
+def sensitive_reason(path: Path, agentboard_home: Path | None = None) -> str | None:
+    """Why ``path`` must not be a board's target directory, or None when it may be."""
+    p = str(path)
+    real = os.path.realpath(p)
+    for cand in {p, real}:
+        if cand in _SYSTEM:
+            return f"{cand} is a system location"
+        for tree in _SYSTEM_TREES:
+            if cand.startswith(tree + "/"):
+                return f"{cand} is inside the system folder {tree}"
+    home = _user_home()
+    if real in (str(home), os.path.realpath(str(home))):
+        return f"{p} is your home folder itself; pick a project folder inside it"
+    for name in _SENSITIVE_IN_HOME:
+        s = home / name
+        if real == str(s) or real.startswith(str(s) + "/") or p == str(s) or p.startswith(str(s) + "/"):
+            return f"{p} is inside {s}, which holds credentials or settings"
+    if agentboard_home is not None:
+        ah = os.path.realpath(str(agentboard_home))
+        if real == ah or real.startswith(ah + "/") or ah.startswith(real + "/"):
+            return f"{p} overlaps the agentboard home {agentboard_home}"
+    return None
+
+
+def _other_board(db: Any, path: str, board: str | None) -> str | None:
+    def _r(tx: Any) -> str | None:
+        row = tx.one(
+            "SELECT slug FROM boards WHERE default_workdir = :w AND archived = 0 AND slug != :b",
+            {"w": path, "b": board or ""},
+        )
+        return row["slug"] if row else None
+    return db.read(_r) if db is not None else None
+
+
+def validate_target(db: Any, path: str, mode: str | None = None, board: str | None = None,
+                    *, home: Path | None = None, create: bool = True) -> str:
+    """Check a board target directory; return its normalized absolute path.
+
+    ``mode`` None picks ``linked-existing`` when the folder exists, else ``linked-new``.
+    Raises :class:`InvalidInput` (or :class:`Conflict` when another board already owns it)
+    with the reason.
+    """
+    if not path or not str(path).strip():
+        raise InvalidInput("the target directory is empty: give an absolute path")
+    raw = os.path.expanduser(str(path).strip())
+    if not os.path.isabs(raw):
+        raise InvalidInput(f"target directory {path!r} is relative: give an absolute path")
+    if ".." in raw.split(os.sep):
+        raise InvalidInput(f"target directory {path!r} contains '..': give a plain absolute path")
+    norm = os.path.normpath(raw)
+    p = Path(norm)
+    if mode is None:
+        mode = "linked-existing" if p.exists() else "linked-new"
+    if mode not in MODES:
+        raise InvalidInput(f"unknown target mode {mode!r}: use linked-new or linked-existing")
+    if home is None and db is not None:
+        home = getattr(db, "home", None)
+    why = sensitive_reason(p, home)
+    if why:
+        raise InvalidInput(f"cannot use {norm} as a target directory: {why}")
+    other = _other_board(db, norm, board)
+    if other:
+        raise Conflict(f"{norm} is already the target directory of board {other!r}")
+    if mode == "linked-new":
+        if p.exists():
+            if not p.is_dir():
+                raise InvalidInput(f"{norm} exists and is not a directory")
+            if any(p.iterdir()):
+                raise InvalidInput(
+                    f"{norm} is not empty; use --workdir-mode linked-existing to take over an existing folder"
+                )
+        elif create:
+            try:
+                p.mkdir(parents=True)
+            except OSError as exc:
+                raise InvalidInput(f"cannot create target directory {norm}: {exc.strerror or exc}") from None
+        return norm
+    # linked-existing
+    if not p.exists():
+        raise InvalidInput(f"{norm} does not exist; create it first or use linked-new")
+    if not p.is_dir():
+        raise InvalidInput(f"{norm} is not a directory")
+    if not os.access(norm, os.R_OK | os.W_OK | os.X_OK):
+        raise InvalidInput(f"{norm} is not readable and writable by you")
+    top = gitutil.toplevel(p)
+    if top is not None:
+        try:
+            dirty = gitutil.status_lines(top)
+        except gitutil.GitError as exc:
+            raise InvalidInput(f"{norm} is in a git repository that git cannot read: {exc}") from None
+        if dirty:
+            sample = ", ".join(ln[3:] for ln in dirty[:3])
+            raise InvalidInput(
+                f"{norm} is a git repository with uncommitted changes ({len(dirty)} path(s): {sample}); "
+                "commit or stash them first so an agent's commit cannot sweep them up"
+            )
+    return norm
+
+
+def is_git_target(path: str | None) -> bool:
+    return bool(path) and gitutil.toplevel(str(path)) is not None

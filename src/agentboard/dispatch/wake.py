@@ -1,0 +1,89 @@
+"""Wake-up: run a pass as soon as something changes, not at the next tick.
+
+Sources: commits in this process (``db.add_listener``), a worker process of ours exiting, and
+changes by other processes — on SQLite a cheap poll of ``PRAGMA data_version`` on a dedicated
+connection (it changes whenever another connection commits), on PostgreSQL ``LISTEN
+agentboard_events`` (every event-writing transaction notifies). The dispatch interval is only
+the fallback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+SQLITE_POLL = 0.02
+
+
+class Waker:
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self._flag = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener = lambda _boards: self._flag.set()
+
+    def set(self) -> None:
+        self._flag.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until woken or ``timeout``; True when woken. Clears the flag."""
+        woke = self._flag.wait(max(0.0, timeout))
+        self._flag.clear()
+        return woke
+
+    def start(self) -> None:
+        self.db.add_listener(self._listener)
+        target = self._listen_pg if self.db.dialect == "postgresql" else self._poll_sqlite
+        self._thread = threading.Thread(target=target, name="agentboard-wake", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.db.remove_listener(self._listener)
+        self._flag.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3)
+
+    # -- SQLite ------------------------------------------------------------------------------
+
+    def _poll_sqlite(self) -> None:
+        path = self.db.engine.url.database
+        conn: sqlite3.Connection | None = None
+        last = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = sqlite3.connect(path, timeout=5, check_same_thread=False, isolation_level=None)
+                value = conn.execute("PRAGMA data_version").fetchone()[0]
+                if last is not None and value != last:
+                    self._flag.set()
+                last = value
+            except sqlite3.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                last = None
+                self._flag.set()
+            self._stop.wait(SQLITE_POLL)
+        if conn is not None:
+            conn.close()
+
+    # -- PostgreSQL --------------------------------------------------------------------------
+
+    def _listen_pg(self) -> None:
+        import psycopg
+
+        url = self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute("LISTEN agentboard_events")
+                    self._flag.set()  # changes made while we were not listening
+                    while not self._stop.is_set():
+                        for _n in conn.notifies(timeout=0.5, stop_after=64):
+                            self._flag.set()
+            except Exception:
+                self._flag.set()
+                self._stop.wait(1.0)

@@ -1,0 +1,174 @@
+"""Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
+
+- :func:`running` — every running task (optionally of some boards) with its current run.
+- :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
+  guards need.
+- :func:`claim_batch` — claim several chosen ready tasks in one transaction
+  (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so competing dispatchers skip each other's rows).
+- :func:`promote_pending` — the promotion safety net: todo tasks whose parents are all done.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..store.engine import Database, Row, Tx
+from .common import default_assignee
+from .runs import _claim
+
+_RUNNING = (
+    "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, "
+    "t.last_heartbeat_at, t.max_runtime_seconds, t.workspace_kind, t.workspace_path, t.branch_name, "
+    "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace "
+    "FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id WHERE t.status = 'running'"
+)
+
+
+def _in(prefix: str, values: list[Any], params: dict[str, Any]) -> str:
+    names = {f"{prefix}{i}": v for i, v in enumerate(values)}
+    params.update(names)
+    return "(" + ", ".join(":" + k for k in names) + ")"
+
+
+def running(db: Database, boards: list[str] | None = None) -> list[Row]:
+    def _r(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {}
+        sql = _RUNNING
+        if boards is not None:
+            if not boards:
+                return []
+            sql += " AND t.board IN " + _in("b", boards, params)
+        return tx.all(sql, params)
+    return db.read(_r)
+
+
+def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
+    """Ready tasks out of cooldown, highest priority first, then oldest."""
+    def _r(tx: Tx) -> list[Row]:
+        rows = tx.all(
+            "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.completed_at, "
+            "t.consecutive_failures, t.last_failure_error, t.last_outcome, t.workspace_kind, "
+            "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, "
+            "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "
+            "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
+            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' "
+            "AND (t.cooldown_until IS NULL OR t.cooldown_until <= :now) "
+            "ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
+            {"b": board, "now": time.time(), "n": limit},
+        )
+        if rows and any(not r["assignee"] for r in rows):
+            fallback = default_assignee(tx, board)
+            for r in rows:
+                if not r["assignee"]:
+                    r["default_assignee"] = fallback
+        return rows
+    return db.read(_r)
+
+
+def last_runs(db: Database, run_ids: list[int]) -> dict[int, Row]:
+    """Pid, host, outcome and times of the given runs (for stopping a previous worker)."""
+    ids = [int(r) for r in run_ids if r is not None]
+    if not ids:
+        return {}
+    def _r(tx: Tx) -> dict[int, Row]:
+        params: dict[str, Any] = {}
+        rows = tx.all(
+            "SELECT id, task_id, status, outcome, worker_pid, worker_host, started_at, ended_at, error "
+            "FROM task_runs WHERE id IN " + _in("r", ids, params),
+            params,
+        )
+        return {int(r["id"]): r for r in rows}
+    return db.read(_r)
+
+
+def recent_comments(db: Database, task_id: str, since: float) -> list[Row]:
+    def _r(tx: Tx) -> list[Row]:
+        return tx.all(
+            "SELECT author, body, created_at FROM task_comments WHERE task_id = :t AND created_at >= :s "
+            "ORDER BY id DESC LIMIT 30",
+            {"t": task_id, "s": since},
+        )
+    return db.read(_r)
+
+
+def last_event_of(db: Database, task_id: str, kind: str) -> Row | None:
+    def _r(tx: Tx) -> Row | None:
+        return tx.one(
+            "SELECT actor, created_at, payload FROM task_events WHERE task_id = :t AND kind = :k "
+            "ORDER BY id DESC LIMIT 1",
+            {"t": task_id, "k": kind},
+        )
+    return db.read(_r)
+
+
+def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+    if not ids:
+        return []
+    params: dict[str, Any] = {"b": board}
+    sql = "SELECT id FROM tasks WHERE board = :b AND status = 'ready' AND id IN " + _in("i", ids, params)
+    if tx.db.dialect == "postgresql":
+        sql += " FOR UPDATE SKIP LOCKED"
+    free = {r["id"] for r in tx.all(sql, params)}
+    out = []
+    for task_id in ids:  # keep the caller's order (priority, then age)
+        if task_id not in free:
+            continue
+        res = _claim(tx, board, task_id, ttl, host, None, None, actor)
+        if res["claimed"]:
+            out.append(res)
+    return out
+
+
+def claim_batch(
+    db: Database, board: str, task_ids: list[str], *, ttl: int | None = None, host: str | None = None,
+    actor: str | None = "dispatcher",
+) -> list[Row]:
+    """Claim the given ready tasks in one transaction; tasks someone else holds are skipped."""
+    return db.write(_claim_batch, board, list(task_ids), ttl, host, actor)
+
+
+def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
+    rows = tx.all(
+        "SELECT t.id, t.assignee FROM tasks t WHERE t.board = :b AND t.status = 'todo' AND NOT EXISTS ("
+        " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id "
+        " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) "
+        "ORDER BY t.priority DESC, t.created_at LIMIT :n",
+        {"b": board, "n": limit},
+    )
+    if not rows:
+        return []
+    fallback = default_assignee(tx, board)
+    now = time.time()
+    out = []
+    for row in rows:
+        assignee = row["assignee"] or fallback
+        if not assignee:
+            continue
+        tx.execute(
+            "UPDATE tasks SET status = 'ready', assignee = :a, updated_at = :now WHERE id = :id AND status = 'todo'",
+            {"a": assignee, "now": now, "id": row["id"]},
+        )
+        if tx.rowcount:
+            tx.event(board, row["id"], "promoted", {"by": "dispatcher", "safety_net": True}, actor="dispatcher", at=now)
+            out.append(row["id"])
+    return out
+
+
+def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
+    """Safety net: promote todo tasks whose parents are all done and that have an assignee."""
+    def _has_any(tx: Tx) -> bool:
+        sql = (
+            "SELECT 1 AS x FROM tasks t WHERE t.board = :b AND t.status = 'todo' AND NOT EXISTS ("
+            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id "
+            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
+        )
+        if not default_assignee(tx, board):
+            sql += " AND t.assignee IS NOT NULL"
+        return tx.one(sql + " LIMIT 1", {"b": board}) is not None
+    if not db.read(_has_any):
+        return []
+    return db.write(_promote_pending, board, limit)
+
+
+__all__ = ["claim_batch", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments", "running"]
