@@ -1,0 +1,1 @@
+"""The MCP surface: ``agentboard mcp`` (kanban_* tools on stdio)."""

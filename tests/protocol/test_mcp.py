@@ -1,0 +1,120 @@
+"""`agentboard mcp` driven over stdio by the official MCP client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+def _env(ab: Any, task_id: str | None, run_id: int | None, profile: str = "worker-a", **extra: str) -> dict[str, str]:
+    env = {"AGENTBOARD_HOME": str(ab.settings.home), "AGENTBOARD_BOARD": "default", "AGENTBOARD_PROFILE": profile}
+    if ab.settings.database_url:
+        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+    if task_id:
+        env["AGENTBOARD_TASK"] = task_id
+    if run_id is not None:
+        env["AGENTBOARD_RUN_ID"] = str(run_id)
+    env.update(extra)
+    return env
+
+
+def _session(env: dict[str, str], calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+    """Start `agentboard mcp`, list its tools and make ``calls`` in order."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agentboard", "mcp"], env=env)
+
+    async def main() -> tuple[list[str], list[Any]]:
+        async with Client(params, read_timeout_seconds=60) as client:
+            tools = [t.name for t in (await client.list_tools()).tools]
+            results = [await client.call_tool(name, args) for name, args in calls]
+            return tools, results
+
+    return anyio.run(main)
+
+
+def _data(result: Any) -> dict[str, Any]:
+    return result.structured_content or json.loads(result.content[0].text)
+
+
+def test_show_heartbeat_complete_over_stdio(ab: Any, board: Any) -> None:
+    parent = board.create("design the parser", assignee="worker-a")
+    run = board.claim(parent["id"])
+    board.complete(parent["id"], summary="grammar in docs/grammar.md", run_id=run["run_id"])
+    t = board.create("implement the parser", body="Follow the grammar.", assignee="worker-a", parents=[parent["id"]])
+    run = board.claim(t["id"])
+    tools, (show, hb, empty, done) = _session(_env(ab, t["id"], run["run_id"]), [
+        ("kanban_show", {}),
+        ("kanban_heartbeat", {"note": "halfway"}),
+        ("kanban_complete", {"summary": "   "}),
+        ("kanban_complete", {"summary": "parser implemented", "metadata": {"files": ["parser.py"]}}),
+    ])
+    assert {"kanban_show", "kanban_complete", "kanban_block", "kanban_heartbeat", "kanban_comment",
+            "kanban_request_review", "kanban_attach", "kanban_propose"} <= set(tools)
+    assert "kanban_create" not in tools and "kanban_list" not in tools  # not an orchestrator
+    shown = _data(show)
+    assert not show.is_error and shown["id"] == t["id"]
+    assert "grammar in docs/grammar.md" in shown["worker_context"]  # the parent's hand-off
+    assert not hb.is_error
+    assert empty.is_error and _data(empty)["error"] == "invalid_input" and "summary is empty" in _data(empty)["message"]
+    assert not done.is_error and _data(done)["status"] == "done"
+    detail = board.show(t["id"])
+    assert detail["status"] == "done"
+    assert detail["runs"][-1]["summary"] == "parser implemented"
+    assert detail["runs"][-1]["metadata"] == {"files": ["parser.py"]}
+    assert any(e["kind"] == "heartbeat" and e["payload"].get("note") == "halfway" for e in detail["events"])
+
+
+def test_stale_run_is_refused(ab: Any, board: Any) -> None:
+    t = board.create("long job", assignee="worker-a")
+    old = board.claim(t["id"])
+    board.reclaim(t["id"], reason="host lost")
+    new = board.claim(t["id"])
+    _, (late_hb, late_done) = _session(_env(ab, t["id"], old["run_id"]), [
+        ("kanban_heartbeat", {}),
+        ("kanban_complete", {"summary": "finished late"}),
+    ])
+    for res in (late_hb, late_done):
+        assert res.is_error
+        assert _data(res)["error"] == "stale_run"
+        assert f"run {old['run_id']} is no longer current" in _data(res)["message"]
+    detail = board.show(t["id"])
+    assert detail["status"] == "running" and detail["current_run_id"] == new["run_id"]
+    assert all(r["summary"] != "finished late" for r in detail["runs"])
+
+
+def test_orchestrator_tools_only_for_orchestrators(ab: Any, board: Any) -> None:
+    ab.add_profile("lead", command="true", orchestrator=True)
+    t = board.create("plan the release", assignee="lead")
+    run = board.claim(t["id"])
+    tools, (created, listed, bad) = _session(_env(ab, t["id"], run["run_id"], profile="lead"), [
+        ("kanban_create", {"title": "write notes", "assignee": "writer"}),
+        ("kanban_list", {"status": "ready"}),
+        ("kanban_link", {"parent_id": t["id"], "child_id": t["id"]}),
+    ])
+    assert {"kanban_list", "kanban_create", "kanban_link", "kanban_unblock"} <= set(tools)
+    child = _data(created)
+    assert child["status"] == "ready" and child["assignee"] == "writer"
+    assert child["id"] in [x["id"] for x in _data(listed)["tasks"]]
+    assert bad.is_error and _data(bad)["error"] in ("invalid_input", "conflict")
+
+
+def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Path) -> None:
+    goal = board.goal("ship v2")
+    t = board.create("fix login", assignee="worker-a", goal=goal["id"])
+    run = board.claim(t["id"])
+    (tmp_path / "notes.txt").write_text("evidence")
+    env = _env(ab, t["id"], run["run_id"], AGENTBOARD_WORKSPACE=str(tmp_path))
+    _, (proposed, attached, escaped) = _session(env, [
+        ("kanban_propose", {"title": "rate-limit the login endpoint"}),
+        ("kanban_attach", {"path": "notes.txt"}),
+        ("kanban_attach", {"path": "../../etc/passwd"}),
+    ])
+    p = _data(proposed)
+    assert p["status"] == "triage" and p["goal_id"] == goal["id"]
+    assert not attached.is_error and [a["name"] for a in board.show(t["id"])["attachments"]] == ["notes.txt"]
+    assert escaped.is_error and "inside the workspace" in _data(escaped)["message"]
