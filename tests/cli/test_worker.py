@@ -80,8 +80,8 @@ def test_worker_board_comes_from_the_environment(cli, running) -> None:
 def test_person_closes_a_ready_task_with_a_synthetic_run(cli) -> None:
     cli("profiles", "add", "w", "--command", "true")
     tid = task_id(cli("create", "x", "--assignee", "w", "--json"))
-    r = cli("complete", tid, "--summary", "done by hand")
-    assert r.code == 0 and "done" in r.out
+    r = cli("complete", tid, "--summary", "done by hand", "--json")
+    assert r.code == 0 and r.json()["status"] == "done" and r.json()["id"] == tid
     (run,) = cli("runs", tid, "--json").json()
     assert run["synthetic"] is True and run["summary"] == "done by hand"
 

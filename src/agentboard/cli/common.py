@@ -206,15 +206,18 @@ def run_bulk(
 ) -> None:
     """Apply a kernel verb to each id; report each result; exit non-zero if any failed.
 
-    One id: the kernel's error is the one-line message and decides the exit code. Several:
-    every id is tried, successes print on stdout, failures on stderr, and the exit code is
-    the first failure's.
+    One id: the kernel's error is the one-line message and decides the exit code, and --json
+    prints the task. Several: every id is tried, successes print on stdout, failures on
+    stderr (--json: one list of per-id results), and the exit code is the first failure's.
     """
     from agentboard.kernel.tasks import bulk
 
-    if len(ids) == 1 and not as_json:
+    if len(ids) == 1:
         task = fn(db(), board, ids[0], *args, **kwargs)
-        click.echo(describe(task) if describe else f"{ids[0]}: {task.get('status')}")
+        if as_json:
+            emit_json(task)
+        else:
+            click.echo(describe(task) if describe else f"{ids[0]}: {task.get('status')}")
         return
     results = bulk(fn, db(), board, ids, *args, **kwargs)
     failed = [r for r in results if not r["ok"]]
