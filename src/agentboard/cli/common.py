@@ -137,7 +137,7 @@ def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, 
         return None
     try:
         data = json.loads(value)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON ({exc.msg} at position {exc.pos}); pass an object like '{{\"k\": 1}}'") from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{what} must be a JSON object like '{{\"k\": 1}}'")

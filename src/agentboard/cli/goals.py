@@ -25,11 +25,12 @@ def goals() -> None:
 def create(title: str, body: str | None, body_file: str | None, acceptance: tuple[str, ...],
            priority: str, board: str | None, as_json: bool) -> None:
     """Create a goal."""
+    from agentboard.domain import model
     from agentboard.kernel import goals as kg
 
     slug = common.resolve_board(board)
     text = common.read_text(body, body_file) or ""
-    g = kg.create(common.db(), slug, title, body=text, acceptance=list(acceptance), priority=priority,
+    g = kg.create(common.db(), slug, title, body=text, acceptance=list(acceptance), priority=model.priority(priority),
                   actor=common.actor())
     if as_json:
         common.emit_json(g)

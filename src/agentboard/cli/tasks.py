@@ -49,13 +49,14 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
            verify: tuple[str, ...], board: str | None, as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
+    from agentboard.domain import model
     from agentboard.kernel import tasks
 
     slug = common.resolve_board(board)
     text = common.read_text(body, body_file)
     task = tasks.create(
         common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
-        tenant=tenant, goal=goal, priority=priority, triage=triage, workspace=workspace,
+        tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
         branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
         max_retries=max_retries, skills=skills, review=review, verify=verify,
         actor=common.actor(),

@@ -34,7 +34,7 @@ def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> No
 
     slug = common.resolve_board(board)
     out = runs.claim(common.db(), slug, task_id, ttl=model.duration(ttl),
-                     host=common.settings().host_id, pid=os.getpid(), actor=common.actor())
+                     host=common.settings().host_id, pid=None, actor=common.actor())
     if as_json:
         common.emit_json(out)
         return
