@@ -153,6 +153,8 @@ def test_review_verdicts(cli) -> None:
     t = cli("show", c, "--json").json()
     assert (t["status"], t["block_kind"], t["block_reason"]) == ("blocked", "rejected", "wrong approach")
     assert [r["verdict"] for r in t["reviews"]] == ["rejected"]
+    human = cli("show", c).out
+    assert "Reviews" in human and "wrong approach" in human
 
 
 def test_release_reopen_restore(cli) -> None:

@@ -145,6 +145,11 @@ def _print_detail(t: dict[str, Any]) -> None:
         click.echo("")
         table(["name", "size", "path"], [(a["name"], a["size"], a["path"]) for a in t["attachments"]],
               title="Attachments", status_column=None)
+    if t.get("reviews"):
+        click.echo("")
+        table(["verdict", "score", "reviewer", "summary"],
+              [(r.get("verdict"), r.get("score"), r.get("reviewer"), clip(r.get("summary"), 70))
+               for r in t["reviews"]], title="Reviews", status_column=None)
     if t.get("comments"):
         click.echo("")
         heading("Comments")
