@@ -126,6 +126,8 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BoardQ,
          who: Principal = Depends(current)) -> Response:
     """Apply one action to several tasks; each id reports its own result."""
     slug = read_board(request, who, board)
+    if not who.is_run:
+        who.check_write(slug)  # a run token is checked per id: it may touch its own task
     db = state(request).db
     need = _BULK_NEEDS.get(data.action)
     if need and getattr(data, need) in (None, ""):
@@ -290,6 +292,8 @@ async def upload_attachment(request: Request, task_id: str = TaskId, board: str 
                             name: str = Query(min_length=1, max_length=255, description="file name"),
                             who: Principal = Depends(current)) -> Response:
     """Attach the raw request body as a file named ``name``."""
+    if "/" in name or "\\" in name or "\x00" in name:
+        raise InvalidInput(f"invalid attachment name {name!r}: give a plain file name, not a path")
     slug = await run_in_threadpool(write_board, request, who, board, task_id)
     data = await request.body()
     st = state(request)

@@ -1,0 +1,82 @@
+"""A real server per test: uvicorn on an ephemeral loopback port, over a fresh home."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import agentboard
+from agentboard.api import create_app
+from agentboard.api.serve import BackgroundServer
+from agentboard.kernel import queries, tokens
+
+
+@dataclass
+class Api:
+    """A running server and what a test needs to talk to it."""
+
+    url: str
+    ab: Any  # agentboard.client.Client on the same database
+    admin: str
+    server: BackgroundServer
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def db(self) -> Any:
+        return self.ab.db
+
+    def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        c = httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
+        self._clients.append(c)
+        return c
+
+    @property
+    def as_admin(self) -> httpx.Client:
+        return self.client(self.admin)
+
+    def token(self, name: str, role: str = "member", boards: tuple[str, ...] = ()) -> str:
+        return str(tokens.create(self.db, name, role=role, boards=list(boards))["token"])
+
+    def last_event(self) -> int:
+        return queries.last_event_id(self.db)
+
+    def close(self) -> None:
+        for c in self._clients:
+            c.close()
+
+
+def start_api(ab: Any, **app_kw: Any) -> Api:
+    admin = tokens.create(ab.db, "admin", role="admin")["token"]
+    app = create_app(ab.settings, ab.db, **app_kw)
+    server = BackgroundServer(app).start()
+    return Api(url=server.url, ab=ab, admin=admin, server=server)
+
+
+@pytest.fixture
+def api(home: Path) -> Iterator[Api]:
+    """A server on a fresh SQLite home."""
+    client = agentboard.connect(str(home))
+    a = start_api(client)
+    try:
+        yield a
+    finally:
+        a.close()
+        a.server.stop()
+        client.close()
+
+
+@pytest.fixture
+def api_any(ab: Any) -> Iterator[Api]:
+    """A server on each backend (SQLite and PostgreSQL)."""
+    a = start_api(ab)
+    try:
+        yield a
+    finally:
+        a.close()
+        a.server.stop()
