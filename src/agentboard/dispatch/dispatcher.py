@@ -371,6 +371,7 @@ class Dispatcher:
             if w.poll():
                 self.workers.pop(rid, None)
                 self._orphans.pop(rid, None)
+                self._submit(rid, self._record_exit, w)
                 continue
             first = self._orphans.setdefault(rid, now)
             runs = kd.last_runs(self.db, [rid])
@@ -379,6 +380,16 @@ class Dispatcher:
                 self._due(first + 30)  # it reported; give it time to exit on its own
                 continue
             self._submit(rid, self._stop_orphan, w)
+
+    def _record_exit(self, w: spawn.Worker) -> None:
+        """A worker that reported before exiting: keep its exit status and usage on the run."""
+        out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
+        fields = {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
+                                    ("cost_usd", out.cost_usd)) if v is not None}
+        try:
+            kr.update_run(self.db, w.run_id, exit_code=w.exit_code, **fields)
+        except AgentboardError:
+            pass
 
     def _stop_orphan(self, w: spawn.Worker) -> None:
         if liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc):

@@ -1,0 +1,85 @@
+"""Helpers for dispatcher tests: a started dispatcher, waiting on the board, shell workers."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FAKES = Path(__file__).parent.parent / "fakes"
+
+# a worker that reports by writing .board/result.json (no agentboard process needed)
+RESULT_OK = "sh -c " + shlex.quote(
+    "echo '{\"success\": true, \"summary\": \"did {task_id}\"}' > .board/result.json"
+)
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
+    """Poll ``fn`` until it returns something truthy; fail (not a speed assertion) after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def statuses(board: Any, ids: list[str]) -> dict[str, str]:
+    rows = {t["id"]: t["status"] for t in board.list(limit=100000)}
+    return {i: rows.get(i, "?") for i in ids}
+
+
+def all_in(board: Any, ids: list[str], wanted: set[str]) -> bool:
+    return all(s in wanted for s in statuses(board, ids).values())
+
+
+def events(board: Any, task_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+    out = [e for e in board.events(0, limit=100000)]
+    if task_id:
+        out = [e for e in out if e["task_id"] == task_id]
+    if kind:
+        out = [e for e in out if e["kind"] == kind]
+    return out
+
+
+def open_runs(db: Any) -> int:
+    return int(db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM task_runs WHERE status = 'open'")))
+
+
+def completed_runs(db: Any, task_id: str) -> int:
+    return int(db.read(lambda tx: tx.scalar(
+        "SELECT COUNT(*) FROM task_runs WHERE task_id = :t AND outcome = 'completed'", {"t": task_id})))
+
+
+def dump(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def dispatcher(ab: Any) -> Iterator[Callable[..., Any]]:
+    """Factory for started dispatchers on the test's home; all are stopped at the end."""
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    made: list[Any] = []
+
+    def make(start: bool = True, **overrides: Any) -> Any:
+        s = ab.settings
+        s.spawn_grace = overrides.pop("spawn_grace", 0.5)
+        for k, v in overrides.items():
+            setattr(s, k, v)
+        d = Dispatcher(ab.db, s)
+        made.append(d)
+        if start:
+            d.start()
+        return d
+
+    yield make
+    for d in made:
+        d.stop()

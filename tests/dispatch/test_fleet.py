@@ -1,0 +1,84 @@
+"""A fleet of tasks over several profiles and every adapter, each done exactly once."""
+
+from __future__ import annotations
+
+import shlex
+
+from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, open_runs, wait_for
+
+
+def test_fleet_of_12_over_3_profiles_each_done_exactly_once(ab, board, dispatcher):
+    ab.add_profile("alpha", command=RESULT_OK, max_concurrency=2)
+    ab.add_profile("beta", command=RESULT_OK)
+    # gamma reports through the worker verb instead of the file
+    ab.add_profile("gamma", command="agentboard complete --summary 'gamma did it'")
+    ids = [board.create(f"task {i}", assignee=("alpha", "beta", "gamma")[i % 3])["id"] for i in range(12)]
+    dispatcher()
+    wait_for(lambda: all_in(board, ids, {"done"}), what="all 12 tasks done")
+    for tid in ids:
+        assert completed_runs(ab.db, tid) == 1
+        assert len(board.runs(tid)) == 1
+    assert open_runs(ab.db) == 0
+    summaries = {board.runs(t)[0]["summary"] for t in ids}
+    assert "gamma did it" in summaries and any(s.startswith("did t_") for s in summaries)
+
+
+def test_command_adapter_substitutes_placeholders_and_writes_the_prompt(ab, board, dispatcher, tmp_path):
+    out = tmp_path / "seen.txt"
+    cmd = ("sh -c " + shlex.quote(f"echo \"{{task_id}} {{run_id}} {{board}} {{workspace}}\" > {out}; "
+                                   f"cp {{prompt_file}} {tmp_path}/prompt.md; "
+                                   "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json"))
+    ab.add_profile("echoer", command=cmd)
+    t = board.create("show me the placeholders", assignee="echoer")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    run = board.runs(t["id"])[0]
+    task_id, run_id, slug, ws = out.read_text().split()
+    assert (task_id, int(run_id), slug) == (t["id"], run["id"], "default")
+    assert ws == run["workspace_path"] and ws.endswith(f"/workspaces/{t['id']}")
+    prompt = (tmp_path / "prompt.md").read_text()
+    assert "show me the placeholders" in prompt
+    assert "result.json" in prompt and "agentboard complete" in prompt and "kanban_complete" in prompt
+
+
+def test_claude_adapter_with_fake_claude_code(ab, board, dispatcher):
+    ab.add_profile("claude", adapter="claude", command=str(FAKES / "fake_claude"))
+    t = board.create("write notes", assignee="claude")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    wait_for(lambda: board.runs(t["id"])[0].get("cost_usd") is not None, what="usage recorded")
+    run = board.runs(t["id"])[0]
+    assert run["summary"] == "wrote notes.md"
+    assert run["cost_usd"] == 0.0421
+    assert run["input_tokens"] == 1200 and run["output_tokens"] == 345
+    assert run["exit_code"] == 0
+    ws = run["workspace_path"]
+    assert (ab.home / "boards/default/workspaces" / t["id"] / "notes.md").exists() or ws
+    log = (ab.home / "boards/default/logs" / f"{t['id']}.log").read_text()
+    assert '"type": "result"' in log and '"mcp_servers": [{"name"' in log
+
+
+def test_claude_usage_limit_is_a_rate_limit_with_cooldown(ab, board, dispatcher):
+    ab.add_profile("claude", adapter="claude", command=str(FAKES / "fake_claude"),
+                   env={"FAKE_CLAUDE_MODE": "usage_limit"})
+    t = board.create("hit the limit", assignee="claude")
+    dispatcher(rate_limit_cooldown=3600)
+    wait_for(lambda: board.runs(t["id"]) and board.runs(t["id"])[0]["outcome"] == "rate_limited")
+    task = board.show(t["id"])
+    task = task.get("task", task)
+    assert task["status"] == "ready" and task["consecutive_failures"] == 0
+    assert task["cooldown_until"] is not None
+    assert len(board.runs(t["id"])) == 1  # not respawned during the cooldown
+
+
+def test_codex_adapter_with_fake_codex(ab, board, dispatcher):
+    ab.add_profile("codex", adapter="codex", command=str(FAKES / "fake_codex"), model_name="gpt-5-codex")
+    t = board.create("answer", assignee="codex")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    run = board.runs(t["id"])[0]
+    assert run["summary"] == "wrote answer.txt"
+    assert run["input_tokens"] == 2048 and run["output_tokens"] == 256
+    ws = ab.home / "boards/default/workspaces" / t["id"]
+    assert (ws / "answer.txt").read_text() == f"answer for {t['id']}\n"
+    assert dump(ws / ".board" / "result.json")["success"] is True
