@@ -46,8 +46,11 @@ class Hub:
 
     # -- subscribers ---------------------------------------------------------------------------
 
-    def subscribe(self, board: str) -> asyncio.Event:
+    def subscribe(self, board: str, cursor: int) -> asyncio.Event:
+        """Wake on events of ``board`` committed after ``cursor``."""
         self._start()
+        if self._last_id is None or cursor < self._last_id:
+            self._last_id = cursor
         wake = asyncio.Event()
         self.subs.setdefault(board, set()).add(wake)
         return wake
@@ -84,17 +87,12 @@ class Hub:
             loop.call_soon_threadsafe(self.wake, set(boards))
 
     def _changed(self) -> list[str]:
-        def _q(tx: Any) -> list[dict[str, Any]]:
-            if self._last_id is None:
-                return tx.all("SELECT '' AS board, COALESCE(MAX(id), 0) AS m FROM task_events")
-            return tx.all("SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board",
-                          {"c": self._last_id})
-
-        rows = self.db.read(_q)
-        first = self._last_id is None
+        since = self._last_id or 0
+        rows = self.db.read(lambda tx: tx.all(
+            "SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board", {"c": since}))
         for r in rows:
             self._last_id = max(self._last_id or 0, int(r["m"] or 0))
-        return [] if first else [r["board"] for r in rows]
+        return [r["board"] for r in rows]
 
     async def _poll(self) -> None:
         while True:
@@ -175,16 +173,14 @@ async def events_socket(ws: WebSocket) -> None:
         await _close(ws, CLOSE_NOT_FOUND, "NOT_FOUND")
         return
 
-    wake = hub.subscribe(board)
+    if since is None:
+        cursor = await anyio.to_thread.run_sync(queries.last_event_id, db, board)
+    else:
+        cursor = since
+    wake = hub.subscribe(board, cursor)
     receiver = asyncio.ensure_future(_drain(ws))
     try:
-        if since is None:
-            cursor = await anyio.to_thread.run_sync(queries.last_event_id, db, board)
-            await ws.send_text(json.dumps({"events": [], "cursor": cursor}))
-        else:
-            cursor = since
-            sent = await _flush(ws, db, board, cursor, always=True)
-            cursor = sent
+        cursor = await _flush(ws, db, board, cursor, always=True)
         checked = time.monotonic()
         while True:
             waiter = asyncio.ensure_future(wake.wait())
