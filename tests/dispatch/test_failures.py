@@ -1,0 +1,169 @@
+"""Bounded retries: crashes, the breaker's limits, protocol violations, rate limits, bad input."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from .conftest import RESULT_OK, all_in, events, open_runs, wait_for
+
+
+def _task(board, tid):
+    detail = board.show(tid)
+    return detail.get("task", detail)
+
+
+def test_breaker_trips_at_the_default_limit(ab, board, dispatcher):
+    ab.add_profile("crasher", command="sh -c 'echo boom >&2; exit 3'")
+    t = board.create("always crashes", assignee="crasher")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
+    task = _task(board, t["id"])
+    assert task["block_kind"] == "gave_up"
+    assert "global failure_limit of 2" in task["block_reason"]
+    assert "exited with status 3" in task["last_failure_error"] and "boom" in task["last_failure_error"]
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["crashed", "crashed"]
+    gave = events(board, t["id"], "gave_up")
+    assert gave and gave[0]["payload"]["source"] == "global failure_limit" and gave[0]["payload"]["limit"] == 2
+
+
+def test_breaker_with_max_retries_1(ab, board, dispatcher):
+    ab.add_profile("crasher", command="sh -c 'exit 9'")
+    t = board.create("crashes once", assignee="crasher", max_retries=1)
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["crashed"]
+    assert "task max_retries of 1" in _task(board, t["id"])["block_reason"]
+    assert open_runs(ab.db) == 0
+
+
+def test_protocol_violations_trip_the_breaker_after_three(ab, board, dispatcher):
+    ab.add_profile("silent", command="sh -c 'echo working; exit 0'")
+    t = board.create("finishes without reporting", assignee="silent", max_retries=10)
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["protocol_violation"] * 3
+    task = _task(board, t["id"])
+    assert "3 protocol violations in a row" in task["block_reason"]
+    assert "without reporting" in task["last_failure_error"]
+
+
+def test_exit_75_is_a_rate_limit_not_a_failure(ab, board, dispatcher):
+    ab.add_profile("limited", command="sh -c 'echo 429 Too Many Requests; exit 75'")
+    t = board.create("rate limited", assignee="limited")
+    dispatcher(rate_limit_cooldown=3600)
+    wait_for(lambda: events(board, t["id"], "rate_limited"))
+    wait_for(lambda: events(board, t["id"], "respawn_guarded"))
+    task = _task(board, t["id"])
+    assert task["status"] == "ready" and task["consecutive_failures"] == 0
+    assert task["cooldown_until"] > task["updated_at"] + 3000
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["rate_limited"]
+
+
+def test_missing_command_is_a_spawn_failure_with_a_clear_reason(ab, board, dispatcher):
+    ab.add_profile("ghost", command="no-such-agent-binary --go")
+    ab.add_profile("fine", command=RESULT_OK)
+    bad = board.create("needs a missing binary", assignee="ghost")
+    good = board.create("unaffected", assignee="fine")
+    dispatcher()
+    wait_for(lambda: all_in(board, [bad["id"]], {"blocked"}) and all_in(board, [good["id"]], {"done"}))
+    task = _task(board, bad["id"])
+    assert "'no-such-agent-binary' was not found on PATH" in task["last_failure_error"]
+    assert [r["outcome"] for r in board.runs(bad["id"])] == ["spawn_failed", "spawn_failed"]
+    assert events(board, bad["id"], "spawn_failed")
+
+
+def test_non_executable_command(ab, board, dispatcher, tmp_path):
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    ab.add_profile("noexec", command=str(script))
+    t = board.create("not executable", assignee="noexec", max_retries=1)
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
+    assert "is not executable" in _task(board, t["id"])["last_failure_error"]
+
+
+def test_the_same_error_in_several_tasks_is_systemic(ab, board, dispatcher):
+    ab.add_profile("ghost", command="missing-agent-cli run {task_id}")
+    ids = [board.create(f"t{i}", assignee="ghost", max_retries=5)["id"] for i in range(4)]
+    dispatcher()
+    wait_for(lambda: all_in(board, ids, {"blocked"}))
+    for tid in ids:
+        assert len(board.runs(tid)) == 1  # blocked at once, not after 5 tries each
+        assert "systemic failure" in _task(board, tid)["block_reason"]
+
+
+def test_workspace_that_cannot_be_created(ab, board, dispatcher):
+    ab.add_profile("fine", command=RESULT_OK)
+    t = board.create("bad dir", assignee="fine", workspace="dir:/proc/agentboard-cannot-exist", max_retries=1)
+    other = board.create("good", assignee="fine")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}) and all_in(board, [other["id"]], {"done"}))
+    assert "cannot create workspace /proc/agentboard-cannot-exist" in _task(board, t["id"])["last_failure_error"]
+
+
+def test_worktree_on_a_folder_that_is_not_a_git_repository(ab, board, dispatcher, tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    ab.add_profile("fine", command=RESULT_OK)
+    t = board.create("worktree please", assignee="fine", workspace=f"worktree:{plain}", max_retries=1)
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
+    assert "is not a git repository" in _task(board, t["id"])["last_failure_error"]
+
+
+def test_unknown_and_disabled_profiles_are_skipped_with_an_event(ab, board, dispatcher):
+    from agentboard.kernel import profiles
+
+    ab.add_profile("off", command=RESULT_OK)
+    profiles.update(ab.db, "off", enabled=False)
+    t1 = board.create("nobody", assignee="nosuchprofile")
+    t2 = board.create("disabled", assignee="off")
+    d = dispatcher(start=False)
+    d.run_pass()
+    d.run_pass()
+    e1 = events(board, t1["id"], "profile_skipped")
+    e2 = events(board, t2["id"], "profile_skipped")
+    assert len(e1) == 1 and "does not exist" in e1[0]["payload"]["reason"]
+    assert len(e2) == 1 and "disabled" in e2[0]["payload"]["reason"]
+    assert all_in(board, [t1["id"], t2["id"]], {"ready"})
+
+
+def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
+    gate = tmp_path / "gate"
+    hold = "sh -c " + shlex.quote(
+        f"while [ ! -f {gate} ]; do sleep 0.05; done; "
+        "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
+    ab.add_profile("one", command=hold, max_concurrency=1)
+    ab.add_profile("many", command=hold)
+    ids = [board.create(f"one {i}", assignee="one")["id"] for i in range(3)]
+    ids += [board.create(f"many {i}", assignee="many")["id"] for i in range(5)]
+    d = dispatcher(start=False, max_parallel=4)
+    rep = d.run_pass()
+    spawned = [s["profile"] for s in rep["spawned"]]
+    assert len(spawned) == 4 and spawned.count("one") == 1
+    assert len(d.run_pass()["spawned"]) == 0
+    gate.write_text("go")
+    d.start()
+    wait_for(lambda: all_in(board, ids, {"done"}))
+
+
+def test_worker_env_has_the_task_identity_and_no_dispatcher_secrets(ab, board, dispatcher, tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTBOARD_LLM_API_KEY", "sk-dispatcher-secret")
+    monkeypatch.setenv("AGENTBOARD_TOKEN", "dashboard-session-token")
+    monkeypatch.setenv("PGPASSWORD", "hunter2")
+    out = tmp_path / "env.txt"
+    ab.add_profile("envdump", command="sh -c " + shlex.quote(
+        f"env > {out}; echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json"),
+        env={"MY_AGENT_FLAG": "on"})
+    t = board.create("dump env", assignee="envdump", tenant="acme")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    run = board.runs(t["id"])[0]
+    assert env["AGENTBOARD_TASK"] == t["id"] and env["AGENTBOARD_RUN_ID"] == str(run["id"])
+    assert env["AGENTBOARD_BOARD"] == "default" and env["AGENTBOARD_TENANT"] == "acme"
+    assert env["AGENTBOARD_WORKSPACE"] == run["workspace_path"] and env["MY_AGENT_FLAG"] == "on"
+    assert "AGENTBOARD_LLM_API_KEY" not in env and "PGPASSWORD" not in env
+    assert "dashboard-session-token" not in out.read_text() and "sk-dispatcher-secret" not in out.read_text()
+    assert any(os.access(os.path.join(p, "agentboard"), os.X_OK) for p in env["PATH"].split(":"))
