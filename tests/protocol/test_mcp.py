@@ -118,3 +118,12 @@ def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Pa
     assert p["status"] == "triage" and p["goal_id"] == goal["id"]
     assert not attached.is_error and [a["name"] for a in board.show(t["id"])["attachments"]] == ["notes.txt"]
     assert escaped.is_error and "inside the workspace" in _data(escaped)["message"]
+
+
+def test_review_through_mcp_says_review_is_unavailable(ab: Any, board: Any) -> None:
+    t = board.create("draft the announcement", assignee="worker-a", review=True)
+    run = board.claim(t["id"])
+    _, (done,) = _session(_env(ab, t["id"], run["run_id"]), [("kanban_complete", {"summary": "drafted"})])
+    assert _data(done)["status"] == "review" and _data(done)["review"] == "unavailable"
+    kinds = [e["kind"] for e in board.events(task_id=t["id"])]
+    assert kinds.count("review_unavailable") == 1 and "approved" not in kinds

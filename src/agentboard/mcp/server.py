@@ -25,6 +25,7 @@ from mcp_types import CallToolResult, TextContent
 from .. import config
 from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import attachments, comments, links, profiles, queries, runs, tasks
+from ..protocol import review
 from ..protocol.context import build_worker_context
 from ..store.engine import Database
 
@@ -133,6 +134,8 @@ def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
             out = runs.complete(db, board, tid, summary=summary, metadata=metadata, result=result,
                                 usage=usage, run_id=scope.run_id, actor=scope.actor)
             res = _task_summary(out)
+            if out.get("status") == "review":
+                res["review"] = review.on_review_entered(db, settings, board, tid).get("action")
             if out.get("pending_verification"):
                 res["message"] = ("success recorded; the verify commands run when you exit, "
                                   "then the task completes or comes back to you")
@@ -160,8 +163,12 @@ def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
 
     @server.tool(description="Hand your task to review, with an optional summary.")
     def kanban_request_review(summary: str | None = None) -> CallToolResult:
-        return _guard(lambda: _task_summary(runs.request_review(
-            db, board, own_task(), summary=summary, run_id=scope.run_id, actor=scope.actor)))
+        def body() -> Any:
+            out = _task_summary(runs.request_review(db, board, own_task(), summary=summary,
+                                                    run_id=scope.run_id, actor=scope.actor))
+            out["review"] = review.on_review_entered(db, settings, board, own_task()).get("action")
+            return out
+        return _guard(body)
 
     @server.tool(description="Attach a file from your workspace to your task.")
     def kanban_attach(path: str, name: str | None = None) -> CallToolResult:
