@@ -73,7 +73,8 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     if adapter == "command":
         if not command:
             raise AdapterError(f"profile {profile.get('name')!r} has no command")
-        if _SHELL_CHARS.search(_substitute(command, {k: "" for k in PLACEHOLDERS}, False)):
+        bare = re.sub(r"'[^']*'", "", _substitute(command, {k: "" for k in PLACEHOLDERS}, False))
+        if _SHELL_CHARS.search(bare):
             try:
                 first = shlex.split(command)[0]
             except (ValueError, IndexError):

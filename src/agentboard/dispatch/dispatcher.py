@@ -646,14 +646,20 @@ class Dispatcher:
     def _previous_worker_alive(self, c: dict[str, Any], last: dict[str, Any]) -> bool:
         """A local worker of an earlier run of this task still alive: stop it before respawning."""
         rid = int(last["id"])
+        with self._busy_lock:
+            if rid in self._busy:
+                return True  # being stopped right now
         w = self.workers.get(rid)
-        if w is not None:
-            if w.poll():
-                self.workers.pop(rid, None)
-                return False
-        elif last.get("worker_host") != self.host and not (self.sqlite and last.get("worker_host") is None):
+        pid = w.pid if w is not None else last.get("worker_pid")
+        if w is None and last.get("worker_host") != self.host and not (self.sqlite and last.get("worker_host") is None):
             return False
-        elif not liveness.pid_alive(last.get("worker_pid"), started_after=last.get("started_at")):
+        if not pid:
+            return False
+        # the leader may be gone while others of its process group (its children) still run
+        leader = (not w.poll()) if w is not None else liveness.pid_alive(pid, started_after=last.get("started_at"))
+        if not leader and not liveness.group_has_live(pid):
+            if w is not None:
+                self.workers.pop(rid, None)
             return False
         # stop it (in the background); the task is spawned by a later pass once it is gone
         if w is not None:

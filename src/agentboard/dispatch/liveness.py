@@ -114,7 +114,7 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
                 return False
         elif pid_alive(pid, started_after=started_after):
             return False
-        return not _group_has_live(pid)
+        return not group_has_live(pid)
 
     if gone():
         return True
@@ -135,7 +135,7 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
     return gone()
 
 
-def _group_has_live(pgid: int) -> bool:
+def group_has_live(pgid: int) -> bool:
     """True when some non-zombie process is still in process group ``pgid``."""
     if not group_alive(pgid):
         return False
