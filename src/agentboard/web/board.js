@@ -57,13 +57,14 @@ export async function confirmMove(status, count = 1, title = "") {
 }
 
 /** PATCH one task's status (the server maps it to the kernel verb). Returns true on success. */
-export async function moveTask(id, status, { skipConfirm = false } = {}) {
+export async function moveTask(id, status, { skipConfirm = false, onConfirmed = null } = {}) {
   const card = state.cards.get(id);
   let extra = {};
   if (!skipConfirm) {
     extra = await confirmMove(status, 1, card ? card.title : "");
     if (extra === null) return false;
   }
+  if (onConfirmed) onConfirmed();
   try {
     await api.patch(`/api/tasks/${encodeURIComponent(id)}`, { status, ...extra }, scope());
     return true;
@@ -141,7 +142,9 @@ function renderColumn(col) {
 function renderCard(card) {
   const checked = state.selection.has(card.id);
   const pills = [];
-  if (card.priority) pills.push(h(`span.pill.pill-prio${card.priority > 0 ? ".prio-high" : ".prio-low"}`, { title: "priority" }, `P${card.priority}`));
+  const prio = card.priority
+    ? h(`span.pill.pill-prio${card.priority > 0 ? ".prio-high" : ".prio-low"}`, { title: "priority" }, `P${card.priority}`)
+    : null;
   if (card.tenant) pills.push(h("span.pill.pill-tenant", { title: "tenant" }, card.tenant));
   if (card.goal_id) pills.push(h("span.pill.pill-goal", { title: `goal ${card.goal_id}` }, "◎ ", goalTitle(card.goal_id)));
   if (card.child_count) {
@@ -175,8 +178,9 @@ function renderCard(card) {
     }),
     h("span.card-id", card.id),
     h("span.spacer"),
-    pills.length ? h("span.pills", pills) : null),
+    prio),
   h("div.card-title", card.title),
+  pills.length ? h("div.pills", pills) : null,
   card.status === "blocked" && card.block_reason
     ? h("div.card-reason", { title: card.block_kind || "blocked" }, card.block_reason) : null,
   card.status === "done" && card.result ? h("div.card-result", card.result) : null,
@@ -240,31 +244,47 @@ export function syncSelection() {
   renderBulkBar();
 }
 
+let bulkParts = null;
+
 function renderBulkBar() {
   const bar = $("#bulkbar");
   if (!bar) return;
   const n = state.selection.size;
   bar.hidden = n === 0;
   if (!n) return;
-  clear(bar);
-  const statusSel = h("select.bulk-status", { "aria-label": "bulk status" },
-    h("option", { value: "" }, "Move to…"),
-    ["todo", "ready", "blocked", "done"].map((s) => h("option", { value: s }, STATUS_LABEL[s])));
-  const assignSel = h("select.bulk-assignee", { "aria-label": "bulk reassign" },
-    h("option", { value: "" }, "Reassign to…"),
-    h("option", { value: "-" }, "(unassign)"),
-    profileNames().map((p) => h("option", { value: p }, p)));
-  statusSel.addEventListener("change", () => { if (statusSel.value) bulk("status", { status: statusSel.value }); });
-  assignSel.addEventListener("change", () => {
-    if (assignSel.value) bulk("assign", { assignee: assignSel.value });
-  });
-  bar.append(
-    h("span.bulk-count", `${n} selected`),
-    statusSel,
-    assignSel,
-    h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive"),
-    h("span.spacer"),
-    h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
+  // built once per toolbar and then only updated: a live reload must not swap the controls
+  // out from under a user who is choosing from them
+  if (!bulkParts || !bar.contains(bulkParts.count)) {
+    const status = h("select.bulk-status", { "aria-label": "bulk status" },
+      h("option", { value: "" }, "Move to…"),
+      ["todo", "ready", "blocked", "done"].map((s) => h("option", { value: s }, STATUS_LABEL[s])));
+    const assignee = h("select.bulk-assignee", { "aria-label": "bulk reassign" });
+    status.addEventListener("change", () => {
+      const value = status.value;
+      status.value = "";
+      if (value) bulk("status", { status: value });
+    });
+    assignee.addEventListener("change", () => {
+      const value = assignee.value;
+      assignee.value = "";
+      if (value) bulk("assign", { assignee: value });
+    });
+    bulkParts = { count: h("span.bulk-count"), status, assignee, names: "" };
+    clear(bar).append(
+      bulkParts.count, status, assignee,
+      h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive"),
+      h("span.spacer"),
+      h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
+  }
+  bulkParts.count.textContent = `${n} selected`;
+  const names = profileNames();
+  if (bulkParts.names !== names.join("\n")) {
+    bulkParts.names = names.join("\n");
+    clear(bulkParts.assignee).append(
+      h("option", { value: "" }, "Reassign to…"),
+      h("option", { value: "-" }, "(unassign)"),
+      ...names.map((p) => h("option", { value: p }, p)));
+  }
 }
 
 async function bulk(action, fields) {
@@ -273,7 +293,7 @@ async function bulk(action, fields) {
   let extra = {};
   if (action === "status" || action === "archive") {
     extra = await confirmMove(action === "archive" ? "archived" : fields.status, ids.length);
-    if (extra === null) { renderBulkBar(); return; }
+    if (extra === null) return;
   }
   let results;
   try {
@@ -293,6 +313,7 @@ async function bulk(action, fields) {
     toast(`${ids.length} task${ids.length > 1 ? "s" : ""} updated`, "ok");
     state.selection.clear();
   }
+  syncSelection();
   emit("reload");
 }
 
@@ -365,12 +386,15 @@ function onDragEnd(ev) {
     toast("A task cannot be moved to Running by hand; the dispatcher starts ready tasks.", "error");
     return;
   }
-  // optimistic: show the card in its new column while the server decides
-  const dest = target.querySelector(".column-body");
-  const placeholder = target.querySelector(".column-empty");
-  if (placeholder) placeholder.remove();
-  dest.prepend(el);
-  moveTask(card.id, status);
+  // optimistic: once confirmed, show the card in its new column while the server decides
+  moveTask(card.id, status, {
+    onConfirmed: () => {
+      if (!target.isConnected || !el.isConnected) return;
+      const placeholder = target.querySelector(".column-empty");
+      if (placeholder) placeholder.remove();
+      target.querySelector(".column-body").prepend(el);
+    },
+  });
 }
 
 // ---- inline create -------------------------------------------------------------------------

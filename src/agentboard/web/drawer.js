@@ -86,7 +86,7 @@ function render() {
   const bodyEditor = editing.body ? root.querySelector(".body-editor") : null;
   const scroll = root.scrollTop;
   clear(root);
-  root.append(
+  const parts = [
     header(task, titleEditor),
     metaRow(),
     actionRow(),
@@ -103,7 +103,8 @@ function render() {
     section("Events", eventsBlock()),
     section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, "…"),
       h("button.link-btn", { type: "button", onclick: loadLog }, "refresh")),
-  );
+  ];
+  root.append(...parts.filter(Boolean));
   root.scrollTop = scroll;
   if (draftFocused) root.querySelector(".comment-input").focus();
 }
