@@ -88,6 +88,15 @@ def settle_goal(tx: Tx, board: str, goal_id: str | None, actor: str | None = Non
     return False
 
 
+def reopen_goal(tx: Tx, goal_id: str | None) -> None:
+    """A done goal that gains an open task (created, restored, moved in, reopened) is active again."""
+    if goal_id:
+        tx.execute(
+            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status = 'done'",
+            {"g": goal_id},
+        )
+
+
 def after_satisfied(tx: Tx, board: str, task: dict, actor: str | None = None) -> list[str]:
     """A task became done or archived: promote its children and settle its goal."""
     promoted = promote_children(tx, board, task["id"], actor)
@@ -95,4 +104,4 @@ def after_satisfied(tx: Tx, board: str, task: dict, actor: str | None = None) ->
     return promoted
 
 
-__all__ = ["after_satisfied", "demote_ready_children", "promote_children", "settle_goal", "states"]
+__all__ = ["after_satisfied", "demote_ready_children", "promote_children", "reopen_goal", "settle_goal", "states"]

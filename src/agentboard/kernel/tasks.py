@@ -18,7 +18,7 @@ from .common import (
     require_board,
     task_out,
 )
-from .flow import after_satisfied, demote_ready_children, promote_children
+from .flow import after_satisfied, demote_ready_children, promote_children, reopen_goal, settle_goal
 
 _INSERT_TASK = (
     "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
@@ -70,6 +70,9 @@ def _create(
         g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": goal, "b": board})
         if g is None:
             raise NotFound(f"no goal {goal} on board {board!r}")
+        goal_done = g["status"] == "done"
+    else:
+        goal_done = False
     pending: list[str] = []
     for pid in parents:
         p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b", {"id": pid, "b": board})
@@ -121,6 +124,8 @@ def _create(
     else:  # pragma: no cover - 20 collisions in a 2^32 space
         raise Conflict("could not allocate a task id; try again")
     task_id = params["id"]
+    if goal_done:
+        reopen_goal(tx, goal)
     if parents:
         tx.executemany(
             "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
@@ -372,6 +377,7 @@ def _restore(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
     )
     tx.event(board, task_id, "restored", {"status": target}, actor=actor, at=now)
     demote_ready_children(tx, board, task_id, actor)
+    reopen_goal(tx, task["goal_id"])
     task.update(status=target)
     return task_out(task)
 
@@ -391,11 +397,7 @@ def _reopen(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | N
     )
     demoted = demote_ready_children(tx, board, task_id, actor)
     tx.event(board, task_id, "reopened", {"status": target, "reason": reason, "demoted": demoted}, actor=actor, at=now)
-    if task["goal_id"]:
-        tx.execute(
-            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status = 'done'",
-            {"g": task["goal_id"]},
-        )
+    reopen_goal(tx, task["goal_id"])
     task.update(status=target, completed_at=None)
     return task_out(task)
 
@@ -469,6 +471,11 @@ def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str 
     others = [k for k in changed if k != "priority"]
     if others:
         tx.event(board, task_id, "edited", {"fields": others}, actor=actor, at=now)
+    if "goal_id" in changed:
+        # the task moved between goals: the new one may reopen, the old one may settle
+        if task["status"] not in states.SATISFIED:
+            reopen_goal(tx, changed["goal_id"])
+        settle_goal(tx, board, task.get("goal_id"), actor)
     task.update(changed)
     return task_out(task)
 
@@ -531,6 +538,19 @@ def set_status(db: Database, board: str, task_id: str, status: str, *, reason: s
         return runs.request_review(db, board, task_id, actor=actor)
     if status == states.TRIAGE:
         raise Conflict(f"cannot move task {task_id} back to triage")
+    if status == states.READY:
+        # refuse before any verb runs, so a refused drag changes nothing
+        def _why_not_ready(tx: Tx) -> str | None:
+            pending = pending_parents(tx, task_id)
+            if pending:
+                return f"task {task_id} has parents that are not done: {', '.join(pending)}"
+            if not current.get("assignee") and not default_assignee(tx, board):
+                return f"task {task_id} has no assignee; assign a profile to make it ready"
+            return None
+
+        why = db.read(_why_not_ready)
+        if why:
+            raise Conflict(why)
     # ready / todo
     if cur == states.ARCHIVED:
         out = restore(db, board, task_id, actor=actor)
