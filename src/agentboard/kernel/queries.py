@@ -102,7 +102,7 @@ def board_view(
         for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params):
             if r["status"] in counts:
                 counts[r["status"]] = r["n"]
-        columns = []
+        columns: list[Row] = []
         ids: list[str] = []
         for s in cols:
             cards: list[Row] = []

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-Ts = sa.Double()
+Ts: sa.Double[float] = sa.Double()
 
 boards = sa.Table(
     "boards",
