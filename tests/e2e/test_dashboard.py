@@ -7,6 +7,7 @@ and checks both what the page shows and what the server recorded.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from typing import Any
 
@@ -307,6 +308,44 @@ def test_changes_from_another_process_appear_without_reload(page: Any, server: A
     expect(drawer.locator(".status-label")).to_have_text("Blocked", timeout=T)
     expect(column(page, "blocked").locator(f".card[data-id='{task_id}']")).to_be_visible(timeout=T)
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_a_burst_of_events_causes_few_board_reloads(page: Any, kernel: Any) -> None:
+    expect(page.locator("#conn")).to_have_attribute("data-state", "live", timeout=T)
+    reloads: list[str] = []
+    page.on("request", lambda r: reloads.append(r.url) if "/api/board?" in r.url else None)
+    b = kernel.board()
+    titles = [uniq("Burst") for _ in range(30)]
+    for title in titles:  # about half a second of steady writes from another process
+        b.create(title, assignee="coder")
+        time.sleep(0.02)
+    for title in (titles[0], titles[-1]):
+        expect(card(page, title)).to_be_visible(timeout=T)
+    # 30 changes arrive over many WebSocket messages; the board reloads a handful of times
+    assert 1 <= len(reloads) <= 4, reloads
+    for t in b.list(search="Burst "):
+        b.archive(t["id"])
+
+
+def test_lanes_by_profile_inside_running(page: Any, kernel: Any) -> None:
+    b = kernel.board()
+    kernel.add_profile("writer", command="true", description="writes docs")
+    one = b.create(uniq("Coding now"), assignee="coder")
+    two = b.create(uniq("Writing now"), assignee="writer")
+    b.claim(one["id"])
+    b.claim(two["id"])
+    page.reload()
+    running = column(page, "running")
+    expect(running.locator(".lane[data-assignee='coder'] .card", has_text=one["title"])).to_be_visible(timeout=T)
+    expect(running.locator(".lane[data-assignee='writer'] .card", has_text=two["title"])).to_be_visible()
+    page.get_by_label("Lanes by profile").uncheck()
+    expect(running.locator(".lane")).to_have_count(0, timeout=T)
+    expect(running.locator(".card", has_text=two["title"])).to_be_visible()
+    page.get_by_label("Lanes by profile").check()
+    expect(running.locator(".lane").first).to_be_visible(timeout=T)
+    for t in (one, two):
+        b.reclaim(t["id"])
+        b.archive(t["id"])
 
 
 # ---- selection and the bulk bar ------------------------------------------------------------

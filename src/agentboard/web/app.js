@@ -47,7 +47,7 @@ async function loadBoard() {
 const scheduleReload = debounce(() => {
   loadBoard();
   if (state.view === "goals") renderGoals(main);
-}, 150);
+}, 150, 1000);
 on("reload", scheduleReload);
 on("open", (id) => openDrawer(id));
 

@@ -85,13 +85,22 @@ export function duration(start, end) {
   return `${Math.floor(s / 3600)}h ${Math.round((s % 3600) / 60)}m`;
 }
 
-export function debounce(fn, ms) {
+/**
+ * Call fn once things have been quiet for `ms`; during a long burst, still call it at least
+ * every `maxWait` ms so a steady stream of events cannot starve the view.
+ */
+export function debounce(fn, ms, maxWait = 0) {
   let timer = null;
+  let first = 0;
+  const fire = (args) => { clearTimeout(timer); timer = null; first = 0; fn(...args); };
   const wrapped = (...args) => {
+    const now = Date.now();
+    if (!first) first = now;
     clearTimeout(timer);
-    timer = setTimeout(() => { timer = null; fn(...args); }, ms);
+    if (maxWait && now - first >= maxWait) { fire(args); return; }
+    timer = setTimeout(() => fire(args), ms);
   };
-  wrapped.cancel = () => clearTimeout(timer);
+  wrapped.cancel = () => { clearTimeout(timer); timer = null; first = 0; };
   return wrapped;
 }
 
