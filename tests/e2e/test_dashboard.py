@@ -285,6 +285,27 @@ def test_run_history_shows_one_row_per_attempt(page: Any, kernel: Any) -> None:
     expect(page.locator("#drawer .event-kind", has_text="completed")).to_be_visible()
 
 
+def test_the_worker_log_tail_follows_a_running_task(page: Any, server: Any, kernel: Any) -> None:
+    b = kernel.board()
+    t = b.create(uniq("Logging worker"), assignee="coder")
+    run = b.claim(t["id"])
+    log = server.home / "e2e-worker.log"
+    log.write_text("starting <b>step 1</b>\n")
+    b.record_spawn(t["id"], run["run_id"], pid=4242, log_path=str(log))
+    page.reload()
+    card(page, t["title"]).click()
+    tail = page.locator("#drawer .log-tail")
+    expect(tail).to_have_text("starting <b>step 1</b>\n", timeout=T)
+    expect(page.locator("#drawer .run-running")).to_contain_text("running")
+
+    with log.open("a") as fh:
+        fh.write("step 2 done\n")
+    b.heartbeat(t["id"], run_id=run["run_id"], note="step 2")  # an event on the task refreshes the drawer
+    expect(tail).to_contain_text("step 2 done", timeout=T)
+    b.reclaim(t["id"])
+    b.archive(t["id"])
+
+
 # ---- live updates ------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ let root = null;          // the <aside> element
 let task = null;          // the last loaded detail
 let editing = { title: false, body: false };
 let loadSeq = 0;
+let logText = "";         // the last log tail shown, kept across re-renders
 
 const taskPath = (id, tail = "") => `/api/tasks/${encodeURIComponent(id)}${tail}`;
 
@@ -30,7 +31,10 @@ export function isOpen() {
 }
 
 export async function openDrawer(id) {
-  if (state.drawerId !== id) editing = { title: false, body: false };
+  if (state.drawerId !== id) {
+    editing = { title: false, body: false };
+    logText = "";
+  }
   state.drawerId = id;
   root.hidden = false;
   document.body.classList.add("drawer-open");
@@ -101,7 +105,7 @@ function render() {
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
     section(`Runs (${(task.runs || []).length})`, runsBlock()),
     section("Events", eventsBlock()),
-    section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, "…"),
+    section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, logText),
       h("button.link-btn", { type: "button", onclick: loadLog }, "refresh")),
   ];
   root.append(...parts.filter(Boolean));
@@ -456,20 +460,28 @@ function summarize(payload) {
 
 async function loadLog() {
   const id = state.drawerId;
-  const pre = root && root.querySelector(".log-tail");
-  if (!id || !pre) return;
-  try {
-    const res = await fetchLog(id);
-    if (state.drawerId !== id) return;
-    const target = root.querySelector(".log-tail");
-    if (!target) return;
-    const atBottom = target.scrollHeight - target.scrollTop - target.clientHeight < 20;
-    target.textContent = res || "(no log yet)";
-    if (atBottom) target.scrollTop = target.scrollHeight;
-  } catch (err) {
-    const target = root.querySelector(".log-tail");
-    if (target) target.textContent = err.status === 404 ? "(no log yet)" : `(log unavailable: ${err.message})`;
+  if (!id || !root || !root.querySelector(".log-tail")) return;
+  if (task && task.id === id && !(task.runs || []).length) {
+    showLog(id, "(no runs yet)");
+    return;
   }
+  let text;
+  try {
+    text = (await fetchLog(id)) || "(no log yet)";
+  } catch (err) {
+    text = err.status === 404 ? "(no log yet)" : `(log unavailable: ${err.message})`;
+  }
+  showLog(id, text);
+}
+
+function showLog(id, text) {
+  if (state.drawerId !== id) return;
+  logText = text;
+  const target = root.querySelector(".log-tail");
+  if (!target) return;
+  const atBottom = target.scrollHeight - target.scrollTop - target.clientHeight < 20;
+  target.textContent = text;
+  if (atBottom) target.scrollTop = target.scrollHeight;
 }
 
 async function fetchLog(id) {
