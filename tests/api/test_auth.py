@@ -29,7 +29,7 @@ def _seed(api: Api) -> dict[str, Any]:
 
 def _writes(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None, dict[str, Any]]]:
     """One valid request for every write route: (method, path, json, params)."""
-    t1, goal = ids["t1"], ids["goal"]
+    t1 = ids["t1"]
     return [
         ("POST", "/api/boards", {"slug": "newboard"}, {}),
         ("PATCH", "/api/boards/{slug}", {"name": "Renamed"}, {}),

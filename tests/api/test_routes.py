@@ -385,3 +385,14 @@ def test_attachment_cap_from_settings(home: Any, monkeypatch: Any) -> None:
         a.close()
         a.server.stop()
         client.close()
+
+
+def test_text_the_database_cannot_store_is_refused_on_every_backend(api_any: Api) -> None:
+    c = api_any.as_admin
+    before = api_any.last_event()
+    err(c.post("/api/tasks", json={"title": "nul\u0000byte"}), 422)
+    err(c.post("/api/goals", json={"title": "ok", "acceptance": ["a\u0000"]}), 422)
+    r = c.get("/api/tasks", params={"search": "a\u0000b"})
+    assert r.status_code in (200, 400)
+    err(c.get("/api/runs/99999999999999999"), 404)
+    assert api_any.last_event() == before

@@ -86,7 +86,33 @@ def install(app: FastAPI) -> None:
             message = f"no route {request.method} {request.url.path}"
         return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
 
+    async def _bad_input(request: Request, exc: Exception) -> Response:
+        return error_response(400, "invalid_input", _bad_value(exc) or "invalid value")
+
+    app.add_exception_handler(OverflowError, _bad_input)
+    try:
+        import psycopg
+
+        app.add_exception_handler(psycopg.DataError, _bad_input)
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        pass
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(500, "internal", f"unexpected error: {type(exc).__name__}")
+
+
+def _bad_value(exc: Exception) -> str | None:
+    """A value the database cannot store (a NUL character, a number out of range): bad input."""
+    if isinstance(exc, OverflowError):
+        return "a number is out of range"
+    if type(exc).__module__.startswith("psycopg"):
+        try:
+            import psycopg
+
+            if isinstance(exc, psycopg.DataError):
+                return f"the database refused a value: {str(exc).splitlines()[0]}"
+        except ImportError:  # pragma: no cover - psycopg is a dependency
+            return None
+    return None

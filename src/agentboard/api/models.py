@@ -4,14 +4,33 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"]
 Short = Field(default=None, max_length=500)
 
 
+def _no_nul(value: Any) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("text must not contain NUL characters")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k)
+            _no_nul(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _no_nul(v)
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _text_is_storable(self) -> Body:
+        for name in type(self).model_fields:
+            _no_nul(getattr(self, name))
+        return self
 
 
 class BoardCreate(Body):

@@ -128,7 +128,7 @@ def revoke(db: Database, name_or_id: str | int) -> list[Row]:
     key = str(name_or_id).strip()
 
     def _w(tx: Tx) -> list[Row]:
-        if key.isdigit():
+        if re.fullmatch(r"[0-9]{1,15}", key):
             rows = tx.all("SELECT * FROM tokens WHERE id = :i AND revoked_at IS NULL", {"i": int(key)})
         else:
             rows = tx.all("SELECT * FROM tokens WHERE name = :n AND revoked_at IS NULL", {"n": key})
