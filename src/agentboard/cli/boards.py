@@ -57,11 +57,14 @@ def list_(archived: bool, as_json: bool) -> None:
 @click.option("--color", default=None)
 @click.option("--workdir", default=None, metavar="DIR",
               help="the board's target directory (relative paths resolve against the current one)")
+@click.option("--workdir-mode", type=click.Choice(["linked-new", "linked-existing"]), default=None,
+              help="linked-new: an empty or new folder; linked-existing: take over an existing one "
+                   "(default: linked-existing when DIR exists)")
 @click.option("--switch", "switch_", is_flag=True, help="make it the current board")
 @json_option
 @handle_errors
 def create(slug: str, name: str | None, description: str, icon: str | None, color: str | None,
-           workdir: str | None, switch_: bool, as_json: bool) -> None:
+           workdir: str | None, workdir_mode: str | None, switch_: bool, as_json: bool) -> None:
     """Create a board."""
     import os
 
@@ -69,8 +72,13 @@ def create(slug: str, name: str | None, description: str, icon: str | None, colo
 
     if workdir is not None and workdir.strip():
         workdir = os.path.abspath(os.path.expanduser(workdir))
+        from agentboard.dispatch.targets import validate_target
+
+        workdir_mode = workdir_mode or ("linked-existing" if os.path.exists(workdir) else "linked-new")
+        workdir = validate_target(common.db(), workdir, workdir_mode, slug, home=common.home())
     row = kb.create(common.db(), slug, name=name, description=description, icon=icon, color=color,
-                    workdir=workdir or None, actor=common.actor())
+                    workdir=workdir or None, workdir_mode=workdir_mode if workdir else None,
+                    actor=common.actor())
     if switch_:
         _save_current(row["slug"])
     if as_json:

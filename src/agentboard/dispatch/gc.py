@@ -72,8 +72,8 @@ def collect(db: Any, home: Path, *, boards: list[str] | None = None, log_retenti
                     pass
         # worktrees of archived tasks go when clean; dirty ones are always kept
         rows = db.read(lambda tx, s=slug: tx.all(
-            "SELECT id, status, workspace_path FROM tasks WHERE board = :b AND workspace_kind = 'worktree' "
-            "AND workspace_path IS NOT NULL AND status IN ('done', 'archived')", {"b": s}))
+            "SELECT id, status, workspace_path FROM tasks WHERE board = :b AND workspace_kind != 'dir' "
+            "AND workspace_path LIKE :wt AND status IN ('done', 'archived')", {"b": s, "wt": "%/.worktrees/%"}))
         for row in rows:
             path = Path(row["workspace_path"])
             if path.parent.name != ".worktrees" or not path.exists():

@@ -35,15 +35,15 @@ def sensitive_reason(path: Path, agentboard_home: Path | None = None) -> str | N
     """Why ``path`` must not be a board's target directory, or None when it may be."""
     p = str(path)
     real = os.path.realpath(p)
+    home = _user_home()
+    if real in (str(home), os.path.realpath(str(home))) or p == str(home):
+        return f"{p} is your home folder itself; pick a project folder inside it"
     for cand in {p, real}:
         if cand in _SYSTEM:
             return f"{cand} is a system location"
         for tree in _SYSTEM_TREES:
             if cand.startswith(tree + "/"):
                 return f"{cand} is inside the system folder {tree}"
-    home = _user_home()
-    if real in (str(home), os.path.realpath(str(home))):
-        return f"{p} is your home folder itself; pick a project folder inside it"
     for name in _SENSITIVE_IN_HOME:
         s = home / name
         if real == str(s) or real.startswith(str(s) + "/") or p == str(s) or p.startswith(str(s) + "/"):
