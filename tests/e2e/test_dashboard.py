@@ -119,6 +119,36 @@ def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any
     assert status_of(kernel, t["id"]) == "done"
 
 
+def test_a_card_moves_by_touch(browser: Any, server: Any, kernel: Any) -> None:
+    t = kernel.board().create(uniq("Touch me"), assignee="coder")
+    context = browser.new_context(viewport={"width": 2000, "height": 1000}, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(server.login_url)
+        source = card(page, t["title"])
+        expect(source).to_be_visible(timeout=T)
+        box = source.bounding_box()
+        target = column(page, "todo").locator(".column-body").bounding_box()
+        assert box and target
+        cdp = context.new_cdp_session(page)
+        x, y = box["x"] + box["width"] / 2, box["y"] + 30
+        tx = target["x"] + target["width"] / 2
+
+        def touch(kind: str, px: float, py: float) -> None:
+            points = [] if kind == "touchEnd" else [{"x": px, "y": py}]
+            cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+
+        touch("touchStart", x, y)
+        for i in range(1, 13):  # a sideways swipe: the card follows the finger
+            touch("touchMove", x + (tx - x) * i / 12, y + 2 * i)
+        touch("touchEnd", tx, y + 24)
+        expect(column(page, "todo").locator(f".card[data-id='{t['id']}']")).to_have_attribute(
+            "data-status", "todo", timeout=T)
+        assert status_of(kernel, t["id"]) == "todo"
+    finally:
+        context.close()
+
+
 def test_a_refused_move_shows_the_servers_reason(page: Any, kernel: Any) -> None:
     b = kernel.board()
     parent = b.create(uniq("Prerequisite"), assignee="coder")
@@ -209,8 +239,12 @@ def test_drawer_edits_the_title_and_adds_a_comment(page: Any, kernel: Any) -> No
     expect(card(page, new_title).locator(".pill-prio")).to_have_text("P7", timeout=T)
     assert kernel.board().show(t["id"])["priority"] == 7
 
-    # Escape closes the drawer
+    # Escape closes the drawer; so does a click outside it
     page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+    card(page, new_title).click()
+    expect(drawer.locator(".drawer-title")).to_have_text(new_title, timeout=T)
+    column(page, "review").locator(".column-body").click()
     expect(drawer).to_be_hidden()
 
 
@@ -517,6 +551,24 @@ def test_toolbar_filters_and_search(page: Any, kernel: Any) -> None:
     page.keyboard.type(other["title"])
     expect(page.locator(".card")).to_have_count(1, timeout=T)
     expect(card(page, other["title"])).to_be_visible()
+
+
+def test_orchestration_pill_flips_the_board_setting(page: Any, server: Any) -> None:
+    pill = page.locator(".orchestration")
+    expect(pill).to_have_text("Orchestration: Manual")  # no LLM configured: manual by default
+    pill.click()
+    expect(page.locator(".orchestration")).to_have_text("Orchestration: Auto", timeout=T)
+    assert server.api("GET", "/api/boards/default")["settings"]["auto_decompose"] is True
+    page.locator(".orchestration").click()
+    expect(page.locator(".orchestration")).to_have_text("Orchestration: Manual", timeout=T)
+    assert server.api("GET", "/api/boards/default")["settings"]["auto_decompose"] is False
+
+
+def test_the_token_never_reaches_page_javascript(page: Any, server: Any) -> None:
+    assert server.token not in page.evaluate("document.cookie")
+    assert server.token not in page.content()
+    assert server.token not in page.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert server.token not in page.url
 
 
 def test_dispatch_now_reports_the_servers_answer(page: Any) -> None:
