@@ -120,6 +120,8 @@ class Dispatcher:
         self._next_due = 0.0
         self._orphans: dict[int, float] = {}
         self.passes = 0
+        #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a worker starts
+        self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -717,6 +719,8 @@ class Dispatcher:
             return f"profile {p['name']!r}: cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
         w = spawn.Worker(slug, task_id, run_id, proc, p, ws.path, logp, offset)
         self.workers[run_id] = w
+        if self.on_spawn is not None:
+            self.on_spawn(slug, task_id, run_id, proc.pid, w.started)
         self._watch(proc)
         try:
             kr.record_spawn(self.db, slug, task_id, run_id, pid=proc.pid, host=self.host, log_path=str(logp),
