@@ -239,6 +239,7 @@ async function switchBoard(slug) {
   state.assignees = new Set();
   state.selection.clear();
   state.data = null;
+  state.cursor = 0; // the new socket starts from the new board's present
   persist();
   closeDrawer();
   await loadSide();

@@ -10,13 +10,20 @@ export async function renderGoals(root) {
   let goals;
   try {
     goals = listOf(await api.get("/api/goals", scope()), "goals");
+    if (state.view !== "goals") return; // the user moved on while this loaded
   } catch (err) {
+    if (state.view !== "goals") return;
     clear(root).appendChild(h("div.panel-error", { role: "alert" }, err.message));
     return;
   }
   state.goals = goals;
+  // a live refresh must not eat a goal title being typed
+  const previous = root.querySelector(".goal-new-title");
+  const typed = previous ? previous.value : "";
+  const hadFocus = previous && document.activeElement === previous;
   clear(root);
   const title = h("input.goal-new-title", { type: "text", placeholder: "New goal — a named outcome that groups tasks", "aria-label": "new goal title" });
+  title.value = typed;
   const add = async () => {
     const text = title.value.trim();
     if (!text) return;
@@ -30,6 +37,7 @@ export async function renderGoals(root) {
   root.appendChild(h("div.panel-head",
     h("h2", "Goals"), h("span.spacer"), title,
     h("button.btn.btn-primary", { type: "button", onclick: add }, "Add goal")));
+  if (hadFocus) title.focus();
   if (!goals.length) {
     root.appendChild(h("div.panel-empty", "No goals on this board yet. A goal groups tasks (create a task with a goal, or `agentboard goals add`)."));
     return;
@@ -75,7 +83,9 @@ export async function renderProfiles(root) {
   let profiles;
   try {
     profiles = listOf(await api.get("/api/profiles"), "profiles");
+    if (state.view !== "profiles") return;
   } catch (err) {
+    if (state.view !== "profiles") return;
     clear(root).appendChild(h("div.panel-error", { role: "alert" }, err.message));
     return;
   }
