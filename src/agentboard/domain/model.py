@@ -6,7 +6,7 @@ import os
 import re
 import secrets
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import InvalidInput
@@ -29,7 +29,7 @@ def now() -> float:
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
 
@@ -124,9 +124,12 @@ def priority(value: Any) -> int:
 
 
 def attachment_name(value: str) -> str:
-    name = os.path.basename(value or "")
-    if not name or name in (".", "..") or "/" in (value or "").replace(os.sep, "/").rstrip("/").split("/")[-1]:
-        raise InvalidInput(f"invalid attachment name {value!r}")
+    """A plain file name: no folders, no ``..``, not hidden. Anything else is refused, not rewritten."""
+    name = (value or "").strip()
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise InvalidInput(f"invalid attachment name {value!r}: give a plain file name without folders")
     if name.startswith("."):
         raise InvalidInput(f"invalid attachment name {value!r}: hidden file names are refused")
+    if len(name.encode("utf-8")) > 255:
+        raise InvalidInput(f"invalid attachment name {value!r}: longer than 255 bytes")
     return name
