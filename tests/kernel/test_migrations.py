@@ -1,0 +1,131 @@
+"""Migrations: ``upgrade head`` on an empty database equals ``store/schema.py``; opening is idempotent
+and safe when several processes open a fresh home at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import secrets
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+import agentboard
+from agentboard.kernel import queries, tasks
+from agentboard.store import migrate
+from agentboard.store.engine import Database
+from agentboard.store.schema import metadata
+
+MIGRATION_ONLY_PREFIXES = ("wiki_fts", "ix_wiki_pages_fts", "wiki_pages_fts_")
+
+
+def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    return not (name or "").startswith(MIGRATION_ONLY_PREFIXES)
+
+
+def _diff(url: str) -> list[Any]:
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": _include})
+            return list(compare_metadata(ctx, metadata))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def empty_pg() -> Iterator[str]:
+    """A PostgreSQL database with nothing in it (not the migrated template)."""
+    from conftest import PG_URL, _pg_admin_url, require_pg  # the kernel suite's conftest
+
+    require_pg()
+    import psycopg
+
+    name = "ab_fresh_" + secrets.token_hex(5)
+    with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_URL.rpartition("/")[0] + "/" + name
+    finally:
+        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _upgrade_fresh(url: str) -> Database:
+    db = Database(url)
+    assert migrate.current_revision(db) is None
+    migrate.upgrade(db)
+    return db
+
+
+def test_sqlite_upgrade_head_matches_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    db = _upgrade_fresh(url)
+    assert migrate.current_revision(db) == migrate.HEAD
+    db.close()
+    assert _diff(url) == []
+
+
+@pytest.mark.postgres
+def test_postgres_upgrade_head_matches_schema(empty_pg: str) -> None:
+    db = _upgrade_fresh(empty_pg)
+    assert migrate.current_revision(db) == migrate.HEAD
+    db.close()
+    assert _diff(empty_pg) == []
+
+
+def test_head_constant_is_the_newest_revision() -> None:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate._config())
+    assert script.get_heads() == [migrate.HEAD]
+
+
+def test_ensure_schema_is_idempotent(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    client = agentboard.connect(str(home))
+    t = tasks.create(client.db, "default", "survives", assignee="w")
+    migrate.ensure_schema(client.db)
+    migrate.upgrade(client.db)  # a second full upgrade is a no-op too
+    client.close()
+    again = agentboard.connect(str(home))
+    assert [b["slug"] for b in again.boards()] == ["default"]
+    assert again.board().show(t["id"])["title"] == "survives"
+    again.close()
+
+
+def _open_and_create(home: str, i: int, barrier: Any, out: Any) -> None:
+    try:
+        barrier.wait()
+        client = agentboard.connect(home)
+        tasks.create(client.db, "default", f"from process {i}", assignee="w")
+        client.close()
+        out.put(None)
+    except BaseException:  # pragma: no cover - reported by the parent
+        out.put(traceback.format_exc())
+
+
+def test_eight_processes_open_a_fresh_home_at_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(8)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_open_and_create, args=(str(home), i, barrier, out)) for i in range(8)]
+    for p in procs:
+        p.start()
+    errors = [e for e in (out.get(timeout=120) for _ in procs) if e]
+    for p in procs:
+        p.join(30)
+    assert errors == []
+    client = agentboard.connect(str(home))
+    assert migrate.current_revision(client.db) == migrate.HEAD
+    assert [b["slug"] for b in client.boards()] == ["default"]
+    assert len(queries.list_tasks(client.db, "default")) == 8
+    client.close()
+    assert not [f for f in os.listdir(home) if f.endswith(".tmp")]
