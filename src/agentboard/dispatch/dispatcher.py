@@ -119,6 +119,7 @@ class Dispatcher:
         self._last_promote = 0.0
         self._next_due = 0.0
         self._orphans: dict[int, float] = {}
+        self._exited: set[int] = set()
         self.passes = 0
         #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a worker starts
         self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
@@ -312,7 +313,11 @@ class Dispatcher:
             if r["assignee"]:
                 per_profile[r["assignee"]] = per_profile.get(r["assignee"], 0) + 1
             if self._local(r):
-                local_count += 1
+                w = self.workers.get(r["current_run_id"])
+                # capacity is about processes: a worker that exited frees its slot at once, while
+                # its result is still being read and applied
+                if r["current_run_id"] not in self._exited and not (w is not None and w.poll()):
+                    local_count += 1
             if not dry_run:
                 try:
                     self._check_running(r, now, report)
@@ -502,6 +507,14 @@ class Dispatcher:
 
     def _handle_exit(self, r: dict[str, Any], w: spawn.Worker | None, deadline_hit: bool = False) -> None:
         rid = r["current_run_id"]
+        self._exited.add(rid)
+        try:
+            self._handle_exit_inner(r, w)
+        finally:
+            self._exited.discard(rid)
+
+    def _handle_exit_inner(self, r: dict[str, Any], w: spawn.Worker | None) -> None:
+        rid = r["current_run_id"]
         board, task_id = r["board"], r["id"]
         exit_code = w.exit_code if w is not None else None
         log_file = w.log_path if w is not None else (Path(r["log_path"]) if r["log_path"] else None)
@@ -514,11 +527,12 @@ class Dispatcher:
         out = adapters.read_output(adapter, log_file, offset)
         usage = {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
                                    ("cost_usd", out.cost_usd)) if v is not None}
-        try:
-            kr.update_run(self.db, rid, exit_code=exit_code, **usage)
-        except AgentboardError:
-            pass
         lifecycle = _lifecycle()
+        if usage or lifecycle is None:  # after_exit records the exit code itself
+            try:
+                kr.update_run(self.db, rid, exit_code=exit_code, **usage)
+            except AgentboardError:
+                pass
         if lifecycle is not None:
             decision = lifecycle.after_exit(self.db, self.settings, board, task_id, rid, workspace, exit_code,
                                             log_file, attempt)
