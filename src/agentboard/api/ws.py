@@ -22,6 +22,7 @@ from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import queries
 from ..store.engine import Database
 from .auth import Principal, _headers, authenticate, same_origin, token_from
+from .errors import dumps
 
 BATCH = 500
 REVERIFY_EVERY = 5.0
@@ -213,8 +214,7 @@ async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always
         if rows:
             cursor = int(rows[-1]["id"])
         if rows or always:
-            await ws.send_text(json.dumps({"events": [_event_out(r) for r in rows], "cursor": cursor},
-                                          default=str, separators=(",", ":")))
+            await ws.send_text(dumps({"events": [_event_out(r) for r in rows], "cursor": cursor}).decode())
             always = False
         if len(rows) < BATCH:
             return cursor
