@@ -109,7 +109,7 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
     """
     def gone() -> bool:
         if proc is not None:
-            poll = getattr(proc, "poll")
+            poll = proc.poll
             if poll() is None:
                 return False
         elif pid_alive(pid, started_after=started_after):
