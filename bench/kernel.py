@@ -123,15 +123,19 @@ def workload(client: Any, n: int) -> dict[str, Any]:
         if i % 10:
             t.run("link", links_link, db, slug, ids[i - 1], ids[i])
 
-    # complete on a board with no backlog, while the main board holds its n waiting tasks
+    # complete on a board with no backlog, while the main board holds its n waiting tasks. Each
+    # timed completion does the same work as one in the first wave below: it closes the run and
+    # promotes one child (the board holds only that child)
     from agentboard.kernel import boards
 
     boards.create(db, "empty")
     empty = Timer()
     for i in range(max(200, n // 4)):
-        task = tasks.create(db, "empty", f"lonely {i}", assignee=ASSIGNEE)
-        run = runs.claim(db, "empty", task["id"])
-        empty.run("complete", runs.complete, db, "empty", task["id"], summary="ok", run_id=run["run_id"])
+        head = tasks.create(db, "empty", f"lonely {i}", assignee=ASSIGNEE)["id"]
+        tail = tasks.create(db, "empty", f"lonely child {i}", assignee=ASSIGNEE, parents=[head])["id"]
+        run = runs.claim(db, "empty", head)
+        empty.run("complete", runs.complete, db, "empty", head, summary="ok", run_id=run["run_id"])
+        runs.complete(db, "empty", tail, summary="ok")
 
     # complete with the full backlog: the first wave (every chain head) completes while the
     # board still holds ~n waiting tasks

@@ -116,7 +116,7 @@ def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:
         names,
     ):
         out[r["goal_id"]].update(runs=r["runs"], cost_usd=float(r["cost"] or 0), tokens=int(r["tokens"] or 0))
-    for g, s in out.items():
+    for s in out.values():
         total = sum(v for k, v in s["counts"].items() if k != "archived")
         s["total"] = total
         s["done"] = s["counts"].get("done", 0)

@@ -42,14 +42,16 @@ def _would_cycle(tx: Tx, parent: str, child: str) -> list[str] | None:
 def _link(tx: Tx, board: str, parent_id: str, child_id: str, actor: str | None) -> Row:
     if parent_id == child_id:
         raise InvalidInput(f"a task cannot depend on itself ({parent_id})")
+    found = {
+        r["id"]: r
+        for r in tx.all("SELECT id, board, status FROM tasks WHERE id IN (:p, :c)", {"p": parent_id, "c": child_id})
+    }
     for tid in (parent_id, child_id):
-        if tx.one("SELECT 1 AS x FROM tasks WHERE id = :id AND board = :b", {"id": tid, "b": board}) is None:
-            other = tx.one("SELECT board FROM tasks WHERE id = :id", {"id": tid})
-            if other is not None:
-                raise InvalidInput(f"task {tid} is on board {other['board']!r}: links across boards are refused")
+        row = found.get(tid)
+        if row is None:
             raise NotFound(f"no task {tid} on board {board!r}")
-    if tx.one("SELECT 1 AS x FROM task_links WHERE parent_id = :p AND child_id = :c", {"p": parent_id, "c": child_id}):
-        raise Conflict(f"{parent_id} is already a parent of {child_id}")
+        if row["board"] != board:
+            raise InvalidInput(f"task {tid} is on board {row['board']!r}: links across boards are refused")
     path = _would_cycle(tx, parent_id, child_id)
     if path:
         raise Conflict(
@@ -57,13 +59,14 @@ def _link(tx: Tx, board: str, parent_id: str, child_id: str, actor: str | None) 
         )
     now = time.time()
     tx.execute(
-        "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
+        "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now) "
+        "ON CONFLICT (parent_id, child_id) DO NOTHING",
         {"p": parent_id, "c": child_id, "b": board, "now": now},
     )
+    if tx.rowcount != 1:
+        raise Conflict(f"{parent_id} is already a parent of {child_id}")
     tx.event(board, child_id, "linked", {"parent_id": parent_id, "child_id": child_id}, actor=actor, at=now)
-    child = get_task(tx, board, child_id)
-    parent = get_task(tx, board, parent_id)
-    if child["status"] == states.READY and parent["status"] not in states.SATISFIED:
+    if found[child_id]["status"] == states.READY and found[parent_id]["status"] not in states.SATISFIED:
         states.check("demote", states.READY, states.TODO, child_id)
         tx.execute("UPDATE tasks SET status = 'todo', updated_at = :now WHERE id = :id", {"now": now, "id": child_id})
         tx.event(board, child_id, "demoted", {"parent": parent_id}, actor=actor, at=now)

@@ -20,7 +20,6 @@ from .common import (
     jdump,
     pending_parents,
     ready_or_todo,
-    run_out,
     settings_of,
     task_out,
 )
@@ -49,6 +48,14 @@ def _ttl(tx: Tx, ttl: int | None) -> int:
 
 # -- claim ------------------------------------------------------------------------------------
 
+#: the task and whether any parent is still pending, in one statement
+_CLAIM_READ = (
+    "SELECT t.id, t.status, t.assignee, t.board, EXISTS ("
+    " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
+    " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
+    "FROM tasks t WHERE t.id = :id AND t.board = :b"
+)
+
 
 def _claim(
     tx: Tx,
@@ -60,16 +67,13 @@ def _claim(
     lock: str | None,
     actor: str | None,
 ) -> Row:
-    task = tx.one(
-        "SELECT id, status, assignee, board FROM tasks WHERE id = :id AND board = :b",
-        {"id": task_id, "b": board},
-    )
+    task = tx.one(_CLAIM_READ, {"id": task_id, "b": board})
     if task is None:
         get_task(tx, board, task_id)
         raise NotFound(task_id)  # pragma: no cover
     if task["status"] != states.READY:
         states.check("claim", task["status"], states.RUNNING, task_id)
-    pending = pending_parents(tx, task_id)
+    pending = pending_parents(tx, task_id) if task["pending"] else []
     now = time.time()
     if pending:
         tx.execute(
