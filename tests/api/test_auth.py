@@ -171,7 +171,8 @@ def _running(api: Api, board: str, task_id: str) -> int:
     return int(runs.claim(api.db, board, task_id)["run_id"])
 
 
-def test_run_token_reads_its_board_and_writes_only_its_own_task(api: Api) -> None:
+def test_run_token_reads_its_board_and_writes_only_its_own_task(api_any: Api) -> None:
+    api = api_any
     ids = _seed(api)
     run_id = _running(api, "default", ids["t1"])
     tok = tokens.create_run_token(api.db, "default", ids["t1"], run_id)
