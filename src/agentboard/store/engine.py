@@ -39,6 +39,8 @@ _EVENT_LOCK_KEY = 0x61676E74  # "agnt"
 _WRITE_DEADLINE = 60.0
 
 _open: weakref.WeakSet[Database] = weakref.WeakSet()
+#: compact JSON for event payloads (one encoder, not one per call as json.dumps(**options) builds)
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 def _after_fork() -> None:
@@ -129,7 +131,7 @@ class Tx:
                 "task_id": task_id,
                 "run_id": run_id,
                 "kind": kind,
-                "payload": json.dumps(payload or {}, separators=(",", ":"), default=str),
+                "payload": _encode(payload or {}),
                 "actor": actor,
                 "at": at if at is not None else time.time(),
             },
