@@ -23,13 +23,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-
-import sqlalchemy as sa
-from sqlalchemy import event as sa_event
-from sqlalchemy.pool import NullPool, QueuePool
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..domain.errors import AgentboardError, Unavailable
+
+if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
+    import sqlalchemy as sa  # never imports it (about 120 ms of start-up)
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -153,12 +152,28 @@ class Database:
         self._conns: dict[int, Any] = {}
         self._conns_lock = threading.Lock()
         self._generation = 0
-        self.engine = self._make_engine()
+        self._engine: sa.Engine | None = None
+        self._engine_lock = threading.Lock()
+        if self.dialect == "postgresql":
+            self._engine = self._make_engine()
         _open.add(self)
 
     # -- engine -----------------------------------------------------------------------------
 
+    @property
+    def engine(self) -> sa.Engine:
+        """The SQLAlchemy engine (migrations, the PostgreSQL pool); created on first use."""
+        if self._engine is None:
+            with self._engine_lock:
+                if self._engine is None:
+                    self._engine = self._make_engine()
+        return self._engine
+
     def _make_engine(self) -> sa.Engine:
+        import sqlalchemy as sa
+        from sqlalchemy import event as sa_event
+        from sqlalchemy.pool import QueuePool
+
         if self.dialect == "sqlite":
             engine = sa.create_engine(
                 self.url,
@@ -185,7 +200,8 @@ class Database:
         )
 
     def _forked(self) -> None:
-        self.engine.dispose(close=False)
+        if self._engine is not None:
+            self._engine.dispose(close=False)
         self._cond = threading.Condition()
         # the parent's SQLite connections must not be used (nor closed) in the child
         self._local = threading.local()
@@ -201,7 +217,8 @@ class Database:
                 conn.close()
             except Exception:  # pragma: no cover - closing a connection another thread holds
                 pass
-        self.engine.dispose()
+        if self._engine is not None:
+            self._engine.dispose()
 
     def pg_sql(self, sql: str) -> str:
         out = self._pg_cache.get(sql)
@@ -218,7 +235,7 @@ class Database:
     # PostgreSQL: the SQLAlchemy pool (a checkout is cheap next to a network round trip).
 
     def _sqlite_path(self) -> str:
-        return self.engine.url.database or ":memory:"
+        return sqlite_file(self.url)
 
     def _acquire(self) -> tuple[Any, Any]:
         """A DB-API connection and the token :meth:`_release` needs to give it back."""
@@ -236,8 +253,10 @@ class Database:
                 return conn, local
         try:
             proxy = self.engine.raw_connection()
-        except sa.exc.OperationalError as exc:
-            raise Unavailable(f"cannot open the database: {exc.orig}") from None
+        except Exception as exc:
+            if type(exc).__name__ != "OperationalError":
+                raise
+            raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}") from None
         return proxy.driver_connection, proxy
 
     def _release(self, token: Any, *, broken: bool = False) -> None:
@@ -434,4 +453,13 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-__all__ = ["Database", "NullPool", "Tx", "dumps", "loads", "open_database"]
+def sqlite_file(url: str) -> str:
+    """The file of a ``sqlite:///relative`` or ``sqlite:////absolute`` URL (``:memory:`` if none)."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    rest = rest.split("?", 1)[0]
+    if rest.startswith("/"):
+        rest = rest[1:]
+    return rest or ":memory:"
+
+
+__all__ = ["Database", "Tx", "dumps", "loads", "open_database", "sqlite_file"]

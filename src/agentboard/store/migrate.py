@@ -7,9 +7,7 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
-import sqlalchemy as sa
-
-from .engine import Database
+from .engine import Database, sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
@@ -37,7 +35,7 @@ def _config():  # type: ignore[no-untyped-def]
 @contextlib.contextmanager
 def _migration_lock(db: Database) -> Iterator[None]:
     if db.dialect == "sqlite":
-        path = Path(db.engine.url.database or "agentboard.db")
+        path = Path(sqlite_file(db.url))
         lock_path = path.with_name(path.name + ".migrate.lock")
         with open(lock_path, "a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
@@ -46,6 +44,8 @@ def _migration_lock(db: Database) -> Iterator[None]:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
     else:
+        import sqlalchemy as sa
+
         with db.engine.connect() as conn:
             conn.execute(sa.text("SELECT pg_advisory_lock(7340121)"))
             conn.commit()

@@ -1,0 +1,90 @@
+"""CLI start-up: ``agentboard --version`` and a worker's ``complete``, wall time of a fresh process.
+
+Each command runs as a new OS process, exactly as a shell or an agent starts it; the median of
+the repeats is reported next to the baseline ``python -c pass`` measured in the same run.
+Targets (07-quality.md): ``--version`` ≤ 150 ms, ``complete`` ≤ 300 ms.
+
+    python bench/cli_startup.py [--repeats 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import agentboard
+from agentboard.kernel import runs, tasks
+
+
+def wall_ms(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    took = (time.perf_counter() - start) * 1000
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return took
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    exe = shutil.which("agentboard")
+    cli = [exe] if exe else [sys.executable, "-m", "agentboard"]
+    home = Path(tempfile.mkdtemp(prefix="ab-bench-cli-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
+    env["AGENTBOARD_HOME"] = str(home)
+    try:
+        client = agentboard.connect(str(home))
+        claimed = []
+        for i in range(args.repeats + 1):
+            t = tasks.create(client.db, "default", f"cli bench {i}", assignee="bench")
+            claimed.append((t["id"], runs.claim(client.db, "default", t["id"])["run_id"]))
+        client.close()
+
+        base = [wall_ms([sys.executable, "-c", "pass"], env) for _ in range(args.repeats)]
+        version = [wall_ms([*cli, "--version"], env) for _ in range(args.repeats)]
+        complete = []
+        for task_id, run_id in claimed:
+            worker_env = {**env, "AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+                          "AGENTBOARD_BOARD": "default"}
+            complete.append(wall_ms([*cli, "complete", "--summary", "benchmarked"], worker_env))
+        complete = complete[1:]  # the first run also warms the file cache for the database
+
+        client = agentboard.connect(str(home))
+        done = client.board().list(status="done", limit=10_000)
+        client.close()
+        if len(done) != len(claimed):
+            raise SystemExit(f"only {len(done)} of {len(claimed)} completions reached the board")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in (("python", base), ("version", version), ("complete", complete))}
+    out = {
+        "baseline_python_ms": round(med["python"], 1),
+        "version_ms": round(med["version"], 1),
+        "complete_ms": round(med["complete"], 1),
+        "ratios": {"version": round(med["version"] / med["python"], 2),
+                   "complete": round(med["complete"] / med["python"], 2)},
+        "targets": {"version_ms": 150, "complete_ms": 300},
+        "repeats": args.repeats,
+    }
+    print(json.dumps(out))
+    print(f"\nCLI start-up, median wall time of {args.repeats} fresh processes", file=sys.stderr)
+    print(f"  python -c pass            {out['baseline_python_ms']:>8.1f} ms", file=sys.stderr)
+    print(f"  agentboard --version      {out['version_ms']:>8.1f} ms  (target 150)", file=sys.stderr)
+    print(f"  agentboard complete       {out['complete_ms']:>8.1f} ms  (target 300)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
