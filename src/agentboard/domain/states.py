@@ -141,7 +141,9 @@ def can(verb: str, current: str | None) -> bool:
 def table_markdown() -> str:
     """The transition table rendered for the docs."""
     lines = ["| verb | from | to |", "|---|---|---|"]
+    order = {s: i for i, s in enumerate(STATUSES)}
     for verb, moves in TRANSITIONS.items():
-        for frm, tos in moves.items():
-            lines.append(f"| {verb} | {frm or '(new)'} | {', '.join(sorted(tos))} |")
+        # statuses in lifecycle order, so the printout is the same in every process
+        for frm in sorted(moves, key=lambda s: -1 if s is None else order[s]):
+            lines.append(f"| {verb} | {frm or '(new)'} | {', '.join(sorted(moves[frm]))} |")
     return "\n".join(lines)
