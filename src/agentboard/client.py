@@ -19,7 +19,18 @@ from typing import Any
 
 from . import config as _config
 from .domain import model
-from .kernel import attachments, boards, comments, goals, links, maintenance, profiles, queries, runs, tasks
+from .kernel import (
+    attachments,
+    boards,
+    comments,
+    goals,
+    links,
+    maintenance,
+    profiles,
+    queries,
+    runs,
+    tasks,
+)
 from .store.engine import Database, Row, open_database
 
 
