@@ -78,8 +78,9 @@ def test_board_archive_restore_delete_move_its_folder(ab: Any) -> None:
     assert not folder.exists()
     with pytest.raises(NotFound):
         boards.get(ab.db, "proj")
-    left = ab.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM task_events WHERE board = 'proj'"))
-    assert left == 0
+    left = ab.db.read(lambda tx: tx.all("SELECT kind, task_id FROM task_events WHERE board = 'proj'"))
+    assert left == [{"kind": "board_deleted", "task_id": None}], "the log keeps only the deletion"
+    assert ab.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = 'proj'")) == 0
 
 
 # -- attachments ---------------------------------------------------------------------------------------

@@ -345,3 +345,26 @@ def test_unlink_re_evaluates_the_child(board: Any) -> None:
         board.link(c, p)
     with pytest.raises(Conflict, match="already"):
         board.link(p, c)
+
+
+# -- event ids are never handed out twice --------------------------------------------------------
+
+
+def _max_event(db: Any) -> int:
+    return int(db.read(lambda tx: tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events")))
+
+
+def test_event_ids_keep_increasing_after_the_newest_events_are_deleted(ab: Any) -> None:
+    """A reader that saw the newest id must still see the next event, whatever was deleted."""
+    ab.create_board("scratch")
+    ab.board("scratch").create("short-lived", assignee="w")
+    seen = _max_event(ab.db)  # the newest event belongs to the board about to go
+    boards.delete(ab.db, "scratch")
+    t = ab.board().create("after the delete", assignee="w")["id"]
+    assert [e["task_id"] for e in ab.board().events(seen)] == [t]
+
+    ab.board().complete(t, summary="done")
+    seen = _max_event(ab.db)
+    assert ab.prune_events(retention_days=-1) > 0  # everything of done tasks, newest included
+    u = ab.board().create("after the prune", assignee="w")["id"]
+    assert [e["task_id"] for e in ab.board().events(seen)] == [u]

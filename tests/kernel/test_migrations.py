@@ -129,3 +129,20 @@ def test_eight_processes_open_a_fresh_home_at_once(tmp_path: Path) -> None:
     assert len(queries.list_tasks(client.db, "default")) == 8
     client.close()
     assert not [f for f in os.listdir(home) if f.endswith(".tmp")]
+
+
+def test_upgrade_keeps_events_and_their_ids(tmp_path: Path) -> None:
+    """0004 rebuilds task_events on SQLite; an existing log survives with the same ids."""
+    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(db, "0003")
+    for i in range(5):
+        db.write(lambda tx, i=i: tx.event("default", f"t_{i:08x}", "created", {"n": i}))
+    before = db.read(lambda tx: tx.all("SELECT id, task_id, kind, payload FROM task_events ORDER BY id"))
+    migrate.upgrade(db)
+    after = db.read(lambda tx: tx.all("SELECT id, task_id, kind, payload FROM task_events ORDER BY id"))
+    assert after == before
+    table_sql = db.read(lambda tx: tx.scalar("SELECT sql FROM sqlite_master WHERE name = 'task_events'"))
+    assert "AUTOINCREMENT" not in table_sql
+    db.write(lambda tx: tx.event("default", None, "board_created", {}))
+    assert db.read(lambda tx: tx.scalar("SELECT MAX(id) FROM task_events")) == before[-1]["id"] + 1
+    db.close()

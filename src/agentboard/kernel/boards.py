@@ -199,8 +199,26 @@ def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | No
         if running:
             raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
         for table in _SCOPED_TABLES:
+            if table == "task_events":
+                # the newest event row (of any board) is never deleted: SQLite hands out
+                # max(id) + 1, and reusing an id a reader has seen would hide the next event
+                tx.execute(
+                    "DELETE FROM task_events WHERE board = :b AND id < (SELECT MAX(id) FROM task_events)",
+                    {"b": slug},
+                )
+                continue
             tx.execute(f"DELETE FROM {table} WHERE board = :b", {"b": slug})
         tx.execute("DELETE FROM boards WHERE slug = :s", {"s": slug})
+        # the log keeps one record of the board: its deletion (the kept newest row becomes it)
+        now = time.time()
+        payload = json.dumps({"slug": slug, "name": row["name"]})
+        tx.execute(
+            "UPDATE task_events SET task_id = NULL, run_id = NULL, kind = 'board_deleted', payload = :p, "
+            "actor = :a, created_at = :now WHERE board = :b",
+            {"p": payload, "a": actor, "now": now, "b": slug},
+        )
+        if tx.rowcount == 0:
+            tx.event(slug, None, "board_deleted", {"slug": slug, "name": row["name"]}, actor=actor, at=now)
         return row
 
     row = db.write(_w)

@@ -14,7 +14,9 @@ def prune_events(db: Database, *, retention_days: int = 30, board: str | None = 
     def _w(tx: Tx) -> int:
         sql = (
             "DELETE FROM task_events WHERE created_at < :c AND task_id IS NOT NULL AND "
-            "task_id NOT IN (SELECT id FROM tasks WHERE status NOT IN ('done', 'archived'))"
+            "task_id NOT IN (SELECT id FROM tasks WHERE status NOT IN ('done', 'archived')) "
+            # the newest row stays: SQLite hands out max(id) + 1, so ids never go back
+            "AND id < (SELECT MAX(id) FROM task_events)"
         )
         params: dict[str, object] = {"c": cutoff}
         if board:

@@ -181,7 +181,7 @@ task_events = sa.Table(
     sa.Column("created_at", Ts, nullable=False),
     sa.Index("ix_events_board", "board", "id"),
     sa.Index("ix_events_task", "task_id", "id"),
-    sqlite_autoincrement=True,
+    # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
 
 goals = sa.Table(
