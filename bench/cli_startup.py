@@ -26,7 +26,7 @@ from agentboard.kernel import runs, tasks
 
 def wall_ms(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     took = (time.perf_counter() - start) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
