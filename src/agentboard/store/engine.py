@@ -51,6 +51,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+_EVENT_INSERT = (
+    "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
+    "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
+)
+_EVENT_NOTIFY_PG = (
+    "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
+    "SELECT :board, :task_id, :run_id, :kind, :payload, :actor, :at "
+    "FROM (SELECT pg_notify('agentboard_events', :board)) AS notified"
+)
+
+
 class Tx:
     """One transaction on one DB-API connection."""
 
@@ -118,13 +129,13 @@ class Tx:
         at: float | None = None,
     ) -> None:
         """Append one event row in this transaction."""
-        if not self.wrote_events and self._pg:
-            self.execute("SELECT pg_notify('agentboard_events', :b)", {"b": board})
+        # PostgreSQL: the transaction's first event also notifies listeners (delivered at
+        # commit), in the same statement to save a round trip
+        sql = _EVENT_NOTIFY_PG if self._pg and not self.wrote_events else _EVENT_INSERT
         self.wrote_events = True
         self.boards_touched.add(board)
         self.execute(
-            "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
-            "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)",
+            sql,
             {
                 "board": board,
                 "task_id": task_id,
