@@ -368,3 +368,14 @@ def test_event_ids_keep_increasing_after_the_newest_events_are_deleted(ab: Any) 
     assert ab.prune_events(retention_days=-1) > 0  # everything of done tasks, newest included
     u = ab.board().create("after the prune", assignee="w")["id"]
     assert [e["task_id"] for e in ab.board().events(seen)] == [u]
+
+
+def test_clearing_a_task_goal_settles_the_goal_it_left(board: Any) -> None:
+    g = board.goal("g")["id"]
+    a = board.create("a", assignee="w", goal=g)["id"]
+    b = board.create("b", assignee="w", goal=g)["id"]
+    board.complete(a, summary="done")
+    out = board.edit(b, goal_id="")
+    assert out["goal_id"] is None
+    assert [t["id"] for t in board.list(goal=g)] == [a]
+    assert goals.show(board.db, B, g)["status"] == "done"

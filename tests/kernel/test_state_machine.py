@@ -14,13 +14,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, rule
 from kernelkit import check_invariants, snapshot
 
 import agentboard
 from agentboard.domain import states
 from agentboard.domain.errors import Conflict, NotFound
-from agentboard.kernel import comments, goals, links, queries, runs, tasks
+from agentboard.kernel import comments, goals, links, profiles, queries, runs, tasks
 
 B = "default"
 NAMES = st.sampled_from(["alice", "bob", None])
@@ -49,6 +49,7 @@ class KernelMachine(RuleBasedStateMachine):
         self.db = self.client.db
         self.cursor = 0
         self.goal = goals.create(self.db, B, "ship it")["id"]
+        profiles.add(self.db, "alice", command="true")
 
     def teardown(self) -> None:
         self.client.close()
@@ -143,13 +144,36 @@ class KernelMachine(RuleBasedStateMachine):
     def drag(self, t: str, status: str) -> None:
         self._apply(tasks.set_status, t, status)
 
-    @rule(t=ids)
-    def comment(self, t: str) -> None:
-        self._apply(comments.comment, t, "hello @alice and @nobody", mentions=False)
+    @rule(target=ids, t=ids)
+    def comment(self, t: str) -> Any:
+        out = self._apply(comments.comment, t, "hello @alice and @nobody")
+        if out is None:
+            return multiple()
+        assert out["skipped_mentions"] == ["nobody"] and len(out["spawned_subtasks"]) == 1
+        return multiple(*out["spawned_subtasks"])
+
+    @rule(t=ids, with_run=st.booleans())
+    def request_review(self, t: str, with_run: bool) -> None:
+        self._apply(runs.request_review, t, summary="look", run_id=self._run_id(t) if with_run else None)
+
+    @rule(limit=st.integers(1, 3))
+    def claim_next(self, limit: int) -> None:
+        for r in runs.claim_next(self.db, B, limit=limit, assignees=["alice", "bob"]):
+            assert r["claimed"] and r["assignee"] in ("alice", "bob")
+
+    @rule(t=ids, who=NAMES)
+    def reassign_running(self, t: str, who: str | None) -> None:
+        self._apply(tasks.assign, t, who, reclaim=True)
+
+    @rule(t=ids, goal=st.booleans())
+    def move_goal(self, t: str, goal: bool) -> None:
+        self._apply(tasks.edit, t, goal_id=self.goal if goal else "")
 
     @invariant()
     def invariants_hold(self) -> None:
         check_invariants(self.db)
+        goals_of = self.db.read(lambda tx: tx.all("SELECT DISTINCT goal_id FROM tasks WHERE goal_id IS NOT NULL"))
+        assert all(r["goal_id"] == self.goal for r in goals_of), goals_of
 
     @invariant()
     def events_strictly_increase(self) -> None:

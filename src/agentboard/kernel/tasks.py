@@ -501,8 +501,8 @@ def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **
             value = jdump(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
-        elif key == "tenant" and value == "":
-            value = None
+        elif key in ("tenant", "goal_id") and value == "":
+            value = None  # an empty value clears the field
         changes[key] = value
     if not changes:
         raise InvalidInput("nothing to change: give at least one field to edit")
