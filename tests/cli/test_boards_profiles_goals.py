@@ -8,10 +8,12 @@ from .conftest import assert_one_line_error, task_id
 
 
 def test_board_lifecycle(cli, cli_home: Path, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
     r = cli("boards", "create", "Research", "--name", "Research team", "--description", "papers",
-            "--icon", "R", "--color", "#336699", "--workdir", str(tmp_path), "--json")
+            "--icon", "R", "--color", "#336699", "--workdir", str(target), "--json")
     assert r.code == 0, r.err
-    assert r.json()["slug"] == "research" and r.json()["default_workdir"] == str(tmp_path)
+    assert r.json()["slug"] == "research" and r.json()["default_workdir"] == str(target)
     listed = cli("boards", "list", "--json").json()
     assert [(b["slug"], b["current"]) for b in listed] == [("default", True), ("research", False)]
 
