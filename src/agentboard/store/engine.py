@@ -289,7 +289,10 @@ class Database:
 
     def _new_sqlite(self) -> Any:
         try:
-            conn = sqlite3.connect(self._sqlite_path(), isolation_level=None, check_same_thread=False, timeout=10)
+            conn = sqlite3.connect(
+                self._sqlite_path(), isolation_level=None, check_same_thread=False, timeout=10,
+                cached_statements=512,  # every verb's statements stay prepared
+            )
         except sqlite3.OperationalError as exc:
             raise Unavailable(f"cannot open the database: {exc}") from None
         _sqlite_setup(conn)
