@@ -175,7 +175,7 @@ async def events_socket(ws: WebSocket) -> None:
         return
 
     if since is None:
-        cursor = await anyio.to_thread.run_sync(queries.last_event_id, db, board)
+        cursor = await anyio.to_thread.run_sync(queries.last_event_id, db)
     else:
         cursor = since
     wake = hub.subscribe(board, cursor)

@@ -88,7 +88,7 @@ def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: in
     kind_list = [k.strip() for k in (kinds or "").split(",") if k.strip()]
     if since is not None and since < 0:
         raise InvalidInput("--since must be an event id (0 or more)")
-    cursor = queries.last_event_id(db, slug) if since is None else since
+    cursor = queries.last_event_id(db) if since is None else since
 
     keep = None
     if assignee or tenant:

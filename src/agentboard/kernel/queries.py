@@ -236,7 +236,10 @@ def last_event_id(db: Database, board: str | None = None) -> int:
     def _r(tx: Tx) -> int:
         if board is None:
             return int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events") or 0)
-        return int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events WHERE board = :b", {"b": board}) or 0)
+        # scans back from the newest event (the log has no per-board index); a reader that only
+        # needs a starting cursor should ask for the global newest id instead
+        return int(tx.scalar(
+            "SELECT id FROM task_events WHERE board = :b ORDER BY id DESC LIMIT 1", {"b": board}) or 0)
     return db.read(_r)
 
 

@@ -160,12 +160,6 @@ task_runs = sa.Table(
     sa.Column("synthetic", sa.Integer, nullable=False, server_default="0"),
     sa.Column("pending_report", sa.Text),
     sa.Index("ix_runs_task", "task_id", "id"),
-    sa.Index(
-        "ix_runs_open",
-        "worker_host",
-        sqlite_where=sa.text("status = 'open'"),
-        postgresql_where=sa.text("status = 'open'"),
-    ),
 )
 
 task_events = sa.Table(
@@ -179,7 +173,6 @@ task_events = sa.Table(
     sa.Column("payload", sa.Text, nullable=False, server_default="{}"),
     sa.Column("actor", sa.Text),
     sa.Column("created_at", Ts, nullable=False),
-    sa.Index("ix_events_board", "board", "id"),
     sa.Index("ix_events_task", "task_id", "id"),
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
