@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from . import adapters, breaker, liveness, spawn, workspaces
 log = logging.getLogger("agentboard.dispatch")
 
 STOP_GRACE = 5.0
+#: exits found in one pass go to at most this many pool jobs, each handling at least EXIT_BATCH_MIN
+EXIT_JOBS = 2
+EXIT_BATCH_MIN = 4
 EXIT_RATE_LIMITED = 75
 
 
@@ -87,6 +91,20 @@ class _BoardLock:
                 self.fd = None
 
 
+@dataclass
+class _Launch:
+    """A claimed task whose workspace and .board/ are ready, about to be (or just) started."""
+
+    board: str
+    task_id: str
+    run_id: int
+    profile: dict[str, Any]
+    ws: workspaces.Workspace
+    launch: adapters.Launch
+    env: dict[str, str]
+    worker: spawn.Worker | None = None
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -120,6 +138,7 @@ class Dispatcher:
         self._next_due = 0.0
         self._orphans: dict[int, float] = {}
         self._exited: set[int] = set()
+        self._batch: list[tuple[int, Callable[..., None], tuple[Any, ...]]] = []
         self.passes = 0
         #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a worker starts
         self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
@@ -268,6 +287,35 @@ class Dispatcher:
 
         self._pool.submit(job)
 
+    def _queue_exit(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
+        """Like :meth:`_submit`, for an exit found in this pass: the pass hands its exits to the
+        pool in a few jobs that each handle several in turn (see :meth:`_flush_exits`)."""
+        if not self._claim_busy(run_id):
+            return
+        self._batch.append((run_id, fn, args))
+
+    def _flush_exits(self) -> None:
+        """Submit the exits found in this pass. A job handles its exits one after the other, so
+        exits do not compete with each other for the database's write lock; a slow one (a
+        verification run) delays only the few in its own job."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        size = max(EXIT_BATCH_MIN, -(-len(batch) // EXIT_JOBS))
+        for i in range(0, len(batch), size):
+            chunk = batch[i:i + size]
+
+            def job(chunk: list[tuple[int, Callable[..., None], tuple[Any, ...]]] = chunk) -> None:
+                for run_id, fn, args in chunk:
+                    try:
+                        fn(*args)
+                    except Exception:
+                        log.exception("dispatcher job for run %s failed", run_id)
+                    finally:
+                        self._release_busy(run_id)
+
+            self._pool.submit(job)
+
     def _local(self, row: dict[str, Any]) -> bool:
         host = row.get("worker_host")
         return host == self.host or (host is None and self.sqlite)
@@ -323,6 +371,7 @@ class Dispatcher:
                     self._check_running(r, now, report)
                 except AgentboardError as exc:
                     log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
+        self._flush_exits()
         # our own workers whose runs ended but which still run count against the caps
         local_count += sum(1 for rid, w in self.workers.items() if rid not in current and not w.exited)
 
@@ -378,7 +427,7 @@ class Dispatcher:
             if w.poll():
                 self.workers.pop(rid, None)
                 self._orphans.pop(rid, None)
-                self._submit(rid, self._record_exit, w)
+                self._queue_exit(rid, self._record_exit, w)
                 continue
             first = self._orphans.setdefault(rid, now)
             runs = kd.last_runs(self.db, [rid])
@@ -389,7 +438,8 @@ class Dispatcher:
             self._submit(rid, self._stop_orphan, w)
 
     def _record_exit(self, w: spawn.Worker) -> None:
-        """A worker that reported before exiting: keep its exit status and usage on the run."""
+        """A worker that reported before exiting: keep its exit status and usage on the run, and
+        hand a task it sent to review to the reviewer."""
         out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
         fields = {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
                                     ("cost_usd", out.cost_usd)) if v is not None}
@@ -397,11 +447,38 @@ class Dispatcher:
             kr.update_run(self.db, w.run_id, exit_code=w.exit_code, **fields)
         except AgentboardError:
             pass
+        self._review_entry(w)
+
+    def _review_entry(self, w: spawn.Worker) -> None:
+        """A worker that finished to review through the CLI or REST (its task was no longer running
+        when it exited): the review hand-off has not happened yet. ``on_review_entered`` is
+        idempotent per review entry, so a hand-off already made (MCP) is not repeated."""
+        lifecycle = _lifecycle()
+        if lifecycle is None:
+            return
+        def _r(tx: Any) -> Any:
+            return tx.one(
+                "SELECT t.status, r.outcome, (SELECT MAX(x.id) FROM task_runs x WHERE x.task_id = t.id "
+                "AND x.status = 'closed') AS last_closed FROM tasks t JOIN task_runs r ON r.id = :r "
+                "WHERE t.id = :t AND t.board = :b", {"t": w.task_id, "b": w.board, "r": w.run_id})
+        try:
+            st = self.db.read(_r)
+            # in review because of this very run (not a later one)
+            if (st is None or st["status"] != "review" or st["outcome"] != "review_requested"
+                    or int(st["last_closed"] or 0) != w.run_id):
+                return
+            from ..protocol import review
+
+            review.on_review_entered(self.db, self.settings, w.board, w.task_id)
+        except AgentboardError as exc:
+            log.info("review hand-off of %s after run %s: %s", w.task_id, w.run_id, exc)
 
     def _stop_orphan(self, w: spawn.Worker) -> None:
         if liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc):
             self.workers.pop(w.run_id, None)
             self._orphans.pop(w.run_id, None)
+            w.poll()
+            self._review_entry(w)
         else:
             self._note(("deferred", w.run_id), w.board, w.task_id, "reclaim_deferred",
                        {"pid": w.pid, "reason": "the worker of a closed run survived SIGKILL"}, run_id=w.run_id)
@@ -435,7 +512,7 @@ class Dispatcher:
                 self._due(started + grace)
         if not alive:
             report["exits"] += 1
-            self._submit(rid, self._handle_exit, r, w)
+            self._queue_exit(rid, self._handle_exit, r, w)
             return
         if w is not None and w.deadline is not None:
             if now > w.deadline:
@@ -644,13 +721,27 @@ class Dispatcher:
         claimed = kd.claim_batch(self.db, slug, [c["id"] for c, _ in chosen],
                                  ttl=int(self.settings.claim_ttl), host=self.host)
         by_id = {c["id"]: (c, p) for c, p in chosen}
+        # prepare every claimed task, then start them all, then record them all in one transaction:
+        # the window in which a started worker has no recorded pid stays a few process starts long
+        ready: list[_Launch] = []
         for cl in claimed:
             c, p = by_id[cl["id"]]
             per_board[slug] = per_board.get(slug, 0) + 1
             per_profile[p["name"]] = per_profile.get(p["name"], 0) + 1
-            err = self._spawn(b, c, p, int(cl["run_id"]), report)
+            task = {**c, **(cl.get("task") or {})}
+            res = self._prepare_spawn(b, task, p, int(cl["run_id"]))
+            if isinstance(res, str):
+                failures.append(((slug, c["id"], int(cl["run_id"])), res))
+            else:
+                ready.append(res)
+        started: list[_Launch] = []
+        for ln in ready:
+            err = self._start(ln)
             if err:
-                failures.append(((slug, c["id"], int(cl["run_id"])), err))
+                failures.append(((slug, ln.task_id, ln.run_id), err))
+            else:
+                started.append(ln)
+        self._record_started(slug, started, report)
         return len(claimed)
 
     def _skip(self, report: dict[str, Any], dry_run: bool, key: tuple[Any, ...], board: str, task_id: str,
@@ -691,12 +782,11 @@ class Dispatcher:
                        {"pid": pid, "reason": "the previous run's worker survived SIGKILL; not starting a duplicate"},
                        run_id=run_id)
 
-    def _spawn(self, b: dict[str, Any], c: dict[str, Any], p: dict[str, Any], run_id: int,
-               report: dict[str, Any]) -> str | None:
-        """Prepare the workspace and .board/, start the worker, record its pid. Error text or None."""
-        slug, task_id = b["slug"], c["id"]
+    def _prepare_spawn(self, b: dict[str, Any], task: dict[str, Any], p: dict[str, Any],
+                       run_id: int) -> _Launch | str:
+        """Prepare the workspace and .board/ and build the command line. The launch, or error text."""
+        slug, task_id = b["slug"], task["id"]
         try:
-            task = self.db.read(lambda tx: task_out(get_task(tx, slug, task_id)))
             ws = workspaces.prepare(workspaces.plan(self.home, b, task))
         except workspaces.WorkspaceError as exc:
             return f"workspace: {exc}"
@@ -723,32 +813,50 @@ class Dispatcher:
                                     board=slug, path_env=env.get("PATH"))
         except adapters.AdapterError as exc:
             return f"profile {p['name']!r}: {exc}"
-        logp = spawn.log_path(self.home, slug, task_id)
+        return _Launch(slug, task_id, run_id, p, ws, launch, env)
+
+    def _start(self, ln: _Launch) -> str | None:
+        """Start a prepared worker. Error text or None."""
+        p, launch = ln.profile, ln.launch
+        logp = spawn.log_path(self.home, ln.board, ln.task_id)
         try:
             proc, offset = spawn.start(
-                launch.argv, cwd=ws.path, env=env, log=logp, log_max_bytes=int(self.settings.log_max_bytes),
-                header=f"=== run {run_id} of {task_id} by {p['name']} ({launch.adapter}) at "
+                launch.argv, cwd=ln.ws.path, env=ln.env, log=logp, log_max_bytes=int(self.settings.log_max_bytes),
+                header=f"=== run {ln.run_id} of {ln.task_id} by {p['name']} ({launch.adapter}) at "
                        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===")
         except OSError as exc:
             return f"profile {p['name']!r}: cannot start {launch.argv[0]!r}: {exc.strerror or exc}"
-        w = spawn.Worker(slug, task_id, run_id, proc, p, ws.path, logp, offset)
-        self.workers[run_id] = w
+        w = spawn.Worker(ln.board, ln.task_id, ln.run_id, proc, p, ln.ws.path, logp, offset)
+        ln.worker = w
+        self.workers[ln.run_id] = w
         if self.on_spawn is not None:
-            self.on_spawn(slug, task_id, run_id, proc.pid, w.started)
+            self.on_spawn(ln.board, ln.task_id, ln.run_id, proc.pid, w.started)
         self._watch(proc)
-        try:
-            kr.record_spawn(self.db, slug, task_id, run_id, pid=proc.pid, host=self.host, log_path=str(logp),
-                            workspace=str(ws.path),
-                            extra={"profile": p["name"], "adapter": launch.adapter, "branch": ws.branch,
-                                   "workspace_kind": ws.kind})
-        except StaleRun:
-            # reclaimed between the claim and the spawn: this worker must not run
-            self._submit(run_id, self._stop_orphan, w)
-            return None
-        report["spawned"].append({"board": slug, "task": task_id, "run_id": run_id, "pid": proc.pid,
-                                  "profile": p["name"], "workspace": str(ws.path)})
-        log.info("spawned %s (%s) run %s pid %s in %s", task_id, p["name"], run_id, proc.pid, ws.path)
         return None
+
+    def _record_started(self, slug: str, started: list[_Launch], report: dict[str, Any]) -> None:
+        """Record the pids of the workers started on ``slug`` in this pass (one transaction)."""
+        if not started:
+            return
+        items = []
+        for ln in started:
+            assert ln.worker is not None
+            items.append({"task_id": ln.task_id, "run_id": ln.run_id, "pid": ln.worker.pid, "host": self.host,
+                          "log_path": str(ln.worker.log_path), "workspace": str(ln.ws.path),
+                          "extra": {"profile": ln.profile["name"], "adapter": ln.launch.adapter,
+                                    "branch": ln.ws.branch, "workspace_kind": ln.ws.kind}})
+        stale = {int(it["run_id"]) for it in kd.record_spawns(self.db, slug, items)}
+        for ln in started:
+            assert ln.worker is not None
+            if ln.run_id in stale:
+                # reclaimed between the claim and the spawn: this worker must not run
+                self._submit(ln.run_id, self._stop_orphan, ln.worker)
+                continue
+            report["spawned"].append({"board": slug, "task": ln.task_id, "run_id": ln.run_id,
+                                      "pid": ln.worker.pid, "profile": ln.profile["name"],
+                                      "workspace": str(ln.ws.path)})
+            log.info("spawned %s (%s) run %s pid %s in %s", ln.task_id, ln.profile["name"], ln.run_id,
+                     ln.worker.pid, ln.ws.path)
 
     def _respawn_repair(self, r: dict[str, Any], profile: dict[str, Any], workspace: Path, prompt_file: Path,
                         attempt: int, deadline: float | None) -> None:

@@ -5,6 +5,8 @@
   guards need.
 - :func:`claim_batch` — claim several chosen ready tasks in one transaction
   (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so competing dispatchers skip each other's rows).
+- :func:`record_spawns` — record the workers started in one pass (pid, host, log, workspace) in
+  one transaction, a ``spawned`` event each.
 - :func:`promote_pending` — the promotion safety net: todo tasks whose parents are all done.
 """
 
@@ -13,9 +15,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..domain.errors import StaleRun
 from ..store.engine import Database, Row, Tx
 from .common import default_assignee
-from .runs import _claim
+from .runs import _claim, _record_spawn
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, "
@@ -102,20 +105,26 @@ def last_event_of(db: Database, task_id: str, kind: str) -> Row | None:
     return db.read(_r)
 
 
+#: what starting a claimed task's worker needs (read in the claim's transaction, so it is current)
+_CLAIMED_FIELDS = "id, board, title, assignee, tenant, workspace_kind, workspace_path, branch_name"
+
+
 def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = "SELECT id FROM tasks WHERE board = :b AND status = 'ready' AND id IN " + _in("i", ids, params)
+    sql = ("SELECT " + _CLAIMED_FIELDS + " FROM tasks WHERE board = :b AND status = 'ready' AND id IN "
+           + _in("i", ids, params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE SKIP LOCKED"
-    free = {r["id"] for r in tx.all(sql, params)}
+    free = {r["id"]: r for r in tx.all(sql, params)}
     out = []
     for task_id in ids:  # keep the caller's order (priority, then age)
         if task_id not in free:
             continue
         res = _claim(tx, board, task_id, ttl, host, None, None, actor)
         if res["claimed"]:
+            res["task"] = free[task_id]
             out.append(res)
     return out
 
@@ -124,8 +133,36 @@ def claim_batch(
     db: Database, board: str, task_ids: list[str], *, ttl: int | None = None, host: str | None = None,
     actor: str | None = "dispatcher",
 ) -> list[Row]:
-    """Claim the given ready tasks in one transaction; tasks someone else holds are skipped."""
+    """Claim the given ready tasks in one transaction; tasks someone else holds are skipped.
+
+    Each claimed item has ``run_id`` and ``task`` (the fields a worker's start needs).
+    """
     return db.write(_claim_batch, board, list(task_ids), ttl, host, actor)
+
+
+def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    stale = []
+    for it in items:
+        try:
+            # the first statement is a compare-and-swap on the current run: a stale item writes nothing
+            _record_spawn(tx, board, it["task_id"], int(it["run_id"]), int(it["pid"]), it.get("host"),
+                          it.get("log_path"), it.get("workspace"), it.get("extra"))
+        except StaleRun as exc:
+            stale.append({**it, "error": str(exc)})
+    return stale
+
+
+def record_spawns(db: Database, board: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record several started workers in one transaction (a ``spawned`` event each).
+
+    Each item: ``task_id``, ``run_id``, ``pid`` and optionally ``host``, ``log_path``,
+    ``workspace``, ``extra`` (merged into the event payload). Returns the items whose run is no
+    longer current (reclaimed between the claim and the spawn), each with an ``error``; their
+    workers must be stopped.
+    """
+    if not items:
+        return []
+    return db.write(_record_spawns, board, list(items))
 
 
 def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
@@ -171,4 +208,7 @@ def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
     return db.write(_promote_pending, board, limit)
 
 
-__all__ = ["claim_batch", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments", "running"]
+__all__ = [
+    "claim_batch", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments",
+    "record_spawns", "running",
+]

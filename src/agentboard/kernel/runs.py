@@ -264,7 +264,7 @@ def _usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
 def _complete(
     tx: Tx, board: str, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
     result: str | None, usage: dict[str, Any] | None, run_id: int | None, actor: str | None,
-    force_done: bool, verified: bool = False,
+    force_done: bool, verified: bool = False, exit_code: int | None = None,
 ) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     cur = task["status"]
@@ -286,9 +286,10 @@ def _complete(
         tx.execute(
             "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
             "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
-            "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd) "
+            "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
+            "exit_code = COALESCE(:ec, exit_code) "
             "WHERE id = :r AND status = 'open'",
-            {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, **up},
+            {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, "ec": exit_code, **up},
         )
     else:
         rid = tx.scalar(
@@ -350,12 +351,13 @@ def complete(
     db: Database, board: str, task_id: str, *, summary: str | None = None,
     metadata: dict[str, Any] | None = None, result: str | None = None,
     usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
-    force_done: bool = False, verified: bool = False,
+    force_done: bool = False, verified: bool = False, exit_code: int | None = None,
 ) -> Row:
     """Finish a task: running → done (or review); a person closing ready/blocked/review → done.
 
     A worker's report (with its ``run_id``) on a task with ``verify`` commands is held on the run
     until the dispatcher has verified it; the dispatcher then completes with ``verified=True``.
+    ``exit_code`` (the dispatcher, after the worker exited) is stored on the closed run.
     """
     if summary is not None:
         summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
@@ -366,7 +368,7 @@ def complete(
     if result is not None:
         result = first_line(result, 500) or None
     return db.write(_complete, board, task_id, summary, metadata, result, usage, run_id, actor, force_done,
-                    verified)
+                    verified, exit_code)
 
 
 def _request_review(tx: Tx, board: str, task_id: str, summary: str | None, run_id: int | None, actor: str | None) -> Row:

@@ -14,6 +14,7 @@ The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``)
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -249,7 +250,20 @@ def _git(workspace: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _maybe_in_git(workspace: Path) -> bool:
+    """False only when ``workspace`` cannot be inside a git work tree: no ``.git`` in it or any
+    parent and no ``GIT_DIR``/``GIT_WORK_TREE`` in the environment (saves starting git)."""
+    if os.environ.get("GIT_DIR") or os.environ.get("GIT_WORK_TREE"):
+        return True
+    for p in {Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))}:
+        if any(os.path.lexists(d / ".git") for d in (p, *p.parents)):
+            return True
+    return False
+
+
 def is_tracked(workspace: Path, name: str) -> bool:
+    if not _maybe_in_git(workspace):
+        return False
     return bool(_git(workspace, "ls-files", "--", name))
 
 
@@ -278,6 +292,8 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
 
 def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
     """Add ``patterns`` to the repository's ``info/exclude`` when ``workspace`` is in a git work tree."""
+    if not _maybe_in_git(workspace):
+        return None
     if _git(workspace, "rev-parse", "--is-inside-work-tree") != "true":
         return None
     rel = _git(workspace, "rev-parse", "--git-path", "info/exclude")

@@ -20,7 +20,8 @@ from ..domain.errors import AgentboardError, StaleRun
 from ..kernel import comments, runs, tasks, wiki
 from ..store.engine import Database, Tx
 from . import boarddir, repair, result, review, verify
-from .context import load_context, render
+from .context import _load as _load_context
+from .context import render
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,20 @@ def worker_mcp_env(settings: Any, board: str, task: dict[str, Any], run_id: int,
     return env
 
 
-def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to 5 relevant published pages within the wiki deadline; ``(pages, why none)``."""
+NO_MATCH = "no published page matches this task"
+
+
+def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any],
+                any_published: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+    """Up to 5 relevant published pages within the wiki deadline; ``(pages, why none)``.
+
+    ``any_published=False`` (the board has no published page) skips the lookup: it could only
+    find nothing.
+    """
     if not settings.wiki_context:
         return [], "wiki context is turned off (AGENTBOARD_WIKI_CONTEXT=0)"
+    if not any_published:
+        return [], NO_MATCH
     deadline = float(settings.wiki_deadline or 8.0)
     text = f"{task.get('title') or ''}\n{task.get('body') or ''}"
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wiki-context")
@@ -75,7 +86,7 @@ def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any]) -
         except Exception as exc:  # the worker still starts; the event says why
             why = f"the wiki lookup failed: {exc}"
         else:
-            return list(pages), None if pages else "no published page matches this task"
+            return list(pages), None if pages else NO_MATCH
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     try:
@@ -128,6 +139,16 @@ def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: 
     return "\n".join(lines) + "\n"
 
 
+def _prepare_read(tx: Tx, board: str, task_id: str, wiki_on: bool) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+    """Everything ``prepare`` reads, in one transaction: the context data, the history events
+    and whether the board has any published wiki page."""
+    data = _load_context(tx, board, task_id)
+    history = boarddir._history_events(tx, board, task_id)
+    any_published = wiki_on and tx.one(
+        "SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1", {"b": board}) is not None
+    return data, history, any_published
+
+
 def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
             api_url: str | None = None, token: str | None = None) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
@@ -136,14 +157,14 @@ def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_i
     bdir = boarddir.board_dir(workspace)
     bdir.mkdir(parents=True, exist_ok=True)
     boarddir.archive_outputs(workspace)
-    data = load_context(db, board, task["id"])
+    data, history, any_published = db.read(_prepare_read, board, task["id"], bool(settings.wiki_context))
     full = data["task"]
     context_md = render(data)
     boarddir._write(bdir / "context.md", context_md)
     boarddir.write_json(bdir / "task.json", boarddir.task_document(data, run_id, verify_enabled=bool(settings.verify)))
-    pages, why = _wiki_pages(db, settings, board, full)
+    pages, why = _wiki_pages(db, settings, board, full, any_published)
     boarddir.write_wiki(workspace, pages, None if pages else why)
-    boarddir.write_history(db, board, full["id"], workspace)
+    boarddir._write(boarddir.history_path(workspace), boarddir.history_text(history))
     for stale in (bdir / REPAIR_PROMPT_FILE,):
         stale.unlink(missing_ok=True)
     env = worker_mcp_env(settings, board, full, run_id, workspace, api_url=api_url, token=token)
@@ -166,7 +187,7 @@ def _state(tx: Tx, board: str, task_id: str, run_id: int) -> dict[str, Any]:
 def _verify_and_complete(
     db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
-    actor: str | None, attempt: int,
+    actor: str | None, attempt: int, exit_code: int | None = None,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -182,7 +203,7 @@ def _verify_and_complete(
             how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"
             error = f"verification failed: `{failed.command}` {how}\n{failed.output_tail[-1500:]}"
             try:
-                out = runs.fail(db, board, task_id, "verify_failed", run_id=run_id, error=error,
+                out = runs.fail(db, board, task_id, "verify_failed", run_id=run_id, error=error, exit_code=exit_code,
                                 payload={"command": failed.command, "exit_code": failed.exit_code,
                                          "timed_out": failed.timed_out, "output_tail": failed.output_tail,
                                          "reported_summary": summary[:400]})
@@ -197,7 +218,7 @@ def _verify_and_complete(
                               {"commands": [r.command for r in outcome.results]}, run_id=run_id)
     try:
         done = runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result_line,
-                             usage=usage, run_id=run_id, actor=actor, verified=True)
+                             usage=usage, run_id=run_id, actor=actor, verified=True, exit_code=exit_code)
     except StaleRun as exc:
         return ExitDecision("handled", note=str(exc))
     note = f"completed; task is {done['status']}"
@@ -252,8 +273,12 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
         if task["status"] == states.REVIEW and run.get("outcome") == "review_requested":
             review.on_review_entered(db, settings, board, task_id)
         return ExitDecision("handled", note=f"run {run_id} is already closed (task is {task['status']})")
-    if exit_code is not None:
-        runs.update_run(db, run_id, exit_code=exit_code)
+    # the exit code is stored by the call that closes the run (complete / fail); the other paths
+    # store it first
+    def keep_exit_code() -> None:
+        if exit_code is not None:
+            runs.update_run(db, run_id, exit_code=exit_code)
+
     actor = task.get("assignee") or "worker"
 
     # 1. the worker reported success through the CLI or MCP; verification was pending
@@ -262,15 +287,17 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
         return _verify_and_complete(
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
-            usage=report.get("usage"), actor=report.get("actor") or actor, attempt=attempt)
+            usage=report.get("usage"), actor=report.get("actor") or actor, attempt=attempt, exit_code=exit_code)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
     if not parsed.exists and attempt == 0:
+        keep_exit_code()
         return ExitDecision("unhandled", note="no .board/result.json and no report")
     if not parsed.exists:
         parsed = result.Parsed(True, None, ["$: .board/result.json is missing (it was invalid before)"])
     if not parsed.valid:
+        keep_exit_code()
         runs.record_telemetry(db, board, task_id, "result_invalid",
                               {"attempt": attempt + 1, "errors": parsed.errors, "exit_code": exit_code},
                               run_id=run_id)
@@ -291,6 +318,7 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
         runs.record_telemetry(db, board, task_id, "result_repaired", {"attempt": attempt}, run_id=run_id)
     summary = data["summary"].strip()
     if not data["success"]:
+        keep_exit_code()
         try:
             tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
         except StaleRun as exc:
@@ -303,7 +331,7 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, attempt=attempt)
+                                    actor=actor, attempt=attempt, exit_code=exit_code)
     if decision.note.startswith("completed"):
         _ingest(db, settings, board, task_id, data, actor)
     return decision
