@@ -39,6 +39,8 @@ STOP_GRACE = 5.0
 #: exits found in one pass go to at most this many pool jobs, each handling at least EXIT_BATCH_MIN
 EXIT_JOBS = 2
 EXIT_BATCH_MIN = 4
+#: threads preparing the workspaces and .board/ files of the tasks claimed in one pass
+PREPARE_THREADS = 8
 EXIT_RATE_LIMITED = 75
 
 
@@ -130,6 +132,7 @@ class Dispatcher:
         self._pass_lock = threading.Lock()
         self._locks: dict[str, _BoardLock] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentboard-dispatch")
+        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
         self._noted: set[tuple[Any, ...]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -180,6 +183,8 @@ class Dispatcher:
             self._waker = None
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentboard-dispatch")
+        self._prep_pool.shutdown(wait=True)
+        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
         self._release_locks()
 
     def wake(self) -> None:
@@ -373,7 +378,8 @@ class Dispatcher:
                     log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
         self._flush_exits()
         # our own workers whose runs ended but which still run count against the caps
-        local_count += sum(1 for rid, w in self.workers.items() if rid not in current and not w.exited)
+        # (a copy: exit handling on the pool removes workers meanwhile)
+        local_count += sum(1 for rid, w in list(self.workers.items()) if rid not in current and not w.exited)
 
         # 6. promotion safety net (every interval, not every pass)
         interval = float(self.settings.dispatch_interval or 60.0)
@@ -721,26 +727,25 @@ class Dispatcher:
         claimed = kd.claim_batch(self.db, slug, [c["id"] for c, _ in chosen],
                                  ttl=int(self.settings.claim_ttl), host=self.host)
         by_id = {c["id"]: (c, p) for c, p in chosen}
-        # prepare every claimed task, then start them all, then record them all in one transaction:
-        # the window in which a started worker has no recorded pid stays a few process starts long
-        ready: list[_Launch] = []
+        # prepare and start every claimed task, then record them all in one transaction
+        todo = []
         for cl in claimed:
             c, p = by_id[cl["id"]]
             per_board[slug] = per_board.get(slug, 0) + 1
             per_profile[p["name"]] = per_profile.get(p["name"], 0) + 1
-            task = {**c, **(cl.get("task") or {})}
-            res = self._prepare_spawn(b, task, p, int(cl["run_id"]))
-            if isinstance(res, str):
-                failures.append(((slug, c["id"], int(cl["run_id"])), res))
-            else:
-                ready.append(res)
+            todo.append(({**c, **(cl.get("task") or {})}, p, int(cl["run_id"])))
+        # preparing is mostly waiting (database reads, file writes, process starts): several at once
+        if len(todo) > 1:
+            results = list(self._prep_pool.map(lambda t: self._prepare_and_start(b, *t), todo))
+        else:
+            results = [self._prepare_and_start(b, *t) for t in todo]
         started: list[_Launch] = []
-        for ln in ready:
-            err = self._start(ln)
-            if err:
-                failures.append(((slug, ln.task_id, ln.run_id), err))
+        for (task, _p, run_id), res in zip(todo, results, strict=True):
+            if isinstance(res, str):
+                failures.append(((slug, task["id"], run_id), res))
             else:
-                started.append(ln)
+                started.append(res)
+        # then every pid in one transaction
         self._record_started(slug, started, report)
         return len(claimed)
 
@@ -781,6 +786,13 @@ class Dispatcher:
             self._note(("deferred", run_id), board, task_id, "reclaim_deferred",
                        {"pid": pid, "reason": "the previous run's worker survived SIGKILL; not starting a duplicate"},
                        run_id=run_id)
+
+    def _prepare_and_start(self, b: dict[str, Any], task: dict[str, Any], p: dict[str, Any],
+                           run_id: int) -> _Launch | str:
+        ln = self._prepare_spawn(b, task, p, run_id)
+        if isinstance(ln, str):
+            return ln
+        return self._start(ln) or ln
 
     def _prepare_spawn(self, b: dict[str, Any], task: dict[str, Any], p: dict[str, Any],
                        run_id: int) -> _Launch | str:

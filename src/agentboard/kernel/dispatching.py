@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..domain.errors import StaleRun
+from ..domain.errors import Conflict
 from ..store.engine import Database, Row, Tx
 from .common import default_assignee
-from .runs import _claim, _record_spawn
+from .runs import _claim, _ttl, stale_error
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, "
@@ -106,27 +106,65 @@ def last_event_of(db: Database, task_id: str, kind: str) -> Row | None:
 
 
 #: what starting a claimed task's worker needs (read in the claim's transaction, so it is current)
-_CLAIMED_FIELDS = "id, board, title, assignee, tenant, workspace_kind, workspace_path, branch_name"
+_CLAIMED_FIELDS = "t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, t.branch_name"
 
 
 def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+    """Set-based claim: one read, one multi-row insert of the runs, one batched update of the
+    tasks and a ``claimed`` event each — the same rows and events :func:`runs.claim` writes.
+    A task with a parent not done (demoted) or an unexpected current run takes the one-by-one
+    path of ``runs._claim``."""
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + " FROM tasks WHERE board = :b AND status = 'ready' AND id IN "
-           + _in("i", ids, params))
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.current_run_id, EXISTS ("
+           " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
+           " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
+           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + _in("i", ids, params))
     if tx.db.dialect == "postgresql":
-        sql += " FOR UPDATE SKIP LOCKED"
+        sql += " FOR UPDATE OF t SKIP LOCKED"
     free = {r["id"]: r for r in tx.all(sql, params)}
-    out = []
-    for task_id in ids:  # keep the caller's order (priority, then age)
-        if task_id not in free:
-            continue
+    fast = [free[i] for i in ids if i in free and not free[i]["pending"] and free[i]["current_run_id"] is None]
+    slow = [i for i in ids if i in free and (free[i]["pending"] or free[i]["current_run_id"] is not None)]
+    out: dict[str, Row] = {}
+    if fast:
+        now = time.time()
+        expires = now + _ttl(tx, ttl)
+        lock = f"{host or ''}::{now}"
+        values, vp = [], {"b": board, "exp": expires, "host": host, "now": now, "lock": lock}
+        for n, row in enumerate(fast):
+            vp.update({f"i{n}": row["id"], f"j{n}": row["id"], f"p{n}": row["assignee"]})
+            values.append(f"(:i{n}, :b, :p{n}, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :j{n}), "
+                          "'open', :lock, :exp, NULL, :host, :now, :now, 0)")
+        made = tx.all(
+            "INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
+            "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) VALUES "
+            + ", ".join(values) + " RETURNING id, task_id", vp)
+        run_of = {r["task_id"]: int(r["id"]) for r in made}
+        tx.executemany(
+            "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
+            "claim_expires = :exp, worker_pid = NULL, worker_host = :host, last_heartbeat_at = :now, "
+            "started_at = COALESCE(started_at, :now), updated_at = :now "
+            "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL",
+            [{"r": run_of[row["id"]], "lock": lock, "exp": expires, "host": host, "now": now, "id": row["id"]}
+             for row in fast])
+        if tx.rowcount != len(fast):  # pragma: no cover - the rows are locked (write lock, FOR UPDATE)
+            raise Conflict(f"{len(fast) - max(tx.rowcount, 0)} of {len(fast)} tasks were claimed by someone else")
+        for row in fast:
+            tx.event(board, row["id"], "claimed", {"host": host, "assignee": row["assignee"]},
+                     run_id=run_of[row["id"]], actor=actor, at=now)
+            out[row["id"]] = {"claimed": True, "id": row["id"], "run_id": run_of[row["id"]], "claim_lock": lock,
+                              "claim_expires": expires, "assignee": row["assignee"], "status": "running"}
+    for task_id in slow:
         res = _claim(tx, board, task_id, ttl, host, None, None, actor)
         if res["claimed"]:
-            res["task"] = free[task_id]
-            out.append(res)
-    return out
+            out[task_id] = res
+    result = []
+    for task_id in ids:  # keep the caller's order (priority, then age)
+        if task_id in out:
+            task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id")}
+            result.append({**out[task_id], "task": task})
+    return result
 
 
 def claim_batch(
@@ -141,14 +179,41 @@ def claim_batch(
 
 
 def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set-based ``runs.record_spawn`` for several workers: the same rows and events, with a
+    compare-and-swap on each task's current run (a stale item writes nothing)."""
+    params: dict[str, Any] = {"b": board}
+    sql = ("SELECT id, current_run_id FROM tasks WHERE board = :b AND id IN "
+           + _in("i", [it["task_id"] for it in items], params))
+    if tx.db.dialect == "postgresql":
+        sql += " FOR UPDATE"
+    current = {r["id"]: r["current_run_id"] for r in tx.all(sql, params)}
+    ok = [it for it in items if current.get(it["task_id"]) == int(it["run_id"])]
     stale = []
     for it in items:
-        try:
-            # the first statement is a compare-and-swap on the current run: a stale item writes nothing
-            _record_spawn(tx, board, it["task_id"], int(it["run_id"]), int(it["pid"]), it.get("host"),
-                          it.get("log_path"), it.get("workspace"), it.get("extra"))
-        except StaleRun as exc:
-            stale.append({**it, "error": str(exc)})
+        if current.get(it["task_id"]) != int(it["run_id"]):
+            task = tx.one("SELECT id, status, current_run_id FROM tasks WHERE id = :t", {"t": it["task_id"]})
+            error = (str(stale_error(task, int(it["run_id"]))) if task is not None
+                     else f"task {it['task_id']} no longer exists")
+            stale.append({**it, "error": error})
+    if not ok:
+        return stale
+    now = time.time()
+    rows = [{"pid": int(it["pid"]), "host": it.get("host"), "ws": it.get("workspace"), "log": it.get("log_path"),
+             "now": now, "id": it["task_id"], "r": int(it["run_id"])} for it in ok]
+    tx.executemany(
+        "UPDATE tasks SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
+        "workspace_path = COALESCE(:ws, workspace_path), updated_at = :now "
+        "WHERE id = :id AND current_run_id = :r",
+        [{k: v for k, v in r.items() if k != "log"} for r in rows])
+    tx.executemany(
+        "UPDATE task_runs SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
+        "log_path = :log, workspace_path = :ws WHERE id = :r",
+        [{k: v for k, v in r.items() if k in ("pid", "host", "log", "ws", "r")} for r in rows])
+    for it in ok:
+        payload = {"pid": int(it["pid"]), "host": it.get("host"), "log": it.get("log_path"),
+                   "workspace": it.get("workspace")}
+        payload.update(it.get("extra") or {})
+        tx.event(board, it["task_id"], "spawned", payload, run_id=int(it["run_id"]), actor="dispatcher", at=now)
     return stale
 
 
