@@ -91,6 +91,39 @@ def test_board_renders_columns_with_counts(page: Any, server: Any, kernel: Any) 
     expect(column(page, "archived")).to_have_count(0, timeout=T)
 
 
+def test_a_laptop_screen_shows_every_column_and_long_names_end_in_an_ellipsis(page: Any, kernel: Any) -> None:
+    b = kernel.board()
+    kernel.add_profile("research-assistant", command="true")
+    goal = b.goal(uniq("Quarterly research briefing on agent fleets for the leadership offsite"))
+    parent = b.create(uniq("Collect sources"), assignee="research-assistant", goal=goal["id"], tenant="platform-infrastructure-eu-west-1")
+    b.create(uniq("Summarise"), assignee="research-assistant", parents=[parent["id"]])
+    b.comment(parent["id"], "a note")
+    page.set_viewport_size({"width": 1600, "height": 900})
+    page.reload()
+    the_card = card(page, parent["title"])
+    expect(the_card).to_be_visible(timeout=T)
+
+    # all seven columns fit side by side: nothing is cut off at the right edge
+    for status in ("triage", "todo", "ready", "running", "review", "blocked", "done"):
+        box = column(page, status).bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 1600, status
+    # column heads line up whether or not they have a "+" button
+    heights = {column(page, s).locator(".column-head").bounding_box()["height"] for s in ("todo", "running", "done")}
+    assert len(heights) == 1, heights
+
+    # a long goal, tenant or assignee is shortened with an ellipsis inside the card, and the
+    # full text is on hover
+    card_box = the_card.bounding_box()
+    for sel in (".pill-goal .pill-text", ".pill-tenant .pill-text", ".assignee-name"):
+        el = the_card.locator(sel)
+        style = el.evaluate("e => [getComputedStyle(e).textOverflow, e.scrollWidth > e.clientWidth]")
+        assert style == ["ellipsis", True], sel
+        box = el.bounding_box()
+        assert box["x"] + box["width"] <= card_box["x"] + card_box["width"], sel
+    assert goal["title"] in (the_card.locator(".pill-goal").get_attribute("title") or "")
+    assert "research-assistant" in (the_card.locator(".assignee").get_attribute("title") or "")
+
+
 def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any) -> None:
     b = kernel.board()
     t = b.create(uniq("Drag me"), assignee="coder")
@@ -525,10 +558,13 @@ def test_goals_view_shows_progress_blocked_reasons_and_cost(page: Any, kernel: A
 
 
 def test_profiles_panel_edits_a_description(page: Any, kernel: Any) -> None:
-    kernel.add_profile("reviewer", command="true", description="old words")
+    kernel.add_profile("reviewer", command="true", description="old words", model_name="opus", max_concurrency=2)
     page.get_by_role("button", name="Profiles", exact=True).click()
     row = page.locator(".profile[data-name='reviewer']")
     expect(row.locator(".profile-desc")).to_have_value("old words", timeout=T)
+    expect(row.locator(".profile-head")).to_contain_text("opus")
+    expect(row.locator(".profile-head")).to_contain_text("≤ 2 at once")
+    expect(page.locator(".panel-head .hint code")).to_have_text("agentboard profiles add")
     row.locator(".profile-desc").fill("reads diffs and judges them")
     row.get_by_role("button", name="Save description").click()
     expect(row.locator(".save-state")).to_have_text("saved", timeout=T)

@@ -145,8 +145,8 @@ function renderCard(card) {
   const prio = card.priority
     ? h(`span.pill.pill-prio${card.priority > 0 ? ".prio-high" : ".prio-low"}`, { title: "priority" }, `P${card.priority}`)
     : null;
-  if (card.tenant) pills.push(h("span.pill.pill-tenant", { title: "tenant" }, card.tenant));
-  if (card.goal_id) pills.push(h("span.pill.pill-goal", { title: `goal ${card.goal_id}` }, "◎ ", goalTitle(card.goal_id)));
+  if (card.tenant) pills.push(h("span.pill.pill-tenant", { title: `tenant: ${card.tenant}` }, h("span.pill-text", card.tenant)));
+  if (card.goal_id) pills.push(h("span.pill.pill-goal", { title: `goal: ${goalTitle(card.goal_id)}` }, "◎ ", h("span.pill-text", goalTitle(card.goal_id))));
   if (card.child_count) {
     const done = card.children_done || 0;
     pills.push(h(`span.pill.pill-progress${done === card.child_count ? ".complete" : ""}`,
@@ -158,14 +158,14 @@ function renderCard(card) {
   }
   const links = (card.parent_count || 0) + (card.child_count || 0);
   const meta = [
-    h(`span.assignee${card.assignee ? "" : ".unassigned"}`, { title: "assignee" },
-      h("span.avatar", (card.assignee || "?").slice(0, 1).toUpperCase()), card.assignee || "unassigned"),
+    h(`span.assignee${card.assignee ? "" : ".unassigned"}`, { title: card.assignee ? `assignee: ${card.assignee}` : "unassigned" },
+      h("span.avatar", (card.assignee || "?").slice(0, 1).toUpperCase()), h("span.assignee-name", card.assignee || "unassigned")),
     h("span.spacer"),
     card.comment_count ? h("span.meta-count", { title: `${card.comment_count} comments` }, icon("comment"), String(card.comment_count)) : null,
     links ? h("span.meta-count", { title: `${card.parent_count || 0} parents, ${card.child_count || 0} children` }, icon("link"), String(links)) : null,
     card.status === "running" && card.started_at
       ? h("span.meta-time", { title: `started ${fmtTime(card.started_at)}` }, icon("clock"), duration(card.started_at))
-      : h("span.meta-time", { title: fmtTime(card.created_at) }, `created ${ago(card.created_at)}`),
+      : h("span.meta-time", { title: `created ${fmtTime(card.created_at)}` }, h("span.meta-word", "created "), ago(card.created_at)),
   ];
   const el = h(`article.card${checked ? ".selected" : ""}`, {
     tabindex: "0", dataset: { id: card.id, status: card.status },
