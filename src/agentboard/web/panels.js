@@ -92,7 +92,8 @@ export async function renderProfiles(root) {
   state.profiles = profiles;
   clear(root);
   root.appendChild(h("div.panel-head", h("h2", "Profiles"), h("span.spacer"),
-    h("span.hint", "The agents tasks are assigned to. Descriptions route decomposed work; add profiles with `agentboard profiles add`.")));
+    h("span.hint", "The agents tasks are assigned to. Descriptions route decomposed work; add profiles with ",
+      h("code", "agentboard profiles add"), ".")));
   if (!profiles.length) {
     root.appendChild(h("div.panel-empty", "No profiles yet."));
     return;
@@ -133,6 +134,8 @@ function profileRow(p, counts) {
       h("h3.profile-name", p.name),
       p.adapter ? h("span.pill", p.adapter) : null,
       p.orchestrator ? h("span.pill.pill-goal", "orchestrator") : null,
+      p.model ? h("span.pill", { title: "model" }, p.model) : null,
+      p.max_concurrency ? h("span.pill", { title: "at most this many running at once" }, `≤ ${p.max_concurrency} at once`) : null,
       p.enabled === false ? h("span.pill.pill-fail", "disabled") : null,
       h("span.spacer"),
       h("span.profile-counts", Object.entries(counts).map(([s, n]) => h("span.goal-count", h(`span.dot.dot-${s}`), `${n} ${s}`)))),
