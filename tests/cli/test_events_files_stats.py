@@ -48,6 +48,10 @@ def test_watch_filters(cli) -> None:
     # without --since, watch starts at the end of the log: old events are not repeated
     assert cli("watch", "--once").out == ""
     assert_one_line_error(cli("watch", "--once", "--board", "nosuch"), 3, "no board")
+    # a misspelt kind is refused instead of silently matching nothing
+    r = cli("watch", "--once", "--kinds", "completed,complete")
+    assert_one_line_error(r, 2, "unknown event kind 'complete'")
+    assert "completed" in r.err
 
 
 def test_attach_and_list(cli, cli_home: Path, tmp_path: Path, counts) -> None:

@@ -79,6 +79,7 @@ def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json
 def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: int | None,
           once: bool, board: str | None, as_json: bool) -> None:
     """Print the board's events live as they happen (Ctrl-C to stop)."""
+    from agentboard.domain import events as event_kinds
     from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import boards, queries
 
@@ -86,6 +87,9 @@ def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: in
     db = common.db()
     boards.get(db, slug)  # unknown board → exit 3
     kind_list = [k.strip() for k in (kinds or "").split(",") if k.strip()]
+    unknown = [k for k in kind_list if k not in event_kinds.ALL]
+    if unknown:
+        raise InvalidInput(f"unknown event kind '{unknown[0]}'; use one of {', '.join(sorted(event_kinds.ALL))}")
     if since is not None and since < 0:
         raise InvalidInput("--since must be an event id (0 or more)")
     cursor = queries.last_event_id(db) if since is None else since
