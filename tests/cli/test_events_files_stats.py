@@ -52,6 +52,7 @@ def test_watch_filters(cli) -> None:
     r = cli("watch", "--once", "--kinds", "completed,complete")
     assert_one_line_error(r, 2, "unknown event kind 'complete'")
     assert "completed" in r.err
+    assert "one JSON object per line" in cli("watch", "--help").out
 
 
 def test_attach_and_list(cli, cli_home: Path, tmp_path: Path, counts) -> None:

@@ -10,9 +10,12 @@ from typing import Any
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import board_option, handle_errors
 
 POLL_SECONDS = 0.2
+
+json_lines_option = click.option("--json", "as_json", is_flag=True,
+                                 help="print each event as one JSON object per line")
 
 
 def _follow(
@@ -52,7 +55,7 @@ def _follow(
 @click.option("--since", default=0, type=int, metavar="N", help="start after event id N (default: the beginning)")
 @click.option("--once", is_flag=True, help="print what is there and exit")
 @board_option
-@json_option
+@json_lines_option
 @handle_errors
 def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json: bool) -> None:
     """Follow one task's events (Ctrl-C to stop); --json prints one object per line."""
@@ -74,7 +77,7 @@ def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json
               help="start after event id N (default: now, only new events)")
 @click.option("--once", is_flag=True, help="print what is there and exit")
 @board_option
-@json_option
+@json_lines_option
 @handle_errors
 def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: int | None,
           once: bool, board: str | None, as_json: bool) -> None:
