@@ -148,3 +148,15 @@ def test_json_read_verbs_print_one_document(cli) -> None:
         r = cli(*args, "--json")
         assert r.code == 0, (args, r.err)
         json.loads(r.out)  # the whole of stdout is one JSON document
+
+
+def test_show_keeps_a_multi_line_value_inside_its_field(cli) -> None:
+    tid = cli("create", "stuck", "--json").json()["id"]
+    cli("block", tid, "last output:\nstep 1 ok\nstep 2 failed")
+    lines = cli("show", tid).out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("blocked"))
+    indent = lines[at].index("[manual]")
+    assert lines[at + 1] == " " * indent + "step 1 ok"
+    assert lines[at + 2] == " " * indent + "step 2 failed"
+    # the next field still starts at the left edge
+    assert lines[at + 3].split()[0] in ("workspace", "created")

@@ -135,8 +135,8 @@ def fields(pairs: Iterable[tuple[str, Any]], *, title: str | None = None) -> Non
     for k, v in items:
         if tty and k == "status":
             _console().print(f"[bold]{k.ljust(width)}[/bold]  [{STATUS_STYLE.get(v, '')}]{v}[/]")
-        else:
-            click.echo(f"{k.ljust(width)}  {v}")
+        else:  # a multi-line value keeps its later lines under the first one
+            click.echo(f"{k.ljust(width)}  {v}".rstrip().replace("\n", "\n" + " " * (width + 2)))
 
 
 def heading(text: str) -> None:
