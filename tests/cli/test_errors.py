@@ -43,6 +43,8 @@ CASES = [
     ("claim a todo task", ["claim", "{b}"], 4, ["cannot claim"]),
     ("complete a todo task", ["complete", "{b}"], 4, ["cannot complete"]),
     ("review a task not in review", ["review", "{a}", "--approve"], 4, ["cannot approve"]),
+    ("request changes on a ready task", ["review", "{a}", "--request-changes", "cite the RFC"], 4,
+     ["cannot request changes on task", "while it is ready", "allowed from: review"]),
     ("review without verdict", ["review", "{a}"], 2, ["exactly one"]),
     ("review with two verdicts", ["review", "{a}", "--approve", "--reject", "no"], 2, ["exactly one"]),
     ("empty comment", ["comment", "{a}", " "], 2, ["comment is empty"]),

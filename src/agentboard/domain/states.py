@@ -117,6 +117,13 @@ def allowed_from(verb: str) -> frozenset[str | None]:
     return frozenset(TRANSITIONS[verb])
 
 
+#: how a verb reads in "cannot <phrase> task X …" when its name alone does not
+_PHRASES: Final[dict[str, str]] = {
+    "request_changes": "request changes on",
+    "request_review": "request a review of",
+}
+
+
 def check(verb: str, current: str | None, target: str, task_id: str = "") -> None:
     """Raise :class:`InvalidTransition` unless ``verb`` may move ``current`` to ``target``."""
     moves = TRANSITIONS.get(verb)
@@ -125,13 +132,14 @@ def check(verb: str, current: str | None, target: str, task_id: str = "") -> Non
     targets = moves.get(current)
     if targets is None or target not in targets:
         who = f"task {task_id} " if task_id else ""
+        phrase = _PHRASES.get(verb, verb.replace("_", " "))
         if targets is None:
             starts = sorted(s for s in moves if s is not None)
             raise InvalidTransition(
-                f"cannot {verb.replace('_', ' ')} {who}while it is {current} "
+                f"cannot {phrase} {who}while it is {current} "
                 f"(allowed from: {', '.join(starts) or 'creation'})"
             )
-        raise InvalidTransition(f"cannot {verb.replace('_', ' ')} {who}from {current} to {target}")
+        raise InvalidTransition(f"cannot {phrase} {who}from {current} to {target}")
 
 
 def can(verb: str, current: str | None) -> bool:
