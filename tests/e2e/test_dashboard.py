@@ -124,6 +124,22 @@ def test_a_laptop_screen_shows_every_column_and_long_names_end_in_an_ellipsis(pa
     assert "research-assistant" in (the_card.locator(".assignee").get_attribute("title") or "")
 
 
+def test_a_long_block_reason_keeps_the_card_short(page: Any, kernel: Any) -> None:
+    b = kernel.board()
+    t = b.create(uniq("Gave up"), assignee="coder")
+    reason = "gave up: 2 consecutive failures; last output: " + " ".join(f"line {i} of the log" for i in range(60))
+    b.block(t["id"], reason)
+    page.reload()
+    short = card(page, t["title"])
+    expect(short.locator(".card-reason")).to_be_visible(timeout=T)
+    # three lines of the reason at most; the whole reason is on hover and in the drawer
+    line = float(short.locator(".card-reason").evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
+    assert short.locator(".card-reason").bounding_box()["height"] <= 3 * line + 8
+    assert reason in (short.locator(".card-reason").get_attribute("title") or "")
+    short.click()
+    expect(page.locator("#drawer")).to_contain_text("line 59 of the log", timeout=T)
+
+
 def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any) -> None:
     b = kernel.board()
     t = b.create(uniq("Drag me"), assignee="coder")
