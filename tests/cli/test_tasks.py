@@ -160,3 +160,15 @@ def test_show_keeps_a_multi_line_value_inside_its_field(cli) -> None:
     assert lines[at + 2] == " " * indent + "step 2 failed"
     # the next field still starts at the left edge
     assert lines[at + 3].split()[0] in ("workspace", "created")
+
+
+def test_list_says_when_filters_match_nothing_or_the_limit_cuts_it_short(cli) -> None:
+    assert cli("list").out.strip() == "no tasks on board 'default'"
+    for title in ("one", "two", "three"):
+        cli("create", title)
+    r = cli("list", "--status", "running")
+    assert r.code == 0 and r.out.strip() == "no tasks match these filters on board 'default'"
+    r = cli("list", "--limit", "2")
+    assert len(r.lines()) == 3  # header + 2 rows
+    assert "--limit" in r.err
+    assert cli("list", "--limit", "5").err == ""

@@ -104,8 +104,11 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
         ["id", "status", "pri", "assignee", "title", "updated"],
         [(r["id"], r["status"], r["priority"], r["assignee"], clip(r["title"], 70), age(r["updated_at"]))
          for r in rows],
-        empty=f"no tasks on board {slug!r}",
+        empty=(f"no tasks match these filters on board {slug!r}"
+               if assignee or statuses or tenant or goal or search else f"no tasks on board {slug!r}"),
     )
+    if len(rows) == limit:
+        click.echo(f"(the first {limit}; there may be more: narrow the filters or raise --limit)", err=True)
 
 
 def _print_detail(t: dict[str, Any]) -> None:
