@@ -311,7 +311,15 @@ class Dispatcher:
             chunk = batch[i:i + size]
 
             def job(chunk: list[tuple[int, Callable[..., None], tuple[Any, ...]]] = chunk) -> None:
+                try:
+                    done = self._plain_exits([args for _rid, fn, args in chunk if fn == self._handle_exit])
+                except Exception:
+                    log.exception("completing several exits at once failed; handling them one by one")
+                    done = set()
                 for run_id, fn, args in chunk:
+                    if run_id in done:
+                        self._release_busy(run_id)
+                        continue
                     try:
                         fn(*args)
                     except Exception:
@@ -587,6 +595,38 @@ class Dispatcher:
         self._handle_exit(r, w, deadline_hit=True)
 
     # -- exits ----------------------------------------------------------------------------------------
+
+    def _plain_exits(self, exits: list[tuple[Any, ...]]) -> set[int]:
+        """Exits of first attempts whose whole effect is a completion (``lifecycle.plan_plain_completions``):
+        one read and one write per board for all of them. Returns the run ids handled."""
+        lifecycle = _lifecycle()
+        if lifecycle is None or len(exits) < 2:
+            return set()
+        candidates = {}
+        for r, w in exits:
+            if w is None or w.attempt or not w.exited:
+                continue
+            adapter = (w.profile or {}).get("adapter") or "command"
+            if adapter != "command":
+                continue  # usage comes from the agent's output: the one-by-one path reads it
+            candidates[int(r["current_run_id"])] = (r, w)
+        if len(candidates) < 2:
+            return set()
+        plans = lifecycle.plan_plain_completions(
+            self.db, self.settings,
+            [(r["board"], r["id"], rid, w.workspace, w.exit_code) for rid, (r, w) in candidates.items()])
+        by_board: dict[str, list[dict[str, Any]]] = {}
+        for rid, pc in plans.items():
+            by_board.setdefault(pc.board, []).append(
+                {"task_id": pc.task_id, "run_id": rid, "summary": pc.summary, "metadata": pc.metadata,
+                 "usage": pc.usage, "actor": pc.actor, "exit_code": pc.exit_code})
+        done: set[int] = set()
+        for slug, items in by_board.items():
+            for rid, state in kd.complete_runs(self.db, slug, items).items():
+                if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
+                    done.add(rid)
+                    self.workers.pop(rid, None)
+        return done
 
     def _handle_exit(self, r: dict[str, Any], w: spawn.Worker | None, deadline_hit: bool = False) -> None:
         rid = r["current_run_id"]

@@ -7,6 +7,8 @@
   (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so competing dispatchers skip each other's rows).
 - :func:`record_spawns` — record the workers started in one pass (pid, host, log, workspace) in
   one transaction, a ``spawned`` event each.
+- :func:`complete_runs` — complete several tasks whose workers exited with a plain successful
+  result in one transaction.
 - :func:`promote_pending` — the promotion safety net: todo tasks whose parents are all done.
 """
 
@@ -15,10 +17,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..domain.errors import Conflict
+from ..domain import model
+from ..domain.errors import Conflict, InvalidInput, StaleRun
 from ..store.engine import Database, Row, Tx
-from .common import default_assignee
-from .runs import _claim, _ttl, stale_error
+from .common import default_assignee, jdump
+from .runs import _claim, _complete, _ttl, _usage_params, stale_error
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, "
@@ -230,6 +233,49 @@ def record_spawns(db: Database, board: str, items: list[dict[str, Any]]) -> list
     return db.write(_record_spawns, board, list(items))
 
 
+def _complete_runs(tx: Tx, board: str, items: list[dict[str, Any]]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for it in items:
+        try:
+            _complete(tx, board, it["task_id"], it.get("summary"), it.get("metadata"), None, it.get("usage"),
+                      int(it["run_id"]), it.get("actor"), False, True, it.get("exit_code"))
+        except StaleRun:  # raised before anything is written for this item
+            out[int(it["run_id"])] = "stale"
+        else:
+            out[int(it["run_id"])] = "completed"
+    return out
+
+
+def complete_runs(db: Database, board: str, items: list[dict[str, Any]]) -> dict[int, str]:
+    """Complete several running tasks on their runs in one transaction (the dispatcher, after
+    their workers exited with a plain successful result): per item exactly what
+    ``runs.complete(..., run_id=, verified=True, exit_code=)`` does, with its events.
+
+    Each item: ``task_id``, ``run_id``, ``summary`` and optionally ``metadata``, ``usage``,
+    ``actor``, ``exit_code``. Returns ``{run id: "completed" | "stale" | "invalid"}``; an invalid
+    item (summary, metadata or usage refused) is not applied, so the caller can report it the
+    one-by-one way.
+    """
+    status: dict[int, str] = {}
+    valid = []
+    for it in items:
+        try:
+            summary = it.get("summary")
+            if summary is not None:
+                summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
+            metadata = it.get("metadata")
+            if metadata is not None and (not isinstance(metadata, dict) or len(jdump(metadata)) > model.METADATA_MAX):
+                raise InvalidInput("metadata")
+            _usage_params(it.get("usage"))
+        except InvalidInput:
+            status[int(it["run_id"])] = "invalid"
+            continue
+        valid.append({**it, "summary": summary})
+    if valid:
+        status.update(db.write(_complete_runs, board, valid))
+    return status
+
+
 def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
     rows = tx.all(
         "SELECT t.id, t.assignee FROM tasks t WHERE t.board = :b AND t.status = 'todo' AND NOT EXISTS ("
@@ -274,6 +320,6 @@ def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
 
 
 __all__ = [
-    "claim_batch", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments",
+    "claim_batch", "complete_runs", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments",
     "record_spawns", "running",
 ]

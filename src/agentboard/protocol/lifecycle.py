@@ -337,4 +337,77 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
     return decision
 
 
-__all__ = ["ExitDecision", "after_exit", "prepare", "protocol_instructions", "worker_mcp_env"]
+# -- several exits at once -----------------------------------------------------------------------------
+
+
+@dataclass
+class PlainCompletion:
+    """An exit whose whole effect is one completion (see :func:`plan_plain_completions`)."""
+
+    board: str
+    task_id: str
+    run_id: int
+    summary: str
+    metadata: dict[str, Any]
+    usage: dict[str, Any] | None
+    actor: str
+    exit_code: int | None
+
+
+def _states(tx: Tx, keys: list[tuple[str, str, int]]) -> dict[int, dict[str, Any]]:
+    """``_state`` of several runs: two statements for all."""
+    tparams = {f"t{i}": k[1] for i, k in enumerate(keys)}
+    rparams = {f"r{i}": k[2] for i, k in enumerate(keys)}
+    found_tasks = {r["id"]: r for r in tx.all(
+        "SELECT * FROM tasks WHERE id IN (" + ", ".join(":" + k for k in tparams) + ")", tparams)}
+    found_runs = {int(r["id"]): r for r in tx.all(
+        "SELECT * FROM task_runs WHERE id IN (" + ", ".join(":" + k for k in rparams) + ")", rparams)}
+    out = {}
+    for board, task_id, run_id in keys:
+        task = found_tasks.get(task_id)
+        out[run_id] = {"task": task if task is not None and task["board"] == board else None,
+                       "run": found_runs.get(run_id)}
+    return out
+
+
+def plan_plain_completions(db: Database, settings: Any,
+                           exits: list[tuple[str, str, int, Path, int | None]]) -> dict[int, PlainCompletion]:
+    """Which of several exits ``(board, task id, run id, workspace, exit code)`` of first attempts
+    are plain completions: the task is still running on that run with no pending report, no
+    verification and no review, and ``.board/result.json`` is valid, successful and carries
+    nothing else to apply (no follow-up suggestions, no wiki proposals). One read for all.
+
+    Completing those (``kernel.dispatching.complete_runs``) has exactly the effect
+    :func:`after_exit` would have; every other exit goes through :func:`after_exit`.
+    """
+    if not exits:
+        return {}
+    st = db.read(_states, [(b, t, r) for b, t, r, _w, _e in exits])
+    out: dict[int, PlainCompletion] = {}
+    for board, task_id, run_id, workspace, exit_code in exits:
+        task, run = st[run_id]["task"], st[run_id]["run"]
+        if (task is None or run is None or task["status"] != states.RUNNING or task["current_run_id"] != run_id
+                or run.get("pending_report") or task.get("review_required")):
+            continue
+        v = task.get("verify")
+        if json.loads(v or "[]") if isinstance(v, str) else v:
+            continue  # verification runs first
+        parsed = result.read(boarddir.result_path(Path(workspace)))
+        if not (parsed.exists and parsed.valid and parsed.data and parsed.data.get("success")):
+            continue
+        data = parsed.data
+        if data.get("followUpSuggestions") or (settings.wiki_context and data.get("wikiProposals")):
+            continue
+        metadata: dict[str, Any] = {"source": "result.json"}
+        for key in ("filesChanged", "notes", "followUpSuggestions"):
+            if key in data:
+                metadata[key] = data[key]
+        out[run_id] = PlainCompletion(board, task_id, run_id, data["summary"].strip(), metadata, data.get("usage"),
+                                      task.get("assignee") or "worker", exit_code)
+    return out
+
+
+__all__ = [
+    "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "protocol_instructions",
+    "worker_mcp_env",
+]
