@@ -23,10 +23,7 @@ def attach(task_id: str, path: str, name: str | None, board: str | None, as_json
     s = common.settings()
     out = attachments.attach(common.db(), slug, task_id, path, home=s.home, name=name,
                              max_bytes=s.attachment_max_bytes, actor=common.actor())
-    if as_json:
-        common.emit_json(out)
-    else:
-        click.echo(f"{task_id}: attached {out['name']} ({out['size']} bytes) at {out['path']}")
+    common.emit(out, as_json, f"{task_id}: attached {out['name']} ({out['size']} bytes) at {out['path']}")
 
 
 @click.command("attachments")

@@ -139,10 +139,7 @@ def rename(slug: str, name: str, as_json: bool) -> None:
     from agentboard.kernel import boards as kb
 
     row = kb.rename(common.db(), slug, name, actor=common.actor())
-    if as_json:
-        common.emit_json(row)
-    else:
-        click.echo(f"board {row['slug']} is now named {row['name']!r}")
+    common.emit(row, as_json, f"board {row['slug']} is now named {row['name']!r}")
 
 
 @boards.command("rm")
@@ -178,7 +175,4 @@ def restore(slug: str, as_json: bool) -> None:
     from agentboard.kernel import boards as kb
 
     row = kb.restore(common.db(), slug, home=common.home(), actor=common.actor())
-    if as_json:
-        common.emit_json(row)
-    else:
-        click.echo(f"board {row['slug']} restored")
+    common.emit(row, as_json, f"board {row['slug']} restored")

@@ -130,6 +130,14 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
+def emit(data: Any, as_json: bool, line: str) -> None:
+    """A write verb's answer: ``data`` as one JSON document with --json, else one human line."""
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(line)
+
+
 def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, Any] | None:
     from agentboard.domain.errors import InvalidInput
 

@@ -32,10 +32,7 @@ def create(title: str, body: str | None, body_file: str | None, acceptance: tupl
     text = common.read_text(body, body_file) or ""
     g = kg.create(common.db(), slug, title, body=text, acceptance=list(acceptance), priority=model.priority(priority),
                   actor=common.actor())
-    if as_json:
-        common.emit_json(g)
-    else:
-        click.echo(f"{g['id']}  {g['title']}")
+    common.emit(g, as_json, f"{g['id']}  {g['title']}")
 
 
 @goals.command("list")
@@ -105,7 +102,4 @@ def cancel(goal_id: str, board: str | None, as_json: bool) -> None:
 
     slug = common.resolve_board(board)
     g = kg.cancel(common.db(), slug, goal_id, actor=common.actor())
-    if as_json:
-        common.emit_json(g)
-    else:
-        click.echo(f"{g['id']}: cancelled")
+    common.emit(g, as_json, f"{g['id']}: cancelled")

@@ -83,10 +83,7 @@ def add(name: str, command: str, adapter: str, description: str, max_concurrency
                max_concurrency=max_concurrency, env=_parse_env(env), skills=list(skills),
                model_name=model_name, enabled=not disabled, orchestrator=orchestrator,
                actor=common.actor())
-    if as_json:
-        common.emit_json(p)
-    else:
-        click.echo(f"profile {p['name']} added ({p['adapter']}: {p['command']})")
+    common.emit(p, as_json, f"profile {p['name']} added ({p['adapter']}: {p['command']})")
 
 
 @profiles.command("show")
@@ -141,10 +138,7 @@ def set_(name: str, command: str | None, adapter: str | None, description: str |
     if all(v is None for v in fields.values()):
         raise InvalidInput("nothing to change: give at least one option (see agentboard profiles set --help)")
     p = kp.update(db, name, actor=common.actor(), **fields)
-    if as_json:
-        common.emit_json(p)
-    else:
-        click.echo(f"profile {p['name']} updated")
+    common.emit(p, as_json, f"profile {p['name']} updated")
 
 
 @profiles.command("describe")
@@ -157,10 +151,7 @@ def describe(name: str, text: str, as_json: bool) -> None:
     from agentboard.kernel import profiles as kp
 
     p = kp.update(common.db(), name, description=text, actor=common.actor())
-    if as_json:
-        common.emit_json(p)
-    else:
-        click.echo(f"profile {p['name']} described")
+    common.emit(p, as_json, f"profile {p['name']} described")
 
 
 @profiles.command("rm")
@@ -172,7 +163,4 @@ def rm(name: str, as_json: bool) -> None:
     from agentboard.kernel import profiles as kp
 
     p = kp.remove(common.db(), name, actor=common.actor())
-    if as_json:
-        common.emit_json(p)
-    else:
-        click.echo(f"profile {p['name']} removed")
+    common.emit(p, as_json, f"profile {p['name']} removed")

@@ -227,10 +227,7 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
         actor=common.actor(),
     )
-    if as_json:
-        common.emit_json(task)
-    else:
-        click.echo(f"{task['id']}: edited")
+    common.emit(task, as_json, f"{task['id']}: edited")
 
 
 @click.command("assign")
@@ -254,40 +251,27 @@ def assign(task_id: str, profile: str, reclaim: bool, board: str | None, as_json
     click.echo(f"{task['id']}: assigned to {task['assignee'] or 'nobody'} ({status(task['status'])})")
 
 
-@click.command("link")
-@click.argument("parent", metavar="PARENT")
-@click.argument("child", metavar="CHILD")
-@board_option
-@json_option
-@handle_errors
-def link(parent: str, child: str, board: str | None, as_json: bool) -> None:
-    """Make CHILD wait for PARENT."""
-    from agentboard.kernel import links
+def _link_command(name: str, doc: str, done: str) -> click.Command:
+    """``link`` and ``unlink``: the same arguments, one kernel call each."""
 
-    slug = common.resolve_board(board)
-    out = links.link(common.db(), slug, parent, child, actor=common.actor())
-    if as_json:
-        common.emit_json(out)
-    else:
-        click.echo(f"linked {parent} -> {child}")
+    @click.command(name, help=doc)
+    @click.argument("parent", metavar="PARENT")
+    @click.argument("child", metavar="CHILD")
+    @board_option
+    @json_option
+    @handle_errors
+    def command(parent: str, child: str, board: str | None, as_json: bool) -> None:
+        from agentboard.kernel import links
+
+        slug = common.resolve_board(board)
+        out = getattr(links, name)(common.db(), slug, parent, child, actor=common.actor())
+        common.emit(out, as_json, f"{done} {parent} -> {child}")
+
+    return command
 
 
-@click.command("unlink")
-@click.argument("parent", metavar="PARENT")
-@click.argument("child", metavar="CHILD")
-@board_option
-@json_option
-@handle_errors
-def unlink(parent: str, child: str, board: str | None, as_json: bool) -> None:
-    """Remove the dependency PARENT -> CHILD."""
-    from agentboard.kernel import links
-
-    slug = common.resolve_board(board)
-    out = links.unlink(common.db(), slug, parent, child, actor=common.actor())
-    if as_json:
-        common.emit_json(out)
-    else:
-        click.echo(f"unlinked {parent} -> {child}")
+link = _link_command("link", "Make CHILD wait for PARENT.", "linked")
+unlink = _link_command("unlink", "Remove the dependency PARENT -> CHILD.", "unlinked")
 
 
 @click.command("comment")

@@ -61,10 +61,7 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
     tid = common.worker_task(task_id)
     out = runs.heartbeat(common.db(), slug, tid, run_id=common.worker_run_id(task_id), note=note,
                          ttl=model.duration(ttl), actor=common.actor())
-    if as_json:
-        common.emit_json(out)
-    else:
-        click.echo(f"{tid}: heartbeat recorded (run {out['run_id']})")
+    common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})")
 
 
 def _complete_one(db: Any, board: str, task_id: str, **kwargs: Any) -> Any:
