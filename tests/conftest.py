@@ -6,66 +6,26 @@ Locally an unreachable server skips them with a reason; under CI=true it fails t
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def _pg_admin_url() -> str:
-    base, _, _db = PG_URL.rpartition("/")
-    return base + "/postgres"
-
-
-def pg_available() -> str | None:
-    """None when the server answers, else the reason it does not."""
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_URL, connect_timeout=3):
-            return None
-    except Exception as exc:  # pragma: no cover - depends on the machine
-        return f"PostgreSQL at {PG_URL} is unreachable: {exc}"
-
-
-def require_pg() -> None:
-    reason = pg_available()
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
-    pytest.skip(reason)
+from testenv import database_url, point_home_at, require_pg, scratch_database
 
 
 @pytest.fixture
 def pg_database() -> Iterator[str]:
     """A fresh, empty PostgreSQL database; dropped afterwards. Yields its URL."""
     require_pg()
-    import psycopg
-
-    name = "ab_" + secrets.token_hex(6)
-    with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = PG_URL.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database() as name:
+        yield database_url(name)
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh AGENTBOARD_HOME; the environment points at it (and at no worker identity)."""
     h = tmp_path / "home"
-    monkeypatch.setenv("AGENTBOARD_HOME", str(h))
-    for var in ("AGENTBOARD_DATABASE_URL", "AGENTBOARD_BOARD", "AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
-                "AGENTBOARD_TOKEN", "AGENTBOARD_API_URL", "AGENTBOARD_LLM_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
+    point_home_at(h, monkeypatch)
     return h
 
 

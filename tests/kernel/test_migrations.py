@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import secrets
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,19 +41,11 @@ def _diff(url: str) -> list[Any]:
 @pytest.fixture
 def empty_pg() -> Iterator[str]:
     """A PostgreSQL database with nothing in it (not the migrated template)."""
-    from conftest import PG_URL, _pg_admin_url, require_pg  # the kernel suite's conftest
+    from testenv import database_url, require_pg, scratch_database
 
     require_pg()
-    import psycopg
-
-    name = "ab_fresh_" + secrets.token_hex(5)
-    with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield PG_URL.rpartition("/")[0] + "/" + name
-    finally:
-        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(prefix="ab_fresh_") as name:
+        yield database_url(name)
 
 
 def _upgrade_fresh(url: str) -> Database:

@@ -1,0 +1,71 @@
+"""Test environments shared by the project's and the kernel suite's fixtures: a home folder
+the environment points at, and scratch PostgreSQL databases.
+
+PostgreSQL tests use AGENTBOARD_TEST_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test).
+Locally an unreachable server skips them with a reason; under CI=true it fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def pg_admin_url() -> str:
+    """The server's maintenance database, from which test databases are created and dropped."""
+    return PG_URL.rpartition("/")[0] + "/postgres"
+
+
+def pg_available() -> str | None:
+    """None when the server answers, else the reason it does not."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, connect_timeout=3):
+            return None
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return f"PostgreSQL at {PG_URL} is unreachable: {exc}"
+
+
+def require_pg() -> None:
+    reason = pg_available()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
+    pytest.skip(reason)
+
+
+@contextmanager
+def scratch_database(*, template: str | None = None, prefix: str = "ab_") -> Iterator[str]:
+    """A new database (empty, or a copy of ``template``), dropped on exit. Yields its name."""
+    import psycopg
+
+    name = prefix + secrets.token_hex(6)
+    copy = f' TEMPLATE "{template}"' if template else ""
+    with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_url(name: str) -> str:
+    return PG_URL.rpartition("/")[0] + "/" + name
+
+
+def point_home_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``home`` the AGENTBOARD_HOME, with no database URL, board or worker identity set."""
+    monkeypatch.setenv("AGENTBOARD_HOME", str(home))
+    for var in ("AGENTBOARD_DATABASE_URL", "AGENTBOARD_BOARD", "AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
+                "AGENTBOARD_TOKEN", "AGENTBOARD_API_URL", "AGENTBOARD_LLM_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
