@@ -40,9 +40,11 @@ def _stop(proc, sig=signal.SIGTERM):
 
 
 def test_kill_9_dispatcher_then_restart_every_task_done_exactly_once(ab, board, tmp_path):
+    """07-quality.md: kill -9 the dispatcher with 50 tasks running; each is done exactly once."""
+    n = 50
     ab.add_profile("w", command=RESULT_AFTER.format(secs=2))
-    ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(10)]
-    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_MAX_PARALLEL=10)
+    ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_MAX_PARALLEL=n)
     try:
         wait_for(lambda: all_in(board, ids, {"running"}), what="all running")
     finally:
