@@ -50,8 +50,17 @@ class Api:
         for c in self._clients:
             c.close()
 
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the test's HTTP clients and stop the server."""
+        self.close()
+        self.server.stop()
+
 
 def start_api(ab: Any, **app_kw: Any) -> Api:
+    """Start a server on ``ab``'s database; use it as ``with start_api(ab) as a:`` to stop it."""
     admin = tokens.create(ab.db, "admin", role="admin")["token"]
     app = create_app(ab.settings, ab.db, **app_kw)
     server = BackgroundServer(app).start()
@@ -61,22 +70,12 @@ def start_api(ab: Any, **app_kw: Any) -> Api:
 @pytest.fixture
 def api(home: Path) -> Iterator[Api]:
     """A server on a fresh SQLite home."""
-    client = agentboard.connect(str(home))
-    a = start_api(client)
-    try:
+    with agentboard.connect(str(home)) as client, start_api(client) as a:
         yield a
-    finally:
-        a.close()
-        a.server.stop()
-        client.close()
 
 
 @pytest.fixture
 def api_any(ab: Any) -> Iterator[Api]:
     """A server on each backend (SQLite and PostgreSQL)."""
-    a = start_api(ab)
-    try:
+    with start_api(ab) as a:
         yield a
-    finally:
-        a.close()
-        a.server.stop()

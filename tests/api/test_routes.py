@@ -312,9 +312,7 @@ def test_dispatch_now_runs_a_pass_of_the_hosted_dispatcher(home: Any) -> None:
             calls.append((max_spawn, dry_run))
             return {"spawned": [], "dry_run": dry_run}
 
-    client = agentboard.connect(str(home))
-    a = start_api(client, dispatcher=Recorder())
-    try:
+    with agentboard.connect(str(home)) as client, start_api(client, dispatcher=Recorder()) as a:
         r = a.as_admin.post("/api/dispatch", params={"max": 2, "dry_run": True})
         assert r.status_code == 200 and r.json()["dry_run"] is True
         assert calls == [(2, True)]
@@ -322,10 +320,6 @@ def test_dispatch_now_runs_a_pass_of_the_hosted_dispatcher(home: Any) -> None:
         viewer = a.client(a.token("v", role="viewer"))
         err(viewer.post("/api/dispatch"), 403)
         assert calls == [(2, True)]
-    finally:
-        a.close()
-        a.server.stop()
-        client.close()
 
 
 def test_tokens_over_the_api(api: Api) -> None:
@@ -373,18 +367,12 @@ def test_attachment_cap_from_settings(home: Any, monkeypatch: Any) -> None:
     from .conftest import start_api
 
     monkeypatch.setenv("AGENTBOARD_ATTACHMENT_MAX_BYTES", str(4 * 1024 * 1024))
-    client = agentboard.connect(str(home))
-    a = start_api(client)
-    try:
+    with agentboard.connect(str(home)) as client, start_api(client) as a:
         c = a.as_admin
         t = c.post("/api/tasks", json={"title": "t"}).json()
         err(c.post(f"/api/tasks/{t['id']}/attachments", params={"name": "huge.bin"},
                    content=b"z" * (5 * 1024 * 1024)), 413)
         assert c.get(f"/api/tasks/{t['id']}/attachments").json() == []
-    finally:
-        a.close()
-        a.server.stop()
-        client.close()
 
 
 def test_text_the_database_cannot_store_is_refused_on_every_backend(api_any: Api) -> None:

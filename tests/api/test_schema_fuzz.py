@@ -22,18 +22,13 @@ pytestmark = pytest.mark.xdist_group("api-fuzz")
 @pytest.fixture(scope="module")
 def fuzz_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     home = tmp_path_factory.mktemp("fuzz") / "home"
-    client = agentboard.connect(str(home))
-    board = client.board()
-    parent = board.create("parent", assignee="worker")
-    board.create("child", assignee="worker", parents=[parent["id"]])
-    board.goal("a goal")
-    a = start_api(client)
-    try:
-        yield a
-    finally:
-        a.close()
-        a.server.stop()
-        client.close()
+    with agentboard.connect(str(home)) as client:
+        board = client.board()
+        parent = board.create("parent", assignee="worker")
+        board.create("child", assignee="worker", parents=[parent["id"]])
+        board.goal("a goal")
+        with start_api(client) as a:
+            yield a
 
 
 @pytest.fixture(scope="module")
