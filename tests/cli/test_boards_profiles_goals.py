@@ -17,6 +17,10 @@ def test_board_lifecycle(cli, cli_home: Path, tmp_path: Path) -> None:
     listed = cli("boards", "list", "--json").json()
     assert [(b["slug"], b["current"]) for b in listed] == [("default", True), ("research", False)]
 
+    # the human list marks the current board with "*" and leaves the others' mark blank
+    rows = cli("boards", "list").lines()[1:]
+    assert rows[0].startswith("*  default") and rows[1].startswith("   research")
+
     assert cli("boards", "switch", "research").code == 0
     assert (cli_home / "current_board").read_text().strip() == "research"
     tid = task_id(cli("create", "read the paper", "--json"))

@@ -44,7 +44,7 @@ def list_(archived: bool, as_json: bool) -> None:
     from .output import table
 
     table(["", "slug", "name", "tasks", "workdir", "archived"],
-          [("*" if r["slug"] == current else "", r["slug"], r["name"], r.get("task_count", 0),
+          [("*" if r["slug"] == current else " ", r["slug"], r["name"], r.get("task_count", 0),
             r.get("default_workdir"), r["archived"]) for r in rows],
           status_column=None)
 
