@@ -241,13 +241,6 @@ class Dispatcher:
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _boards(self) -> list[dict[str, Any]]:
-        rows = self.db.read(lambda tx: tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"))
-        out = [board_out(r) for r in rows]
-        if self.only_boards is not None:
-            out = [b for b in out if b["slug"] in self.only_boards]
-        return out
-
     def _profiles(self) -> dict[str, dict[str, Any]]:
         rows = self.db.read(lambda tx: tx.all("SELECT * FROM profiles"))
         return {r["name"]: profile_out(r) for r in rows}
@@ -344,7 +337,10 @@ class Dispatcher:
             "timeouts": 0, "stale": 0, "reclaimed": 0, "extended": 0, "promoted": 0, "skipped": [],
             "skipped_boards": [], "spawn_failed": [],
         }
-        boards = self._boards()
+        snap = kd.pass_snapshot(self.db, now)  # one read for what every pass needs
+        boards = [board_out(r) for r in snap["boards"]]
+        if self.only_boards is not None:
+            boards = [b for b in boards if b["slug"] in self.only_boards]
         held = []
         for b in boards:
             if dry_run or self._lock(b["slug"]):
@@ -362,7 +358,8 @@ class Dispatcher:
             w.poll()
 
         # 2-5. running tasks: exits, expired claims, timeouts, stale
-        rows = kd.running(self.db, slugs)
+        held_slugs = set(slugs)
+        rows = [r for r in snap["running"] if r["board"] in held_slugs]
         current = {r["current_run_id"] for r in rows}
         if not dry_run:
             self._check_orphaned_workers(current, now)
@@ -415,7 +412,7 @@ class Dispatcher:
                                    {"reason": f"not spawning: free memory {mem} MB is below the {floor} MB guard"})
                 self._due(now + 5.0)
             else:
-                profiles = self._profiles()
+                profiles = {r["name"]: profile_out(r) for r in snap["profiles"]}
                 failures: list[tuple[Any, str]] = []
                 for b in held:
                     if room <= 0:
@@ -425,7 +422,9 @@ class Dispatcher:
                 if failures:
                     self._apply_spawn_failures(failures, report)
         if not dry_run:
-            self._due_cooldowns(slugs, now)
+            ends = [float(v) for k, v in snap["cooldowns"].items() if k in held_slugs and v is not None]
+            if ends:
+                self._due(min(ends) + 0.01)
         return report
 
     # -- running tasks ------------------------------------------------------------------------------
@@ -978,15 +977,3 @@ class Dispatcher:
             except AgentboardError:
                 pass
             report["spawn_failed"].append({"task": task_id, "error": err, "systemic": False})
-
-    def _due_cooldowns(self, slugs: list[str], now: float) -> None:
-        def _r(tx: Any) -> Any:
-            params: dict[str, Any] = {"now": now}
-            names = {f"b{i}": s for i, s in enumerate(slugs)}
-            params.update(names)
-            return tx.scalar(
-                "SELECT MIN(cooldown_until) FROM tasks WHERE status = 'ready' AND cooldown_until > :now AND board IN ("
-                + ", ".join(":" + k for k in names) + ")", params)
-        nxt = self.db.read(_r)
-        if nxt is not None:
-            self._due(float(nxt) + 0.01)

@@ -1,5 +1,6 @@
 """Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
 
+- :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
 - :func:`running` — every running task (optionally of some boards) with its current run.
 - :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
   guards need.
@@ -46,6 +47,24 @@ def running(db: Database, boards: list[str] | None = None) -> list[Row]:
                 return []
             sql += " AND t.board IN " + _in("b", boards, params)
         return tx.all(sql, params)
+    return db.read(_r)
+
+
+def pass_snapshot(db: Database, now: float | None = None) -> dict[str, Any]:
+    """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
+    every running task with its current run (as :func:`running`) and, per board, the earliest
+    end of a ready task's cooldown after ``now``."""
+    at = time.time() if now is None else now
+
+    def _r(tx: Tx) -> dict[str, Any]:
+        return {
+            "boards": tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
+            "profiles": tx.all("SELECT * FROM profiles"),
+            "running": tx.all(_RUNNING),
+            "cooldowns": {r["board"]: r["until"] for r in tx.all(
+                "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
+                "AND cooldown_until > :now GROUP BY board", {"now": at})},
+        }
     return db.read(_r)
 
 
@@ -321,5 +340,5 @@ def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
 
 __all__ = [
     "claim_batch", "complete_runs", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments",
-    "record_spawns", "running",
+    "pass_snapshot", "record_spawns", "running",
 ]
