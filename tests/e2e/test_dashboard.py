@@ -649,3 +649,28 @@ def test_board_switcher_appears_with_a_second_board(page: Any, kernel: Any) -> N
     switcher.select_option("default")
     expect(card(page, title)).to_have_count(0, timeout=T)
     expect(page.locator(".card").first).to_be_visible(timeout=T)
+
+
+def test_empty_goals_name_the_real_command_and_the_help_only_closes(page: Any, kernel: Any) -> None:
+    # after the switcher test: a second board already exists, so the switcher is shown
+    slug = "quiet-" + uuid.uuid4().hex[:6]
+    kernel.create_board(slug)
+    page.reload()
+    page.locator(".board-switch").select_option(slug)
+    page.get_by_role("button", name="Goals", exact=True).click()
+    empty = page.locator(".panel-empty")
+    expect(empty).to_contain_text("No goals on this board yet", timeout=T)
+    expect(empty.locator("code")).to_have_text("agentboard goals create")
+    assert "`" not in empty.inner_text()
+
+    page.get_by_role("button", name="Board", exact=True).click()
+    page.keyboard.press("?")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Keyboard shortcuts", timeout=T)
+    expect(dialog.get_by_role("button")).to_have_count(1)  # an information dialog: just Close
+    keys = dialog.locator("kbd")
+    for i in range(keys.count()):  # each key stays on one line
+        box = keys.nth(i).bounding_box()
+        assert box is not None and box["height"] < 24, keys.nth(i).inner_text()
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_have_count(0)

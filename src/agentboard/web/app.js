@@ -341,7 +341,7 @@ const SHORTCUTS = [
 ];
 
 function showHelp() {
-  ask({ title: "Keyboard shortcuts", message: "", confirm: "Close" });
+  ask({ title: "Keyboard shortcuts", message: "", confirm: "Close", cancel: null });
   const modal = $(".modal .modal-title");
   if (modal) {
     modal.after(h("table.shortcuts", SHORTCUTS.map(([k, what]) => h("tr", h("td", h("kbd", k)), h("td", what)))));

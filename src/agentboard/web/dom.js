@@ -121,9 +121,9 @@ export function toast(message, kind = "info", ms = 5000) {
 
 /**
  * A modal dialog. Resolves with true (confirmed), the input's value (when `input` is given),
- * or null (cancelled).
+ * or null (cancelled). `cancel: null` leaves out the Cancel button (a dialog that only informs).
  */
-export function ask({ title, message = "", input = null, value = "", confirm = "OK", danger = false }) {
+export function ask({ title, message = "", input = null, value = "", confirm = "OK", cancel = "Cancel", danger = false }) {
   return new Promise((resolve) => {
     const previous = document.activeElement;
     let field = null;
@@ -147,7 +147,7 @@ export function ask({ title, message = "", input = null, value = "", confirm = "
         message ? h("p.modal-message", message) : null,
         field,
         h("div.modal-actions",
-          h("button.btn", { type: "button", onclick: () => done(null) }, "Cancel"),
+          cancel ? h("button.btn", { type: "button", onclick: () => done(null) }, cancel) : null,
           h(`button.btn.${danger ? "btn-danger" : "btn-primary"}.modal-ok`, { type: "button", onclick: ok }, confirm))));
     document.body.appendChild(overlay);
     document.addEventListener("keydown", onKey, true);

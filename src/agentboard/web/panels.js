@@ -39,7 +39,8 @@ export async function renderGoals(root) {
     h("button.btn.btn-primary", { type: "button", onclick: add }, "Add goal")));
   if (hadFocus) title.focus();
   if (!goals.length) {
-    root.appendChild(h("div.panel-empty", "No goals on this board yet. A goal groups tasks (create a task with a goal, or `agentboard goals add`)."));
+    root.appendChild(h("div.panel-empty", "No goals on this board yet. A goal names an outcome and groups the tasks that reach it: add one above, or with ",
+      h("code", "agentboard goals create"), "."));
     return;
   }
   root.appendChild(h("div.goals", goals.map(goalCard)));
@@ -95,7 +96,8 @@ export async function renderProfiles(root) {
     h("span.hint", "The agents tasks are assigned to. Descriptions route decomposed work; add profiles with ",
       h("code", "agentboard profiles add"), ".")));
   if (!profiles.length) {
-    root.appendChild(h("div.panel-empty", "No profiles yet."));
+    root.appendChild(h("div.panel-empty", "No profiles yet. A profile says how to start an agent: ",
+      h("code", 'agentboard profiles add NAME --command "…"'), "."));
     return;
   }
   const counts = countByAssignee();
