@@ -640,6 +640,9 @@ def test_board_switcher_appears_with_a_second_board(page: Any, kernel: Any) -> N
     switcher = page.locator(".board-switch")
     expect(switcher).to_be_visible(timeout=T)
     expect(switcher).to_have_value("research")
+    # with the switcher shown the single-board name is left out, without a stray "null" in its place
+    expect(page.locator(".board-name")).to_have_count(0)
+    assert "null" not in page.locator("#topbar").inner_text()
     expect(page.locator(".card")).to_have_count(0, timeout=T)
     assert "research" in [x["slug"] for x in kernel.boards()]
 

@@ -91,7 +91,7 @@ function renderTopbar() {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
   const auto = orchestrationAuto();
-  bar.append(
+  bar.append(...[
     h("div.brand", h("span.brand-mark", "▦"), h("span.brand-name", "agentboard")),
     switcher,
     state.boards.length <= 1 && board ? h("span.board-name", board.name || board.slug) : null,
@@ -105,7 +105,8 @@ function renderTopbar() {
       onclick: toggleOrchestration,
     }, h("span.dot", { class: auto ? "dot-running" : "dot-todo" }), `Orchestration: ${auto ? "Auto" : "Manual"}`),
     h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),
-    h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"));
+    h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"),
+  ].filter(Boolean));  // Element.append would print a left-out part as the text "null"
   setConn(liveState, liveNote);
 }
 
