@@ -13,6 +13,7 @@ The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -58,6 +59,26 @@ def _write(path: Path, text: str) -> None:
 
 def write_json(path: Path, data: Any) -> None:
     _write(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+_CONSTANT_KEYS = ("result_schema", "result_example")
+
+
+@functools.lru_cache(maxsize=1)
+def _constant_tail() -> str:
+    return json.dumps({"result_schema": RESULT_SCHEMA, "result_example": RESULT_EXAMPLE}, indent=2,
+                      ensure_ascii=False, default=str)
+
+
+def task_json_text(doc: dict[str, Any]) -> str:
+    """``task.json`` as :func:`write_json` writes it; the schema and example it ends with are
+    serialized once per process (the same text: same nesting level, same options)."""
+    if (tuple(doc)[-2:] == _CONSTANT_KEYS and doc["result_schema"] is RESULT_SCHEMA
+            and doc["result_example"] is RESULT_EXAMPLE and len(doc) > 2):
+        head = json.dumps({k: v for k, v in doc.items() if k not in _CONSTANT_KEYS}, indent=2,
+                          ensure_ascii=False, default=str)
+        return head[:-2] + ",\n" + _constant_tail()[2:] + "\n"
+    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def _sections(body: str) -> dict[str, list[str]]:
@@ -255,9 +276,15 @@ def _maybe_in_git(workspace: Path) -> bool:
     parent and no ``GIT_DIR``/``GIT_WORK_TREE`` in the environment (saves starting git)."""
     if os.environ.get("GIT_DIR") or os.environ.get("GIT_WORK_TREE"):
         return True
-    for p in {Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))}:
-        if any(os.path.lexists(d / ".git") for d in (p, *p.parents)):
-            return True
+    for start in {os.path.abspath(workspace), os.path.realpath(workspace)}:
+        d = start
+        while True:
+            if os.path.lexists(os.path.join(d, ".git")):
+                return True
+            up = os.path.dirname(d)
+            if up == d:
+                break
+            d = up
     return False
 
 

@@ -9,6 +9,7 @@ repair loop and soft degrade, verification of reported success, and the review h
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -96,6 +97,11 @@ def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any],
     return [], why
 
 
+@functools.lru_cache(maxsize=1)
+def _example_json() -> str:
+    return json.dumps(result.RESULT_EXAMPLE, indent=2, ensure_ascii=False)
+
+
 def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: bool) -> str:
     verify_cmds = list(task.get("verify") or [])
     lines = [
@@ -120,7 +126,7 @@ def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: 
         "3. **A file**: write `.board/result.json`, for example:",
         "",
         "```json",
-        json.dumps(result.RESULT_EXAMPLE, indent=2, ensure_ascii=False),
+        _example_json(),
         "```",
         "",
         "   `success` (true/false) and a non-empty `summary` are required; unknown keys are refused.",
@@ -161,7 +167,8 @@ def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_i
     full = data["task"]
     context_md = render(data)
     boarddir._write(bdir / "context.md", context_md)
-    boarddir.write_json(bdir / "task.json", boarddir.task_document(data, run_id, verify_enabled=bool(settings.verify)))
+    boarddir._write(bdir / "task.json",
+                    boarddir.task_json_text(boarddir.task_document(data, run_id, verify_enabled=bool(settings.verify))))
     pages, why = _wiki_pages(db, settings, board, full, any_published)
     boarddir.write_wiki(workspace, pages, None if pages else why)
     boarddir._write(boarddir.history_path(workspace), boarddir.history_text(history))
