@@ -172,3 +172,15 @@ def test_list_says_when_filters_match_nothing_or_the_limit_cuts_it_short(cli) ->
     assert len(r.lines()) == 3  # header + 2 rows
     assert "--limit" in r.err
     assert cli("list", "--limit", "5").err == ""
+
+
+def test_a_task_for_a_name_that_is_no_profile_gets_a_warning(cli) -> None:
+    cli("profiles", "add", "writer", "--command", "true")
+    r = cli("create", "draft it", "--assignee", "wrtier")
+    assert r.code == 0 and r.out.startswith("t_")
+    assert r.err.startswith("warning: no profile named 'wrtier'") and "profiles add wrtier" in r.err
+    tid = r.out.split()[0]
+    assert cli("assign", tid, "writer").err == ""
+    assert "no profile named 'alice'" in cli("assign", tid, "alice").err
+    assert cli("create", "for a profile", "--assignee", "writer").err == ""
+    assert cli("create", "for nobody").err == ""

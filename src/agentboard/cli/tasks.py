@@ -21,6 +21,22 @@ def _mine() -> str:
     return who
 
 
+def _warn_if_not_a_profile(assignee: str | None) -> None:
+    """A task for a name that is no profile is fine for a person, but the dispatcher skips it."""
+    if not assignee or assignee == "none":
+        return
+    from agentboard.domain.errors import NotFound
+    from agentboard.kernel import profiles
+
+    try:
+        profiles.get(common.db(), assignee)
+    except NotFound:
+        from .output import warn
+
+        warn(f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
+             f"added (`agentboard profiles add {assignee} --command ...`); fine if a person does it")
+
+
 @click.command("create")
 @click.argument("title")
 @click.option("--body", default=None, help="markdown description")
@@ -61,6 +77,7 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
         max_retries=max_retries, skills=skills, review=review, verify=verify,
         actor=common.actor(),
     )
+    _warn_if_not_a_profile(task["assignee"])
     if as_json:
         common.emit_json(task)
         return
@@ -243,6 +260,7 @@ def assign(task_id: str, profile: str, reclaim: bool, board: str | None, as_json
 
     slug = common.resolve_board(board)
     task = tasks.assign(common.db(), slug, task_id, profile, reclaim=reclaim, actor=common.actor())
+    _warn_if_not_a_profile(task["assignee"])
     if as_json:
         common.emit_json(task)
         return
