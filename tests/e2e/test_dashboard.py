@@ -127,7 +127,7 @@ def test_a_laptop_screen_shows_every_column_and_long_names_end_in_an_ellipsis(pa
 def test_a_long_block_reason_keeps_the_card_short(page: Any, kernel: Any) -> None:
     b = kernel.board()
     t = b.create(uniq("Gave up"), assignee="coder")
-    reason = "gave up: 2 consecutive failures; last output: " + " ".join(f"line {i} of the log" for i in range(60))
+    reason = "gave up: 2 consecutive failures; last output:\n" + "\n".join(f"line {i} of the log" for i in range(60))
     b.block(t["id"], reason)
     page.reload()
     short = card(page, t["title"])
@@ -137,7 +137,10 @@ def test_a_long_block_reason_keeps_the_card_short(page: Any, kernel: Any) -> Non
     assert short.locator(".card-reason").bounding_box()["height"] <= 3 * line + 8
     assert reason in (short.locator(".card-reason").get_attribute("title") or "")
     short.click()
-    expect(page.locator("#drawer")).to_contain_text("line 59 of the log", timeout=T)
+    notice = page.locator("#drawer .notice-blocked")
+    expect(notice).to_contain_text("line 59 of the log", timeout=T)
+    # the worker's output keeps its lines in the drawer
+    assert "line 1 of the log\nline 2 of the log" in notice.inner_text()
 
 
 def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any) -> None:
