@@ -93,3 +93,18 @@ def test_title_too_long_is_refused(cli, counts) -> None:
     before = counts()
     assert_one_line_error(cli("create", "t" * 501), 2, "title is 501 characters")
     assert counts() == before
+
+
+@pytest.mark.parametrize("argv", [[], ["boards"], ["profiles"], ["goals"], ["tokens"], ["wiki"]])
+def test_help_lists_whole_command_summaries(cli, argv: list[str]) -> None:
+    r = cli(*argv, "--help")
+    assert r.code == 0 and "Commands:" in r.out
+    listing = r.out.split("Commands:", 1)[1]
+    assert "..." not in listing  # no summary is clipped
+    assert "(04)" not in listing
+
+
+def test_top_level_help_gives_each_verb_its_first_sentence(cli) -> None:
+    listing = " ".join(cli("--help").out.split("Commands:", 1)[1].split())
+    assert "block Block task(s) with a reason: they wait for a person or another agent." in listing
+    assert "mcp MCP server on stdio: the worker's kanban_* tools for an MCP-" in listing

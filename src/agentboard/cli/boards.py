@@ -23,7 +23,7 @@ def _save_current(slug: str) -> None:
     f.write_text(slug + "\n")
 
 
-@click.group("boards", context_settings={"help_option_names": ["-h", "--help"]})
+@common.group("boards")
 def boards() -> None:
     """Boards: isolated queues (slug, name, target directory); one home holds many."""
 

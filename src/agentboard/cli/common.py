@@ -21,6 +21,28 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _state: dict[str, Any] = {}
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+class Group(click.Group):
+    """A command group whose --help gives each command's whole first sentence (wrapped to the
+    terminal) instead of clipping it with "..."."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=300)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def group(name: str) -> Callable[[Callable[..., Any]], Group]:
+    """``@common.group("boards")``: a sub-command group with -h/--help and full command summaries."""
+    return click.group(name, cls=Group, context_settings=HELP_OPTIONS)  # type: ignore[return-value]
+
 
 def settings() -> Any:
     if "settings" not in _state:

@@ -8,7 +8,7 @@ from . import common
 from .common import board_option, handle_errors, json_option
 
 
-@click.group("goals", context_settings={"help_option_names": ["-h", "--help"]})
+@common.group("goals")
 def goals() -> None:
     """Goals: named outcomes; a goal settles to done when all its tasks are done."""
 

@@ -63,7 +63,9 @@ def _version() -> str:
 def build() -> Any:
     import click
 
-    class LazyGroup(click.Group):
+    from .common import HELP_OPTIONS, Group
+
+    class LazyGroup(Group):
         def list_commands(self, ctx: click.Context) -> list[str]:
             return sorted(COMMANDS)
 
@@ -87,7 +89,7 @@ def build() -> Any:
                 ctx.exit(2)
             return super().resolve_command(ctx, args)
 
-    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)
     @click.version_option(_version(), "--version", "-V", prog_name="agentboard")
     def cli() -> None:
         """agentboard: a durable task board for AI agents and people."""

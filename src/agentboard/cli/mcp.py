@@ -10,7 +10,11 @@ from .common import handle_errors
 @click.command("mcp")
 @handle_errors
 def mcp() -> None:
-    """MCP server on stdio: the worker's tools (04), scoped by AGENTBOARD_TASK / _RUN_ID / _BOARD / _PROFILE."""
+    """MCP server on stdio: the worker's kanban_* tools for an MCP-capable agent.
+
+    The tools act on the task, run and board in AGENTBOARD_TASK, AGENTBOARD_RUN_ID and
+    AGENTBOARD_BOARD (the dispatcher sets them); see docs/worker-protocol.md.
+    """
     from agentboard.mcp.server import serve
 
     serve()

@@ -36,7 +36,7 @@ def _print(p: dict[str, Any]) -> None:
     ])
 
 
-@click.group("profiles", context_settings={"help_option_names": ["-h", "--help"]})
+@common.group("profiles")
 def profiles() -> None:
     """Profiles: named agents (how to start them, what they are good at, limits)."""
 

@@ -10,7 +10,7 @@ from . import common
 from .common import handle_errors, json_option
 
 
-@click.group("tokens", context_settings={"help_option_names": ["-h", "--help"]})
+@common.group("tokens")
 def tokens() -> None:
     """API tokens: admin (everything), member (read and write tasks), viewer (read-only)."""
 

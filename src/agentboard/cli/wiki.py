@@ -11,6 +11,7 @@ from .common import (
     board_option,
     db,
     emit_json,
+    group,
     handle_errors,
     json_option,
     read_text,
@@ -23,7 +24,7 @@ def _line(p: dict[str, Any]) -> str:
     return f"{p['slug']:<32} {p['status']:<9} {p['title']}{src}"
 
 
-@click.group("wiki", context_settings={"help_option_names": ["-h", "--help"]})
+@group("wiki")
 def wiki() -> None:
     """Wiki pages: list, show, add, publish, discard."""
 
