@@ -773,11 +773,21 @@ class Dispatcher:
             per_board[slug] = per_board.get(slug, 0) + 1
             per_profile[p["name"]] = per_profile.get(p["name"], 0) + 1
             todo.append(({**c, **(cl.get("task") or {})}, p, int(cl["run_id"])))
-        # preparing is mostly waiting (database reads, file writes, process starts): several at once
+        # what the workers' files need is read for all of them in one transaction, here; writing
+        # the files and starting the processes is mostly waiting: several at once, without a
+        # database connection each
+        loaded: dict[str, Any] = {}
+        lifecycle = _lifecycle()
+        if lifecycle is not None and todo:
+            try:
+                loaded = lifecycle.prepare_reads(self.db, self.settings, slug, [t[0]["id"] for t in todo])
+            except AgentboardError as exc:
+                log.info("reading what %d workers need at once failed (%s); one by one", len(todo), exc)
         if len(todo) > 1:
-            results = list(self._prep_pool.map(lambda t: self._prepare_and_start(b, *t), todo))
+            results = list(self._prep_pool.map(
+                lambda t: self._prepare_and_start(b, *t, loaded=loaded.get(t[0]["id"])), todo))
         else:
-            results = [self._prepare_and_start(b, *t) for t in todo]
+            results = [self._prepare_and_start(b, *t, loaded=loaded.get(t[0]["id"])) for t in todo]
         started: list[_Launch] = []
         for (task, _p, run_id), res in zip(todo, results, strict=True):
             if isinstance(res, str):
@@ -827,14 +837,14 @@ class Dispatcher:
                        run_id=run_id)
 
     def _prepare_and_start(self, b: dict[str, Any], task: dict[str, Any], p: dict[str, Any],
-                           run_id: int) -> _Launch | str:
-        ln = self._prepare_spawn(b, task, p, run_id)
+                           run_id: int, loaded: Any = None) -> _Launch | str:
+        ln = self._prepare_spawn(b, task, p, run_id, loaded)
         if isinstance(ln, str):
             return ln
         return self._start(ln) or ln
 
     def _prepare_spawn(self, b: dict[str, Any], task: dict[str, Any], p: dict[str, Any],
-                       run_id: int) -> _Launch | str:
+                       run_id: int, loaded: Any = None) -> _Launch | str:
         """Prepare the workspace and .board/ and build the command line. The launch, or error text."""
         slug, task_id = b["slug"], task["id"]
         try:
@@ -852,7 +862,7 @@ class Dispatcher:
             lifecycle = _lifecycle()
             if lifecycle is not None:
                 prompt_file = Path(lifecycle.prepare(self.db, self.settings, slug, task, run_id, ws.path,
-                                                     api_url=self.api_url, token=token))
+                                                     api_url=self.api_url, token=token, loaded=loaded))
             else:
                 prompt_file = ws.path / ".board" / "prompt.md"
         except Exception as exc:

@@ -145,25 +145,56 @@ def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: 
     return "\n".join(lines) + "\n"
 
 
-def _prepare_read(tx: Tx, board: str, task_id: str, wiki_on: bool) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+def _any_published(tx: Tx, board: str, wiki_on: bool) -> bool:
+    return wiki_on and tx.one(
+        "SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1", {"b": board}) is not None
+
+
+def _prepare_read(tx: Tx, board: str, task_id: str, wiki_on: bool,
+                  any_published: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
     """Everything ``prepare`` reads, in one transaction: the context data, the history events
     and whether the board has any published wiki page."""
     data = _load_context(tx, board, task_id)
     history = boarddir._history_events(tx, board, task_id)
-    any_published = wiki_on and tx.one(
-        "SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1", {"b": board}) is not None
+    if any_published is None:
+        any_published = _any_published(tx, board, wiki_on)
     return data, history, any_published
 
 
+def prepare_reads(db: Database, settings: Any, board: str, task_ids: list[str]) -> dict[str, Any]:
+    """What :func:`prepare` reads for several tasks of one board, in one transaction (the
+    dispatcher claims and prepares a batch). Per task id: the value to pass as ``loaded``, or
+    the error reading it raised (``prepare`` raises it again)."""
+    wiki_on = bool(settings.wiki_context)
+
+    def _r(tx: Tx) -> dict[str, Any]:
+        any_published = _any_published(tx, board, wiki_on)
+        out: dict[str, Any] = {}
+        for task_id in task_ids:
+            try:
+                out[task_id] = _prepare_read(tx, board, task_id, wiki_on, any_published)
+            except AgentboardError as exc:
+                out[task_id] = exc
+        return out
+    return db.read(_r)
+
+
 def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
-            api_url: str | None = None, token: str | None = None) -> Path:
+            api_url: str | None = None, token: str | None = None, loaded: Any = None) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
-    file before a worker starts; keep them out of git; return the prompt file path."""
+    file before a worker starts; keep them out of git; return the prompt file path.
+
+    ``loaded``: this task's entry of :func:`prepare_reads` (read already), else it is read here.
+    """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
     bdir.mkdir(parents=True, exist_ok=True)
     boarddir.archive_outputs(workspace)
-    data, history, any_published = db.read(_prepare_read, board, task["id"], bool(settings.wiki_context))
+    if loaded is None:
+        loaded = db.read(_prepare_read, board, task["id"], bool(settings.wiki_context))
+    elif isinstance(loaded, BaseException):
+        raise loaded
+    data, history, any_published = loaded
     full = data["task"]
     context_md = render(data)
     boarddir._write(bdir / "context.md", context_md)
@@ -415,6 +446,6 @@ def plan_plain_completions(db: Database, settings: Any,
 
 
 __all__ = [
-    "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "protocol_instructions",
-    "worker_mcp_env",
+    "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
+    "protocol_instructions", "worker_mcp_env",
 ]
