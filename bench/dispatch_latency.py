@@ -120,12 +120,20 @@ def measure(url: str | None, n: int) -> dict[str, object]:
     }
 
 
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--pg", default=os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     ap.add_argument("--no-pg", action="store_true")
     args = ap.parse_args()
+    load0 = load_average()
     results = [measure(None, args.n)]
     if not args.no_pg:
         try:
@@ -144,7 +152,10 @@ def main() -> None:
         print(f"{r['backend']:<11} n={r['n']} p50={r['p50_ms']} ms p90={r['p90_ms']} ms p99={r['p99_ms']} ms "
               f"max={r['max_ms']} ms (bare Popen p50 {r['baseline_popen_p50_ms']} ms) "
               f"{'OK' if r['meets_target'] else 'MISSES TARGET'}", file=sys.stderr)
-    print(json.dumps({"benchmark": "dispatch_latency", "results": results}))
+    load = load_average()
+    print(f"load average (1/5/15 min): {load0} at the start, {load} at the end; numbers are only comparable "
+          "on a quiet machine", file=sys.stderr)
+    print(json.dumps({"benchmark": "dispatch_latency", "load_average_start": load0, "load_average_end": load, "cpus": os.cpu_count(), "results": results}))
 
 
 if __name__ == "__main__":

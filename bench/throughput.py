@@ -89,6 +89,13 @@ def run(url: str | None, n: int, parallel: int) -> dict[str, object]:
     }
 
 
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=500)
@@ -99,6 +106,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from dispatch_latency import drop_pg, fresh_pg
 
+    load0 = load_average()
     results = [run(None, args.tasks, args.parallel)]
     if not args.no_pg:
         try:
@@ -118,7 +126,10 @@ def main() -> None:
               f"(bare spawn {r['baseline_bare_spawn_tasks_per_s']}/s); dispatcher CPU "
               f"{r['dispatcher_cpu_ms_per_task']} ms/task; peak RSS {r['peak_rss_mb']} MB "
               f"{'OK' if r['meets_target'] else 'MISSES TARGET'}", file=sys.stderr)
-    print(json.dumps({"benchmark": "throughput", "results": results}))
+    load = load_average()
+    print(f"load average (1/5/15 min): {load0} at the start, {load} at the end; numbers are only comparable "
+          "on a quiet machine", file=sys.stderr)
+    print(json.dumps({"benchmark": "throughput", "load_average_start": load0, "load_average_end": load, "cpus": os.cpu_count(), "results": results}))
 
 
 if __name__ == "__main__":
