@@ -133,6 +133,7 @@ class Dispatcher:
         self._locks: dict[str, _BoardLock] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentboard-dispatch")
         self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        self._git_lock = threading.Lock()
         self._noted: set[tuple[Any, ...]] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -848,7 +849,12 @@ class Dispatcher:
         """Prepare the workspace and .board/ and build the command line. The launch, or error text."""
         slug, task_id = b["slug"], task["id"]
         try:
-            ws = workspaces.prepare(workspaces.plan(self.home, b, task))
+            plan = workspaces.plan(self.home, b, task)
+            if plan.kind == "scratch":
+                ws = workspaces.prepare(plan)
+            else:  # git worktrees and excludes of one repository: one at a time
+                with self._git_lock:
+                    ws = workspaces.prepare(plan)
         except workspaces.WorkspaceError as exc:
             return f"workspace: {exc}"
         except AgentboardError as exc:

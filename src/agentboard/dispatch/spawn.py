@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -22,19 +23,24 @@ _LOG_KEEP = 3
 
 def bin_dirs() -> list[str]:
     """Folders that must be on a worker's PATH so ``agentboard`` worker verbs resolve."""
+    return list(_bin_dirs(sys.argv[0] if sys.argv else "", os.environ.get("PATH", ""), sys.executable))
+
+
+@functools.lru_cache(maxsize=8)
+def _bin_dirs(argv0: str, _path: str, executable: str) -> tuple[str, ...]:
+    """(cached per argv[0], PATH and interpreter: the same for every worker of a dispatcher)"""
     out: list[str] = []
-    argv0 = sys.argv[0] if sys.argv else ""
     if argv0 and os.path.basename(argv0).startswith("agentboard"):
         out.append(os.path.dirname(os.path.abspath(argv0)))
     found = shutil.which("agentboard")
     if found:
         out.append(os.path.dirname(found))
-    out.append(os.path.dirname(sys.executable))
+    out.append(os.path.dirname(executable))
     seen: list[str] = []
     for d in out:
         if d and d not in seen:
             seen.append(d)
-    return seen
+    return tuple(seen)
 
 
 def worker_env(
