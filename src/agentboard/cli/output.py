@@ -7,7 +7,6 @@ Rich is imported only when printing for a person on a terminal; piped output is 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -41,16 +40,9 @@ def _console() -> Any:
 
 def age(ts: float | None, now: float | None = None) -> str:
     """``12s``, ``5m``, ``3h``, ``2d`` — how long ago ``ts`` was."""
-    if not ts:
-        return "-"
-    delta = max(0.0, (now or time.time()) - float(ts))
-    if delta < 60:
-        return f"{int(delta)}s"
-    if delta < 3600:
-        return f"{int(delta // 60)}m"
-    if delta < 86400:
-        return f"{int(delta // 3600)}h"
-    return f"{int(delta // 86400)}d"
+    from agentboard.domain.model import elapsed
+
+    return elapsed(ts, now) or "-"
 
 
 def when(ts: float | None) -> str:

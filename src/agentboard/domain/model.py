@@ -34,6 +34,21 @@ def iso(ts: float | None) -> str | None:
     )
 
 
+def elapsed(ts: float | None, now: float | None = None) -> str | None:
+    """How long ago ``ts`` was, in its largest whole unit: ``12s``, ``5m``, ``3h``, ``2d``
+    (None without a time)."""
+    if not ts:
+        return None
+    secs = max(0, int((time.time() if now is None else now) - float(ts)))
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m"
+    if secs < 86400:
+        return f"{secs // 3600}h"
+    return f"{secs // 86400}d"
+
+
 def new_task_id() -> str:
     return "t_" + secrets.token_hex(4)
 

@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any
 
+from ..domain import model
 from ..kernel.common import get_task, run_out, task_out
 from ..store.engine import Database, Tx
 
@@ -29,16 +30,8 @@ def _cap(text: str | None, limit: int) -> str:
 
 
 def _age(ts: float | None, now: float) -> str:
-    if not ts:
-        return "unknown time"
-    secs = max(0, int(now - ts))
-    if secs < 60:
-        return f"{secs}s ago"
-    if secs < 3600:
-        return f"{secs // 60}m ago"
-    if secs < 86400:
-        return f"{secs // 3600}h ago"
-    return f"{secs // 86400}d ago"
+    ago = model.elapsed(ts, now)
+    return f"{ago} ago" if ago else "unknown time"
 
 
 def _meta(value: Any, limit: int = FIELD_CAP) -> str:
