@@ -139,12 +139,16 @@ def test_context_prints_the_worker_context(cli) -> None:
     r = cli("context", tid)
     assert r.code == 0, r.err
     assert "summarize logs" in r.out and "look at /var/log" in r.out and "remember the rotation" in r.out
+    doc = cli("context", tid, "--json").json()
+    assert doc["task_id"] == tid and doc["board"] == "default"
+    assert doc["markdown"] == r.out  # the same text a worker reads
 
 
 def test_json_read_verbs_print_one_document(cli) -> None:
     tid = task_id(cli("create", "x", "--json"))
     for args in (["list"], ["show", tid], ["runs", tid], ["attachments", tid], ["stats"], ["assignees"],
-                 ["boards", "list"], ["boards", "show"], ["profiles", "list"], ["goals", "list"], ["init"]):
+                 ["boards", "list"], ["boards", "show"], ["profiles", "list"], ["goals", "list"], ["init"],
+                 ["context", tid]):
         r = cli(*args, "--json")
         assert r.code == 0, (args, r.err)
         json.loads(r.out)  # the whole of stdout is one JSON document

@@ -207,14 +207,19 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
 @click.command("context")
 @click.argument("task_id", required=False, metavar="[ID]")
 @board_option
+@json_option
 @handle_errors
-def context(task_id: str | None, board: str | None) -> None:
-    """Print exactly what a worker sees first: the worker context markdown."""
+def context(task_id: str | None, board: str | None, as_json: bool) -> None:
+    """Print exactly what a worker sees first: the worker context markdown.
+
+    With --json: {"task_id", "board", "markdown"}.
+    """
     from agentboard.protocol.context import build_worker_context
 
     slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
-    click.echo(build_worker_context(common.db(), slug, tid).rstrip("\n"))
+    text = build_worker_context(common.db(), slug, tid).rstrip("\n")
+    common.emit({"task_id": tid, "board": slug, "markdown": text + "\n"}, as_json, text)
 
 
 @click.command("edit")
