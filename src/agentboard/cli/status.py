@@ -68,7 +68,7 @@ release = _bulk_command("release", "tasks:release", "Triage -> todo/ready.")
               help="send it back to ready with feedback")
 @click.option("--reject", "rejection", default=None, metavar="REASON", help="review -> blocked (rejected)")
 @click.option("--note", default=None, metavar="TEXT", help="a remark recorded with an approval")
-@click.option("--score", default=None, type=click.IntRange(0, 100), metavar="0-100")
+@click.option("--score", default=None, type=click.IntRange(0, 100), metavar="N", help="how good the work is")
 @board_option
 @json_option
 @handle_errors
