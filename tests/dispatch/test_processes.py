@@ -27,10 +27,29 @@ def _env(ab, **extra):
     return env
 
 
+_started: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_dispatcher_outlives_its_test():
+    """A test that fails half-way must not leave its dispatcher running after the suite."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+
 def _start_dispatcher(ab, tmp_path, name="d", **extra):
     log = open(tmp_path / f"{name}.log", "ab")
-    return subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher"], env=_env(ab, **extra),
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher"], env=_env(ab, **extra),
                             stdout=log, stderr=log, start_new_session=True)
+    _started.append(proc)
+    return proc
 
 
 def _stop(proc, sig=signal.SIGTERM):

@@ -42,7 +42,7 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str 
     from agentboard.dispatch.dispatcher import Dispatcher
 
     boards = None if all_boards else [resolve_board(board)]
-    d = Dispatcher(db(), settings(), boards=boards)
+    d = Dispatcher(db(), settings(), boards=boards, one_shot=True)
     rep = d.run_pass(max_spawn=max_spawn, dry_run=dry_run)
     d.wait_idle(timeout=60)
     if as_json:

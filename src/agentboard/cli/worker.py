@@ -9,6 +9,7 @@ time; the kernel loads when a command runs.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import click
@@ -33,8 +34,10 @@ def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> No
     from agentboard.kernel import runs
 
     slug = common.resolve_board(board)
+    who = common.actor()
     out = runs.claim(common.db(), slug, task_id, ttl=model.duration(ttl),
-                     host=common.settings().host_id, pid=None, actor=common.actor())
+                     host=common.settings().host_id, pid=None, actor=who,
+                     lock=f"{runs.HAND_CLAIM}{who}:{time.time()}")
     if as_json:
         common.emit_json(out)
         return

@@ -117,9 +117,15 @@ class Dispatcher:
         token_factory: Callable[[str, str, int], str] | None = None,
         boards: list[str] | None = None,
         host_id: str | None = None,
+        one_shot: bool = False,
     ) -> None:
         self.db = db
         self.settings = settings
+        # a one-shot pass (`agentboard dispatch`) exits before its workers do: each worker then
+        # runs under a small shell that records its exit status for the pass that finds it gone.
+        # A long-running dispatcher reaps its own children and keeps them direct children, so a
+        # killed worker never lingers as an unreaped orphan.
+        self.one_shot = one_shot
         self.api_url = api_url
         self.token_factory = token_factory
         self.only_boards = boards
@@ -504,12 +510,16 @@ class Dispatcher:
                 return
         started = float(r["run_started_at"] or now)
         ttl = float(self.settings.claim_ttl or 900)
-        if not self._local(r):
+        by_hand = str(r.get("claim_lock") or "").startswith(kr.HAND_CLAIM)
+        if by_hand or not self._local(r):
+            # another host's worker, or a run claimed by hand (no process of ours behind it):
+            # only its claim expiry says it is gone; its heartbeats extend the claim
             exp = r["claim_expires"]
             if exp is not None and exp < now:
                 report["reclaimed"] += 1
-                self._fail(r, "reclaimed", f"claim expired: the worker on host {r['worker_host']!r} "
-                           "stopped heartbeating and its dispatcher did not renew the claim")
+                who = "its claimer" if by_hand else f"the worker on host {r['worker_host']!r}"
+                self._fail(r, "reclaimed", f"claim expired: {who} stopped heartbeating"
+                           + ("" if by_hand else " and its dispatcher did not renew the claim"))
             else:
                 self._due(exp)
             return
@@ -640,6 +650,8 @@ class Dispatcher:
         rid = r["current_run_id"]
         board, task_id = r["board"], r["id"]
         exit_code = w.exit_code if w is not None else None
+        if exit_code is None:  # not our child: the status its wrapper wrote, if it got that far
+            exit_code = spawn.read_exit(spawn.exit_path(self.home, board, task_id, int(rid)))
         log_file = w.log_path if w is not None else (Path(r["log_path"]) if r["log_path"] else None)
         offset = w.log_offset if w is not None else 0
         profile = w.profile if w is not None else self._profiles().get(r["profile"] or r["assignee"] or "", {})
@@ -689,11 +701,12 @@ class Dispatcher:
             error = (f"worker process {pid} is gone (its exit status is unknown: it was not started by "
                      "this dispatcher process)" if pid else
                      "the dispatcher stopped between claiming the task and starting its worker")
-        elif exit_code < 0:
+        elif exit_code < 0 or 128 < exit_code < 128 + 65:
+            num = -exit_code if exit_code < 0 else exit_code - 128
             try:
-                name = signal.Signals(-exit_code).name
+                name = signal.Signals(num).name
             except ValueError:
-                name = f"signal {-exit_code}"
+                name = f"signal {num}"
             error = f"worker killed by {name}"
         else:
             error = f"worker exited with status {exit_code}"
@@ -889,6 +902,7 @@ class Dispatcher:
         try:
             proc, offset = spawn.start(
                 launch.argv, cwd=ln.ws.path, env=ln.env, log=logp, log_max_bytes=int(self.settings.log_max_bytes),
+                exit_file=spawn.exit_path(self.home, ln.board, ln.task_id, ln.run_id) if self.one_shot else None,
                 header=f"=== run {ln.run_id} of {ln.task_id} by {p['name']} ({launch.adapter}) at "
                        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===")
         except OSError as exc:
@@ -938,6 +952,8 @@ class Dispatcher:
             logp = spawn.log_path(self.home, slug, task_id)
             proc, offset = spawn.start(launch.argv, cwd=workspace, env=env, log=logp,
                                        log_max_bytes=int(self.settings.log_max_bytes),
+                                       exit_file=spawn.exit_path(self.home, slug, task_id, run_id)
+                                       if self.one_shot else None,
                                        header=f"=== run {run_id} of {task_id}: repair attempt {attempt} ===")
         except (adapters.AdapterError, OSError, AgentboardError) as exc:
             self._fail(r, "crashed", f"could not start repair attempt {attempt}: {exc}")

@@ -78,6 +78,40 @@ def log_path(home: Path, board: str, task_id: str) -> Path:
     return home / "boards" / board / "logs" / f"{task_id}.log"
 
 
+def exit_path(home: Path, board: str, task_id: str, run_id: int) -> Path:
+    """Where a worker's exit status is written, so a dispatcher that did not start it (a one-shot
+    ``agentboard dispatch``, or one restarted since) still learns how it ended."""
+    return home / "boards" / board / "logs" / f"{task_id}.run{run_id}.exit"
+
+
+def read_exit(path: Path | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+# runs the agent as its child, then records its exit status next to the log (atomically)
+_EXIT_WRAPPER = 'f=$1; shift; "$@"; c=$?; printf "%s" "$c" > "$f.tmp" && mv "$f.tmp" "$f"; exit $c'
+
+
+def _resolve(argv0: str, env: dict[str, str]) -> str:
+    """The executable a command names, or the same OSError Popen would raise for it."""
+    import errno
+
+    if os.sep in argv0:
+        found = argv0 if os.path.isfile(argv0) else None
+    else:
+        found = shutil.which(argv0, mode=os.F_OK, path=env.get("PATH"))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", argv0)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", argv0)
+    return found
+
+
 def open_log(path: Path, max_bytes: int) -> tuple[Any, int]:
     """Open the task's log for appending, rotating it first when it is past the size cap.
 
@@ -132,7 +166,11 @@ class Worker:
 
 
 def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max_bytes: int,
-          header: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+          header: str | None = None, exit_file: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    if exit_file is not None:
+        exit_file.unlink(missing_ok=True)
+        argv = ["/bin/sh", "-c", _EXIT_WRAPPER, "agentboard-worker", str(exit_file),
+                _resolve(argv[0], env), *argv[1:]]
     fh, offset = open_log(log, log_max_bytes)
     try:
         if header:

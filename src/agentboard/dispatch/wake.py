@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 SQLITE_POLL = 0.02
+SQLITE_RETRY = 1.0
 
 
 class Waker:
@@ -64,8 +65,11 @@ class Waker:
                 if conn is not None:
                     conn.close()
                 conn = None
+                if last is not None:  # one pass per outage, then a slow retry (no busy loop)
+                    self._flag.set()
                 last = None
-                self._flag.set()
+                self._stop.wait(SQLITE_RETRY)
+                continue
             self._stop.wait(SQLITE_POLL)
         if conn is not None:
             conn.close()

@@ -25,7 +25,7 @@ from .common import default_assignee, jdump
 from .runs import _claim, _complete, _ttl, _usage_params, stale_error
 
 _RUNNING = (
-    "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, "
+    "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
     "t.last_heartbeat_at, t.max_runtime_seconds, t.workspace_kind, t.workspace_path, t.branch_name, "
     "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace "
     "FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id WHERE t.status = 'running'"

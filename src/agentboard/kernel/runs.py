@@ -31,6 +31,11 @@ _CLEAR_CLAIM = (
 )
 
 
+#: prefix of the claim lock of a run claimed by hand (``agentboard claim``): a person or an
+#: outside agent works on it, so no dispatcher watches a process for it — only its claim expiry
+HAND_CLAIM = "hand:"
+
+
 def stale_error(task: Row, run_id: int | None) -> StaleRun:
     current = task.get("current_run_id")
     return StaleRun(

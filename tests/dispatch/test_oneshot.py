@@ -1,0 +1,69 @@
+"""One-shot `agentboard dispatch` (cron style): a later pass by another process still learns how
+the workers of an earlier one ended; a run claimed by hand is left to its claimer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from .conftest import wait_for
+
+
+def _cli(ab, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTBOARD_HOME": str(ab.home), "AGENTBOARD_SPAWN_GRACE": "0.2"}
+    if ab.settings.database_url:
+        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+    env.update(extra)
+    return subprocess.run([sys.executable, "-m", "agentboard", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _exited(board, task_id: str) -> bool:
+    pid = board.runs(task_id)[-1]["worker_pid"]
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie of the finished dispatch process counts as gone
+        return fh.read().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_later_dispatch_reads_the_exit_status_of_an_earlier_ones_worker(ab, board):
+    ab.add_profile("limited", command="sh -c 'exit 75'")
+    ab.add_profile("broken", command="sh -c 'echo boom; exit 3'")
+    limited = board.create("hits a rate limit", assignee="limited")["id"]
+    broken = board.create("fails", assignee="broken")["id"]
+    first = _cli(ab, "dispatch")
+    assert first.returncode == 0, first.stderr
+    wait_for(lambda: _exited(board, limited) and _exited(board, broken), what="workers exited")
+    second = _cli(ab, "dispatch")
+    assert second.returncode == 0, second.stderr
+    wait_for(lambda: board.runs(limited)[0]["outcome"] and board.runs(broken)[0]["outcome"], what="runs closed")
+    rl, br = board.runs(limited)[0], board.runs(broken)[0]
+    assert (rl["outcome"], rl["exit_code"]) == ("rate_limited", 75)
+    assert (br["outcome"], br["exit_code"]) == ("crashed", 3)
+    assert "status 3" in br["error"] and "boom" in br["error"]
+    # a rate limit is not a failure: the task waits out its cooldown instead of counting
+    assert board.show(limited)["consecutive_failures"] == 0
+    assert board.show(broken)["consecutive_failures"] == 1
+
+
+def test_a_run_claimed_by_hand_is_left_to_its_claimer_until_its_claim_expires(ab, board):
+    ab.add_profile("w", command="sh -c 'exit 0'")
+    t = board.create("a person does this one", assignee="w")["id"]
+    claimed = _cli(ab, "claim", t, "--ttl", "1h")
+    assert claimed.returncode == 0, claimed.stderr
+    for _ in range(2):
+        assert _cli(ab, "dispatch").returncode == 0
+    task = board.show(t)
+    assert task["status"] == "running" and task["consecutive_failures"] == 0
+    assert [r["outcome"] for r in board.runs(t)] == [None]
+    # once the claim lapses without a heartbeat, the next pass returns the task to the queue
+    ab.db.write(lambda tx: tx.execute("UPDATE tasks SET claim_expires = 1 WHERE id = :id", {"id": t}))
+    assert _cli(ab, "dispatch").returncode == 0
+    first = wait_for(lambda: board.runs(t)[0]["outcome"], what="hand claim reclaimed")
+    assert first == "reclaimed"
+    assert "its claimer stopped heartbeating" in board.runs(t)[0]["error"]
