@@ -206,8 +206,11 @@ class Database:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://") :]
         self.url = url
+        # a pool large enough for the API's worker threads plus the embedded dispatcher, so busy
+        # moments reuse connections instead of opening and closing them (connections are only
+        # opened when needed: an idle process holds the few it has used)
         return sa.create_engine(
-            url, poolclass=QueuePool, pool_size=4, max_overflow=32, pool_pre_ping=False
+            url, poolclass=QueuePool, pool_size=12, max_overflow=52, pool_pre_ping=False
         )
 
     def _forked(self) -> None:
