@@ -183,7 +183,7 @@ def main() -> None:
         home = Path(tmp) / "home"
         if args.pg:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from dispatch_latency import drop_pg, fresh_pg
+            from _shared import drop_pg, fresh_pg
 
             url, pg_name = fresh_pg(args.pg)
             env["AGENTBOARD_DATABASE_URL"] = url

@@ -19,10 +19,11 @@ import os
 import shlex
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _shared import DEFAULT_PG, load_average, per_backend, report
 
 WORKER = "sh -c " + shlex.quote("echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
 
@@ -35,27 +36,6 @@ def pct(values: list[float], p: float) -> float:
 def _status(board, task_id: str) -> str:
     d = board.show(task_id)
     return str(d.get("task", d)["status"])
-
-
-def fresh_pg(url: str) -> tuple[str, str]:
-    """A new database on the server (never touches existing ones)."""
-    import secrets
-
-    import psycopg
-
-    name = "ab_bench_" + secrets.token_hex(4)
-    base, _, _ = url.rpartition("/")
-    with psycopg.connect(base + "/postgres", autocommit=True, connect_timeout=3) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{base}/{name}", name
-
-
-def drop_pg(url: str, name: str) -> None:
-    import psycopg
-
-    base, _, _ = url.rpartition("/")
-    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def baseline(n: int, cwd: Path) -> list[float]:
@@ -120,42 +100,19 @@ def measure(url: str | None, n: int) -> dict[str, object]:
     }
 
 
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--pg", default=os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+    ap.add_argument("--pg", default=DEFAULT_PG)
     ap.add_argument("--no-pg", action="store_true")
     args = ap.parse_args()
     load0 = load_average()
-    results = [measure(None, args.n)]
-    if not args.no_pg:
-        try:
-            url, name = fresh_pg(args.pg)
-        except Exception as exc:  # pragma: no cover - machine dependent
-            results.append({"backend": "postgresql", "skipped": str(exc)})
-        else:
-            try:
-                results.append(measure(url, args.n))
-            finally:
-                drop_pg(args.pg, name)
-    for r in results:
-        if "skipped" in r:
-            print(f"{r['backend']:<11} skipped: {r['skipped']}", file=sys.stderr)
-            continue
-        print(f"{r['backend']:<11} n={r['n']} p50={r['p50_ms']} ms p90={r['p90_ms']} ms p99={r['p99_ms']} ms "
-              f"max={r['max_ms']} ms (bare Popen p50 {r['baseline_popen_p50_ms']} ms) "
-              f"{'OK' if r['meets_target'] else 'MISSES TARGET'}", file=sys.stderr)
-    load = load_average()
-    print(f"load average (1/5/15 min): {load0} at the start, {load} at the end; numbers are only comparable "
-          "on a quiet machine", file=sys.stderr)
-    print(json.dumps({"benchmark": "dispatch_latency", "load_average_start": load0, "load_average_end": load, "cpus": os.cpu_count(), "results": results}))
+    results = per_backend(lambda url: measure(url, args.n), args.pg, args.no_pg)
+    load = report(results, lambda r: (
+        f"n={r['n']} p50={r['p50_ms']} ms p90={r['p90_ms']} ms p99={r['p99_ms']} ms max={r['max_ms']} ms "
+        f"(bare Popen p50 {r['baseline_popen_p50_ms']} ms)"), load0)
+    print(json.dumps({"benchmark": "dispatch_latency", "load_average_start": load0, "load_average_end": load,
+                      "cpus": os.cpu_count(), "results": results}))
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ import os
 import resource
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _shared import DEFAULT_PG, load_average, per_backend, report
 
 LINE = "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json"
 WORKER = "sh -c " + shlex.quote(LINE)
@@ -89,47 +90,21 @@ def run(url: str | None, n: int, parallel: int) -> dict[str, object]:
     }
 
 
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=500)
     ap.add_argument("--parallel", type=int, default=8)
-    ap.add_argument("--pg", default=os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+    ap.add_argument("--pg", default=DEFAULT_PG)
     ap.add_argument("--no-pg", action="store_true")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).parent))
-    from dispatch_latency import drop_pg, fresh_pg
-
     load0 = load_average()
-    results = [run(None, args.tasks, args.parallel)]
-    if not args.no_pg:
-        try:
-            url, name = fresh_pg(args.pg)
-        except Exception as exc:  # pragma: no cover
-            results.append({"backend": "postgresql", "skipped": str(exc)})
-        else:
-            try:
-                results.append(run(url, args.tasks, args.parallel))
-            finally:
-                drop_pg(args.pg, name)
-    for r in results:
-        if "skipped" in r:
-            print(f"{r['backend']:<11} skipped: {r['skipped']}", file=sys.stderr)
-            continue
-        print(f"{r['backend']:<11} {r['tasks']} tasks in {r['seconds']} s = {r['tasks_per_s']} tasks/s "
-              f"(bare spawn {r['baseline_bare_spawn_tasks_per_s']}/s); dispatcher CPU "
-              f"{r['dispatcher_cpu_ms_per_task']} ms/task; peak RSS {r['peak_rss_mb']} MB "
-              f"{'OK' if r['meets_target'] else 'MISSES TARGET'}", file=sys.stderr)
-    load = load_average()
-    print(f"load average (1/5/15 min): {load0} at the start, {load} at the end; numbers are only comparable "
-          "on a quiet machine", file=sys.stderr)
-    print(json.dumps({"benchmark": "throughput", "load_average_start": load0, "load_average_end": load, "cpus": os.cpu_count(), "results": results}))
+    results = per_backend(lambda url: run(url, args.tasks, args.parallel), args.pg, args.no_pg)
+    load = report(results, lambda r: (
+        f"{r['tasks']} tasks in {r['seconds']} s = {r['tasks_per_s']} tasks/s "
+        f"(bare spawn {r['baseline_bare_spawn_tasks_per_s']}/s); dispatcher CPU "
+        f"{r['dispatcher_cpu_ms_per_task']} ms/task; peak RSS {r['peak_rss_mb']} MB"), load0)
+    print(json.dumps({"benchmark": "throughput", "load_average_start": load0, "load_average_end": load,
+                      "cpus": os.cpu_count(), "results": results}))
 
 
 if __name__ == "__main__":
