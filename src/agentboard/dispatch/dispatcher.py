@@ -31,6 +31,7 @@ from ..kernel import runs as kr
 from ..kernel.boards import board_out
 from ..kernel.common import get_task, task_out
 from ..kernel.profiles import profile_out
+from ..protocol import lifecycle
 from . import adapters, breaker, liveness, spawn, workspaces
 
 log = logging.getLogger("agentboard.dispatch")
@@ -52,14 +53,6 @@ def free_memory_mb() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def _lifecycle() -> Any:
-    try:
-        from ..protocol import lifecycle
-    except ImportError:
-        return None
-    return lifecycle
 
 
 class _BoardLock:
@@ -282,15 +275,16 @@ class Dispatcher:
         if not self._claim_busy(run_id):
             return
 
-        def job() -> None:
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("dispatcher job for run %s failed", run_id)
-            finally:
-                self._release_busy(run_id)
+        self._pool.submit(self._run_job, run_id, fn, args)
 
-        self._pool.submit(job)
+    def _run_job(self, run_id: int, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """Run one job for a run; a failure is logged, and the run is free again either way."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("dispatcher job for run %s failed", run_id)
+        finally:
+            self._release_busy(run_id)
 
     def _queue_exit(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
         """Like :meth:`_submit`, for an exit found in this pass: the pass hands its exits to the
@@ -319,13 +313,8 @@ class Dispatcher:
                 for run_id, fn, args in chunk:
                     if run_id in done:
                         self._release_busy(run_id)
-                        continue
-                    try:
-                        fn(*args)
-                    except Exception:
-                        log.exception("dispatcher job for run %s failed", run_id)
-                    finally:
-                        self._release_busy(run_id)
+                    else:
+                        self._run_job(run_id, fn, args)
 
             self._pool.submit(job)
 
@@ -473,9 +462,6 @@ class Dispatcher:
         """A worker that finished to review through the CLI or REST (its task was no longer running
         when it exited): the review hand-off has not happened yet. ``on_review_entered`` is
         idempotent per review entry, so a hand-off already made (MCP) is not repeated."""
-        lifecycle = _lifecycle()
-        if lifecycle is None:
-            return
         def _r(tx: Any) -> Any:
             return tx.one(
                 "SELECT t.status, r.outcome, (SELECT MAX(x.id) FROM task_runs x WHERE x.task_id = t.id "
@@ -609,8 +595,7 @@ class Dispatcher:
     def _plain_exits(self, exits: list[tuple[Any, ...]]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion (``lifecycle.plan_plain_completions``):
         one read and one write per board for all of them. Returns the run ids handled."""
-        lifecycle = _lifecycle()
-        if lifecycle is None or len(exits) < 2:
+        if len(exits) < 2:
             return set()
         candidates = {}
         for r, w in exits:
@@ -662,22 +647,19 @@ class Dispatcher:
         out = adapters.read_output(adapter, log_file, offset)
         usage = {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
                                    ("cost_usd", out.cost_usd)) if v is not None}
-        lifecycle = _lifecycle()
-        if usage or lifecycle is None:  # after_exit records the exit code itself
+        if usage:  # after_exit records the exit code itself
             try:
                 kr.update_run(self.db, rid, exit_code=exit_code, **usage)
             except AgentboardError:
                 pass
-        if lifecycle is not None:
-            decision = lifecycle.after_exit(self.db, self.settings, board, task_id, rid, workspace, exit_code,
-                                            log_file, attempt)
-            action = getattr(decision, "action", "unhandled")
-            if action == "handled":
-                return
-            if action == "repair" and decision.prompt_file is not None:
-                self._respawn_repair(r, profile, workspace, Path(decision.prompt_file), attempt + 1,
-                                     decision.deadline_seconds)
-                return
+        decision = lifecycle.after_exit(self.db, self.settings, board, task_id, rid, workspace, exit_code,
+                                        log_file, attempt)
+        if decision.action == "handled":
+            return
+        if decision.action == "repair" and decision.prompt_file is not None:
+            self._respawn_repair(r, profile, workspace, Path(decision.prompt_file), attempt + 1,
+                                 decision.deadline_seconds)
+            return
         self._classify(r, exit_code, out, log_file, offset, pid=w.pid if w else r["worker_pid"])
 
     def _classify(self, r: dict[str, Any], exit_code: int | None, out: adapters.Outcome,
@@ -791,8 +773,7 @@ class Dispatcher:
         # the files and starting the processes is mostly waiting: several at once, without a
         # database connection each
         loaded: dict[str, Any] = {}
-        lifecycle = _lifecycle()
-        if lifecycle is not None and todo:
+        if todo:
             try:
                 loaded = lifecycle.prepare_reads(self.db, self.settings, slug, [t[0]["id"] for t in todo])
             except AgentboardError as exc:
@@ -878,12 +859,8 @@ class Dispatcher:
         try:
             if self.token_factory is not None:
                 token = self.token_factory(slug, task_id, run_id)
-            lifecycle = _lifecycle()
-            if lifecycle is not None:
-                prompt_file = Path(lifecycle.prepare(self.db, self.settings, slug, task, run_id, ws.path,
-                                                     api_url=self.api_url, token=token, loaded=loaded))
-            else:
-                prompt_file = ws.path / ".board" / "prompt.md"
+            prompt_file = Path(lifecycle.prepare(self.db, self.settings, slug, task, run_id, ws.path,
+                                                 api_url=self.api_url, token=token, loaded=loaded))
         except Exception as exc:
             return f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}"
         env = spawn.worker_env(self.settings, board=slug, task=task, run_id=run_id, workspace=ws.path,

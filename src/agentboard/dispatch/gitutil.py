@@ -73,13 +73,6 @@ def common_dir(path: str | Path) -> Path:
 
 def add_excludes(path: str | Path, patterns: list[str]) -> None:
     """Add ``patterns`` to the repository's ``info/exclude`` (shared by all its worktrees)."""
-    info = common_dir(path) / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    exclude = info / "exclude"
-    current = exclude.read_text().splitlines() if exclude.exists() else []
-    missing = [p for p in patterns if p not in current]
-    if missing:
-        with exclude.open("a") as fh:
-            if current and current[-1] != "":
-                fh.write("\n")
-            fh.write("\n".join(missing) + "\n")
+    from ..protocol.boarddir import add_lines
+
+    add_lines(common_dir(path) / "info" / "exclude", patterns)

@@ -329,15 +329,20 @@ def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
     exclude = Path(rel)
     if not exclude.is_absolute():
         exclude = Path(workspace) / exclude
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    current = exclude.read_text().splitlines() if exclude.exists() else []
-    missing = [p for p in patterns if p not in current]
+    add_lines(exclude, patterns)
+    return exclude
+
+
+def add_lines(path: Path, lines: list[str]) -> None:
+    """Append to a line-based file (a git exclude file) the lines it does not hold yet."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    current = path.read_text().splitlines() if path.exists() else []
+    missing = [line for line in lines if line not in current]
     if missing:
-        with exclude.open("a") as fh:
+        with path.open("a") as fh:
             if current and current[-1] != "":
                 fh.write("\n")
             fh.write("\n".join(missing) + "\n")
-    return exclude
 
 
 __all__ = [
