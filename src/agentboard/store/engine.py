@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -460,14 +460,17 @@ def open_database(url: str, *, home: Path | None = None, migrate: bool = True) -
     return db
 
 
-def loads(value: str | None, default: Any = None) -> Any:
-    if value is None or value == "":
-        return default
-    return json.loads(value)
+def in_list(prefix: str, values: Iterable[Any], params: dict[str, Any]) -> str:
+    """``(:p0, :p1, ...)`` for an SQL ``IN``: binds each value in ``params`` under ``prefix``+n.
 
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+    The one way the kernel builds an ``IN`` list; an empty ``values`` gives ``(NULL)``, which
+    matches nothing.
+    """
+    names = {f"{prefix}{n}": v for n, v in enumerate(values)}
+    if not names:
+        return "(NULL)"
+    params.update(names)
+    return "(" + ", ".join(":" + k for k in names) + ")"
 
 
 def sqlite_file(url: str) -> str:
@@ -479,4 +482,4 @@ def sqlite_file(url: str) -> str:
     return rest or ":memory:"
 
 
-__all__ = ["Database", "Tx", "dumps", "loads", "open_database", "sqlite_file"]
+__all__ = ["Database", "Tx", "in_list", "open_database", "sqlite_file"]
