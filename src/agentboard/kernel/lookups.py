@@ -1,0 +1,33 @@
+"""Small lookups the surfaces need before they know which board a request acts on.
+
+A task id names one task in the whole installation, so a verb given a task id finds the task's
+board here first; the caller's board scope is then checked against that board.
+"""
+
+from __future__ import annotations
+
+from ..domain.errors import NotFound
+from ..store.engine import Database, Tx
+
+
+def task_board_in(tx: Tx, task_id: str) -> str:
+    """The board that holds ``task_id`` (inside a transaction). NotFound if no board does."""
+    slug = tx.scalar("SELECT board FROM tasks WHERE id = :id", {"id": task_id})
+    if slug is None:
+        if not task_id or not str(task_id).startswith("t_"):
+            raise NotFound(f"no task {task_id!r} (task ids look like t_1a2b3c4d)")
+        raise NotFound(f"no task {task_id}")
+    return str(slug)
+
+
+def task_board(db: Database, task_id: str) -> str:
+    """The board that holds ``task_id``. NotFound if no board does."""
+    return db.read(task_board_in, task_id)
+
+
+def board_slugs(db: Database) -> list[str]:
+    """Every board's slug, archived ones included."""
+    return [str(r["slug"]) for r in db.read(lambda tx: tx.all("SELECT slug FROM boards ORDER BY slug"))]
+
+
+__all__ = ["board_slugs", "task_board", "task_board_in"]
