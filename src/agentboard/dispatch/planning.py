@@ -156,17 +156,17 @@ class _Pass:
 
     def run(self) -> tuple[PassReport, float | None]:
         snap = kd.pass_snapshot(self.ctx.db, self.now)  # one read for what every pass needs
-        held = self._hold([board_out(r) for r in snap["boards"]])
+        held = self._hold([board_out(r) for r in snap.boards])
         if not held:
             return self.report, self.due
         slugs = {b["slug"] for b in held}
         for w in self.ctx.workers.all():  # reap our children
             w.poll()
-        self._check_running([r for r in snap["running"] if r["board"] in slugs])
+        self._check_running([r for r in snap.running if r["board"] in slugs])
         self._promote(held)
-        self._spawn(held, {r["name"]: profile_out(r) for r in snap["profiles"]})
+        self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:
-            ends = [float(v) for k, v in snap["cooldowns"].items() if k in slugs and v is not None]
+            ends = [v for k, v in snap.cooldowns.items() if k in slugs]
             if ends:
                 self._due(min(ends) + 0.01)
         return self.report, self.due

@@ -54,7 +54,7 @@ class FoundExit:
 
     run_id: int
     worker: spawn.Worker | None
-    #: the running task (a row of ``kernel.dispatching.running``) when the run is still current,
+    #: the running task (a row of ``PassSnapshot.running``) when the run is still current,
     #: so the exit decides the task; None for a worker of ours whose run had already ended
     row: Row | None = None
 
@@ -192,7 +192,7 @@ class Reaper:
     # -- running tasks ------------------------------------------------------------------------------
 
     def check_running(self, r: Row, now: float) -> Check:
-        """Look at one running task (a row of ``kernel.dispatching.running``); slow work goes to
+        """Look at one running task (a row of ``PassSnapshot.running``); slow work goes to
         the job pool, an exit is returned (claimed) for :meth:`handle_exits`."""
         ctx, rid = self.ctx, r["current_run_id"]
         if ctx.workers.busy(rid):

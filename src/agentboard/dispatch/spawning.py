@@ -212,8 +212,8 @@ class Spawner:
     def respawn(self, run: Row, profile: Row, workspace: Path, prompt_file: Path, number: int,
                 deadline_seconds: float | None) -> None:
         """Start repair attempt ``number`` of the running task ``run`` (a row of
-        ``kernel.dispatching.running``) in its worker's workspace, with the repair prompt: the
-        same launch, start and record as a first attempt. Raises :class:`SpawnError`."""
+        ``kernel.dispatching.PassSnapshot.running``) in its worker's workspace, with the repair
+        prompt: the same launch, start and record as a first attempt. Raises :class:`SpawnError`."""
         slug, task_id, run_id = run["board"], run["id"], int(run["current_run_id"])
         try:
             task = kd.task(self.ctx.db, slug, task_id)

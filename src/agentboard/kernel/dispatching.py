@@ -1,7 +1,6 @@
 """Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
 
 - :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
-- :func:`running` — every running task (optionally of some boards) with its current run.
 - :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
   guards need.
 - :func:`claim_batch` — claim several chosen ready tasks in one transaction
@@ -20,6 +19,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain import model
@@ -36,33 +36,35 @@ _RUNNING = (
 )
 
 
-def running(db: Database, boards: list[str] | None = None) -> list[Row]:
-    def _r(tx: Tx) -> list[Row]:
-        params: dict[str, Any] = {}
-        sql = _RUNNING
-        if boards is not None:
-            if not boards:
-                return []
-            sql += " AND t.board IN " + in_list("b", boards, params)
-        return tx.all(sql, params)
-    return db.read(_r)
+@dataclass(frozen=True)
+class PassSnapshot:
+    """What a dispatcher pass starts from (see :func:`pass_snapshot`)."""
+
+    #: boards not archived, by slug
+    boards: list[Row]
+    profiles: list[Row]
+    #: every running task with its current run (``run_started_at``, ``log_path``, ``profile``,
+    #: ``run_workspace``) and its worker and claim
+    running: list[Row]
+    #: per board, the earliest end of a ready task's cooldown
+    cooldowns: dict[str, float]
 
 
-def pass_snapshot(db: Database, now: float | None = None) -> dict[str, Any]:
+def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
     """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
-    every running task with its current run (as :func:`running`) and, per board, the earliest
-    end of a ready task's cooldown after ``now``."""
+    every running task with its current run and, per board, the earliest end of a ready task's
+    cooldown after ``now``."""
     at = time.time() if now is None else now
 
-    def _r(tx: Tx) -> dict[str, Any]:
-        return {
-            "boards": tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
-            "profiles": tx.all("SELECT * FROM profiles"),
-            "running": tx.all(_RUNNING),
-            "cooldowns": {r["board"]: r["until"] for r in tx.all(
+    def _r(tx: Tx) -> PassSnapshot:
+        return PassSnapshot(
+            boards=tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
+            profiles=tx.all("SELECT * FROM profiles"),
+            running=tx.all(_RUNNING),
+            cooldowns={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
-                "AND cooldown_until > :now GROUP BY board", {"now": at})},
-        }
+                "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
+        )
     return db.read(_r)
 
 
@@ -404,6 +406,6 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 __all__ = [
     "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses", "last_event_of",
-    "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments", "record_spawns", "running",
-    "running_task_ids", "sent_to_review_by", "task",
+    "last_runs", "PassSnapshot", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments", "record_spawns", "running_task_ids",
+    "sent_to_review_by", "task",
 ]
