@@ -125,7 +125,8 @@ class Dispatcher:
             self._waker = None
         self.ctx.jobs.drain()
         self.spawner.drain()
-        self.planner.locks.release()
+        with self._pass_lock:  # the board locks belong to whoever runs a pass
+            self.planner.locks.release()
 
     def wake(self) -> None:
         """Ask for a pass now (e.g. the dashboard's "dispatch now")."""

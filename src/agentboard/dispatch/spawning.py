@@ -222,7 +222,8 @@ class Spawner:
             raise SpawnError(str(exc), exc) from exc
         ws = workspaces.Workspace(task.get("workspace_kind") or "scratch", workspace, branch=task.get("branch_name"))
         deadline = deadline_seconds or self.ctx.settings.repair_deadline
-        started = self.start(self.launch(Attempt(slug, task, profile, run_id, ws, number, deadline), prompt_file, token))
+        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline)
+        started = self.start(self.launch(attempt, prompt_file, token))
         self.ctx.workers.add(started.worker)
         _spawned, stale = self.record(slug, [started])
         for w in stale:  # reclaimed meanwhile

@@ -405,7 +405,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses", "last_event_of",
-    "last_runs", "PassSnapshot", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments", "record_spawns", "running_task_ids",
-    "sent_to_review_by", "task",
+    "PassSnapshot", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
+    "record_spawns", "running_task_ids", "sent_to_review_by", "task",
 ]
