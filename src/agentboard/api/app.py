@@ -10,7 +10,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
@@ -21,7 +20,7 @@ from . import errors
 from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
 from .routes import boards, goals, links, profiles, system, tasks, wiki
-from .routes.common import AppState
+from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
 
 log = logging.getLogger("agentboard.api")
@@ -33,7 +32,7 @@ def create_app(
     settings: Settings,
     db: Database | None = None,
     *,
-    dispatcher: Any = None,
+    dispatcher: HostedDispatcher | None = None,
     api_url: str | None = None,
     web_dir: Path | None = None,
 ) -> FastAPI:
@@ -46,8 +45,7 @@ def create_app(
         from ..client import open_home
 
         db = open_home(settings)
-    state = AppState(db=db, settings=settings, api_url=api_url)
-    state.hub = Hub(db)
+    state = AppState(db=db, settings=settings, hub=Hub(db), api_url=api_url)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
