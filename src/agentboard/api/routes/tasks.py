@@ -8,6 +8,7 @@ and create routes are scoped by ``?board=``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,8 @@ def _llm_action(request: Request, who: Principal, board: str | None, task_id: st
     return Json({"ok": True, "task": out})
 
 
-def _agent_helper(kind: str) -> Any:
+def _agent_helper(kind: str) -> Callable[..., object] | None:
+    """The LLM helper ``agentboard.agents.<kind>.<kind>``, when this installation has one."""
     import importlib
 
     try:
