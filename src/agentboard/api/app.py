@@ -33,7 +33,6 @@ def create_app(
     db: Database | None = None,
     *,
     dispatcher: HostedDispatcher | None = None,
-    api_url: str | None = None,
     web_dir: Path | None = None,
 ) -> FastAPI:
     """The ASGI app over ``db`` (opened from ``settings`` when not given).
@@ -45,7 +44,7 @@ def create_app(
         from ..client import open_home
 
         db = open_home(settings)
-    state = AppState(db=db, settings=settings, hub=Hub(db), api_url=api_url)
+    state = AppState(db=db, settings=settings, hub=Hub(db))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

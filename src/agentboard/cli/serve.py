@@ -72,7 +72,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
 
         dispatcher = Dispatcher(db, settings, api_url=url, token_factory=token_factory)
 
-    app = create_app(settings, db, dispatcher=dispatcher, api_url=url)
+    app = create_app(settings, db, dispatcher=dispatcher)
     if not is_loopback(address):
         click.echo(f"warning: listening on {address}, reachable from other machines; every route still "
                    "needs a token, but traffic is plain HTTP (put TLS in front of it)", err=True)

@@ -48,7 +48,6 @@ class AppState:
     settings: Settings
     hub: Hub
     dispatcher: HostedDispatcher | None = None
-    api_url: str | None = None
     _boards: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
