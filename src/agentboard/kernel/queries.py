@@ -159,7 +159,7 @@ def _decoded(text: str | None) -> Any:
 
 
 def task_detail_in(tx: Tx, board: str, task_id: str, *, events: int = 50) -> Row:
-    """:func:`task_detail` inside a transaction (to read several tasks in one)."""
+    """:func:`task_detail` inside a transaction, for kernel reads of several tasks in one."""
     task = task_out(get_task(tx, board, task_id))
     parents = tx.all(
         "SELECT t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
@@ -345,3 +345,9 @@ def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, 
                 out[r["id"]] = r
         return out
     return db.read(_r)
+
+
+__all__ = [
+    "assignees", "board_view", "events_after", "get_run", "last_event_id", "list_tasks", "runs", "stats",
+    "task_detail", "task_owners", "tenants",
+]

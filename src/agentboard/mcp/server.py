@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent
 
 from .. import config
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput
