@@ -32,6 +32,7 @@ from typing import Any
 from ..domain.errors import AgentboardError
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
+from ..kernel.worker_protocol import PrepareInputs
 from ..protocol import lifecycle
 from ..store.engine import Row
 from . import adapters, breaker, liveness, spawn, workspaces
@@ -159,7 +160,7 @@ class Spawner:
     def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]]) -> list[Started | SpawnError]:
         """What the workers' files need is read for all of them in one transaction, here;
         writing the files and starting the processes is mostly waiting: several at once."""
-        loaded: dict[str, Any] = {}
+        loaded: dict[str, PrepareInputs | AgentboardError] = {}
         if todo:
             try:
                 loaded = lifecycle.prepare_reads(self.ctx.db, self.ctx.settings, board["slug"],
@@ -178,7 +179,8 @@ class Spawner:
             return list(self._prep_pool.map(one, todo))
         return [one(t) for t in todo]
 
-    def prepare(self, board: Row, choice: Choice, run_id: int, loaded: Any = None) -> Launch:
+    def prepare(self, board: Row, choice: Choice, run_id: int,
+                loaded: PrepareInputs | AgentboardError | None = None) -> Launch:
         """The workspace and ``.board/`` files of a task's own worker, then its launch.
 
         ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already.
