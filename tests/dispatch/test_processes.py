@@ -59,7 +59,7 @@ def _stop(proc, sig=signal.SIGTERM):
 
 
 def test_kill_9_dispatcher_then_restart_every_task_done_exactly_once(ab, board, tmp_path):
-    """07-quality.md: kill -9 the dispatcher with 50 tasks running; each is done exactly once."""
+    """kill -9 the dispatcher with 50 tasks running, start another: each task is done exactly once."""
     n = 50
     ab.add_profile("w", command=RESULT_AFTER.format(secs=2))
     ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]

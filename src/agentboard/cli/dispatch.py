@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .common import board_option, db, emit_json, handle_errors, json_option, resolve_board, settings
 
+if TYPE_CHECKING:
+    from agentboard.dispatch.report import PassReport
 
-def _print_pass(rep: dict[str, Any]) -> None:
-    if rep.get("skipped_boards"):
-        click.echo(f"skipped board(s) {', '.join(rep['skipped_boards'])}: {rep.get('skipped_reason')}")
-    for s in rep.get("spawned", []):
-        click.echo(f"spawned {s['task']} ({s['profile']}) run {s['run_id']} pid {s['pid']} in {s['workspace']}")
-    for s in rep.get("would_spawn", []):
-        click.echo(f"would spawn {s['task']} ({s['profile']}, priority {s['priority']}): {s['title']}")
-    for f in rep.get("spawn_failed", []):
-        click.echo(f"could not start {f['task']}: {f['error']}" + (" (systemic: blocked)" if f["systemic"] else ""))
-    for s in rep.get("skipped", []):
-        click.echo(f"skipped {s.get('task', '')}: {s['reason']}".replace("skipped : ", "skipped: "))
-    counts = {k: rep.get(k, 0) for k in ("exits", "timeouts", "stale", "reclaimed", "extended", "promoted")}
+
+def _print_pass(rep: PassReport) -> None:
+    if rep.skipped_boards:
+        click.echo(f"skipped board(s) {', '.join(rep.skipped_boards)}: {rep.skipped_reason}")
+    for s in rep.spawned:
+        click.echo(f"spawned {s.task} ({s.profile}) run {s.run_id} pid {s.pid} in {s.workspace}")
+    for w in rep.would_spawn:
+        click.echo(f"would spawn {w.task} ({w.profile}, priority {w.priority}): {w.title}")
+    for f in rep.spawn_failed:
+        click.echo(f"could not start {f.task}: {f.error}" + (" (systemic: blocked)" if f.systemic else ""))
+    for k in rep.skipped:
+        click.echo(f"skipped {k.task or ''}: {k.reason}".replace("skipped : ", "skipped: "))
+    counts = {"exits": rep.exits, "timeouts": rep.timeouts, "stale": rep.stale, "reclaimed": rep.reclaimed,
+              "extended": rep.extended, "promoted": rep.promoted}
     busy = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     if busy:
         click.echo(busy)
-    if not any((rep.get("spawned"), rep.get("would_spawn"), rep.get("spawn_failed"), rep.get("skipped"),
-                rep.get("skipped_boards"), busy)):
+    if not any((rep.spawned, rep.would_spawn, rep.spawn_failed, rep.skipped, rep.skipped_boards, busy)):
         click.echo("nothing to do")
 
 
@@ -43,10 +46,10 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str 
 
     boards = None if all_boards else [resolve_board(board)]
     d = Dispatcher(db(), settings(), boards=boards, one_shot=True)
-    rep = d.run_pass(max_spawn=max_spawn, dry_run=dry_run)
+    rep = d.run_pass_report(max_spawn=max_spawn, dry_run=dry_run)
     d.wait_idle(timeout=60)
     if as_json:
-        emit_json(rep)
+        emit_json(rep.to_dict())
     else:
         _print_pass(rep)
 
@@ -85,7 +88,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
             pass
     finally:
         d.stop()
-        click.echo(f"dispatcher stopped; {len([w for w in d.workers.values() if not w.exited])} worker(s) "
+        click.echo(f"dispatcher stopped; {d.workers.running()} worker(s) "
                    "left running will be picked up by the next dispatcher", err=True)
 
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 SYSTEMIC_MIN = 3
+
+T = TypeVar("T")
 
 _MASKS = (
     (re.compile(r"\bt_[0-9a-f]{8}\b"), "<task>"),
@@ -32,13 +35,14 @@ def fingerprint(error: str | None) -> str:
     return text[:300]
 
 
-def systemic_groups(failures: list[tuple[Any, str]], minimum: int = SYSTEMIC_MIN) -> tuple[list[tuple[Any, str]], list[tuple[Any, str]]]:
+def systemic_groups(failures: list[tuple[T, str]],
+                    minimum: int = SYSTEMIC_MIN) -> tuple[list[tuple[T, str]], list[tuple[T, str]]]:
     """Split ``(item, error)`` failures into (systemic, individual) by shared fingerprint."""
-    groups: dict[str, list[tuple[Any, str]]] = {}
+    groups: dict[str, list[tuple[T, str]]] = {}
     for item, err in failures:
         groups.setdefault(fingerprint(err), []).append((item, err))
-    systemic: list[tuple[Any, str]] = []
-    single: list[tuple[Any, str]] = []
+    systemic: list[tuple[T, str]] = []
+    single: list[tuple[T, str]] = []
     for members in groups.values():
         (systemic if len(members) >= minimum else single).extend(members)
     return systemic, single
@@ -57,7 +61,9 @@ def auth_like(error: str | None) -> bool:
     return bool(error) and bool(_AUTH.search(error or ""))
 
 
-def guard(task: dict[str, Any], *, profiles: set[str], comments: Any = None, reopened: Any = None,
+def guard(task: dict[str, Any], *, profiles: set[str],
+          comments: Callable[[str, float], list[dict[str, Any]]] | None = None,
+          reopened: Callable[[str], dict[str, Any] | None] | None = None,
           now: float | None = None) -> str | None:
     """Why ``task`` must not be respawned now, or None.
 

@@ -11,51 +11,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..kernel import maintenance
+from ..kernel import dispatching as kd
+from ..kernel import lookups, maintenance
 from ..kernel import runs as kr
+from ..store.engine import Database
 from . import workspaces
 
 _FINISHED = ("done", "archived")
 
 
-def _in(values: list[str], params: dict[str, Any], prefix: str = "i") -> str:
-    names = {f"{prefix}{n}": v for n, v in enumerate(values)}
-    params.update(names)
-    return "(" + ", ".join(":" + k for k in names) + ")"
-
-
-def _statuses(db: Any, ids: list[str]) -> tuple[dict[str, str], set[str]]:
-    """Status of each task, and the tasks that have a child still active."""
-    if not ids:
-        return {}, set()
-
-    def _r(tx: Any) -> tuple[dict[str, str], set[str]]:
-        status: dict[str, str] = {}
-        busy: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            p: dict[str, Any] = {}
-            for row in tx.all("SELECT id, status FROM tasks WHERE id IN " + _in(chunk, p), p):
-                status[row["id"]] = row["status"]
-            p = {}
-            for row in tx.all(
-                "SELECT DISTINCT l.parent_id FROM task_links l JOIN tasks c ON c.id = l.child_id "
-                "WHERE c.status NOT IN ('done', 'archived') AND l.parent_id IN " + _in(chunk, p), p):
-                busy.add(row["parent_id"])
-        return status, busy
-    return db.read(_r)
-
-
-def collect(db: Any, home: Path, *, boards: list[str] | None = None, log_retention_days: int = 30,
+def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_retention_days: int = 30,
             event_retention_days: int = 30, now: float | None = None) -> dict[str, Any]:
     now = now or time.time()
     report: dict[str, Any] = {"workspaces_removed": [], "worktrees_removed": [], "kept": [], "logs_removed": 0,
                               "events_pruned": 0}
-    slugs = boards or [r["slug"] for r in db.read(lambda tx: tx.all("SELECT slug FROM boards"))]
+    slugs = boards or lookups.board_slugs(db)
     for slug in slugs:
         root = home / "boards" / slug / "workspaces"
         dirs = [d for d in root.iterdir() if d.is_dir()] if root.is_dir() else []
-        status, busy = _statuses(db, [d.name for d in dirs])
+        status, busy = kd.gc_statuses(db, [d.name for d in dirs])
         for d in dirs:
             st = status.get(d.name)
             if st is not None and st not in _FINISHED:
@@ -71,10 +45,7 @@ def collect(db: Any, home: Path, *, boards: list[str] | None = None, log_retenti
                 except Exception:
                     pass
         # worktrees of archived tasks go when clean; dirty ones are always kept
-        rows = db.read(lambda tx, s=slug: tx.all(
-            "SELECT id, status, workspace_path FROM tasks WHERE board = :b AND workspace_kind != 'dir' "
-            "AND workspace_path LIKE :wt AND status IN ('done', 'archived')", {"b": s, "wt": "%/.worktrees/%"}))
-        for row in rows:
+        for row in kd.finished_worktree_tasks(db, slug):
             path = Path(row["workspace_path"])
             if path.parent.name != ".worktrees" or not path.exists():
                 continue
@@ -91,8 +62,7 @@ def collect(db: Any, home: Path, *, boards: list[str] | None = None, log_retenti
         logs = home / "boards" / slug / "logs"
         if logs.is_dir():
             cutoff = now - log_retention_days * 86400
-            running = {r["id"] for r in db.read(lambda tx, s=slug: tx.all(
-                "SELECT id FROM tasks WHERE board = :b AND status = 'running'", {"b": s}))}
+            running = kd.running_task_ids(db, slug)
             for f in logs.iterdir():
                 if not f.is_file() or f.name.split(".")[0] in running:
                     continue

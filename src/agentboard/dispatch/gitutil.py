@@ -41,11 +41,6 @@ def toplevel(path: str | Path) -> str | None:
     return out or None
 
 
-def is_repo_root(path: str | Path) -> bool:
-    top = toplevel(path)
-    return top is not None and os.path.realpath(top) == os.path.realpath(str(path))
-
-
 def status_lines(path: str | Path) -> list[str]:
     """``git status --porcelain`` lines (untracked files included, ignored files not)."""
     return [ln for ln in git(path, "status", "--porcelain", "--untracked-files=all").splitlines() if ln.strip()]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
+def stop_worker(pid: int, *, grace: float = 5.0, proc: subprocess.Popen[bytes] | None = None,
                 started_after: float | None = None) -> bool:
     """SIGTERM the worker's process group, wait up to ``grace``, then SIGKILL it.
 
@@ -109,8 +110,7 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: object | None = None,
     """
     def gone() -> bool:
         if proc is not None:
-            poll = proc.poll
-            if poll() is None:
+            if proc.poll() is None:
                 return False
         elif pid_alive(pid, started_after=started_after):
             return False

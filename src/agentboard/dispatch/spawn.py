@@ -11,7 +11,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from ..config import Settings
 
 # variables of the dispatcher that a worker must never inherit
 _SECRET_NAMES = re.compile(
@@ -44,7 +46,7 @@ def _bin_dirs(argv0: str, _path: str, executable: str) -> tuple[str, ...]:
 
 
 def worker_env(
-    settings: Any, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
+    settings: Settings, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
     profile: dict[str, Any], api_url: str | None = None, token: str | None = None,
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
@@ -112,7 +114,7 @@ def _resolve(argv0: str, env: dict[str, str]) -> str:
     return found
 
 
-def open_log(path: Path, max_bytes: int) -> tuple[Any, int]:
+def open_log(path: Path, max_bytes: int) -> tuple[IO[bytes], int]:
     """Open the task's log for appending, rotating it first when it is past the size cap.
 
     Returns the file and the offset this run's output starts at.
@@ -156,7 +158,10 @@ class Worker:
         return self.proc.pid
 
     def poll(self) -> bool:
-        """Reap: True once the process has exited (its status is then in ``exit_code``)."""
+        """Reap: True once the process has exited (its status is then in ``exit_code``).
+
+        Safe from any thread: ``Popen`` serializes reaping, and the fields only ever go from
+        "running" to the one exit status."""
         if not self.exited:
             code = self.proc.poll()
             if code is not None:

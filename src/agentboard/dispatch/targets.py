@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from ..domain.errors import Conflict, InvalidInput
+from ..kernel import dispatching as kd
+from ..store.engine import Database
 from . import gitutil
 
 MODES = ("linked-new", "linked-existing")
@@ -55,17 +56,7 @@ def sensitive_reason(path: Path, agentboard_home: Path | None = None) -> str | N
     return None
 
 
-def _other_board(db: Any, path: str, board: str | None) -> str | None:
-    def _r(tx: Any) -> str | None:
-        row = tx.one(
-            "SELECT slug FROM boards WHERE default_workdir = :w AND archived = 0 AND slug != :b",
-            {"w": path, "b": board or ""},
-        )
-        return row["slug"] if row else None
-    return db.read(_r) if db is not None else None
-
-
-def validate_target(db: Any, path: str, mode: str | None = None, board: str | None = None,
+def validate_target(db: Database, path: str, mode: str | None = None, board: str | None = None,
                     *, home: Path | None = None, create: bool = True) -> str:
     """Check a board target directory; return its normalized absolute path.
 
@@ -86,12 +77,12 @@ def validate_target(db: Any, path: str, mode: str | None = None, board: str | No
         mode = "linked-existing" if p.exists() else "linked-new"
     if mode not in MODES:
         raise InvalidInput(f"unknown target mode {mode!r}: use linked-new or linked-existing")
-    if home is None and db is not None:
-        home = getattr(db, "home", None)
+    if home is None:
+        home = db.home
     why = sensitive_reason(p, home)
     if why:
         raise InvalidInput(f"cannot use {norm} as a target directory: {why}")
-    other = _other_board(db, norm, board)
+    other = kd.board_with_workdir(db, norm, board)
     if other:
         raise Conflict(f"{norm} is already the target directory of board {other!r}")
     if mode == "linked-new":
@@ -131,4 +122,5 @@ def validate_target(db: Any, path: str, mode: str | None = None, board: str | No
 
 
 def is_git_target(path: str | None) -> bool:
+    """True when ``path`` is inside a git work tree."""
     return bool(path) and gitutil.toplevel(str(path)) is not None

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any
+
+from ..store.engine import Database
 
 SQLITE_POLL = 0.02
 SQLITE_RETRY = 1.0
 
 
 class Waker:
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self._flag = threading.Event()
         self._stop = threading.Event()
@@ -50,7 +51,7 @@ class Waker:
     # -- SQLite ------------------------------------------------------------------------------
 
     def _poll_sqlite(self) -> None:
-        path = self.db.engine.url.database
+        path = self.db.engine.url.database or ":memory:"
         conn: sqlite3.Connection | None = None
         last = None
         while not self._stop.is_set():

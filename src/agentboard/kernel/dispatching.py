@@ -1,7 +1,6 @@
 """Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
 
 - :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
-- :func:`running` — every running task (optionally of some boards) with its current run.
 - :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
   guards need.
 - :func:`claim_batch` — claim several chosen ready tasks in one transaction
@@ -11,17 +10,22 @@
 - :func:`complete_runs` — complete several tasks whose workers exited with a plain successful
   result in one transaction.
 - :func:`promote_pending` — the promotion safety net: todo tasks whose parents are all done.
+- :func:`task`, :func:`sent_to_review_by` — what handling a worker's exit reads.
+- :func:`gc_statuses`, :func:`finished_worktree_tasks`, :func:`running_task_ids` — what ``gc``
+  reads before removing workspaces and logs.
+- :func:`board_with_workdir` — which board already owns a target directory.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, StaleRun
-from ..store.engine import Database, Row, Tx
-from .common import default_assignee, jdump
+from ..store.engine import Database, Row, Tx, in_list
+from .common import default_assignee, get_task, jdump, task_out
 from .runs import _claim, _complete, _ttl, _usage_params, stale_error
 
 _RUNNING = (
@@ -32,39 +36,35 @@ _RUNNING = (
 )
 
 
-def _in(prefix: str, values: list[Any], params: dict[str, Any]) -> str:
-    names = {f"{prefix}{i}": v for i, v in enumerate(values)}
-    params.update(names)
-    return "(" + ", ".join(":" + k for k in names) + ")"
+@dataclass(frozen=True)
+class PassSnapshot:
+    """What a dispatcher pass starts from (see :func:`pass_snapshot`)."""
+
+    #: boards not archived, by slug
+    boards: list[Row]
+    profiles: list[Row]
+    #: every running task with its current run (``run_started_at``, ``log_path``, ``profile``,
+    #: ``run_workspace``) and its worker and claim
+    running: list[Row]
+    #: per board, the earliest end of a ready task's cooldown
+    cooldowns: dict[str, float]
 
 
-def running(db: Database, boards: list[str] | None = None) -> list[Row]:
-    def _r(tx: Tx) -> list[Row]:
-        params: dict[str, Any] = {}
-        sql = _RUNNING
-        if boards is not None:
-            if not boards:
-                return []
-            sql += " AND t.board IN " + _in("b", boards, params)
-        return tx.all(sql, params)
-    return db.read(_r)
-
-
-def pass_snapshot(db: Database, now: float | None = None) -> dict[str, Any]:
+def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
     """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
-    every running task with its current run (as :func:`running`) and, per board, the earliest
-    end of a ready task's cooldown after ``now``."""
+    every running task with its current run and, per board, the earliest end of a ready task's
+    cooldown after ``now``."""
     at = time.time() if now is None else now
 
-    def _r(tx: Tx) -> dict[str, Any]:
-        return {
-            "boards": tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
-            "profiles": tx.all("SELECT * FROM profiles"),
-            "running": tx.all(_RUNNING),
-            "cooldowns": {r["board"]: r["until"] for r in tx.all(
+    def _r(tx: Tx) -> PassSnapshot:
+        return PassSnapshot(
+            boards=tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
+            profiles=tx.all("SELECT * FROM profiles"),
+            running=tx.all(_RUNNING),
+            cooldowns={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
-                "AND cooldown_until > :now GROUP BY board", {"now": at})},
-        }
+                "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
+        )
     return db.read(_r)
 
 
@@ -100,7 +100,7 @@ def last_runs(db: Database, run_ids: list[int]) -> dict[int, Row]:
         params: dict[str, Any] = {}
         rows = tx.all(
             "SELECT id, task_id, status, outcome, worker_pid, worker_host, started_at, ended_at, error "
-            "FROM task_runs WHERE id IN " + _in("r", ids, params),
+            "FROM task_runs WHERE id IN " + in_list("r", ids, params),
             params,
         )
         return {int(r["id"]): r for r in rows}
@@ -142,7 +142,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     sql = ("SELECT " + _CLAIMED_FIELDS + ", t.current_run_id, EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
-           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + _in("i", ids, params))
+           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE OF t SKIP LOCKED"
     free = {r["id"]: r for r in tx.all(sql, params)}
@@ -205,7 +205,7 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
     compare-and-swap on each task's current run (a stale item writes nothing)."""
     params: dict[str, Any] = {"b": board}
     sql = ("SELECT id, current_run_id FROM tasks WHERE board = :b AND id IN "
-           + _in("i", [it["task_id"] for it in items], params))
+           + in_list("i", [it["task_id"] for it in items], params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE"
     current = {r["id"]: r["current_run_id"] for r in tx.all(sql, params)}
@@ -338,7 +338,74 @@ def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
     return db.write(_promote_pending, board, limit)
 
 
+# -- reads for exit handling, gc and board targets ----------------------------------------------
+
+
+def task(db: Database, board: str, task_id: str) -> Row:
+    """The task as :func:`common.task_out` gives it (NotFound when ``board`` has no such task)."""
+    return db.read(lambda tx: task_out(get_task(tx, board, task_id)))
+
+
+def sent_to_review_by(db: Database, board: str, task_id: str, run_id: int) -> bool:
+    """True when the task is in review because of run ``run_id``: that run asked for review and
+    is the task's last closed run (not a later one)."""
+    def _r(tx: Tx) -> Row | None:
+        return tx.one(
+            "SELECT t.status, r.outcome, (SELECT MAX(x.id) FROM task_runs x WHERE x.task_id = t.id "
+            "AND x.status = 'closed') AS last_closed FROM tasks t JOIN task_runs r ON r.id = :r "
+            "WHERE t.id = :t AND t.board = :b", {"t": task_id, "b": board, "r": run_id})
+    st = db.read(_r)
+    return (st is not None and st["status"] == "review" and st["outcome"] == "review_requested"
+            and int(st["last_closed"] or 0) == run_id)
+
+
+def gc_statuses(db: Database, task_ids: list[str]) -> tuple[dict[str, str], set[str]]:
+    """The status of each given task, and those of them with a child still active (a child may
+    still read their workspace)."""
+    if not task_ids:
+        return {}, set()
+
+    def _r(tx: Tx) -> tuple[dict[str, str], set[str]]:
+        status: dict[str, str] = {}
+        busy: set[str] = set()
+        for i in range(0, len(task_ids), 500):
+            chunk = task_ids[i:i + 500]
+            p: dict[str, Any] = {}
+            for row in tx.all("SELECT id, status FROM tasks WHERE id IN " + in_list("i", chunk, p), p):
+                status[row["id"]] = row["status"]
+            p = {}
+            for row in tx.all(
+                "SELECT DISTINCT l.parent_id FROM task_links l JOIN tasks c ON c.id = l.child_id "
+                "WHERE c.status NOT IN ('done', 'archived') AND l.parent_id IN " + in_list("i", chunk, p), p):
+                busy.add(row["parent_id"])
+        return status, busy
+    return db.read(_r)
+
+
+def finished_worktree_tasks(db: Database, board: str) -> list[Row]:
+    """Done and archived tasks of ``board`` whose workspace is a ``.worktrees/`` checkout
+    (id, status, workspace_path)."""
+    return db.read(lambda tx: tx.all(
+        "SELECT id, status, workspace_path FROM tasks WHERE board = :b AND workspace_kind != 'dir' "
+        "AND workspace_path LIKE :wt AND status IN ('done', 'archived')", {"b": board, "wt": "%/.worktrees/%"}))
+
+
+def running_task_ids(db: Database, board: str) -> set[str]:
+    """Ids of the running tasks of ``board``."""
+    return {r["id"] for r in db.read(lambda tx: tx.all(
+        "SELECT id FROM tasks WHERE board = :b AND status = 'running'", {"b": board}))}
+
+
+def board_with_workdir(db: Database, path: str, other_than: str | None = None) -> str | None:
+    """The slug of the board (not archived, not ``other_than``) whose target directory is ``path``."""
+    row = db.read(lambda tx: tx.one(
+        "SELECT slug FROM boards WHERE default_workdir = :w AND archived = 0 AND slug != :b",
+        {"w": path, "b": other_than or ""}))
+    return str(row["slug"]) if row else None
+
+
 __all__ = [
-    "claim_batch", "complete_runs", "last_event_of", "last_runs", "promote_pending", "ready_batch", "recent_comments",
-    "pass_snapshot", "record_spawns", "running",
+    "PassSnapshot", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
+    "record_spawns", "running_task_ids", "sent_to_review_by", "task",
 ]

@@ -1,0 +1,356 @@
+"""Planning a pass: what one pass reads, which boards it may act on, how much room there is,
+and which ready tasks to start.
+
+A pass starts from one read (``kernel.dispatching.pass_snapshot``), then:
+
+1. holds the boards it acts on (on SQLite one dispatcher per board: ``boards/<slug>/dispatcher.lock``);
+2. reaps our children and checks every running task (:mod:`.reaping`), counting what already
+   runs per board, per profile and as processes on this host;
+3. runs the promotion safety net once per interval;
+4. picks ready tasks by priority then age within the caps (``max_parallel`` here, the board's
+   ``max_parallel`` — 1 for a non-git target directory —, each profile's ``max_concurrency``, a
+   free-memory floor), skipping unknown or disabled profiles and guarded tasks, and hands them
+   to the spawner (:mod:`.spawning`) one board at a time.
+
+A pass is O(running tasks + one ready batch per board), never O(board). It runs on the pass
+thread and owns its report and deadlines.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..domain.errors import AgentboardError
+from ..kernel import dispatching as kd
+from ..kernel.boards import board_out
+from ..kernel.profiles import profile_out
+from ..store.engine import Row
+from . import breaker
+from .reaping import FoundExit, Reaper, earliest
+from .report import PassReport, Skipped, WouldSpawn
+from .runtime import Context
+from .spawning import Choice, Spawner, StartFailure
+from .targets import is_git_target
+
+log = logging.getLogger("agentboard.dispatch")
+
+#: a pass that skips spawning for lack of memory looks again this many seconds later
+MEMORY_RETRY = 5.0
+
+
+def free_memory_mb() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class BoardLock:
+    """An exclusive, non-blocking file lock: one dispatcher per board per SQLite home."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        if self.fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+class BoardLocks:
+    """The board locks of one dispatcher (SQLite only: on PostgreSQL several dispatchers share
+    the boards and claims keep them apart)."""
+
+    def __init__(self, home: Path, enabled: bool) -> None:
+        self.home = home
+        self.enabled = enabled
+        self._locks: dict[str, BoardLock] = {}
+
+    def acquire(self, slug: str) -> bool:
+        if not self.enabled:
+            return True
+        lk = self._locks.get(slug)
+        if lk is None:
+            lk = self._locks[slug] = BoardLock(self.home / "boards" / slug / "dispatcher.lock")
+        return lk.acquire()
+
+    def release(self) -> None:
+        for lk in self._locks.values():
+            lk.release()
+
+
+@dataclass
+class Load:
+    """What already runs: tasks per board and per profile (every host), processes on this host."""
+
+    per_board: Counter[str] = field(default_factory=Counter)
+    per_profile: Counter[str] = field(default_factory=Counter)
+    local: int = 0
+
+    def add(self, board: str, profile: str | None) -> None:
+        self.per_board[board] += 1
+        if profile:
+            self.per_profile[profile] += 1
+
+
+class Planner:
+    """Runs passes. Only the pass thread touches it (the dispatcher runs one pass at a time)."""
+
+    def __init__(self, ctx: Context, reaper: Reaper, spawner: Spawner, only_boards: list[str] | None) -> None:
+        self.ctx = ctx
+        self.reaper = reaper
+        self.spawner = spawner
+        self.only_boards = only_boards
+        self.locks = BoardLocks(ctx.home, enabled=ctx.sqlite)
+        #: when the promotion safety net last ran
+        self.last_promote = 0.0
+
+    def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
+        """One pass. Returns its report and the earliest time something will need a pass."""
+        return _Pass(self, time.time(), max_spawn, dry_run).run()
+
+
+class _Pass:
+    """One pass: its report, its deadlines and the load it found are its own."""
+
+    def __init__(self, planner: Planner, now: float, max_spawn: int | None, dry_run: bool) -> None:
+        self.planner = planner
+        self.ctx = planner.ctx
+        self.now = now
+        self.max_spawn = max_spawn
+        self.dry_run = dry_run
+        self.report = PassReport(host=self.ctx.host, dry_run=dry_run)
+        self.due: float | None = None
+        self.load = Load()
+
+    def _due(self, at: float | None) -> None:
+        self.due = earliest(self.due, at)
+
+    def run(self) -> tuple[PassReport, float | None]:
+        snap = kd.pass_snapshot(self.ctx.db, self.now)  # one read for what every pass needs
+        held = self._hold([board_out(r) for r in snap.boards])
+        if not held:
+            return self.report, self.due
+        slugs = {b["slug"] for b in held}
+        for w in self.ctx.workers.all():  # reap our children
+            w.poll()
+        self._check_running([r for r in snap.running if r["board"] in slugs])
+        self._promote(held)
+        self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
+        if not self.dry_run:
+            ends = [v for k, v in snap.cooldowns.items() if k in slugs]
+            if ends:
+                self._due(min(ends) + 0.01)
+        return self.report, self.due
+
+    def _hold(self, boards: list[Row]) -> list[Row]:
+        """The boards this pass acts on: the ones asked for whose lock it holds."""
+        only = self.planner.only_boards
+        held = []
+        for b in boards:
+            if only is not None and b["slug"] not in only:
+                continue
+            if self.dry_run or self.planner.locks.acquire(b["slug"]):
+                held.append(b)
+            else:
+                self.report.skipped_boards.append(b["slug"])
+        if self.report.skipped_boards:
+            self.report.skipped_reason = "another dispatcher is running on this home for these boards"
+        return held
+
+    # -- running tasks ------------------------------------------------------------------------------
+
+    def _check_running(self, rows: list[Row]) -> None:
+        """Exits, expired claims, timeouts, stale runs; and the load they make."""
+        ctx, reaper = self.ctx, self.planner.reaper
+        current = {r["current_run_id"] for r in rows}
+        exits: list[FoundExit] = []
+        if not self.dry_run:
+            exits, due = reaper.check_orphans(current, self.now)
+            self._due(due)
+        for r in rows:
+            self.load.add(r["board"], r["assignee"])
+            if ctx.local(r) and ctx.workers.takes_slot(r["current_run_id"]):
+                self.load.local += 1
+            if self.dry_run:
+                continue
+            try:
+                check = reaper.check_running(r, self.now)
+            except AgentboardError as exc:
+                log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
+                continue
+            if check.seen is not None:
+                self.report.count(check.seen)
+            self._due(check.due)
+            if check.exit is not None:
+                exits.append(check.exit)
+        reaper.handle_exits(exits)
+        # our own workers whose runs ended but which still run count against the caps
+        self.load.local += ctx.workers.running(besides=current)
+
+    def _promote(self, held: list[Row]) -> None:
+        """The promotion safety net (every interval, not every pass)."""
+        planner, interval = self.planner, float(self.ctx.settings.dispatch_interval)
+        if not self.dry_run and self.now - planner.last_promote >= interval:
+            planner.last_promote = self.now
+            for b in held:
+                try:
+                    self.report.promoted += len(kd.promote_pending(self.ctx.db, b["slug"]))
+                except AgentboardError as exc:
+                    log.warning("promotion safety net on %s: %s", b["slug"], exc)
+        self._due(planner.last_promote + interval)
+
+    # -- spawning -----------------------------------------------------------------------------------
+
+    def _spawn(self, held: list[Row], profiles: dict[str, Row]) -> None:
+        room = self.ctx.settings.max_parallel - self.load.local
+        if self.max_spawn is not None:
+            room = min(room, int(self.max_spawn))
+        if room <= 0 or self._memory_low(held):
+            return
+        failures: list[StartFailure] = []
+        for b in held:
+            if room <= 0:
+                break
+            taken, failed = self._spawn_board(b, profiles, room)
+            room -= taken
+            failures.extend(failed)
+        if failures:
+            self.report.spawn_failed.extend(self.planner.spawner.apply_failures(failures))
+
+    def _memory_low(self, held: list[Row]) -> bool:
+        mem = free_memory_mb()
+        floor = self.ctx.settings.min_free_memory_mb
+        if mem is None or not floor or mem >= floor:
+            return False
+        self.report.skipped.append(Skipped(f"free memory {mem} MB is below {floor} MB"))
+        if not self.dry_run:
+            for b in held:
+                self.ctx.notes.note(("memory", b["slug"], int(self.now // 300)), b["slug"], None, "respawn_guarded",
+                                    {"reason": f"not spawning: free memory {mem} MB is below the {floor} MB guard"})
+        self._due(self.now + MEMORY_RETRY)
+        return True
+
+    def _spawn_board(self, b: Row, profiles: dict[str, Row], room: int) -> tuple[int, list[StartFailure]]:
+        """Choose and start ready tasks of board ``b``. Returns how many it claimed (or, in a dry
+        run, would start) and the workers that failed to start."""
+        slug = b["slug"]
+        cap = self._board_cap(b)
+        if cap is not None:
+            room = min(room, cap - self.load.per_board[slug])
+        if room <= 0:
+            return 0, []
+        chosen = self._choose(b, profiles, room)
+        if not chosen:
+            return 0, []
+        if self.dry_run:
+            self.report.would_spawn.extend(
+                WouldSpawn(slug, c.task["id"], c.task["title"], c.profile["name"], c.task["priority"])
+                for c in chosen)
+            return len(chosen), []
+        res = self.planner.spawner.spawn_batch(b, chosen)
+        for c in res.claimed:
+            self.load.add(slug, c.profile["name"])
+        self.report.spawned.extend(res.spawned)
+        for w in res.stale:  # reclaimed between the claim and the spawn: must not run
+            self.planner.reaper.stop_later(w)
+        return len(res.claimed), res.failures
+
+    def _board_cap(self, b: Row) -> int | None:
+        cap = (b.get("settings") or {}).get("max_parallel")
+        if b.get("default_workdir") and not self.dry_run and not is_git_target(b["default_workdir"]):
+            return 1  # one shared, non-git checkout: no parallel writers
+        return int(cap) if cap is not None else None
+
+    def _choose(self, b: Row, profiles: dict[str, Row], room: int) -> list[Choice]:
+        """Up to ``room`` ready tasks of ``b`` to start, by priority then age."""
+        slug, db = b["slug"], self.ctx.db
+        batch = kd.ready_batch(db, slug, room * 3 + 8)
+        if not batch:
+            return []
+        prev = kd.last_runs(db, [c["last_run_id"] for c in batch if c.get("last_run_id")])
+        chosen: list[Choice] = []
+        taken: Counter[str] = Counter()
+        now = time.time()
+        for c in batch:
+            if len(chosen) >= room:
+                break
+            p = self._profile_of(slug, c, profiles)
+            if p is None:
+                continue
+            limit = p.get("max_concurrency")
+            if limit and self.load.per_profile[p["name"]] + taken[p["name"]] >= int(limit):
+                continue
+            if self._guarded(slug, c, profiles, now):
+                continue
+            last = prev.get(int(c["last_run_id"])) if c.get("last_run_id") else None
+            if last is not None and not self.dry_run and self.planner.reaper.previous_worker_alive(c, last):
+                self.report.skipped.append(Skipped("stopping the worker of its previous run first", c["id"]))
+                continue
+            chosen.append(Choice(c, p))
+            taken[p["name"]] += 1
+        return chosen
+
+    def _profile_of(self, slug: str, c: Row, profiles: dict[str, Row]) -> Row | None:
+        """The enabled profile that runs ready task ``c``; None (and a skip) when there is none."""
+        name = c["assignee"] or c.get("default_assignee")
+        if not name:
+            self._skip(("noassignee", c["id"]), slug, c["id"], "profile_skipped",
+                       "no assignee and no default_assignee is configured")
+            return None
+        p = profiles.get(name)
+        if p is None:
+            self._skip(("noprofile", c["id"], name), slug, c["id"], "profile_skipped",
+                       f"profile {name!r} does not exist; add it with `agentboard profiles add {name} --command ...` "
+                       "or assign another profile")
+            return None
+        if not p["enabled"]:
+            self._skip(("disabled", c["id"], name), slug, c["id"], "profile_skipped", f"profile {name!r} is disabled")
+            return None
+        return p
+
+    def _guarded(self, slug: str, c: Row, profiles: dict[str, Row], now: float) -> bool:
+        """A respawn guard holds ready task ``c`` back (see :func:`.breaker.guard`)."""
+        db = self.ctx.db
+        why = breaker.guard(
+            c, profiles=set(profiles),
+            comments=lambda tid, since: kd.recent_comments(db, tid, since),
+            reopened=lambda tid: kd.last_event_of(db, tid, "reopened"), now=now)
+        if why:
+            self._skip(("guard", c["id"], why[:40]), slug, c["id"], "respawn_guarded", why)
+            return True
+        return False
+
+    def _skip(self, key: tuple[str, ...], board: str, task_id: str, kind: str, reason: str) -> None:
+        """A ready task not started: in the report, and (once per key) as an event."""
+        self.report.skipped.append(Skipped(reason, task_id))
+        if not self.dry_run:
+            self.ctx.notes.note(key, board, task_id, kind, {"reason": reason})

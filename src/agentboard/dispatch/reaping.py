@@ -1,0 +1,448 @@
+"""Reaping: what became of running tasks and of our workers.
+
+Checked by the pass thread, acted on by the job pool:
+
+- **exits**: a local worker gone → its exit goes to the worker protocol
+  (``protocol.lifecycle.after_exit``); plain completions of several exits are applied together
+  (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``); what nothing
+  reported becomes ``protocol_violation``, ``rate_limited`` or ``crashed``. A repair attempt is
+  restarted through the spawner (:meth:`.spawning.Spawner.respawn`);
+- **liveness**: a live local worker's claim is renewed; another host's (or a hand claim's)
+  expired claim is ``reclaimed``; ``max_runtime`` → ``timed_out``; running long with no
+  heartbeat → ``stale``; a repair attempt past its deadline is stopped and judged;
+- **orphans**: our workers whose run is no longer current (it reported, or was reclaimed):
+  their exit status and usage are kept on the run, or they are stopped.
+
+Every write against a running task passes its run id, so a late worker and the dispatcher never
+both apply.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import AgentboardError, NotFound, StaleRun
+from ..kernel import dispatching as kd
+from ..kernel import profiles as kprofiles
+from ..kernel import runs as kr
+from ..protocol import lifecycle, review
+from ..store.engine import Row
+from . import adapters, liveness, spawn
+from .report import Seen
+from .runtime import Context
+from .spawning import STOP_GRACE, Spawner, SpawnError
+
+log = logging.getLogger("agentboard.dispatch")
+
+#: exits found in one pass go to at most this many jobs, each handling at least EXIT_BATCH_MIN
+EXIT_JOBS = 2
+EXIT_BATCH_MIN = 4
+EXIT_RATE_LIMITED = 75
+#: seconds a worker that reported is given to exit on its own before it is stopped
+REPORTED_GRACE = 30
+
+
+@dataclass(frozen=True)
+class FoundExit:
+    """A worker found gone in this pass (its run is claimed busy until the exit is handled)."""
+
+    run_id: int
+    worker: spawn.Worker | None
+    #: the running task (a row of ``PassSnapshot.running``) when the run is still current,
+    #: so the exit decides the task; None for a worker of ours whose run had already ended
+    row: Row | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """What checking one running task found: what the report counts, when it next needs a
+    look, and an exit to handle."""
+
+    seen: Seen | None = None
+    due: float | None = None
+    exit: FoundExit | None = None
+
+
+@dataclass(frozen=True)
+class ExitFacts:
+    """How a worker ended and where its output is (from our child, else from the run's row)."""
+
+    exit_code: int | None
+    pid: int | None
+    log_file: Path | None
+    offset: int
+    profile: Row
+    workspace: Path
+    attempt: int
+
+    @property
+    def adapter(self) -> str:
+        return str(self.profile.get("adapter") or "command")
+
+
+def earliest(*times: float | None) -> float | None:
+    """The earliest of the given times (None when none is given)."""
+    return min((t for t in times if t is not None), default=None)
+
+
+class Reaper:
+    def __init__(self, ctx: Context, spawner: Spawner) -> None:
+        self.ctx = ctx
+        self.spawner = spawner
+
+    # -- our workers whose run is no longer current ------------------------------------------------
+
+    def check_orphans(self, current: set[int], now: float) -> tuple[list[FoundExit], float | None]:
+        """Our workers whose run is no longer current: exited → their exit is to be recorded;
+        still running → stopped (after a grace when the run reported). Returns the exits found
+        and when to look again."""
+        ctx, exits, due = self.ctx, [], None
+        for w in ctx.workers.all():
+            rid = w.run_id
+            if rid in current or ctx.workers.busy(rid):
+                continue
+            if w.poll():
+                ctx.workers.forget(rid)
+                if ctx.workers.claim(rid):
+                    exits.append(FoundExit(rid, w))
+                continue
+            first = ctx.workers.orphan_since(rid, now)
+            outcome = (kd.last_runs(ctx.db, [rid]).get(rid) or {}).get("outcome")
+            if outcome in ("completed", "review_requested", "blocked") and now - first < REPORTED_GRACE:
+                due = earliest(due, first + REPORTED_GRACE)  # it reported; give it time to exit
+                continue
+            ctx.jobs.submit(rid, self.stop_orphan, w)
+        return exits, due
+
+    def record_exit(self, w: spawn.Worker) -> None:
+        """A worker that reported before exiting: keep its exit status and usage on the run, and
+        hand a task it sent to review to the reviewer."""
+        out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
+        try:
+            kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, **_usage(out))
+        except AgentboardError:
+            pass
+        self.review_entry(w)
+
+    def review_entry(self, w: spawn.Worker) -> None:
+        """A worker that finished to review through the CLI or REST (its task was no longer running
+        when it exited): the review hand-off has not happened yet. ``on_review_entered`` is
+        idempotent per review entry, so a hand-off already made (MCP) is not repeated."""
+        try:
+            if not kd.sent_to_review_by(self.ctx.db, w.board, w.task_id, w.run_id):
+                return
+            review.on_review_entered(self.ctx.db, self.ctx.settings, w.board, w.task_id)
+        except AgentboardError as exc:
+            log.info("review hand-off of %s after run %s: %s", w.task_id, w.run_id, exc)
+
+    def stop_orphan(self, w: spawn.Worker) -> None:
+        """Stop a worker whose run is no longer current (a job)."""
+        if liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc):
+            self.ctx.workers.forget(w.run_id)
+            w.poll()
+            self.review_entry(w)
+        else:
+            self.ctx.notes.note(("deferred", w.run_id), w.board, w.task_id, "reclaim_deferred",
+                                {"pid": w.pid, "reason": "the worker of a closed run survived SIGKILL"},
+                                run_id=w.run_id)
+
+    def stop_later(self, w: spawn.Worker) -> None:
+        """Stop a worker whose run is no longer current, on the job pool."""
+        self.ctx.jobs.submit(w.run_id, self.stop_orphan, w)
+
+    # -- a previous run's worker ----------------------------------------------------------------------
+
+    def previous_worker_alive(self, task: Row, last: Row) -> bool:
+        """A local worker of an earlier run of ``task`` still alive: it is being stopped (in the
+        background) and the task is spawned by a later pass once it is gone."""
+        ctx, rid = self.ctx, int(last["id"])
+        if ctx.workers.busy(rid):
+            return True  # being stopped right now
+        w = ctx.workers.get(rid)
+        if w is None and not ctx.local(last):
+            return False
+        pid = w.pid if w is not None else last.get("worker_pid")
+        if not pid:
+            return False
+        # the leader may be gone while others of its process group (its children) still run
+        leader = (not w.poll()) if w is not None else liveness.pid_alive(pid, started_after=last.get("started_at"))
+        if not leader and not liveness.group_has_live(pid):
+            if w is not None:
+                ctx.workers.forget(rid)
+            return False
+        if w is not None:
+            ctx.jobs.submit(rid, self.stop_orphan, w)
+        else:
+            ctx.jobs.submit(rid, self._stop_pid, task["board"], task["id"], rid, int(pid), last.get("started_at"))
+        return True
+
+    def _stop_pid(self, board: str, task_id: str, run_id: int, pid: int, started: float | None) -> None:
+        if not liveness.stop_worker(pid, grace=STOP_GRACE, started_after=started):
+            self.ctx.notes.note(
+                ("deferred", run_id), board, task_id, "reclaim_deferred",
+                {"pid": pid, "reason": "the previous run's worker survived SIGKILL; not starting a duplicate"},
+                run_id=run_id)
+
+    # -- running tasks ------------------------------------------------------------------------------
+
+    def check_running(self, r: Row, now: float) -> Check:
+        """Look at one running task (a row of ``PassSnapshot.running``); slow work goes to
+        the job pool, an exit is returned (claimed) for :meth:`handle_exits`."""
+        ctx, rid = self.ctx, r["current_run_id"]
+        if ctx.workers.busy(rid):
+            return Check()
+        started = float(r["run_started_at"] or now)
+        by_hand = str(r.get("claim_lock") or "").startswith(kr.HAND_CLAIM)
+        if by_hand or not ctx.local(r):
+            return self._check_claim(r, now, by_hand)
+        w = ctx.workers.get(rid)
+        if w is not None:
+            alive, due = not w.poll(), None
+        elif r["worker_pid"]:
+            alive, due = liveness.pid_alive(r["worker_pid"], started_after=started), None
+        else:
+            # claimed but no pid recorded: a spawn in progress elsewhere, or a dispatcher that died
+            grace = ctx.settings.spawn_grace
+            alive = now - started < grace
+            due = started + grace if alive else None
+        if not alive:
+            return Check(Seen.EXIT, due, FoundExit(rid, w, r) if ctx.workers.claim(rid) else None)
+        limits = self._check_limits(r, w, now, started)
+        return Check(limits.seen, earliest(due, limits.due))
+
+    def _check_claim(self, r: Row, now: float, by_hand: bool) -> Check:
+        """Another host's worker, or a run claimed by hand (no process of ours behind it): only
+        its claim expiry says it is gone; its heartbeats extend the claim."""
+        exp = r["claim_expires"]
+        if exp is None or exp >= now:
+            return Check(due=exp)
+        who = "its claimer" if by_hand else f"the worker on host {r['worker_host']!r}"
+        self.fail(r, "reclaimed", f"claim expired: {who} stopped heartbeating"
+                  + ("" if by_hand else " and its dispatcher did not renew the claim"))
+        return Check(Seen.RECLAIMED)
+
+    def _check_limits(self, r: Row, w: spawn.Worker | None, now: float, started: float) -> Check:
+        """A live local worker: its repair deadline, max runtime, staleness, then its claim."""
+        ctx, rid = self.ctx, r["current_run_id"]
+        deadline = w.deadline if w is not None else None
+        if w is not None and deadline is not None and now > deadline:
+            ctx.jobs.submit(rid, self._stop_repair, r, w)
+            return Check()
+        max_rt = r["max_runtime_seconds"]
+        if max_rt and now - started > max_rt:
+            ctx.jobs.submit(rid, self._stop_then_fail, r, w, "timed_out",
+                            f"ran longer than its max runtime of {int(max_rt)}s; stopped", True)
+            return Check(Seen.TIMEOUT, deadline)
+        runtime_end = started + max_rt if max_rt else None
+        last_hb = float(r["last_heartbeat_at"] or started)
+        stale_after, quiet = float(ctx.settings.stale_timeout), float(ctx.settings.stale_heartbeat)
+        if now - started > stale_after and now - last_hb > quiet:
+            ctx.jobs.submit(rid, self._stop_then_fail, r, w, "stale",
+                            f"running for {int((now - started) // 60)} min with no heartbeat in the last "
+                            f"{int(quiet // 60)} min; stopped and returned to the queue", False)
+            return Check(Seen.STALE, earliest(deadline, runtime_end))
+        renew = self._renew_claim(r, now)
+        return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
+                                          renew.due))
+
+    def _renew_claim(self, r: Row, now: float) -> Check:
+        """A live local worker keeps its claim (renewed well before expiry, so other hosts never
+        mistake it for a dead one); being quiet is handled by the stale rule."""
+        ttl = float(self.ctx.settings.claim_ttl)
+        exp = r["claim_expires"]
+        if exp is not None and exp - now >= ttl / 2:
+            return Check(due=exp - ttl / 2)
+        try:
+            extended = kr.extend_claim(self.ctx.db, r["board"], r["id"], r["current_run_id"])
+        except AgentboardError as exc:
+            log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
+            return Check()
+        return Check(Seen.EXTENDED if extended else None, now + ttl / 2)
+
+    def fail(self, r: Row, outcome: str, error: str, *, exit_code: int | None = None,
+             count: bool | None = None, cooldown: float | None = None) -> Row | None:
+        """Close the run of ``r`` as failed (``kernel.runs.fail``); None when it was no longer
+        current or the kernel refused."""
+        try:
+            return kr.fail(self.ctx.db, r["board"], r["id"], outcome, run_id=r["current_run_id"], error=error,
+                           exit_code=exit_code, count_failure=count, cooldown_seconds=cooldown)
+        except StaleRun:
+            return None
+        except AgentboardError as exc:
+            log.info("could not record %s for %s: %s", outcome, r["id"], exc)
+            return None
+
+    def _stop_then_fail(self, r: Row, w: spawn.Worker | None, outcome: str, error: str, count: bool) -> None:
+        pid = w.pid if w is not None else r["worker_pid"]
+        ok = True
+        if pid:
+            ok = liveness.stop_worker(pid, grace=STOP_GRACE, proc=w.proc if w else None,
+                                      started_after=float(r["run_started_at"] or 0) or None)
+        if not ok:
+            self.ctx.notes.note(
+                ("deferred", r["current_run_id"]), r["board"], r["id"], "reclaim_deferred",
+                {"pid": pid, "reason": f"{outcome}: the worker survived SIGKILL; not starting a duplicate"},
+                run_id=r["current_run_id"])
+            return
+        if w is not None:
+            w.poll()
+            self.ctx.workers.forget(w.run_id)
+        self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
+
+    def _stop_repair(self, r: Row, w: spawn.Worker) -> None:
+        """A repair attempt past its deadline: stop it, then judge what it left behind."""
+        liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+        w.poll()
+        self.handle_exit(r, w)
+
+    # -- exits --------------------------------------------------------------------------------------
+
+    def handle_exits(self, exits: list[FoundExit]) -> None:
+        """Hand the exits found in this pass to the job pool. A job handles its exits one after
+        the other, so exits do not compete with each other for the database's write lock; a slow
+        one (a verification run) delays only the few in its own job."""
+        if not exits:
+            return
+        size = max(EXIT_BATCH_MIN, -(-len(exits) // EXIT_JOBS))
+        for i in range(0, len(exits), size):
+            self.ctx.jobs.submit_claimed(functools.partial(self._exit_job, exits[i:i + size]))
+
+    def _exit_job(self, chunk: list[FoundExit]) -> None:
+        jobs = self.ctx.jobs
+        try:
+            done = self._plain_exits([e for e in chunk if e.row is not None])
+        except Exception:
+            log.exception("completing several exits at once failed; handling them one by one")
+            done = set()
+        for e in chunk:
+            if e.run_id in done:
+                jobs.release(e.run_id)
+            elif e.row is not None:
+                jobs.run(e.run_id, self.handle_exit, e.row, e.worker)
+            elif e.worker is not None:
+                jobs.run(e.run_id, self.record_exit, e.worker)
+            else:  # pragma: no cover - an orphan exit always has its worker
+                jobs.release(e.run_id)
+
+    def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
+        """Exits of first attempts whose whole effect is a completion
+        (``lifecycle.plan_plain_completions``): one read and one write per board for all of
+        them. Returns the run ids handled."""
+        if len(exits) < 2:
+            return set()
+        candidates: dict[int, tuple[Row, spawn.Worker]] = {}
+        for e in exits:
+            w = e.worker
+            if e.row is None or w is None or w.attempt or not w.exited:
+                continue
+            if ((w.profile or {}).get("adapter") or "command") != "command":
+                continue  # usage comes from the agent's output: the one-by-one path reads it
+            candidates[e.run_id] = (e.row, w)
+        if len(candidates) < 2:
+            return set()
+        db = self.ctx.db
+        plans = lifecycle.plan_plain_completions(
+            db, self.ctx.settings,
+            [(r["board"], r["id"], rid, w.workspace, w.exit_code) for rid, (r, w) in candidates.items()])
+        by_board: dict[str, list[dict[str, Any]]] = {}
+        for rid, pc in plans.items():
+            by_board.setdefault(pc.board, []).append(
+                {"task_id": pc.task_id, "run_id": rid, "summary": pc.summary, "metadata": pc.metadata,
+                 "usage": pc.usage, "actor": pc.actor, "exit_code": pc.exit_code})
+        done: set[int] = set()
+        for slug, items in by_board.items():
+            for rid, state in kd.complete_runs(db, slug, items).items():
+                if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
+                    done.add(rid)
+                    self.ctx.workers.forget(rid)
+        return done
+
+    def handle_exit(self, r: Row, w: spawn.Worker | None) -> None:
+        """The worker of the running task ``r`` is gone: apply what it left behind."""
+        with self.ctx.workers.exiting(r["current_run_id"]):
+            self._handle_exit(r, w)
+
+    def _handle_exit(self, r: Row, w: spawn.Worker | None) -> None:
+        rid, board, task_id = r["current_run_id"], r["board"], r["id"]
+        facts = self._exit_facts(r, w)
+        self.ctx.workers.forget(rid)
+        out = adapters.read_output(facts.adapter, facts.log_file, facts.offset)
+        usage = _usage(out)
+        if usage:  # after_exit records the exit code itself
+            try:
+                kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, **usage)
+            except AgentboardError:
+                pass
+        decision = lifecycle.after_exit(self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace,
+                                        facts.exit_code, facts.log_file, facts.attempt)
+        if decision.action == "handled":
+            return
+        if decision.action == "repair" and decision.prompt_file is not None:
+            number = facts.attempt + 1
+            try:
+                self.spawner.respawn(r, facts.profile, facts.workspace, Path(decision.prompt_file), number,
+                                     decision.deadline_seconds)
+            except SpawnError as exc:
+                self.fail(r, "crashed", f"could not start repair attempt {number}: {exc.cause}")
+            return
+        self._classify(r, facts, out)
+
+    def _exit_facts(self, r: Row, w: spawn.Worker | None) -> ExitFacts:
+        if w is not None:
+            return ExitFacts(w.exit_code, w.pid, w.log_path, w.log_offset, w.profile or {}, w.workspace, w.attempt)
+        # not our child: the status its wrapper wrote, if it got that far
+        rid = int(r["current_run_id"])
+        exit_code = spawn.read_exit(spawn.exit_path(self.ctx.home, r["board"], r["id"], rid))
+        try:
+            profile = kprofiles.get(self.ctx.db, r["profile"] or r["assignee"] or "")
+        except NotFound:
+            profile = {}
+        return ExitFacts(exit_code, r["worker_pid"], Path(r["log_path"]) if r["log_path"] else None, 0, profile,
+                         Path(r["run_workspace"] or r["workspace_path"] or "."), 0)
+
+    def _classify(self, r: Row, facts: ExitFacts, out: adapters.Outcome) -> None:
+        """An exit nothing reported: a rate limit, a protocol violation (exit 0) or a crash."""
+        exit_code = facts.exit_code
+        tail = spawn.log_tail(facts.log_file, facts.offset)
+        detail = f"; last output: {tail}" if tail else ""
+        if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
+            cooldown = float(self.ctx.settings.rate_limit_cooldown)
+            res = self.fail(r, "rate_limited", f"the agent hit a rate limit (exit {exit_code}); retrying after "
+                            f"a {int(cooldown)}s cooldown{detail}", exit_code=exit_code, cooldown=cooldown)
+            if res is not None:
+                self.ctx.notes.note(("cooldown", r["current_run_id"]), r["board"], r["id"], "respawn_guarded",
+                                    {"reason": "rate-limit cooldown", "until": time.time() + cooldown})
+            return
+        if exit_code == 0:
+            self.fail(r, "protocol_violation",
+                      "the worker exited 0 without reporting: no kanban_complete/kanban_block call, no "
+                      "`agentboard complete`/`block`, no valid .board/result.json" + detail, exit_code=0)
+            return
+        self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + detail, exit_code=exit_code)
+
+
+def _crash_error(exit_code: int | None, pid: int | None) -> str:
+    if exit_code is None:
+        return (f"worker process {pid} is gone (its exit status is unknown: it was not started by "
+                "this dispatcher process)" if pid else
+                "the dispatcher stopped between claiming the task and starting its worker")
+    if exit_code < 0 or 128 < exit_code < 128 + 65:
+        num = -exit_code if exit_code < 0 else exit_code - 128
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = f"signal {num}"
+        return f"worker killed by {name}"
+    return f"worker exited with status {exit_code}"
+
+
+def _usage(out: adapters.Outcome) -> dict[str, Any]:
+    """The token counts and cost an agent's output reported (only those it did)."""
+    return {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
+                              ("cost_usd", out.cost_usd)) if v is not None}

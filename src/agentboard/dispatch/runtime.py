@@ -1,0 +1,224 @@
+"""What the parts of one dispatcher share, and who may touch it.
+
+Three kinds of threads run a dispatcher's code: the pass thread (one pass at a time, under the
+dispatcher's pass lock), the job pool (stopping process groups, handling exits) and the prepare
+pool (writing workspaces and starting workers during a pass). Everything mutable that more than
+one of them touches lives here, behind a lock:
+
+- :class:`WorkerRegistry`: the workers this dispatcher started, the runs being handled on the
+  job pool ("busy": later passes leave them alone), the runs whose exit is being handled, and
+  when a worker was first seen without a current run;
+- :class:`Notes`: telemetry recorded once per key;
+- :class:`Jobs`: the job pool; a run is handled by at most one job at a time.
+
+State not listed here is owned by one thread: the pass thread owns the pass's report and
+deadlines and the planner's promotion clock; a prepare thread only returns what it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..domain.errors import AgentboardError
+from ..kernel import runs as kr
+from ..store.engine import Database, Row
+from .spawn import Worker
+
+log = logging.getLogger("agentboard.dispatch")
+
+#: threads of the job pool
+JOB_THREADS = 4
+#: how many keys :class:`Notes` remembers before it starts over
+NOTES_MAX = 50_000
+
+
+class WorkerRegistry:
+    """The workers this dispatcher started and the runs it is handling; one lock for all of it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: dict[int, Worker] = {}
+        self._busy: set[int] = set()
+        self._exiting: set[int] = set()
+        self._orphan_since: dict[int, float] = {}
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def add(self, w: Worker) -> None:
+        with self._lock:
+            self._workers[w.run_id] = w
+
+    def get(self, run_id: int) -> Worker | None:
+        with self._lock:
+            return self._workers.get(run_id)
+
+    def forget(self, run_id: int) -> None:
+        """The worker of ``run_id`` is handled: stop tracking it."""
+        with self._lock:
+            self._workers.pop(run_id, None)
+            self._orphan_since.pop(run_id, None)
+
+    def all(self) -> list[Worker]:
+        """A copy: jobs on the pool forget workers meanwhile."""
+        with self._lock:
+            return list(self._workers.values())
+
+    def running(self, *, besides: set[int] | frozenset[int] = frozenset()) -> int:
+        """How many of our workers have not exited (as last polled), not counting the runs in
+        ``besides``."""
+        return sum(1 for w in self.all() if not w.exited and w.run_id not in besides)
+
+    def orphan_since(self, run_id: int, now: float) -> float:
+        """When the worker of ``run_id`` was first seen with its run no longer current."""
+        with self._lock:
+            return self._orphan_since.setdefault(run_id, now)
+
+    # -- runs being handled -------------------------------------------------------------------
+
+    def claim(self, run_id: int) -> bool:
+        """Mark ``run_id`` busy; False when it already is (a job is handling it)."""
+        with self._lock:
+            if run_id in self._busy:
+                return False
+            self._busy.add(run_id)
+            return True
+
+    def release(self, run_id: int) -> None:
+        with self._lock:
+            self._busy.discard(run_id)
+
+    def busy(self, run_id: int) -> bool:
+        with self._lock:
+            return run_id in self._busy
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._busy
+
+    @contextmanager
+    def exiting(self, run_id: int) -> Iterator[None]:
+        """While the exit of ``run_id`` is handled, its worker no longer takes a slot."""
+        with self._lock:
+            self._exiting.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._exiting.discard(run_id)
+
+    def takes_slot(self, run_id: int) -> bool:
+        """Whether the run's local process still counts against the caps: a worker that exited
+        frees its slot at once, while its result is still being read and applied."""
+        with self._lock:
+            if run_id in self._exiting:
+                return False
+            w = self._workers.get(run_id)
+        return not (w is not None and w.poll())
+
+
+class Notes:
+    """Telemetry events recorded once per key (so a guard does not flood the log)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._lock = threading.Lock()
+        self._seen: set[tuple[Any, ...]] = set()
+
+    def note(self, key: tuple[Any, ...], board: str, task_id: str | None, kind: str,
+             payload: dict[str, Any], run_id: int | None = None) -> None:
+        with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            if len(self._seen) > NOTES_MAX:
+                self._seen.clear()
+        try:
+            kr.record_telemetry(self.db, board, task_id, kind, payload, run_id=run_id)
+        except AgentboardError:
+            pass
+
+
+class Jobs:
+    """The job pool: slow work for one run at a time (stopping a worker, handling its exit).
+
+    A run handed to a job is busy in the registry until the job ends; then the dispatcher is
+    woken, since the run may now need a pass.
+    """
+
+    def __init__(self, workers: WorkerRegistry, wake: Callable[[], None]) -> None:
+        self.workers = workers
+        self.wake = wake
+        self._pool = ThreadPoolExecutor(max_workers=JOB_THREADS, thread_name_prefix="agentboard-dispatch")
+
+    def submit(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the pool unless a job already handles ``run_id``."""
+        if self.workers.claim(run_id):
+            self._pool.submit(self.run, run_id, fn, *args)
+
+    def submit_claimed(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the pool; it handles runs already claimed (and releases each)."""
+        self._pool.submit(fn)
+
+    def run(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run one job for a claimed run here; a failure is logged, and the run is free again
+        either way."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("dispatcher job for run %s failed", run_id)
+        finally:
+            self.release(run_id)
+
+    def release(self, run_id: int) -> None:
+        self.workers.release(run_id)
+        self.wake()
+
+    def drain(self) -> None:
+        """Wait for every job, then start a fresh pool (the dispatcher may be started again)."""
+        self._pool.shutdown(wait=True, cancel_futures=False)
+        self._pool = ThreadPoolExecutor(max_workers=JOB_THREADS, thread_name_prefix="agentboard-dispatch")
+
+
+@dataclass
+class Context:
+    """What every part of one dispatcher reads, fixed at construction, plus the shared state."""
+
+    db: Database
+    settings: Settings
+    host: str
+    #: a one-shot pass (``agentboard dispatch``) exits before its workers do: each worker then
+    #: runs under a small shell that records its exit status for the pass that finds it gone. A
+    #: long-running dispatcher reaps its own children and keeps them direct children, so a
+    #: killed worker never lingers as an unreaped orphan.
+    one_shot: bool
+    api_url: str | None
+    token_factory: Callable[[str, str, int], str] | None
+    wake: Callable[[], None]
+    workers: WorkerRegistry = field(default_factory=WorkerRegistry)
+    notes: Notes = field(init=False)
+    jobs: Jobs = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.notes = Notes(self.db)
+        self.jobs = Jobs(self.workers, self.wake)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.settings.home)
+
+    @property
+    def sqlite(self) -> bool:
+        return self.db.dialect == "sqlite"
+
+    def local(self, row: Row) -> bool:
+        """Whether the run's worker is on this host (on SQLite, a run with no host is)."""
+        host = row.get("worker_host")
+        return host == self.host or (host is None and self.sqlite)

@@ -1,0 +1,350 @@
+"""Spawning: from chosen ready tasks to running, recorded workers.
+
+One path starts every worker process, a task's own worker and a repair attempt alike:
+
+1. **claim** (a task's own worker): the chosen tasks of a board in one transaction
+   (``kernel.dispatching.claim_batch``);
+2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
+   (``protocol.lifecycle.prepare``; what they need is read for the whole batch at once with
+   ``lifecycle.prepare_reads``). A repair attempt reuses its run's workspace and gets the repair
+   prompt instead;
+3. **launch**: the run token, the environment and the command line (:mod:`.adapters`);
+4. **start**: the process (:func:`.spawn.start`), watched so that its exit wakes the dispatcher;
+5. **record**: the pids in one transaction (``kernel.dispatching.record_spawns``); a run reclaimed
+   meanwhile comes back as stale, its worker to be stopped.
+
+Preparing and starting several workers is mostly waiting, so a batch runs it on a few threads
+(without a database connection each); those threads only return what they started, and the
+pass thread registers the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import AgentboardError
+from ..kernel import dispatching as kd
+from ..kernel import runs as kr
+from ..kernel.worker_protocol import PrepareInputs
+from ..protocol import lifecycle
+from ..store.engine import Row
+from . import adapters, breaker, liveness, spawn, workspaces
+from .report import Spawned, SpawnFailed
+from .runtime import Context
+
+log = logging.getLogger("agentboard.dispatch")
+
+#: threads preparing the workspaces and .board/ files of the tasks claimed in one pass
+PREPARE_THREADS = 8
+#: seconds between SIGTERM and SIGKILL when stopping a worker
+STOP_GRACE = 5.0
+
+
+class SpawnError(Exception):
+    """A worker could not be started. ``str()`` is the text shown on the task; ``cause`` the
+    error underneath."""
+
+    def __init__(self, text: str, cause: BaseException) -> None:
+        super().__init__(text)
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A ready task chosen to start, with the profile that runs it."""
+
+    task: Row
+    profile: Row
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One worker to start for a run: the task's own (``number`` 0) or its N-th repair attempt."""
+
+    board: str
+    task: Row
+    profile: Row
+    run_id: int
+    workspace: workspaces.Workspace
+    number: int = 0
+    #: a repair attempt is stopped after this many seconds
+    deadline_seconds: float | None = None
+
+    @property
+    def task_id(self) -> str:
+        return str(self.task["id"])
+
+
+@dataclass(frozen=True)
+class Launch:
+    """An attempt ready to start: its command line and environment."""
+
+    attempt: Attempt
+    command: adapters.Launch
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Started:
+    launch: Launch
+    worker: spawn.Worker
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    """A claimed task whose worker could not be started (its run is still open)."""
+
+    board: str
+    task_id: str
+    run_id: int
+    error: str
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What spawning one board's chosen tasks did."""
+
+    #: the chosen tasks this dispatcher claimed (others were taken meanwhile)
+    claimed: list[Choice]
+    spawned: list[Spawned]
+    failures: list[StartFailure]
+    #: workers started whose run was reclaimed before it was recorded: they must be stopped
+    stale: list[spawn.Worker]
+
+
+class Spawner:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        #: git worktrees and excludes of one repository are prepared one at a time
+        self._git_lock = threading.Lock()
+        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a
+        #: task's own worker starts (on a prepare thread)
+        self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
+
+    def drain(self) -> None:
+        """Wait for the prepare threads, then start a fresh pool."""
+        self._prep_pool.shutdown(wait=True)
+        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+
+    # -- a batch of first attempts ---------------------------------------------------------------
+
+    def spawn_batch(self, board: Row, chosen: list[Choice]) -> BatchResult:
+        """Claim the chosen ready tasks of ``board``, start their workers, record them."""
+        ctx, slug = self.ctx, board["slug"]
+        claimed = kd.claim_batch(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
+                                 host=ctx.host)
+        by_id = {c.task["id"]: c for c in chosen}
+        todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
+                 int(cl["run_id"])) for cl in claimed]
+        started: list[Started] = []
+        failures: list[StartFailure] = []
+        for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo), strict=True):
+            if isinstance(res, SpawnError):
+                failures.append(StartFailure(slug, choice.task["id"], run_id, str(res)))
+            else:
+                ctx.workers.add(res.worker)
+                started.append(res)
+        spawned, stale = self.record(slug, started)
+        for s in spawned:
+            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace)
+        return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
+
+    def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]]) -> list[Started | SpawnError]:
+        """What the workers' files need is read for all of them in one transaction, here;
+        writing the files and starting the processes is mostly waiting: several at once."""
+        loaded: dict[str, PrepareInputs | AgentboardError] = {}
+        if todo:
+            try:
+                loaded = lifecycle.prepare_reads(self.ctx.db, self.ctx.settings, board["slug"],
+                                                 [c.task["id"] for c, _ in todo])
+            except AgentboardError as exc:
+                log.info("reading what %d workers need at once failed (%s); one by one", len(todo), exc)
+
+        def one(item: tuple[Choice, int]) -> Started | SpawnError:
+            choice, run_id = item
+            try:
+                return self.start(self.prepare(board, choice, run_id, loaded.get(choice.task["id"])))
+            except SpawnError as exc:
+                return exc
+
+        if len(todo) > 1:
+            return list(self._prep_pool.map(one, todo))
+        return [one(t) for t in todo]
+
+    def prepare(self, board: Row, choice: Choice, run_id: int,
+                loaded: PrepareInputs | AgentboardError | None = None) -> Launch:
+        """The workspace and ``.board/`` files of a task's own worker, then its launch.
+
+        ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already.
+        """
+        slug, task = board["slug"], choice.task
+        ws = self._workspace(board, task)
+        if ws.kind == "scratch" and ws.created:
+            self._tip_scratch(slug, task["id"], ws.path)
+        try:
+            token = self._token(slug, task["id"], run_id)
+            prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
+                                                 api_url=self.ctx.api_url, token=token, loaded=loaded))
+        except Exception as exc:
+            raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
+        return self.launch(Attempt(slug, task, choice.profile, run_id, ws), prompt_file, token)
+
+    def _workspace(self, board: Row, task: Row) -> workspaces.Workspace:
+        try:
+            plan = workspaces.plan(self.ctx.home, board, task)
+            if plan.kind == "scratch":
+                return workspaces.prepare(plan)
+            with self._git_lock:
+                return workspaces.prepare(plan)
+        except workspaces.WorkspaceError as exc:
+            raise SpawnError(f"workspace: {exc}", exc) from exc
+        except AgentboardError as exc:
+            raise SpawnError(str(exc), exc) from exc
+
+    # -- a repair attempt ---------------------------------------------------------------------------
+
+    def respawn(self, run: Row, profile: Row, workspace: Path, prompt_file: Path, number: int,
+                deadline_seconds: float | None) -> None:
+        """Start repair attempt ``number`` of the running task ``run`` (a row of
+        ``kernel.dispatching.PassSnapshot.running``) in its worker's workspace, with the repair
+        prompt: the same launch, start and record as a first attempt. Raises :class:`SpawnError`."""
+        slug, task_id, run_id = run["board"], run["id"], int(run["current_run_id"])
+        try:
+            task = kd.task(self.ctx.db, slug, task_id)
+            token = self._token(slug, task_id, run_id)
+        except AgentboardError as exc:
+            raise SpawnError(str(exc), exc) from exc
+        ws = workspaces.Workspace(task.get("workspace_kind") or "scratch", workspace, branch=task.get("branch_name"))
+        deadline = deadline_seconds or self.ctx.settings.repair_deadline
+        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline)
+        started = self.start(self.launch(attempt, prompt_file, token))
+        self.ctx.workers.add(started.worker)
+        _spawned, stale = self.record(slug, [started])
+        for w in stale:  # reclaimed meanwhile
+            liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+
+    # -- the shared steps -------------------------------------------------------------------------
+
+    def _token(self, board: str, task_id: str, run_id: int) -> str | None:
+        factory = self.ctx.token_factory
+        return factory(board, task_id, run_id) if factory is not None else None
+
+    def launch(self, at: Attempt, prompt_file: Path, token: str | None) -> Launch:
+        """The environment and command line of an attempt."""
+        env = spawn.worker_env(self.ctx.settings, board=at.board, task=at.task, run_id=at.run_id,
+                               workspace=at.workspace.path, branch=at.workspace.branch, profile=at.profile,
+                               api_url=self.ctx.api_url, token=token)
+        try:
+            command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
+                                     prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"))
+        except adapters.AdapterError as exc:
+            raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
+        return Launch(at, command, env)
+
+    def start(self, ln: Launch) -> Started:
+        """Start the process (it is watched: its exit wakes the dispatcher)."""
+        at, home = ln.attempt, self.ctx.home
+        logp = spawn.log_path(home, at.board, at.task_id)
+        try:
+            proc, offset = spawn.start(
+                ln.command.argv, cwd=at.workspace.path, env=ln.env, log=logp,
+                log_max_bytes=self.ctx.settings.log_max_bytes, header=_header(ln),
+                exit_file=spawn.exit_path(home, at.board, at.task_id, at.run_id) if self.ctx.one_shot else None)
+        except OSError as exc:
+            raise SpawnError(f"profile {at.profile.get('name')!r}: cannot start {ln.command.argv[0]!r}: "
+                             f"{exc.strerror or exc}", exc) from exc
+        deadline = time.time() + at.deadline_seconds if at.deadline_seconds is not None else None
+        w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
+                         attempt=at.number, deadline=deadline)
+        if self.on_spawn is not None and at.number == 0:
+            self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
+        self._watch(w)
+        return Started(ln, w)
+
+    def record(self, board: str, started: list[Started]) -> tuple[list[Spawned], list[spawn.Worker]]:
+        """Record the pids of workers started on ``board`` (one transaction). Returns the
+        spawned ones and the workers whose run is no longer current (to be stopped)."""
+        if not started:
+            return [], []
+        items = [{"task_id": s.worker.task_id, "run_id": s.worker.run_id, "pid": s.worker.pid,
+                  "host": self.ctx.host, "log_path": str(s.worker.log_path), "workspace": str(s.worker.workspace),
+                  "extra": _event_extra(s.launch)} for s in started]
+        stale_ids = {int(it["run_id"]) for it in kd.record_spawns(self.ctx.db, board, items)}
+        spawned = [Spawned(board, s.worker.task_id, s.worker.run_id, s.worker.pid, s.launch.attempt.profile["name"],
+                           str(s.worker.workspace)) for s in started if s.worker.run_id not in stale_ids]
+        return spawned, [s.worker for s in started if s.worker.run_id in stale_ids]
+
+    def _watch(self, w: spawn.Worker) -> None:
+        """Wake the dispatcher the moment a worker exits."""
+        proc, wake = w.proc, self.ctx.wake
+
+        def wait() -> None:
+            try:
+                proc.wait()
+            except Exception:
+                pass
+            wake()
+        threading.Thread(target=wait, name="agentboard-worker-wait", daemon=True).start()
+
+    def _tip_scratch(self, board: str, task_id: str, path: Path) -> None:
+        marker = self.ctx.home / ".tip_scratch_workspace"
+        if marker.exists():
+            return
+        try:
+            marker.touch(exist_ok=False)
+        except OSError:
+            return
+        self.ctx.notes.note(("tip",), board, task_id, "tip_scratch_workspace", {
+            "workspace": str(path),
+            "tip": "scratch workspaces are removed by `agentboard gc` once a task is done; to keep outputs, "
+                   "use --workspace dir:<absolute path> or worktree, or attach files to the task",
+        })
+
+    # -- failures ------------------------------------------------------------------------------------
+
+    def apply_failures(self, failures: list[StartFailure]) -> list[SpawnFailed]:
+        """Record the workers that could not start: three or more failing the same way in one
+        pass block their tasks at once (systemic); the others count as one failure each."""
+        systemic, single = breaker.systemic_groups([(f, f.error) for f in failures])
+        out: list[SpawnFailed] = []
+        for f, err in systemic:
+            reason = (f"systemic failure: {len(systemic)} tasks failed to start in one pass with the "
+                      f"same error: {err}")
+            try:
+                kr.give_up(self.ctx.db, f.board, f.task_id, reason, run_id=f.run_id)
+            except AgentboardError:
+                pass
+            out.append(SpawnFailed(f.task_id, err, True))
+        for f, err in single:
+            try:
+                kr.fail(self.ctx.db, f.board, f.task_id, "spawn_failed", run_id=f.run_id, error=err)
+            except AgentboardError:
+                pass
+            out.append(SpawnFailed(f.task_id, err, False))
+        return out
+
+
+def _header(ln: Launch) -> str:
+    """The line a run's output starts with in the task's log."""
+    at = ln.attempt
+    if at.number:
+        return f"=== run {at.run_id} of {at.task_id}: repair attempt {at.number} ==="
+    return (f"=== run {at.run_id} of {at.task_id} by {at.profile['name']} ({ln.command.adapter}) at "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===")
+
+
+def _event_extra(ln: Launch) -> dict[str, Any]:
+    """What the ``spawned`` event adds to pid, host, log and workspace."""
+    at = ln.attempt
+    if at.number:
+        return {"repair_attempt": at.number, "profile": at.profile.get("name")}
+    return {"profile": at.profile["name"], "adapter": ln.command.adapter, "branch": at.workspace.branch,
+            "workspace_kind": at.workspace.kind}
