@@ -225,6 +225,8 @@ def test_task_verbs_find_a_task_on_a_board_that_is_not_the_current_one(cli, tmp_
     ok("restore", a)
     assert [r["outcome"] for r in json.loads(ok("runs", a, "--json"))] == ["reclaimed", "completed"]
     assert "commented" in ok("tail", a, "--once")
+    no_log = cli("log", a)  # found on its board: no worker ever wrote a log for it
+    assert no_log.code == 3 and "no worker log" in no_log.err and "/other/" in no_log.err
     # nothing landed on the current board
     assert cli("list", "--json").json() == []
     detail = json.loads(ok("show", a, "--json"))

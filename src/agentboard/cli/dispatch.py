@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import board_option, db, emit_json, handle_errors, json_option, resolve_board, settings
+from .common import (
+    board_option,
+    db,
+    emit_json,
+    handle_errors,
+    json_option,
+    resolve_board,
+    settings,
+    task_board,
+    task_board_option,
+)
 
 if TYPE_CHECKING:
     from agentboard.dispatch.report import PassReport
@@ -96,7 +106,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
 @click.argument("task_id", required=False, metavar="ID")
 @click.option("--tail", "tail", type=int, default=None, metavar="BYTES", help="only the last BYTES")
 @click.option("--run", "run_no", type=int, default=None, metavar="N", help="the log of attempt N")
-@board_option
+@task_board_option
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
     """Print the worker log of a task's latest (or --run N) run."""
@@ -109,7 +119,7 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
     task_id = task_id or os.environ.get("AGENTBOARD_TASK")
     if not task_id:
         raise click.UsageError("give a task id")
-    slug = resolve_board(board)
+    slug = task_board(task_id, board)
     runs = queries.runs(db(), slug, task_id)
     chosen = [r for r in runs if not r.get("synthetic")]
     if run_no is not None:
