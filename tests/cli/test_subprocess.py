@@ -118,7 +118,10 @@ def test_postgres_smoke(pg_database: str, home: Path) -> None:
     assert tasks == {p: "done", c: "ready"}
     bad = run("link", c, p, env=env, check=False)
     assert bad.returncode == 4 and "cycle" in bad.stderr
-    run("boards", "create", "other", env=env)
-    miss = run("show", p, "--board", "other", env=env, check=False)
-    assert miss.returncode == 3
+    run("boards", "create", "other", "--switch", env=env)
+    # a task id finds its board from any current board; a --board naming another one is refused
+    assert json.loads(run("show", p, "--json", env=env).stdout)["board"] == "default"
+    wrong = run("show", p, "--board", "other", env=env, check=False)
+    assert wrong.returncode == 2 and "on board 'default'" in wrong.stderr
+    assert run("show", "t_00000000", env=env, check=False).returncode == 3
     assert not (home / "agentboard.db").exists()

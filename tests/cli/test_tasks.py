@@ -188,3 +188,44 @@ def test_a_task_for_a_name_that_is_no_profile_gets_a_warning(cli) -> None:
     assert "no profile named 'alice'" in cli("assign", tid, "alice").err
     assert cli("create", "for a profile", "--assignee", "writer").err == ""
     assert cli("create", "for nobody").err == ""
+
+
+def test_task_verbs_find_a_task_on_a_board_that_is_not_the_current_one(cli, tmp_path: Path) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    cli("boards", "create", "other")
+    a = task_id(cli("create", "away", "--assignee", "w", "--board", "other", "--json"))
+    b = task_id(cli("create", "away too", "--assignee", "w", "--board", "other", "--json"))
+    assert cli("boards", "show", "--json").json()["slug"] == "default"  # the current board
+
+    def ok(*args: str) -> str:
+        r = cli(*args)
+        assert r.code == 0, (args, r.err)
+        return r.out
+
+    assert json.loads(ok("show", a, "--json"))["board"] == "other"
+    assert "away" in ok("context", a)
+    ok("comment", a, "seen from the default board")
+    ok("edit", a, "--priority", "3")
+    ok("assign", a, "w")
+    ok("link", a, b)
+    assert json.loads(ok("show", b, "--json"))["parents"][0]["id"] == a
+    ok("unlink", a, b)
+    assert "blocked" in ok("block", a, "waiting for review")
+    assert "ready" in ok("unblock", a)
+    ok("claim", a)
+    ok("heartbeat", a, "--note", "busy")
+    assert "ready" in ok("reclaim", a)
+    (tmp_path / "notes.txt").write_text("hello")
+    ok("attach", a, str(tmp_path / "notes.txt"))
+    assert [x["name"] for x in json.loads(ok("attachments", a, "--json"))] == ["notes.txt"]
+    out = ok("complete", a, b)
+    assert f"{a}: done" in out and f"{b}: done" in out
+    ok("reopen", a)
+    ok("archive", a)
+    ok("restore", a)
+    assert [r["outcome"] for r in json.loads(ok("runs", a, "--json"))] == ["reclaimed", "completed"]
+    assert "commented" in ok("tail", a, "--once")
+    # nothing landed on the current board
+    assert cli("list", "--json").json() == []
+    detail = json.loads(ok("show", a, "--json"))
+    assert (detail["priority"], detail["comments"][0]["body"]) == (3, "seen from the default board")

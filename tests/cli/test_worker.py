@@ -71,10 +71,12 @@ def test_stale_run_refused_even_after_a_new_claim(cli, running) -> None:
     assert [(r["outcome"], r["summary"]) for r in runs] == [("reclaimed", None), ("completed", "new attempt")]
 
 
-def test_worker_board_comes_from_the_environment(cli, running) -> None:
+def test_a_worker_task_is_found_whatever_board_the_environment_names(cli, running) -> None:
     cli("boards", "create", "other")
     r = cli("show", "--json", env={**running, "AGENTBOARD_BOARD": "other"})
-    assert_one_line_error(r, 3, "no task", "'other'")
+    assert r.code == 0 and r.json()["id"] == running["AGENTBOARD_TASK"] and r.json()["board"] == "default"
+    r = cli("show", "--board", "other", env=running)
+    assert_one_line_error(r, 2, running["AGENTBOARD_TASK"], "on board 'default'", "not 'other'")
 
 
 def test_person_closes_a_ready_task_with_a_synthetic_run(cli) -> None:

@@ -1,4 +1,4 @@
-"""The worker context: every section of 04, capped, identical on every surface."""
+"""The worker context: every section, capped, identical on every surface."""
 
 from __future__ import annotations
 

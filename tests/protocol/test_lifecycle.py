@@ -151,13 +151,25 @@ def test_success_false_blocks_with_the_summary(ab: Any, board: Any, tmp_path: Pa
 
 def test_followups_become_comments_and_proposals_drafts(ab: Any, board: Any, tmp_path: Path) -> None:
     t = board.create("document the deploy", assignee="worker-a")
-    attempt(ab, t["id"], tmp_path / "ws", "extras")
+    decisions, _ = attempt(ab, t["id"], tmp_path / "ws", "extras")
+    assert [(d.action, d.completed) for d in decisions] == [(lifecycle.ExitAction.HANDLED, True)]
     detail = board.show(t["id"])
     assert detail["status"] == "done"
     assert any("add rate limiting" in c["body"] for c in detail["comments"])
     drafts = wiki.list_pages(ab.db, "default", status="draft")
     assert [d["title"] for d in drafts] == ["Deploy checklist"] and drafts[0]["source_task_id"] == t["id"]
     assert wiki.list_pages(ab.db, "default", status="published") == []
+
+
+def test_followups_of_a_success_that_fails_verification_are_not_posted(
+        ab: Any, board: Any, tmp_path: Path) -> None:
+    t = board.create("document the deploy", assignee="worker-a", verify=["false"])
+    decisions, _ = attempt(ab, t["id"], tmp_path / "ws", "extras")
+    assert [(d.action, d.completed) for d in decisions] == [(lifecycle.ExitAction.HANDLED, False)]
+    detail = board.show(t["id"])
+    assert detail["status"] == "ready" and detail["runs"][-1]["outcome"] == "verify_failed"
+    assert not any("add rate limiting" in c["body"] for c in detail["comments"])
+    assert wiki.list_pages(ab.db, "default", status="draft") == []
 
 
 def test_no_result_and_no_report_is_unhandled(ab: Any, board: Any, tmp_path: Path) -> None:

@@ -127,3 +127,24 @@ def test_review_through_mcp_says_review_is_unavailable(ab: Any, board: Any) -> N
     assert _data(done)["status"] == "review" and _data(done)["review"] == "unavailable"
     kinds = [e["kind"] for e in board.events(task_id=t["id"])]
     assert kinds.count("review_unavailable") == 1 and "approved" not in kinds
+
+
+def test_task_ids_are_found_on_any_board_but_a_worker_acts_only_on_its_own(ab: Any, board: Any) -> None:
+    ab.create_board("ops")
+    elsewhere = ab.board("ops").create("rotate the keys", assignee="worker-b")
+    neighbour = board.create("write the changelog", assignee="worker-b")
+    t = board.create("fix login", assignee="worker-a")
+    run = board.claim(t["id"])
+    _, (foreign_show, foreign_comment, missing, near) = _session(_env(ab, t["id"], run["run_id"]), [
+        ("kanban_show", {"task_id": elsewhere["id"]}),
+        ("kanban_comment", {"task_id": elsewhere["id"], "body": "I can help"}),
+        ("kanban_show", {"task_id": "t_00000000"}),
+        ("kanban_show", {"task_id": neighbour["id"]}),
+    ])
+    for res in (foreign_show, foreign_comment):
+        assert res.is_error and _data(res)["error"] == "forbidden"
+        assert f"task {elsewhere['id']} is on board 'ops'" in _data(res)["message"]
+    assert ab.board("ops").show(elsewhere["id"])["comments"] == []
+    assert missing.is_error and _data(missing)["error"] == "not_found"
+    assert not near.is_error and _data(near)["id"] == neighbour["id"]
+    assert _data(near)["worker_context"].startswith(f"# Task {neighbour['id']}: write the changelog")

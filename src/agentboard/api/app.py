@@ -10,7 +10,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
@@ -21,7 +20,7 @@ from . import errors
 from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
 from .routes import boards, goals, links, profiles, system, tasks, wiki
-from .routes.common import AppState
+from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
 
 log = logging.getLogger("agentboard.api")
@@ -33,8 +32,7 @@ def create_app(
     settings: Settings,
     db: Database | None = None,
     *,
-    dispatcher: Any = None,
-    api_url: str | None = None,
+    dispatcher: HostedDispatcher | None = None,
     web_dir: Path | None = None,
 ) -> FastAPI:
     """The ASGI app over ``db`` (opened from ``settings`` when not given).
@@ -46,8 +44,7 @@ def create_app(
         from ..client import open_home
 
         db = open_home(settings)
-    state = AppState(db=db, settings=settings, api_url=api_url)
-    state.hub = Hub(db)
+    state = AppState(db=db, settings=settings, hub=Hub(db))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

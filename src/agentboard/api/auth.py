@@ -76,6 +76,11 @@ class Principal:
     def check_write(self, board: str, task_id: str | None = None) -> None:
         """Change tasks, comments, links or goals on ``board`` (``task_id``: the task touched)."""
         self.check_read(board)
+        self.check_writer(task_id)
+
+    def check_writer(self, task_id: str | None = None) -> None:
+        """The role may change tasks (a run token: only ``task_id`` when it is its own), on a
+        board checked separately."""
         if self.role == "viewer":
             raise Forbidden(f"token {self.name!r} is read-only (viewer)")
         if self.is_run and not self.orchestrator and (task_id is None or task_id != self.task_id):
@@ -107,7 +112,8 @@ async def current(request: Request) -> Principal:
     return who  # type: ignore[no-any-return]
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def headers_of(scope: Scope) -> dict[str, str]:
+    """An ASGI scope's headers by lower-case name (repeated cookie headers joined)."""
     out: dict[str, str] = {}
     for k, v in scope.get("headers") or ():
         key = k.decode("latin-1").lower()
@@ -175,7 +181,7 @@ class AuthMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = headers_of(scope)
         token, via_cookie = token_from(headers)
         try:
             if token is None:
@@ -183,23 +189,25 @@ class AuthMiddleware:
             who = await anyio.to_thread.run_sync(authenticate, self.db, token, via_cookie)
         except AgentboardError as exc:
             browser = not scope["path"].startswith("/api") and "text/html" in headers.get("accept", "")
-            await _deny(send, exc.http_status, exc.code, exc.message, html=browser)
+            await deny(send, exc.http_status, exc.code, exc.message, html=browser)
             return
         if via_cookie and scope["method"] not in SAFE_METHODS:
             if headers.get(CSRF_HEADER) != "1" and not same_origin(headers, scope.get("scheme", "http")):
-                await _deny(send, 403, "csrf", "a cookie-authenticated write needs the header "
+                await deny(send, 403, "csrf", "a cookie-authenticated write needs the header "
                             "'X-Agentboard: 1' or a same-origin Origin header")
                 return
         scope.setdefault("state", {})["principal"] = who
         await self.app(scope, receive, send)
 
 
-async def _deny(send: Send, status: int, code: str, message: str, *, html: bool = False) -> None:
+async def deny(send: Send, status: int, code: str, message: str, *, html: bool = False) -> None:
+    """Answer a request before any route runs: the JSON error body (or, for a browser, the
+    login page)."""
     if html:
         body = login_page(message)
         ctype = b"text/html; charset=utf-8"
     else:
-        body = error_body(status, code, message)
+        body = error_body(code, message)
         ctype = b"application/json"
     headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
     if status == 401:

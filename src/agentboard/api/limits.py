@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .auth import ASGIApp, Message, Receive, Scope, Send, _deny
+from .auth import ASGIApp, Message, Receive, Scope, Send, deny
 
 
 class BodyLimitMiddleware:
@@ -60,4 +60,4 @@ class BodyLimitMiddleware:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    await _deny(send, 413, "too_large", f"the request body is larger than the limit of {limit} bytes")
+    await deny(send, 413, "too_large", f"the request body is larger than the limit of {limit} bytes")

@@ -7,7 +7,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"]
-Short = Field(default=None, max_length=500)
 
 
 def _no_nul(value: Any) -> None:

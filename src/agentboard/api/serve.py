@@ -11,6 +11,8 @@ from typing import Any
 
 import uvicorn
 
+from .auth import ASGIApp
+
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
 
@@ -40,7 +42,7 @@ def url_for(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def _config(app: Any, **kw: Any) -> uvicorn.Config:
+def _config(app: ASGIApp, **kw: Any) -> uvicorn.Config:
     return uvicorn.Config(app, lifespan="on", access_log=False, ws_ping_interval=20.0,
                           ws_ping_timeout=20.0, timeout_graceful_shutdown=3, **kw)
 
@@ -48,7 +50,7 @@ def _config(app: Any, **kw: Any) -> uvicorn.Config:
 class BackgroundServer:
     """uvicorn serving ``app`` on ``host:port`` (0: any free port) in a daemon thread."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
         self.sock = bind(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
@@ -80,6 +82,6 @@ class BackgroundServer:
         self.stop()
 
 
-def serve_forever(app: Any, sock: socket.socket, log_level: str = "info") -> None:
+def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info") -> None:
     server = uvicorn.Server(_config(app, log_level=log_level))
     server.run(sockets=[sock])

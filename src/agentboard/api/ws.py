@@ -12,17 +12,20 @@ import asyncio
 import contextlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..domain import model
 from ..domain.errors import AgentboardError, InvalidInput
-from ..kernel import queries
+from ..kernel import lookups, queries
 from ..store.engine import Database
-from .auth import Principal, _headers, authenticate, same_origin, token_from
+from .auth import Principal, authenticate, headers_of, same_origin, token_from
 from .errors import dumps
+
+if TYPE_CHECKING:
+    from .routes.common import AppState
 
 BATCH = 500
 REVERIFY_EVERY = 5.0
@@ -88,12 +91,10 @@ class Hub:
             loop.call_soon_threadsafe(self.wake, set(boards))
 
     def _changed(self) -> list[str]:
-        since = self._last_id or 0
-        rows = self.db.read(lambda tx: tx.all(
-            "SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board", {"c": since}))
-        for r in rows:
-            self._last_id = max(self._last_id or 0, int(r["m"] or 0))
-        return [r["board"] for r in rows]
+        newest = lookups.boards_with_events_after(self.db, self._last_id or 0)
+        if newest:
+            self._last_id = max(self._last_id or 0, *newest.values())
+        return list(newest)
 
     async def _poll(self) -> None:
         while True:
@@ -139,11 +140,11 @@ async def _first_message_token(ws: WebSocket) -> str | None:
 
 
 async def events_socket(ws: WebSocket) -> None:
-    state = ws.app.state.ab
+    state: AppState = ws.app.state.ab
     db: Database = state.db
     hub: Hub = state.hub
     await ws.accept()
-    headers = _headers(ws.scope)
+    headers = headers_of(ws.scope)
     token, via_cookie = token_from(headers, dict(ws.query_params))
     if token is None:
         token = await _first_message_token(ws)

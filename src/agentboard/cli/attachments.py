@@ -5,21 +5,21 @@ from __future__ import annotations
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import handle_errors, json_option, task_board_option
 
 
 @click.command("attach")
 @click.argument("task_id", metavar="ID")
 @click.argument("path", metavar="FILE")
 @click.option("--name", default=None, help="store it under this name (default: the file's name)")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def attach(task_id: str, path: str, name: str | None, board: str | None, as_json: bool) -> None:
     """Copy FILE next to the task (size-capped) and record it."""
     from agentboard.kernel import attachments
 
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     s = common.settings()
     out = attachments.attach(common.db(), slug, task_id, path, home=s.home, name=name,
                              max_bytes=s.attachment_max_bytes, actor=common.actor())
@@ -28,15 +28,15 @@ def attach(task_id: str, path: str, name: str | None, board: str | None, as_json
 
 @click.command("attachments")
 @click.argument("task_id", required=False, metavar="[ID]")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def attachments(task_id: str | None, board: str | None, as_json: bool) -> None:
     """List a task's attachments."""
     from agentboard.kernel import attachments as kernel_attachments
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)
     rows = kernel_attachments.list_attachments(common.db(), slug, tid)
     if as_json:
         common.emit_json(rows)

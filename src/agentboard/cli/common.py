@@ -1,5 +1,9 @@
 """Shared CLI plumbing: settings, database, board resolution, output, error mapping.
 
+A task id names one task in the whole installation: a verb given task ids acts on each task's
+own board (:func:`task_board`); only board-wide verbs (``list``, ``create``, ``watch``, …) use
+``--board`` / AGENTBOARD_BOARD / the current board (:func:`resolve_board`).
+
 Every command uses :func:`command` (or applies :func:`handle_errors`) so kernel errors become one
 line on stderr and the documented exit code (0 ok, 1 unexpected, 2 invalid input, 3 not found,
 4 conflict, 5 unauthorized/forbidden, 6 unavailable), never a traceback.
@@ -13,9 +17,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:  # imported when a command runs, so `agentboard --version` stays fast
+    from agentboard.config import Settings
+    from agentboard.store.engine import Database
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,25 +52,26 @@ def group(name: str) -> Callable[[Callable[..., Any]], Group]:
     return click.group(name, cls=Group, context_settings=HELP_OPTIONS)  # type: ignore[return-value]
 
 
-def settings() -> Any:
+def settings() -> Settings:
+    """The settings of the current home (config.toml and AGENTBOARD_*), loaded once."""
     if "settings" not in _state:
         from agentboard import config
 
         _state["settings"] = config.load()
-    return _state["settings"]
+    return _state["settings"]  # type: ignore[no-any-return]
 
 
-def db() -> Any:
+def db() -> Database:
     """The open, migrated database of the current home (created on first use)."""
     if "db" not in _state:
         from agentboard.client import open_home
 
         _state["db"] = open_home(settings())
-    return _state["db"]
+    return _state["db"]  # type: ignore[no-any-return]
 
 
 def home() -> Path:
-    return settings().home  # type: ignore[no-any-return]
+    return settings().home
 
 
 def current_board_file() -> Path:
@@ -79,6 +88,23 @@ def resolve_board(explicit: str | None) -> str:
         if f.exists():
             value = f.read_text().strip() or None
     return model.board_slug(value or "default")
+
+
+def task_board(task_id: str, explicit: str | None = None) -> str:
+    """The board that holds ``task_id``, wherever it lives (exit 3 if none does).
+
+    ``--board`` (``explicit``) need not be given; if it is, it must name the task's board (else
+    exit 2). AGENTBOARD_BOARD and the current board never narrow a task id.
+    """
+    from agentboard.domain import model
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import lookups
+
+    slug = lookups.task_board(db(), task_id)
+    if explicit and model.board_slug(explicit) != slug:
+        raise InvalidInput(f"task {task_id} is on board {slug!r}, not {model.board_slug(explicit)!r}; "
+                           "leave out --board (a task id finds its own board)")
+    return slug
 
 
 def worker_task(explicit: str | None) -> str:
@@ -142,6 +168,14 @@ def handle_errors(fn: F) -> F:
 
 def board_option(fn: F) -> F:
     return click.option("--board", "board", default=None, help="board slug (default: AGENTBOARD_BOARD, the current board, or 'default')")(fn)
+
+
+TASK_BOARD_HELP = "the task's board, if you want it checked (a task id finds its own board)"
+
+
+def task_board_option(fn: F) -> F:
+    """``--board`` of a verb given task ids: optional, and it must name the tasks' board."""
+    return click.option("--board", "board", default=None, help=TASK_BOARD_HELP)(fn)
 
 
 def json_option(fn: F) -> F:
@@ -226,30 +260,35 @@ def split_ids(values: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def run_bulk(
-    fn: Callable[..., Any],
-    board: str,
+    fn: Callable[..., dict[str, Any]],
+    board: str | None,
     ids: list[str],
     *args: Any,
     as_json: bool = False,
     describe: Callable[[dict[str, Any]], str] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Apply a kernel verb to each id; report each result; exit non-zero if any failed.
+    """Apply a kernel verb to each id, on the id's own board (``board``: the --board given, which
+    each id must be on); report each result; exit non-zero if any failed.
 
     One id: the kernel's error is the one-line message and decides the exit code, and --json
-    prints the task. Several: every id is tried, successes print on stdout, failures on
-    stderr (--json: one list of per-id results), and the exit code is the first failure's.
+    prints the task. Several: every id is tried, each in its own transaction, successes print
+    on stdout, failures on stderr (--json: one list of per-id results), and the exit code is
+    the first failure's.
     """
     from agentboard.kernel.tasks import bulk
 
+    def on_its_board(db_: Database, _board: str, task_id: str, *a: Any, **kw: Any) -> dict[str, Any]:
+        return fn(db_, task_board(task_id, board), task_id, *a, **kw)
+
     if len(ids) == 1:
-        task = fn(db(), board, ids[0], *args, **kwargs)
+        task = on_its_board(db(), "", ids[0], *args, **kwargs)
         if as_json:
             emit_json(task)
         else:
             click.echo(describe(task) if describe else f"{ids[0]}: {task.get('status')}")
         return
-    results = bulk(fn, db(), board, ids, *args, **kwargs)
+    results = bulk(on_its_board, db(), board or "", ids, *args, **kwargs)
     failed = [r for r in results if not r["ok"]]
     if as_json:
         emit_json(results)

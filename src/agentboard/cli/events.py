@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from . import common
-from .common import board_option, handle_errors
+from .common import board_option, handle_errors, task_board_option
 
 POLL_SECONDS = 0.2
 
@@ -54,17 +54,16 @@ def _follow(
 @click.argument("task_id", required=False, metavar="[ID]")
 @click.option("--since", default=0, type=int, metavar="N", help="start after event id N (default: the beginning)")
 @click.option("--once", is_flag=True, help="print what is there and exit")
-@board_option
+@task_board_option
 @json_lines_option
 @handle_errors
 def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json: bool) -> None:
     """Follow one task's events (Ctrl-C to stop); --json prints one object per line."""
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)  # not found → exit 3 before following
     db = common.db()
-    queries.runs(db, slug, tid)  # not found → exit 3 before following
     _follow(lambda c: queries.events_after(db, slug, c, task_id=tid), since, once=once,
             as_json=as_json, with_task=False)
 

@@ -24,28 +24,32 @@ def init(as_json: bool) -> None:
     s = common.settings()
     existed = s.is_sqlite and s.db_path.exists()
     db = common.db()
+    created = not existed if s.is_sqlite else None
+    config, config_exists = str(s.home / "config.toml"), (s.home / "config.toml").exists()
+    current = common.resolve_board(None)
+    slugs = [str(b["slug"]) for b in boards.list_boards(db)]
     info = {
         "home": str(s.home),
         "database": _redact(s.url),
-        "created": not existed if s.is_sqlite else None,
-        "config": str(s.home / "config.toml"),
-        "config_exists": (s.home / "config.toml").exists(),
+        "created": created,
+        "config": config,
+        "config_exists": config_exists,
         "boards_dir": str(s.home / "boards"),
-        "board": common.resolve_board(None),
-        "boards": [b["slug"] for b in boards.list_boards(db)],
+        "board": current,
+        "boards": slugs,
     }
     if as_json:
         common.emit_json(info)
         return
     from .output import fields
 
-    click.echo("agentboard home " + ("created" if info["created"] else "ready"))
+    click.echo("agentboard home " + ("created" if created else "ready"))
     fields([
         ("home", info["home"]),
         ("database", info["database"]),
-        ("config", info["config"] + ("" if info["config_exists"] else " (not present; defaults apply)")),
+        ("config", config + ("" if config_exists else " (not present; defaults apply)")),
         ("board files", info["boards_dir"]),
-        ("current board", info["board"]),
-        ("boards", ", ".join(info["boards"])),
+        ("current board", current),
+        ("boards", ", ".join(slugs)),
     ])
     click.echo('next: agentboard create "my first task" --assignee <profile>')

@@ -5,20 +5,20 @@ from __future__ import annotations
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import handle_errors, json_option, task_board_option
 
 
 @click.command("runs")
 @click.argument("task_id", required=False, metavar="[ID]")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
     """Attempt history of a task, one row per run (oldest first)."""
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)
     rows = queries.runs(common.db(), slug, tid)
     if as_json:
         common.emit_json(rows)

@@ -46,16 +46,16 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
     settings = common.settings()
     db = common.db()
     explicit = host is not None
-    host = host if explicit else settings.api_host
-    if not is_loopback(host) and not explicit:
+    address = host if host is not None else settings.api_host
+    if not is_loopback(address) and not explicit:
         raise InvalidInput(
-            f"the configured address {host} is not loopback; binding to it needs `--host {host}` explicitly")
+            f"the configured address {address} is not loopback; binding to it needs `--host {address}` explicitly")
     port = settings.api_port if port is None else port
     try:
-        sock = bind(host, port)
+        sock = bind(address, port)
     except OSError as exc:
-        raise Unavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    url = url_for(host, int(sock.getsockname()[1]))
+        raise Unavailable(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from None
+    url = url_for(address, int(sock.getsockname()[1]))
 
     token_path = settings.home / TOKEN_FILE
     token, created = tokens.ensure_local_admin(db, f"local-admin@{settings.host_id}"[:64],
@@ -72,9 +72,9 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
 
         dispatcher = Dispatcher(db, settings, api_url=url, token_factory=token_factory)
 
-    app = create_app(settings, db, dispatcher=dispatcher, api_url=url)
-    if not is_loopback(host):
-        click.echo(f"warning: listening on {host}, reachable from other machines; every route still "
+    app = create_app(settings, db, dispatcher=dispatcher)
+    if not is_loopback(address):
+        click.echo(f"warning: listening on {address}, reachable from other machines; every route still "
                    "needs a token, but traffic is plain HTTP (put TLS in front of it)", err=True)
     click.echo(f"agentboard {url} (dispatcher {'off' if no_dispatch else 'on'}, database {db.dialect})")
     click.echo(f"open this URL to log in: {url}/login?token={token}")

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import handle_errors, json_option, task_board_option
 
 
 def _describe(task: dict[str, Any]) -> str:
@@ -32,16 +32,14 @@ def _bulk_command(name: str, kernel_attr: str, doc: str, *, with_reason: bool = 
         ids = common.split_ids(task_ids)
         if not ids:
             raise InvalidInput(f"give at least one task id: agentboard {name} ID...")
-        slug = common.resolve_board(board)
         kwargs: dict[str, Any] = {"actor": common.actor()}
         if with_reason and reason:
             kwargs["reason"] = reason
-        common.run_bulk(fn_for(), slug, ids, as_json=as_json, describe=_describe, **kwargs)
+        common.run_bulk(fn_for(), board, ids, as_json=as_json, describe=_describe, **kwargs)
 
     params: list[click.Parameter] = [
         click.Argument(["task_ids"], nargs=-1, metavar="ID..."),
-        click.Option(["--board", "board"], default=None,
-                     help="board slug (default: AGENTBOARD_BOARD, the current board, or 'default')"),
+        click.Option(["--board", "board"], default=None, help=common.TASK_BOARD_HELP),
         click.Option(["--json", "as_json"], is_flag=True, help="print one JSON document"),
     ]
     if with_reason:
@@ -69,7 +67,7 @@ release = _bulk_command("release", "tasks:release", "Triage -> todo/ready.")
 @click.option("--reject", "rejection", default=None, metavar="REASON", help="review -> blocked (rejected)")
 @click.option("--note", default=None, metavar="TEXT", help="a remark recorded with an approval")
 @click.option("--score", default=None, type=click.IntRange(0, 100), metavar="N", help="how good the work is")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def review(task_id: str, approve: bool, changes: str | None, rejection: str | None,
@@ -87,7 +85,7 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         verdict, text = "changes_requested", changes
     else:
         verdict, text = "rejected", rejection or ""
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     task = runs.review(common.db(), slug, task_id, verdict, text, score=score,
                        reviewer=common.actor(), actor=common.actor())
     if as_json:

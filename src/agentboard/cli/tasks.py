@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import board_option, handle_errors, json_option, task_board_option
 
 
 def _mine() -> str:
@@ -185,7 +185,7 @@ def _print_detail(t: dict[str, Any]) -> None:
 @click.command("show")
 @click.argument("task_id", required=False, metavar="[ID]")
 @click.option("--events", "n_events", default=50, type=int, metavar="N", help="how many recent events")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -> None:
@@ -195,8 +195,8 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
     """
     from agentboard.kernel import queries
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)
     detail = queries.task_detail(common.db(), slug, tid, events=n_events)
     if as_json:
         common.emit_json(detail)
@@ -206,7 +206,7 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
 
 @click.command("context")
 @click.argument("task_id", required=False, metavar="[ID]")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def context(task_id: str | None, board: str | None, as_json: bool) -> None:
@@ -216,8 +216,8 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
     """
     from agentboard.protocol.context import build_worker_context
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)
     text = build_worker_context(common.db(), slug, tid).rstrip("\n")
     common.emit({"task_id": tid, "board": slug, "markdown": text + "\n"}, as_json, text)
 
@@ -233,7 +233,7 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
 @click.option("--max-runtime", default=None, metavar="DUR")
 @click.option("--max-retries", default=None, type=int, metavar="N")
 @click.option("--result", default=None, metavar="LINE")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
@@ -242,7 +242,7 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
     """Change a task's title, body, priority, tenant or limits (no status change)."""
     from agentboard.kernel import tasks
 
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     text = common.read_text(body, body_file)
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
@@ -256,14 +256,14 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
 @click.argument("task_id", metavar="ID")
 @click.argument("profile", metavar="PROFILE|none")
 @click.option("--reclaim", is_flag=True, help="reclaim a running task first")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def assign(task_id: str, profile: str, reclaim: bool, board: str | None, as_json: bool) -> None:
     """Give a task to a profile (or 'none' to unassign)."""
     from agentboard.kernel import tasks
 
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     task = tasks.assign(common.db(), slug, task_id, profile, reclaim=reclaim, actor=common.actor())
     _warn_if_not_a_profile(task["assignee"])
     if as_json:
@@ -275,18 +275,20 @@ def assign(task_id: str, profile: str, reclaim: bool, board: str | None, as_json
 
 
 def _link_command(name: str, doc: str, done: str) -> click.Command:
-    """``link`` and ``unlink``: the same arguments, one kernel call each."""
+    """``link`` and ``unlink``: the same arguments, one kernel call each, on the tasks' board
+    (both must be on one board: links across boards are refused)."""
 
     @click.command(name, help=doc)
     @click.argument("parent", metavar="PARENT")
     @click.argument("child", metavar="CHILD")
-    @board_option
+    @task_board_option
     @json_option
     @handle_errors
     def command(parent: str, child: str, board: str | None, as_json: bool) -> None:
         from agentboard.kernel import links
 
-        slug = common.resolve_board(board)
+        common.task_board(parent, board)
+        slug = common.task_board(child, board)
         out = getattr(links, name)(common.db(), slug, parent, child, actor=common.actor())
         common.emit(out, as_json, f"{done} {parent} -> {child}")
 
@@ -301,7 +303,7 @@ unlink = _link_command("unlink", "Remove the dependency PARENT -> CHILD.", "unli
 @click.argument("args", nargs=-1, metavar="[ID] TEXT")
 @click.option("--author", default=None, metavar="NAME")
 @click.option("--no-mentions", is_flag=True, help="do not turn @profile mentions into follow-up tasks")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board: str | None,
@@ -321,7 +323,7 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
         raise InvalidInput("give the task id and the text: agentboard comment ID \"text\"")
     else:
         raise InvalidInput("usage: agentboard comment ID \"text\" (quote the text)")
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     out = comments.comment(common.db(), slug, task_id, text, author=author or common.actor(),
                            mentions=not no_mentions)
     if as_json:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import handle_errors, json_option, task_board_option
+
+if TYPE_CHECKING:
+    from agentboard.store.engine import Database
 
 
 def _is_own_task(task_id: str) -> bool:
@@ -25,7 +28,7 @@ def _is_own_task(task_id: str) -> bool:
 @click.command("claim")
 @click.argument("task_id", metavar="ID")
 @click.option("--ttl", default=None, metavar="DUR", help="claim lifetime (30s, 30m, 2h, 1d or seconds)")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> None:
@@ -33,7 +36,7 @@ def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> No
     from agentboard.domain import model
     from agentboard.kernel import runs
 
-    slug = common.resolve_board(board)
+    slug = common.task_board(task_id, board)
     who = common.actor()
     out = runs.claim(common.db(), slug, task_id, ttl=model.duration(ttl),
                      host=common.settings().host_id, pid=None, actor=who,
@@ -51,7 +54,7 @@ def claim(task_id: str, ttl: str | None, board: str | None, as_json: bool) -> No
 @click.argument("task_id", required=False, metavar="[ID]")
 @click.option("--note", default=None, metavar="TEXT", help="what the worker is doing")
 @click.option("--ttl", default=None, metavar="DUR", help="extend the claim by this much")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str | None,
@@ -60,14 +63,14 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
     from agentboard.domain import model
     from agentboard.kernel import runs
 
-    slug = common.resolve_board(board)
     tid = common.worker_task(task_id)
+    slug = common.task_board(tid, board)
     out = runs.heartbeat(common.db(), slug, tid, run_id=common.worker_run_id(task_id), note=note,
                          ttl=model.duration(ttl), actor=common.actor())
     common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})")
 
 
-def _complete_one(db: Any, board: str, task_id: str, **kwargs: Any) -> Any:
+def _complete_one(db: Database, board: str, task_id: str, **kwargs: Any) -> dict[str, Any]:
     from agentboard.kernel import runs
 
     run_id = common.worker_run_id(task_id)
@@ -92,7 +95,7 @@ def _describe_done(task: dict[str, Any]) -> str:
 @click.option("--result", default=None, metavar="LINE", help="one short result line")
 @click.option("--usage", default=None, metavar="JSON",
               help='{"input_tokens": N, "output_tokens": N, "cost_usd": X}')
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def complete(task_ids: tuple[str, ...], summary: str | None, metadata: str | None,
@@ -111,12 +114,12 @@ def complete(task_ids: tuple[str, ...], summary: str | None, metadata: str | Non
             "a summary, metadata, result or usage belongs to one run: complete the tasks one at a "
             "time to give each its own hand-off, or close them together without one"
         )
-    slug = common.resolve_board(board)
-    common.run_bulk(_complete_one, slug, ids, as_json=as_json, describe=_describe_done,
+    common.run_bulk(_complete_one, board, ids, as_json=as_json, describe=_describe_done,
                     summary=summary, metadata=meta, result=result, usage=use, actor=common.actor())
 
 
-def _block_one(db: Any, board: str, task_id: str, reason: str, *, kind: str | None, actor: str) -> Any:
+def _block_one(db: Database, board: str, task_id: str, reason: str, *, kind: str | None,
+               actor: str) -> dict[str, Any]:
     from agentboard.kernel import tasks
 
     run_id = common.worker_run_id(task_id)
@@ -131,7 +134,7 @@ def _block_one(db: Any, board: str, task_id: str, reason: str, *, kind: str | No
               type=click.Choice(["needs_input", "gave_up", "rejected", "budget", "dependency", "manual"]),
               help="default: needs_input from a worker, manual from a person")
 @click.option("--ids", "more_ids", multiple=True, metavar="ID", help="more tasks to block with the same reason")
-@board_option
+@task_board_option
 @json_option
 @handle_errors
 def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], board: str | None,
@@ -149,6 +152,5 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], bo
     else:
         raise InvalidInput('give the task id and a reason: agentboard block ID "what it waits for"')
     ids = common.split_ids([*ids, *more_ids])
-    slug = common.resolve_board(board)
-    common.run_bulk(_block_one, slug, ids, reason, as_json=as_json, kind=kind, actor=common.actor(),
+    common.run_bulk(_block_one, board, ids, reason, as_json=as_json, kind=kind, actor=common.actor(),
                     describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")

@@ -104,9 +104,8 @@ def create(
     return board_out(db.write(_create, slug, fields, actor))
 
 
-def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) -> Row:
-    """Change a board's display fields or settings (the slug is immutable)."""
-    slug = model.board_slug(slug)
+def board_changes(**fields: Any) -> dict[str, Any]:
+    """Checked, stored values of a board's display fields or settings (for :func:`update_in`)."""
     allowed = {"name", "description", "icon", "color", "settings"}
     bad = set(fields) - allowed
     if bad:
@@ -120,72 +119,93 @@ def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) 
         if not isinstance(changes["settings"], dict):
             raise InvalidInput("board settings must be a JSON object")
         changes["settings"] = dump_json(changes["settings"])
+    return changes
 
-    def _w(tx: Tx) -> Row:
-        _get(tx, slug)
-        if changes:
-            sets = ", ".join(f"{k} = :{k}" for k in changes)
-            tx.execute(f"UPDATE boards SET {sets} WHERE slug = :slug", {**changes, "slug": slug})
-            kind = "board_renamed" if "name" in changes else "edited"
-            tx.event(slug, None, kind, {"fields": sorted(changes)}, actor=actor)
-        return _get(tx, slug)
 
-    return board_out(db.write(_w))
+def update_in(tx: Tx, slug: str, changes: dict[str, Any], actor: str | None) -> Row:
+    """Store ``changes`` (from :func:`board_changes`) inside ``tx``; the board's row as stored."""
+    _get(tx, slug)
+    if changes:
+        sets = ", ".join(f"{k} = :{k}" for k in changes)
+        tx.execute(f"UPDATE boards SET {sets} WHERE slug = :slug", {**changes, "slug": slug})
+        kind = "board_renamed" if "name" in changes else "edited"
+        tx.event(slug, None, kind, {"fields": sorted(changes)}, actor=actor)
+    return _get(tx, slug)
+
+
+def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) -> Row:
+    """Change a board's display fields or settings (the slug is immutable)."""
+    return board_out(db.write(update_in, model.board_slug(slug), board_changes(**fields), actor))
 
 
 def rename(db: Database, slug: str, name: str, *, actor: str | None = None) -> Row:
     return update(db, slug, name=name, actor=actor)
 
 
-def archive(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
-    """Hide a board (recoverable); its folders move under ``boards/_archived/<slug>-<ts>/``."""
-    slug = model.board_slug(slug)
-    ts = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    dest: Path | None = None
-    if home is not None:
-        dest = home / "boards" / "_archived" / f"{slug}-{ts}"
+def archive_dir(home: Path | None, slug: str) -> Path | None:
+    """Where :func:`archive_in` records that a board's folders go: ``boards/_archived/<slug>-<ts>/``."""
+    if home is None:
+        return None
+    return home / "boards" / "_archived" / f"{slug}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
 
-    def _w(tx: Tx) -> Row:
-        row = _get(tx, slug)
-        if row["archived"]:
-            raise Conflict(f"board {slug!r} is already archived")
-        running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'running'", {"b": slug})
-        if running:
-            raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
-        now = time.time()
-        tx.execute(
-            "UPDATE boards SET archived = 1, archived_at = :now, archived_path = :p WHERE slug = :s",
-            {"now": now, "p": str(dest) if dest else None, "s": slug},
-        )
-        tx.event(slug, None, "board_archived", {"path": str(dest) if dest else None}, actor=actor, at=now)
-        return _get(tx, slug)
 
-    out = db.write(_w)
+def archive_in(tx: Tx, slug: str, dest: Path | None, actor: str | None) -> Row:
+    """Archive a board inside ``tx`` (its folders are moved by :func:`move_archived` once committed)."""
+    row = _get(tx, slug)
+    if row["archived"]:
+        raise Conflict(f"board {slug!r} is already archived")
+    running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'running'", {"b": slug})
+    if running:
+        raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
+    now = time.time()
+    tx.execute(
+        "UPDATE boards SET archived = 1, archived_at = :now, archived_path = :p WHERE slug = :s",
+        {"now": now, "p": str(dest) if dest else None, "s": slug},
+    )
+    tx.event(slug, None, "board_archived", {"path": str(dest) if dest else None}, actor=actor, at=now)
+    return _get(tx, slug)
+
+
+def move_archived(home: Path | None, slug: str, dest: Path | None) -> None:
+    """After an archive committed: move the board's folders to ``dest``."""
     if home is not None and dest is not None:
         src = board_dir(home, slug)
         if src.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(src), dest)
+
+
+def archive(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
+    """Hide a board (recoverable); its folders move under ``boards/_archived/<slug>-<ts>/``."""
+    slug = model.board_slug(slug)
+    dest = archive_dir(home, slug)
+    out = db.write(archive_in, slug, dest, actor)
+    move_archived(home, slug, dest)
     return board_out(out)
+
+
+def restore_in(tx: Tx, slug: str, actor: str | None) -> Row:
+    """Restore an archived board inside ``tx``; the row as it was (with its ``archived_path``)."""
+    row = _get(tx, slug)
+    if not row["archived"]:
+        raise Conflict(f"board {slug!r} is not archived")
+    tx.execute("UPDATE boards SET archived = 0, archived_at = NULL, archived_path = NULL WHERE slug = :s", {"s": slug})
+    tx.event(slug, None, "board_restored", {}, actor=actor)
+    return row
+
+
+def move_restored(home: Path | None, slug: str, archived: Row) -> None:
+    """After a restore committed: move the board's folders back from where they were archived."""
+    if home is not None and archived.get("archived_path"):
+        src = Path(archived["archived_path"])
+        if src.exists() and not board_dir(home, slug).exists():
+            board_dir(home, slug).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(src), board_dir(home, slug))
 
 
 def restore(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
     slug = model.board_slug(slug)
-
-    def _w(tx: Tx) -> Row:
-        row = _get(tx, slug)
-        if not row["archived"]:
-            raise Conflict(f"board {slug!r} is not archived")
-        tx.execute("UPDATE boards SET archived = 0, archived_at = NULL, archived_path = NULL WHERE slug = :s", {"s": slug})
-        tx.event(slug, None, "board_restored", {}, actor=actor)
-        return row
-
-    row = db.write(_w)
-    if home is not None and row.get("archived_path"):
-        src = Path(row["archived_path"])
-        if src.exists() and not board_dir(home, slug).exists():
-            board_dir(home, slug).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(src), board_dir(home, slug))
+    move_restored(home, slug, db.write(restore_in, slug, actor))
     return get(db, slug)
 
 

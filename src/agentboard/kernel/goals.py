@@ -53,20 +53,23 @@ def create(
     return goal_out(db.write(_w))
 
 
+def cancel_in(tx: Tx, board: str, goal_id: str, actor: str | None) -> Row:
+    """Cancel an active goal inside ``tx``; the goal's row as stored."""
+    row = _get(tx, board, goal_id)
+    if row["status"] != "active":
+        raise Conflict(f"goal {goal_id} is {row['status']}; only an active goal can be cancelled")
+    now = time.time()
+    tx.execute("UPDATE goals SET status = 'cancelled', completed_at = :now WHERE id = :g", {"now": now, "g": goal_id})
+    tx.event(board, None, "goal_cancelled", {"goal_id": goal_id}, actor=actor, at=now)
+    return _get(tx, board, goal_id)
+
+
 def cancel(db: Database, board: str, goal_id: str, *, actor: str | None = None) -> Row:
-    def _w(tx: Tx) -> Row:
-        row = _get(tx, board, goal_id)
-        if row["status"] != "active":
-            raise Conflict(f"goal {goal_id} is {row['status']}; only an active goal can be cancelled")
-        now = time.time()
-        tx.execute("UPDATE goals SET status = 'cancelled', completed_at = :now WHERE id = :g", {"now": now, "g": goal_id})
-        tx.event(board, None, "goal_cancelled", {"goal_id": goal_id}, actor=actor, at=now)
-        return _get(tx, board, goal_id)
-
-    return goal_out(db.write(_w))
+    return goal_out(db.write(cancel_in, board, goal_id, actor))
 
 
-def update(db: Database, board: str, goal_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+def goal_changes(**fields: Any) -> dict[str, Any]:
+    """Checked, stored values of goal fields (for :func:`update_in`); None means unchanged."""
     allowed = {"title", "body", "acceptance", "priority", "budget"}
     bad = set(fields) - allowed
     if bad:
@@ -84,16 +87,21 @@ def update(db: Database, board: str, goal_id: str, *, actor: str | None = None, 
         elif k in ("acceptance", "budget"):
             v = dump_json(v)
         changes[k] = v
+    return changes
 
-    def _w(tx: Tx) -> Row:
-        _get(tx, board, goal_id)
-        if changes:
-            sets = ", ".join(f"{k} = :{k}" for k in changes)
-            tx.execute(f"UPDATE goals SET {sets} WHERE id = :gid", {**changes, "gid": goal_id})
-            tx.event(board, None, "goal_edited", {"goal_id": goal_id, "fields": sorted(changes)}, actor=actor)
-        return _get(tx, board, goal_id)
 
-    return goal_out(db.write(_w))
+def update_in(tx: Tx, board: str, goal_id: str, changes: dict[str, Any], actor: str | None) -> Row:
+    """Store ``changes`` (from :func:`goal_changes`) inside ``tx``; the goal's row as stored."""
+    _get(tx, board, goal_id)
+    if changes:
+        sets = ", ".join(f"{k} = :{k}" for k in changes)
+        tx.execute(f"UPDATE goals SET {sets} WHERE id = :gid", {**changes, "gid": goal_id})
+        tx.event(board, None, "goal_edited", {"goal_id": goal_id, "fields": sorted(changes)}, actor=actor)
+    return _get(tx, board, goal_id)
+
+
+def update(db: Database, board: str, goal_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+    return goal_out(db.write(update_in, board, goal_id, goal_changes(**fields), actor))
 
 
 def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:

@@ -25,9 +25,40 @@ def task_board(db: Database, task_id: str) -> str:
     return db.read(task_board_in, task_id)
 
 
+def task_boards(db: Database, task_ids: list[str]) -> dict[str, str]:
+    """The board of each of ``task_ids`` in one read; NotFound names the first unknown id."""
+
+    def _r(tx: Tx) -> dict[str, str]:
+        return {tid: task_board_in(tx, tid) for tid in dict.fromkeys(task_ids)}
+
+    return db.read(_r)
+
+
+def task_status(db: Database, task_id: str) -> str:
+    """The status of ``task_id``, wherever it lives. NotFound if no board holds it."""
+
+    def _r(tx: Tx) -> str:
+        status = tx.scalar("SELECT status FROM tasks WHERE id = :id", {"id": task_id})
+        if status is None:
+            task_board_in(tx, task_id)  # raises the explanatory NotFound
+        return str(status)
+
+    return db.read(_r)
+
+
 def board_slugs(db: Database) -> list[str]:
     """Every board's slug, archived ones included."""
     return [str(r["slug"]) for r in db.read(lambda tx: tx.all("SELECT slug FROM boards ORDER BY slug"))]
 
 
-__all__ = ["board_slugs", "task_board", "task_board_in"]
+def boards_with_events_after(db: Database, cursor: int) -> dict[str, int]:
+    """Each board with events after event id ``cursor``, mapped to its newest event id."""
+    rows = db.read(lambda tx: tx.all(
+        "SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board", {"c": cursor}))
+    return {str(r["board"]): int(r["m"] or 0) for r in rows}
+
+
+__all__ = [
+    "board_slugs", "boards_with_events_after", "task_board", "task_board_in", "task_boards",
+    "task_status",
+]

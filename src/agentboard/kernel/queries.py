@@ -1,4 +1,9 @@
-"""Read models shared by every surface: list, board view, task detail, stats, assignees, runs, events."""
+"""Read models shared by every surface: list, board view, task detail, stats, assignees, runs, events.
+
+:func:`task_detail` is the one read model of a task with its surroundings: ``show``, ``GET
+/api/tasks/{id}``, the ``kanban_show`` MCP tool and the worker context (``agentboard context``,
+``.board/context.md``, ``.board/task.json``) all read it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Any
 
 from ..domain import states
 from ..domain.errors import InvalidInput
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, in_list
 from .common import get_task, run_out, task_out
 
 CARD_COLUMNS = (
@@ -43,9 +48,7 @@ def _filters(
     params: dict[str, Any] = {"board": board}
     sts = _statuses(status)
     if sts:
-        names = {f"s{i}": s for i, s in enumerate(sts)}
-        where.append("status IN (" + ", ".join(":" + k for k in names) + ")")
-        params.update(names)
+        where.append("status IN " + in_list("s", sts, params))
     elif not include_archived:
         where.append("status != 'archived'")
     if assignee:
@@ -131,16 +134,15 @@ def board_view(
 def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
     out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
     for start in range(0, len(ids), 400):
-        chunk = ids[start:start + 400]
-        names = {f"i{n}": t for n, t in enumerate(chunk)}
-        inlist = ", ".join(":" + k for k in names)
-        for r in tx.all(f"SELECT task_id, COUNT(*) AS n FROM task_comments WHERE task_id IN ({inlist}) GROUP BY task_id", names):
+        names: dict[str, Any] = {}
+        inlist = in_list("i", ids[start:start + 400], names)
+        for r in tx.all(f"SELECT task_id, COUNT(*) AS n FROM task_comments WHERE task_id IN {inlist} GROUP BY task_id", names):
             out[r["task_id"]]["comment_count"] = r["n"]
-        for r in tx.all(f"SELECT child_id, COUNT(*) AS n FROM task_links WHERE child_id IN ({inlist}) GROUP BY child_id", names):
+        for r in tx.all(f"SELECT child_id, COUNT(*) AS n FROM task_links WHERE child_id IN {inlist} GROUP BY child_id", names):
             out[r["child_id"]]["parent_count"] = r["n"]
         for r in tx.all(
             f"SELECT l.parent_id, COUNT(*) AS n, SUM(CASE WHEN c.status = 'done' THEN 1 ELSE 0 END) AS d "
-            f"FROM task_links l JOIN tasks c ON c.id = l.child_id WHERE l.parent_id IN ({inlist}) GROUP BY l.parent_id",
+            f"FROM task_links l JOIN tasks c ON c.id = l.child_id WHERE l.parent_id IN {inlist} GROUP BY l.parent_id",
             names,
         ):
             out[r["parent_id"]]["child_count"] = r["n"]
@@ -148,35 +150,68 @@ def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
     return out
 
 
+def _decoded(text: str | None) -> Any:
+    """A JSON list column decoded (an unreadable value reads as an empty list)."""
+    try:
+        return json.loads(text or "[]")
+    except ValueError:
+        return []
+
+
+def task_detail_in(tx: Tx, board: str, task_id: str, *, events: int = 50) -> Row:
+    """:func:`task_detail` inside a transaction, for kernel reads of several tasks in one."""
+    task = task_out(get_task(tx, board, task_id))
+    parents = tx.all(
+        "SELECT t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
+        "JOIN tasks t ON t.id = l.parent_id WHERE l.child_id = :id ORDER BY l.created_at, t.id",
+        {"id": task_id})
+    for p in parents:
+        handoff = None
+        if p["status"] == states.DONE:
+            handoff = tx.one(
+                "SELECT * FROM task_runs WHERE task_id = :p AND status = 'closed' "
+                "AND outcome IN ('completed', 'review_requested') ORDER BY id DESC LIMIT 1", {"p": p["id"]})
+        p["handoff"] = run_out(handoff) if handoff else None
+    task["parents"] = parents
+    task["children"] = tx.all(
+        "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.child_id "
+        "WHERE l.parent_id = :id ORDER BY l.created_at, t.id", {"id": task_id})
+    task["comments"] = tx.all(
+        "SELECT id, author, body, kind, created_at FROM task_comments WHERE task_id = :id ORDER BY id",
+        {"id": task_id})
+    evs = tx.all(
+        "SELECT id, task_id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :id "
+        "ORDER BY id DESC LIMIT :n", {"id": task_id, "n": events}) if events > 0 else []
+    task["events"] = [_event_out(e) for e in reversed(evs)]
+    task["runs"] = [run_out(r) for r in tx.all(
+        "SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
+    task["attachments"] = tx.all(
+        "SELECT id, name, path, size, sha256, created_at FROM attachments WHERE task_id = :id ORDER BY id",
+        {"id": task_id})
+    task["reviews"] = [
+        {**r, "findings": _decoded(r["findings"])}
+        for r in tx.all("SELECT * FROM reviews WHERE task_id = :id ORDER BY id", {"id": task_id})
+    ]
+    if task.get("goal_id"):
+        goal = tx.one("SELECT id, title, status, body, acceptance FROM goals WHERE id = :g AND board = :b",
+                      {"g": task["goal_id"], "b": board})
+        if goal:
+            goal["acceptance"] = _decoded(goal["acceptance"])
+        task["goal"] = goal
+    return task
+
+
 def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> Row:
-    """The task with parents, children, comments, recent events, runs, attachments and reviews."""
-    def _r(tx: Tx) -> Row:
-        task = task_out(get_task(tx, board, task_id))
-        task["parents"] = tx.all(
-            "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.parent_id "
-            "WHERE l.child_id = :id ORDER BY l.created_at", {"id": task_id})
-        task["children"] = tx.all(
-            "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.child_id "
-            "WHERE l.parent_id = :id ORDER BY l.created_at", {"id": task_id})
-        task["comments"] = tx.all(
-            "SELECT id, author, body, kind, created_at FROM task_comments WHERE task_id = :id ORDER BY id", {"id": task_id})
-        evs = tx.all(
-            "SELECT id, task_id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :id "
-            "ORDER BY id DESC LIMIT :n", {"id": task_id, "n": events})
-        task["events"] = [_event_out(e) for e in reversed(evs)]
-        task["runs"] = [run_out(r) for r in tx.all("SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
-        task["attachments"] = tx.all("SELECT id, name, path, size, sha256, created_at FROM attachments WHERE task_id = :id ORDER BY id", {"id": task_id})
-        task["reviews"] = [
-            {**r, "findings": json.loads(r["findings"] or "[]")}
-            for r in tx.all("SELECT * FROM reviews WHERE task_id = :id ORDER BY id", {"id": task_id})
-        ]
-        if task.get("goal_id"):
-            g = tx.one("SELECT id, title, status, acceptance FROM goals WHERE id = :g", {"g": task["goal_id"]})
-            if g:
-                g["acceptance"] = json.loads(g["acceptance"] or "[]")
-            task["goal"] = g
-        return task
-    return db.read(_r)
+    """A task with its surroundings, in one read.
+
+    The task's own fields, plus: ``parents`` (id, title, status, assignee, result and
+    ``handoff``: a done parent's latest completed run, else None), ``children``, ``comments``
+    (all, oldest first), the last ``events`` events (oldest first; 0 reads
+    none), ``runs`` (oldest first), ``attachments``, ``reviews`` (oldest first, findings
+    decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
+    unless the goal is on the task's board).
+    """
+    return db.read(task_detail_in, board, task_id, events=events)
 
 
 def runs(db: Database, board: str, task_id: str) -> list[Row]:
@@ -221,9 +256,7 @@ def events_after(
         params["t"] = task_id
     kl = [k for k in (kinds or []) if k]
     if kl:
-        names = {f"k{i}": k for i, k in enumerate(kl)}
-        where.append("kind IN (" + ", ".join(":" + k for k in names) + ")")
-        params.update(names)
+        where.append("kind IN " + in_list("k", kl, params))
 
     def _r(tx: Tx) -> list[Row]:
         return tx.all(
@@ -306,12 +339,15 @@ def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, 
     def _r(tx: Tx) -> dict[str, Row]:
         out: dict[str, Row] = {}
         for start in range(0, len(ids), 400):
-            names = {f"i{n}": t for n, t in enumerate(ids[start:start + 400])}
-            inlist = ", ".join(":" + k for k in names)
-            for r in tx.all(
-                f"SELECT id, assignee, tenant, status FROM tasks WHERE board = :b AND id IN ({inlist})",
-                {"b": board, **names},
-            ):
+            params: dict[str, Any] = {"b": board}
+            inlist = in_list("i", ids[start:start + 400], params)
+            for r in tx.all(f"SELECT id, assignee, tenant, status FROM tasks WHERE board = :b AND id IN {inlist}", params):
                 out[r["id"]] = r
         return out
     return db.read(_r)
+
+
+__all__ = [
+    "assignees", "board_view", "events_after", "get_run", "last_event_id", "list_tasks", "runs", "stats",
+    "task_detail", "task_owners", "tenants",
+]

@@ -1,11 +1,12 @@
-"""``agentboard mcp``: the board's tools for MCP-capable agents, on stdio (04).
+"""``agentboard mcp``: the board's tools for MCP-capable agents, on stdio.
 
 The server is scoped by the worker's environment, set by the dispatcher (and repeated in the
 workspace's ``.mcp.json``): ``AGENTBOARD_TASK``, ``AGENTBOARD_RUN_ID``, ``AGENTBOARD_BOARD``,
 ``AGENTBOARD_PROFILE`` and ``AGENTBOARD_HOME`` / ``AGENTBOARD_DATABASE_URL``.
 
 Lifecycle tools (complete, block, heartbeat, request_review) act on the worker's own task and
-pass its run id, so a reclaimed worker's late call is refused. Orchestrator tools (list, create,
+pass its run id, so a reclaimed worker's late call is refused. A tool given a task id finds the
+task on whichever board holds it, and refuses (``forbidden``) one outside the worker's board. Orchestrator tools (list, create,
 link, unblock) exist only for profiles marked ``orchestrator``. Every tool returns structured
 JSON; errors are tool errors carrying ``{"error": code, "message": ...}`` — the one place
 where domain errors are mapped for MCP.
@@ -20,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent
 
 from .. import config
-from ..domain.errors import AgentboardError, InvalidInput
-from ..kernel import attachments, comments, links, profiles, queries, runs, tasks
+from ..domain.errors import AgentboardError, Forbidden, InvalidInput
+from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
-from ..protocol.context import build_worker_context
+from ..protocol.context import render
 from ..store.engine import Database
 
 INSTRUCTIONS = (
@@ -102,7 +103,7 @@ def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
     return {k: task.get(k) for k in keys if k in task}
 
 
-def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
+def build_server(db: Database, scope: Scope, settings: config.Settings) -> MCPServer:
     """An MCP server whose tools act for ``scope``."""
     server = MCPServer(name="agentboard", instructions=INSTRUCTIONS)
     board = scope.board
@@ -112,13 +113,20 @@ def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
             raise InvalidInput("no task: AGENTBOARD_TASK is not set (this server was not started for a worker)")
         return scope.task_id
 
+    def board_of(task_id: str) -> str:
+        """The worker's board, once ``task_id`` is found on it (task ids are global)."""
+        found = lookups.task_board(db, task_id)
+        if found != board:
+            raise Forbidden(f"task {task_id} is on board {found!r}; this worker acts on board {board!r}")
+        return found
+
     @server.tool(description="Show a task (default: your own): task, parents, children, comments, "
                              "recent events, runs and worker_context (the markdown you should read first).")
     def kanban_show(task_id: str | None = None) -> CallToolResult:
         def body() -> Any:
             tid = task_id or own_task()
-            detail = queries.task_detail(db, board, tid, events=30)
-            detail["worker_context"] = build_worker_context(db, board, tid)
+            detail = queries.task_detail(db, board_of(tid) if task_id else board, tid, events=30)
+            detail["worker_context"] = render(detail)
             return detail
         return _guard(body)
 
@@ -159,7 +167,7 @@ def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
 
     @server.tool(description="Append a comment to a task's thread (any task of your board).")
     def kanban_comment(task_id: str, body: str) -> CallToolResult:
-        return _guard(lambda: comments.comment(db, board, task_id, body, author=scope.actor))
+        return _guard(lambda: comments.comment(db, board_of(task_id), task_id, body, author=scope.actor))
 
     @server.tool(description="Hand your task to review, with an optional summary.")
     def kanban_request_review(summary: str | None = None) -> CallToolResult:
@@ -216,11 +224,11 @@ def build_server(db: Database, scope: Scope, settings: Any) -> MCPServer:
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:
-            return _guard(lambda: links.link(db, board, parent_id, child_id, actor=scope.actor))
+            return _guard(lambda: links.link(db, board_of(child_id), parent_id, child_id, actor=scope.actor))
 
         @server.tool(description="(orchestrators) Move a blocked task back to ready.")
         def kanban_unblock(task_id: str) -> CallToolResult:
-            return _guard(lambda: _task_summary(tasks.unblock(db, board, task_id, actor=scope.actor)))
+            return _guard(lambda: _task_summary(tasks.unblock(db, board_of(task_id), task_id, actor=scope.actor)))
 
     return server
 

@@ -24,14 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..store.engine import Database, Tx
+from ..store.engine import Row
 from .result import RESULT_EXAMPLE, RESULT_SCHEMA, SCHEMA_VERSION
 
 BOARD_DIR = ".board"
 MCP_FILE = ".mcp.json"
 EXCLUDES = [".board/", ".mcp.json"]
 NO_WIKI = "No wiki pages available"
-HISTORY_KINDS = ("changes_requested", "rejected", "verify_failed", "result_invalid", "result_degraded")
 
 
 def board_dir(workspace: Path) -> Path:
@@ -50,7 +49,9 @@ def history_path(workspace: Path) -> Path:
     return board_dir(workspace) / "history.md"
 
 
-def _write(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one, never a
+    half-written one), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -58,7 +59,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _write(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 _CONSTANT_KEYS = ("result_schema", "result_example")
@@ -98,14 +99,14 @@ def _sections(body: str) -> dict[str, list[str]]:
     return out
 
 
-def task_document(data: dict[str, Any], run_id: int, *, verify_enabled: bool) -> dict[str, Any]:
-    """The content of ``task.json`` from the loaded context data (``protocol.context.load_context``)."""
-    t = data["task"]
-    goal = data.get("goal") or None
+def task_document(detail: Row, run_id: int, *, verify_enabled: bool) -> dict[str, Any]:
+    """The content of ``task.json`` from the task read by ``protocol.context.load_context``."""
+    t = detail
+    goal = detail.get("goal") or None
     sec = _sections(t.get("body") or "")
     acceptance = sec["acceptance"] or list((goal or {}).get("acceptance") or [])
     parents = []
-    for p in data.get("parents") or []:
+    for p in detail.get("parents") or []:
         h = p.get("handoff") or {}
         parents.append({"id": p["id"], "title": p["title"], "status": p["status"],
                         "summary": h.get("summary"), "metadata": h.get("metadata")})
@@ -129,7 +130,8 @@ def task_document(data: dict[str, Any], run_id: int, *, verify_enabled: bool) ->
             "rule": "after you report success these commands run in the workspace; any failure sends the task back",
         },
         "parents": parents,
-        "attachments": [dict(a) for a in data.get("attachments") or []],
+        "attachments": [{"name": a["name"], "path": a["path"], "size": a["size"]}
+                        for a in detail.get("attachments") or []],
         "files": {
             "context": f"{BOARD_DIR}/context.md",
             "history": f"{BOARD_DIR}/history.md",
@@ -142,21 +144,6 @@ def task_document(data: dict[str, Any], run_id: int, *, verify_enabled: bool) ->
 
 
 # -- history.md --------------------------------------------------------------------------------------
-
-
-def _history_events(tx: Tx, board: str, task_id: str) -> list[dict[str, Any]]:
-    names = {f"k{i}": k for i, k in enumerate(HISTORY_KINDS)}
-    rows = tx.all(
-        "SELECT id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :t AND board = :b "
-        f"AND kind IN ({', '.join(':' + k for k in names)}) ORDER BY id",
-        {"t": task_id, "b": board, **names},
-    )
-    for r in rows:
-        try:
-            r["payload"] = json.loads(r["payload"] or "{}")
-        except ValueError:
-            r["payload"] = {}
-    return rows
 
 
 def repair_section(attempt: int, errors: list[str], run_id: int | None = None) -> str:
@@ -174,7 +161,8 @@ def verify_section(command: str, exit_code: int | None, tail: str, run_id: int |
             f"`{command}` {how}. Output tail:\n\n```\n{tail.rstrip() or '(no output)'}\n```\n")
 
 
-def history_text(events: list[dict[str, Any]]) -> str:
+def history_text(events: list[Row]) -> str:
+    """``history.md`` from the task's history events (``kernel.worker_protocol.history_events``)."""
     out = ["# History of this task", "",
            "Rework notes from people and reviewers, verification failures and result repairs, oldest first.", ""]
     if not events:
@@ -201,19 +189,13 @@ def history_text(events: list[dict[str, Any]]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_history(db: Database, board: str, task_id: str, workspace: Path) -> Path:
-    path = history_path(workspace)
-    _write(path, history_text(db.read(_history_events, board, task_id)))
-    return path
-
-
 def append_history(workspace: Path, section: str) -> Path:
     path = history_path(workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
     existing = path.read_text(encoding="utf-8") if path.exists() else history_text([])
     if existing.rstrip().endswith("(nothing yet)"):
         existing = existing.rstrip()[: -len("(nothing yet)")].rstrip() + "\n"
-    _write(path, existing.rstrip() + "\n\n" + section.rstrip() + "\n")
+    write_text(path, existing.rstrip() + "\n\n" + section.rstrip() + "\n")
     return path
 
 
@@ -233,9 +215,9 @@ def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = 
         lines.append("The board's published pages that best match this task, most relevant first:")
         lines.append("")
         for p in pages:
-            _write(wdir / f"{p['slug']}.md", f"# {p['title']}\n\n{p['body'].rstrip()}\n")
+            write_text(wdir / f"{p['slug']}.md", f"# {p['title']}\n\n{p['body'].rstrip()}\n")
             lines.append(f"- [{p['title']}]({p['slug']}.md)")
-    _write(wdir / "INDEX.md", "\n".join(lines) + "\n")
+    write_text(wdir / "INDEX.md", "\n".join(lines) + "\n")
     return wdir
 
 
@@ -348,5 +330,5 @@ def add_lines(path: Path, lines: list[str]) -> None:
 __all__ = [
     "BOARD_DIR", "EXCLUDES", "MCP_FILE", "NO_WIKI", "append_history", "archive_outputs", "board_dir",
     "git_exclude", "history_path", "history_text", "repair_section", "result_path", "task_document",
-    "verdict_path", "verify_section", "write_history", "write_json", "write_mcp_json", "write_wiki",
+    "verdict_path", "verify_section", "write_json", "write_mcp_json", "write_text", "write_wiki",
 ]

@@ -1,7 +1,8 @@
 """The worker context: the markdown a worker reads first.
 
 One function renders it for every surface — ``agentboard context ID``, the ``worker_context``
-field of the ``kanban_show`` MCP tool and ``.board/context.md`` — so they can never differ.
+field of the ``kanban_show`` MCP tool and ``.board/context.md`` — from the one read model of a
+task with its surroundings (``kernel.queries.task_detail``), so they can never differ.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import time
 from typing import Any
 
 from ..domain import model
-from ..kernel.common import get_task, run_out, task_out
-from ..store.engine import Database, Tx
+from ..kernel import queries
+from ..store.engine import Database, Row
 
 BODY_CAP = 16_000
 FIELD_CAP = 1_500
@@ -45,71 +46,12 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.splitlines())
 
 
-def _load(tx: Tx, board: str, task_id: str) -> dict[str, Any]:
-    task = task_out(get_task(tx, board, task_id))
-    data: dict[str, Any] = {"task": task}
-    data["runs"] = [
-        run_out(r)
-        for r in tx.all(
-            "SELECT * FROM task_runs WHERE task_id = :id AND status = 'closed' ORDER BY id DESC",
-            {"id": task_id},
-        )
-    ]
-    parents = tx.all(
-        "SELECT t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
-        "JOIN tasks t ON t.id = l.parent_id WHERE l.child_id = :id ORDER BY l.created_at, t.id",
-        {"id": task_id},
-    )
-    for p in parents:
-        p["handoff"] = None
-        if p["status"] == "done":
-            row = tx.one(
-                "SELECT * FROM task_runs WHERE task_id = :p AND status = 'closed' "
-                "AND outcome IN ('completed', 'review_requested') ORDER BY id DESC LIMIT 1",
-                {"p": p["id"]},
-            )
-            p["handoff"] = run_out(row) if row else None
-    data["parents"] = parents
-    data["attachments"] = tx.all(
-        "SELECT name, path, size FROM attachments WHERE task_id = :id ORDER BY id", {"id": task_id}
-    )
-    data["reviews"] = tx.all(
-        "SELECT reviewer, verdict, score, summary, findings, created_at, run_id FROM reviews "
-        "WHERE task_id = :id ORDER BY id DESC LIMIT :n",
-        {"id": task_id, "n": REVIEWS_SHOWN},
-    )
-    data["comment_count"] = int(
-        tx.scalar("SELECT COUNT(*) FROM task_comments WHERE task_id = :id", {"id": task_id}) or 0
-    )
-    data["comments"] = list(
-        reversed(
-            tx.all(
-                "SELECT author, body, kind, created_at FROM task_comments WHERE task_id = :id "
-                "ORDER BY id DESC LIMIT :n",
-                {"id": task_id, "n": COMMENTS_SHOWN},
-            )
-        )
-    )
-    data["goal"] = None
-    if task.get("goal_id"):
-        g = tx.one(
-            "SELECT id, title, status, body, acceptance FROM goals WHERE id = :g AND board = :b",
-            {"g": task["goal_id"], "b": board},
-        )
-        if g:
-            try:
-                g["acceptance"] = json.loads(g["acceptance"] or "[]")
-            except ValueError:
-                g["acceptance"] = []
-        data["goal"] = g
-    return data
-
-
-def render(data: dict[str, Any], *, now: float | None = None) -> str:
-    """Render loaded context data as markdown (pure; used by :func:`build_worker_context`)."""
+def render(detail: Row, *, now: float | None = None) -> str:
+    """The worker context of a task read by :func:`load_context` (or ``queries.task_detail``),
+    as markdown. Pure: ages are relative to ``now``."""
     now = time.time() if now is None else now
-    t = data["task"]
-    goal = data.get("goal")
+    t = detail
+    goal = detail.get("goal")
     out: list[str] = [f"# Task {t['id']}: {t['title']}", ""]
     ws = t.get("workspace_kind") or "scratch"
     if t.get("workspace_path"):
@@ -144,12 +86,12 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
     else:
         out.append(body)
 
-    atts = data.get("attachments") or []
+    atts = detail.get("attachments") or []
     if atts:
         out += ["", "## Attachments", ""]
         out += [f"- {a['name']} ({a['size']} bytes): {a['path']}" for a in atts]
 
-    runs = data.get("runs") or []
+    runs = [r for r in reversed(detail.get("runs") or []) if r.get("status") == "closed"]
     if runs:
         out += ["", "## Prior attempts on this task", "",
                 "Earlier runs of this task, newest first. Do not repeat a path that already failed.", ""]
@@ -173,7 +115,7 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
         while out and out[-1] == "":
             out.pop()
 
-    parents = data.get("parents") or []
+    parents = detail.get("parents") or []
     if parents:
         out += ["", "## Parent results", ""]
         for p in parents:
@@ -193,7 +135,7 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
         while out and out[-1] == "":
             out.pop()
 
-    reviews = data.get("reviews") or []
+    reviews = list(reversed(detail.get("reviews") or []))[:REVIEWS_SHOWN]
     if reviews:
         out += ["", "## Review feedback", "",
                 "Verdicts on earlier attempts, newest first. Address every point before finishing.", ""]
@@ -203,13 +145,7 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
                        f"{_age(rv.get('created_at'), now)}")
             if rv.get("summary"):
                 out += ["", _quote(_cap(rv["summary"], FIELD_CAP * 2))]
-            findings = rv.get("findings")
-            if isinstance(findings, str):
-                try:
-                    findings = json.loads(findings or "[]")
-                except ValueError:
-                    findings = []
-            for f in findings or []:
+            for f in rv.get("findings") or []:
                 if isinstance(f, dict):
                     where = f" ({f['file']})" if f.get("file") else ""
                     out.append(f"- [{f.get('severity', 'info')}]{where} {_cap(str(f.get('message', '')), 500)}")
@@ -217,12 +153,13 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
         while out and out[-1] == "":
             out.pop()
 
-    comments = data.get("comments") or []
+    every_comment = detail.get("comments") or []
+    comments = every_comment[-COMMENTS_SHOWN:]
     out += ["", "## Comments", ""]
     if not comments:
         out.append("(no comments)")
     else:
-        older = int(data.get("comment_count") or len(comments)) - len(comments)
+        older = len(every_comment) - len(comments)
         if older > 0:
             out += [f"_({older} older comments not shown)_", ""]
         for c in comments:
@@ -244,14 +181,15 @@ def render(data: dict[str, Any], *, now: float | None = None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def load_context(db: Database, board: str, task_id: str) -> dict[str, Any]:
-    """The data behind the worker context (task, runs, parents, reviews, comments, goal)."""
-    return db.read(_load, board, task_id)
+def load_context(db: Database, board: str, task_id: str) -> Row:
+    """The data behind the worker context: ``queries.task_detail`` without events."""
+    return queries.task_detail(db, board, task_id, events=0)
 
 
 def build_worker_context(db: Database, board: str, task_id: str) -> str:
-    """The worker context of ``task_id`` as markdown (04-worker-protocol.md, "Worker context")."""
+    """The worker context of ``task_id`` as markdown."""
     return render(load_context(db, board, task_id))
 
 
-__all__ = ["build_worker_context", "load_context", "render"]
+__all__ = ["BODY_CAP", "COMMENTS_SHOWN", "REVIEWS_SHOWN", "RUNS_SHOWN", "build_worker_context", "load_context",
+           "render"]

@@ -9,6 +9,7 @@ repair loop and soft degrade, verification of reported success, and the review h
 from __future__ import annotations
 
 import concurrent.futures
+import enum
 import functools
 import json
 import logging
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import Settings
 from ..domain import states
 from ..domain.errors import AgentboardError, StaleRun
-from ..kernel import comments, runs, tasks, wiki
-from ..store.engine import Database, Tx
+from ..kernel import comments, runs, tasks, wiki, worker_protocol
+from ..kernel.worker_protocol import PrepareInputs
+from ..store.engine import Database, Row
 from . import boarddir, repair, result, review, verify
-from .context import _load as _load_context
 from .context import render
 
 log = logging.getLogger(__name__)
@@ -31,18 +33,34 @@ REPAIR_PROMPT_FILE = "repair-prompt.md"
 WIKI_PAGES = 5
 
 
+class ExitAction(enum.StrEnum):
+    """What the dispatcher does after :func:`after_exit`."""
+
+    HANDLED = "handled"
+    """The exit was turned into kernel calls; nothing is left to do."""
+    REPAIR = "repair"
+    """Start the agent again with ``prompt_file`` within ``deadline_seconds`` (the repair loop)."""
+    UNHANDLED = "unhandled"
+    """The worker left no report: the dispatcher's own exit rules apply."""
+
+
 @dataclass
 class ExitDecision:
-    action: str  # "handled" | "repair" | "unhandled"
+    """The outcome of :func:`after_exit`."""
+
+    action: ExitAction
     prompt_file: Path | None = None
     deadline_seconds: float | None = None
     note: str = ""
+    """A one-line account for the log."""
+    completed: bool = False
+    """The worker's reported success was accepted: the run completed (the task is done or in review)."""
 
 
 # -- before the spawn ------------------------------------------------------------------------------
 
 
-def worker_mcp_env(settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
+def worker_mcp_env(settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
                    api_url: str | None = None, token: str | None = None) -> dict[str, str]:
     """The worker identity the MCP server needs (written into ``.mcp.json``)."""
     env = {
@@ -53,7 +71,7 @@ def worker_mcp_env(settings: Any, board: str, task: dict[str, Any], run_id: int,
         "AGENTBOARD_PROFILE": str(task.get("assignee") or ""),
         "AGENTBOARD_HOME": str(settings.home),
     }
-    if getattr(settings, "database_url", None):
+    if settings.database_url:
         env["AGENTBOARD_DATABASE_URL"] = str(settings.database_url)
     if api_url and token:
         env["AGENTBOARD_API_URL"] = api_url
@@ -64,8 +82,8 @@ def worker_mcp_env(settings: Any, board: str, task: dict[str, Any], run_id: int,
 NO_MATCH = "no published page matches this task"
 
 
-def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any],
-                any_published: bool = True) -> tuple[list[dict[str, Any]], str | None]:
+def _wiki_pages(db: Database, settings: Settings, board: str, task: Row,
+                any_published: bool = True) -> tuple[list[Row], str | None]:
     """Up to 5 relevant published pages within the wiki deadline; ``(pages, why none)``.
 
     ``any_published=False`` (the board has no published page) skips the lookup: it could only
@@ -75,7 +93,7 @@ def _wiki_pages(db: Database, settings: Any, board: str, task: dict[str, Any],
         return [], "wiki context is turned off (AGENTBOARD_WIKI_CONTEXT=0)"
     if not any_published:
         return [], NO_MATCH
-    deadline = float(settings.wiki_deadline or 8.0)
+    deadline = float(settings.wiki_deadline)
     text = f"{task.get('title') or ''}\n{task.get('body') or ''}"
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="wiki-context")
     try:
@@ -102,7 +120,8 @@ def _example_json() -> str:
     return json.dumps(result.RESULT_EXAMPLE, indent=2, ensure_ascii=False)
 
 
-def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: bool) -> str:
+def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> str:
+    """The protocol part of the worker prompt: how to work and report."""
     verify_cmds = list(task.get("verify") or [])
     lines = [
         "---",
@@ -145,42 +164,17 @@ def protocol_instructions(task: dict[str, Any], run_id: int, *, verify_enabled: 
     return "\n".join(lines) + "\n"
 
 
-def _any_published(tx: Tx, board: str, wiki_on: bool) -> bool:
-    return wiki_on and tx.one(
-        "SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1", {"b": board}) is not None
-
-
-def _prepare_read(tx: Tx, board: str, task_id: str, wiki_on: bool,
-                  any_published: bool | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
-    """Everything ``prepare`` reads, in one transaction: the context data, the history events
-    and whether the board has any published wiki page."""
-    data = _load_context(tx, board, task_id)
-    history = boarddir._history_events(tx, board, task_id)
-    if any_published is None:
-        any_published = _any_published(tx, board, wiki_on)
-    return data, history, any_published
-
-
-def prepare_reads(db: Database, settings: Any, board: str, task_ids: list[str]) -> dict[str, Any]:
+def prepare_reads(db: Database, settings: Settings, board: str,
+                  task_ids: list[str]) -> dict[str, PrepareInputs | AgentboardError]:
     """What :func:`prepare` reads for several tasks of one board, in one transaction (the
     dispatcher claims and prepares a batch). Per task id: the value to pass as ``loaded``, or
     the error reading it raised (``prepare`` raises it again)."""
-    wiki_on = bool(settings.wiki_context)
-
-    def _r(tx: Tx) -> dict[str, Any]:
-        any_published = _any_published(tx, board, wiki_on)
-        out: dict[str, Any] = {}
-        for task_id in task_ids:
-            try:
-                out[task_id] = _prepare_read(tx, board, task_id, wiki_on, any_published)
-            except AgentboardError as exc:
-                out[task_id] = exc
-        return out
-    return db.read(_r)
+    return worker_protocol.prepare_inputs_many(db, board, task_ids, wiki_on=settings.wiki_context)
 
 
-def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
-            api_url: str | None = None, token: str | None = None, loaded: Any = None) -> Path:
+def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
+            api_url: str | None = None, token: str | None = None,
+            loaded: PrepareInputs | AgentboardError | None = None) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
     file before a worker starts; keep them out of git; return the prompt file path.
 
@@ -191,41 +185,33 @@ def prepare(db: Database, settings: Any, board: str, task: dict[str, Any], run_i
     bdir.mkdir(parents=True, exist_ok=True)
     boarddir.archive_outputs(workspace)
     if loaded is None:
-        loaded = db.read(_prepare_read, board, task["id"], bool(settings.wiki_context))
-    elif isinstance(loaded, BaseException):
+        loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
+    elif isinstance(loaded, AgentboardError):
         raise loaded
-    data, history, any_published = loaded
-    full = data["task"]
-    context_md = render(data)
-    boarddir._write(bdir / "context.md", context_md)
-    boarddir._write(bdir / "task.json",
-                    boarddir.task_json_text(boarddir.task_document(data, run_id, verify_enabled=bool(settings.verify))))
-    pages, why = _wiki_pages(db, settings, board, full, any_published)
+    full = loaded.detail
+    context_md = render(full)
+    boarddir.write_text(bdir / "context.md", context_md)
+    boarddir.write_text(bdir / "task.json", boarddir.task_json_text(
+        boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
+    pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
     boarddir.write_wiki(workspace, pages, None if pages else why)
-    boarddir._write(boarddir.history_path(workspace), boarddir.history_text(history))
-    for stale in (bdir / REPAIR_PROMPT_FILE,):
-        stale.unlink(missing_ok=True)
+    boarddir.write_text(boarddir.history_path(workspace), boarddir.history_text(loaded.history))
+    (bdir / REPAIR_PROMPT_FILE).unlink(missing_ok=True)
     env = worker_mcp_env(settings, board, full, run_id, workspace, api_url=api_url, token=token)
     boarddir.write_mcp_json(workspace, env)
     boarddir.git_exclude(workspace)
     prompt = bdir / PROMPT_FILE
-    boarddir._write(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=bool(settings.verify)))
+    boarddir.write_text(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=settings.verify))
     return prompt
 
 
 # -- after the exit ----------------------------------------------------------------------------------
 
 
-def _state(tx: Tx, board: str, task_id: str, run_id: int) -> dict[str, Any]:
-    task = tx.one("SELECT * FROM tasks WHERE id = :t AND board = :b", {"t": task_id, "b": board})
-    run = tx.one("SELECT * FROM task_runs WHERE id = :r", {"r": run_id})
-    return {"task": task, "run": run}
-
-
 def _verify_and_complete(
-    db: Database, settings: Any, board: str, task: dict[str, Any], run_id: int, workspace: Path, *,
+    db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
-    actor: str | None, attempt: int, exit_code: int | None = None,
+    actor: str | None, exit_code: int | None = None,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -246,11 +232,11 @@ def _verify_and_complete(
                                          "timed_out": failed.timed_out, "output_tail": failed.output_tail,
                                          "reported_summary": summary[:400]})
             except StaleRun as exc:
-                return ExitDecision("handled", note=str(exc))
+                return ExitDecision(ExitAction.HANDLED, note=str(exc))
             boarddir.append_history(workspace, boarddir.verify_section(
                 failed.command, failed.exit_code, failed.output_tail, run_id, failed.timed_out))
             runs.update_run(db, run_id, metadata={**metadata, "verification": outcome.summary()})
-            return ExitDecision("handled", note=f"verify_failed: `{failed.command}` {how}; task is {out['status']}")
+            return ExitDecision(ExitAction.HANDLED, note=f"verify_failed: `{failed.command}` {how}; task is {out['status']}")
         metadata["verification"] = outcome.summary()
         runs.record_telemetry(db, board, task_id, "verified",
                               {"commands": [r.command for r in outcome.results]}, run_id=run_id)
@@ -258,15 +244,15 @@ def _verify_and_complete(
         done = runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result_line,
                              usage=usage, run_id=run_id, actor=actor, verified=True, exit_code=exit_code)
     except StaleRun as exc:
-        return ExitDecision("handled", note=str(exc))
+        return ExitDecision(ExitAction.HANDLED, note=str(exc))
     note = f"completed; task is {done['status']}"
     if done["status"] == states.REVIEW:
         rv = review.on_review_entered(db, settings, board, task_id)
         note += f"; review: {rv.get('action')}"
-    return ExitDecision("handled", note=note)
+    return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
 
 
-def _ingest(db: Database, settings: Any, board: str, task_id: str, data: dict[str, Any], author: str) -> None:
+def _ingest(db: Database, settings: Settings, board: str, task_id: str, data: dict[str, Any], author: str) -> None:
     """followUpSuggestions → comments; wikiProposals → draft wiki pages (unless wiki is off)."""
     for text in data.get("followUpSuggestions") or []:
         comments.comment(db, board, task_id, f"Follow-up suggestion: {text.strip()}", author=author,
@@ -276,14 +262,14 @@ def _ingest(db: Database, settings: Any, board: str, task_id: str, data: dict[st
             wiki.propose(db, board, item["contentMd"], note=item.get("note"), task_id=task_id, author=author)
 
 
-def _degrade(db: Database, settings: Any, board: str, task_id: str, run_id: int, workspace: Path,
+def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
              log_path: Path | None, parsed: result.Parsed, attempt: int) -> ExitDecision:
     summary = repair.extract_summary(log_path, parsed.raw)
     raw = boarddir.result_path(workspace)
     try:
         runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher")
     except StaleRun as exc:
-        return ExitDecision("handled", note=str(exc))
+        return ExitDecision(ExitAction.HANDLED, note=str(exc))
     runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors,
                                           "raw_result": str(raw) if raw.exists() else None})
     runs.record_telemetry(db, board, task_id, "result_degraded",
@@ -292,10 +278,10 @@ def _degrade(db: Database, settings: Any, board: str, task_id: str, run_id: int,
     boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
                             "the task went to review with a summary extracted from the worker's output.\n")
     rv = review.on_review_entered(db, settings, board, task_id)
-    return ExitDecision("handled", note=f"result degraded to review; review: {rv.get('action')}")
+    return ExitDecision(ExitAction.HANDLED, note=f"result degraded to review; review: {rv.get('action')}")
 
 
-def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: int, workspace: Path,
+def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
                exit_code: int | None, log_path: Path | None, attempt: int = 0) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
@@ -303,14 +289,14 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
-    st = db.read(_state, board, task_id, run_id)
-    task, run = st["task"], st["run"]
+    st = worker_protocol.exit_state(db, board, task_id, run_id)
+    task, run = st.task, st.run
     if task is None or run is None:
-        return ExitDecision("handled", note=f"task {task_id} or run {run_id} no longer exists")
+        return ExitDecision(ExitAction.HANDLED, note=f"task {task_id} or run {run_id} no longer exists")
     if task["status"] != states.RUNNING or task["current_run_id"] != run_id:
         if task["status"] == states.REVIEW and run.get("outcome") == "review_requested":
             review.on_review_entered(db, settings, board, task_id)
-        return ExitDecision("handled", note=f"run {run_id} is already closed (task is {task['status']})")
+        return ExitDecision(ExitAction.HANDLED, note=f"run {run_id} is already closed (task is {task['status']})")
     # the exit code is stored by the call that closes the run (complete / fail); the other paths
     # store it first
     def keep_exit_code() -> None:
@@ -325,13 +311,13 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
         return _verify_and_complete(
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
-            usage=report.get("usage"), actor=report.get("actor") or actor, attempt=attempt, exit_code=exit_code)
+            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
     if not parsed.exists and attempt == 0:
         keep_exit_code()
-        return ExitDecision("unhandled", note="no .board/result.json and no report")
+        return ExitDecision(ExitAction.UNHANDLED, note="no .board/result.json and no report")
     if not parsed.exists:
         parsed = result.Parsed(True, None, ["$: .board/result.json is missing (it was invalid before)"])
     if not parsed.valid:
@@ -344,10 +330,10 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
             boarddir.append_history(workspace, boarddir.repair_section(n, parsed.errors, run_id))
             deadline = float(settings.repair_deadline)
             prompt = boarddir.board_dir(workspace) / REPAIR_PROMPT_FILE
-            boarddir._write(prompt, repair.repair_prompt(task_id, n, parsed.errors, deadline))
+            boarddir.write_text(prompt, repair.repair_prompt(task_id, n, parsed.errors, deadline))
             runs.heartbeat(db, board, task_id, run_id=run_id, note=f"repair attempt {n}: result.json invalid",
-                           actor="dispatcher", ttl=int(deadline) + int(getattr(settings, "claim_ttl", 900)))
-            return ExitDecision("repair", prompt_file=prompt, deadline_seconds=deadline,
+                           actor="dispatcher", ttl=int(deadline) + settings.claim_ttl)
+            return ExitDecision(ExitAction.REPAIR, prompt_file=prompt, deadline_seconds=deadline,
                                 note=f"result.json invalid ({len(parsed.errors)} errors); repair attempt {n}")
         return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt)
 
@@ -360,17 +346,17 @@ def after_exit(db: Database, settings: Any, board: str, task_id: str, run_id: in
         try:
             tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
         except StaleRun as exc:
-            return ExitDecision("handled", note=str(exc))
+            return ExitDecision(ExitAction.HANDLED, note=str(exc))
         _ingest(db, settings, board, task_id, data, actor)
-        return ExitDecision("handled", note="worker needs input; task blocked")
+        return ExitDecision(ExitAction.HANDLED, note="worker needs input; task blocked")
     metadata: dict[str, Any] = {"source": "result.json"}
     for key in ("filesChanged", "notes", "followUpSuggestions"):
         if key in data:
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, attempt=attempt, exit_code=exit_code)
-    if decision.note.startswith("completed"):
+                                    actor=actor, exit_code=exit_code)
+    if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision
 
@@ -392,23 +378,7 @@ class PlainCompletion:
     exit_code: int | None
 
 
-def _states(tx: Tx, keys: list[tuple[str, str, int]]) -> dict[int, dict[str, Any]]:
-    """``_state`` of several runs: two statements for all."""
-    tparams = {f"t{i}": k[1] for i, k in enumerate(keys)}
-    rparams = {f"r{i}": k[2] for i, k in enumerate(keys)}
-    found_tasks = {r["id"]: r for r in tx.all(
-        "SELECT * FROM tasks WHERE id IN (" + ", ".join(":" + k for k in tparams) + ")", tparams)}
-    found_runs = {int(r["id"]): r for r in tx.all(
-        "SELECT * FROM task_runs WHERE id IN (" + ", ".join(":" + k for k in rparams) + ")", rparams)}
-    out = {}
-    for board, task_id, run_id in keys:
-        task = found_tasks.get(task_id)
-        out[run_id] = {"task": task if task is not None and task["board"] == board else None,
-                       "run": found_runs.get(run_id)}
-    return out
-
-
-def plan_plain_completions(db: Database, settings: Any,
+def plan_plain_completions(db: Database, settings: Settings,
                            exits: list[tuple[str, str, int, Path, int | None]]) -> dict[int, PlainCompletion]:
     """Which of several exits ``(board, task id, run id, workspace, exit code)`` of first attempts
     are plain completions: the task is still running on that run with no pending report, no
@@ -420,10 +390,10 @@ def plan_plain_completions(db: Database, settings: Any,
     """
     if not exits:
         return {}
-    st = db.read(_states, [(b, t, r) for b, t, r, _w, _e in exits])
+    st = worker_protocol.exit_states(db, [(b, t, r) for b, t, r, _w, _e in exits])
     out: dict[int, PlainCompletion] = {}
     for board, task_id, run_id, workspace, exit_code in exits:
-        task, run = st[run_id]["task"], st[run_id]["run"]
+        task, run = st[run_id].task, st[run_id].run
         if (task is None or run is None or task["status"] != states.RUNNING or task["current_run_id"] != run_id
                 or run.get("pending_report") or task.get("review_required")):
             continue
@@ -446,6 +416,6 @@ def plan_plain_completions(db: Database, settings: Any,
 
 
 __all__ = [
-    "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
+    "ExitAction", "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
     "protocol_instructions", "worker_mcp_env",
 ]

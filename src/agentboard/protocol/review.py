@@ -12,15 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..config import Settings
 from ..domain import states
 from ..domain.errors import InvalidInput
-from ..kernel import runs
-from ..kernel.common import get_task
-from ..store.engine import Database, Row, Tx
+from ..kernel import runs, worker_protocol
+from ..store.engine import Database, Row
 
 VERDICTS = ("approved", "changes_requested", "rejected")
 SEVERITIES = ("critical", "major", "minor", "info")
-UNAVAILABLE = "peer review unavailable"
+UNAVAILABLE = worker_protocol.REVIEW_UNAVAILABLE
 HEURISTIC_TAG = "[heuristic]"
 
 VERDICT_SCHEMA: dict[str, Any] = {
@@ -103,7 +103,7 @@ def read_verdict(path: Path) -> dict[str, Any]:
 
 def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any], *,
                   reviewer: str = "reviewer-agent", actor: str | None = None) -> Row:
-    """Store a validated verdict on the run and as a review record, and apply it (01)."""
+    """Store a validated verdict on the run and as a review record, and apply it."""
     errs = validate_verdict(verdict)
     if errs:
         raise InvalidInput("review verdict is invalid: " + "; ".join(errs))
@@ -115,19 +115,21 @@ def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any
 
 def apply_verdict_file(db: Database, board: str, task_id: str, path: Path, *,
                        reviewer: str = "reviewer-agent") -> Row:
+    """:func:`read_verdict` then :func:`apply_verdict`."""
     return apply_verdict(db, board, task_id, read_verdict(path), reviewer=reviewer)
 
 
 # -- entering review -------------------------------------------------------------------------------
 
 
-def llm_configured(settings: Any) -> bool:
-    return bool(getattr(settings, "llm_base_url", None) and getattr(settings, "llm_model", None))
+def llm_configured(settings: Settings) -> bool:
+    """Whether an LLM is configured (base URL and model)."""
+    return bool(settings.llm_base_url and settings.llm_model)
 
 
-def reviewer_mode(settings: Any) -> tuple[str, str]:
+def reviewer_mode(settings: Settings) -> tuple[str, str]:
     """``(mode, reason)``: mode is ``agent``, ``heuristic`` or ``off``; reason explains ``off``."""
-    setting = getattr(settings, "reviewer_agent", "auto") or "auto"
+    setting = settings.reviewer_agent
     if setting == "heuristic":
         return "heuristic", ""
     if setting == "off":
@@ -135,50 +137,6 @@ def reviewer_mode(settings: Any) -> tuple[str, str]:
     if not llm_configured(settings):
         return "off", "no LLM is configured (set AGENTBOARD_LLM_BASE_URL and AGENTBOARD_LLM_MODEL)"
     return "agent", ""
-
-
-def _entry_state(tx: Tx, board: str, task_id: str) -> Row:
-    task = get_task(tx, board, task_id)
-    anchor = tx.scalar(
-        "SELECT COALESCE(MAX(id), 0) FROM task_events WHERE task_id = :t AND kind = 'review_requested'",
-        {"t": task_id},
-    )
-    noted = tx.scalar(
-        "SELECT COUNT(*) FROM task_events WHERE task_id = :t AND kind = 'review_unavailable' AND id > :a",
-        {"t": task_id, "a": anchor},
-    )
-    degraded = tx.scalar(
-        "SELECT COUNT(*) FROM task_events WHERE task_id = :t AND kind = 'result_degraded' AND id > :a",
-        {"t": task_id, "a": anchor},
-    ) if anchor else 0
-    # a degraded result records its event just after the review_requested one
-    last_run = tx.one(
-        "SELECT id, summary, metadata FROM task_runs WHERE task_id = :t AND status = 'closed' ORDER BY id DESC LIMIT 1",
-        {"t": task_id},
-    )
-    degraded_run = 0
-    if last_run is not None:
-        degraded_run = tx.scalar(
-            "SELECT COUNT(*) FROM task_events WHERE task_id = :t AND kind = 'result_degraded' AND run_id = :r",
-            {"t": task_id, "r": last_run["id"]},
-        )
-    return {"status": task["status"], "noted": int(noted or 0), "degraded": int(degraded or 0) + int(degraded_run or 0),
-            "run": last_run}
-
-
-def _unavailable(db: Database, board: str, task_id: str, reason: str) -> Row:
-    def _w(tx: Tx) -> Row:
-        state = _entry_state(tx, board, task_id)
-        if state["status"] != states.REVIEW:
-            return {"action": "not_in_review", "status": state["status"]}
-        if state["noted"]:
-            return {"action": "already_noted"}
-        run = state["run"]
-        tx.event(board, task_id, "review_unavailable",
-                 {"message": UNAVAILABLE, "reason": reason, "waiting_for": "a person"},
-                 run_id=run["id"] if run else None, actor="reviewer")
-        return {"action": "unavailable", "message": f"{UNAVAILABLE}: {reason}"}
-    return db.write(_w)
 
 
 def heuristic_verdict(summary: str | None, degraded: bool, verification: dict[str, Any] | None) -> dict[str, Any]:
@@ -196,36 +154,29 @@ def heuristic_verdict(summary: str | None, degraded: bool, verification: dict[st
                        + ("; verification commands passed" if checked else "")}
 
 
-def on_review_entered(db: Database, settings: Any, board: str, task_id: str) -> Row:
+def on_review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
     """Call when a task lands in review: run the configured reviewer, or say it is unavailable.
 
-    Never records an approval no reviewer gave: with the reviewer off or no LLM configured the
-    task stays in review and one ``review_unavailable`` event per review entry says so.
+    Never records an approval no reviewer gave: with the reviewer off, no LLM configured or no
+    reviewer agent in this installation the task stays in review and one ``review_unavailable``
+    event per review entry says so.
     """
     mode, reason = reviewer_mode(settings)
     if mode == "agent":
-        try:
-            from ..agents import review as agent_review  # type: ignore[attr-defined]  # the LLM reviewer (06)
-
-            run_review = agent_review.review_task
-        except (ImportError, AttributeError):
-            return _unavailable(db, board, task_id, "the reviewer agent is not available in this installation")
-        try:
-            return {"action": "agent", "result": run_review(db, settings, board, task_id)}
-        except Exception as exc:  # the reviewer failed: say so, never approve
-            return _unavailable(db, board, task_id, f"the reviewer agent failed: {exc}")
+        return worker_protocol.note_review_unavailable(
+            db, board, task_id, "the reviewer agent is not available in this installation")
     if mode == "off":
-        return _unavailable(db, board, task_id, reason)
-    state = db.read(_entry_state, board, task_id)
-    if state["status"] != states.REVIEW:
-        return {"action": "not_in_review", "status": state["status"]}
-    run = state["run"] or {}
+        return worker_protocol.note_review_unavailable(db, board, task_id, reason)
+    entry = worker_protocol.review_entry(db, board, task_id)
+    if entry.status != states.REVIEW:
+        return {"action": "not_in_review", "status": entry.status}
+    run = entry.run or {}
     meta = run.get("metadata")
     try:
         meta = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
     except ValueError:
         meta = {}
-    verdict = heuristic_verdict(run.get("summary"), bool(state["degraded"]),
+    verdict = heuristic_verdict(run.get("summary"), entry.degraded,
                                 meta.get("verification") if isinstance(meta, dict) else None)
     task = apply_verdict(db, board, task_id, verdict, reviewer="heuristic")
     return {"action": "heuristic", "verdict": verdict["verdict"], "status": task["status"]}

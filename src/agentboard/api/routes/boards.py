@@ -9,7 +9,7 @@ from fastapi import Path as PathParam
 from starlette.responses import Response
 
 from ...domain import model
-from ...kernel import boards, queries
+from ...kernel import boards, compound, queries
 from ..auth import Principal, current
 from ..errors import dumps
 from ..models import BoardCreate, BoardPatch
@@ -47,21 +47,14 @@ def get_board(request: Request, slug: str = Slug, who: Principal = Depends(curre
 @router.patch("/boards/{slug}", responses=responses(400, 404, 409))
 def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
                 who: Principal = Depends(current)) -> Response:
-    """Change the display fields or settings; ``archived: true|false`` archives or restores."""
+    """Change the display fields or settings; ``archived: true|false`` archives or restores
+    (all in one transaction)."""
     slug = model.board_slug(slug)
     who.check_admin(slug)
     st = state(request)
     fields = data.model_dump(exclude_none=True, exclude={"archived"})
-    out = None
-    if fields:
-        out = boards.update(st.db, slug, actor=who.name, **fields)
-    if data.archived is True:
-        out = boards.archive(st.db, slug, home=st.settings.home, actor=who.name)
-    elif data.archived is False:
-        out = boards.restore(st.db, slug, home=st.settings.home, actor=who.name)
-    if out is None:
-        out = boards.get(st.db, slug)
-    return Json(out)
+    return Json(compound.patch_board(st.db, slug, archived=data.archived, home=st.settings.home,
+                                     actor=who.name, **fields))
 
 
 @router.delete("/boards/{slug}", responses=responses(400, 404, 409))

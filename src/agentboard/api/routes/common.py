@@ -1,30 +1,53 @@
-"""What every route module shares: the app's state, board scoping, JSON responses."""
+"""What every route module shares: the app's state, board scoping, JSON responses.
+
+A task id names one task in the whole installation: a route given a task id acts on the task's
+own board (found with :func:`agentboard.kernel.lookups.task_board`), after the caller's token
+is checked against that board. ``?board=`` only scopes board-wide routes; given with a task id
+it must name the task's board (else 400).
+"""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Request
 
 from ...config import Settings
 from ...domain import model
-from ...domain.errors import NotFound
+from ...domain.errors import Forbidden, InvalidInput, NotFound
+from ...kernel import lookups
 from ...store.engine import Database
 from ..auth import Principal
 from ..errors import Json, responses
 
-__all__ = ["AppState", "Json", "read_board", "responses", "state", "write_board"]
+if TYPE_CHECKING:
+    from ..ws import Hub
+
+__all__ = [
+    "AppState", "HostedDispatcher", "Json", "read_board", "responses", "state", "task_boards",
+    "write_board",
+]
+
+
+class HostedDispatcher(Protocol):
+    """What the app needs of the dispatcher it hosts: started and stopped with the app, and a
+    pass on demand behind ``POST /api/dispatch``."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def run_pass(self, max_spawn: int | None = None, dry_run: bool = False) -> object: ...
 
 
 @dataclass
 class AppState:
     db: Database
     settings: Settings
-    dispatcher: Any = None
-    api_url: str | None = None
-    hub: Any = None
+    hub: Hub
+    dispatcher: HostedDispatcher | None = None
     _boards: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -32,9 +55,9 @@ class AppState:
         """404 for a board that does not exist (known boards are remembered)."""
         if slug in self._boards:
             return
-        rows = self.db.read(lambda tx: tx.all("SELECT slug FROM boards"))
+        slugs = lookups.board_slugs(self.db)
         with self._lock:
-            self._boards = {r["slug"] for r in rows}
+            self._boards = set(slugs)
         if slug not in self._boards:
             raise NotFound(f"no board {slug!r}; list boards with GET /api/boards")
 
@@ -51,8 +74,29 @@ def _slug(who: Principal, board: str | None) -> str:
     return model.board_slug(board) if board else who.default_board
 
 
-def read_board(request: Request, who: Principal, board: str | None) -> str:
-    """The board a read acts on, after checking the caller may see it and it exists."""
+def _seen(who: Principal, task_id: str, slug: str, board: str | None) -> str:
+    """``slug``, the board of ``task_id``, once the caller may see it and ``?board=`` agrees."""
+    if not who.sees(slug):
+        # the caller learns that the task exists, never where
+        raise Forbidden(f"token {who.name!r} may not use task {task_id}")
+    if board and model.board_slug(board) != slug:
+        raise InvalidInput(
+            f"task {task_id} is on board {slug!r}, not {model.board_slug(board)!r}; "
+            "leave out ?board= (a task id finds its own board)")
+    return slug
+
+
+def _task_slug(request: Request, who: Principal, board: str | None, task_id: str) -> str:
+    return _seen(who, task_id, lookups.task_board(state(request).db, task_id), board)
+
+
+def read_board(request: Request, who: Principal, board: str | None, task_id: str | None = None) -> str:
+    """The board a read acts on, after checking the caller may see it and it exists.
+
+    With ``task_id``: the task's own board, wherever it lives.
+    """
+    if task_id is not None:
+        return _task_slug(request, who, board, task_id)
     slug = _slug(who, board)
     who.check_read(slug)
     state(request).require_board(slug)
@@ -60,8 +104,22 @@ def read_board(request: Request, who: Principal, board: str | None) -> str:
 
 
 def write_board(request: Request, who: Principal, board: str | None, task_id: str | None = None) -> str:
-    """The board a task write acts on, after checking role, board and (for run tokens) task."""
+    """The board a write acts on, after checking role, board and (for run tokens) task.
+
+    With ``task_id``: the task's own board, wherever it lives.
+    """
+    if task_id is not None:
+        who.check_writer(task_id)
+        return _task_slug(request, who, board, task_id)
     slug = _slug(who, board)
-    who.check_write(slug, task_id)
+    who.check_write(slug)
     state(request).require_board(slug)
     return slug
+
+
+def task_boards(request: Request, who: Principal, board: str | None, *task_ids: str) -> list[str]:
+    """The boards of several tasks (one read) a write touches together (a link), each checked
+    like :func:`write_board` does; a run token needs to be an orchestrator's."""
+    who.check_writer()
+    found = lookups.task_boards(state(request).db, list(task_ids))
+    return [_seen(who, tid, found[tid], board) for tid in task_ids]

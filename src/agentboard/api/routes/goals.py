@@ -9,7 +9,7 @@ from fastapi import Path as PathParam
 from starlette.responses import Response
 
 from ...domain.errors import InvalidInput
-from ...kernel import goals
+from ...kernel import compound, goals
 from ..auth import Principal, current
 from ..models import GoalCreate, GoalPatch
 from .common import Json, read_board, responses, state, write_board
@@ -46,14 +46,10 @@ def show_goal(request: Request, goal_id: str = GoalId, board: str | None = Board
 @router.patch("/goals/{goal_id}", responses=responses(400, 404, 409))
 def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
-    """Edit a goal; ``status: "cancelled"`` cancels it."""
+    """Edit a goal; ``status: "cancelled"`` cancels it (all in one transaction)."""
     slug = write_board(request, who, board)
-    db = state(request).db
     fields = data.model_dump(exclude_none=True, exclude={"status"})
     if not fields and data.status is None:
         raise InvalidInput("nothing to change: send title, body, acceptance, priority, budget or status")
-    goals.show(db, slug, goal_id)
-    out = goals.update(db, slug, goal_id, actor=who.name, **fields) if fields else None
-    if data.status == "cancelled":
-        out = goals.cancel(db, slug, goal_id, actor=who.name)
-    return Json(out)
+    return Json(compound.patch_goal(state(request).db, slug, goal_id, cancel=data.status == "cancelled",
+                                    actor=who.name, **fields))

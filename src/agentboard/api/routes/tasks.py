@@ -1,9 +1,14 @@
 """Tasks: list, create, detail, edit (status changes map to kernel verbs), bulk, comments,
-review, reclaim, specify/decompose, the worker log and attachments."""
+review, reclaim, specify/decompose, the worker log and attachments.
+
+A route given a task id acts on the task wherever it lives (see :mod:`.common`); only the list
+and create routes are scoped by ``?board=``.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +18,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import FileResponse, Response
 
 from ...domain import model, states
-from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound
-from ...kernel import attachments, comments, queries, runs, tasks
+from ...domain.errors import Forbidden, InvalidInput, NotFound
+from ...kernel import attachments, comments, lookups, queries, runs, tasks
+from ...store.engine import Database
 from ..auth import Principal, current
 from ..models import BulkRequest, CommentCreate, ReasonBody, ReviewRequest, TaskCreate, TaskPatch
 from .common import Json, read_board, responses, state, write_board
@@ -23,6 +29,10 @@ router = APIRouter(prefix="/api", tags=["tasks"])
 
 TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
 BoardQ = Query(default=None, max_length=64, description="board slug (default: the token's board or 'default')")
+TaskBoardQ = Query(default=None, max_length=64,
+                   description="optional: the task's board (a task id finds its own board; another board is a 400)")
+BulkBoardQ = Query(default=None, max_length=64,
+                   description="optional: the board every id must be on (each id finds its own board)")
 
 
 @router.get("/tasks", responses=responses(400, 404))
@@ -64,10 +74,10 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
 
 
 @router.get("/tasks/{task_id}", responses=responses(400, 404))
-def task_detail(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+def task_detail(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                 events: int = Query(default=20, ge=0, le=1000),
                 who: Principal = Depends(current)) -> Response:
-    slug = read_board(request, who, board)
+    slug = read_board(request, who, board, task_id)
     return Json(queries.task_detail(state(request).db, slug, task_id, events=events))
 
 
@@ -111,12 +121,14 @@ _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority",
 
 
 @router.post("/tasks/bulk", responses=responses(400, 404))
-def bulk(request: Request, data: BulkRequest, board: str | None = BoardQ,
+def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
          who: Principal = Depends(current)) -> Response:
-    """Apply one action to several tasks; each id reports its own result."""
-    slug = read_board(request, who, board)
+    """Apply one action to several tasks, each on its own board and in its own transaction:
+    each id reports its own result, and a refused id leaves the others applied."""
+    if board:
+        read_board(request, who, board)
     if not who.is_run:
-        who.check_write(slug)  # a run token is checked per id: it may touch its own task
+        who.check_writer()  # a run token is checked per id: it may touch its own task
     db = state(request).db
     need = _BULK_NEEDS.get(data.action)
     if need and getattr(data, need) in (None, ""):
@@ -125,8 +137,8 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BoardQ,
         model.profile_name(data.assignee)
     actor = who.name
 
-    def verb(db_: Any, board_: str, task_id: str) -> dict[str, Any]:
-        who.check_write(board_, task_id)
+    def verb(db_: Database, _board: str, task_id: str) -> dict[str, Any]:
+        board_ = write_board(request, who, board, task_id)
         if data.action == "status":
             return tasks.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor)
         if data.action == "archive":
@@ -146,14 +158,14 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BoardQ,
     ids = list(dict.fromkeys(i.strip() for i in data.ids if i.strip()))
     if not ids:
         raise InvalidInput("ids is empty")
-    results = tasks.bulk(verb, db, slug, ids)
+    results = tasks.bulk(verb, db, board or "", ids)
     ok = sum(1 for r in results if r["ok"])
     return Json({"results": results, "ok": ok, "failed": len(results) - ok})
 
 
 @router.post("/tasks/{task_id}/comments", status_code=201, responses=responses(400, 404))
 def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
-                board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+                board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
     out = comments.comment(state(request).db, slug, task_id, data.body, author=who.name,
                            mentions=data.mentions)
@@ -162,7 +174,7 @@ def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
 
 @router.post("/tasks/{task_id}/review", responses=responses(400, 404, 409))
 def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
-           board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+           board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
     if who.is_run and not who.orchestrator:
         raise Forbidden("a worker cannot record a review verdict on its own task")
@@ -173,7 +185,7 @@ def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
 
 @router.post("/tasks/{task_id}/reclaim", responses=responses(400, 404, 409))
 def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = TaskId,
-            board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+            board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
     reason = data.reason if data else None
     return Json(runs.reclaim(state(request).db, slug, task_id, reason=reason, actor=who.name))
@@ -182,7 +194,7 @@ def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = Tas
 def _llm_action(request: Request, who: Principal, board: str | None, task_id: str, kind: str) -> Response:
     slug = write_board(request, who, board, task_id)
     st = state(request)
-    task = st.db.read(lambda tx: _task_status(tx, slug, task_id))
+    task = lookups.task_status(st.db, task_id)
     if task != states.TRIAGE:
         raise InvalidInput(f"task {task_id} is {task}; only a triage task can be {kind.rstrip('e')}ed")
     if not st.settings.llm_base_url:
@@ -198,13 +210,8 @@ def _llm_action(request: Request, who: Principal, board: str | None, task_id: st
     return Json({"ok": True, "task": out})
 
 
-def _task_status(tx: Any, board: str, task_id: str) -> str:
-    from ...kernel.common import get_task
-
-    return str(get_task(tx, board, task_id)["status"])
-
-
-def _agent_helper(kind: str) -> Any:
+def _agent_helper(kind: str) -> Callable[..., object] | None:
+    """The LLM helper ``agentboard.agents.<kind>.<kind>``, when this installation has one."""
     import importlib
 
     try:
@@ -215,27 +222,27 @@ def _agent_helper(kind: str) -> Any:
 
 
 @router.post("/tasks/{task_id}/specify", responses=responses(400, 404, 409, 503))
-def specify(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+def specify(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
             who: Principal = Depends(current)) -> Response:
     """Rewrite a triage one-liner with the LLM; ``{ok: false, reason}`` when there is none."""
     return _llm_action(request, who, board, task_id, "specify")
 
 
 @router.post("/tasks/{task_id}/decompose", responses=responses(400, 404, 409, 503))
-def decompose(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+def decompose(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
               who: Principal = Depends(current)) -> Response:
     """Split a triage task into linked children with the LLM; ``{ok: false, reason}`` when there is none."""
     return _llm_action(request, who, board, task_id, "decompose")
 
 
 @router.get("/tasks/{task_id}/log", responses=responses(400, 404))
-def worker_log(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+def worker_log(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                run_id: int | None = Query(default=None, ge=1),
                tail: int = Query(default=64 * 1024, ge=1, le=4 * 1024 * 1024),
                who: Principal = Depends(current)) -> Response:
     """The tail of the worker's log (the latest run with a log, or ``run_id``)."""
-    slug = read_board(request, who, board)
-    all_runs = runs_of(request, slug, task_id)
+    slug = read_board(request, who, board, task_id)
+    all_runs = queries.runs(state(request).db, slug, task_id)
     chosen = None
     for run in reversed(all_runs):
         if run_id is not None and run["id"] != run_id:
@@ -261,14 +268,10 @@ def worker_log(request: Request, task_id: str = TaskId, board: str | None = Boar
     return Json(out)
 
 
-def runs_of(request: Request, board: str, task_id: str) -> list[dict[str, Any]]:
-    return queries.runs(state(request).db, board, task_id)
-
-
 @router.get("/tasks/{task_id}/attachments", responses=responses(400, 404))
-def list_attachments(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+def list_attachments(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                      who: Principal = Depends(current)) -> Response:
-    slug = read_board(request, who, board)
+    slug = read_board(request, who, board, task_id)
     return Json(attachments.list_attachments(state(request).db, slug, task_id))
 
 
@@ -277,7 +280,7 @@ def list_attachments(request: Request, task_id: str = TaskId, board: str | None 
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
 )
-async def upload_attachment(request: Request, task_id: str = TaskId, board: str | None = BoardQ,
+async def upload_attachment(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                             name: str = Query(min_length=1, max_length=255, description="file name"),
                             who: Principal = Depends(current)) -> Response:
     """Attach the raw request body as a file named ``name``."""
@@ -296,10 +299,10 @@ async def upload_attachment(request: Request, task_id: str = TaskId, board: str 
 @router.get("/tasks/{task_id}/attachments/{attachment_id}", responses=responses(400, 404),
             response_class=FileResponse)
 def download_attachment(request: Request, task_id: str = TaskId,
-                        attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = BoardQ,
+                        attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = TaskBoardQ,
                         who: Principal = Depends(current)) -> Response:
     """The attached file itself (always as a download, never rendered inline)."""
-    slug = read_board(request, who, board)
+    slug = read_board(request, who, board, task_id)
     st = state(request)
     for att in attachments.list_attachments(st.db, slug, task_id):
         if att["id"] == attachment_id:
@@ -312,4 +315,4 @@ def download_attachment(request: Request, task_id: str = TaskId,
     raise NotFound(f"no attachment {attachment_id} on task {task_id}")
 
 
-__all__ = ["router", "AgentboardError"]
+__all__ = ["router"]
