@@ -63,7 +63,7 @@ def snapshot(db: Database, task_id: str | None = None) -> dict[str, Any]:
 
 
 def check_invariants(db: Database) -> None:
-    """The invariants of 07-quality.md over the whole database; raise AssertionError on the first broken one."""
+    """The kernel's invariants (docs/kernel.md) over the whole database; raise AssertionError on the first broken one."""
     def _r(tx: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         return (
             tx.all("SELECT id, board, status, assignee, current_run_id FROM tasks"),

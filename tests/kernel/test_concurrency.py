@@ -237,8 +237,8 @@ _WRITER = textwrap.dedent("""
     if mode == "hold":
         def big(tx):
             for i in range(3000):
-                tasks._create(tx, "default", f"uncommitted {i}", "x" * 2000, "w", [], None, None, 0, False,
-                              "scratch", None, None, None, None, None, [], False, [], None, False)
+                tasks.create_in(tx, tasks.NewTask(board="default", title=f"uncommitted {i}", body="x" * 2000,
+                                                  assignee="w", check_board=False))
             print("inside", flush=True)
             time.sleep(60)
         client.db.write(big)

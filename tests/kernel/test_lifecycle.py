@@ -4,13 +4,19 @@ the circuit breaker."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kernelkit import check_invariants, reach, snapshot, status_of
 
+import agentboard
+from agentboard.config import Settings
 from agentboard.domain.errors import Conflict, StaleRun
 from agentboard.kernel import boards, goals, links, runs, tasks
+from agentboard.store.engine import open_database
 
 B = "default"
 
@@ -93,6 +99,66 @@ def test_racing_creators_with_one_key_get_one_task(ab: Any) -> None:
     assert not errors
     assert len(got) == 8 and len(set(got)) == 1
     assert len(ab.board().list(search="deploy")) == 1
+
+
+_OTHER_CREATOR = (
+    "INSERT INTO tasks (id, board, title, status, created_at, updated_at, idempotency_key) "
+    "VALUES ('t_00000000', NEW.board, 'the other creator', 'todo', 0, 0, NEW.idempotency_key)"
+)
+
+
+def _race_on_first_insert(ab: Any, key: str) -> Callable[[], int]:
+    """Make the first insert of a task with ``key`` collide with another creator's row inside the
+    same statement (as when two creators race past the idempotency check). Returns a function
+    telling how many inserts with that key the race hook saw."""
+    if ab.db.dialect == "sqlite":
+        seen: list[int] = []
+
+        def first_time() -> int:
+            seen.append(1)
+            return 1 if len(seen) == 1 else 0
+
+        def install(tx: Any) -> None:
+            tx.conn.create_function("race_first_time", 0, first_time)
+            tx.execute(
+                f"CREATE TEMP TRIGGER race BEFORE INSERT ON tasks WHEN NEW.idempotency_key = '{key}' "
+                f"AND race_first_time() BEGIN {_OTHER_CREATOR}; END"
+            )
+
+        ab.db.write(install)
+        return lambda: len(seen)
+
+    def install_pg(tx: Any) -> None:
+        tx.execute("CREATE SEQUENCE race_seq")
+        tx.execute(
+            "CREATE FUNCTION race() RETURNS trigger AS $$ BEGIN "
+            f"IF NEW.idempotency_key = '{key}' AND nextval('race_seq') = 1 THEN {_OTHER_CREATOR}; END IF; "
+            "RETURN NEW; END $$ LANGUAGE plpgsql"
+        )
+        tx.execute("CREATE TRIGGER race BEFORE INSERT ON tasks FOR EACH ROW EXECUTE FUNCTION race()")
+
+    ab.db.write(install_pg)
+    # nextval is not rolled back: one call per insert the hook saw (the other creator's own
+    # insert included, which the trigger sees too)
+    return lambda: int(ab.db.read(lambda tx: tx.scalar("SELECT last_value FROM race_seq"))) - 1
+
+
+def test_a_create_retried_after_an_idempotency_race_keeps_every_field(ab: Any) -> None:
+    board = ab.board()
+    fields: dict[str, Any] = dict(assignee="w", tenant="", max_retries=3, verify=["pytest -q", "  "],
+                                  review=True, priority=4)
+    plain = board.create("report", idempotency_key="plain", skills=iter(["python", "sql"]), **fields)
+    inserts = _race_on_first_insert(ab, "raced")
+
+    raced = board.create("report", idempotency_key="raced", skills=iter(["python", "sql"]), **fields)
+
+    assert inserts() == 2, "the first insert collided and the create ran a second time"
+    keep = ("title", "assignee", "status", "tenant", "skills", "max_retries", "verify", "review_required",
+            "priority", "workspace_kind")
+    assert {k: raced[k] for k in keep} == {k: plain[k] for k in keep}
+    assert (raced["skills"], raced["tenant"], raced["max_retries"]) == (["python", "sql"], None, 3)
+    stored = board.show(raced["id"])
+    assert {k: stored[k] for k in keep} == {k: board.show(plain["id"])[k] for k in keep}
 
 
 # -- promotion ----------------------------------------------------------------------------------
@@ -272,6 +338,22 @@ def test_drag_moves_map_to_verbs(board: Any) -> None:
     assert board.set_status(t, "archived")["status"] == "archived"
 
 
+def test_an_edit_with_a_refused_status_change_leaves_nothing_behind(board: Any) -> None:
+    parent = board.create("parent", assignee="w")["id"]
+    t = board.create("child", assignee="w", parents=[parent])["id"]
+    before = snapshot(board.db, t)
+    with pytest.raises(Conflict, match=parent):
+        board.update(t, fields={"title": "renamed", "priority": 9}, assign=True, assignee="x", status="ready")
+    assert snapshot(board.db, t) == before
+
+
+def test_an_edit_an_assignee_and_a_status_apply_together(board: Any) -> None:
+    t = board.create("draft")["id"]
+    out = board.update(t, fields={"title": "final"}, assign=True, assignee="w", status="blocked", reason="legal")
+    assert (out["title"], out["assignee"], out["status"], out["block_reason"]) == ("final", "w", "blocked", "legal")
+    assert board.show(t)["title"] == "final"
+
+
 # -- circuit breaker ------------------------------------------------------------------------------
 
 
@@ -300,6 +382,30 @@ def test_breaker_honours_max_retries_and_board_setting(ab: Any) -> None:
 
 def status_row(board: Any, t: str) -> dict[str, Any]:
     return dict(board.show(t))
+
+
+def test_settings_given_to_connect_reach_the_verbs(home: Path) -> None:
+    with agentboard.connect(str(home), claim_ttl=60, failure_limit=3, default_assignee="w") as ab:
+        assert ab.db.settings is ab.settings
+        board = ab.board()
+        t = board.create("x")
+        assert (t["status"], t["assignee"]) == ("ready", "w")
+        run = board.claim(t["id"])
+        assert 55 < run["claim_expires"] - time.time() <= 60
+        board.fail(t["id"], "crashed", run_id=run["run_id"], error="boom")
+        assert [_crash(board, t["id"])["status"] for _ in range(2)] == ["ready", "blocked"]
+        assert "global failure_limit of 3" in board.show(t["id"])["block_reason"]
+
+
+def test_a_database_opened_without_settings_follows_the_defaults(home: Path) -> None:
+    db = open_database(f"sqlite:///{home / 'agentboard.db'}")
+    try:
+        assert db.settings == Settings(home=home, host_id=db.settings.host_id)
+        t = tasks.create(db, B, "x", assignee="w")
+        run = runs.claim(db, B, t["id"])
+        assert Settings(home=home).claim_ttl - 5 < run["claim_expires"] - time.time() <= Settings(home=home).claim_ttl
+    finally:
+        db.close()
 
 
 def test_three_protocol_violations_in_a_row_trip_the_breaker(board: Any) -> None:

@@ -1,4 +1,4 @@
-"""Property-based: random sequences of kernel verbs keep the invariants of 07-quality.md.
+"""Property-based: random sequences of kernel verbs keep the kernel's invariants (docs/kernel.md).
 
 After every step: running ⇔ exactly one open run ⇔ ``current_run_id`` set; no dependency
 cycles; a ready task has all parents done/archived (and an assignee); event ids strictly

@@ -56,9 +56,9 @@ VERBS: dict[str, Verb] = {
 
 #: verbs of the table with no kernel entry point of their own (covered elsewhere)
 NOT_DIRECT = {
-    "create": "tested by test_features (creation decides the first status)",
-    "specify": "an LLM helper (06) built on release",
-    "decompose": "an LLM helper (06) built on create + link",
+    "create": "creation decides the first status; covered by the creation and linking tests",
+    "specify": "an LLM helper built on release",
+    "decompose": "an LLM helper built on create + link",
     "promote": "automatic on completion; by hand through set_status (test_set_status_*)",
     "demote": "automatic on link/reopen; by hand through set_status",
 }

@@ -6,7 +6,6 @@ import os
 import re
 import secrets
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from .errors import InvalidInput
@@ -18,20 +17,6 @@ BODY_MAX = 256 * 1024
 COMMENT_MAX = 64 * 1024
 SUMMARY_MAX = 64 * 1024
 METADATA_MAX = 256 * 1024
-WORKSPACE_KINDS = ("scratch", "dir", "worktree")
-
-
-def now() -> float:
-    """Seconds since the epoch, UTC, sub-millisecond precision."""
-    return time.time()
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
 
 
 def elapsed(ts: float | None, now: float | None = None) -> str | None:

@@ -112,11 +112,6 @@ TRANSITIONS: Final[dict[str, dict[str | None, frozenset[str]]]] = {
 VERBS: Final[tuple[str, ...]] = tuple(TRANSITIONS)
 
 
-def allowed_from(verb: str) -> frozenset[str | None]:
-    """The statuses a verb may start from."""
-    return frozenset(TRANSITIONS[verb])
-
-
 #: how a verb reads in "cannot <phrase> task X …" when its name alone does not
 _PHRASES: Final[dict[str, str]] = {
     "request_changes": "request changes on",

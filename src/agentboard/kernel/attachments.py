@@ -19,11 +19,19 @@ def attachments_dir(home: Path, board: str, task_id: str) -> Path:
 
 
 def attach(
-    db: Database, board: str, task_id: str, source: str | os.PathLike[str], *, home: Path,
-    name: str | None = None, max_bytes: int = 25 * 1024 * 1024, actor: str | None = None,
+    db: Database, board: str, task_id: str, source: str | os.PathLike[str], *, home: Path | None = None,
+    name: str | None = None, max_bytes: int | None = None, actor: str | None = None,
     data: bytes | None = None,
 ) -> Row:
-    """Copy ``source`` (or ``data``) next to the task and record it."""
+    """Copy ``source`` (or ``data``) next to the task and record it.
+
+    ``home`` and ``max_bytes`` default to the database's settings (``home``,
+    ``attachment_max_bytes``).
+    """
+    if home is None:
+        home = db.settings.home
+    if max_bytes is None:
+        max_bytes = db.settings.attachment_max_bytes
     src = Path(source)
     fname = model.attachment_name(name or src.name)
     if data is None:

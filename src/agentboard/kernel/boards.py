@@ -11,7 +11,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json
 
 _SCOPED_TABLES = (
     "task_events", "task_comments", "task_runs", "task_links", "attachments", "reviews",
@@ -99,7 +99,7 @@ def create(
         "color": color,
         "default_workdir": workdir,
         "workdir_mode": workdir_mode if workdir else None,
-        "settings": json.dumps(settings or {}),
+        "settings": dump_json(settings or {}),
     }
     return board_out(db.write(_create, slug, fields, actor))
 
@@ -118,7 +118,7 @@ def board_changes(**fields: Any) -> dict[str, Any]:
     if "settings" in changes:
         if not isinstance(changes["settings"], dict):
             raise InvalidInput("board settings must be a JSON object")
-        changes["settings"] = json.dumps(changes["settings"])
+        changes["settings"] = dump_json(changes["settings"])
     return changes
 
 
@@ -231,7 +231,7 @@ def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | No
         tx.execute("DELETE FROM boards WHERE slug = :s", {"s": slug})
         # the log keeps one record of the board: its deletion (the kept newest row becomes it)
         now = time.time()
-        payload = json.dumps({"slug": slug, "name": row["name"]})
+        payload = dump_json({"slug": slug, "name": row["name"]})
         tx.execute(
             "UPDATE task_events SET task_id = NULL, run_id = NULL, kind = 'board_deleted', payload = :p, "
             "actor = :a, created_at = :now WHERE board = :b",

@@ -9,7 +9,7 @@ from ..domain import model
 from ..domain.errors import InvalidInput
 from ..store.engine import Database, Row, Tx
 from .common import get_task
-from .tasks import _create
+from .tasks import NewTask, create_in
 
 MENTION_RE = re.compile(r"(?<![\w.@])@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
 
@@ -31,10 +31,11 @@ def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions:
                 skipped.append(name)
                 continue
             title = f"Follow-up for @{name} on {task_id}: {task['title']}"[: model.TITLE_MAX]
-            child = _create(
-                tx, board, title, body, name, [task_id], task["tenant"], task["goal_id"], task["priority"],
-                False, "scratch", None, None, None, None, None, [], False, [], author, False,
-            )
+            child = create_in(tx, NewTask(
+                board=board, title=title, body=body, assignee=name, parents=(task_id,),
+                tenant=task["tenant"], goal=task["goal_id"], priority=task["priority"], actor=author,
+                check_board=False,
+            ))
             spawned.append(child["id"])
     tx.event(
         board, task_id, "commented",

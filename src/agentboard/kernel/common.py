@@ -12,10 +12,6 @@ from ..store.engine import Row, Tx
 TASK_JSON = ("skills", "verify")
 
 
-def settings_of(tx: Tx) -> Any:
-    return getattr(tx.db, "settings", None)
-
-
 def task_out(row: Row) -> Row:
     """A task row as callers see it: JSON columns decoded, flags as booleans."""
     out = dict(row)
@@ -61,17 +57,15 @@ def pending_parents(tx: Tx, task_id: str) -> list[str]:
 
 
 def default_assignee(tx: Tx, board: str) -> str | None:
+    """Who takes an unassigned task: the board's ``default_assignee``, else the global one."""
     b = board_settings(tx, board)
     if b.get("default_assignee"):
         return str(b["default_assignee"])
-    s = settings_of(tx)
-    return getattr(s, "default_assignee", None) if s is not None else None
-
-
-_board_settings_cache: dict[tuple[int, str], tuple[float, dict[str, Any]]] = {}
+    return tx.db.settings.default_assignee
 
 
 def board_settings(tx: Tx, board: str) -> dict[str, Any]:
+    """A board's own settings (a JSON object; empty when unset or unreadable)."""
     row = tx.one("SELECT settings FROM boards WHERE slug = :b", {"b": board})
     if row is None or not row["settings"]:
         return {}
@@ -106,6 +100,3 @@ def first_line(text: str | None, limit: int = 400) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:limit]
 
-
-def jdump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)

@@ -24,9 +24,9 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, StaleRun
-from ..store.engine import Database, Row, Tx, in_list
-from .common import default_assignee, get_task, jdump, task_out
-from .runs import _claim, _complete, _ttl, _usage_params, stale_error
+from ..store.engine import Database, Row, Tx, dump_json, in_list
+from .common import default_assignee, get_task, task_out
+from .runs import Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
@@ -135,7 +135,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     """Set-based claim: one read, one multi-row insert of the runs, one batched update of the
     tasks and a ``claimed`` event each — the same rows and events :func:`runs.claim` writes.
     A task with a parent not done (demoted) or an unexpected current run takes the one-by-one
-    path of ``runs._claim``."""
+    path of ``runs.claim_in``."""
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
@@ -151,7 +151,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     out: dict[str, Row] = {}
     if fast:
         now = time.time()
-        expires = now + _ttl(tx, ttl)
+        expires = now + claim_ttl(tx, ttl)
         lock = f"{host or ''}::{now}"
         values, vp = [], {"b": board, "exp": expires, "host": host, "now": now, "lock": lock}
         for n, row in enumerate(fast):
@@ -178,7 +178,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
             out[row["id"]] = {"claimed": True, "id": row["id"], "run_id": run_of[row["id"]], "claim_lock": lock,
                               "claim_expires": expires, "assignee": row["assignee"], "status": "running"}
     for task_id in slow:
-        res = _claim(tx, board, task_id, ttl, host, None, None, actor)
+        res = claim_in(tx, board, task_id, ttl=ttl, host=host, actor=actor)
         if res["claimed"]:
             out[task_id] = res
     result = []
@@ -256,8 +256,9 @@ def _complete_runs(tx: Tx, board: str, items: list[dict[str, Any]]) -> dict[int,
     out: dict[int, str] = {}
     for it in items:
         try:
-            _complete(tx, board, it["task_id"], it.get("summary"), it.get("metadata"), None, it.get("usage"),
-                      int(it["run_id"]), it.get("actor"), False, True, it.get("exit_code"))
+            report = Report(summary=it.get("summary"), metadata=it.get("metadata"), usage=it.get("usage"))
+            complete_in(tx, board, it["task_id"], report, run_id=int(it["run_id"]), actor=it.get("actor"),
+                        verified=True, exit_code=it.get("exit_code"))
         except StaleRun:  # raised before anything is written for this item
             out[int(it["run_id"])] = "stale"
         else:
@@ -283,9 +284,9 @@ def complete_runs(db: Database, board: str, items: list[dict[str, Any]]) -> dict
             if summary is not None:
                 summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
             metadata = it.get("metadata")
-            if metadata is not None and (not isinstance(metadata, dict) or len(jdump(metadata)) > model.METADATA_MAX):
+            if metadata is not None and (not isinstance(metadata, dict) or len(dump_json(metadata)) > model.METADATA_MAX):
                 raise InvalidInput("metadata")
-            _usage_params(it.get("usage"))
+            usage_params(it.get("usage"))
         except InvalidInput:
             status[int(it["run_id"])] = "invalid"
             continue

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import require_board
 
 
@@ -16,7 +16,7 @@ def goal_out(row: Row) -> Row:
     out = dict(row)
     for key, default in (("acceptance", []), ("budget", {})):
         try:
-            out[key] = json.loads(out.get(key) or json.dumps(default))
+            out[key] = json.loads(out[key]) if out.get(key) else default
         except ValueError:
             out[key] = default
     return out
@@ -44,7 +44,7 @@ def create(
         tx.execute(
             "INSERT INTO goals (id, board, title, body, acceptance, status, priority, created_by, created_at, budget) "
             "VALUES (:id, :b, :t, :body, :acc, 'active', :p, :a, :now, '{}')",
-            {"id": gid, "b": board, "t": title, "body": body, "acc": json.dumps(acc), "p": model.priority(priority),
+            {"id": gid, "b": board, "t": title, "body": body, "acc": dump_json(acc), "p": model.priority(priority),
              "a": actor, "now": now},
         )
         tx.event(board, None, "goal_created", {"goal_id": gid, "title": title}, actor=actor, at=now)
@@ -85,7 +85,7 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
         elif k == "priority":
             v = model.priority(v)
         elif k in ("acceptance", "budget"):
-            v = json.dumps(v)
+            v = dump_json(v)
         changes[k] = v
     return changes
 
@@ -108,19 +108,19 @@ def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:
     out: dict[str, Row] = {g: {"counts": {}, "blocked": [], "runs": 0, "cost_usd": 0.0, "tokens": 0} for g in goal_ids}
     if not goal_ids:
         return out
-    names = {f"g{i}": g for i, g in enumerate(goal_ids)}
-    inlist = ", ".join(":" + k for k in names)
-    for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE goal_id IN ({inlist}) GROUP BY goal_id, status", names):
+    names: dict[str, Any] = {}
+    inlist = in_list("g", goal_ids, names)
+    for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE goal_id IN {inlist} GROUP BY goal_id, status", names):
         out[r["goal_id"]]["counts"][r["status"]] = r["n"]
     for r in tx.all(
-        f"SELECT id, goal_id, title, block_kind, block_reason FROM tasks WHERE goal_id IN ({inlist}) AND status = 'blocked' ORDER BY updated_at",
+        f"SELECT id, goal_id, title, block_kind, block_reason FROM tasks WHERE goal_id IN {inlist} AND status = 'blocked' ORDER BY updated_at",
         names,
     ):
         out[r["goal_id"]]["blocked"].append({"id": r["id"], "title": r["title"], "kind": r["block_kind"], "reason": r["block_reason"]})
     for r in tx.all(
         f"SELECT t.goal_id, COUNT(r.id) AS runs, COALESCE(SUM(r.cost_usd), 0) AS cost, "
         f"COALESCE(SUM(r.input_tokens), 0) + COALESCE(SUM(r.output_tokens), 0) AS tokens "
-        f"FROM task_runs r JOIN tasks t ON t.id = r.task_id WHERE t.goal_id IN ({inlist}) AND r.synthetic = 0 GROUP BY t.goal_id",
+        f"FROM task_runs r JOIN tasks t ON t.id = r.task_id WHERE t.goal_id IN {inlist} AND r.synthetic = 0 GROUP BY t.goal_id",
         names,
     ):
         out[r["goal_id"]].update(runs=r["runs"], cost_usd=float(r["cost"] or 0), tokens=int(r["tokens"] or 0))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..domain import states
 from ..domain.errors import Conflict, InvalidInput, NotFound
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, in_list
 from .common import get_task, ready_or_todo
 
 
@@ -18,12 +19,8 @@ def _would_cycle(tx: Tx, parent: str, child: str) -> list[str] | None:
     while frontier:
         batch = frontier[:500]
         frontier = frontier[500:]
-        names = {f"n{i}": t for i, t in enumerate(batch)}
-        rows = tx.all(
-            "SELECT parent_id, child_id FROM task_links WHERE parent_id IN ("
-            + ", ".join(":" + k for k in names) + ")",
-            names,
-        )
+        params: dict[str, Any] = {}
+        rows = tx.all("SELECT parent_id, child_id FROM task_links WHERE parent_id IN " + in_list("n", batch, params), params)
         for r in rows:
             c = r["child_id"]
             if c in seen:

@@ -7,8 +7,11 @@ import time
 from ..store.engine import Database, Tx
 
 
-def prune_events(db: Database, *, retention_days: int = 30, board: str | None = None) -> int:
-    """Delete events older than the retention whose task is done or archived (or gone)."""
+def prune_events(db: Database, *, retention_days: int | None = None, board: str | None = None) -> int:
+    """Delete events older than the retention (default: the ``event_retention_days`` setting)
+    whose task is done or archived (or gone)."""
+    if retention_days is None:
+        retention_days = db.settings.event_retention_days
     cutoff = time.time() - retention_days * 86400
 
     def _w(tx: Tx) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json
 
 ADAPTERS = ("command", "claude", "codex")
 
@@ -56,9 +56,9 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
         elif k == "env":
             if not isinstance(v, dict) or not all(isinstance(x, str) for x in v):
                 raise InvalidInput("profile env must map names to values")
-            v = json.dumps({str(a): str(b) for a, b in v.items()})
+            v = dump_json({str(a): str(b) for a, b in v.items()})
         elif k == "skills":
-            v = json.dumps([str(s) for s in v])
+            v = dump_json([str(s) for s in v])
         elif k in ("enabled", "orchestrator"):
             v = 1 if v else 0
         elif k == "description":

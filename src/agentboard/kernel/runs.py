@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import (
     board_settings,
     first_line,
     get_task,
-    jdump,
     pending_parents,
     ready_or_todo,
-    settings_of,
     task_out,
 )
 from .flow import after_satisfied
@@ -44,11 +43,11 @@ def stale_error(task: Row, run_id: int | None) -> StaleRun:
     )
 
 
-def _ttl(tx: Tx, ttl: int | None) -> int:
+def claim_ttl(tx: Tx, ttl: int | None) -> int:
+    """How long a claim lasts, in seconds: ``ttl`` when given, else the ``claim_ttl`` setting."""
     if ttl:
         return int(ttl)
-    s = settings_of(tx)
-    return int(getattr(s, "claim_ttl", 900) if s is not None else 900)
+    return int(tx.db.settings.claim_ttl)
 
 
 # -- claim ------------------------------------------------------------------------------------
@@ -62,16 +61,19 @@ _CLAIM_READ = (
 )
 
 
-def _claim(
+def claim_in(
     tx: Tx,
     board: str,
     task_id: str,
-    ttl: int | None,
-    host: str | None,
-    pid: int | None,
-    lock: str | None,
-    actor: str | None,
+    *,
+    ttl: int | None = None,
+    host: str | None = None,
+    pid: int | None = None,
+    lock: str | None = None,
+    actor: str | None = None,
 ) -> Row:
+    """Claim one task inside the caller's transaction. A task with a parent not done is moved
+    back to todo instead, and the result says ``claimed: False`` with the ``pending`` parents."""
     task = tx.one(_CLAIM_READ, {"id": task_id, "b": board})
     if task is None:
         get_task(tx, board, task_id)
@@ -87,7 +89,7 @@ def _claim(
         )
         tx.event(board, task_id, "demoted", {"reason": "parents not done", "pending": pending}, actor=actor, at=now)
         return {"claimed": False, "pending": pending, "id": task_id}
-    expires = now + _ttl(tx, ttl)
+    expires = now + claim_ttl(tx, ttl)
     claim_lock = lock or f"{host or ''}:{pid or ''}:{now}"
     run_id = tx.scalar(
         "INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
@@ -123,7 +125,7 @@ def claim(
     actor: str | None = None,
 ) -> Row:
     """Claim a ready task (compare-and-swap): exactly one claimer wins and gets a run id."""
-    out = db.write(_claim, board, task_id, ttl, host, pid, lock, actor)
+    out = db.write(claim_in, board, task_id, ttl=ttl, host=host, pid=pid, lock=lock, actor=actor)
     if not out["claimed"]:
         raise Conflict(f"task {task_id} has parents that are not done: {', '.join(out['pending'])}; moved back to todo")
     return out
@@ -138,15 +140,13 @@ def _claim_next(tx: Tx, board: str, limit: int, assignees: list[str] | None, ttl
     if assignees is not None:
         if not assignees:
             return []
-        names = {f"a{i}": a for i, a in enumerate(assignees)}
-        sql += "AND assignee IN (" + ", ".join(":" + k for k in names) + ") "
-        params.update(names)
+        sql += "AND assignee IN " + in_list("a", assignees, params) + " "
     sql += "ORDER BY priority DESC, created_at, id LIMIT :n"
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE SKIP LOCKED"
     out = []
     for row in tx.all(sql, params):
-        res = _claim(tx, board, row["id"], ttl, host, None, None, actor)
+        res = claim_in(tx, board, row["id"], ttl=ttl, host=host, actor=actor)
         if res["claimed"]:
             out.append(res)
     return out
@@ -166,7 +166,10 @@ def claim_next(
     return db.write(_claim_next, board, limit, assignees, ttl, host, actor)
 
 
-def _record_spawn(tx: Tx, board: str, task_id: str, run_id: int, pid: int, host: str | None, log_path: str | None, workspace: str | None, extra: dict[str, Any] | None) -> None:
+def _record_spawn(
+    tx: Tx, board: str, task_id: str, run_id: int, *, pid: int, host: str | None,
+    log_path: str | None, workspace: str | None, extra: dict[str, Any] | None,
+) -> None:
     now = time.time()
     tx.execute(
         "UPDATE tasks SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
@@ -191,15 +194,19 @@ def record_spawn(
     db: Database, board: str, task_id: str, run_id: int, *, pid: int, host: str | None = None,
     log_path: str | None = None, workspace: str | None = None, extra: dict[str, Any] | None = None,
 ) -> None:
-    db.write(_record_spawn, board, task_id, run_id, pid, host, log_path, workspace, extra)
+    db.write(_record_spawn, board, task_id, run_id, pid=pid, host=host, log_path=log_path,
+             workspace=workspace, extra=extra)
 
 
 # -- heartbeat ----------------------------------------------------------------------------------
 
 
-def _heartbeat(tx: Tx, board: str, task_id: str, run_id: int | None, note: str | None, ttl: int | None, actor: str | None) -> Row:
+def _heartbeat(
+    tx: Tx, board: str, task_id: str, *, run_id: int | None, note: str | None, ttl: int | None,
+    actor: str | None,
+) -> Row:
     now = time.time()
-    expires = now + _ttl(tx, ttl)
+    expires = now + claim_ttl(tx, ttl)
     params = {"now": now, "exp": expires, "id": task_id, "b": board, "r": run_id}
     sql = (
         "UPDATE tasks SET last_heartbeat_at = :now, claim_expires = :exp "
@@ -229,12 +236,12 @@ def heartbeat(
 ) -> Row:
     if note:
         note = model.body(note, model.COMMENT_MAX, "note")
-    return db.write(_heartbeat, board, task_id, run_id, note, ttl, actor)
+    return db.write(_heartbeat, board, task_id, run_id=run_id, note=note, ttl=ttl, actor=actor)
 
 
 def _extend_claim(tx: Tx, board: str, task_id: str, run_id: int, ttl: int | None) -> bool:
     now = time.time()
-    exp = now + _ttl(tx, ttl)
+    exp = now + claim_ttl(tx, ttl)
     tx.execute(
         "UPDATE tasks SET claim_expires = :exp WHERE id = :id AND current_run_id = :r AND status = 'running'",
         {"exp": exp, "id": task_id, "r": run_id},
@@ -253,7 +260,8 @@ def extend_claim(db: Database, board: str, task_id: str, run_id: int, *, ttl: in
 # -- complete -----------------------------------------------------------------------------------
 
 
-def _usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
+def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's usage report as statement parameters (``InvalidInput`` if a number is not one)."""
     usage = usage or {}
     def num(key: str, cast: type) -> Any:
         value = usage.get(key)
@@ -266,25 +274,54 @@ def _usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
     return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
 
 
-def _complete(
-    tx: Tx, board: str, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
-    result: str | None, usage: dict[str, Any] | None, run_id: int | None, actor: str | None,
-    force_done: bool, verified: bool = False, exit_code: int | None = None,
+@dataclass(frozen=True)
+class Report:
+    """What a finished run reports: a summary, structured metadata, a one-line result and the
+    token/cost usage. Build it with :meth:`build` to check and normalize the fields."""
+
+    summary: str | None = None
+    metadata: dict[str, Any] | None = None
+    result: str | None = None
+    usage: dict[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls, *, summary: str | None = None, metadata: dict[str, Any] | None = None,
+        result: str | None = None, usage: dict[str, Any] | None = None,
+    ) -> Report:
+        """Check the sizes and shapes (raises ``InvalidInput``); keep the first line of ``result``."""
+        if summary is not None:
+            summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be a JSON object")
+        if metadata is not None and len(dump_json(metadata)) > model.METADATA_MAX:
+            raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
+        if result is not None:
+            result = first_line(result, 500) or None
+        return cls(summary=summary, metadata=metadata, result=result, usage=usage)
+
+
+def complete_in(
+    tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
+    actor: str | None = None, force_done: bool = False, verified: bool = False,
+    exit_code: int | None = None,
 ) -> Row:
+    """Complete a task inside the caller's transaction (see :func:`complete`)."""
+    summary, metadata, result = report.summary, report.metadata, report.result
     task = get_task(tx, board, task_id, lock=True)
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
         raise stale_error(task, run_id)
     if run_id is not None and not force_done and not verified and _verification_pending(tx, task):
-        return _hold_for_verification(tx, board, task, summary, metadata, result, usage, run_id, actor)
+        return _hold_for_verification(tx, board, task, report, run_id, actor)
     if cur == states.RUNNING and task["review_required"] and not force_done:
         target = states.REVIEW
     else:
         target = states.DONE
     states.check("complete", cur, target, task_id)
     now = time.time()
-    meta = jdump(metadata) if metadata is not None else None
-    up = _usage_params(usage)
+    meta = dump_json(metadata) if metadata is not None else None
+    up = usage_params(report.usage)
     outcome = "review_requested" if target == states.REVIEW else "completed"
     if cur == states.RUNNING:
         rid = task["current_run_id"]
@@ -329,24 +366,22 @@ def _complete(
 
 
 def _verification_pending(tx: Tx, task: Row) -> bool:
-    """A worker's own report on a task with ``verify`` commands waits for verification (04)."""
+    """A worker's own report on a task with ``verify`` commands waits until the dispatcher has
+    run those commands (unless the ``verify`` setting is off)."""
     try:
         commands = json.loads(task.get("verify") or "[]")
     except ValueError:
         commands = []
-    s = settings_of(tx)
-    return bool(commands) and bool(getattr(s, "verify", True) if s is not None else True)
+    return bool(commands) and tx.db.settings.verify
 
 
-def _hold_for_verification(
-    tx: Tx, board: str, task: Row, summary: str | None, metadata: dict[str, Any] | None,
-    result: str | None, usage: dict[str, Any] | None, run_id: int, actor: str | None,
-) -> Row:
+def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None) -> Row:
     """Record the worker's success report on its run; the task stays running until the
     dispatcher has run the verify commands after the worker exits (protocol.lifecycle)."""
-    report = {"summary": summary, "metadata": metadata, "result": result, "usage": usage, "actor": actor}
-    tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": jdump(report), "r": run_id})
-    tx.event(board, task["id"], "verify_pending", {"summary": first_line(summary)}, run_id=run_id, actor=actor)
+    pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
+               "usage": report.usage, "actor": actor}
+    tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
+    tx.event(board, task["id"], "verify_pending", {"summary": first_line(report.summary)}, run_id=run_id, actor=actor)
     out = task_out(task)
     out.update(run_id=run_id, pending_verification=True)
     return out
@@ -364,19 +399,16 @@ def complete(
     until the dispatcher has verified it; the dispatcher then completes with ``verified=True``.
     ``exit_code`` (the dispatcher, after the worker exited) is stored on the closed run.
     """
-    if summary is not None:
-        summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
-    if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidInput("metadata must be a JSON object")
-    if metadata is not None and len(jdump(metadata)) > model.METADATA_MAX:
-        raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
-    if result is not None:
-        result = first_line(result, 500) or None
-    return db.write(_complete, board, task_id, summary, metadata, result, usage, run_id, actor, force_done,
-                    verified, exit_code)
+    report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
+    return db.write(complete_in, board, task_id, report, run_id=run_id, actor=actor, force_done=force_done,
+                    verified=verified, exit_code=exit_code)
 
 
-def _request_review(tx: Tx, board: str, task_id: str, summary: str | None, run_id: int | None, actor: str | None) -> Row:
+def request_review_in(
+    tx: Tx, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None,
+    actor: str | None = None,
+) -> Row:
+    """Hand a running task to review inside the caller's transaction."""
     task = get_task(tx, board, task_id, lock=True)
     if run_id is not None and task["current_run_id"] != run_id:
         raise stale_error(task, run_id)
@@ -399,35 +431,64 @@ def _request_review(tx: Tx, board: str, task_id: str, summary: str | None, run_i
 
 
 def request_review(db: Database, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None, actor: str | None = None) -> Row:
-    return db.write(_request_review, board, task_id, summary, run_id, actor)
+    return db.write(request_review_in, board, task_id, summary=summary, run_id=run_id, actor=actor)
 
 
 # -- review verdicts ------------------------------------------------------------------------------
 
 
-def _review_record(tx: Tx, board: str, task_id: str, reviewer: str, verdict: str, score: int | None, summary: str, findings: list[Any], now: float) -> int | None:
+@dataclass(frozen=True)
+class Verdict:
+    """A review verdict (``approved``, ``changes_requested`` or ``rejected``) with its text,
+    its reviewer, an optional 0-100 score and findings. Build it with :meth:`build`."""
+
+    verdict: str
+    text: str
+    reviewer: str
+    score: int | None = None
+    findings: tuple[Any, ...] = ()
+
+    @classmethod
+    def build(
+        cls, verdict: str, text: str | None = "", *, reviewer: str | None = None,
+        score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
+    ) -> Verdict:
+        """Check the feedback and score (raises ``InvalidInput``); the reviewer defaults to the actor."""
+        text = (text or "").strip()
+        if verdict in ("changes_requested", "rejected") and not text:
+            raise InvalidInput(f"a {verdict.replace('_', ' ')} verdict needs feedback saying why")
+        if score is not None and not 0 <= int(score) <= 100:
+            raise InvalidInput("score must be between 0 and 100")
+        model.body(text, model.COMMENT_MAX, "feedback")
+        return cls(verdict, text, reviewer or actor or "person", score, tuple(findings or ()))
+
+
+def _review_record(tx: Tx, board: str, task_id: str, v: Verdict, now: float) -> int | None:
     rid = tx.scalar(
         "SELECT id FROM task_runs WHERE task_id = :id AND status = 'closed' ORDER BY id DESC LIMIT 1",
         {"id": task_id},
     )
-    record = {"reviewer": reviewer, "verdict": verdict, "score": score, "summary": summary, "findings": findings}
+    findings = list(v.findings)
+    record = {"reviewer": v.reviewer, "verdict": v.verdict, "score": v.score, "summary": v.text, "findings": findings}
     tx.execute(
         "INSERT INTO reviews (task_id, board, run_id, reviewer, verdict, score, summary, findings, created_at) "
         "VALUES (:t, :b, :r, :who, :v, :sc, :s, :f, :now)",
-        {"t": task_id, "b": board, "r": rid, "who": reviewer, "v": verdict, "sc": score, "s": summary,
-         "f": jdump(findings), "now": now},
+        {"t": task_id, "b": board, "r": rid, "who": v.reviewer, "v": v.verdict, "sc": v.score, "s": v.text,
+         "f": dump_json(findings), "now": now},
     )
     if rid is not None:
-        tx.execute("UPDATE task_runs SET review = :rv WHERE id = :r", {"rv": jdump(record), "r": rid})
+        tx.execute("UPDATE task_runs SET review = :rv WHERE id = :r", {"rv": dump_json(record), "r": rid})
     return int(rid) if rid is not None else None
 
 
-def _review(tx: Tx, board: str, task_id: str, verdict: str, text: str, reviewer: str, score: int | None, findings: list[Any], actor: str | None) -> Row:
+def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None = None) -> Row:
+    """Apply a review verdict inside the caller's transaction (see :func:`review`)."""
+    verdict, text, reviewer, score = v.verdict, v.text, v.reviewer, v.score
     task = get_task(tx, board, task_id, lock=True)
     now = time.time()
     if verdict == "approved":
         states.check("approve", task["status"], states.DONE, task_id)
-        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        rid = _review_record(tx, board, task_id, v, now)
         tx.execute(
             "UPDATE tasks SET status = 'done', completed_at = :now, consecutive_failures = 0, "
             "last_outcome = 'approved', updated_at = :now WHERE id = :id",
@@ -439,7 +500,7 @@ def _review(tx: Tx, board: str, task_id: str, verdict: str, text: str, reviewer:
     elif verdict == "changes_requested":
         target = ready_or_todo(tx, task_id, task["assignee"], board)
         states.check("request_changes", task["status"], target, task_id)
-        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        rid = _review_record(tx, board, task_id, v, now)
         tx.execute(
             "INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
             "VALUES (:t, :b, :a, :body, 'review', :now)",
@@ -454,7 +515,7 @@ def _review(tx: Tx, board: str, task_id: str, verdict: str, text: str, reviewer:
         task.update(status=target)
     elif verdict == "rejected":
         states.check("reject", task["status"], states.BLOCKED, task_id)
-        rid = _review_record(tx, board, task_id, reviewer, verdict, score, text, findings, now)
+        rid = _review_record(tx, board, task_id, v, now)
         tx.execute(
             "UPDATE tasks SET status = 'blocked', block_kind = 'rejected', block_reason = :r, "
             "last_outcome = 'rejected', updated_at = :now WHERE id = :id",
@@ -472,13 +533,8 @@ def review(
     score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
 ) -> Row:
     """Record a review verdict (a person's or the reviewer agent's) and apply it."""
-    text = (text or "").strip()
-    if verdict in ("changes_requested", "rejected") and not text:
-        raise InvalidInput(f"a {verdict.replace('_', ' ')} verdict needs feedback saying why")
-    if score is not None and not 0 <= int(score) <= 100:
-        raise InvalidInput("score must be between 0 and 100")
-    model.body(text, model.COMMENT_MAX, "feedback")
-    return db.write(_review, board, task_id, verdict, text, reviewer or actor or "person", score, findings or [], actor)
+    v = Verdict.build(verdict, text, reviewer=reviewer, score=score, findings=findings, actor=actor)
+    return db.write(review_in, board, task_id, v, actor=actor)
 
 
 def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:
@@ -502,15 +558,16 @@ def _limit(tx: Tx, board: str, task: Row) -> tuple[int, str]:
     bs = board_settings(tx, board)
     if bs.get("failure_limit"):
         return int(bs["failure_limit"]), "board failure_limit"
-    s = settings_of(tx)
-    return int(getattr(s, "failure_limit", 2) if s is not None else 2), "global failure_limit"
+    return int(tx.db.settings.failure_limit), "global failure_limit"
 
 
-def _return_to_queue(
+def return_to_queue(
     tx: Tx, board: str, task: Row, outcome: str, *, error: str | None, count_failure: bool,
     actor: str | None, run_id: int | None, exit_code: int | None = None,
     cooldown: float | None = None, payload: dict[str, Any] | None = None,
 ) -> Row:
+    """Close a running task's run with ``outcome`` and send the task back to the queue, inside
+    the caller's transaction; a counted failure at the limit blocks it (``gave_up``) instead."""
     task_id = task["id"]
     if run_id is not None and (task["current_run_id"] != run_id or task["status"] != states.RUNNING):
         raise stale_error(task, run_id)
@@ -561,25 +618,29 @@ def _return_to_queue(
     return task_out(task)
 
 
-def _reclaim(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | None) -> Row:
+def reclaim_in(tx: Tx, board: str, task_id: str, *, reason: str | None = None, actor: str | None = None) -> Row:
+    """Force a running task back to the queue inside the caller's transaction (see :func:`reclaim`)."""
     task = get_task(tx, board, task_id, lock=True)
-    states.check("reclaim", task["status"], states.READY, task_id) if task["status"] != states.RUNNING else None
-    return _return_to_queue(tx, board, task, "reclaimed", error=reason or f"reclaimed by {actor or 'a person'}",
-                            count_failure=False, actor=actor, run_id=None)
+    if task["status"] != states.RUNNING:
+        states.check("reclaim", task["status"], states.READY, task_id)
+    return return_to_queue(tx, board, task, "reclaimed", error=reason or f"reclaimed by {actor or 'a person'}",
+                           count_failure=False, actor=actor, run_id=None)
 
 
 def reclaim(db: Database, board: str, task_id: str, *, reason: str | None = None, actor: str | None = None) -> Row:
     """A person forces a running task back to the queue (resets the failure counter)."""
-    return db.write(_reclaim, board, task_id, reason, actor)
+    return db.write(reclaim_in, board, task_id, reason=reason, actor=actor)
 
 
-def _fail(tx: Tx, board: str, task_id: str, outcome: str, run_id: int | None, error: str | None,
-          exit_code: int | None, count_failure: bool | None, cooldown: float | None,
-          payload: dict[str, Any] | None, actor: str | None) -> Row:
+def _fail(
+    tx: Tx, board: str, task_id: str, outcome: str, *, run_id: int | None, error: str | None,
+    exit_code: int | None, count_failure: bool | None, cooldown: float | None,
+    payload: dict[str, Any] | None, actor: str | None,
+) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     counted = outcome in states.FAILURE_OUTCOMES if count_failure is None else count_failure
-    return _return_to_queue(tx, board, task, outcome, error=error, count_failure=counted, actor=actor,
-                            run_id=run_id, exit_code=exit_code, cooldown=cooldown, payload=payload)
+    return return_to_queue(tx, board, task, outcome, error=error, count_failure=counted, actor=actor,
+                           run_id=run_id, exit_code=exit_code, cooldown=cooldown, payload=payload)
 
 
 def fail(
@@ -592,7 +653,8 @@ def fail(
     if outcome not in states.RETURN_OUTCOMES:
         raise InvalidInput(f"unknown outcome {outcome!r}; use one of {', '.join(states.RETURN_OUTCOMES)}")
     cooldown = time.time() + cooldown_seconds if cooldown_seconds else None
-    return db.write(_fail, board, task_id, outcome, run_id, error, exit_code, count_failure, cooldown, payload, actor)
+    return db.write(_fail, board, task_id, outcome, run_id=run_id, error=error, exit_code=exit_code,
+                    count_failure=count_failure, cooldown=cooldown, payload=payload, actor=actor)
 
 
 def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, actor: str | None) -> Row:
@@ -645,13 +707,15 @@ def update_run(db: Database, run_id: int, **fields: Any) -> None:
     if bad:
         raise InvalidInput(f"cannot set run fields {sorted(bad)}")
     if "metadata" in fields and not isinstance(fields["metadata"], str):
-        fields["metadata"] = json.dumps(fields["metadata"])
+        fields["metadata"] = dump_json(fields["metadata"])
     if fields:
         db.write(_update_run, run_id, fields)
 
 
 __all__ = [
-    "approve", "claim", "claim_next", "complete", "extend_claim", "fail", "give_up", "heartbeat",
-    "reclaim", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
-    "review", "stale_error", "update_run",
+    "HAND_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
+    "complete", "complete_in", "extend_claim", "fail", "give_up", "heartbeat", "reclaim",
+    "reclaim_in", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
+    "request_review_in", "return_to_queue", "review", "review_in", "stale_error", "update_run",
+    "usage_params",
 ]

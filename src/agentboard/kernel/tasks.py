@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json
 from .common import (
     default_assignee,
     get_task,
-    jdump,
     pending_parents,
     ready_or_todo,
     require_board,
     task_out,
 )
-from .flow import after_satisfied, demote_ready_children, promote_children, reopen_goal, settle_goal
+from .flow import after_satisfied, demote_ready_children, reopen_goal, settle_goal
+from .runs import (
+    Report,
+    Verdict,
+    complete_in,
+    reclaim_in,
+    request_review_in,
+    return_to_queue,
+    review_in,
+    stale_error,
+)
 
 _INSERT_TASK = (
     "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
@@ -32,49 +42,113 @@ _INSERT_TASK = (
 )
 
 
-def _create(
-    tx: Tx,
-    board: str,
-    title: str,
-    body: str,
-    assignee: str | None,
-    parents: list[str],
-    tenant: str | None,
-    goal: str | None,
-    priority: int,
-    triage: bool,
-    ws_kind: str,
-    ws_path: str | None,
-    branch: str | None,
-    idem: str | None,
-    max_runtime: int | None,
-    max_retries: int | None,
-    skills: list[str],
-    review: bool,
-    verify: list[str],
-    actor: str | None,
-    check_board: bool,
-) -> Row:
-    if check_board:
+@dataclass(frozen=True)
+class NewTask:
+    """A task to create, already checked and normalized (build it with :meth:`build`).
+
+    A create that must run again (two creators racing on one idempotency key) re-runs
+    :func:`create_in` with the same record, so both attempts insert exactly the same values.
+    """
+
+    board: str
+    title: str
+    body: str = ""
+    assignee: str | None = None
+    parents: tuple[str, ...] = ()
+    tenant: str | None = None
+    goal: str | None = None
+    priority: int = 0
+    triage: bool = False
+    workspace_kind: str = "scratch"
+    workspace_path: str | None = None
+    branch: str | None = None
+    idempotency_key: str | None = None
+    max_runtime: int | None = None
+    max_retries: int | None = None
+    skills: tuple[str, ...] = ()
+    review: bool = False
+    verify: tuple[str, ...] = ()
+    actor: str | None = None
+    check_board: bool = True
+
+    @classmethod
+    def build(
+        cls,
+        board: str,
+        title: str,
+        *,
+        body: str | None = None,
+        assignee: str | None = None,
+        parents: Iterable[str] = (),
+        tenant: str | None = None,
+        goal: str | None = None,
+        priority: int = 0,
+        triage: bool = False,
+        workspace: str | None = None,
+        branch: str | None = None,
+        idempotency_key: str | None = None,
+        max_runtime: str | int | None = None,
+        max_retries: int | str | None = None,
+        skills: Iterable[str] = (),
+        review: bool = False,
+        verify: Iterable[str] = (),
+        actor: str | None = None,
+        check_board: bool = True,
+    ) -> NewTask:
+        """Check and normalize what a caller gave :func:`create` (raises ``InvalidInput``)."""
+        if assignee is not None:
+            assignee = model.profile_name(assignee) if assignee.strip() else None
+        ws_kind, ws_path = model.workspace(workspace)
+        if max_retries is not None and int(max_retries) < 1:
+            raise InvalidInput("--max-retries must be at least 1")
+        return cls(
+            board=board,
+            title=model.title(title),
+            body=model.body(body),
+            assignee=assignee,
+            parents=tuple(parents),
+            tenant=tenant or None,
+            goal=goal or None,
+            priority=model.priority(priority),
+            triage=bool(triage),
+            workspace_kind=ws_kind,
+            workspace_path=ws_path,
+            branch=branch or None,
+            idempotency_key=idempotency_key or None,
+            max_runtime=model.duration(max_runtime),
+            max_retries=None if max_retries is None else int(max_retries),
+            skills=tuple(s for s in skills if s),
+            review=bool(review),
+            verify=tuple(v for v in verify if v and v.strip()),
+            actor=actor,
+            check_board=check_board,
+        )
+
+
+def create_in(tx: Tx, new: NewTask) -> Row:
+    """Create ``new`` inside the caller's transaction (or return the task already holding its
+    idempotency key, with ``existing: True``)."""
+    board = new.board
+    if new.check_board:
         require_board(tx, board)
-    if idem:
+    if new.idempotency_key:
         existing = tx.one(
             "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
-            {"b": board, "k": idem},
+            {"b": board, "k": new.idempotency_key},
         )
         if existing is not None:
             out = task_out(existing)
             out["existing"] = True
             return out
-    if goal:
-        g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": goal, "b": board})
+    if new.goal:
+        g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": new.goal, "b": board})
         if g is None:
-            raise NotFound(f"no goal {goal} on board {board!r}")
+            raise NotFound(f"no goal {new.goal} on board {board!r}")
         goal_done = g["status"] == "done"
     else:
         goal_done = False
     pending: list[str] = []
-    for pid in parents:
+    for pid in new.parents:
         p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b", {"id": pid, "b": board})
         if p is None:
             other = tx.one("SELECT board FROM tasks WHERE id = :id", {"id": pid})
@@ -83,9 +157,10 @@ def _create(
             raise NotFound(f"no parent task {pid} on board {board!r}")
         if p["status"] not in states.SATISFIED:
             pending.append(pid)
-    if not assignee and not triage:
+    assignee = new.assignee
+    if not assignee and not new.triage:
         assignee = default_assignee(tx, board)
-    if triage:
+    if new.triage:
         status = states.TRIAGE
     elif pending or not assignee:
         status = states.TODO
@@ -93,26 +168,29 @@ def _create(
         status = states.READY
     states.check("create", None, status)
     now = time.time()
+    skills = list(new.skills)
+    verify = list(new.verify)
+    parents = list(new.parents)
     params: dict[str, Any] = {
         "board": board,
-        "title": title,
-        "body": body,
+        "title": new.title,
+        "body": new.body,
         "assignee": assignee,
         "status": status,
-        "priority": priority,
-        "tenant": tenant,
-        "goal_id": goal,
-        "created_by": actor,
+        "priority": new.priority,
+        "tenant": new.tenant,
+        "goal_id": new.goal,
+        "created_by": new.actor,
         "now": now,
-        "workspace_kind": ws_kind,
-        "workspace_path": ws_path,
-        "branch_name": branch,
-        "idem": idem,
-        "skills": jdump(skills),
-        "max_runtime": max_runtime,
-        "max_retries": max_retries,
-        "review": 1 if review else 0,
-        "verify": jdump(verify),
+        "workspace_kind": new.workspace_kind,
+        "workspace_path": new.workspace_path,
+        "branch_name": new.branch,
+        "idem": new.idempotency_key,
+        "skills": dump_json(skills),
+        "max_runtime": new.max_runtime,
+        "max_retries": new.max_retries,
+        "review": 1 if new.review else 0,
+        "verify": dump_json(verify),
         "block_kind": None,
         "block_reason": None,
     }
@@ -125,7 +203,7 @@ def _create(
         raise Conflict("could not allocate a task id; try again")
     task_id = params["id"]
     if goal_done:
-        reopen_goal(tx, goal)
+        reopen_goal(tx, new.goal)
     if parents:
         tx.executemany(
             "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
@@ -135,36 +213,35 @@ def _create(
         board,
         task_id,
         "created",
-        {"assignee": assignee, "status": status, "parents": parents, "tenant": tenant, "title": title},
-        actor=actor,
+        {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title},
+        actor=new.actor,
         at=now,
     )
-    row = {
+    return {
         "id": task_id,
         "board": board,
-        "title": title,
-        "body": body,
+        "title": new.title,
+        "body": new.body,
         "assignee": assignee,
         "status": status,
-        "priority": priority,
-        "tenant": tenant,
-        "goal_id": goal,
-        "created_by": actor,
+        "priority": new.priority,
+        "tenant": new.tenant,
+        "goal_id": new.goal,
+        "created_by": new.actor,
         "created_at": now,
         "updated_at": now,
-        "workspace_kind": ws_kind,
-        "workspace_path": ws_path,
-        "branch_name": branch,
-        "idempotency_key": idem,
+        "workspace_kind": new.workspace_kind,
+        "workspace_path": new.workspace_path,
+        "branch_name": new.branch,
+        "idempotency_key": new.idempotency_key,
         "skills": skills,
-        "max_runtime_seconds": max_runtime,
-        "max_retries": max_retries,
-        "review_required": review,
+        "max_runtime_seconds": new.max_runtime,
+        "max_retries": new.max_retries,
+        "review_required": new.review,
         "verify": verify,
         "current_run_id": None,
         "consecutive_failures": 0,
     }
-    return row
 
 
 def create(
@@ -191,49 +268,28 @@ def create(
     check_board: bool = True,
 ) -> Row:
     """Create a task; ready iff every parent is done and it has an assignee."""
-    title = model.title(title)
-    body = model.body(body)
-    if assignee is not None:
-        assignee = model.profile_name(assignee) if assignee.strip() else None
-    ws_kind, ws_path = model.workspace(workspace)
-    if max_retries is not None and int(max_retries) < 1:
-        raise InvalidInput("--max-retries must be at least 1")
-    verify_list = [v for v in verify if v and v.strip()]
+    new = NewTask.build(
+        board, title, body=body, assignee=assignee, parents=parents, tenant=tenant, goal=goal,
+        priority=priority, triage=triage, workspace=workspace, branch=branch,
+        idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
+        skills=skills, review=review, verify=verify, actor=actor, check_board=check_board,
+    )
+    return create_task(db, new)
+
+
+def create_task(db: Database, new: NewTask) -> Row:
+    """Create the task ``new`` describes in one transaction.
+
+    Two creators racing on one idempotency key: the loser's insert hits the unique index, and
+    the same record runs once more, now finding (and returning) the winner's task.
+    """
     try:
-        return db.write(
-            _create,
-            board,
-            title,
-            body,
-            assignee,
-            list(parents),
-            tenant or None,
-            goal or None,
-            model.priority(priority),
-            triage,
-            ws_kind,
-            ws_path,
-            branch or None,
-            idempotency_key or None,
-            model.duration(max_runtime),
-            None if max_retries is None else int(max_retries),
-            [s for s in skills if s],
-            review,
-            verify_list,
-            actor,
-            check_board,
-        )
+        return db.write(create_in, new)
     except AgentboardError:
         raise
     except Exception as exc:
-        # two creators racing on one idempotency key: the loser returns the winner's task
-        if idempotency_key and "unique" in str(exc).lower():
-            return db.write(
-                _create, board, title, body, assignee, list(parents), tenant, goal,
-                model.priority(priority), triage, ws_kind, ws_path, branch, idempotency_key,
-                model.duration(max_runtime), max_retries, list(skills), review, verify_list,
-                actor, check_board,
-            )
+        if new.idempotency_key and "unique" in str(exc).lower():
+            return db.write(create_in, new)
         raise
 
 
@@ -277,11 +333,20 @@ _CLEAR_CLAIM = (
 )
 
 
+def _block_reason(reason: str | None, kind: str) -> str:
+    """A block's reason, checked (it must say what the task waits for) with its kind."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("a block needs a reason: say what the task is waiting for")
+    if kind not in states.BLOCK_KINDS:
+        raise InvalidInput(f"invalid block kind {kind!r}: use one of {', '.join(states.BLOCK_KINDS)}")
+    model.body(reason, model.COMMENT_MAX, "reason")
+    return reason
+
+
 def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int | None, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     if run_id is not None and task["current_run_id"] != run_id:
-        from .runs import stale_error
-
         raise stale_error(task, run_id)
     states.check("block", task["status"], states.BLOCKED, task_id)
     now = time.time()
@@ -308,12 +373,7 @@ def block(
     run_id: int | None = None,
     actor: str | None = None,
 ) -> Row:
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidInput("a block needs a reason: say what the task is waiting for")
-    if kind not in states.BLOCK_KINDS:
-        raise InvalidInput(f"invalid block kind {kind!r}: use one of {', '.join(states.BLOCK_KINDS)}")
-    model.body(reason, model.COMMENT_MAX, "reason")
+    reason = _block_reason(reason, kind)
     return db.write(_block, board, task_id, reason, kind, run_id, actor)
 
 
@@ -417,9 +477,7 @@ def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: boo
                 f"task {task_id} is running; reclaim it first (agentboard assign {task_id} "
                 f"{assignee or 'none'} --reclaim)"
             )
-        from .runs import _return_to_queue
-
-        _return_to_queue(tx, board, task, "reclaimed", error="reassigned", count_failure=False, actor=actor, run_id=None)
+        return_to_queue(tx, board, task, "reclaimed", error="reassigned", count_failure=False, actor=actor, run_id=None)
         task = get_task(tx, board, task_id)
     status = task["status"]
     if status in (states.TODO, states.READY):
@@ -439,14 +497,17 @@ def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: boo
     return task_out(task)
 
 
+def _assignee(name: str | None) -> str | None:
+    """A profile name to assign, or None for "none", "-" or an empty name (unassign)."""
+    if name is not None and name.strip().lower() in ("", "none", "-"):
+        return None
+    return model.profile_name(name) if name is not None else None
+
+
 def assign(
     db: Database, board: str, task_id: str, assignee: str | None, *, reclaim: bool = False, actor: str | None = None
 ) -> Row:
-    if assignee is not None and assignee.strip().lower() in ("", "none", "-"):
-        assignee = None
-    if assignee is not None:
-        assignee = model.profile_name(assignee)
-    return db.write(_assign, board, task_id, assignee, reclaim, actor)
+    return db.write(_assign, board, task_id, _assignee(assignee), reclaim, actor)
 
 
 _EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_seconds", "max_retries", "review_required", "verify", "skills", "branch_name", "goal_id")
@@ -481,6 +542,12 @@ def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str 
 
 
 def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+    """Change a task's fields (see ``_EDITABLE``); a field given as None is left as it is."""
+    return db.write(_edit, board, task_id, _edit_changes(fields), actor)
+
+
+def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The column values an edit writes, checked and normalized (raises ``InvalidInput``)."""
     changes: dict[str, Any] = {}
     for key, value in fields.items():
         if value is None:
@@ -498,7 +565,7 @@ def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **
         elif key == "review_required":
             value = 1 if value else 0
         elif key in ("verify", "skills"):
-            value = jdump(list(value))
+            value = dump_json(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
         elif key in ("tenant", "goal_id") and value == "":
@@ -506,73 +573,118 @@ def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **
         changes[key] = value
     if not changes:
         raise InvalidInput("nothing to change: give at least one field to edit")
-    return db.write(_edit, board, task_id, changes, actor)
+    return changes
 
 
 # -- the dashboard's status drag -----------------------------------------------------------------
 
 
 def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None, actor: str | None = None) -> Row:
-    """Map a requested status to the verb that reaches it; never a raw column write."""
-    from . import runs
+    """Map a requested status to the verb that reaches it; never a raw column write.
 
+    One transaction: a refused move changes nothing.
+    """
+    _check_status(status)
+    return db.write(_set_status, board, task_id, status, reason, actor)
+
+
+def _check_status(status: str) -> None:
     if status not in states.STATUSES:
         raise InvalidInput(f"unknown status {status!r}; use one of {', '.join(states.STATUSES)}")
-    current = db.read(lambda tx: get_task(tx, board, task_id))
+
+
+def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | None, actor: str | None) -> Row:
+    current = get_task(tx, board, task_id, lock=True)
     cur = current["status"]
     if cur == status:
         return task_out(current)
     if status == states.RUNNING:
         raise Conflict("a task cannot be moved to running by hand; the dispatcher starts it when it is ready")
     if status == states.ARCHIVED:
-        return archive(db, board, task_id, actor=actor)
+        return _archive(tx, board, task_id, actor)
     if status == states.BLOCKED:
-        return block(db, board, task_id, reason or f"blocked by {actor or 'a person'}", kind="manual", actor=actor)
+        why = _block_reason(reason or f"blocked by {actor or 'a person'}", "manual")
+        return _block(tx, board, task_id, why, "manual", None, actor)
     if status == states.DONE:
         if cur == states.REVIEW:
-            return runs.approve(db, board, task_id, actor=actor)
-        return runs.complete(db, board, task_id, actor=actor)
+            return review_in(tx, board, task_id, Verdict.build("approved", actor=actor), actor=actor)
+        return complete_in(tx, board, task_id, Report(), actor=actor)
     if status == states.REVIEW:
         if cur != states.RUNNING:
             raise Conflict(f"only a running task can be handed to review (task {task_id} is {cur})")
-        return runs.request_review(db, board, task_id, actor=actor)
+        return request_review_in(tx, board, task_id, actor=actor)
     if status == states.TRIAGE:
         raise Conflict(f"cannot move task {task_id} back to triage")
     if status == states.READY:
-        # refuse before any verb runs, so a refused drag changes nothing
-        def _why_not_ready(tx: Tx) -> str | None:
-            pending = pending_parents(tx, task_id)
-            if pending:
-                return f"task {task_id} has parents that are not done: {', '.join(pending)}"
-            if not current.get("assignee") and not default_assignee(tx, board):
-                return f"task {task_id} has no assignee; assign a profile to make it ready"
-            return None
-
-        why = db.read(_why_not_ready)
-        if why:
-            raise Conflict(why)
+        # refuse before any verb runs
+        pending = pending_parents(tx, task_id)
+        if pending:
+            raise Conflict(f"task {task_id} has parents that are not done: {', '.join(pending)}")
+        if not current.get("assignee") and not default_assignee(tx, board):
+            raise Conflict(f"task {task_id} has no assignee; assign a profile to make it ready")
     # ready / todo
     if cur == states.ARCHIVED:
-        out = restore(db, board, task_id, actor=actor)
+        out = _restore(tx, board, task_id, actor)
     elif cur == states.DONE:
-        out = reopen(db, board, task_id, actor=actor)
+        out = _reopen(tx, board, task_id, None, actor)
     elif cur == states.BLOCKED:
-        out = unblock(db, board, task_id, actor=actor)
+        out = _unblock(tx, board, task_id, actor)
     elif cur == states.TRIAGE:
-        out = release(db, board, task_id, actor=actor)
+        out = _release(tx, board, task_id, actor)
     elif cur == states.RUNNING:
-        out = runs.reclaim(db, board, task_id, actor=actor)
+        out = reclaim_in(tx, board, task_id, actor=actor)
     elif cur == states.REVIEW:
-        out = runs.request_changes(db, board, task_id, reason or "sent back to the queue", actor=actor)
+        verdict = Verdict.build("changes_requested", reason or "sent back to the queue", actor=actor)
+        out = review_in(tx, board, task_id, verdict, actor=actor)
     else:
-        out = db.write(_move_todo_ready, board, task_id, status, actor)
+        out = _move_todo_ready(tx, board, task_id, status, actor)
     if status == states.READY and out["status"] != states.READY:
-        pending = db.read(lambda tx: pending_parents(tx, task_id))
+        # the verb landed in todo: refuse, and the transaction leaves the task as it was
+        pending = pending_parents(tx, task_id)
         if pending:
             raise Conflict(f"task {task_id} has parents that are not done: {', '.join(pending)}")
         if not out.get("assignee"):
             raise Conflict(f"task {task_id} has no assignee; assign a profile to make it ready")
     return out
+
+
+# -- the dashboard's edit: fields, assignee and status together ----------------------------------
+
+
+def update(
+    db: Database,
+    board: str,
+    task_id: str,
+    *,
+    fields: Mapping[str, Any] | None = None,
+    assign: bool = False,
+    assignee: str | None = None,
+    status: str | None = None,
+    reason: str | None = None,
+    actor: str | None = None,
+) -> Row:
+    """Edit ``fields``, then (with ``assign=True``) set the assignee (None unassigns), then move
+    to ``status`` — all in one transaction, so a refused step (say the status move) leaves none
+    of the others behind. Returns the task as the last step left it.
+    """
+    changes = _edit_changes(fields) if fields else {}
+    name = _assignee(assignee) if assign else None
+    if status is not None:
+        _check_status(status)
+    if not (changes or assign or status is not None):
+        raise InvalidInput("nothing to change: give fields to edit, an assignee or a status")
+
+    def _update(tx: Tx) -> Row:
+        task = get_task(tx, board, task_id, lock=True)
+        if changes:
+            task = _edit(tx, board, task_id, changes, actor)
+        if assign:
+            task = _assign(tx, board, task_id, name, False, actor)
+        if status is not None:
+            task = _set_status(tx, board, task_id, status, reason, actor)
+        return task_out(task)
+
+    return db.write(_update)
 
 
 def _move_todo_ready(tx: Tx, board: str, task_id: str, status: str, actor: str | None) -> Row:
@@ -616,6 +728,6 @@ def bulk(fn: Callable[..., Row], db: Database, board: str, ids: Iterable[str], *
 
 
 __all__ = [
-    "archive", "assign", "block", "bulk", "create", "edit", "promote_children", "release",
-    "reopen", "restore", "set_status", "unblock",
+    "NewTask", "archive", "assign", "block", "bulk", "create", "create_in", "create_task", "edit",
+    "release", "reopen", "restore", "set_status", "unblock", "update",
 ]

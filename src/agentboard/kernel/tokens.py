@@ -16,7 +16,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, dump_json
 
 ROLES = ("admin", "member", "viewer")
 RUN_ROLE = "run"
@@ -62,7 +62,7 @@ def _insert(tx: Tx, name: str, token: str, role: str, boards: list[str], run_id:
     tid = tx.scalar(
         "INSERT INTO tokens (name, token_hash, role, boards, run_id, task_id, created_at, expires_at) "
         "VALUES (:n, :h, :r, :b, :run, :task, :now, :exp) RETURNING id",
-        {"n": name, "h": hash_token(token), "r": role, "b": json.dumps(boards), "run": run_id,
+        {"n": name, "h": hash_token(token), "r": role, "b": dump_json(boards), "run": run_id,
          "task": task_id, "now": now, "exp": expires_at},
     )
     row = tx.one("SELECT * FROM tokens WHERE id = :id", {"id": tid})

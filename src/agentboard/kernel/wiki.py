@@ -1,4 +1,4 @@
-"""Wiki pages: a board's shared knowledge, injected into worker workspaces (04).
+"""Wiki pages: a board's shared knowledge, injected into worker workspaces.
 
 Pages are ``published`` (handed to workers) or ``draft`` (proposed by a worker's result, waiting
 for a person to publish or discard). Every change appends a ``wiki_changed`` board event.

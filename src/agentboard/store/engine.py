@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..config import Settings, default_home
 from ..domain.errors import AgentboardError, Unavailable
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
@@ -38,8 +39,13 @@ _EVENT_LOCK_KEY = 0x61676E74  # "agnt"
 _WRITE_DEADLINE = 60.0
 
 _open: weakref.WeakSet[Database] = weakref.WeakSet()
-#: compact JSON for event payloads (one encoder, not one per call as json.dumps(**options) builds)
-_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
+def dump_json(value: Any) -> str:
+    """The JSON text the kernel stores (event payloads, JSON columns): compact, and anything
+    JSON has no type for (a path, a timestamp object) written as its ``str``."""
+    return _ENCODER.encode(value)
 
 
 def _after_fork() -> None:
@@ -141,7 +147,7 @@ class Tx:
                 "task_id": task_id,
                 "run_id": run_id,
                 "kind": kind,
-                "payload": _encode(payload or {}),
+                "payload": dump_json(payload or {}),
                 "actor": actor,
                 "at": at if at is not None else time.time(),
             },
@@ -149,11 +155,16 @@ class Tx:
 
 
 class Database:
-    """A board database: SQLite file or PostgreSQL server."""
+    """A board database: SQLite file or PostgreSQL server, and the settings its verbs follow.
 
-    def __init__(self, url: str, *, home: Path | None = None) -> None:
+    ``settings`` (claim TTL, failure limit, default assignee, ...) is what the kernel reads;
+    without it the defaults of :class:`agentboard.config.Settings` apply, with the home being
+    the SQLite file's folder (or the default home for a server URL).
+    """
+
+    def __init__(self, url: str, *, settings: Settings | None = None) -> None:
         self.url = url
-        self.home = home
+        self.settings: Settings = settings if settings is not None else Settings(home=_home_for(url))
         self.dialect = "postgresql" if url.startswith(("postgresql", "postgres")) else "sqlite"
         self._pg_cache: dict[str, str] = {}
         self._listeners: list[Callable[[set[str]], None]] = []
@@ -447,12 +458,20 @@ def _retryable(exc: BaseException) -> bool:
     return False
 
 
-def open_database(url: str, *, home: Path | None = None, migrate: bool = True) -> Database:
-    """Open (and if needed create or upgrade) the database at ``url``."""
+def _home_for(url: str) -> Path:
+    """The home a database without explicit settings belongs to."""
+    if url.startswith("sqlite"):
+        return Path(sqlite_file(url)).absolute().parent
+    return default_home()
+
+
+def open_database(url: str, *, settings: Settings | None = None, migrate: bool = True) -> Database:
+    """Open (and if needed create or upgrade) the database at ``url``; its verbs follow
+    ``settings`` (the defaults of :class:`agentboard.config.Settings` when not given)."""
     if url.startswith("sqlite:///"):
         path = Path(url[len("sqlite:///") :])
         path.parent.mkdir(parents=True, exist_ok=True)
-    db = Database(url, home=home)
+    db = Database(url, settings=settings)
     if migrate:
         from .migrate import ensure_schema
 
@@ -482,4 +501,4 @@ def sqlite_file(url: str) -> str:
     return rest or ":memory:"
 
 
-__all__ = ["Database", "Tx", "in_list", "open_database", "sqlite_file"]
+__all__ = ["Database", "Tx", "dump_json", "in_list", "open_database", "sqlite_file"]

@@ -105,27 +105,16 @@ def _validate_patch(data: TaskPatch) -> dict[str, Any]:
 @router.patch("/tasks/{task_id}", responses=responses(400, 404, 409))
 def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
+    """Edit fields, reassign and change the status in one transaction: a refused step (say a
+    409 on the status) leaves the task as it was."""
     slug = write_board(request, who, board, task_id)
-    db = state(request).db
     edits = _validate_patch(data)
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant or goal_id")
-    db.read(lambda tx: _exists(tx, slug, task_id))
-    task: dict[str, Any] | None = None
-    if edits:
-        task = tasks.edit(db, slug, task_id, actor=who.name, **edits)
-    if "assignee" in sent:
-        task = tasks.assign(db, slug, task_id, data.assignee or None, actor=who.name)
-    if data.status is not None:
-        task = tasks.set_status(db, slug, task_id, data.status, reason=data.reason, actor=who.name)
+    task = tasks.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
+                        assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
     return Json(task)
-
-
-def _exists(tx: Any, board: str, task_id: str) -> None:
-    from ...kernel.common import get_task
-
-    get_task(tx, board, task_id)
 
 
 _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
