@@ -2,7 +2,7 @@
 
 Each command runs as a new OS process, exactly as a shell or an agent starts it; the median of
 the repeats is reported next to the baseline ``python -c pass`` measured in the same run.
-Targets (07-quality.md): ``--version`` ≤ 150 ms, ``complete`` ≤ 300 ms.
+Targets: ``--version`` ≤ 150 ms, ``complete`` ≤ 300 ms.
 
     python bench/cli_startup.py [--repeats 15]
 """

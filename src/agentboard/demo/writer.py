@@ -25,7 +25,7 @@ def main() -> int:
         meta = (done[-1].get("metadata") if done else None) or {}
         if isinstance(meta, str):
             meta = json.loads(meta)
-        topic = meta.get("topic", pid)
+        topic = str(meta.get("topic") or pid)
         findings = meta.get("findings", [])
         sections.append((topic, findings))
     ab.close()

@@ -78,7 +78,7 @@ def validate_target(db: Database, path: str, mode: str | None = None, board: str
     if mode not in MODES:
         raise InvalidInput(f"unknown target mode {mode!r}: use linked-new or linked-existing")
     if home is None:
-        home = db.home
+        home = db.settings.home
     why = sensitive_reason(p, home)
     if why:
         raise InvalidInput(f"cannot use {norm} as a target directory: {why}")
