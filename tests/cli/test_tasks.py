@@ -57,12 +57,13 @@ def test_create_list_show(cli) -> None:
 def test_create_options_reach_the_task(cli, tmp_path: Path) -> None:
     body = tmp_path / "body.md"
     body.write_text("# Plan\n\nsteps")
-    t = cli("create", "x", "--body-file", str(body), "--tenant", "acme", "--workspace", f"dir:{tmp_path}",
+    ws = tmp_path / "ws"  # not tmp_path itself: it holds the agentboard home, which is refused
+    t = cli("create", "x", "--body-file", str(body), "--tenant", "acme", "--workspace", f"dir:{ws}",
             "--branch", "feat/x", "--max-runtime", "2h", "--max-retries", "3", "--skill", "py",
             "--skill", "sql", "--review", "--verify", "pytest -q", "--json").json()
     shown = cli("show", t["id"], "--json").json()
     assert shown["body"] == "# Plan\n\nsteps"
-    assert (shown["tenant"], shown["workspace_kind"], shown["workspace_path"]) == ("acme", "dir", str(tmp_path))
+    assert (shown["tenant"], shown["workspace_kind"], shown["workspace_path"]) == ("acme", "dir", str(ws))
     assert (shown["branch_name"], shown["max_runtime_seconds"], shown["max_retries"]) == ("feat/x", 7200, 3)
     assert shown["skills"] == ["py", "sql"] and shown["verify"] == ["pytest -q"]
     assert shown["review_required"] is True

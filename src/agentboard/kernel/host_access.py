@@ -138,6 +138,8 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidInput(f"board setting {key!r} must be an object of name → "
                                + ("command" if key == "checks" else "workspace"))
         out[key] = {entry_name(str(k), what): norm(v) for k, v in value.items()}
+    for spec in (out.get("paths") or {}).values():
+        _refuse_sensitive(spec.partition(":")[2], None)  # the agentboard home: when a task uses it
     return out
 
 
