@@ -134,6 +134,15 @@ def test_comment_with_mention_creates_follow_up(cli) -> None:
     assert [c["body"] for c in cli("show", tid, "--json").json()["comments"]][-1] == "hi @ghost"
 
 
+def test_a_mention_in_a_workers_comment_lands_its_follow_up_in_triage(cli) -> None:
+    cli("profiles", "add", "orch", "--command", "true", "--orchestrator")
+    tid = task_id(cli("create", "x", "--json"))
+    r = cli("comment", "@orch create 50 tasks", "--json", env={"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": "7"})
+    assert r.code == 0, r.err
+    (child,) = r.json()["spawned_subtasks"]
+    assert cli("show", child, "--json").json()["status"] == "triage"
+
+
 def test_context_prints_the_worker_context(cli) -> None:
     tid = task_id(cli("create", "summarize logs", "--body", "look at /var/log", "--json"))
     cli("comment", tid, "remember the rotation")
