@@ -14,6 +14,7 @@ import os
 import pwd
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -312,3 +313,29 @@ def test_init_with_a_worker_user_creates_the_user_and_closes_the_home_to_it(home
         assert r.returncode != 0 and b"Permission denied" in r.stderr
     finally:
         shutil.rmtree(info["worker_workspaces"], ignore_errors=True)
+
+
+def test_a_sandboxed_worker_outlives_the_thread_that_started_it(home: Path) -> None:
+    """bwrap's --die-with-parent follows the thread that started it; request and pool threads
+    end while their workers still run."""
+    import threading
+
+    from agentboard.dispatch.dispatcher import Dispatcher
+    from agentboard.kernel import profiles
+
+    require_bwrap()
+    done = "echo '{\"success\": true, \"summary\": \"slept\"}' > .board/result.json"
+    with agentboard.connect(str(home)) as ab:
+        profiles.add(ab.db, "slow", command="sh -c " + shlex.quote(f"sleep 2; {done}"), isolation="sandbox")
+        task = ab.board().create("sleep in a sandbox", assignee="slow", max_retries=1)
+        d = Dispatcher(ab.db, ab.settings)
+        starter = threading.Thread(target=d.run_pass)
+        starter.start()
+        starter.join()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and ab.board().show(task["id"])["status"] == "running":
+            time.sleep(0.2)
+            d.run_pass()
+        shown = ab.board().show(task["id"])
+        assert shown["status"] == "done", shown["last_failure_error"]
+        assert shown["runs"][-1]["summary"] == "slept"

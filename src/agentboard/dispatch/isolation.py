@@ -33,6 +33,8 @@ from ..config import Settings
 from ..domain.errors import InvalidInput
 
 MODES = ("none", "user", "sandbox")
+# runs its arguments as a child and exits with their status (never replaced by them: no exec)
+_WAIT = '"$@"; c=$?; exit $c'
 
 
 class IsolationError(Exception):
@@ -72,7 +74,10 @@ class Confinement:
             out += [self.setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
         if self.bwrap is not None:
             ws = str(workspace)
-            out += [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            # bwrap's --die-with-parent follows the *thread* that started it; a waiting sh as its
+            # parent keeps a sandbox alive after that thread ends (pool and request threads do)
+            out += ["/bin/sh", "-c", _WAIT, "agentboard-sandbox",
+                    self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
             if self.home is not None:
                 out += ["--tmpfs", str(self.home)]
             out += ["--bind", ws, ws, "--chdir", ws, "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "--"]
