@@ -162,7 +162,8 @@ class Serve:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
-def run_probe(home: Path, probe: Path, isolation: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
+def run_probe(home: Path, probe: Path, isolation: str,
+              workspace: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """Add a profile running the probe with ``isolation``, start ``serve``, give it a task and
     wait until the task is finished. Returns the task, what the worker reported in its comment,
     and the file it tried to write outside its workspace."""
@@ -178,7 +179,7 @@ def run_probe(home: Path, probe: Path, isolation: str) -> tuple[dict[str, Any], 
     try:
         with agentboard.connect(str(home)) as ab:
             board = ab.board()
-            task = board.create("probe the host", assignee="probe", max_retries=1)
+            task = board.create("probe the host", assignee="probe", max_retries=1, workspace=workspace)
             server.dispatch()
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline:
@@ -230,6 +231,16 @@ def test_a_sandboxed_worker_finishes_its_task_but_cannot_read_the_home_the_serve
     assert Path(got["cwd"]).is_relative_to(home)
 
 
+def test_a_sandboxed_worker_whose_workspace_holds_the_home_still_cannot_see_the_home(
+        home: Path, probe: Path) -> None:
+    require_bwrap()
+    _task, got, _outside = run_probe(home, probe, "sandbox", workspace=f"dir:{home.parent}")
+    assert Path(got["cwd"]) == home.parent
+    for name in ("PROBE_TOKEN", "PROBE_DB", "PROBE_CONFIG"):
+        assert got[name]["read"] is False, (name, got[name])
+    assert got["PROBE_HOME"] == {"read": True, "listing": []}
+
+
 def test_a_sandboxed_worker_runs_as_the_worker_user_when_one_is_configured(
         home: Path, worker_user: str, probe: Path) -> None:
     require_bwrap()
@@ -270,10 +281,9 @@ def test_an_unknown_isolation_is_refused_by_the_cli_and_the_api(ab: Any, home: P
 
 def test_a_user_isolated_profile_without_a_worker_user_is_not_started_and_says_why(ab: Any, home: Path) -> None:
     from agentboard.dispatch.dispatcher import Dispatcher
-    from agentboard.kernel import profiles
 
     ran = home.parent / "ran"
-    profiles.add(ab.db, "confined", command=f"touch {ran}", isolation="user")
+    ab.add_profile("confined", command=f"touch {ran}", isolation="user")
     task = ab.board().create("must not run unisolated", assignee="confined", max_retries=1)
     ab.settings.worker_user = None
     d = Dispatcher(ab.db, ab.settings)
@@ -321,12 +331,11 @@ def test_a_sandboxed_worker_outlives_the_thread_that_started_it(home: Path) -> N
     import threading
 
     from agentboard.dispatch.dispatcher import Dispatcher
-    from agentboard.kernel import profiles
 
     require_bwrap()
     done = "echo '{\"success\": true, \"summary\": \"slept\"}' > .board/result.json"
     with agentboard.connect(str(home)) as ab:
-        profiles.add(ab.db, "slow", command="sh -c " + shlex.quote(f"sleep 2; {done}"), isolation="sandbox")
+        ab.add_profile("slow", command="sh -c " + shlex.quote(f"sleep 2; {done}"), isolation="sandbox")
         task = ab.board().create("sleep in a sandbox", assignee="slow", max_retries=1)
         d = Dispatcher(ab.db, ab.settings)
         starter = threading.Thread(target=d.run_pass)

@@ -78,9 +78,15 @@ class Confinement:
             # parent keeps a sandbox alive after that thread ends (pool and request threads do)
             out += ["/bin/sh", "-c", _WAIT, "agentboard-sandbox",
                     self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-            if self.home is not None:
-                out += ["--tmpfs", str(self.home)]
-            out += ["--bind", ws, ws, "--chdir", ws, "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "--"]
+            bind = ["--bind", ws, ws]
+            hide = ["--tmpfs", str(self.home)] if self.home is not None else []
+            # the later mount wins: a workspace inside the home is bound back over the hidden home;
+            # a home inside the workspace stays hidden
+            if self.home is not None and self.home.is_relative_to(workspace):
+                out += bind + hide
+            else:
+                out += hide + bind
+            out += ["--chdir", ws, "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "--"]
         return out + argv
 
     def popen_ids(self, *, switch_in_argv: bool = False) -> tuple[int | None, int | None, list[int] | None]:
