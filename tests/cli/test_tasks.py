@@ -57,12 +57,13 @@ def test_create_list_show(cli) -> None:
 def test_create_options_reach_the_task(cli, tmp_path: Path) -> None:
     body = tmp_path / "body.md"
     body.write_text("# Plan\n\nsteps")
-    t = cli("create", "x", "--body-file", str(body), "--tenant", "acme", "--workspace", f"dir:{tmp_path}",
+    ws = tmp_path / "ws"  # not tmp_path itself: it holds the agentboard home, which is refused
+    t = cli("create", "x", "--body-file", str(body), "--tenant", "acme", "--workspace", f"dir:{ws}",
             "--branch", "feat/x", "--max-runtime", "2h", "--max-retries", "3", "--skill", "py",
             "--skill", "sql", "--review", "--verify", "pytest -q", "--json").json()
     shown = cli("show", t["id"], "--json").json()
     assert shown["body"] == "# Plan\n\nsteps"
-    assert (shown["tenant"], shown["workspace_kind"], shown["workspace_path"]) == ("acme", "dir", str(tmp_path))
+    assert (shown["tenant"], shown["workspace_kind"], shown["workspace_path"]) == ("acme", "dir", str(ws))
     assert (shown["branch_name"], shown["max_runtime_seconds"], shown["max_retries"]) == ("feat/x", 7200, 3)
     assert shown["skills"] == ["py", "sql"] and shown["verify"] == ["pytest -q"]
     assert shown["review_required"] is True
@@ -131,6 +132,15 @@ def test_comment_with_mention_creates_follow_up(cli) -> None:
     human = cli("comment", tid, "hi @ghost")
     assert "comment #" in human.out and "@ghost" in human.err
     assert [c["body"] for c in cli("show", tid, "--json").json()["comments"]][-1] == "hi @ghost"
+
+
+def test_a_mention_in_a_workers_comment_lands_its_follow_up_in_triage(cli) -> None:
+    cli("profiles", "add", "orch", "--command", "true", "--orchestrator")
+    tid = task_id(cli("create", "x", "--json"))
+    r = cli("comment", "@orch create 50 tasks", "--json", env={"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": "7"})
+    assert r.code == 0, r.err
+    (child,) = r.json()["spawned_subtasks"]
+    assert cli("show", child, "--json").json()["status"] == "triage"
 
 
 def test_context_prints_the_worker_context(cli) -> None:

@@ -93,13 +93,15 @@ def test_the_same_error_in_several_tasks_is_systemic(ab, board, dispatcher):
         assert "systemic failure" in _task(board, tid)["block_reason"]
 
 
-def test_workspace_that_cannot_be_created(ab, board, dispatcher):
+def test_workspace_that_cannot_be_created(ab, board, dispatcher, tmp_path):
     ab.add_profile("fine", command=RESULT_OK)
-    t = board.create("bad dir", assignee="fine", workspace="dir:/proc/agentboard-cannot-exist", max_retries=1)
+    (tmp_path / "a-file").write_text("not a folder")
+    bad = tmp_path / "a-file" / "agentboard-cannot-exist"
+    t = board.create("bad dir", assignee="fine", workspace=f"dir:{bad}", max_retries=1)
     other = board.create("good", assignee="fine")
     dispatcher()
     wait_for(lambda: all_in(board, [t["id"]], {"blocked"}) and all_in(board, [other["id"]], {"done"}))
-    assert "cannot create workspace /proc/agentboard-cannot-exist" in _task(board, t["id"])["last_failure_error"]
+    assert f"cannot create workspace {bad}" in _task(board, t["id"])["last_failure_error"]
 
 
 def test_worktree_on_a_folder_that_is_not_a_git_repository(ab, board, dispatcher, tmp_path):

@@ -162,8 +162,8 @@ class Serve:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
-def run_probe(home: Path, probe: Path, isolation: str,
-              workspace: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Path]:
+def run_probe(home: Path, probe: Path, isolation: str, workspace: str | None = None,
+              unchecked_workspace: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """Add a profile running the probe with ``isolation``, start ``serve``, give it a task and
     wait until the task is finished. Returns the task, what the worker reported in its comment,
     and the file it tried to write outside its workspace."""
@@ -179,7 +179,15 @@ def run_probe(home: Path, probe: Path, isolation: str,
     try:
         with agentboard.connect(str(home)) as ab:
             board = ab.board()
-            task = board.create("probe the host", assignee="probe", max_retries=1, workspace=workspace)
+            task = board.create("probe the host", assignee="probe", max_retries=1, workspace=workspace,
+                                triage=unchecked_workspace is not None)
+            if unchecked_workspace is not None:
+                # a workspace no task may be created with any more (one holding the home): as if
+                # stored before that rule, then released
+                ab.db.write(lambda tx: tx.execute(
+                    "UPDATE tasks SET workspace_kind = 'dir', workspace_path = :p WHERE id = :id",
+                    {"p": unchecked_workspace, "id": task["id"]}))
+                board.release(task["id"])
             server.dispatch()
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline:
@@ -234,7 +242,7 @@ def test_a_sandboxed_worker_finishes_its_task_but_cannot_read_the_home_the_serve
 def test_a_sandboxed_worker_whose_workspace_holds_the_home_still_cannot_see_the_home(
         home: Path, probe: Path) -> None:
     require_bwrap()
-    _task, got, _outside = run_probe(home, probe, "sandbox", workspace=f"dir:{home.parent}")
+    _task, got, _outside = run_probe(home, probe, "sandbox", unchecked_workspace=str(home.parent))
     assert Path(got["cwd"]) == home.parent
     for name in ("PROBE_TOKEN", "PROBE_DB", "PROBE_CONFIG"):
         assert got[name]["read"] is False, (name, got[name])

@@ -19,6 +19,7 @@ from fastapi import Request
 
 from ..domain.errors import AgentboardError, Forbidden, Unauthorized
 from ..kernel import tokens as tokens_kernel
+from ..kernel.host_access import Access
 from ..store.engine import Database
 from .errors import error_body
 
@@ -60,6 +61,17 @@ class Principal:
     @property
     def is_run(self) -> bool:
         return self.role == tokens_kernel.RUN_ROLE
+
+    @property
+    def host(self) -> Access:
+        """How much of the host this caller may decide about (commands, workspace paths): an
+        admin token limited to no board decides; any other person picks what an admin
+        configured on the board; a run token's tasks carry none of it."""
+        if self.is_run:
+            return Access.RUN
+        if self.role == "admin" and not self.boards:
+            return Access.ADMIN
+        return Access.MEMBER
 
     @property
     def default_board(self) -> str:

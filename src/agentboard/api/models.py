@@ -79,6 +79,7 @@ class TaskPatch(Body):
     result: str | None = Field(default=None, max_length=10_000)
     tenant: str | None = Field(default=None, max_length=200)
     goal_id: str | None = Field(default=None, max_length=64)
+    verify: list[str] | None = Field(default=None, max_length=100)
     reason: str | None = Field(default=None, max_length=10_000)
 
 

@@ -1,4 +1,5 @@
-"""`boards list|create|switch|show|rename|rm|restore`: isolated queues in one home."""
+"""`boards list|create|switch|show|rename|rm|restore|checks|paths`: isolated queues in one home,
+and the named checks and paths an admin configures on a board for members to pick by name."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import click
 
 from . import common
-from .common import handle_errors, json_option
+from .common import board_option, handle_errors, json_option
 
 
 def _current() -> str:
@@ -176,3 +177,112 @@ def restore(slug: str, as_json: bool) -> None:
 
     row = kb.restore(common.db(), slug, home=common.home(), actor=common.actor())
     common.emit(row, as_json, f"board {row['slug']} restored")
+
+
+# -- named checks and named paths --------------------------------------------------------------------
+
+
+def _named_list(key: str, board: str | None, as_json: bool) -> None:
+    from agentboard.kernel import host_access
+
+    slug = common.resolve_board(board)
+    read = host_access.board_checks if key == "checks" else host_access.board_paths
+    named = read(common.db(), slug)
+    if as_json:
+        common.emit_json(named)
+        return
+    if not named:
+        click.echo(f"board {slug} has no named {key}")
+        return
+    from .output import table
+
+    table(["name", "command" if key == "checks" else "workspace"], sorted(named.items()), status_column=None)
+
+
+def _named_set(key: str, name: str, value: str | None, board: str | None, as_json: bool) -> None:
+    from agentboard.kernel import host_access
+
+    slug = common.resolve_board(board)
+    named = host_access.set_named(common.db(), slug, key, name, value, actor=common.actor())
+    what = key.rstrip("s")
+    common.emit(named, as_json, f"board {slug}: named {what} {name!r} " + ("removed" if value is None else "set"))
+
+
+@boards.group("checks", cls=common.Group, context_settings=common.HELP_OPTIONS)
+def checks() -> None:
+    """Named checks: verify commands an admin configures on a board; members pick them by
+    name (`create --check NAME`, or "check:NAME" in a task's verify through the API)."""
+
+
+@checks.command("list")
+@board_option
+@json_option
+@handle_errors
+def checks_list(board: str | None, as_json: bool) -> None:
+    """The board's named checks and the commands they run."""
+    _named_list("checks", board, as_json)
+
+
+@checks.command("add")
+@click.argument("name")
+@click.argument("command")
+@board_option
+@json_option
+@handle_errors
+def checks_add(name: str, command: str, board: str | None, as_json: bool) -> None:
+    """Add (or replace) the named check NAME running the shell COMMAND in the task's workspace.
+
+    Tasks that name the check run its command as it is when they are verified.
+    """
+    _named_set("checks", name, command, board, as_json)
+
+
+@checks.command("rm")
+@click.argument("name")
+@board_option
+@json_option
+@handle_errors
+def checks_rm(name: str, board: str | None, as_json: bool) -> None:
+    """Remove the named check NAME (tasks naming it then fail verification until it is back)."""
+    _named_set("checks", name, None, board, as_json)
+
+
+@boards.group("paths", cls=common.Group, context_settings=common.HELP_OPTIONS)
+def paths() -> None:
+    """Named paths: workspaces an admin configures on a board; members pick them by name
+    (`create --workspace path:NAME`)."""
+
+
+@paths.command("list")
+@board_option
+@json_option
+@handle_errors
+def paths_list(board: str | None, as_json: bool) -> None:
+    """The board's named paths and the workspaces they stand for."""
+    _named_list("paths", board, as_json)
+
+
+@paths.command("add")
+@click.argument("name")
+@click.argument("path")
+@click.option("--worktree", is_flag=True, help="PATH is a git repository: each task runs in a worktree of it")
+@board_option
+@json_option
+@handle_errors
+def paths_add(name: str, path: str, worktree: bool, board: str | None, as_json: bool) -> None:
+    """Add (or replace) the named path NAME: the folder PATH (absolute), shared by the tasks that
+    pick it; sensitive locations (credentials, system folders, the agentboard home) are refused."""
+    import os
+
+    path = os.path.abspath(os.path.expanduser(path))
+    _named_set("paths", name, ("worktree:" if worktree else "dir:") + path, board, as_json)
+
+
+@paths.command("rm")
+@click.argument("name")
+@board_option
+@json_option
+@handle_errors
+def paths_rm(name: str, board: str | None, as_json: bool) -> None:
+    """Remove the named path NAME (tasks created with it keep their workspace)."""
+    _named_set("paths", name, None, board, as_json)

@@ -48,7 +48,8 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
 @click.option("--priority", default="0", metavar="N", help="higher runs first")
 @click.option("--triage", is_flag=True, help="park it in triage (never dispatched until released)")
 @click.option("--workspace", default=None, metavar="KIND",
-              help="scratch | worktree | worktree:<path> | dir:<absolute path>")
+              help="scratch | worktree | worktree:<path> | dir:<absolute path> | path:<name of a "
+                   "board's named path>")
 @click.option("--branch", default=None, metavar="NAME")
 @click.option("--idempotency-key", default=None, metavar="KEY")
 @click.option("--max-runtime", default=None, metavar="DUR", help="30s, 30m, 2h, 1d or seconds")
@@ -56,6 +57,8 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
 @click.option("--skill", "skills", multiple=True, metavar="S")
 @click.option("--review", is_flag=True, help="require a review before done")
 @click.option("--verify", "verify", multiple=True, metavar="CMD", help="a shell command that must pass")
+@click.option("--check", "checks", multiple=True, metavar="NAME",
+              help="a named check of the board that must pass (repeatable; `boards checks list`)")
 @board_option
 @json_option
 @handle_errors
@@ -63,10 +66,10 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
            triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
-           verify: tuple[str, ...], board: str | None, as_json: bool) -> None:
+           verify: tuple[str, ...], checks: tuple[str, ...], board: str | None, as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
     from agentboard.domain import model
-    from agentboard.kernel import tasks
+    from agentboard.kernel import host_access, tasks
 
     slug = common.resolve_board(board)
     text = common.read_text(body, body_file)
@@ -74,8 +77,8 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
         common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
         tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
         branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
-        max_retries=max_retries, skills=skills, review=review, verify=verify,
-        actor=common.actor(),
+        max_retries=max_retries, skills=skills, review=review,
+        verify=[*verify, *(host_access.CHECK_PREFIX + c for c in checks)], actor=common.actor(),
     )
     _warn_if_not_a_profile(task["assignee"])
     if as_json:
@@ -325,7 +328,7 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
         raise InvalidInput("usage: agentboard comment ID \"text\" (quote the text)")
     slug = common.task_board(task_id, board)
     out = comments.comment(common.db(), slug, task_id, text, author=author or common.actor(),
-                           mentions=not no_mentions)
+                           mentions=not no_mentions, run_id=common.worker_run_id(None))
     if as_json:
         common.emit_json(out)
         return

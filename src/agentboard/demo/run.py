@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -18,6 +19,7 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
     from .. import config
     from ..client import Client, open_home
     from ..dispatch.dispatcher import Dispatcher
+    from ..dispatch.workspaces import scratch_path
 
     say = echo or (lambda _s: None)
     home = Path(home_dir).absolute() if home_dir else Path(tempfile.mkdtemp(prefix="agentboard-demo-"))
@@ -35,12 +37,12 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
     ab.add_profile("writer", command=f"{py} {shlex.quote(str(HERE / 'writer.py'))}",
                    description="turns research notes into a briefing")
     board = ab.board()
-    out_dir = home / "output"
+    out_dir = home / "output"  # the briefing is copied here from the writer's workspace
     out_dir.mkdir(parents=True, exist_ok=True)
     t1 = board.create("Research: how task boards keep work visible and durable", assignee="researcher-a")
     t2 = board.create("Research: failure modes of agent fleets", assignee="researcher-b")
     t3 = board.create("Write the briefing", assignee="writer", parents=[t1["id"], t2["id"]],
-                      workspace=f"dir:{out_dir}", body="Combine the researchers' findings into briefing.md.")
+                      body="Combine the researchers' findings into briefing.md.")
     ids = [t1["id"], t2["id"], t3["id"]]
     say(f"demo home: {home}")
     say(f"board 'default': 2 researchers fan out, 1 writer fans in ({', '.join(ids)})")
@@ -69,6 +71,9 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
                             "seconds": round((r.get("ended_at") or time.time()) - r["started_at"], 2),
                             "summary": r.get("summary") or r.get("error")})
     artifact = out_dir / "briefing.md"
+    written = scratch_path(home, "default", t3["id"]) / "briefing.md"
+    if ok and written.exists():
+        shutil.copyfile(written, artifact)
     say("")
     say("board:")
     for t in tasks:

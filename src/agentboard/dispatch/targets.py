@@ -14,46 +14,13 @@ from pathlib import Path
 
 from ..domain.errors import Conflict, InvalidInput
 from ..kernel import dispatching as kd
+from ..kernel.host_access import sensitive_reason
 from ..store.engine import Database
 from . import gitutil
 
 MODES = ("linked-new", "linked-existing")
 
-_SYSTEM = (
-    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
-    "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/home", "/Users", "/System",
-    "/Library", "/Applications", "/private", "/snap", "/mnt", "/media",
-)
-_SENSITIVE_IN_HOME = (".ssh", ".gnupg", ".aws", ".config", ".kube", ".docker", ".agentboard", ".local", ".cache")
-_SYSTEM_TREES = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/var/lib")
-
-
-def _user_home() -> Path:
-    return Path(os.path.expanduser("~")).absolute()
-
-
-def sensitive_reason(path: Path, agentboard_home: Path | None = None) -> str | None:
-    """Why ``path`` must not be a board's target directory, or None when it may be."""
-    p = str(path)
-    real = os.path.realpath(p)
-    home = _user_home()
-    if real in (str(home), os.path.realpath(str(home))) or p == str(home):
-        return f"{p} is your home folder itself; pick a project folder inside it"
-    for cand in {p, real}:
-        if cand in _SYSTEM:
-            return f"{cand} is a system location"
-        for tree in _SYSTEM_TREES:
-            if cand.startswith(tree + "/"):
-                return f"{cand} is inside the system folder {tree}"
-    for name in _SENSITIVE_IN_HOME:
-        s = home / name
-        if real == str(s) or real.startswith(str(s) + "/") or p == str(s) or p.startswith(str(s) + "/"):
-            return f"{p} is inside {s}, which holds credentials or settings"
-    if agentboard_home is not None:
-        ah = os.path.realpath(str(agentboard_home))
-        if real == ah or real.startswith(ah + "/") or ah.startswith(real + "/"):
-            return f"{p} overlaps the agentboard home {agentboard_home}"
-    return None
+__all__ = ["MODES", "is_git_target", "sensitive_reason", "validate_target"]
 
 
 def validate_target(db: Database, path: str, mode: str | None = None, board: str | None = None,

@@ -95,15 +95,19 @@ def duration(value: str | int | float | None) -> int | None:
 
 
 def workspace(value: str | None) -> tuple[str, str | None]:
-    """Parse ``scratch``, ``worktree``, ``worktree:<path>`` or ``dir:<absolute path>``."""
+    """Parse ``scratch``, ``worktree``, ``worktree:<path>``, ``dir:<absolute path>`` or
+    ``path:<name>`` (a named path configured on the board: ``("path", name)``)."""
     if not value or value == "scratch":
         return "scratch", None
     if value == "worktree":
         return "worktree", None
     kind, _, path = value.partition(":")
+    if kind == "path" and PROFILE_RE.match(path):
+        return "path", path
     if kind not in ("dir", "worktree") or not path:
         raise InvalidInput(
-            f"invalid workspace {value!r}: use scratch, worktree, worktree:<path> or dir:<absolute path>"
+            f"invalid workspace {value!r}: use scratch, worktree, worktree:<path>, dir:<absolute path> "
+            "or path:<name> (a named path of the board)"
         )
     if not os.path.isabs(path):
         raise InvalidInput(

@@ -12,6 +12,7 @@ from typing import Any
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
+from .host_access import check_settings
 
 _SCOPED_TABLES = (
     "task_events", "task_comments", "task_runs", "task_links", "attachments", "reviews",
@@ -99,7 +100,7 @@ def create(
         "color": color,
         "default_workdir": workdir,
         "workdir_mode": workdir_mode if workdir else None,
-        "settings": dump_json(settings or {}),
+        "settings": dump_json(check_settings(settings or {})),
     }
     return board_out(db.write(_create, slug, fields, actor))
 
@@ -118,7 +119,7 @@ def board_changes(**fields: Any) -> dict[str, Any]:
     if "settings" in changes:
         if not isinstance(changes["settings"], dict):
             raise InvalidInput("board settings must be a JSON object")
-        changes["settings"] = dump_json(changes["settings"])
+        changes["settings"] = dump_json(check_settings(changes["settings"]))
     return changes
 
 

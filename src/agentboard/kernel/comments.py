@@ -1,4 +1,9 @@
-"""The comment thread, and @mentions that create follow-up tasks."""
+"""The comment thread, and @mentions that create follow-up tasks.
+
+A mention in a comment a worker's run wrote (``run_id`` given) lands its follow-up in
+``triage``: a worker proposes work, a person (or an orchestrator's own flow) releases it, so a
+worker cannot hand another profile a ready task (and that profile's run token its rights).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from .tasks import NewTask, create_in
 MENTION_RE = re.compile(r"(?<![\w.@])@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
 
 
-def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions: bool, kind: str) -> Row:
+def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions: bool, kind: str,
+             run_id: int | None) -> Row:
     task = get_task(tx, board, task_id)
     now = time.time()
     cid = tx.scalar(
@@ -33,14 +39,14 @@ def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions:
             title = f"Follow-up for @{name} on {task_id}: {task['title']}"[: model.TITLE_MAX]
             child = create_in(tx, NewTask(
                 board=board, title=title, body=body, assignee=name, parents=(task_id,),
-                tenant=task["tenant"], goal=task["goal_id"], priority=task["priority"], actor=author,
-                check_board=False,
+                tenant=task["tenant"], goal=task["goal_id"], priority=task["priority"],
+                triage=run_id is not None, actor=author, check_board=False,
             ))
             spawned.append(child["id"])
     tx.event(
         board, task_id, "commented",
         {"comment_id": cid, "author": author, "excerpt": body[:200], "spawned_subtasks": spawned, "skipped_mentions": skipped},
-        actor=author, at=now,
+        run_id=run_id, actor=author, at=now,
     )
     return {"id": cid, "task_id": task_id, "author": author, "body": body, "kind": kind, "created_at": now,
             "spawned_subtasks": spawned, "skipped_mentions": skipped}
@@ -48,10 +54,12 @@ def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions:
 
 def comment(
     db: Database, board: str, task_id: str, body: str, *, author: str | None = None,
-    mentions: bool = True, kind: str = "comment",
+    mentions: bool = True, kind: str = "comment", run_id: int | None = None,
 ) -> Row:
+    """Add a comment; each ``@profile`` mention (with ``mentions``) creates a follow-up task
+    for that profile, in ``triage`` when the comment comes from a worker's run (``run_id``)."""
     text = (body or "").strip()
     if not text:
         raise InvalidInput("comment is empty: write something")
     model.body(text, model.COMMENT_MAX, "comment")
-    return db.write(_comment, board, task_id, text, author or "person", mentions, kind)
+    return db.write(_comment, board, task_id, text, author or "person", mentions, kind, run_id)

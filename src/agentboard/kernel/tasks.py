@@ -19,6 +19,7 @@ from .common import (
     task_out,
 )
 from .flow import after_satisfied, demote_ready_children, reopen_goal, settle_goal
+from .host_access import checked_verify, decoded_verify, placed
 from .runs import (
     Report,
     Verdict,
@@ -131,6 +132,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     board = new.board
     if new.check_board:
         require_board(tx, board)
+    checked_verify(tx, board, new.verify)
+    workspace_kind, workspace_path = placed(tx, board, new.workspace_kind, new.workspace_path)
     if new.idempotency_key:
         existing = tx.one(
             "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
@@ -182,8 +185,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "goal_id": new.goal,
         "created_by": new.actor,
         "now": now,
-        "workspace_kind": new.workspace_kind,
-        "workspace_path": new.workspace_path,
+        "workspace_kind": workspace_kind,
+        "workspace_path": workspace_path,
         "branch_name": new.branch,
         "idem": new.idempotency_key,
         "skills": dump_json(skills),
@@ -230,8 +233,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "created_by": new.actor,
         "created_at": now,
         "updated_at": now,
-        "workspace_kind": new.workspace_kind,
-        "workspace_path": new.workspace_path,
+        "workspace_kind": workspace_kind,
+        "workspace_path": workspace_path,
         "branch_name": new.branch,
         "idempotency_key": new.idempotency_key,
         "skills": skills,
@@ -516,6 +519,8 @@ _EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_secon
 def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     states.check("edit", task["status"], task["status"], task_id)
+    if "verify" in changes:
+        checked_verify(tx, board, decoded_verify(changes["verify"]))
     if "goal_id" in changes and changes["goal_id"]:
         if tx.one("SELECT id FROM goals WHERE id = :g AND board = :b", {"g": changes["goal_id"], "b": board}) is None:
             raise NotFound(f"no goal {changes['goal_id']} on board {board!r}")

@@ -20,7 +20,7 @@ from typing import Any
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import AgentboardError, StaleRun
-from ..kernel import comments, runs, tasks, wiki, worker_protocol
+from ..kernel import comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
 from . import boarddir, repair, result, review, verify
@@ -221,7 +221,8 @@ def _verify_and_complete(
                                     "commands": [{"command": c} for c in commands]}
     elif commands:
         outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
-                             env={"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id)})
+                             env={"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id)},
+                             checks=host_access.board_checks(db, board))
         failed = outcome.failed
         if failed is not None:
             how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"

@@ -2,6 +2,10 @@
 
 Each command runs through the shell in its own process group with a timeout; a command that
 outlives it is killed with its children. The first failure stops the run of commands.
+
+An entry ``check:NAME`` is a named check: it runs the command the board's admin configured
+under that name *now* (board setting ``checks``), so changing the check changes what runs; a
+name no longer configured fails verification with a message saying so.
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..kernel.host_access import CHECK_PREFIX, resolve_checks
 
 TAIL_BYTES = 4000
 
@@ -89,11 +96,19 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
     return CommandResult(command, proc.returncode, time.monotonic() - started, tail, timed_out)
 
 
-def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, str] | None = None) -> Verification:
-    """Run ``commands`` in order in ``workspace``; stop at the first failure."""
+def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, str] | None = None,
+        checks: Mapping[str, str] | None = None) -> Verification:
+    """Run ``commands`` in order in ``workspace``; stop at the first failure. ``checks``: the
+    board's named checks, which ``check:NAME`` entries run."""
     out = Verification()
-    for command in commands:
-        result = run_command(command, workspace, timeout, env)
+    for label, command in resolve_checks(commands, checks or {}):
+        if command is None:
+            result = CommandResult(label, None, 0.0, f"[no check named {label[len(CHECK_PREFIX):]!r} is "
+                                   "configured on the board any more; an admin adds it with "
+                                   "`agentboard boards checks add`]")
+        else:
+            result = run_command(command, workspace, timeout, env)
+            result.command = label
         out.results.append(result)
         if not result.passed:
             break

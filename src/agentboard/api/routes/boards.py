@@ -9,7 +9,7 @@ from fastapi import Path as PathParam
 from starlette.responses import Response
 
 from ...domain import model
-from ...kernel import boards, compound, queries
+from ...kernel import boards, compound, host_access, queries
 from ..auth import Principal, current
 from ..errors import dumps
 from ..models import BoardCreate, BoardPatch
@@ -52,6 +52,9 @@ def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
     slug = model.board_slug(slug)
     who.check_admin(slug)
     st = state(request)
+    if data.settings is not None and host_access.host_settings_changed(
+            boards.get(st.db, slug)["settings"], data.settings):
+        who.check_admin()  # named checks and paths run on the host: an unscoped admin's decision
     fields = data.model_dump(exclude_none=True, exclude={"archived"})
     return Json(compound.patch_board(st.db, slug, archived=data.archived, home=st.settings.home,
                                      actor=who.name, **fields))

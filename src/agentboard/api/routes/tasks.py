@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, Response
 
 from ...domain import model, states
 from ...domain.errors import Forbidden, InvalidInput, NotFound
-from ...kernel import attachments, comments, lookups, queries, runs, tasks
+from ...kernel import attachments, comments, host_access, lookups, queries, runs, tasks
 from ...store.engine import Database
 from ..auth import Principal, current
 from ..models import BulkRequest, CommentCreate, ReasonBody, ReviewRequest, TaskCreate, TaskPatch
@@ -63,6 +63,8 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         slug = read_board(request, who, board)
     else:
         slug = write_board(request, who, board)
+    # commands and workspace paths on the host: an admin decision (403 before anything is written)
+    host_access.authorize(who.host, verify=data.verify, workspace=data.workspace, branch=data.branch)
     task = tasks.create(
         state(request).db, slug, data.title, body=data.body, assignee=data.assignee or None,
         parents=data.parents, tenant=data.tenant, goal=data.goal, priority=data.priority,
@@ -81,10 +83,17 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
     return Json(queries.task_detail(state(request).db, slug, task_id, events=events))
 
 
-def _validate_patch(data: TaskPatch) -> dict[str, Any]:
+def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
     """Check every field before changing anything, so bad input leaves the task as it was."""
     sent = data.model_fields_set
     edits: dict[str, Any] = {}
+    if "verify" in sent:
+        if data.verify is None:
+            raise InvalidInput("verify cannot be null: send [] to remove the task's checks")
+        if who.is_run:
+            raise Forbidden("a run token cannot change what verifies a task: a person decides that")
+        host_access.authorize(who.host, verify=data.verify)
+        edits["verify"] = [v for v in data.verify if v.strip()]
     if data.title is not None:
         edits["title"] = model.title(data.title)
     if data.body is not None:
@@ -108,10 +117,11 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     """Edit fields, reassign and change the status in one transaction: a refused step (say a
     409 on the status) leaves the task as it was."""
     slug = write_board(request, who, board, task_id)
-    edits = _validate_patch(data)
+    edits = _validate_patch(data, who)
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
-        raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant or goal_id")
+        raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
+                           "goal_id or verify")
     task = tasks.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
                         assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
     return Json(task)
@@ -168,7 +178,7 @@ def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
                 board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
     out = comments.comment(state(request).db, slug, task_id, data.body, author=who.name,
-                           mentions=data.mentions)
+                           mentions=data.mentions, run_id=who.run_id if who.is_run else None)
     return Json(out, status_code=201)
 
 
