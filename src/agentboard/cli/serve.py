@@ -39,7 +39,15 @@ def _save_token(path: os.PathLike[str], token: str) -> None:
 def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str) -> None:
     """Serve the dashboard and API; prints a URL that logs the browser in."""
     from agentboard.api import create_app
-    from agentboard.api.serve import bind, forget, is_loopback, record, run_tokens, serve_forever, url_for
+    from agentboard.api.serve import (
+        bind,
+        forget,
+        is_loopback,
+        record,
+        run_tokens,
+        serve_forever,
+        url_for,
+    )
     from agentboard.domain.errors import InvalidInput, Unavailable
     from agentboard.kernel import tokens
 
