@@ -98,8 +98,25 @@ class BackgroundServer:
         self.stop()
 
 
-def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info") -> None:
-    server = uvicorn.Server(_config(app, log_level=log_level))
+class _Server(uvicorn.Server):
+    """uvicorn calling ``on_shutdown`` once it has stopped serving (before it re-raises the signal
+    that stopped it, so a ``finally`` after ``run`` would be too late)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self.on_shutdown is not None:
+                self.on_shutdown()
+
+
+def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info",
+                  on_shutdown: Callable[[], None] | None = None) -> None:
+    server = _Server(_config(app, log_level=log_level), on_shutdown)
     server.run(sockets=[sock])
 
 

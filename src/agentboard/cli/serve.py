@@ -86,6 +86,6 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
     sys.stdout.flush()
     record(settings.home, url)  # dispatchers on this home hand this API to their workers
     try:
-        serve_forever(app, sock, log_level=log_level)
+        serve_forever(app, sock, log_level=log_level, on_shutdown=lambda: forget(settings.home))
     finally:
         forget(settings.home)

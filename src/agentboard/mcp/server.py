@@ -384,8 +384,11 @@ def serve() -> None:
     inside a worker, else on the home's database."""
     if worker_mode():
         api = WorkerClient.from_env()
-        me = api.call("GET", "/api/me")
-        scope = scope_from_env(orchestrator=bool(me.get("orchestrator")))
+        try:
+            orchestrator = bool(api.call("GET", "/api/me").get("orchestrator"))
+        except AgentboardError:  # a closed run's token: the tools then say the run is stale
+            orchestrator = False
+        scope = scope_from_env(orchestrator=orchestrator)
         build_server(RemoteOps(api, scope), scope).run("stdio")
         return
     from ..client import open_home
