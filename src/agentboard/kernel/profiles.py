@@ -11,6 +11,8 @@ from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
 
 ADAPTERS = ("command", "claude", "codex")
+#: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
+ISOLATION = ("none", "user", "sandbox")
 
 
 def profile_out(row: Row) -> Row:
@@ -45,6 +47,9 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
         if k == "adapter":
             if v not in ADAPTERS:
                 raise InvalidInput(f"unknown adapter {v!r}: use one of {', '.join(ADAPTERS)}")
+        elif k == "isolation":
+            if v not in ISOLATION:
+                raise InvalidInput(f"unknown isolation {v!r}: use one of {', '.join(ISOLATION)}")
         elif k == "command":
             v = str(v).strip()
             if not v:
@@ -72,15 +77,18 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
 def add(
     db: Database, name: str, *, command: str, adapter: str = "command", description: str = "",
     max_concurrency: int | None = None, env: dict[str, str] | None = None, skills: list[str] | None = None,
-    model_name: str | None = None, enabled: bool = True, orchestrator: bool = False, actor: str | None = None,
+    model_name: str | None = None, enabled: bool = True, orchestrator: bool = False, isolation: str = "none",
+    actor: str | None = None,
 ) -> Row:
     name = model.profile_name(name)
     fields = _validate({
         "command": command, "adapter": adapter, "description": description, "max_concurrency": max_concurrency,
         "env": env or {}, "skills": skills or [], "model": model_name, "enabled": enabled, "orchestrator": orchestrator,
+        "isolation": isolation,
     })
     fields.setdefault("max_concurrency", None)
     fields.setdefault("model", None)
+    fields.setdefault("isolation", "none")
 
     def _w(tx: Tx) -> Row:
         if tx.one("SELECT name FROM profiles WHERE name = :n", {"n": name}):
@@ -88,8 +96,8 @@ def add(
         now = time.time()
         tx.execute(
             "INSERT INTO profiles (name, description, adapter, command, env, max_concurrency, skills, model, enabled, "
-            "orchestrator, created_at, updated_at) VALUES (:name, :description, :adapter, :command, :env, "
-            ":max_concurrency, :skills, :model, :enabled, :orchestrator, :now, :now)",
+            "orchestrator, isolation, created_at, updated_at) VALUES (:name, :description, :adapter, :command, :env, "
+            ":max_concurrency, :skills, :model, :enabled, :orchestrator, :isolation, :now, :now)",
             {"name": name, "now": now, **fields},
         )
         tx.event("default", None, "profile_changed", {"profile": name, "action": "added"}, actor=actor, at=now)
