@@ -15,6 +15,19 @@ from typing import Any
 
 from .domain.errors import InvalidInput
 
+#: environment variables of the dispatcher that never reach a worker (shell-style patterns, matched
+#: case-insensitively); ``AGENTBOARD_*`` is always removed as well
+WORKER_ENV_DENY: tuple[str, ...] = (
+    "*SECRET*", "*PASSWORD*", "*PASSWD*", "*TOKEN*", "*_KEY", "*API_KEY*", "*ACCESS_KEY*",
+    "*PRIVATE_KEY*", "*CREDENTIAL*", "*DATABASE_URL*", "PGPASSFILE", "PGSERVICEFILE",
+)
+#: the credentials the known agent adapters need (Claude Code, Codex): passed although they match
+#: a deny pattern
+WORKER_ENV_ALLOW: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+)
+
 
 @dataclass
 class Settings:
@@ -50,6 +63,8 @@ class Settings:
     max_request_bytes: int = 1024 * 1024
     #: the OS user that workers of ``isolation = user`` profiles run as (``agentboard init --worker-user``)
     worker_user: str | None = None
+    worker_env_deny: tuple[str, ...] = WORKER_ENV_DENY
+    worker_env_allow: tuple[str, ...] = WORKER_ENV_ALLOW
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -87,6 +102,9 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
             return int(raw)
         if kind is float or text_kind == "float":
             return float(raw)
+        if text_kind.startswith("tuple"):  # a list: a TOML array, or comma-separated text
+            items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+            return tuple(str(i).strip() for i in items if str(i).strip())
     except ValueError:
         raise InvalidInput(f"invalid setting {name}={raw!r}") from None
     return raw

@@ -1,19 +1,54 @@
-"""Worker verbs (defaults from AGENTBOARD_TASK / AGENTBOARD_RUN_ID), the lifecycle, bulk forms."""
+"""Worker verbs (defaults from AGENTBOARD_TASK / AGENTBOARD_RUN_ID), the lifecycle, bulk forms.
+
+The worker verbs run twice: as a person reporting for a run on the home's database, and as a
+worker the dispatcher started, which has no home and reaches the board through the API with its
+run token — with the same output and exit codes.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from .conftest import assert_one_line_error, task_id
 
+WorkerEnv = Callable[[str, int], dict[str, str | None]]
+
+
+@pytest.fixture(params=["home", "api"])
+def worker_env(request: pytest.FixtureRequest, cli_home: Path) -> Iterator[WorkerEnv]:
+    """``worker_env(task_id, run_id)``: the environment of a worker reporting for that run —
+    with the home (a person), or as the dispatcher starts one: the API's URL and a run token,
+    no home."""
+    if request.param == "home":
+        yield lambda tid, run_id: {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(run_id),
+                                   "AGENTBOARD_BOARD": "default"}
+        return
+    import agentboard
+    from agentboard.api.serve import WorkerAPI, run_tokens
+
+    client = agentboard.connect(str(cli_home))
+    api = WorkerAPI(client.settings, client.db).start()
+    tokens = run_tokens(client.db)
+    try:
+        yield lambda tid, run_id: {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(run_id),
+                                   "AGENTBOARD_BOARD": "default", "AGENTBOARD_HOME": None,
+                                   "AGENTBOARD_API_URL": api.url,
+                                   "AGENTBOARD_TOKEN": tokens("default", tid, run_id)}
+    finally:
+        api.stop()
+        client.close()
+
 
 @pytest.fixture
-def running(cli) -> dict[str, str]:
+def running(cli, worker_env: WorkerEnv) -> dict[str, str | None]:
     """A claimed task and the worker environment the dispatcher would set for it."""
     cli("profiles", "add", "w", "--command", "true")
     tid = task_id(cli("create", "port limiter.py", "--assignee", "w", "--json"))
     claimed = cli("claim", tid, "--json").json()
-    return {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(claimed["run_id"]), "AGENTBOARD_BOARD": "default"}
+    return worker_env(tid, claimed["run_id"])
 
 
 def test_worker_verbs_default_to_own_task(cli, running) -> None:
@@ -59,13 +94,13 @@ def test_late_worker_is_refused_after_reclaim(cli, counts, running) -> None:
     assert cli("show", tid, "--json").json()["status"] == "ready"
 
 
-def test_stale_run_refused_even_after_a_new_claim(cli, running) -> None:
+def test_stale_run_refused_even_after_a_new_claim(cli, running, worker_env) -> None:
     tid = running["AGENTBOARD_TASK"]
     cli("reclaim", tid)
     new_run = cli("claim", tid, "--json").json()["run_id"]
     r = cli("complete", "--summary", "old attempt", env=running)
     assert_one_line_error(r, 4, "no longer current")
-    fresh = {**running, "AGENTBOARD_RUN_ID": str(new_run)}
+    fresh = worker_env(tid, new_run)
     assert cli("complete", "--summary", "new attempt", env=fresh).code == 0
     runs = cli("runs", tid, "--json").json()
     assert [(r["outcome"], r["summary"]) for r in runs] == [("reclaimed", None), ("completed", "new attempt")]
@@ -178,3 +213,53 @@ def test_assign_running_task_needs_reclaim(cli, running) -> None:
     assert_one_line_error(r, 4, "--reclaim")
     r = cli("assign", tid, "other", "--reclaim", "--json")
     assert r.code == 0 and r.json()["assignee"] == "other" and r.json()["status"] == "ready"
+
+
+@pytest.fixture
+def api_worker(cli, cli_home: Path) -> Iterator[dict[str, str | None]]:
+    """A running task's worker environment as the dispatcher sets it: the API and a run token."""
+    import agentboard
+    from agentboard.api.serve import WorkerAPI, run_tokens
+
+    cli("profiles", "add", "w", "--command", "true")
+    tid = task_id(cli("create", "port limiter.py", "--assignee", "w", "--json"))
+    run_id = cli("claim", tid, "--json").json()["run_id"]
+    client = agentboard.connect(str(cli_home))
+    api = WorkerAPI(client.settings, client.db).start()
+    try:
+        yield {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(run_id), "AGENTBOARD_BOARD": "default",
+               "AGENTBOARD_HOME": None, "AGENTBOARD_API_URL": api.url,
+               "AGENTBOARD_TOKEN": run_tokens(client.db)("default", tid, run_id)}
+    finally:
+        api.stop()
+        client.close()
+
+
+def test_a_worker_reads_and_reports_through_the_api(cli, api_worker, tmp_path: Path) -> None:
+    tid = str(api_worker["AGENTBOARD_TASK"])
+    (tmp_path / "notes.txt").write_text("evidence")
+    r = cli("attach", tid, str(tmp_path / "notes.txt"), "--json", env=api_worker)
+    assert r.code == 0 and r.json()["name"] == "notes.txt", r.err
+    assert [a["name"] for a in cli("attachments", "--json", env=api_worker).json()] == ["notes.txt"]
+    assert [r["status"] for r in cli("runs", "--json", env=api_worker).json()] == ["open"]
+    r = cli("create", "rate-limit the login endpoint", "--triage", "--json", env=api_worker)
+    assert r.code == 0 and r.json()["status"] == "triage", r.err
+    assert_one_line_error(cli("create", "not a proposal", env=api_worker), 5, "run token")
+    r = cli("tail", "--once", "--json", env=api_worker)
+    assert r.code == 0 and "\"attached\"" in r.out, r.err
+    ctx = cli("context", "--json", env=api_worker).json()
+    assert ctx["task_id"] == tid and ctx["markdown"].startswith(f"# Task {tid}")
+
+
+def test_inside_a_worker_only_the_worker_verbs_work(cli, counts, api_worker) -> None:
+    before = counts()
+    for args in (["tokens", "create", "pwn", "--role", "admin"], ["profiles", "set", "w", "--command", "sh"],
+                 ["boards", "create", "mine"], ["claim", str(api_worker["AGENTBOARD_TASK"])]):
+        assert_one_line_error(cli(*args, env=api_worker), 5, "run token", "inside a worker")
+    assert counts() == before
+    assert cli("tokens", "list").code == 0  # the person's CLI still works
+
+
+def test_a_worker_without_the_api_is_told_so(cli, running) -> None:
+    no_home = {**running, "AGENTBOARD_HOME": None, "AGENTBOARD_API_URL": None, "AGENTBOARD_TOKEN": None}
+    assert_one_line_error(cli("heartbeat", env=no_home), 6, "AGENTBOARD_API_URL", "result.json")

@@ -64,17 +64,22 @@ def dump(path: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def dispatcher(ab: Any) -> Iterator[Callable[..., Any]]:
-    """Factory for started dispatchers on the test's home; all are stopped at the end."""
+    """Factory for started dispatchers on the test's home, each handing its workers the API it
+    serves (as `agentboard dispatcher` does); all are stopped at the end."""
+    from agentboard.api.serve import WorkerAPI, run_tokens
     from agentboard.dispatch.dispatcher import Dispatcher
 
     made: list[Any] = []
+    apis: list[Any] = []
 
     def make(start: bool = True, **overrides: Any) -> Any:
         s = ab.settings
         s.spawn_grace = overrides.pop("spawn_grace", 0.5)
         for k, v in overrides.items():
             setattr(s, k, v)
-        d = Dispatcher(ab.db, s)
+        api = WorkerAPI(s, ab.db).start()
+        apis.append(api)
+        d = Dispatcher(ab.db, s, api_url=api.url, token_factory=run_tokens(ab.db))
         made.append(d)
         if start:
             d.start()
@@ -83,3 +88,5 @@ def dispatcher(ab: Any) -> Iterator[Callable[..., Any]]:
     yield make
     for d in made:
         d.stop()
+    for api in apis:
+        api.stop()

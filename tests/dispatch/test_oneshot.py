@@ -67,3 +67,42 @@ def test_a_run_claimed_by_hand_is_left_to_its_claimer_until_its_claim_expires(ab
     first = wait_for(lambda: board.runs(t)[0]["outcome"], what="hand claim reclaimed")
     assert first == "reclaimed"
     assert "its claimer stopped heartbeating" in board.runs(t)[0]["error"]
+
+
+def test_a_one_shot_dispatch_serves_its_workers_api_until_they_exit(ab, board):
+    ab.add_profile("cli", command="sh -c 'sleep 0.5; agentboard complete --summary \"reported through the API\"'")
+    t = board.create("report with the worker verb", assignee="cli")["id"]
+    out = _cli(ab, "dispatch")
+    assert out.returncode == 0, out.stderr
+    assert "serving the API for 1 worker(s) until they exit" in out.stderr
+    # the worker reported while the pass still served its API
+    detail = board.show(t)
+    assert detail["status"] == "done" and detail["runs"][-1]["summary"] == "reported through the API"
+    assert not (ab.home / "api.json").exists()
+
+
+def test_a_one_shot_dispatch_hands_its_workers_the_api_of_a_serve_on_the_same_home(ab, board, tmp_path):
+    import json
+    import signal
+
+    env = {**os.environ, "AGENTBOARD_HOME": str(ab.home)}
+    if ab.settings.database_url:
+        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+    serve = subprocess.Popen([sys.executable, "-m", "agentboard", "serve", "--port", "0", "--no-dispatch"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             start_new_session=True)
+    try:
+        serve.stdout.readline()  # the server is up
+        url = wait_for(lambda: (ab.home / "api.json").exists() and json.loads((ab.home / "api.json").read_text())["url"])
+        seen = tmp_path / "url.txt"
+        ab.add_profile("cli", command=f"sh -c 'echo $AGENTBOARD_API_URL > {seen}; agentboard complete --summary ok'")
+        t = board.create("report", assignee="cli")["id"]
+        out = _cli(ab, "dispatch")
+        assert out.returncode == 0, out.stderr
+        assert "serving the API" not in out.stderr  # the serve's API outlives the pass
+        wait_for(lambda: board.show(t)["status"] == "done", what="the worker's report")
+        assert seen.read_text().strip() == url
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    assert not (ab.home / "api.json").exists()

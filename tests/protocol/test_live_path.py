@@ -55,9 +55,11 @@ def _setup(ab: Any, tmp_path: Path) -> dict[str, Any]:
 
 def _drive(ab: Any, settings: Any, done: Callable[[], bool]) -> None:
     """Run dispatcher passes until ``done()`` (a generous cap, not a speed assertion)."""
+    from agentboard.api.serve import WorkerAPI, run_tokens
     from agentboard.dispatch.dispatcher import Dispatcher
 
-    d = Dispatcher(ab.db, settings)
+    api = WorkerAPI(settings, ab.db).start()
+    d = Dispatcher(ab.db, settings, api_url=api.url, token_factory=run_tokens(ab.db))
     deadline = time.monotonic() + 120
     try:
         while not done():
@@ -68,6 +70,7 @@ def _drive(ab: Any, settings: Any, done: Callable[[], bool]) -> None:
             time.sleep(0.1)
     finally:
         d.stop()
+        api.stop()
 
 
 def _kinds(board: Any, task_id: str) -> list[str]:

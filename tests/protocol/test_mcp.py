@@ -1,27 +1,60 @@
-"""`agentboard mcp` driven over stdio by the official MCP client."""
+"""`agentboard mcp` driven over stdio by the official MCP client.
+
+Each test runs twice: started by a person on the home (the tools call the kernel), and as the
+dispatcher starts it for a worker, with the API's URL and a run token and no home (the tools call
+the API).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+Env = Callable[..., dict[str, str]]
 
-def _env(ab: Any, task_id: str | None, run_id: int | None, profile: str = "worker-a", **extra: str) -> dict[str, str]:
-    env = {"AGENTBOARD_HOME": str(ab.settings.home), "AGENTBOARD_BOARD": "default", "AGENTBOARD_PROFILE": profile}
-    if ab.settings.database_url:
-        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
-    if task_id:
-        env["AGENTBOARD_TASK"] = task_id
-    if run_id is not None:
-        env["AGENTBOARD_RUN_ID"] = str(run_id)
-    env.update(extra)
-    return env
+
+@pytest.fixture(params=["home", "api"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def _env(ab: Any, mode: str) -> Iterator[Env]:
+    """``_env(task_id, run_id, profile=..., **extra)``: the MCP server's environment."""
+    api = None
+    if mode == "api":
+        from agentboard.api.serve import WorkerAPI, run_tokens
+
+        api = WorkerAPI(ab.settings, ab.db).start()
+        tokens = run_tokens(ab.db)
+
+    def make(task_id: str | None, run_id: int | None, profile: str = "worker-a", **extra: str) -> dict[str, str]:
+        env = {"AGENTBOARD_BOARD": "default", "AGENTBOARD_PROFILE": profile}
+        if api is not None:
+            assert task_id and run_id is not None
+            env.update(AGENTBOARD_API_URL=api.url, AGENTBOARD_TOKEN=tokens("default", task_id, run_id))
+        else:
+            env["AGENTBOARD_HOME"] = str(ab.settings.home)
+            if ab.settings.database_url:
+                env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+        if task_id:
+            env["AGENTBOARD_TASK"] = task_id
+        if run_id is not None:
+            env["AGENTBOARD_RUN_ID"] = str(run_id)
+        env.update(extra)
+        return env
+
+    yield make
+    if api is not None:
+        api.stop()
 
 
 def _session(env: dict[str, str], calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
@@ -41,13 +74,13 @@ def _data(result: Any) -> dict[str, Any]:
     return result.structured_content or json.loads(result.content[0].text)
 
 
-def test_show_heartbeat_complete_over_stdio(ab: Any, board: Any) -> None:
+def test_show_heartbeat_complete_over_stdio(ab: Any, board: Any, _env: Env, mode: str) -> None:
     parent = board.create("design the parser", assignee="worker-a")
     run = board.claim(parent["id"])
     board.complete(parent["id"], summary="grammar in docs/grammar.md", run_id=run["run_id"])
     t = board.create("implement the parser", body="Follow the grammar.", assignee="worker-a", parents=[parent["id"]])
     run = board.claim(t["id"])
-    tools, (show, hb, empty, done) = _session(_env(ab, t["id"], run["run_id"]), [
+    tools, (show, hb, empty, done) = _session(_env(t["id"], run["run_id"]), [
         ("kanban_show", {}),
         ("kanban_heartbeat", {"note": "halfway"}),
         ("kanban_complete", {"summary": "   "}),
@@ -69,12 +102,13 @@ def test_show_heartbeat_complete_over_stdio(ab: Any, board: Any) -> None:
     assert any(e["kind"] == "heartbeat" and e["payload"].get("note") == "halfway" for e in detail["events"])
 
 
-def test_stale_run_is_refused(ab: Any, board: Any) -> None:
+def test_stale_run_is_refused(ab: Any, board: Any, _env: Env, mode: str) -> None:
     t = board.create("long job", assignee="worker-a")
     old = board.claim(t["id"])
+    late_worker = _env(t["id"], old["run_id"])  # (its run token is issued while the run is open)
     board.reclaim(t["id"], reason="host lost")
     new = board.claim(t["id"])
-    _, (late_hb, late_done) = _session(_env(ab, t["id"], old["run_id"]), [
+    _, (late_hb, late_done) = _session(late_worker, [
         ("kanban_heartbeat", {}),
         ("kanban_complete", {"summary": "finished late"}),
     ])
@@ -87,11 +121,11 @@ def test_stale_run_is_refused(ab: Any, board: Any) -> None:
     assert all(r["summary"] != "finished late" for r in detail["runs"])
 
 
-def test_orchestrator_tools_only_for_orchestrators(ab: Any, board: Any) -> None:
+def test_orchestrator_tools_only_for_orchestrators(ab: Any, board: Any, _env: Env, mode: str) -> None:
     ab.add_profile("lead", command="true", orchestrator=True)
     t = board.create("plan the release", assignee="lead")
     run = board.claim(t["id"])
-    tools, (created, listed, bad) = _session(_env(ab, t["id"], run["run_id"], profile="lead"), [
+    tools, (created, listed, bad) = _session(_env(t["id"], run["run_id"], profile="lead"), [
         ("kanban_create", {"title": "write notes", "assignee": "writer"}),
         ("kanban_list", {"status": "ready"}),
         ("kanban_link", {"parent_id": t["id"], "child_id": t["id"]}),
@@ -103,12 +137,12 @@ def test_orchestrator_tools_only_for_orchestrators(ab: Any, board: Any) -> None:
     assert bad.is_error and _data(bad)["error"] in ("invalid_input", "conflict")
 
 
-def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Path) -> None:
+def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Path, _env: Env, mode: str) -> None:
     goal = board.goal("ship v2")
     t = board.create("fix login", assignee="worker-a", goal=goal["id"])
     run = board.claim(t["id"])
     (tmp_path / "notes.txt").write_text("evidence")
-    env = _env(ab, t["id"], run["run_id"], AGENTBOARD_WORKSPACE=str(tmp_path))
+    env = _env(t["id"], run["run_id"], AGENTBOARD_WORKSPACE=str(tmp_path))
     _, (proposed, attached, escaped) = _session(env, [
         ("kanban_propose", {"title": "rate-limit the login endpoint"}),
         ("kanban_attach", {"path": "notes.txt"}),
@@ -120,22 +154,22 @@ def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Pa
     assert escaped.is_error and "inside the workspace" in _data(escaped)["message"]
 
 
-def test_review_through_mcp_says_review_is_unavailable(ab: Any, board: Any) -> None:
+def test_review_through_mcp_says_review_is_unavailable(ab: Any, board: Any, _env: Env, mode: str) -> None:
     t = board.create("draft the announcement", assignee="worker-a", review=True)
     run = board.claim(t["id"])
-    _, (done,) = _session(_env(ab, t["id"], run["run_id"]), [("kanban_complete", {"summary": "drafted"})])
+    _, (done,) = _session(_env(t["id"], run["run_id"]), [("kanban_complete", {"summary": "drafted"})])
     assert _data(done)["status"] == "review" and _data(done)["review"] == "unavailable"
     kinds = [e["kind"] for e in board.events(task_id=t["id"])]
     assert kinds.count("review_unavailable") == 1 and "approved" not in kinds
 
 
-def test_task_ids_are_found_on_any_board_but_a_worker_acts_only_on_its_own(ab: Any, board: Any) -> None:
+def test_task_ids_are_found_on_any_board_but_a_worker_acts_only_on_its_own(ab: Any, board: Any, _env: Env, mode: str) -> None:
     ab.create_board("ops")
     elsewhere = ab.board("ops").create("rotate the keys", assignee="worker-b")
     neighbour = board.create("write the changelog", assignee="worker-b")
     t = board.create("fix login", assignee="worker-a")
     run = board.claim(t["id"])
-    _, (foreign_show, foreign_comment, missing, near) = _session(_env(ab, t["id"], run["run_id"]), [
+    _, (foreign_show, foreign_comment, missing, near) = _session(_env(t["id"], run["run_id"]), [
         ("kanban_show", {"task_id": elsewhere["id"]}),
         ("kanban_comment", {"task_id": elsewhere["id"], "body": "I can help"}),
         ("kanban_show", {"task_id": "t_00000000"}),
@@ -143,7 +177,9 @@ def test_task_ids_are_found_on_any_board_but_a_worker_acts_only_on_its_own(ab: A
     ])
     for res in (foreign_show, foreign_comment):
         assert res.is_error and _data(res)["error"] == "forbidden"
-        assert f"task {elsewhere['id']} is on board 'ops'" in _data(res)["message"]
+        # the API does not say where a task it refuses lives
+        where = f"task {elsewhere['id']} is on board 'ops'" if mode == "home" else f"task {elsewhere['id']}"
+        assert where in _data(res)["message"]
     assert ab.board("ops").show(elsewhere["id"])["comments"] == []
     assert missing.is_error and _data(missing)["error"] == "not_found"
     assert not near.is_error and _data(near)["id"] == neighbour["id"]

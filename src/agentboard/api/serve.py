@@ -1,17 +1,33 @@
-"""Running the app: a blocking server for ``agentboard serve`` and a background one for tests
-and benchmarks (an ephemeral loopback port, uvicorn in a thread)."""
+"""Running the app: a blocking server for ``agentboard serve``, a background one (an ephemeral
+loopback port, uvicorn in a thread) for tests and benchmarks, and :class:`WorkerAPI`, the API a
+standalone dispatcher serves to its workers.
+
+A process serving the API on a home records its URL and pid in ``<home>/api.json``
+(:func:`record`); a dispatcher started on the same home reuses it (:func:`running_api`) instead of
+serving its own.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import json
+import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from ..config import Settings
+from ..store.engine import Database
 from .auth import ASGIApp
+
+#: where a home's running API is recorded
+API_FILE = "api.json"
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 
@@ -82,6 +98,122 @@ class BackgroundServer:
         self.stop()
 
 
-def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info") -> None:
-    server = uvicorn.Server(_config(app, log_level=log_level))
+class _Server(uvicorn.Server):
+    """uvicorn calling ``on_shutdown`` once it has stopped serving (before it re-raises the signal
+    that stopped it, so a ``finally`` after ``run`` would be too late)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self.on_shutdown is not None:
+                self.on_shutdown()
+
+
+def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info",
+                  on_shutdown: Callable[[], None] | None = None) -> None:
+    server = _Server(_config(app, log_level=log_level), on_shutdown)
     server.run(sockets=[sock])
+
+
+def record(home: Path, url: str) -> None:
+    """Say in the home that this process serves the API at ``url`` (file mode 0600)."""
+    path = home / API_FILE
+    tmp = path.with_name(f"{API_FILE}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"url": url, "pid": os.getpid()}, fh)
+    tmp.replace(path)
+
+
+def forget(home: Path) -> None:
+    """Remove the home's record of the API if this process wrote it."""
+    path = home / API_FILE
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        if int(json.loads(path.read_text(encoding="utf-8")).get("pid")) == os.getpid():
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_api(home: Path, timeout: float = 2.0) -> str | None:
+    """The URL of the API recorded in ``home``, when its process is alive and it answers like
+    agentboard's API (a 401 JSON error to a call without a token); else ``None``."""
+    import httpx
+
+    try:
+        data = json.loads((home / API_FILE).read_text(encoding="utf-8"))
+        url, pid = str(data["url"]), int(data["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _alive(pid):
+        return None
+    try:
+        resp = httpx.get(f"{url}/api/me", timeout=timeout, trust_env=False)
+        ok = resp.status_code == 401 and resp.json().get("error", {}).get("code") == "unauthorized"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return url if ok else None
+
+
+def run_tokens(db: Database) -> Callable[[str, str, int], str]:
+    """The dispatcher's token factory: a run token for each worker it starts."""
+    from ..kernel import tokens
+
+    def factory(board: str, task_id: str, run_id: int) -> str:
+        return tokens.create_run_token(db, board, task_id, run_id)
+
+    return factory
+
+
+class WorkerAPI:
+    """The API a dispatcher's workers report to: the one recorded in the home when it is alive,
+    else the app served in this process on an ephemeral loopback port (same routes, same auth),
+    recorded in the home until :meth:`stop`."""
+
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self.settings = settings
+        self.db = db
+        self.server: BackgroundServer | None = None
+        self.url = ""
+
+    @property
+    def own(self) -> bool:
+        """Whether this process serves it (else another process on the home does)."""
+        return self.server is not None
+
+    def start(self) -> WorkerAPI:
+        found = running_api(self.settings.home)
+        if found:
+            self.url = found
+            return self
+        from .app import create_app
+
+        self.server = BackgroundServer(create_app(self.settings, self.db)).start()
+        self.url = self.server.url
+        record(self.settings.home, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            forget(self.settings.home)
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> WorkerAPI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -19,6 +19,13 @@ def attach(task_id: str, path: str, name: str | None, board: str | None, as_json
     """Copy FILE next to the task (size-capped) and record it."""
     from agentboard.kernel import attachments
 
+    api = common.remote()
+    if api is not None:
+        from pathlib import Path
+
+        out = api.attach(task_id, Path(path), name=name, board=board)
+        common.emit(out, as_json, f"{task_id}: attached {out['name']} ({out['size']} bytes) at {out['path']}")
+        return
     slug = common.task_board(task_id, board)
     s = common.settings()
     out = attachments.attach(common.db(), slug, task_id, path, home=s.home, name=name,
@@ -36,8 +43,11 @@ def attachments(task_id: str | None, board: str | None, as_json: bool) -> None:
     from agentboard.kernel import attachments as kernel_attachments
 
     tid = common.worker_task(task_id)
-    slug = common.task_board(tid, board)
-    rows = kernel_attachments.list_attachments(common.db(), slug, tid)
+    api = common.remote()
+    if api is not None:
+        rows = api.attachments(tid, board=board)
+    else:
+        rows = kernel_attachments.list_attachments(common.db(), common.task_board(tid, board), tid)
     if as_json:
         common.emit_json(rows)
         return

@@ -4,6 +4,10 @@ A task id names one task in the whole installation: a verb given task ids acts o
 own board (:func:`task_board`); only board-wide verbs (``list``, ``create``, ``watch``, …) use
 ``--board`` / AGENTBOARD_BOARD / the current board (:func:`resolve_board`).
 
+Inside a worker (:func:`agentboard.remote.worker_mode`: the dispatcher gave it the API's URL
+and a run token, never the home) the worker verbs call the API through :func:`remote` and every
+other verb is refused: :func:`settings` and :func:`db` are not available there.
+
 Every command uses :func:`command` (or applies :func:`handle_errors`) so kernel errors become one
 line on stderr and the documented exit code (0 ok, 1 unexpected, 2 invalid input, 3 not found,
 4 conflict, 5 unauthorized/forbidden, 6 unavailable), never a traceback.
@@ -23,6 +27,7 @@ import click
 
 if TYPE_CHECKING:  # imported when a command runs, so `agentboard --version` stays fast
     from agentboard.config import Settings
+    from agentboard.remote import WorkerClient
     from agentboard.store.engine import Database
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,10 +57,36 @@ def group(name: str) -> Callable[[Callable[..., Any]], Group]:
     return click.group(name, cls=Group, context_settings=HELP_OPTIONS)  # type: ignore[return-value]
 
 
+def in_worker() -> bool:
+    """Whether this process is a worker that reaches the board only through the API."""
+    from agentboard.remote import worker_mode
+
+    return worker_mode()
+
+
+def remote() -> WorkerClient | None:
+    """Inside a worker: the API client its verbs call instead of the kernel; else ``None``.
+
+    A worker without the API's URL and token gets :class:`Unavailable` (exit 6)."""
+    if "remote" not in _state:
+        from agentboard.remote import WorkerClient
+
+        _state["remote"] = WorkerClient.from_env() if in_worker() else None
+    return _state["remote"]  # type: ignore[no-any-return]
+
+
 def settings() -> Settings:
-    """The settings of the current home (config.toml and AGENTBOARD_*), loaded once."""
+    """The settings of the current home (config.toml and AGENTBOARD_*), loaded once.
+
+    Inside a worker there is no home: :class:`Forbidden` (exit 5)."""
     if "settings" not in _state:
         from agentboard import config
+
+        if in_worker():
+            from agentboard.domain.errors import Forbidden
+
+            raise Forbidden("a worker reaches the board only through the API with its run token; "
+                            "this verb needs the board's home and is not available inside a worker")
 
         _state["settings"] = config.load()
     return _state["settings"]  # type: ignore[no-any-return]
@@ -83,7 +114,7 @@ def resolve_board(explicit: str | None) -> str:
     from agentboard.domain import model
 
     value = explicit or os.environ.get("AGENTBOARD_BOARD")
-    if not value:
+    if not value and not in_worker():
         f = current_board_file()
         if f.exists():
             value = f.read_text().strip() or None
@@ -133,6 +164,11 @@ def actor() -> str:
     return os.environ.get("AGENTBOARD_ACTOR") or os.environ.get("AGENTBOARD_PROFILE") or (
         "worker" if os.environ.get("AGENTBOARD_TASK") else os.environ.get("USER", "person")
     )
+
+
+def own_task(task_id: str) -> bool:
+    """Whether ``task_id`` is the worker's own task (AGENTBOARD_TASK)."""
+    return bool(os.environ.get("AGENTBOARD_TASK")) and task_id == os.environ.get("AGENTBOARD_TASK")
 
 
 def fail(message: str, code: int) -> None:
@@ -282,13 +318,38 @@ def run_bulk(
         return fn(db_, task_board(task_id, board), task_id, *a, **kw)
 
     if len(ids) == 1:
-        task = on_its_board(db(), "", ids[0], *args, **kwargs)
-        if as_json:
-            emit_json(task)
-        else:
-            click.echo(describe(task) if describe else f"{ids[0]}: {task.get('status')}")
+        _print_results([], ids, as_json, describe, one=on_its_board(db(), "", ids[0], *args, **kwargs))
         return
-    results = bulk(on_its_board, db(), board or "", ids, *args, **kwargs)
+    _print_results(bulk(on_its_board, db(), board or "", ids, *args, **kwargs), ids, as_json, describe)
+
+
+def run_each(apply: Callable[[str], dict[str, Any]], ids: list[str], *, as_json: bool = False,
+             describe: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """:func:`run_bulk` for a worker: ``apply(task_id)`` is one API call; the same output and
+    exit codes."""
+    from agentboard.domain.errors import AgentboardError
+
+    if len(ids) == 1:
+        _print_results([], ids, as_json, describe, one=apply(ids[0]))
+        return
+    results: list[dict[str, Any]] = []
+    for task_id in ids:
+        try:
+            task = apply(task_id)
+            results.append({"id": task_id, "ok": True, "status": task.get("status"), "task": task})
+        except AgentboardError as exc:
+            results.append({"id": task_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+    _print_results(results, ids, as_json, describe)
+
+
+def _print_results(results: list[dict[str, Any]], ids: list[str], as_json: bool,
+                   describe: Callable[[dict[str, Any]], str] | None, one: dict[str, Any] | None = None) -> None:
+    if one is not None:
+        if as_json:
+            emit_json(one)
+        else:
+            click.echo(describe(one) if describe else f"{ids[0]}: {one.get('status')}")
+        return
     failed = [r for r in results if not r["ok"]]
     if as_json:
         emit_json(results)

@@ -1,4 +1,9 @@
-"""Dispatcher commands: ``dispatch`` (one pass), ``dispatcher`` (the loop), ``log``, ``gc``, ``demo``."""
+"""Dispatcher commands: ``dispatch`` (one pass), ``dispatcher`` (the loop), ``log``, ``gc``, ``demo``.
+
+Workers reach the board only through the API with their run token: ``dispatch`` and
+``dispatcher`` hand them the API of a ``serve`` (or another dispatcher) running on the same home,
+else serve it themselves (:class:`agentboard.api.serve.WorkerAPI`).
+"""
 
 from __future__ import annotations
 
@@ -52,16 +57,43 @@ def _print_pass(rep: PassReport) -> None:
 @handle_errors
 def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str | None, as_json: bool) -> None:
     """One dispatcher pass now: handle exits and expired claims, then start ready tasks."""
+    from agentboard.api.serve import WorkerAPI, run_tokens
     from agentboard.dispatch.dispatcher import Dispatcher
 
     boards = None if all_boards else [resolve_board(board)]
-    d = Dispatcher(db(), settings(), boards=boards, one_shot=True)
-    rep = d.run_pass_report(max_spawn=max_spawn, dry_run=dry_run)
-    d.wait_idle(timeout=60)
-    if as_json:
-        emit_json(rep.to_dict())
-    else:
-        _print_pass(rep)
+    api = None if dry_run else WorkerAPI(settings(), db()).start()
+    try:
+        d = Dispatcher(db(), settings(), boards=boards, one_shot=True, api_url=api.url if api else None,
+                       token_factory=run_tokens(db()) if api else None)
+        rep = d.run_pass_report(max_spawn=max_spawn, dry_run=dry_run)
+        d.wait_idle(timeout=60)
+        if as_json:
+            emit_json(rep.to_dict())
+        else:
+            _print_pass(rep)
+        sys.stdout.flush()
+        if api is not None and api.own:
+            _serve_until_workers_exit(d)
+    finally:
+        if api is not None:
+            api.stop()
+
+
+def _serve_until_workers_exit(d: Any) -> None:
+    """A one-shot pass that serves its workers' API itself keeps serving it until they exit."""
+    import time
+
+    left = [w for w in d.workers.all() if not w.poll()]
+    if not left:
+        return
+    click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
+               "runs on this home); Ctrl-C stops it and they can then only report through "
+               ".board/result.json", err=True)
+    try:
+        while any(not w.poll() for w in left):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass
 
 
 @click.command("dispatcher")
@@ -75,6 +107,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     import signal
     import threading
 
+    from agentboard.api.serve import WorkerAPI, run_tokens
     from agentboard.dispatch.dispatcher import Dispatcher
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
@@ -82,7 +115,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     s = settings()
     if interval:
         s.dispatch_interval = interval
-    d = Dispatcher(db(), s, boards=list(boards) or None)
+    api = WorkerAPI(s, db()).start()
+    d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
     done = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -91,15 +125,19 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     click.echo(f"dispatcher on {s.url if not s.is_sqlite else s.home} as host {d.host} "
-               f"(max_parallel {s.max_parallel}); Ctrl-C to stop", err=True)
+               f"(max_parallel {s.max_parallel}); workers report to "
+               f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", err=True)
     d.start()
     try:
         while not done.wait(0.5):
             pass
     finally:
         d.stop()
-        click.echo(f"dispatcher stopped; {d.workers.running()} worker(s) "
-                   "left running will be picked up by the next dispatcher", err=True)
+        api.stop()
+        left = d.workers.running()
+        note = "; they report through .board/result.json until then" if left and api.own else ""
+        click.echo(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "
+                   f"dispatcher{note}", err=True)
 
 
 @click.command("log")

@@ -62,6 +62,11 @@ def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json
     from agentboard.kernel import queries
 
     tid = common.worker_task(task_id)
+    api = common.remote()
+    if api is not None:
+        api.events(tid, 0, board=board)  # not found → exit 3 before following
+        _follow(lambda c: api.events(tid, c, board=board), since, once=once, as_json=as_json, with_task=False)
+        return
     slug = common.task_board(tid, board)  # not found → exit 3 before following
     db = common.db()
     _follow(lambda c: queries.events_after(db, slug, c, task_id=tid), since, once=once,

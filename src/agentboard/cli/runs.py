@@ -18,8 +18,11 @@ def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
     from agentboard.kernel import queries
 
     tid = common.worker_task(task_id)
-    slug = common.task_board(tid, board)
-    rows = queries.runs(common.db(), slug, tid)
+    api = common.remote()
+    if api is not None:
+        rows = api.runs(tid, board=board)
+    else:
+        rows = queries.runs(common.db(), common.task_board(tid, board), tid)
     if as_json:
         common.emit_json(rows)
         return

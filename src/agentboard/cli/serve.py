@@ -39,7 +39,15 @@ def _save_token(path: os.PathLike[str], token: str) -> None:
 def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str) -> None:
     """Serve the dashboard and API; prints a URL that logs the browser in."""
     from agentboard.api import create_app
-    from agentboard.api.serve import bind, is_loopback, serve_forever, url_for
+    from agentboard.api.serve import (
+        bind,
+        forget,
+        is_loopback,
+        record,
+        run_tokens,
+        serve_forever,
+        url_for,
+    )
     from agentboard.domain.errors import InvalidInput, Unavailable
     from agentboard.kernel import tokens
 
@@ -67,10 +75,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
     if not no_dispatch:
         from agentboard.dispatch.dispatcher import Dispatcher
 
-        def token_factory(board: str, task_id: str, run_id: int) -> str:
-            return tokens.create_run_token(db, board, task_id, run_id)
-
-        dispatcher = Dispatcher(db, settings, api_url=url, token_factory=token_factory)
+        dispatcher = Dispatcher(db, settings, api_url=url, token_factory=run_tokens(db))
 
     app = create_app(settings, db, dispatcher=dispatcher)
     if not is_loopback(address):
@@ -79,4 +84,8 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
     click.echo(f"agentboard {url} (dispatcher {'off' if no_dispatch else 'on'}, database {db.dialect})")
     click.echo(f"open this URL to log in: {url}/login?token={token}")
     sys.stdout.flush()
-    serve_forever(app, sock, log_level=log_level)
+    record(settings.home, url)  # dispatchers on this home hand this API to their workers
+    try:
+        serve_forever(app, sock, log_level=log_level, on_shutdown=lambda: forget(settings.home))
+    finally:
+        forget(settings.home)

@@ -73,14 +73,24 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
 
     slug = common.resolve_board(board)
     text = common.read_text(body, body_file)
-    task = tasks.create(
-        common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
-        tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
-        branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
-        max_retries=max_retries, skills=skills, review=review,
-        verify=[*verify, *(host_access.CHECK_PREFIX + c for c in checks)], actor=common.actor(),
-    )
-    _warn_if_not_a_profile(task["assignee"])
+    all_verify = [*verify, *(host_access.CHECK_PREFIX + c for c in checks)]
+    api = common.remote()
+    if api is not None:  # a worker: only a proposal in triage, unless it is an orchestrator
+        task = api.create(slug, {
+            "title": title, "body": text, "assignee": assignee, "parents": common.split_ids(parents),
+            "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
+            "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
+            "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
+            "review": review, "verify": all_verify or None})
+    else:
+        task = tasks.create(
+            common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
+            tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
+            branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
+            max_retries=max_retries, skills=skills, review=review, verify=all_verify,
+            actor=common.actor(),
+        )
+        _warn_if_not_a_profile(task["assignee"])
     if as_json:
         common.emit_json(task)
         return
@@ -108,13 +118,19 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     """List tasks, highest priority first."""
     from agentboard.kernel import queries
 
-    slug = common.existing_board(board)
     if mine:
         assignee = _mine()
-    rows = queries.list_tasks(
-        common.db(), slug, assignee=assignee, status=list(statuses) or None, tenant=tenant,
-        goal=goal, search=search, include_archived=archived, limit=limit,
-    )
+    api = common.remote()
+    if api is not None:
+        slug = common.resolve_board(board)
+        rows = api.list_tasks(slug, assignee=assignee, status=common.split_ids(statuses) or None,
+                              tenant=tenant, goal=goal, search=search, include_archived=archived, limit=limit)
+    else:
+        slug = common.existing_board(board)
+        rows = queries.list_tasks(
+            common.db(), slug, assignee=assignee, status=list(statuses) or None, tenant=tenant,
+            goal=goal, search=search, include_archived=archived, limit=limit,
+        )
     if as_json:
         common.emit_json(rows)
         return
@@ -199,8 +215,11 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
     from agentboard.kernel import queries
 
     tid = common.worker_task(task_id)
-    slug = common.task_board(tid, board)
-    detail = queries.task_detail(common.db(), slug, tid, events=n_events)
+    api = common.remote()
+    if api is not None:
+        detail = api.task_detail(tid, board=board, events=n_events)
+    else:
+        detail = queries.task_detail(common.db(), common.task_board(tid, board), tid, events=n_events)
     if as_json:
         common.emit_json(detail)
         return
@@ -220,6 +239,11 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
     from agentboard.protocol.context import build_worker_context
 
     tid = common.worker_task(task_id)
+    api = common.remote()
+    if api is not None:
+        doc = api.context(tid, board=board)
+        common.emit(doc, as_json, str(doc["markdown"]).rstrip("\n"))
+        return
     slug = common.task_board(tid, board)
     text = build_worker_context(common.db(), slug, tid).rstrip("\n")
     common.emit({"task_id": tid, "board": slug, "markdown": text + "\n"}, as_json, text)
@@ -290,9 +314,13 @@ def _link_command(name: str, doc: str, done: str) -> click.Command:
     def command(parent: str, child: str, board: str | None, as_json: bool) -> None:
         from agentboard.kernel import links
 
-        common.task_board(parent, board)
-        slug = common.task_board(child, board)
-        out = getattr(links, name)(common.db(), slug, parent, child, actor=common.actor())
+        api = common.remote()
+        if api is not None:
+            out = getattr(api, name)(parent, child, board=board)
+        else:
+            common.task_board(parent, board)
+            slug = common.task_board(child, board)
+            out = getattr(links, name)(common.db(), slug, parent, child, actor=common.actor())
         common.emit(out, as_json, f"{done} {parent} -> {child}")
 
     return command
@@ -326,9 +354,13 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
         raise InvalidInput("give the task id and the text: agentboard comment ID \"text\"")
     else:
         raise InvalidInput("usage: agentboard comment ID \"text\" (quote the text)")
-    slug = common.task_board(task_id, board)
-    out = comments.comment(common.db(), slug, task_id, text, author=author or common.actor(),
-                           mentions=not no_mentions, run_id=common.worker_run_id(None))
+    api = common.remote()
+    if api is not None:  # the API names the author (the run token's)
+        out = api.comment(task_id, text, mentions=not no_mentions, board=board)
+    else:
+        out = comments.comment(common.db(), common.task_board(task_id, board), task_id, text,
+                               author=author or common.actor(), mentions=not no_mentions,
+                               run_id=common.worker_run_id(None))
     if as_json:
         common.emit_json(out)
         return

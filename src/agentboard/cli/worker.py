@@ -2,8 +2,9 @@
 
 Inside a worker process (AGENTBOARD_TASK and AGENTBOARD_RUN_ID set by the dispatcher) these
 default to the worker's own task and pass its run id, so a late call from a reclaimed run is
-refused instead of overwriting the current attempt. This module imports only click at load
-time; the kernel loads when a command runs.
+refused instead of overwriting the current attempt; there they call the API with the run token
+(:func:`common.remote`), elsewhere the kernel on the home's database. This module imports only
+click at load time; the kernel loads when a command runs.
 """
 
 from __future__ import annotations
@@ -19,10 +20,6 @@ from .common import handle_errors, json_option, task_board_option
 
 if TYPE_CHECKING:
     from agentboard.store.engine import Database
-
-
-def _is_own_task(task_id: str) -> bool:
-    return bool(os.environ.get("AGENTBOARD_TASK")) and task_id == os.environ.get("AGENTBOARD_TASK")
 
 
 @click.command("claim")
@@ -64,9 +61,14 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
     from agentboard.kernel import runs
 
     tid = common.worker_task(task_id)
-    slug = common.task_board(tid, board)
-    out = runs.heartbeat(common.db(), slug, tid, run_id=common.worker_run_id(task_id), note=note,
-                         ttl=model.duration(ttl), actor=common.actor())
+    api = common.remote()
+    if api is not None:
+        out = api.heartbeat(tid, run_id=common.worker_run_id(task_id), note=note, ttl=model.duration(ttl),
+                            board=board)
+    else:
+        out = runs.heartbeat(common.db(), common.task_board(tid, board), tid,
+                             run_id=common.worker_run_id(task_id), note=note, ttl=model.duration(ttl),
+                             actor=common.actor())
     common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})")
 
 
@@ -114,6 +116,12 @@ def complete(task_ids: tuple[str, ...], summary: str | None, metadata: str | Non
             "a summary, metadata, result or usage belongs to one run: complete the tasks one at a "
             "time to give each its own hand-off, or close them together without one"
         )
+    api = common.remote()
+    if api is not None:
+        common.run_each(lambda tid: api.complete(tid, run_id=common.worker_run_id(tid), summary=summary,
+                                                 metadata=meta, result=result, usage=use, board=board),
+                        ids, as_json=as_json, describe=_describe_done)
+        return
     common.run_bulk(_complete_one, board, ids, as_json=as_json, describe=_describe_done,
                     summary=summary, metadata=meta, result=result, usage=use, actor=common.actor())
 
@@ -124,7 +132,7 @@ def _block_one(db: Database, board: str, task_id: str, reason: str, *, kind: str
 
     run_id = common.worker_run_id(task_id)
     if kind is None:
-        kind = "needs_input" if _is_own_task(task_id) else "manual"
+        kind = "needs_input" if common.own_task(task_id) else "manual"
     return tasks.block(db, board, task_id, reason, kind=kind, run_id=run_id, actor=actor)
 
 
@@ -152,5 +160,11 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], bo
     else:
         raise InvalidInput('give the task id and a reason: agentboard block ID "what it waits for"')
     ids = common.split_ids([*ids, *more_ids])
+    api = common.remote()
+    if api is not None:
+        common.run_each(lambda tid: api.block(tid, reason, run_id=common.worker_run_id(tid), board=board,
+                                              kind=kind or ("needs_input" if common.own_task(tid) else "manual")),
+                        ids, as_json=as_json, describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")
+        return
     common.run_bulk(_block_one, board, ids, reason, as_json=as_json, kind=kind, actor=common.actor(),
                     describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")

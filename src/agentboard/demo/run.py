@@ -17,6 +17,7 @@ from . import HERE
 def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
              echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     from .. import config
+    from ..api.serve import WorkerAPI, run_tokens
     from ..client import Client, open_home
     from ..dispatch.dispatcher import Dispatcher
     from ..dispatch.workspaces import scratch_path
@@ -46,7 +47,8 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
     ids = [t1["id"], t2["id"], t3["id"]]
     say(f"demo home: {home}")
     say(f"board 'default': 2 researchers fan out, 1 writer fans in ({', '.join(ids)})")
-    d = Dispatcher(db, settings)
+    api = WorkerAPI(settings, db).start()  # the agents report through it with their run tokens
+    d = Dispatcher(db, settings, api_url=api.url, token_factory=run_tokens(db))
     started = time.monotonic()
     d.start()
     ok = False
@@ -62,6 +64,7 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
             db.wait_for_commit(db.commit_seq, 0.05)
     finally:
         d.stop()
+        api.stop()
     elapsed = time.monotonic() - started
     tasks = board.list()
     history = []

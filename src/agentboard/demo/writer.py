@@ -1,34 +1,28 @@
-"""Demo agent: read the researchers' hand-offs and write the final briefing."""
+"""Demo agent: read the researchers' hand-offs and write the final briefing.
+
+Like every worker it reaches the board only through the worker verbs (the API, with its run
+token): ``agentboard show --json`` gives its task with each parent's hand-off.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 
 def main() -> int:
-    import agentboard
-
-    task_id = os.environ["AGENTBOARD_TASK"]
-    board_slug = os.environ.get("AGENTBOARD_BOARD", "default")
-    ab = agentboard.connect(os.environ.get("AGENTBOARD_DATABASE_URL") or os.environ["AGENTBOARD_HOME"])
-    board = ab.board(board_slug)
-    detail = board.show(task_id)
-    parents = detail.get("parents") or []
+    show = subprocess.run(["agentboard", "show", "--json"], capture_output=True, text=True, check=True)
+    detail = json.loads(show.stdout)
     sections = []
-    for parent in parents:
-        pid = parent["id"] if isinstance(parent, dict) else parent
-        done = [r for r in board.runs(pid) if r.get("outcome") == "completed"]
-        meta = (done[-1].get("metadata") if done else None) or {}
+    for parent in detail.get("parents") or []:
+        meta = (parent.get("handoff") or {}).get("metadata") or {}
         if isinstance(meta, str):
             meta = json.loads(meta)
-        topic = str(meta.get("topic") or pid)
+        topic = str(meta.get("topic") or parent["id"])
         findings = meta.get("findings", [])
         sections.append((topic, findings))
-    ab.close()
     out = Path.cwd() / "briefing.md"
     text = ["# Briefing: running a fleet of agents on a task board", ""]
     for topic, findings in sorted(sections):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -16,11 +16,6 @@ from typing import IO, Any
 from ..config import Settings
 from .isolation import NONE, Confinement
 
-# variables of the dispatcher that a worker must never inherit
-_SECRET_NAMES = re.compile(
-    r"^(AGENTBOARD_(TOKEN|API_TOKEN|ADMIN_TOKEN|SESSION.*|.*SECRET.*|.*PASSWORD.*|LLM_API_KEY|DATABASE_URL|TASK|RUN_ID|"
-    r"BOARD|WORKSPACE|TENANT|BRANCH|API_URL|PROFILE|ACTOR)|PGPASSWORD|PGPASSFILE)$"
-)
 _LOG_KEEP = 3
 
 
@@ -46,12 +41,31 @@ def _bin_dirs(argv0: str, _path: str, executable: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none matching a
+    ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case)."""
+    deny = [p.upper() for p in settings.worker_env_deny]
+    allow = {n.upper() for n in settings.worker_env_allow}
+    out: dict[str, str] = {}
+    for name, value in base.items():
+        key = name.upper()
+        if key.startswith("AGENTBOARD_"):
+            continue
+        if key not in allow and any(fnmatch.fnmatchcase(key, p) for p in deny):
+            continue
+        out[name] = value
+    return out
+
+
 def worker_env(
     settings: Settings, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
     profile: dict[str, Any], api_url: str | None = None, token: str | None = None,
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not _SECRET_NAMES.match(k)}
+    """A worker's environment: what it inherits (:func:`inherited`), its identity, the API's URL
+    and its run token — never the home, the database URL or another credential of the
+    dispatcher — then the profile's own ``env``."""
+    env = inherited(settings, os.environ if base is None else base)
     dirs = bin_dirs()
     path = env.get("PATH", os.defpath)
     parts = path.split(os.pathsep)
@@ -65,13 +79,9 @@ def worker_env(
         env["AGENTBOARD_TENANT"] = str(task["tenant"])
     if branch:
         env["AGENTBOARD_BRANCH"] = branch
-    env["AGENTBOARD_HOME"] = str(settings.home)
     if api_url and token:
         env["AGENTBOARD_API_URL"] = api_url
         env["AGENTBOARD_TOKEN"] = token
-    if settings.database_url and not (api_url and token):
-        # workers without an API token reach the database directly (the URL, as configured)
-        env["AGENTBOARD_DATABASE_URL"] = settings.database_url
     for k, v in (profile.get("env") or {}).items():
         env[str(k)] = str(v)
     return env

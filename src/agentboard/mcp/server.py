@@ -2,7 +2,11 @@
 
 The server is scoped by the worker's environment, set by the dispatcher (and repeated in the
 workspace's ``.mcp.json``): ``AGENTBOARD_TASK``, ``AGENTBOARD_RUN_ID``, ``AGENTBOARD_BOARD``,
-``AGENTBOARD_PROFILE`` and ``AGENTBOARD_HOME`` / ``AGENTBOARD_DATABASE_URL``.
+``AGENTBOARD_PROFILE``, and ``AGENTBOARD_API_URL`` with the run token ``AGENTBOARD_TOKEN``.
+Inside a worker (:func:`agentboard.remote.worker_mode`) every tool is one call of the API with the
+run token (:class:`RemoteOps`), which confines it to its task and board; started by a person on a
+home (``AGENTBOARD_HOME`` / ``AGENTBOARD_DATABASE_URL``, no token) the tools call the kernel
+(:class:`LocalOps`).
 
 Lifecycle tools (complete, block, heartbeat, request_review) act on the worker's own task and
 pass its run id, so a reclaimed worker's late call is refused. A tool given a task id finds the
@@ -18,7 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -28,6 +32,7 @@ from ..domain.errors import AgentboardError, Forbidden, InvalidInput
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
 from ..protocol.context import render
+from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
 
 INSTRUCTIONS = (
@@ -53,19 +58,22 @@ class Scope:
         return self.profile or "worker"
 
 
-def scope_from_env(db: Database) -> Scope:
+def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = None) -> Scope:
+    """The scope of the worker's environment; whether it is an orchestrator comes from its
+    profile on ``db``, or is given (what the API says of the run token)."""
     raw_run = config.env("AGENTBOARD_RUN_ID")
     try:
         run_id = int(raw_run) if raw_run else None
     except ValueError:
         raise InvalidInput(f"AGENTBOARD_RUN_ID={raw_run!r} is not a run id") from None
     profile = config.env("AGENTBOARD_PROFILE")
-    orchestrator = False
-    if profile:
-        try:
-            orchestrator = bool(profiles.get(db, profile).get("orchestrator"))
-        except AgentboardError:
-            orchestrator = False
+    if orchestrator is None:
+        orchestrator = False
+        if profile and db is not None:
+            try:
+                orchestrator = bool(profiles.get(db, profile).get("orchestrator"))
+            except AgentboardError:
+                orchestrator = False
     ws = config.env("AGENTBOARD_WORKSPACE")
     return Scope(
         board=config.env("AGENTBOARD_BOARD") or "default",
@@ -103,29 +111,189 @@ def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
     return {k: task.get(k) for k in keys if k in task}
 
 
-def build_server(db: Database, scope: Scope, settings: config.Settings) -> MCPServer:
-    """An MCP server whose tools act for ``scope``."""
+def _inside(scope: Scope, path: str) -> Path:
+    """``path`` resolved inside the worker's workspace (else :class:`InvalidInput`)."""
+    root = (scope.workspace or Path.cwd()).resolve()
+    src = (root / path).resolve()
+    if src != root and root not in src.parents:
+        raise InvalidInput(f"{path}: only files inside the workspace ({root}) can be attached")
+    return src
+
+
+def _origin(scope: Scope) -> str:
+    return f"\n\n_Proposed by {scope.actor} while working on {scope.task_id}._" if scope.task_id else ""
+
+
+class Ops(Protocol):
+    """What the tools do, on the board of ``scope``: each method is one kernel call
+    (:class:`LocalOps`) or one API call (:class:`RemoteOps`)."""
+
+    def show(self, task_id: str, own: bool) -> dict[str, Any]: ...
+
+    def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
+                 result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]: ...
+
+    def block(self, task_id: str, reason: str) -> dict[str, Any]: ...
+
+    def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]: ...
+
+    def comment(self, task_id: str, body: str) -> dict[str, Any]: ...
+
+    def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]: ...
+
+    def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]: ...
+
+    def goal_of(self, task_id: str) -> str | None: ...
+
+    def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]: ...
+
+    def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
+                   limit: int) -> list[dict[str, Any]]: ...
+
+    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
+               goal: str | None, priority: int) -> dict[str, Any]: ...
+
+    def link(self, parent_id: str, child_id: str) -> dict[str, Any]: ...
+
+    def unblock(self, task_id: str) -> dict[str, Any]: ...
+
+
+class LocalOps:
+    """The tools on a home's database (a person's ``agentboard mcp``)."""
+
+    def __init__(self, db: Database, scope: Scope, settings: config.Settings) -> None:
+        self.db, self.scope, self.settings, self.board = db, scope, settings, scope.board
+
+    def board_of(self, task_id: str) -> str:
+        """The worker's board, once ``task_id`` is found on it (task ids are global)."""
+        found = lookups.task_board(self.db, task_id)
+        if found != self.board:
+            raise Forbidden(f"task {task_id} is on board {found!r}; this worker acts on board {self.board!r}")
+        return found
+
+    def show(self, task_id: str, own: bool) -> dict[str, Any]:
+        return queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id, events=30)
+
+    def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
+                 result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
+        out = runs.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
+                            usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
+        if out.get("status") == "review":
+            out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+        return out
+
+    def block(self, task_id: str, reason: str) -> dict[str, Any]:
+        return tasks.block(self.db, self.board, task_id, reason, kind="needs_input",
+                           run_id=self.scope.run_id, actor=self.scope.actor)
+
+    def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]:
+        return runs.heartbeat(self.db, self.board, task_id, run_id=self.scope.run_id, note=note,
+                              actor=self.scope.actor)
+
+    def comment(self, task_id: str, body: str) -> dict[str, Any]:
+        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=self.scope.actor)
+
+    def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
+        out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
+                                  actor=self.scope.actor)
+        out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+        return out
+
+    def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]:
+        return attachments.attach(self.db, self.board, task_id, path, home=self.settings.home, name=name,
+                                  max_bytes=self.settings.attachment_max_bytes, actor=self.scope.actor)
+
+    def goal_of(self, task_id: str) -> str | None:
+        return queries.task_detail(self.db, self.board, task_id, events=0).get("goal_id")
+
+    def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]:
+        return tasks.create(self.db, self.board, title, body=body, assignee=assignee, goal=goal, triage=True,
+                            actor=self.scope.actor)
+
+    def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
+                   limit: int) -> list[dict[str, Any]]:
+        return queries.list_tasks(self.db, self.board, status=status, assignee=assignee, goal=goal,
+                                  search=search, limit=limit)
+
+    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
+               goal: str | None, priority: int) -> dict[str, Any]:
+        return tasks.create(self.db, self.board, title, body=body, assignee=assignee, parents=parents,
+                            skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
+
+    def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
+        return links.link(self.db, self.board_of(child_id), parent_id, child_id, actor=self.scope.actor)
+
+    def unblock(self, task_id: str) -> dict[str, Any]:
+        return tasks.unblock(self.db, self.board_of(task_id), task_id, actor=self.scope.actor)
+
+
+class RemoteOps:
+    """The tools through the API with the worker's run token (inside a worker)."""
+
+    def __init__(self, api: WorkerClient, scope: Scope) -> None:
+        self.api, self.scope, self.board = api, scope, scope.board
+
+    def show(self, task_id: str, own: bool) -> dict[str, Any]:
+        return self.api.task_detail(task_id, events=30)
+
+    def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
+                 result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
+        return self.api.complete(task_id, run_id=self.scope.run_id, summary=summary, metadata=metadata,
+                                 result=result, usage=usage, review=True)
+
+    def block(self, task_id: str, reason: str) -> dict[str, Any]:
+        return self.api.block(task_id, reason, kind="needs_input", run_id=self.scope.run_id)
+
+    def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]:
+        return self.api.heartbeat(task_id, run_id=self.scope.run_id, note=note)
+
+    def comment(self, task_id: str, body: str) -> dict[str, Any]:
+        return self.api.comment(task_id, body)
+
+    def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
+        return self.api.request_review(task_id, summary=summary, run_id=self.scope.run_id)
+
+    def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]:
+        return self.api.attach(task_id, path, name=name)
+
+    def goal_of(self, task_id: str) -> str | None:
+        return self.api.task_detail(task_id, events=0).get("goal_id")
+
+    def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]:
+        return self.api.create(self.board, {"title": title, "body": body, "assignee": assignee, "goal": goal,
+                                            "triage": True})
+
+    def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
+                   limit: int) -> list[dict[str, Any]]:
+        return self.api.list_tasks(self.board, status=status, assignee=assignee, goal=goal, search=search,
+                                   limit=limit)
+
+    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
+               goal: str | None, priority: int) -> dict[str, Any]:
+        return self.api.create(self.board, {"title": title, "assignee": assignee, "body": body, "parents": parents,
+                                            "skills": skills, "goal": goal, "priority": priority})
+
+    def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
+        return self.api.link(parent_id, child_id)
+
+    def unblock(self, task_id: str) -> dict[str, Any]:
+        return self.api.unblock(task_id)
+
+
+def build_server(ops: Ops, scope: Scope) -> MCPServer:
+    """An MCP server whose tools act for ``scope`` through ``ops``."""
     server = MCPServer(name="agentboard", instructions=INSTRUCTIONS)
-    board = scope.board
 
     def own_task() -> str:
         if not scope.task_id:
             raise InvalidInput("no task: AGENTBOARD_TASK is not set (this server was not started for a worker)")
         return scope.task_id
 
-    def board_of(task_id: str) -> str:
-        """The worker's board, once ``task_id`` is found on it (task ids are global)."""
-        found = lookups.task_board(db, task_id)
-        if found != board:
-            raise Forbidden(f"task {task_id} is on board {found!r}; this worker acts on board {board!r}")
-        return found
-
     @server.tool(description="Show a task (default: your own): task, parents, children, comments, "
                              "recent events, runs and worker_context (the markdown you should read first).")
     def kanban_show(task_id: str | None = None) -> CallToolResult:
         def body() -> Any:
-            tid = task_id or own_task()
-            detail = queries.task_detail(db, board_of(tid) if task_id else board, tid, events=30)
+            detail = ops.show(task_id or own_task(), own=not task_id)
             detail["worker_context"] = render(detail)
             return detail
         return _guard(body)
@@ -139,11 +307,10 @@ def build_server(db: Database, scope: Scope, settings: config.Settings) -> MCPSe
             tid = own_task()
             if not (summary or "").strip() and not (result or "").strip():
                 raise InvalidInput("summary is empty: say what was done (or give a result line)")
-            out = runs.complete(db, board, tid, summary=summary, metadata=metadata, result=result,
-                                usage=usage, run_id=scope.run_id, actor=scope.actor)
+            out = ops.complete(tid, summary, metadata, result, usage)
             res = _task_summary(out)
-            if out.get("status") == "review":
-                res["review"] = review.on_review_entered(db, settings, board, tid).get("action")
+            if out.get("review"):
+                res["review"] = out["review"]
             if out.get("pending_verification"):
                 res["message"] = ("success recorded; the verify commands run when you exit, "
                                   "then the task completes or comes back to you")
@@ -156,52 +323,34 @@ def build_server(db: Database, scope: Scope, settings: config.Settings) -> MCPSe
             tid = own_task()
             if not (reason or "").strip():
                 raise InvalidInput("reason is empty: say what you need")
-            return _task_summary(tasks.block(db, board, tid, reason, kind="needs_input",
-                                             run_id=scope.run_id, actor=scope.actor))
+            return _task_summary(ops.block(tid, reason))
         return _guard(body)
 
     @server.tool(description="Tell the board you are alive during long work (extends your claim).")
     def kanban_heartbeat(note: str | None = None) -> CallToolResult:
-        return _guard(lambda: runs.heartbeat(db, board, own_task(), run_id=scope.run_id, note=note,
-                                             actor=scope.actor))
+        return _guard(lambda: ops.heartbeat(own_task(), note))
 
     @server.tool(description="Append a comment to a task's thread (any task of your board).")
     def kanban_comment(task_id: str, body: str) -> CallToolResult:
-        return _guard(lambda: comments.comment(db, board_of(task_id), task_id, body, author=scope.actor))
+        return _guard(lambda: ops.comment(task_id, body))
 
     @server.tool(description="Hand your task to review, with an optional summary.")
     def kanban_request_review(summary: str | None = None) -> CallToolResult:
         def body() -> Any:
-            out = _task_summary(runs.request_review(db, board, own_task(), summary=summary,
-                                                    run_id=scope.run_id, actor=scope.actor))
-            out["review"] = review.on_review_entered(db, settings, board, own_task()).get("action")
-            return out
+            out = ops.request_review(own_task(), summary)
+            return _task_summary(out) | {"review": out.get("review")}
         return _guard(body)
 
     @server.tool(description="Attach a file from your workspace to your task.")
     def kanban_attach(path: str, name: str | None = None) -> CallToolResult:
-        def body() -> Any:
-            tid = own_task()
-            root = (scope.workspace or Path.cwd()).resolve()
-            src = (root / path).resolve()
-            if src != root and root not in src.parents:
-                raise InvalidInput(f"{path}: only files inside the workspace ({root}) can be attached")
-            return attachments.attach(db, board, tid, src, home=settings.home, name=name,
-                                      max_bytes=settings.attachment_max_bytes, actor=scope.actor)
-        return _guard(body)
+        return _guard(lambda: ops.attach(own_task(), _inside(scope, path), name))
 
     @server.tool(description="Propose a new task for a problem outside your task's scope; it lands in "
                              "triage (a person releases it), linked to your task's goal.")
     def kanban_propose(title: str, body: str | None = None, assignee: str | None = None) -> CallToolResult:
         def run() -> Any:
-            goal = None
-            origin = ""
-            if scope.task_id:
-                cur = queries.task_detail(db, board, scope.task_id, events=0)
-                goal = cur.get("goal_id")
-                origin = f"\n\n_Proposed by {scope.actor} while working on {scope.task_id}._"
-            out = tasks.create(db, board, title, body=(body or "") + origin, assignee=assignee,
-                               goal=goal, triage=True, actor=scope.actor)
+            goal = ops.goal_of(scope.task_id) if scope.task_id else None
+            out = ops.propose(title, (body or "") + _origin(scope), assignee, goal)
             return _task_summary(out) | {"goal_id": out.get("goal_id")}
         return _guard(run)
 
@@ -210,37 +359,44 @@ def build_server(db: Database, scope: Scope, settings: config.Settings) -> MCPSe
                                  "assignee, goal, search, limit.")
         def kanban_list(status: str | None = None, assignee: str | None = None, goal: str | None = None,
                         search: str | None = None, limit: int = 100) -> CallToolResult:
-            return _guard(lambda: {"tasks": queries.list_tasks(db, board, status=status, assignee=assignee,
-                                                               goal=goal, search=search, limit=limit)})
+            return _guard(lambda: {"tasks": ops.list_tasks(status, assignee, goal, search, limit)})
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
                                  "skills, goal, body and priority.")
         def kanban_create(title: str, assignee: str, body: str | None = None,
                           parents: list[str] | None = None, skills: list[str] | None = None,
                           goal: str | None = None, priority: int = 0) -> CallToolResult:
-            return _guard(lambda: tasks.create(db, board, title, body=body, assignee=assignee,
-                                               parents=parents or [], skills=skills or [], goal=goal,
-                                               priority=priority, actor=scope.actor))
+            return _guard(lambda: ops.create(title, assignee, body, parents or [], skills or [], goal, priority))
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:
-            return _guard(lambda: links.link(db, board_of(child_id), parent_id, child_id, actor=scope.actor))
+            return _guard(lambda: ops.link(parent_id, child_id))
 
         @server.tool(description="(orchestrators) Move a blocked task back to ready.")
         def kanban_unblock(task_id: str) -> CallToolResult:
-            return _guard(lambda: _task_summary(tasks.unblock(db, board_of(task_id), task_id, actor=scope.actor)))
+            return _guard(lambda: _task_summary(ops.unblock(task_id)))
 
     return server
 
 
 def serve() -> None:
-    """Open the worker's database and serve the tools on stdio until the client disconnects."""
+    """Serve the tools on stdio until the client disconnects: through the API with the run token
+    inside a worker, else on the home's database."""
+    if worker_mode():
+        api = WorkerClient.from_env()
+        try:
+            orchestrator = bool(api.call("GET", "/api/me").get("orchestrator"))
+        except AgentboardError:  # a closed run's token: the tools then say the run is stale
+            orchestrator = False
+        scope = scope_from_env(orchestrator=orchestrator)
+        build_server(RemoteOps(api, scope), scope).run("stdio")
+        return
     from ..client import open_home
 
     settings = config.load()
     db = open_home(settings)
     scope = scope_from_env(db)
-    build_server(db, scope, settings).run("stdio")
+    build_server(LocalOps(db, scope, settings), scope).run("stdio")
 
 
-__all__ = ["Scope", "build_server", "scope_from_env", "serve"]
+__all__ = ["LocalOps", "Ops", "RemoteOps", "Scope", "build_server", "scope_from_env", "serve"]

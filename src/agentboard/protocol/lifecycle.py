@@ -60,19 +60,17 @@ class ExitDecision:
 # -- before the spawn ------------------------------------------------------------------------------
 
 
-def worker_mcp_env(settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
+def worker_mcp_env(board: str, task: Row, run_id: int, workspace: Path, *,
                    api_url: str | None = None, token: str | None = None) -> dict[str, str]:
-    """The worker identity the MCP server needs (written into ``.mcp.json``)."""
+    """The worker identity the MCP server needs (written into ``.mcp.json``): the task, the run,
+    the board, and the API's URL with the run token — never the home or the database URL."""
     env = {
         "AGENTBOARD_TASK": str(task["id"]),
         "AGENTBOARD_RUN_ID": str(run_id),
         "AGENTBOARD_BOARD": board,
         "AGENTBOARD_WORKSPACE": str(workspace),
         "AGENTBOARD_PROFILE": str(task.get("assignee") or ""),
-        "AGENTBOARD_HOME": str(settings.home),
     }
-    if settings.database_url:
-        env["AGENTBOARD_DATABASE_URL"] = str(settings.database_url)
     if api_url and token:
         env["AGENTBOARD_API_URL"] = api_url
         env["AGENTBOARD_TOKEN"] = token
@@ -197,7 +195,7 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     boarddir.write_wiki(workspace, pages, None if pages else why)
     boarddir.write_text(boarddir.history_path(workspace), boarddir.history_text(loaded.history))
     (bdir / REPAIR_PROMPT_FILE).unlink(missing_ok=True)
-    env = worker_mcp_env(settings, board, full, run_id, workspace, api_url=api_url, token=token)
+    env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
     boarddir.write_mcp_json(workspace, env)
     boarddir.git_exclude(workspace)
     prompt = bdir / PROMPT_FILE

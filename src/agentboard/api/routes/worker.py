@@ -1,0 +1,160 @@
+"""What a worker does through its run token: heartbeat, complete, block, request review, the
+reads of its task (the worker context, runs, events) and who the token is.
+
+The worker verbs (``agentboard heartbeat|complete|block|…`` inside a worker) and the MCP tools
+call these routes instead of the kernel: a worker never gets the home or the database. Each route
+is one call of the kernel function the CLI and the MCP server call. A run token acting on its own
+task always acts as its run (the run id comes from the token), so a late call of a closed run is
+refused by the token itself; any other caller may pass ``run_id`` like the CLI does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from pydantic import Field
+from starlette.responses import Response
+
+from ...kernel import queries, runs, tasks
+from ...protocol import review
+from ...protocol.context import build_worker_context
+from ..auth import Principal, current
+from ..models import Body
+from .common import Json, read_board, responses, state, write_board
+
+router = APIRouter(prefix="/api", tags=["worker"])
+
+TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
+TaskBoardQ = Query(default=None, max_length=64,
+                   description="optional: the task's board (a task id finds its own board; another board is a 400)")
+RunId = Field(default=None, ge=1, le=2**62,
+              description="the run reporting (a run token's own run is taken from the token)")
+BlockKind = Literal["needs_input", "gave_up", "rejected", "budget", "dependency", "manual"]
+
+
+class HeartbeatBody(Body):
+    note: str | None = Field(default=None, max_length=100_000)
+    ttl: int | None = Field(default=None, ge=1, le=10**8, description="extend the claim by this many seconds")
+    run_id: int | None = RunId
+
+
+class CompleteBody(Body):
+    summary: str | None = Field(default=None, max_length=1_000_000)
+    metadata: dict[str, Any] | None = None
+    result: str | None = Field(default=None, max_length=100_000)
+    usage: dict[str, Any] | None = None
+    run_id: int | None = RunId
+    review: bool = Field(default=False, description="when the task lands in review, run the reviewer now")
+
+
+class BlockBody(Body):
+    reason: str = Field(max_length=100_000)
+    kind: BlockKind | None = Field(default=None, description="default: needs_input for a run's own task, else manual")
+    run_id: int | None = RunId
+
+
+class ReviewHandOff(Body):
+    summary: str | None = Field(default=None, max_length=1_000_000)
+    run_id: int | None = RunId
+    review: bool = Field(default=True, description="run the reviewer now")
+
+
+def _own(who: Principal, task_id: str) -> bool:
+    return who.is_run and who.task_id == task_id
+
+
+def _run_id(who: Principal, task_id: str, given: int | None) -> int | None:
+    return who.run_id if _own(who, task_id) else given
+
+
+def _actor(request: Request, who: Principal, slug: str) -> str:
+    """Who the event log names: a run token's profile (as the worker's CLI did), else the token."""
+    if who.is_run and who.run_id is not None:
+        return str(queries.get_run(state(request).db, slug, who.run_id).get("profile") or "worker")
+    return who.name
+
+
+def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wanted: bool) -> dict[str, Any]:
+    if wanted and out.get("status") == "review":
+        st = state(request)
+        out["review"] = review.on_review_entered(st.db, st.settings, slug, task_id).get("action")
+    return out
+
+
+@router.get("/me", responses=responses())
+def me(who: Principal = Depends(current)) -> Response:
+    """Who the token is: name, role, boards, and for a run token its run, task and whether its
+    profile is an orchestrator (what the MCP server offers)."""
+    return Json(who.describe())
+
+
+@router.post("/tasks/{task_id}/heartbeat", responses=responses(400, 404, 409))
+def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
+              who: Principal = Depends(current)) -> Response:
+    """Record liveness for a running task and extend its claim."""
+    slug = write_board(request, who, board, task_id)
+    return Json(runs.heartbeat(state(request).db, slug, task_id, run_id=_run_id(who, task_id, data.run_id),
+                               note=data.note, ttl=data.ttl, actor=_actor(request, who, slug)))
+
+
+@router.post("/tasks/{task_id}/complete", responses=responses(400, 404, 409))
+def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
+             who: Principal = Depends(current)) -> Response:
+    """Finish a task: running → done (or review); held for verification when it has checks."""
+    slug = write_board(request, who, board, task_id)
+    out = runs.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
+                        result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
+                        actor=_actor(request, who, slug))
+    return Json(_reviewed(request, slug, task_id, out, data.review))
+
+
+@router.post("/tasks/{task_id}/block", responses=responses(400, 404, 409))
+def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
+          who: Principal = Depends(current)) -> Response:
+    """Block a task with a reason: it waits for a person or another agent."""
+    slug = write_board(request, who, board, task_id)
+    kind = data.kind or ("needs_input" if _own(who, task_id) else "manual")
+    return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind,
+                            run_id=_run_id(who, task_id, data.run_id), actor=_actor(request, who, slug)))
+
+
+@router.post("/tasks/{task_id}/request-review", responses=responses(400, 404, 409))
+def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
+                   board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
+    """Hand a running task to review, with an optional summary."""
+    slug = write_board(request, who, board, task_id)
+    out = runs.request_review(state(request).db, slug, task_id, summary=data.summary,
+                              run_id=_run_id(who, task_id, data.run_id), actor=_actor(request, who, slug))
+    return Json(_reviewed(request, slug, task_id, out, data.review))
+
+
+@router.get("/tasks/{task_id}/context", responses=responses(400, 404))
+def context(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
+            who: Principal = Depends(current)) -> Response:
+    """The worker context markdown: ``{"task_id", "board", "markdown"}``."""
+    slug = read_board(request, who, board, task_id)
+    text = build_worker_context(state(request).db, slug, task_id).rstrip("\n")
+    return Json({"task_id": task_id, "board": slug, "markdown": text + "\n"})
+
+
+@router.get("/tasks/{task_id}/runs", tags=["runs"], responses=responses(400, 404))
+def task_runs(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
+              who: Principal = Depends(current)) -> Response:
+    """A task's attempts, oldest first."""
+    slug = read_board(request, who, board, task_id)
+    return Json(queries.runs(state(request).db, slug, task_id))
+
+
+@router.get("/tasks/{task_id}/events", responses=responses(400, 404))
+def task_events(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
+                since: int = Query(default=0, ge=0, le=2**62, description="events after this id"),
+                limit: int = Query(default=500, ge=1, le=5000),
+                who: Principal = Depends(current)) -> Response:
+    """A task's events after ``since``, oldest first."""
+    slug = read_board(request, who, board, task_id)
+    return Json(queries.events_after(state(request).db, slug, since, task_id=task_id, limit=limit))
+
+
+__all__ = ["router"]

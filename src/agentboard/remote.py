@@ -1,0 +1,195 @@
+"""The worker's way to the board: the API, with its run token.
+
+A worker started by the dispatcher gets ``AGENTBOARD_API_URL`` and a run token
+(``AGENTBOARD_TOKEN``) — never the home or the database URL. Its CLI verbs and its MCP server
+detect that (:func:`worker_mode`) and make the calls below instead of opening a database; each is
+one HTTP request to a route that calls the same kernel function. API errors come back as the
+same domain errors (so the CLI prints the same one-line message and exits with the same code).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .domain import errors
+
+URL_VAR = "AGENTBOARD_API_URL"
+TOKEN_VAR = "AGENTBOARD_TOKEN"
+#: seconds a call may take (a completion may run the reviewer)
+TIMEOUT = 120.0
+
+_ERRORS: dict[str, type[errors.AgentboardError]] = {
+    cls.code: cls for cls in (
+        errors.InvalidInput, errors.NotFound, errors.Conflict, errors.InvalidTransition, errors.StaleRun,
+        errors.Unauthorized, errors.Forbidden, errors.TooLarge, errors.Unavailable)
+}
+_BY_STATUS: dict[int, type[errors.AgentboardError]] = {
+    400: errors.InvalidInput, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
+    409: errors.Conflict, 413: errors.TooLarge, 422: errors.InvalidInput, 503: errors.Unavailable,
+}
+
+
+def worker_mode(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process reaches the board through the API: it has the API's URL and a token,
+    or it has a worker identity (``AGENTBOARD_RUN_ID``) and no home or database to open."""
+    env = os.environ if environ is None else environ
+    if env.get(URL_VAR) and env.get(TOKEN_VAR):
+        return True
+    return bool(env.get("AGENTBOARD_RUN_ID")) and not env.get("AGENTBOARD_HOME") and not env.get(
+        "AGENTBOARD_DATABASE_URL")
+
+
+def error_for(status: int, body: Any, *, run_id: int | None = None, task_id: str | None = None) -> errors.AgentboardError:
+    """The domain error an API error response stands for."""
+    err = body.get("error") if isinstance(body, dict) else None
+    code = str(err.get("code")) if isinstance(err, dict) else ""
+    message = str(err.get("message")) if isinstance(err, dict) else f"the API answered HTTP {status}"
+    if status == 401 and run_id is not None and message.startswith(f"run {run_id} is closed"):
+        # a run token dies with its run: the worker's report is late, as the kernel would say
+        return errors.StaleRun(f"run {run_id} is no longer current for task {task_id} (the run is closed); "
+                               "stop and do not report")
+    cls = _ERRORS.get(code) or _BY_STATUS.get(status) or errors.AgentboardError
+    return cls(message)
+
+
+class WorkerClient:
+    """Calls of the board's API with one token (a worker's run token)."""
+
+    def __init__(self, url: str, token: str, *, run_id: int | None = None, task_id: str | None = None,
+                 timeout: float = TIMEOUT) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.run_id = run_id
+        self.task_id = task_id
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
+                                  headers={"Authorization": f"Bearer {token}"})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerClient:
+        """The client of a worker's environment; :class:`Unavailable` when it has no API."""
+        env = os.environ if environ is None else environ
+        url, token = env.get(URL_VAR), env.get(TOKEN_VAR)
+        if not url or not token:
+            raise errors.Unavailable(
+                f"this worker has no API to report to ({URL_VAR} and {TOKEN_VAR} are not set): the "
+                "dispatcher that started it serves none; report by writing .board/result.json")
+        raw = env.get("AGENTBOARD_RUN_ID")
+        run_id = int(raw) if raw and raw.isdigit() else None
+        return cls(url, token, run_id=run_id, task_id=env.get("AGENTBOARD_TASK") or None)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+             json: Any = None, content: bytes | None = None) -> Any:
+        """One request; the decoded JSON answer, or the domain error the API answered with."""
+        import httpx
+
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            resp = self._http.request(method, path, params=query, json=json, content=content,
+                                      headers={"Content-Type": "application/octet-stream"} if content is not None else None)
+        except httpx.HTTPError as exc:
+            raise errors.Unavailable(f"cannot reach the board's API at {self.url}: {exc}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code >= 400:
+            raise error_for(resp.status_code, body, run_id=self.run_id, task_id=self.task_id)
+        return body
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def task_detail(self, task_id: str, *, board: str | None = None, events: int = 20) -> dict[str, Any]:
+        return self.call("GET", f"/api/tasks/{task_id}", params={"board": board, "events": events})  # type: ignore[no-any-return]
+
+    def context(self, task_id: str, *, board: str | None = None) -> dict[str, Any]:
+        """``{"task_id", "board", "markdown"}``: the worker context."""
+        return self.call("GET", f"/api/tasks/{task_id}/context", params={"board": board})  # type: ignore[no-any-return]
+
+    def runs(self, task_id: str, *, board: str | None = None) -> list[dict[str, Any]]:
+        return self.call("GET", f"/api/tasks/{task_id}/runs", params={"board": board})  # type: ignore[no-any-return]
+
+    def events(self, task_id: str, since: int = 0, *, board: str | None = None) -> list[dict[str, Any]]:
+        return self.call("GET", f"/api/tasks/{task_id}/events",  # type: ignore[no-any-return]
+                         params={"board": board, "since": since})
+
+    def attachments(self, task_id: str, *, board: str | None = None) -> list[dict[str, Any]]:
+        return self.call("GET", f"/api/tasks/{task_id}/attachments", params={"board": board})  # type: ignore[no-any-return]
+
+    def list_tasks(self, board: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        status = filters.pop("status", None)
+        if isinstance(status, list | tuple):
+            status = ",".join(status)
+        return self.call("GET", "/api/tasks", params={"board": board, "status": status, **filters})  # type: ignore[no-any-return]
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def heartbeat(self, task_id: str, *, run_id: int | None = None, note: str | None = None,
+                  ttl: int | None = None, board: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/api/tasks/{task_id}/heartbeat", params={"board": board},  # type: ignore[no-any-return]
+                         json={"note": note, "ttl": ttl, "run_id": run_id})
+
+    def complete(self, task_id: str, *, run_id: int | None = None, summary: str | None = None,
+                 metadata: dict[str, Any] | None = None, result: str | None = None,
+                 usage: dict[str, Any] | None = None, review: bool = False,
+                 board: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
+                         json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,
+                               "run_id": run_id, "review": review})
+
+    def block(self, task_id: str, reason: str, *, kind: str | None = None, run_id: int | None = None,
+              board: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
+                         json={"reason": reason, "kind": kind, "run_id": run_id})
+
+    def request_review(self, task_id: str, *, summary: str | None = None, run_id: int | None = None,
+                       review: bool = True) -> dict[str, Any]:
+        return self.call("POST", f"/api/tasks/{task_id}/request-review",  # type: ignore[no-any-return]
+                         json={"summary": summary, "run_id": run_id, "review": review})
+
+    def comment(self, task_id: str, body: str, *, mentions: bool = True, board: str | None = None) -> dict[str, Any]:
+        return self.call("POST", f"/api/tasks/{task_id}/comments", params={"board": board},  # type: ignore[no-any-return]
+                         json={"body": body, "mentions": mentions})
+
+    def create(self, board: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+        """A new task (for a run token that is not an orchestrator's: only in triage)."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        return self.call("POST", "/api/tasks", params={"board": board}, json=body)  # type: ignore[no-any-return]
+
+    def link(self, parent_id: str, child_id: str, *, board: str | None = None) -> dict[str, Any]:
+        return self.call("POST", "/api/links", params={"board": board},  # type: ignore[no-any-return]
+                         json={"parent_id": parent_id, "child_id": child_id})
+
+    def unlink(self, parent_id: str, child_id: str, *, board: str | None = None) -> dict[str, Any]:
+        return self.call("DELETE", "/api/links",  # type: ignore[no-any-return]
+                         params={"board": board, "parent_id": parent_id, "child_id": child_id})
+
+    def unblock(self, task_id: str) -> dict[str, Any]:
+        out = self.call("POST", "/api/tasks/bulk", json={"action": "unblock", "ids": [task_id]})
+        first = (out.get("results") or [{}])[0]
+        if not first.get("ok"):
+            err = first.get("error") or {}
+            cls = _ERRORS.get(str(err.get("code"))) or errors.AgentboardError
+            raise cls(str(err.get("message") or "unblock failed"))
+        return first["task"]  # type: ignore[no-any-return]
+
+    def attach(self, task_id: str, path: Path, *, name: str | None = None,
+               board: str | None = None) -> dict[str, Any]:
+        """Upload a local file as an attachment of ``task_id``."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise errors.InvalidInput(f"{path}: no such file") from None
+        except OSError as exc:
+            raise errors.InvalidInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        return self.call("POST", f"/api/tasks/{task_id}/attachments",  # type: ignore[no-any-return]
+                         params={"board": board, "name": name or path.name}, content=data)
+
+
+__all__ = ["TOKEN_VAR", "URL_VAR", "WorkerClient", "error_for", "worker_mode"]
