@@ -180,7 +180,7 @@ def test_run_token_reads_its_board_and_writes_only_its_own_task(api_any: Api) ->
     assert worker.get("/api/board").json()["board"] == "default"
     assert worker.get(f"/api/tasks/{ids['t2']}").status_code == 200
     assert worker.get("/api/board", params={"board": "other"}).status_code == 403
-    assert worker.get(f"/api/tasks/{ids['o1']}", params={"board": "other"}).status_code == 403
+    assert worker.get(f"/api/tasks/{ids['o1']}", params={"board": "other"}).status_code == 404
     r = worker.post(f"/api/tasks/{ids['t1']}/comments", json={"body": "progress"})
     assert r.status_code == 201
     assert worker.post(f"/api/tasks/{ids['t2']}/comments", json={"body": "x"}).status_code == 403

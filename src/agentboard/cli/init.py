@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from . import common
 from .common import handle_errors, json_option
-
-
-def _redact(url: str) -> str:
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
 @click.command("init")
@@ -19,6 +13,7 @@ def _redact(url: str) -> str:
 @handle_errors
 def init(as_json: bool) -> None:
     """Create the home folder and the database (any first command does this too)."""
+    from agentboard.config import redact
     from agentboard.kernel import boards
 
     s = common.settings()
@@ -30,7 +25,7 @@ def init(as_json: bool) -> None:
     slugs = [str(b["slug"]) for b in boards.list_boards(db)]
     info = {
         "home": str(s.home),
-        "database": _redact(s.url),
+        "database": redact(s.url),
         "created": created,
         "config": config,
         "config_exists": config_exists,
