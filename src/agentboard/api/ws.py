@@ -212,8 +212,8 @@ async def events_socket(ws: WebSocket) -> None:
     sub = hub.subscribe(board, cursor, who.token_id)
     receiver = asyncio.ensure_future(_drain(ws))
     try:
-        cursor = await _flush(ws, db, board, cursor, always=True)
-        while True:
+        cursor = await _flush(ws, db, sub, cursor, always=True)
+        while not sub.revoked:
             waiter = asyncio.ensure_future(sub.wake.wait())
             done, _ = await asyncio.wait({waiter, receiver}, return_when=asyncio.FIRST_COMPLETED)
             if receiver in done:
@@ -221,9 +221,10 @@ async def events_socket(ws: WebSocket) -> None:
                 break
             sub.wake.clear()
             if sub.revoked:
-                await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
                 break
-            cursor = await _flush(ws, db, board, cursor)
+            cursor = await _flush(ws, db, sub, cursor)
+        if sub.revoked:
+            await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
     except (WebSocketDisconnect, RuntimeError, ConnectionError):
         pass
     finally:
@@ -233,10 +234,14 @@ async def events_socket(ws: WebSocket) -> None:
             await _close(ws, 1000, "")
 
 
-async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always: bool = False) -> int:
-    """Send every event after ``cursor`` (in batches); return the new cursor."""
+async def _flush(ws: WebSocket, db: Database, sub: Subscription, cursor: int, *, always: bool = False) -> int:
+    """Send every event after ``cursor`` (in batches); return the new cursor. Nothing is sent
+    once the socket's token is no longer valid (``sub.revoked`` is set instead)."""
     while True:
-        rows = await anyio.to_thread.run_sync(_events_after, db, board, cursor)
+        rows = await anyio.to_thread.run_sync(_events_after, db, sub, cursor)
+        if rows is None:
+            sub.revoked = True
+            return cursor
         if rows:
             cursor = int(rows[-1]["id"])
         if rows or always:
@@ -246,8 +251,11 @@ async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always
             return cursor
 
 
-def _events_after(db: Database, board: str, cursor: int) -> list[dict[str, Any]]:
-    return queries.events_after(db, board, cursor, limit=BATCH)
+def _events_after(db: Database, sub: Subscription, cursor: int) -> list[dict[str, Any]] | None:
+    """The next events of the socket's board, or None when its token is no longer valid."""
+    if not tokens.still_valid(db, [sub.token_id]):
+        return None
+    return queries.events_after(db, sub.board, cursor, limit=BATCH)
 
 
 async def _drain(ws: WebSocket) -> None:
