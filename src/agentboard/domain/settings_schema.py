@@ -19,22 +19,27 @@ positive integer, ``env`` names that are valid environment variable names (``A=B
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-)
+from typing import TYPE_CHECKING, Any
 
 from . import model
 from .errors import InvalidInput
 
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 ADAPTERS = ("command", "claude", "codex")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+#: the largest ``max_parallel`` / ``failure_limit``
+COUNT_MAX = 100_000
+MAX_CONCURRENCY_MAX = 10_000
+COMMAND_MAX = 10_000
+DESCRIPTION_MAX = 16 * 1024
+MODEL_MAX = 200
+#: the board settings whose values are typed (the others are kept as given)
+BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose")
+#: the fields a profile's add and update take
+PROFILE_FIELDS = frozenset(("command", "adapter", "description", "max_concurrency", "env", "skills", "model",
+                            "enabled", "orchestrator"))
 
 #: board settings keys that are not settings: what to use instead
 NOT_SETTINGS = {
@@ -49,7 +54,6 @@ _EXPECTED = {
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
     "command": "a non-empty command",
-    "adapter": "one of " + ", ".join(ADAPTERS),
     "description": "text of at most 16 KiB",
     "max_concurrency": "a positive integer",
     "env": "an object mapping environment variable names (letters, digits and '_', not starting with a digit) to strings",
@@ -58,44 +62,6 @@ _EXPECTED = {
     "enabled": "true or false",
     "orchestrator": "true or false",
 }
-
-ProfileLike = Annotated[str, StringConstraints(strip_whitespace=True, pattern=model.PROFILE_RE.pattern)]
-EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE.pattern)]
-
-
-class BoardSettings(BaseModel):
-    """A board's own settings; unknown keys are kept as given."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    max_parallel: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    failure_limit: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    default_assignee: ProfileLike | None = None
-    auto_decompose: bool | None = None
-
-
-class ProfileFields(BaseModel):
-    """The fields of a profile that add and update take (all optional: an update names some)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=10_000)] | None = None
-    adapter: Literal["command", "claude", "codex"] | None = None
-    description: Annotated[str, StringConstraints(max_length=16 * 1024)] | None = None
-    max_concurrency: Annotated[int, Field(ge=1, le=10_000)] | None = None
-    env: dict[EnvName, str] | None = None
-    skills: list[str] | None = None
-    model: Annotated[str, StringConstraints(max_length=200)] | None = None
-    enabled: bool | None = None
-    orchestrator: bool | None = None
-
-    @field_validator("skills")
-    @classmethod
-    def _skills(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else [s.strip() for s in value if s.strip()]
-
-
-PROFILE_FIELDS = frozenset(ProfileFields.model_fields)
 
 
 def _message(what: str, exc: ValidationError, given: dict[str, Any]) -> str:
@@ -108,6 +74,8 @@ def _message(what: str, exc: ValidationError, given: dict[str, Any]) -> str:
     if key == "env" and len(loc) > 1:
         return (f"invalid {what} env name {loc[1].split('[')[0]!r}: use letters, digits and '_', "
                 "not starting with a digit (no '=')")
+    if key == "adapter":
+        return f"unknown adapter {shown!r}: use one of {', '.join(ADAPTERS)}"
     expected = _EXPECTED.get(key, err.get("msg", "a valid value"))
     return f"invalid {what} {key}={shown!r}: must be {expected}"
 
@@ -117,6 +85,10 @@ def board_settings(value: object) -> dict[str, Any]:
     one-line message naming the key otherwise."""
     if not isinstance(value, dict):
         raise InvalidInput("board settings must be a JSON object")
+    from pydantic import ValidationError
+
+    from .settings_models import BoardSettings
+
     for key in value:
         if not isinstance(key, str):
             raise InvalidInput("board settings keys must be strings")
@@ -132,6 +104,10 @@ def board_settings(value: object) -> dict[str, Any]:
 def profile_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Checked profile fields (those given and not None): :class:`InvalidInput` naming the field
     otherwise."""
+    from pydantic import ValidationError
+
+    from .settings_models import ProfileFields
+
     given = {k: v for k, v in fields.items() if v is not None}
     try:
         checked = ProfileFields.model_validate(given)
@@ -150,20 +126,20 @@ def env_name(name: str) -> str:
 
 def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     """The installation-wide values that are also board settings (``max_parallel``,
-    ``failure_limit``, ``default_assignee`` from ``config.toml`` or the environment), checked like
-    a board's."""
-    known = {k: v for k, v in values.items() if k in BoardSettings.model_fields and v is not None}
-    try:
-        BoardSettings.model_validate(known)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = str(err.get("loc", ("",))[0])
-        raise InvalidInput(
-            f"invalid setting {key}={known.get(key)!r}: must be {_EXPECTED.get(key, 'a valid value')}") from None
+    ``failure_limit``, ``default_assignee`` from ``config.toml`` or the environment), checked
+    with the rules of a board's (without loading pydantic: every command reads them)."""
+    known = {k: v for k, v in values.items() if k in BOARD_KEYS and v is not None}
+    for key, value in known.items():
+        if key in ("max_parallel", "failure_limit"):
+            ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= COUNT_MAX
+        elif key == "default_assignee":
+            ok = isinstance(value, str) and bool(model.PROFILE_RE.match(value.strip()))
+        else:
+            ok = isinstance(value, bool)
+        if not ok:
+            raise InvalidInput(f"invalid setting {key}={value!r}: must be {_EXPECTED[key]}")
     return known
 
 
-__all__ = [
-    "ADAPTERS", "BoardSettings", "PROFILE_FIELDS", "ProfileFields", "board_settings", "env_name",
-    "global_settings", "profile_fields",
-]
+__all__ = ["ADAPTERS", "BOARD_KEYS", "PROFILE_FIELDS", "board_settings", "env_name", "global_settings",
+           "profile_fields"]

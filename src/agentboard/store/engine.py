@@ -464,6 +464,9 @@ DISK_FULL = "the disk is full: the database cannot grow; free some space and try
 def disk_full(exc: BaseException) -> bool:
     """True for the database's "disk full": SQLite's ``database or disk is full`` (SQLITE_FULL),
     PostgreSQL's ``DiskFull`` (SQLSTATE 53100), or ENOSPC from the file system."""
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapper (migrations) around the driver's error
+    if isinstance(orig, BaseException) and orig is not exc:
+        return disk_full(orig)
     if isinstance(exc, sqlite3.OperationalError):
         return "disk is full" in str(exc).lower()
     if isinstance(exc, OSError):
