@@ -52,6 +52,14 @@ def _error(r: httpx.Response, status: int, code: str) -> str:
 # -- attachments ----------------------------------------------------------------------------------
 
 
+def _upload(api: Api, task_id: str, data: bytes, start: threading.Barrier, statuses: list[int]) -> None:
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {api.admin}"}, timeout=60) as h:
+        start.wait()
+        r = h.post(f"/api/tasks/{task_id}/attachments", params={"name": "report.bin"}, content=data,
+                   headers={"Content-Type": "application/octet-stream"})
+        statuses.append(r.status_code)
+
+
 def test_concurrent_uploads_of_the_same_attachment_name_never_mix_their_bytes(api_any: Api) -> None:
     api = api_any
     c = api.as_admin
@@ -60,16 +68,8 @@ def test_concurrent_uploads_of_the_same_attachment_name_never_mix_their_bytes(ap
         payloads = [bytes([65 + i]) * (256 * 1024 + i) for i in range(10)]
         statuses: list[int] = []
         start = threading.Barrier(len(payloads))
-
-        def upload(data: bytes) -> None:
-            with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {api.admin}"},
-                              timeout=60) as h:
-                start.wait()
-                r = h.post(f"/api/tasks/{task['id']}/attachments", params={"name": "report.bin"},
-                           content=data, headers={"Content-Type": "application/octet-stream"})
-                statuses.append(r.status_code)
-
-        threads = [threading.Thread(target=upload, args=(p,)) for p in payloads]
+        threads = [threading.Thread(target=_upload, args=(api, task["id"], p, start, statuses))
+                   for p in payloads]
         for t in threads:
             t.start()
         for t in threads:
