@@ -382,12 +382,14 @@ class Client:
         model_name: str | None = None,
         enabled: bool = True,
         orchestrator: bool = False,
+        isolation: str = "none",
         actor: str | None = None,
     ) -> Row:
-        """Add an agent profile: the command the dispatcher runs for the tasks assigned to ``name``."""
+        """Add an agent profile: the command the dispatcher runs for the tasks assigned to ``name``;
+        ``isolation``: ``none``, ``user`` or ``sandbox`` (``docs/security.md``)."""
         return profiles.add(self.db, name, command=command, adapter=adapter, description=description,
                             max_concurrency=max_concurrency, env=env, skills=skills, model_name=model_name,
-                            enabled=enabled, orchestrator=orchestrator, actor=actor)
+                            enabled=enabled, orchestrator=orchestrator, isolation=isolation, actor=actor)
 
     def profiles(self) -> Rows:
         """Every agent profile."""

@@ -49,6 +49,8 @@ class Settings:
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     max_request_bytes: int = 1024 * 1024
+    #: the OS user that workers of ``isolation = user`` profiles run as (``agentboard init --worker-user``)
+    worker_user: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

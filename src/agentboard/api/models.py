@@ -142,6 +142,7 @@ class ProfileCreate(Body):
     model: str | None = Field(default=None, max_length=200)
     enabled: bool = True
     orchestrator: bool = False
+    isolation: str = Field(default="none", max_length=16, description="none, user or sandbox")
 
 
 class ProfilePatch(Body):
@@ -154,6 +155,7 @@ class ProfilePatch(Body):
     model: str | None = Field(default=None, max_length=200)
     enabled: bool | None = None
     orchestrator: bool | None = None
+    isolation: str | None = Field(default=None, max_length=16, description="none, user or sandbox")
 
 
 class WikiCreate(Body):

@@ -27,8 +27,8 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
                               "events_pruned": 0}
     slugs = boards or lookups.board_slugs(db)
     for slug in slugs:
-        root = home / "boards" / slug / "workspaces"
-        dirs = [d for d in root.iterdir() if d.is_dir()] if root.is_dir() else []
+        dirs = [d for root in workspaces.scratch_roots(home, slug) if root.is_dir()
+                for d in root.iterdir() if d.is_dir()]
         status, busy = kd.gc_statuses(db, [d.name for d in dirs])
         for d in dirs:
             st = status.get(d.name)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
+from .isolation import NONE, Confinement
 
 # variables of the dispatcher that a worker must never inherit
 _SECRET_NAMES = re.compile(
@@ -171,7 +172,15 @@ class Worker:
 
 
 def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max_bytes: int,
-          header: str | None = None, exit_file: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
+          header: str | None = None, exit_file: Path | None = None,
+          confinement: Confinement = NONE) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a worker in its own session, its output appended to ``log``; ``exit_file``: wrap it
+    to record its exit status; ``confinement``: the OS user and sandbox it runs in."""
+    wrapped = exit_file is not None
+    if confinement.mode != "none":
+        argv = confinement.command([_resolve(argv[0], env), *argv[1:]], cwd, switch_in_argv=wrapped)
+        env = confinement.environment(env, cwd)
+    user, group, extra_groups = confinement.popen_ids(switch_in_argv=wrapped)
     if exit_file is not None:
         exit_file.unlink(missing_ok=True)
         argv = ["/bin/sh", "-c", _EXIT_WRAPPER, "agentboard-worker", str(exit_file),
@@ -183,7 +192,7 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
             offset += len(header.encode()) + 1
         proc = subprocess.Popen(
             argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, user=user, group=group, extra_groups=extra_groups,
         )
     finally:
         fh.close()

@@ -35,7 +35,7 @@ from ..kernel import runs as kr
 from ..kernel.worker_protocol import PrepareInputs
 from ..protocol import lifecycle
 from ..store.engine import Row
-from . import adapters, breaker, liveness, spawn, workspaces
+from . import adapters, breaker, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
 from .runtime import Context
 
@@ -76,6 +76,8 @@ class Attempt:
     number: int = 0
     #: a repair attempt is stopped after this many seconds
     deadline_seconds: float | None = None
+    #: the OS user and sandbox the worker runs in (the profile's ``isolation``)
+    confinement: isolation.Confinement = isolation.NONE
 
     @property
     def task_id(self) -> str:
@@ -186,7 +188,8 @@ class Spawner:
         ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already.
         """
         slug, task = board["slug"], choice.task
-        ws = self._workspace(board, task)
+        confinement = self._confinement(choice.profile)
+        ws = self._workspace(board, task, confinement)
         if ws.kind == "scratch" and ws.created:
             self._tip_scratch(slug, task["id"], ws.path)
         try:
@@ -195,15 +198,25 @@ class Spawner:
                                                  api_url=self.ctx.api_url, token=token, loaded=loaded))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
-        return self.launch(Attempt(slug, task, choice.profile, run_id, ws), prompt_file, token)
+        return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement), prompt_file,
+                           token)
 
-    def _workspace(self, board: Row, task: Row) -> workspaces.Workspace:
+    def _confinement(self, profile: Row) -> isolation.Confinement:
+        """How the profile's workers are isolated here, or :class:`SpawnError` when that is not
+        available (never a worker with less isolation than asked for)."""
         try:
-            plan = workspaces.plan(self.ctx.home, board, task)
+            return isolation.resolve(profile.get("isolation"), self.ctx.settings)
+        except isolation.IsolationError as exc:
+            raise SpawnError(f"profile {profile.get('name')!r}: {exc}", exc) from exc
+
+    def _workspace(self, board: Row, task: Row, confinement: isolation.Confinement) -> workspaces.Workspace:
+        foreign = confinement.separate_user
+        try:
+            plan = workspaces.plan(self.ctx.home, board, task, isolated=foreign)
             if plan.kind == "scratch":
-                return workspaces.prepare(plan)
+                return workspaces.prepare(plan, foreign=foreign)
             with self._git_lock:
-                return workspaces.prepare(plan)
+                return workspaces.prepare(plan, foreign=foreign)
         except workspaces.WorkspaceError as exc:
             raise SpawnError(f"workspace: {exc}", exc) from exc
         except AgentboardError as exc:
@@ -224,7 +237,7 @@ class Spawner:
             raise SpawnError(str(exc), exc) from exc
         ws = workspaces.Workspace(task.get("workspace_kind") or "scratch", workspace, branch=task.get("branch_name"))
         deadline = deadline_seconds or self.ctx.settings.repair_deadline
-        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline)
+        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline, self._confinement(profile))
         started = self.start(self.launch(attempt, prompt_file, token))
         self.ctx.workers.add(started.worker)
         _spawned, stale = self.record(slug, [started])
@@ -253,11 +266,17 @@ class Spawner:
         """Start the process (it is watched: its exit wakes the dispatcher)."""
         at, home = ln.attempt, self.ctx.home
         logp = spawn.log_path(home, at.board, at.task_id)
+        conf = at.confinement
         try:
+            if conf.uid is not None and conf.gid is not None:
+                workspaces.hand_over(at.workspace, conf.uid, conf.gid)
             proc, offset = spawn.start(
                 ln.command.argv, cwd=at.workspace.path, env=ln.env, log=logp,
                 log_max_bytes=self.ctx.settings.log_max_bytes, header=_header(ln),
-                exit_file=spawn.exit_path(home, at.board, at.task_id, at.run_id) if self.ctx.one_shot else None)
+                exit_file=spawn.exit_path(home, at.board, at.task_id, at.run_id) if self.ctx.one_shot else None,
+                confinement=conf)
+        except (workspaces.WorkspaceError, isolation.IsolationError) as exc:
+            raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
         except OSError as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: cannot start {ln.command.argv[0]!r}: "
                              f"{exc.strerror or exc}", exc) from exc

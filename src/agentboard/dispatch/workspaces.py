@@ -1,7 +1,9 @@
 """Workspaces: where a worker runs.
 
 - ``scratch`` (default): ``<home>/boards/<slug>/workspaces/<task id>/``, removed by gc when the
-  task is done and no active child may still read it.
+  task is done and no active child may still read it. A worker that runs as the worker user
+  (``isolation = user``) cannot reach the home (0700): its scratch workspace is
+  ``<isolated root>/<slug>/<task id>/`` (:func:`isolated_root`), owned by that user.
 - ``dir:<absolute path>``: an existing shared folder (created if missing); kept.
 - ``worktree[:<repo>]``: a git worktree at ``<repo>/.worktrees/<task id>`` on branch
   ``--branch`` or ``ab/<task id>``; the repo is the given path or the board's target directory.
@@ -13,8 +15,10 @@ per-task worktrees of it; a non-git target is used as a shared ``dir:`` workspac
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,12 +41,29 @@ class Workspace:
     created: bool = False
 
 
-def scratch_path(home: Path, board: str, task_id: str) -> Path:
+#: where the scratch workspaces of workers running as the worker user live, one folder per home
+ISOLATED_WORKSPACES = Path("/var/lib/agentboard/workspaces")
+
+
+def isolated_root(home: Path) -> Path:
+    """The folder of a home's scratch workspaces for workers that run as the worker user:
+    ``/var/lib/agentboard/workspaces/<first 16 hex digits of the SHA-256 of the home's path>``."""
+    return ISOLATED_WORKSPACES / hashlib.sha256(str(home).encode()).hexdigest()[:16]
+
+
+def scratch_path(home: Path, board: str, task_id: str, *, isolated: bool = False) -> Path:
+    if isolated:
+        return isolated_root(home) / board / task_id
     return home / "boards" / board / "workspaces" / task_id
 
 
-def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any]) -> Workspace:
-    """Where a task will run (no side effects)."""
+def scratch_roots(home: Path, board: str) -> list[Path]:
+    """The folders holding a board's scratch workspaces (gc looks in each)."""
+    return [home / "boards" / board / "workspaces", isolated_root(home) / board]
+
+
+def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, isolated: bool = False) -> Workspace:
+    """Where a task will run (no side effects). ``isolated``: the worker runs as the worker user."""
     kind = task.get("workspace_kind") or "scratch"
     path = task.get("workspace_path")
     task_id = task["id"]
@@ -69,11 +90,23 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any]) -> 
             repo = repo.parent.parent
         branch = task.get("branch_name") or f"ab/{task_id}"
         return Workspace("worktree", repo / ".worktrees" / task_id, branch=branch, repo=repo)
-    return Workspace("scratch", scratch_path(home, task["board"], task_id))
+    return Workspace("scratch", scratch_path(home, task["board"], task_id, isolated=isolated))
 
 
-def prepare(ws: Workspace) -> Workspace:
-    """Create the workspace on disk (idempotent: a retry reuses it and keeps earlier work)."""
+def prepare(ws: Workspace, *, foreign: bool = False) -> Workspace:
+    """Create the workspace on disk (idempotent: a retry reuses it and keeps earlier work).
+
+    ``foreign``: its worker runs as another OS user, so a ``.board`` or ``.mcp.json`` that an
+    earlier run replaced by a symbolic link is removed before the dispatcher writes them."""
+    ws = _prepare(ws)
+    if foreign:
+        for p in (ws.path / ".board", ws.path / ".mcp.json"):
+            if p.is_symlink():
+                p.unlink()
+    return ws
+
+
+def _prepare(ws: Workspace) -> Workspace:
     if ws.kind in ("scratch", "dir"):
         try:
             existed = ws.path.is_dir()
@@ -116,6 +149,34 @@ def prepare(ws: Workspace) -> Workspace:
     except OSError as exc:
         raise WorkspaceError(f"cannot create worktree {ws.path}: {exc.strerror or exc}") from None
     return ws
+
+
+def hand_over(ws: Workspace, uid: int, gid: int) -> None:
+    """Give a worker that runs as another OS user what the dispatcher wrote for it: the
+    ``.board/`` files, and a scratch workspace's folder itself (then 0700). Files the worker made
+    are its own already; symbolic links and hard-linked files are never followed nor changed. A
+    ``dir:`` or worktree folder must already be writable by that user."""
+    try:
+        if ws.kind == "scratch":
+            os.chown(ws.path, uid, gid, follow_symlinks=False)
+            ws.path.chmod(0o700)
+        for p in (ws.path / ".board", ws.path / ".mcp.json"):
+            _chown_tree(p, uid, gid)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot give workspace {ws.path} to the worker user: {exc.strerror or exc}") from None
+
+
+def _chown_tree(path: Path, uid: int, gid: int) -> None:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1):
+        return
+    os.chown(path, uid, gid, follow_symlinks=False)
+    if stat.S_ISDIR(st.st_mode):
+        for entry in os.scandir(path):
+            _chown_tree(Path(entry.path), uid, gid)
 
 
 def worktree_dirty(path: Path) -> str | None:

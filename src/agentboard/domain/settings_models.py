@@ -9,11 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from .model import PROFILE_RE
 from .settings_schema import (
+    ADAPTERS,
     BOARD_KEYS,
     COMMAND_MAX,
     COUNT_MAX,
     DESCRIPTION_MAX,
     ENV_NAME_RE,
+    ISOLATION,
     MAX_CONCURRENCY_MAX,
     MODEL_MAX,
     PROFILE_FIELDS,
@@ -41,6 +43,7 @@ class ProfileFields(BaseModel):
 
     command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=COMMAND_MAX)] | None = None
     adapter: Literal["command", "claude", "codex"] | None = None
+    isolation: Literal["none", "user", "sandbox"] | None = None
     description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX)] | None = None
     max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY_MAX)] | None = None
     env: dict[EnvName, str] | None = None
@@ -57,6 +60,8 @@ class ProfileFields(BaseModel):
 
 # the lists the schema module names without loading pydantic
 assert frozenset(ProfileFields.model_fields) == PROFILE_FIELDS
+assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | None
+assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
 assert tuple(BoardSettings.model_fields) == BOARD_KEYS
 
 __all__ = ["BoardSettings", "ProfileFields"]

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 ADAPTERS = ("command", "claude", "codex")
+#: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
+ISOLATION = ("none", "user", "sandbox")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: the largest ``max_parallel`` / ``failure_limit``
 COUNT_MAX = 100_000
@@ -38,8 +40,8 @@ MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
 BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose")
 #: the fields a profile's add and update take
-PROFILE_FIELDS = frozenset(("command", "adapter", "description", "max_concurrency", "env", "skills", "model",
-                            "enabled", "orchestrator"))
+PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "description", "max_concurrency", "env", "skills",
+                            "model", "enabled", "orchestrator"))
 
 #: board settings keys that are not settings: what to use instead
 NOT_SETTINGS = {
@@ -76,6 +78,8 @@ def _message(what: str, exc: ValidationError, given: dict[str, Any]) -> str:
                 "not starting with a digit (no '=')")
     if key == "adapter":
         return f"unknown adapter {shown!r}: use one of {', '.join(ADAPTERS)}"
+    if key == "isolation":
+        return f"unknown isolation {shown!r}: use one of {', '.join(ISOLATION)}"
     expected = _EXPECTED.get(key, err.get("msg", "a valid value"))
     return f"invalid {what} {key}={shown!r}: must be {expected}"
 
@@ -141,5 +145,5 @@ def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     return known
 
 
-__all__ = ["ADAPTERS", "BOARD_KEYS", "PROFILE_FIELDS", "board_settings", "env_name", "global_settings",
+__all__ = ["ADAPTERS", "BOARD_KEYS", "ISOLATION", "PROFILE_FIELDS", "board_settings", "env_name", "global_settings",
            "profile_fields"]

@@ -90,7 +90,6 @@ function renderTopbar() {
   const tabs = ["board", "goals", "profiles"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
-  const auto = orchestrationAuto();
   bar.append(...[
     h("div.brand", h("span.brand-mark", "▦"), h("span.brand-name", "agentboard")),
     switcher,
@@ -99,40 +98,10 @@ function renderTopbar() {
     h("nav.tabs", tabs),
     h("span.spacer"),
     h("span#conn.conn", { id: "conn", title: "live updates" }),
-    h("button.pill-toggle.orchestration", {
-      type: "button", "aria-pressed": String(auto),
-      title: auto ? "Auto: the dispatcher decomposes triage tasks by itself. Click for Manual." : "Manual: triage waits for Specify / Decompose. Click for Auto.",
-      onclick: toggleOrchestration,
-    }, h("span.dot", { class: auto ? "dot-running" : "dot-todo" }), `Orchestration: ${auto ? "Auto" : "Manual"}`),
     h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),
     h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"),
   ].filter(Boolean));  // Element.append would print a left-out part as the text "null"
   setConn(liveState, liveNote);
-}
-
-function orchestrationAuto() {
-  const board = currentBoard();
-  const s = (board && board.settings) || {};
-  if (typeof s.auto_decompose === "boolean") return s.auto_decompose;
-  // the default: on when an LLM is configured
-  const c = state.config || {};
-  const v = c.settings && c.settings.auto_decompose;
-  if (typeof v === "boolean") return v;
-  return !!(c.llm && c.llm.configured);
-}
-
-async function toggleOrchestration() {
-  const next = !orchestrationAuto();
-  try {
-    const board = currentBoard();
-    const settings = { ...((board && board.settings) || {}), auto_decompose: next };
-    const out = await api.patch(`/api/boards/${encodeURIComponent(state.board)}`, { settings });
-    if (board) board.settings = (out && out.settings) || settings;
-    toast(`Orchestration: ${next ? "Auto" : "Manual"}`, "ok", 2500);
-  } catch (err) {
-    toast(`Cannot change orchestration: ${err.message}`, "error");
-  }
-  renderTopbar();
 }
 
 async function dispatchNow() {

@@ -212,8 +212,6 @@ function actionRow() {
     type: "button", dataset: { action: status }, onclick: () => setStatus(status),
   }, label));
   if (s === "triage") {
-    btns.push(h("button.btn.btn-sm.btn-accent.act-specify", { type: "button", onclick: () => llm("specify") }, "✦ Specify"));
-    btns.push(h("button.btn.btn-sm.btn-accent.act-decompose", { type: "button", onclick: () => llm("decompose") }, "⚗ Decompose"));
     move("Release → todo", "todo");
   }
   if (s === "todo") move("→ Ready", "ready");
@@ -256,32 +254,6 @@ async function requestChanges() {
     emit("reload");
   } catch (err) { toast(err.message, "error"); }
   refreshDrawer();
-}
-
-async function llm(kind) {
-  const btn = root.querySelector(`.act-${kind}`);
-  if (btn) { btn.disabled = true; btn.textContent = kind === "specify" ? "Specifying…" : "Decomposing…"; }
-  const note = root.querySelector(".llm-note");
-  try {
-    const res = await api.post(taskPath(task.id, `/${kind}`), {}, scope());
-    emit("reload");
-    await refreshDrawer();
-    if (res && res.ok === false) {
-      showLlmNote(`${kind === "specify" ? "Specify" : "Decompose"}: ${res.reason || "nothing to do"}`);
-    } else {
-      toast(kind === "specify" ? "Specified" : `Decomposed${res && res.children ? ` into ${res.children.length} tasks` : ""}`, "ok");
-    }
-  } catch (err) {
-    await refreshDrawer();
-    showLlmNote(`${kind === "specify" ? "Specify" : "Decompose"} failed: ${err.message}`);
-  }
-  if (note) note.remove();
-}
-
-function showLlmNote(text) {
-  const row = root.querySelector(".action-row");
-  const note = h("div.notice.llm-note", { role: "status" }, text);
-  if (row) row.after(note); else root.prepend(note);
 }
 
 // ---- description and result ----------------------------------------------------------------
