@@ -413,9 +413,17 @@ class Client:
 def open_home(settings: _config.Settings) -> Database:
     """Create the home folders if needed and open (and migrate) its database, which carries
     ``settings`` for the kernel verbs."""
-    settings.home.mkdir(parents=True, exist_ok=True)
-    (settings.home / "boards").mkdir(exist_ok=True)
+    make_home(settings.home)
     return open_database(settings.url, settings=settings)
+
+
+def make_home(home: Path) -> None:
+    """Create ``home`` (and its ``boards/``) if needed. A new home is readable by its owner only
+    (0700): it holds the database, the serve token and every board's files."""
+    if not home.exists():
+        home.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(home, 0o700)  # whatever the umask
+    (home / "boards").mkdir(exist_ok=True)
 
 
 def connect(url_or_home: str | os.PathLike[str] | None = None, **overrides: Any) -> Client:

@@ -7,6 +7,7 @@ Resolution, highest first: an explicit argument, the ``AGENTBOARD_<KEY>`` enviro
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -154,7 +155,53 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
             f"invalid setting reviewer_agent={settings.reviewer_agent!r}: use auto, off, on or heuristic"
         )
     settings.extra = extra
+    from .domain.settings_schema import global_settings  # pydantic loads only when settings do
+
+    global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
+                     "default_assignee": settings.default_assignee or None})
     return settings
+
+
+#: settings whose value is a secret: shown as ``***`` when set
+SECRET_SETTINGS = ("llm_api_key",)
+_MASK = "***"
+# user:password@ in a URL (the user stays, the password goes)
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):[^/?#\s]*@")
+# password=, token=, key=, secret= (and names containing them: api_key, sslpassword, ...) as a
+# query parameter or a libpq keyword
+_SECRET_VALUE = re.compile(
+    r"(?P<head>(?:^|[?&;\s])[A-Za-z0-9_.-]*(?:pass(?:word|wd)?|pwd|token|key|secret)[A-Za-z0-9_.-]*=)"
+    r"(?P<value>'[^']*'|[^&;#\s]*)", re.IGNORECASE)
+
+
+def redact(text: str | None) -> str | None:
+    """``text`` (a database URL, an LLM base URL, any configuration value) with the credentials
+    it embeds masked: ``postgresql://user:***@host/db``, ``?password=***``, ``token=***``.
+
+    The one redaction used wherever configuration is shown (``GET /api/config``, ``init``, the
+    dispatcher's start line)."""
+    if not text:
+        return text
+    out = _URL_PASSWORD.sub(lambda m: m.group("head") + ":" + _MASK + "@", text)
+    return _SECRET_VALUE.sub(lambda m: m.group("head") + (_MASK if m.group("value") else ""), out)
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The settings as they may be shown to any caller: secrets masked, credentials in URLs
+    and query strings redacted (:func:`redact`), ``extra`` left out."""
+    out: dict[str, Any] = {}
+    for f in fields(settings):
+        if f.name == "extra":
+            continue
+        value = getattr(settings, f.name)
+        if f.name in SECRET_SETTINGS:
+            value = _MASK if value else None
+        elif isinstance(value, str):
+            value = redact(value)
+        elif isinstance(value, Path):
+            value = str(value)
+        out[f.name] = value
+    return out
 
 
 def env(name: str) -> str | None:

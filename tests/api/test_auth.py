@@ -154,16 +154,16 @@ def test_a_board_scoped_token_cannot_touch_another_board(api: Api) -> None:
     assert scoped.get("/api/board").json()["board"] == "other"  # its only board is the default
     assert scoped.get("/api/board", params={"board": "other"}).status_code == 200
     before = api.last_event()
-    for method, path, kw in [
-        ("GET", "/api/board", {}),
-        ("GET", f"/api/tasks/{ids['t1']}", {}),
-        ("GET", "/api/stats", {}),
-        ("PATCH", f"/api/tasks/{ids['t1']}", {"json": {"priority": 1}}),
-        ("POST", "/api/tasks", {"json": {"title": "sneaky"}}),
-        ("POST", "/api/tasks/bulk", {"json": {"ids": [ids["t1"]], "action": "archive"}}),
+    for method, path, kw, status in [
+        ("GET", "/api/board", {}, 403),
+        ("GET", f"/api/tasks/{ids['t1']}", {}, 404),  # as for a task that does not exist
+        ("GET", "/api/stats", {}, 403),
+        ("PATCH", f"/api/tasks/{ids['t1']}", {"json": {"priority": 1}}, 404),
+        ("POST", "/api/tasks", {"json": {"title": "sneaky"}}, 403),
+        ("POST", "/api/tasks/bulk", {"json": {"ids": [ids["t1"]], "action": "archive"}}, 403),
     ]:
         r = scoped.request(method, path, params={"board": "default"}, **kw)
-        assert r.status_code == 403, (method, path, r.text)
+        assert r.status_code == status, (method, path, r.text)
     assert api.last_event() == before
     admin_scoped = api.client(api.token("sa", role="admin", boards=("other",)))
     assert admin_scoped.patch("/api/boards/other", json={"name": "Other"}).status_code == 200
@@ -184,7 +184,7 @@ def test_run_token_reads_its_board_and_writes_only_its_own_task(api_any: Api) ->
     assert worker.get("/api/board").json()["board"] == "default"
     assert worker.get(f"/api/tasks/{ids['t2']}").status_code == 200
     assert worker.get("/api/board", params={"board": "other"}).status_code == 403
-    assert worker.get(f"/api/tasks/{ids['o1']}", params={"board": "other"}).status_code == 403
+    assert worker.get(f"/api/tasks/{ids['o1']}", params={"board": "other"}).status_code == 404
     r = worker.post(f"/api/tasks/{ids['t1']}/comments", json={"body": "progress"})
     assert r.status_code == 201
     assert worker.post(f"/api/tasks/{ids['t2']}/comments", json={"body": "x"}).status_code == 403

@@ -65,7 +65,7 @@ def test_a_board_param_naming_another_board_is_a_400_that_changes_nothing(api: A
     assert api.ab.board("other").show(o1)["priority"] == 0
 
 
-def test_a_token_scoped_to_another_board_gets_403_without_learning_where_the_task_is(api_any: Api) -> None:
+def test_a_token_scoped_to_another_board_gets_the_404_of_a_task_that_does_not_exist(api_any: Api) -> None:
     api = api_any
     ids = _two_boards(api)
     o1 = ids["o1"]
@@ -81,14 +81,13 @@ def test_a_token_scoped_to_another_board_gets_403_without_learning_where_the_tas
         ("POST", f"/api/tasks/{o1}/reclaim", {"json": {}}),
         ("POST", "/api/links", {"json": {"parent_id": o1, "child_id": ids["o2"]}}),
     ]:
-        msg = err(scoped.request(method, path, **kw), 403, "forbidden")
-        assert "other" not in msg, (method, path, msg)
+        msg = err(scoped.request(method, path, **kw), 404, "not_found")
+        assert msg == f"no task {o1}", (method, path, msg)
     out = scoped.post("/api/tasks/bulk", json={"ids": [o1], "action": "archive"}).json()
-    assert out["results"][0]["error"]["code"] == "forbidden"
-    assert "other" not in out["results"][0]["error"]["message"]
+    assert out["results"][0]["error"] == {"code": "not_found", "message": f"no task {o1}"}
     assert api.last_event() == before
-    # an id no board holds is a 404 for every caller
-    err(scoped.get("/api/tasks/t_00000000"), 404, "not_found")
+    # an id no board holds gets the same answer
+    assert err(scoped.get("/api/tasks/t_00000000"), 404, "not_found") == "no task t_00000000"
 
 
 def test_a_run_token_acts_on_its_own_task_on_any_board_and_nothing_else(api: Api) -> None:
@@ -99,7 +98,7 @@ def test_a_run_token_acts_on_its_own_task_on_any_board_and_nothing_else(api: Api
     assert worker.post(f"/api/tasks/{o1}/comments", json={"body": "progress"}).status_code == 201
     assert worker.get(f"/api/tasks/{ids['o2']}").status_code == 200
     err(worker.post(f"/api/tasks/{ids['o2']}/comments", json={"body": "x"}), 403)
-    err(worker.get(f"/api/tasks/{ids['here']}"), 403)
+    err(worker.get(f"/api/tasks/{ids['here']}"), 404)
     err(worker.post(f"/api/tasks/{ids['here']}/comments", json={"body": "x"}), 403)
 
 

@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from ..domain.errors import AgentboardError
+from ..domain.errors import AgentboardError, Unavailable
+from ..store.engine import DISK_FULL, disk_full
 
 log = logging.getLogger("agentboard.api")
 
@@ -105,6 +106,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
+        if disk_full(exc):  # a full disk outside a transaction (a file, a migration)
+            return error_response(503, Unavailable.code, DISK_FULL)
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(500, "internal", f"unexpected error: {type(exc).__name__}")
 

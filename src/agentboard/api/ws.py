@@ -4,6 +4,8 @@ One :class:`Hub` per app wakes the sockets of a board when events are committed:
 commits made by this process (the database's commit listener), and within one poll interval
 (50 ms) for commits made by other processes (CLI, workers, other dispatchers), found with a
 cheap range query on the event log. Each socket then reads the events after its own cursor.
+The same poll checks the sockets' tokens: a socket whose token is revoked or expires, or whose
+run closes, is closed (4401) within about one poll interval.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,7 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..domain import model
 from ..domain.errors import AgentboardError, InvalidInput
-from ..kernel import lookups, queries
+from ..kernel import lookups, queries, tokens
 from ..store.engine import Database
 from .auth import Principal, authenticate, headers_of, same_origin, token_from
 from .errors import dumps
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     from .routes.common import AppState
 
 BATCH = 500
-REVERIFY_EVERY = 5.0
 AUTH_TIMEOUT = 10.0
+#: the largest ``since=`` cursor accepted (event ids are 64-bit integers)
+MAX_CURSOR = 2**62
 
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -37,39 +39,63 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_INVALID = 4400
 
 
+class Subscription:
+    """One socket's interest: its board, the token it authenticated with, and the event that
+    wakes it (new events, or its token no longer valid)."""
+
+    __slots__ = ("board", "token_id", "wake", "revoked")
+
+    def __init__(self, board: str, token_id: int) -> None:
+        self.board = board
+        self.token_id = token_id
+        self.wake = asyncio.Event()
+        self.revoked = False
+
+
 class Hub:
-    """Wakes the subscribers of a board when that board has new events."""
+    """Wakes the subscribers of a board when that board has new events, and closes those whose
+    token stopped being valid (revoked, expired, or a run token whose run closed): both are
+    checked every poll interval, in one round trip for all sockets."""
 
     def __init__(self, db: Database, poll_interval: float = 0.05) -> None:
         self.db = db
         self.poll_interval = poll_interval
-        self.subs: dict[str, set[asyncio.Event]] = {}
+        self.subs: dict[str, set[Subscription]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._poller: asyncio.Task[None] | None = None
         self._last_id: int | None = None
 
     # -- subscribers ---------------------------------------------------------------------------
 
-    def subscribe(self, board: str, cursor: int) -> asyncio.Event:
-        """Wake on events of ``board`` committed after ``cursor``."""
+    def subscribe(self, board: str, cursor: int, token_id: int) -> Subscription:
+        """Wake on events of ``board`` committed after ``cursor``, or when the token
+        ``token_id`` is no longer valid."""
         self._start()
         if self._last_id is None or cursor < self._last_id:
             self._last_id = cursor
-        wake = asyncio.Event()
-        self.subs.setdefault(board, set()).add(wake)
-        return wake
+        sub = Subscription(board, token_id)
+        self.subs.setdefault(board, set()).add(sub)
+        return sub
 
-    def unsubscribe(self, board: str, wake: asyncio.Event) -> None:
-        group = self.subs.get(board)
+    def unsubscribe(self, sub: Subscription) -> None:
+        group = self.subs.get(sub.board)
         if group is not None:
-            group.discard(wake)
+            group.discard(sub)
             if not group:
-                del self.subs[board]
+                del self.subs[sub.board]
 
     def wake(self, boards: set[str] | list[str]) -> None:
         for board in boards:
-            for ev in self.subs.get(board, ()):
-                ev.set()
+            for sub in self.subs.get(board, ()):
+                sub.wake.set()
+
+    def revoke(self, valid: set[int], checked: set[int]) -> None:
+        """Wake (to close) the subscribers whose token was among ``checked`` and is not ``valid``."""
+        for group in self.subs.values():
+            for sub in group:
+                if sub.token_id in checked and sub.token_id not in valid:
+                    sub.revoked = True
+                    sub.wake.set()
 
     # -- sources of change ----------------------------------------------------------------------
 
@@ -90,21 +116,25 @@ class Hub:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self.wake, set(boards))
 
-    def _changed(self) -> list[str]:
+    def _changed(self, token_ids: set[int]) -> tuple[list[str], set[int]]:
+        """The boards with events after the last seen one, and which of ``token_ids`` are
+        still valid."""
         newest = lookups.boards_with_events_after(self.db, self._last_id or 0)
         if newest:
             self._last_id = max(self._last_id or 0, *newest.values())
-        return list(newest)
+        return list(newest), tokens.still_valid(self.db, sorted(token_ids))
 
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.poll_interval)
             if not self.subs:
                 continue
+            token_ids = {sub.token_id for group in self.subs.values() for sub in group}
             try:
-                boards = await anyio.to_thread.run_sync(self._changed)
+                boards, valid = await anyio.to_thread.run_sync(self._changed, token_ids)
             except Exception:  # a busy or briefly unreachable database: try again next tick
                 continue
+            self.revoke(valid, token_ids)
             if boards:
                 self.wake(boards)
 
@@ -161,7 +191,7 @@ async def events_socket(ws: WebSocket) -> None:
         board = model.board_slug(raw_board) if raw_board else who.default_board
         raw_since = ws.query_params.get("since")
         since = int(raw_since) if raw_since not in (None, "") else None
-        if since is not None and since < 0:
+        if since is not None and not 0 <= since <= MAX_CURSOR:
             raise ValueError
     except (InvalidInput, ValueError):
         await _close(ws, CLOSE_INVALID, "INVALID_INPUT")
@@ -179,39 +209,39 @@ async def events_socket(ws: WebSocket) -> None:
         cursor = await anyio.to_thread.run_sync(queries.last_event_id, db)
     else:
         cursor = since
-    wake = hub.subscribe(board, cursor)
+    sub = hub.subscribe(board, cursor, who.token_id)
     receiver = asyncio.ensure_future(_drain(ws))
     try:
-        cursor = await _flush(ws, db, board, cursor, always=True)
-        checked = time.monotonic()
-        while True:
-            waiter = asyncio.ensure_future(wake.wait())
+        cursor = await _flush(ws, db, sub, cursor, always=True)
+        while not sub.revoked:
+            waiter = asyncio.ensure_future(sub.wake.wait())
             done, _ = await asyncio.wait({waiter, receiver}, return_when=asyncio.FIRST_COMPLETED)
             if receiver in done:
                 waiter.cancel()
                 break
-            wake.clear()
-            if time.monotonic() - checked > REVERIFY_EVERY:
-                checked = time.monotonic()
-                try:
-                    await anyio.to_thread.run_sync(authenticate, db, token, via_cookie)
-                except AgentboardError:
-                    await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
-                    break
-            cursor = await _flush(ws, db, board, cursor)
+            sub.wake.clear()
+            if sub.revoked:
+                break
+            cursor = await _flush(ws, db, sub, cursor)
+        if sub.revoked:
+            await _close(ws, CLOSE_UNAUTHORIZED, "UNAUTHORIZED")
     except (WebSocketDisconnect, RuntimeError, ConnectionError):
         pass
     finally:
-        hub.unsubscribe(board, wake)
+        hub.unsubscribe(sub)
         receiver.cancel()
         if ws.application_state == WebSocketState.CONNECTED and ws.client_state == WebSocketState.CONNECTED:
             await _close(ws, 1000, "")
 
 
-async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always: bool = False) -> int:
-    """Send every event after ``cursor`` (in batches); return the new cursor."""
+async def _flush(ws: WebSocket, db: Database, sub: Subscription, cursor: int, *, always: bool = False) -> int:
+    """Send every event after ``cursor`` (in batches); return the new cursor. Nothing is sent
+    once the socket's token is no longer valid (``sub.revoked`` is set instead)."""
     while True:
-        rows = await anyio.to_thread.run_sync(_events_after, db, board, cursor)
+        rows = await anyio.to_thread.run_sync(_events_after, db, sub, cursor)
+        if rows is None:
+            sub.revoked = True
+            return cursor
         if rows:
             cursor = int(rows[-1]["id"])
         if rows or always:
@@ -221,8 +251,11 @@ async def _flush(ws: WebSocket, db: Database, board: str, cursor: int, *, always
             return cursor
 
 
-def _events_after(db: Database, board: str, cursor: int) -> list[dict[str, Any]]:
-    return queries.events_after(db, board, cursor, limit=BATCH)
+def _events_after(db: Database, sub: Subscription, cursor: int) -> list[dict[str, Any]] | None:
+    """The next events of the socket's board, or None when its token is no longer valid."""
+    if not tokens.still_valid(db, [sub.token_id]):
+        return None
+    return queries.events_after(db, sub.board, cursor, limit=BATCH)
 
 
 async def _drain(ws: WebSocket) -> None:

@@ -196,6 +196,11 @@ def handle_errors(fn: F) -> F:
                 pass
             sys.exit(0)
         except Exception as exc:  # unexpected: still one line, exit 1
+            from agentboard.domain.errors import Unavailable
+            from agentboard.store.engine import DISK_FULL, disk_full
+
+            if disk_full(exc):  # a full disk outside a transaction (a file, a migration)
+                fail(DISK_FULL, Unavailable.exit_code)
             if os.environ.get("AGENTBOARD_DEBUG"):
                 raise
             fail(f"{type(exc).__name__}: {exc} (set AGENTBOARD_DEBUG=1 for a traceback)", 1)

@@ -108,6 +108,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     import threading
 
     from agentboard.api.serve import WorkerAPI, run_tokens
+    from agentboard.config import redact
     from agentboard.dispatch.dispatcher import Dispatcher
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
@@ -124,7 +125,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    click.echo(f"dispatcher on {s.url if not s.is_sqlite else s.home} as host {d.host} "
+    click.echo(f"dispatcher on {redact(s.url) if not s.is_sqlite else s.home} as host {d.host} "
                f"(max_parallel {s.max_parallel}); workers report to "
                f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", err=True)
     d.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,6 @@ def _worker_user(home: Path, name: str) -> dict[str, Any]:
             "home_mode": "0700"}
 
 
-def _redact(url: str) -> str:
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
-
-
 @click.command("init")
 @click.option("--worker-user", default=None, metavar="NAME",
               help="(as root) create this system user for `isolation = user` workers and close the home to it")
@@ -38,6 +33,7 @@ def _redact(url: str) -> str:
 @handle_errors
 def init(worker_user: str | None, as_json: bool) -> None:
     """Create the home folder and the database (any first command does this too)."""
+    from agentboard.config import redact
     from agentboard.kernel import boards
 
     s = common.settings()
@@ -50,7 +46,7 @@ def init(worker_user: str | None, as_json: bool) -> None:
     slugs = [str(b["slug"]) for b in boards.list_boards(db)]
     info = {
         "home": str(s.home),
-        "database": _redact(s.url),
+        "database": redact(s.url),
         "created": created,
         "config": config,
         "config_exists": config_exists,

@@ -12,14 +12,14 @@ from .common import handle_errors, json_option
 
 def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     from agentboard.domain.errors import InvalidInput
+    from agentboard.domain.settings_schema import env_name
 
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key or not key.replace("_", "a").isalnum():
+        if not sep or not key.strip():
             raise InvalidInput(f"invalid --env {pair!r}: use NAME=VALUE")
-        out[key] = value
+        out[env_name(key.strip())] = value
     return out
 
 

@@ -1,4 +1,5 @@
-"""Is a worker alive? Stopping a worker's whole process group.
+"""Is a worker alive? Stopping a worker's whole process group, and ending what an exited
+worker left running in it.
 
 A worker started by this process is a child: its exit status comes from ``Popen.poll``. A
 worker started by an earlier dispatcher process is checked by pid: ``os.kill(pid, 0)`` plus
@@ -135,8 +136,42 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: subprocess.Popen[bytes] |
     return gone()
 
 
-def group_has_live(pgid: int) -> bool:
-    """True when some non-zombie process is still in process group ``pgid``."""
+def end_group(pgid: int | None, *, grace: float = 2.0) -> bool:
+    """End what is left of an exited worker's process group (its background children): SIGTERM,
+    then SIGKILL after ``grace`` seconds. Returns True when nothing of the group is left.
+
+    The worker ran in its own session, so its pid is the group's and the session's id; only a
+    group in that session is signalled (a pid reused by an unrelated group leader is not)."""
+    if not pgid or pgid <= 0 or not group_has_live(pgid, own_session=True):
+        return True
+    _killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    delay = 0.005
+    while time.monotonic() < deadline:
+        if not group_has_live(pgid, own_session=True):
+            return True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    _killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        if not group_has_live(pgid, own_session=True):
+            return True
+        time.sleep(0.02)
+    return not group_has_live(pgid, own_session=True)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    """Signal the group only (its leader is gone: its pid alone may belong to someone else)."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_has_live(pgid: int, *, own_session: bool = False) -> bool:
+    """True when some non-zombie process is still in process group ``pgid`` (with
+    ``own_session``: and in session ``pgid``, as a worker started in its own session is)."""
     if not group_alive(pgid):
         return False
     proc = Path("/proc")
@@ -150,6 +185,7 @@ def group_has_live(pgid: int) -> bool:
         except OSError:
             continue
         tail = raw[raw.rfind(")") + 2:].split()
-        if len(tail) > 2 and tail[2] == str(pgid) and tail[0] not in ("Z", "X", "x"):
+        if len(tail) > 3 and tail[2] == str(pgid) and tail[0] not in ("Z", "X", "x") and (
+                not own_session or tail[3] == str(pgid)):
             return True
     return False

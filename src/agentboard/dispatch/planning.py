@@ -26,7 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..domain.errors import AgentboardError
+from ..domain import settings_schema
+from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import dispatching as kd
 from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
@@ -132,6 +133,8 @@ class Planner:
         self.locks = BoardLocks(ctx.home, enabled=ctx.sqlite)
         #: when the promotion safety net last ran
         self.last_promote = 0.0
+        #: boards skipped for invalid settings, with the reason last logged
+        self.bad_settings: dict[str, str] = {}
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -172,19 +175,42 @@ class _Pass:
         return self.report, self.due
 
     def _hold(self, boards: list[Row]) -> list[Row]:
-        """The boards this pass acts on: the ones asked for whose lock it holds."""
+        """The boards this pass acts on: the ones asked for whose settings are valid and whose
+        lock it holds."""
         only = self.planner.only_boards
         held = []
+        locked_out = False
         for b in boards:
             if only is not None and b["slug"] not in only:
+                continue
+            if not self._settings_ok(b):
                 continue
             if self.dry_run or self.planner.locks.acquire(b["slug"]):
                 held.append(b)
             else:
                 self.report.skipped_boards.append(b["slug"])
-        if self.report.skipped_boards:
+                locked_out = True
+        if locked_out:
             self.report.skipped_reason = "another dispatcher is running on this home for these boards"
         return held
+
+    def _settings_ok(self, b: Row) -> bool:
+        """False (the board skipped, in the report, logged once) when the board's stored settings
+        are not valid, as an older version may have stored them: one bad board never stops the
+        passes of the others."""
+        slug = b["slug"]
+        try:
+            settings_schema.board_settings(b.get("settings") or {})
+        except InvalidInput as exc:
+            self.report.skipped_boards.append(slug)
+            self.report.skipped.append(Skipped(f"board {slug!r} skipped: {exc.message}; fix it with "
+                                               f"PATCH /api/boards/{slug} {{\"settings\": ...}}"))
+            if self.planner.bad_settings.get(slug) != exc.message:
+                self.planner.bad_settings[slug] = exc.message
+                log.warning("board %s skipped until its settings are fixed: %s", slug, exc.message)
+            return False
+        self.planner.bad_settings.pop(slug, None)
+        return True
 
     # -- running tasks ------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 Checked by the pass thread, acted on by the job pool:
 
-- **exits**: a local worker gone → its exit goes to the worker protocol
+- **exits**: a local worker gone → what it left running in its process group is ended
+  (SIGTERM, then SIGKILL), then its exit goes to the worker protocol
   (``protocol.lifecycle.after_exit``); plain completions of several exits are applied together
   (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``); what nothing
   reported becomes ``protocol_violation``, ``rate_limited`` or ``crashed``. A repair attempt is
@@ -46,6 +47,8 @@ EXIT_BATCH_MIN = 4
 EXIT_RATE_LIMITED = 75
 #: seconds a worker that reported is given to exit on its own before it is stopped
 REPORTED_GRACE = 30
+#: seconds what an exited worker left running in its process group gets between SIGTERM and SIGKILL
+EXIT_GROUP_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,8 @@ class Reaper:
 
     def _exit_job(self, chunk: list[FoundExit]) -> None:
         jobs = self.ctx.jobs
+        for e in chunk:  # before anything of the exit is read: nothing the worker left keeps running
+            self.end_group(e)
         try:
             done = self._plain_exits([e for e in chunk if e.row is not None])
         except Exception:
@@ -329,6 +334,13 @@ class Reaper:
                 jobs.run(e.run_id, self.record_exit, e.worker)
             else:  # pragma: no cover - an orphan exit always has its worker
                 jobs.release(e.run_id)
+
+    def end_group(self, e: FoundExit) -> None:
+        """End the process group of the exited worker of ``e`` (background children it left):
+        SIGTERM, then SIGKILL after a short grace."""
+        pid = e.worker.pid if e.worker is not None else (e.row or {}).get("worker_pid")
+        if pid and not liveness.end_group(int(pid), grace=EXIT_GROUP_GRACE):
+            log.warning("run %s: a process the worker left behind survived SIGKILL (group %s)", e.run_id, pid)
 
     def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion

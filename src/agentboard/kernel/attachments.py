@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import shutil
+import tempfile
 import time
+import unicodedata
 from pathlib import Path
 
 from ..domain import model
-from ..domain.errors import Conflict, InvalidInput, NotFound, TooLarge
+from ..domain.errors import Conflict, InvalidInput, NotFound, TooLarge, Unavailable
 from ..store.engine import Database, Row, Tx
 from .common import get_task
 
 
 def attachments_dir(home: Path, board: str, task_id: str) -> Path:
     return home / "boards" / board / "attachments" / task_id
+
+
+#: Unicode categories refused in attachment names: control characters, format characters
+#: (bidirectional overrides such as U+202E, zero-width characters), surrogates, line and
+#: paragraph separators
+_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def attachment_name(value: str) -> str:
+    """A plain, printable file name (:func:`agentboard.domain.model.attachment_name`, and no
+    control or bidirectional-override characters, which would make a name display as another)."""
+    for ch in value or "":
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            raise InvalidInput(
+                f"invalid attachment name {value!r}: control and bidirectional-override characters "
+                f"(here U+{ord(ch):04X}) are refused")
+    return model.attachment_name(value)
 
 
 def attach(
@@ -25,6 +44,12 @@ def attach(
 ) -> Row:
     """Copy ``source`` (or ``data``) next to the task and record it.
 
+    Each call writes its own temporary file in the task's folder (so concurrent uploads never
+    share one), flushes it to disk, and renames it into place inside the write transaction that
+    records it: the row is committed only once the file is there, and a refused or failed call
+    leaves neither a row without its file nor a temporary file. A full disk is
+    :class:`Unavailable`.
+
     ``home`` and ``max_bytes`` default to the database's settings (``home``,
     ``attachment_max_bytes``).
     """
@@ -33,7 +58,7 @@ def attach(
     if max_bytes is None:
         max_bytes = db.settings.attachment_max_bytes
     src = Path(source)
-    fname = model.attachment_name(name or src.name)
+    fname = attachment_name(name or src.name)
     if data is None:
         if not src.is_file():
             raise NotFound(f"no file {src}")
@@ -44,42 +69,86 @@ def attach(
         raise TooLarge(f"{fname} is {size} bytes; the attachment limit is {max_bytes} bytes")
     db.read(lambda tx: get_task(tx, board, task_id))
     folder = attachments_dir(home, board, task_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _disk_error(exc) from None
     dest = folder / fname
     if dest.resolve().parent != folder.resolve():
         raise InvalidInput(f"invalid attachment name {fname!r}")
-    tmp = folder / f".{fname}.tmp{os.getpid()}"
     digest = hashlib.sha256()
-    if data is None:
-        with open(src, "rb") as fin, open(tmp, "wb") as fout:
-            for chunk in iter(lambda: fin.read(1 << 20), b""):
-                digest.update(chunk)
-                fout.write(chunk)
-    else:
-        digest.update(data)
-        tmp.write_bytes(data)
-
-    def _w(tx: Tx) -> Row:
-        get_task(tx, board, task_id)
-        if tx.one("SELECT id FROM attachments WHERE task_id = :t AND name = :n", {"t": task_id, "n": fname}):
-            raise Conflict(f"task {task_id} already has an attachment named {fname}")
-        now = time.time()
-        aid = tx.scalar(
-            "INSERT INTO attachments (task_id, board, name, path, size, sha256, created_by, created_at) "
-            "VALUES (:t, :b, :n, :p, :s, :h, :a, :now) RETURNING id",
-            {"t": task_id, "b": board, "n": fname, "p": str(dest), "s": size, "h": digest.hexdigest(), "a": actor, "now": now},
-        )
-        tx.event(board, task_id, "attached", {"name": fname, "size": size}, actor=actor, at=now)
-        return {"id": aid, "task_id": task_id, "name": fname, "path": str(dest), "size": size,
-                "sha256": digest.hexdigest(), "created_at": now}
-
+    placed = False
     try:
-        out = db.write(_w)
-    except BaseException:
+        fd, tmp_name = tempfile.mkstemp(prefix=".upload-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _disk_error(exc) from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fout:
+            if data is None:
+                with open(src, "rb") as fin:
+                    for chunk in iter(lambda: fin.read(1 << 20), b""):
+                        digest.update(chunk)
+                        fout.write(chunk)
+            else:
+                digest.update(data)
+                fout.write(data)
+            fout.flush()
+            os.fsync(fout.fileno())
+            inode = os.fstat(fout.fileno()).st_ino
+
+        def _w(tx: Tx) -> Row:
+            nonlocal placed
+            get_task(tx, board, task_id)
+            if tx.one("SELECT id FROM attachments WHERE task_id = :t AND name = :n", {"t": task_id, "n": fname}):
+                raise Conflict(f"task {task_id} already has an attachment named {fname}")
+            if not placed:  # writers are serialized: no other upload of this name runs now
+                os.replace(tmp, dest)
+                placed = True
+                _fsync_dir(folder)
+            now = time.time()
+            aid = tx.scalar(
+                "INSERT INTO attachments (task_id, board, name, path, size, sha256, created_by, created_at) "
+                "VALUES (:t, :b, :n, :p, :s, :h, :a, :now) RETURNING id",
+                {"t": task_id, "b": board, "n": fname, "p": str(dest), "s": size, "h": digest.hexdigest(),
+                 "a": actor, "now": now},
+            )
+            tx.event(board, task_id, "attached", {"name": fname, "size": size}, actor=actor, at=now)
+            return {"id": aid, "task_id": task_id, "name": fname, "path": str(dest), "size": size,
+                    "sha256": digest.hexdigest(), "created_at": now}
+
+        return db.write(_w)
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if placed:
+            _unlink_if_ours(dest, inode)
+        if isinstance(exc, OSError):
+            raise _disk_error(exc) from None
         raise
-    shutil.move(str(tmp), dest)
-    return out
+
+
+def _disk_error(exc: OSError) -> Exception:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return Unavailable(f"the disk is full: cannot store the attachment ({exc.strerror})")
+    return exc
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_if_ours(path: Path, inode: int) -> None:
+    """Remove ``path`` if it is still the file this call put there."""
+    try:
+        if path.stat().st_ino == inode:
+            path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def list_attachments(db: Database, board: str, task_id: str) -> list[Row]:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..domain import model
+from ..domain import model, settings_schema
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
 from .host_access import check_settings
@@ -100,7 +100,7 @@ def create(
         "color": color,
         "default_workdir": workdir,
         "workdir_mode": workdir_mode if workdir else None,
-        "settings": dump_json(check_settings(settings or {})),
+        "settings": dump_json(check_settings(settings_schema.board_settings(settings or {}))),
     }
     return board_out(db.write(_create, slug, fields, actor))
 
@@ -117,9 +117,7 @@ def board_changes(**fields: Any) -> dict[str, Any]:
         if not changes["name"]:
             raise InvalidInput("board name is empty")
     if "settings" in changes:
-        if not isinstance(changes["settings"], dict):
-            raise InvalidInput("board settings must be a JSON object")
-        changes["settings"] = dump_json(check_settings(changes["settings"]))
+        changes["settings"] = dump_json(check_settings(settings_schema.board_settings(changes["settings"])))
     return changes
 
 

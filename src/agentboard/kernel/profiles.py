@@ -6,13 +6,9 @@ import json
 import time
 from typing import Any
 
-from ..domain import model
+from ..domain import model, settings_schema
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
-
-ADAPTERS = ("command", "claude", "codex")
-#: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
-ISOLATION = ("none", "user", "sandbox")
 
 
 def profile_out(row: Row) -> Row:
@@ -40,35 +36,23 @@ def list_profiles(db: Database) -> list[Row]:
 
 
 def _validate(fields: dict[str, Any]) -> dict[str, Any]:
+    """The stored values of ``fields``, checked by the one profile schema
+    (:func:`agentboard.domain.settings_schema.profile_fields`)."""
+    checked = settings_schema.profile_fields(
+        {k: v for k, v in fields.items() if k in settings_schema.PROFILE_FIELDS})
     out: dict[str, Any] = {}
     for k, v in fields.items():
         if v is None:
             continue
-        if k == "adapter":
-            if v not in ADAPTERS:
-                raise InvalidInput(f"unknown adapter {v!r}: use one of {', '.join(ADAPTERS)}")
-        elif k == "isolation":
-            if v not in ISOLATION:
-                raise InvalidInput(f"unknown isolation {v!r}: use one of {', '.join(ISOLATION)}")
-        elif k == "command":
-            v = str(v).strip()
-            if not v:
-                raise InvalidInput("a profile needs a command")
-        elif k == "max_concurrency":
-            v = int(v)
-            if v < 1:
-                raise InvalidInput("max concurrency must be at least 1")
-        elif k == "env":
-            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v):
-                raise InvalidInput("profile env must map names to values")
-            v = dump_json({str(a): str(b) for a, b in v.items()})
-        elif k == "skills":
-            v = dump_json([str(s) for s in v])
+        if k in ("env", "skills"):
+            v = dump_json(checked[k])
         elif k in ("enabled", "orchestrator"):
-            v = 1 if v else 0
+            v = 1 if checked[k] else 0
         elif k == "description":
-            v = model.body(str(v), 16 * 1024, "description")
-        elif k not in ("model",):
+            v = model.body(checked[k], 16 * 1024, "description")
+        elif k in checked:
+            v = checked[k]
+        else:
             raise InvalidInput(f"unknown profile field {k!r}")
         out[k] = v
     return out

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound, Unauthorized
-from ..store.engine import Database, Row, Tx, dump_json
+from ..store.engine import Database, Row, Tx, dump_json, in_list
 
 ROLES = ("admin", "member", "viewer")
 RUN_ROLE = "run"
@@ -193,6 +193,21 @@ def verify(db: Database, token: str | None) -> Row:
         "run_id": row["run_id"], "task_id": row["task_id"],
         "profile": row["run_profile"], "orchestrator": bool(row["orchestrator"]),
     }
+
+
+def still_valid(db: Database, token_ids: list[int]) -> set[int]:
+    """Which of ``token_ids`` are still valid (not revoked, not expired, a run token's run still
+    open), in one read: how a live connection notices a revocation or the end of a run."""
+    if not token_ids:
+        return set()
+    params: dict[str, Any] = {"now": time.time()}
+    sql = (
+        "SELECT k.id FROM tokens k LEFT JOIN task_runs r ON r.id = k.run_id "
+        f"WHERE k.id IN {in_list('k', token_ids, params)} AND k.revoked_at IS NULL "
+        "AND (k.expires_at IS NULL OR k.expires_at > :now) "
+        f"AND (k.role != '{RUN_ROLE}' OR r.status = 'open')"
+    )
+    return {int(r["id"]) for r in db.read(lambda tx: tx.all(sql, params))}
 
 
 def ensure_local_admin(db: Database, name: str, saved: str | None) -> tuple[str, bool]:

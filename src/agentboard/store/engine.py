@@ -12,6 +12,7 @@ an event that commits late), and serialization failures are retried.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -309,7 +310,13 @@ class Database:
             )
         except sqlite3.OperationalError as exc:
             raise Unavailable(f"cannot open the database: {exc}") from None
-        _sqlite_setup(conn)
+        try:
+            _sqlite_setup(conn)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if disk_full(exc):
+                raise Unavailable(DISK_FULL) from exc
+            raise
         me = threading.get_ident()
         with self._conns_lock:
             alive = {t.ident for t in threading.enumerate()}
@@ -353,6 +360,8 @@ class Database:
                 if _retryable(exc) and time.monotonic() < deadline:
                     time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
                     continue
+                if disk_full(exc):
+                    raise Unavailable(DISK_FULL) from exc
                 if isinstance(exc, AgentboardError) or not _retryable(exc):
                     raise
                 raise Unavailable(
@@ -383,6 +392,8 @@ class Database:
                 if _retryable(exc) and time.monotonic() < deadline:
                     time.sleep(0.01 * random.random())
                     continue
+                if disk_full(exc):
+                    raise Unavailable(DISK_FULL) from exc
                 raise
             finally:
                 tx.cur.close()
@@ -447,6 +458,22 @@ def _sqlite_setup(dbapi_conn: Any) -> None:
     cur.close()
 
 
+DISK_FULL = "the disk is full: the database cannot grow; free some space and try again"
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True for the database's "disk full": SQLite's ``database or disk is full`` (SQLITE_FULL),
+    PostgreSQL's ``DiskFull`` (SQLSTATE 53100), or ENOSPC from the file system."""
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's wrapper (migrations) around the driver's error
+    if isinstance(orig, BaseException) and orig is not exc:
+        return disk_full(orig)
+    if isinstance(exc, sqlite3.OperationalError):
+        return "disk is full" in str(exc).lower()
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return type(exc).__module__.startswith("psycopg") and getattr(exc, "sqlstate", None) == "53100"
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         msg = str(exc).lower()
@@ -469,14 +496,30 @@ def open_database(url: str, *, settings: Settings | None = None, migrate: bool =
     """Open (and if needed create or upgrade) the database at ``url``; its verbs follow
     ``settings`` (the defaults of :class:`agentboard.config.Settings` when not given)."""
     if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///") :])
-        path.parent.mkdir(parents=True, exist_ok=True)
+        create_sqlite_file(Path(sqlite_file(url)))
     db = Database(url, settings=settings)
     if migrate:
         from .migrate import ensure_schema
 
         ensure_schema(db)
     return db
+
+
+def create_sqlite_file(path: Path) -> None:
+    """Create a new SQLite database file readable by its owner only (0600); SQLite gives its
+    ``-wal`` and ``-shm`` files the same mode. An existing file is left as it is."""
+    if str(path) in ("", ":memory:"):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        if disk_full(exc):
+            raise Unavailable(DISK_FULL) from None
+        raise
+    os.close(fd)
 
 
 def in_list(prefix: str, values: Iterable[Any], params: dict[str, Any]) -> str:
@@ -501,4 +544,4 @@ def sqlite_file(url: str) -> str:
     return rest or ":memory:"
 
 
-__all__ = ["Database", "Tx", "dump_json", "in_list", "open_database", "sqlite_file"]
+__all__ = ["DISK_FULL", "Database", "Tx", "disk_full", "dump_json", "in_list", "open_database", "sqlite_file"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from starlette.responses import Response
 
-from ...domain import model
+from ...dispatch.targets import validate_target
+from ...domain import model, settings_schema
 from ...kernel import boards, compound, host_access, queries
 from ..auth import Principal, current
 from ..errors import dumps
@@ -31,8 +33,16 @@ def list_boards(request: Request, include_archived: bool = False,
 @router.post("/boards", status_code=201, responses=responses(400, 409))
 def create_board(request: Request, data: BoardCreate, who: Principal = Depends(current)) -> Response:
     who.check_admin()
-    out = boards.create(state(request).db, data.slug, name=data.name, description=data.description,
-                        icon=data.icon, color=data.color, workdir=data.workdir, settings=data.settings,
+    st = state(request)
+    slug = model.board_slug(data.slug)
+    settings = settings_schema.board_settings(data.settings or {})
+    workdir, mode = None, None
+    if data.workdir is not None and data.workdir.strip():
+        # the same target-directory check as `agentboard boards create --workdir`
+        mode = "linked-existing" if Path(data.workdir.strip()).expanduser().exists() else "linked-new"
+        workdir = validate_target(st.db, data.workdir, mode, slug, home=st.settings.home)
+    out = boards.create(st.db, slug, name=data.name, description=data.description, icon=data.icon,
+                        color=data.color, workdir=workdir, workdir_mode=mode, settings=settings,
                         actor=who.name)
     return Json(out, status_code=201)
 

@@ -2,7 +2,8 @@
 
 A task id names one task in the whole installation: a route given a task id acts on the task's
 own board (found with :func:`agentboard.kernel.lookups.task_board`), after the caller's token
-is checked against that board. ``?board=`` only scopes board-wide routes; given with a task id
+is checked against that board. A task on a board the caller may not see is answered exactly
+like an id no board holds (404 ``no task t_…``), so a token learns nothing of other boards. ``?board=`` only scopes board-wide routes; given with a task id
 it must name the task's board (else 400).
 """
 
@@ -16,7 +17,7 @@ from fastapi import Request
 
 from ...config import Settings
 from ...domain import model
-from ...domain.errors import Forbidden, InvalidInput, NotFound
+from ...domain.errors import InvalidInput, NotFound
 from ...kernel import lookups
 from ...store.engine import Database
 from ..auth import Principal
@@ -77,8 +78,8 @@ def _slug(who: Principal, board: str | None) -> str:
 def _seen(who: Principal, task_id: str, slug: str, board: str | None) -> str:
     """``slug``, the board of ``task_id``, once the caller may see it and ``?board=`` agrees."""
     if not who.sees(slug):
-        # the caller learns that the task exists, never where
-        raise Forbidden(f"token {who.name!r} may not use task {task_id}")
+        # the same answer as for an id no board holds: the caller learns nothing of other boards
+        raise NotFound(f"no task {task_id}")
     if board and model.board_slug(board) != slug:
         raise InvalidInput(
             f"task {task_id} is on board {slug!r}, not {model.board_slug(board)!r}; "

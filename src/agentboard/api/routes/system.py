@@ -1,10 +1,6 @@
-"""Dispatch now, stats, non-secret settings, filter values, tokens, and the browser login."""
+"""Dispatch now, stats, the settings (secrets redacted), filter values, tokens, and the browser login."""
 
 from __future__ import annotations
-
-import re
-from dataclasses import fields
-from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
@@ -12,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from ... import __version__
+from ...config import shown
 from ...domain.errors import AgentboardError, Unavailable
 from ...kernel import queries, tokens
 from ..auth import COOKIE, Principal, authenticate, current, login_page
@@ -20,9 +17,6 @@ from .common import Json, read_board, responses, state
 
 router = APIRouter(prefix="/api", tags=["system"])
 BoardQ = Query(default=None, max_length=64, description="board slug")
-
-#: settings never shown by /api/config
-SECRET = ("llm_api_key",)
 
 
 @router.post("/dispatch", responses=responses(400, 503))
@@ -57,27 +51,16 @@ def tenants(request: Request, board: str | None = BoardQ, who: Principal = Depen
     return Json(queries.tenants(state(request).db, slug))
 
 
-def _redact_url(url: str | None) -> str | None:
-    if not url:
-        return url
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
-
-
 @router.get("/config", responses=responses())
 def config(request: Request, who: Principal = Depends(current)) -> Response:
-    """Non-secret settings, what this server runs, and who the caller is."""
+    """The settings with every secret masked and every credential in a URL or a query string
+    redacted (``agentboard.config.shown``: the same for every role), what this server runs,
+    and who the caller is."""
     st = state(request)
     s = st.settings
-    values: dict[str, Any] = {}
-    for f in fields(s):
-        if f.name in SECRET or f.name == "extra":
-            continue
-        values[f.name] = getattr(s, f.name)
-    values["home"] = str(s.home)
-    values["database_url"] = _redact_url(s.database_url)
     return Json({
         "version": __version__,
-        "settings": values,
+        "settings": shown(s),
         "database": st.db.dialect,
         "llm": {"configured": bool(s.llm_base_url), "model": s.llm_model},
         "dispatcher": {"running": st.dispatcher is not None},

@@ -1,0 +1,67 @@
+"""The pydantic models behind :mod:`agentboard.domain.settings_schema` (imported on first use,
+so a command that validates nothing never loads pydantic)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from .model import PROFILE_RE
+from .settings_schema import (
+    ADAPTERS,
+    BOARD_KEYS,
+    COMMAND_MAX,
+    COUNT_MAX,
+    DESCRIPTION_MAX,
+    ENV_NAME_RE,
+    ISOLATION,
+    MAX_CONCURRENCY_MAX,
+    MODEL_MAX,
+    PROFILE_FIELDS,
+)
+
+ProfileLike = Annotated[str, StringConstraints(strip_whitespace=True, pattern=PROFILE_RE.pattern)]
+EnvName = Annotated[str, StringConstraints(pattern=ENV_NAME_RE.pattern)]
+
+
+class BoardSettings(BaseModel):
+    """A board's own settings; unknown keys are kept as given."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    max_parallel: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    failure_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    default_assignee: ProfileLike | None = None
+    auto_decompose: bool | None = None
+
+
+class ProfileFields(BaseModel):
+    """The fields of a profile that add and update take (all optional: an update names some)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=COMMAND_MAX)] | None = None
+    adapter: Literal["command", "claude", "codex"] | None = None
+    isolation: Literal["none", "user", "sandbox"] | None = None
+    description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX)] | None = None
+    max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY_MAX)] | None = None
+    env: dict[EnvName, str] | None = None
+    skills: list[str] | None = None
+    model: Annotated[str, StringConstraints(max_length=MODEL_MAX)] | None = None
+    enabled: bool | None = None
+    orchestrator: bool | None = None
+
+    @field_validator("skills")
+    @classmethod
+    def _skills(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else [s.strip() for s in value if s.strip()]
+
+
+# the lists the schema module names without loading pydantic
+assert frozenset(ProfileFields.model_fields) == PROFILE_FIELDS
+assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | None
+assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
+assert tuple(BoardSettings.model_fields) == BOARD_KEYS
+
+__all__ = ["BoardSettings", "ProfileFields"]
