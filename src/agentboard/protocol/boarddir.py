@@ -13,6 +13,7 @@ The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,11 +53,22 @@ def history_path(workspace: Path) -> Path:
 
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one, never a
-    half-written one), creating the folder."""
+    half-written one), creating the folder.
+
+    The temporary file is created exclusively under a fresh name and then renamed over ``path``:
+    a symbolic link a worker left at either name is replaced, never followed, so a dispatcher
+    writing into a workspace cannot be steered into writing elsewhere.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -192,7 +205,9 @@ def history_text(events: list[Row]) -> str:
 def append_history(workspace: Path, section: str) -> Path:
     path = history_path(workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
-    existing = path.read_text(encoding="utf-8") if path.exists() else history_text([])
+    # a symbolic link left by a worker is replaced, never read through (it could point anywhere)
+    mine = path.exists() and not path.is_symlink()
+    existing = path.read_text(encoding="utf-8") if mine else history_text([])
     if existing.rstrip().endswith("(nothing yet)"):
         existing = existing.rstrip()[: -len("(nothing yet)")].rstrip() + "\n"
     write_text(path, existing.rstrip() + "\n\n" + section.rstrip() + "\n")
@@ -316,8 +331,13 @@ def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
 
 
 def add_lines(path: Path, lines: list[str]) -> None:
-    """Append to a line-based file (a git exclude file) the lines it does not hold yet."""
+    """Append to a line-based file (a git exclude file) the lines it does not hold yet.
+
+    A symbolic link at ``path`` is left alone: appending through it could write anywhere.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        return
     current = path.read_text().splitlines() if path.exists() else []
     missing = [line for line in lines if line not in current]
     if missing:
