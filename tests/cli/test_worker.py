@@ -24,7 +24,7 @@ def worker_env(request: pytest.FixtureRequest, cli_home: Path) -> Iterator[Worke
     no home."""
     if request.param == "home":
         yield lambda tid, run_id: {"AGENTBOARD_TASK": tid, "AGENTBOARD_RUN_ID": str(run_id),
-                                   "AGENTBOARD_BOARD": "default"}
+                                   "AGENTBOARD_BOARD": "default", "AGENTBOARD_PROFILE": "w"}
         return
     import agentboard
     from agentboard.api.serve import WorkerAPI, run_tokens
@@ -71,7 +71,7 @@ def test_worker_verbs_default_to_own_task(cli, running) -> None:
         "completed", "migrated limiter.py", {"changed_files": ["limiter.py"]})
     notes = [e["payload"].get("note") for e in detail["events"] if e["kind"] == "heartbeat"]
     assert notes == ["4 of 8 files done"]
-    assert detail["comments"][0]["body"] == "halfway there"
+    assert (detail["comments"][0]["body"], detail["comments"][0]["author"]) == ("halfway there", "w")
 
 
 def test_worker_block_asks_for_input(cli, running) -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..ws import Hub
 
 __all__ = [
+    "actor_of",
     "AppState", "HostedDispatcher", "Json", "read_board", "responses", "state", "task_boards",
     "write_board",
 ]
@@ -124,3 +125,13 @@ def task_boards(request: Request, who: Principal, board: str | None, *task_ids: 
     who.check_writer()
     found = lookups.task_boards(state(request).db, list(task_ids))
     return [_seen(who, tid, found[tid], board) for tid in task_ids]
+
+
+def actor_of(request: Request, who: Principal, slug: str) -> str:
+    """Who the event log names for a request: a run token's profile (as a worker's own CLI and
+    MCP calls are named), else the token's name."""
+    if who.is_run and who.run_id is not None:
+        from ...kernel import queries
+
+        return str(queries.get_run(state(request).db, slug, who.run_id).get("profile") or "worker")
+    return who.name

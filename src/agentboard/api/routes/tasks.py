@@ -23,7 +23,7 @@ from ...kernel import attachments, comments, host_access, lookups, queries, runs
 from ...store.engine import Database
 from ..auth import Principal, current
 from ..models import BulkRequest, CommentCreate, ReasonBody, ReviewRequest, TaskCreate, TaskPatch
-from .common import Json, read_board, responses, state, write_board
+from .common import Json, actor_of, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["tasks"])
 
@@ -177,7 +177,7 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
 def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
                 board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
-    out = comments.comment(state(request).db, slug, task_id, data.body, author=who.name,
+    out = comments.comment(state(request).db, slug, task_id, data.body, author=actor_of(request, who, slug),
                            mentions=data.mentions, run_id=who.run_id if who.is_run else None)
     return Json(out, status_code=201)
 

@@ -22,7 +22,7 @@ from ...protocol import review
 from ...protocol.context import build_worker_context
 from ..auth import Principal, current
 from ..models import Body
-from .common import Json, read_board, responses, state, write_board
+from .common import Json, actor_of, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["worker"])
 
@@ -69,13 +69,6 @@ def _run_id(who: Principal, task_id: str, given: int | None) -> int | None:
     return who.run_id if _own(who, task_id) else given
 
 
-def _actor(request: Request, who: Principal, slug: str) -> str:
-    """Who the event log names: a run token's profile (as the worker's CLI did), else the token."""
-    if who.is_run and who.run_id is not None:
-        return str(queries.get_run(state(request).db, slug, who.run_id).get("profile") or "worker")
-    return who.name
-
-
 def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wanted: bool) -> dict[str, Any]:
     if wanted and out.get("status") == "review":
         st = state(request)
@@ -96,7 +89,7 @@ def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, boar
     """Record liveness for a running task and extend its claim."""
     slug = write_board(request, who, board, task_id)
     return Json(runs.heartbeat(state(request).db, slug, task_id, run_id=_run_id(who, task_id, data.run_id),
-                               note=data.note, ttl=data.ttl, actor=_actor(request, who, slug)))
+                               note=data.note, ttl=data.ttl, actor=actor_of(request, who, slug)))
 
 
 @router.post("/tasks/{task_id}/complete", responses=responses(400, 404, 409))
@@ -106,7 +99,7 @@ def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board:
     slug = write_board(request, who, board, task_id)
     out = runs.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
                         result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
-                        actor=_actor(request, who, slug))
+                        actor=actor_of(request, who, slug))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
@@ -117,7 +110,7 @@ def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str |
     slug = write_board(request, who, board, task_id)
     kind = data.kind or ("needs_input" if _own(who, task_id) else "manual")
     return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind,
-                            run_id=_run_id(who, task_id, data.run_id), actor=_actor(request, who, slug)))
+                            run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
 
 
 @router.post("/tasks/{task_id}/request-review", responses=responses(400, 404, 409))
@@ -126,7 +119,7 @@ def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
     """Hand a running task to review, with an optional summary."""
     slug = write_board(request, who, board, task_id)
     out = runs.request_review(state(request).db, slug, task_id, summary=data.summary,
-                              run_id=_run_id(who, task_id, data.run_id), actor=_actor(request, who, slug))
+                              run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
