@@ -23,6 +23,7 @@ from typing import Any
 import uvicorn
 
 from ..config import Settings
+from ..dispatch.liveness import pid_alive
 from ..store.engine import Database
 from .auth import ASGIApp
 
@@ -138,16 +139,6 @@ def forget(home: Path) -> None:
             path.unlink()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def running_api(home: Path, timeout: float = 2.0) -> str | None:
     """The URL of the API recorded in ``home``, when its process is alive and it answers like
     agentboard's API (a 401 JSON error to a call without a token); else ``None``."""
@@ -158,7 +149,7 @@ def running_api(home: Path, timeout: float = 2.0) -> str | None:
         url, pid = str(data["url"]), int(data["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(pid):
+    if not pid_alive(pid):
         return None
     try:
         resp = httpx.get(f"{url}/api/me", timeout=timeout, trust_env=False)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -117,23 +118,7 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: subprocess.Popen[bytes] |
             return False
         return not group_has_live(pid)
 
-    if gone():
-        return True
-    signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    delay = 0.005
-    while time.monotonic() < deadline:
-        if gone():
-            return True
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        if gone():
-            return True
-        time.sleep(0.02)
-    return gone()
+    return _terminate(lambda sig: signal_group(pid, sig), gone, grace)
 
 
 def end_group(pgid: int | None, *, grace: float = 2.0) -> bool:
@@ -142,23 +127,32 @@ def end_group(pgid: int | None, *, grace: float = 2.0) -> bool:
 
     The worker ran in its own session, so its pid is the group's and the session's id; only a
     group in that session is signalled (a pid reused by an unrelated group leader is not)."""
-    if not pgid or pgid <= 0 or not group_has_live(pgid, own_session=True):
+    if not pgid or pgid <= 0:
         return True
-    _killpg(pgid, signal.SIGTERM)
+    group = pgid
+    return _terminate(lambda sig: _killpg(group, sig), lambda: not group_has_live(group, own_session=True), grace)
+
+
+def _terminate(send: Callable[[int], None], gone: Callable[[], bool], grace: float) -> bool:
+    """SIGTERM through ``send``, wait up to ``grace`` for ``gone()``, then SIGKILL and wait up to
+    2 s more. True when ``gone()`` holds at the end (at once when it already holds)."""
+    if gone():
+        return True
+    send(signal.SIGTERM)
     deadline = time.monotonic() + grace
     delay = 0.005
     while time.monotonic() < deadline:
-        if not group_has_live(pgid, own_session=True):
+        if gone():
             return True
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
-    _killpg(pgid, signal.SIGKILL)
+    send(signal.SIGKILL)
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        if not group_has_live(pgid, own_session=True):
+        if gone():
             return True
         time.sleep(0.02)
-    return not group_has_live(pgid, own_session=True)
+    return gone()
 
 
 def _killpg(pgid: int, sig: int) -> None:
