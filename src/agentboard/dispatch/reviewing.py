@@ -101,6 +101,8 @@ class Reviewing:
         if room <= 0:
             return []
         reviewer = review.choose_reviewer(ctx.settings, board.get("settings") or {}, profiles)
+        if reviewer.mode not in ("profile", "llm"):
+            return []  # off or heuristic: the hand-off itself decides (``review.on_review_entered``)
         rows = kd.review_candidates(ctx.db, slug, room + 8)
         out: list[Started] = []
         for c in rows:
@@ -108,9 +110,6 @@ class Reviewing:
                 break
             task_id = c["id"]
             try:
-                if reviewer.mode not in ("profile", "llm"):
-                    review.on_review_entered(ctx.db, ctx.settings, slug, task_id)
-                    continue
                 why = review.own_work(reviewer, c.get("worker_profile")) or self._gave_up(board, c)
                 if why:
                     worker_protocol.note_review_unavailable(ctx.db, slug, task_id, why)
