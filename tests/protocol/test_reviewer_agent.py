@@ -225,3 +225,35 @@ def test_a_long_diff_is_cut_with_a_note_of_what_was_cut() -> None:
     out = review_context.cut(review_context.Diff(text, "test"), 1000)
     assert len(out.text) <= 1000 and out.text.endswith("\n")
     assert "cut to the first" in out.note and "f9.txt" in out.note and "f0.txt" not in out.note
+
+
+# a reviewer that answers through the kanban_review MCP tool of the server its .mcp.json names
+MCP_REVIEWER = r'''
+import json, pathlib, anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+entry = json.loads(pathlib.Path(".mcp.json").read_text())["mcpServers"]["agentboard"]
+params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+
+async def main():
+    async with Client(params, read_timeout_seconds=60) as client:
+        bad = await client.call_tool("kanban_review", {"verdict": "maybe", "score": 5, "summary": ""})
+        assert bad.is_error, bad
+        ok = await client.call_tool("kanban_review", {"verdict": "rejected", "score": 10,
+                                                      "summary": "the task asks for something else"})
+        assert not ok.is_error, ok
+
+anyio.run(main)
+'''
+
+
+def test_a_reviewer_profile_answers_through_the_kanban_review_tool(ab: Any, drive: Any, tmp_path: Path) -> None:
+    ab.add_profile("worker", command=RESULT_OK)
+    ab.add_profile("critic", command=script(tmp_path, "critic.py", MCP_REVIEWER))
+    ab.create_board("mcp", settings={"reviewer": "profile:critic"})
+    board = ab.board("mcp")
+    t = board.create("write it", assignee="worker", review=True)
+    drive(settled(board, t["id"]))
+    detail = board.show(t["id"])
+    assert detail["status"] == "blocked" and detail["block_kind"] == "rejected"
+    assert [(r["verdict"], r["reviewer"]) for r in detail["reviews"]] == [("rejected", "profile:critic")]

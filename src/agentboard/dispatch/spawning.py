@@ -33,7 +33,7 @@ from ..domain.errors import AgentboardError
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel.worker_protocol import PrepareInputs
-from ..protocol import lifecycle
+from ..protocol import boarddir, lifecycle
 from ..store.engine import Row
 from . import adapters, breaker, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
@@ -260,6 +260,9 @@ class Spawner:
         try:
             token = self._token(slug, task["id"], run_id)
             prompt_file = write_files(ws.path)
+            env = lifecycle.worker_mcp_env(slug, task, run_id, ws.path, api_url=self.ctx.api_url, token=token)
+            env.update(AGENTBOARD_PROFILE=str(profile["name"]), AGENTBOARD_REVIEW_RUN="1")
+            boarddir.write_mcp_json(ws.path, env)
         except Exception as exc:
             raise SpawnError(f"preparing the review context failed: {type(exc).__name__}: {exc}", exc) from exc
         ln = self.launch(Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True), prompt_file,
