@@ -9,7 +9,7 @@ Two backends, chosen per use (:data:`USES`) from the settings:
   cost only when the server reports one, as OpenRouter's ``usage.cost``).
 - **command** — ``llm_command``, e.g. ``claude -p --output-format json`` or
   ``codex exec --json -``: split like a shell would (no shell runs it), the prompt on stdin, the
-  answer on stdout. Claude Code's JSON result envelope and Codex's JSONL events are read by
+  answer on stdout, the board's ``AGENTBOARD_*`` variables left out of its environment. Claude Code's JSON result envelope and Codex's JSONL events are read by
   :func:`agentboard.dispatch.adapters.outcome_of` (the same reading as a worker's log); any other
   output is the answer as plain text. The command runs in its own session; at the timeout its
   whole process group is killed.
@@ -30,6 +30,7 @@ import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,8 +156,7 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     import openai
 
     where = redact(backend.base_url) or ""
-    client = openai.OpenAI(base_url=backend.base_url, api_key=backend.api_key or _PLACEHOLDER_KEY,
-                           timeout=timeout, max_retries=settings.llm_max_retries)
+    client = _client(backend.base_url or "", backend.api_key or _PLACEHOLDER_KEY, settings.llm_max_retries)
     messages: list[Any] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -164,7 +164,8 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     attempts = settings.llm_max_retries + 1
     started = time.monotonic()
     try:
-        resp = client.chat.completions.create(model=backend.model or "", messages=messages)
+        resp = client.chat.completions.create(model=backend.model or "", messages=messages,
+                                              timeout=timeout)
     except openai.APITimeoutError:
         raise Unavailable(f"unavailable: the LLM at {where} timed out after {timeout:g}s "
                           f"({attempts} attempt(s))") from None
@@ -197,6 +198,28 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     return Answer(text=choices[0].message.content, backend="endpoint",
                   model=getattr(resp, "model", None) or backend.model,
                   usage=_endpoint_usage(getattr(resp, "usage", None)), latency_s=latency)
+
+
+_clients: dict[tuple[str, str, int], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(base_url: str, api_key: str, max_retries: int) -> Any:
+    """The SDK client of an endpoint, kept for the process: its connection pool is reused (a new
+    client costs a TLS context and a connection, tens of milliseconds)."""
+    import openai
+
+    key = (base_url, api_key, max_retries)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if len(_clients) >= 16:  # settings changed many times over: start afresh
+                for old in _clients.values():
+                    old.close()
+                _clients.clear()
+            client = _clients[key] = openai.OpenAI(base_url=base_url, api_key=api_key,
+                                                   max_retries=max_retries)
+        return client
 
 
 def _error_text(exc: Any) -> str:
@@ -253,7 +276,7 @@ def _ask_command(backend: Backend, prompt: str, system: str | None, timeout: flo
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True, env=command_env())
     except OSError as exc:
         raise Unavailable(f"unavailable: cannot start the LLM command {name}: {exc.strerror or exc}") from None
     try:
@@ -278,6 +301,13 @@ def _ask_command(backend: Backend, prompt: str, system: str | None, timeout: flo
                           + (f" ({_clip(stderr, tail=True)})" if stderr else ""))
     return Answer(text=answer.text, backend="command", model=answer.model, usage=answer.usage,
                   latency_s=latency)
+
+
+def command_env() -> dict[str, str]:
+    """The environment of the LLM command: the board's, without its own ``AGENTBOARD_*``
+    variables (the database URL, tokens, the home), which an agent CLI never needs; its
+    credentials (``ANTHROPIC_API_KEY``, ``HOME`` and its login files, ...) stay."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith("AGENTBOARD_")}
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -398,5 +428,5 @@ def record_usage(db: Database, board: str, task_id: str, use: str, answer: Answe
     runs.record_telemetry(db, board, task_id, "llm_used", payload, actor=f"llm:{use}")
 
 
-__all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "kill_group",
+__all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "command_env", "kill_group",
            "parse_json", "read_command_output", "record_usage", "resolve"]
