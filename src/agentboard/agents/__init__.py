@@ -1,0 +1,1 @@
+"""The LLM helpers: specify, decompose (and the LLM access they share)."""
