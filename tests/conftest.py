@@ -10,7 +10,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes.fake_openai import FakeOpenAI
 from testenv import database_url, point_home_at, require_pg, scratch_database
+
+
+@pytest.fixture
+def fake_llm(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """An OpenAI-compatible server on loopback (:class:`fakes.fake_openai.FakeOpenAI`) that the
+    environment points the board's LLM at: ``AGENTBOARD_LLM_BASE_URL``,
+    ``AGENTBOARD_LLM_MODEL=fake-model``, ``AGENTBOARD_LLM_API_KEY=sk-test``."""
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("AGENTBOARD_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("AGENTBOARD_LLM_MODEL", "fake-model")
+        monkeypatch.setenv("AGENTBOARD_LLM_API_KEY", "sk-test")
+        monkeypatch.delenv("AGENTBOARD_LLM_COMMAND", raising=False)
+        yield server
 
 
 @pytest.fixture

@@ -67,5 +67,6 @@ def point_home_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``home`` the AGENTBOARD_HOME, with no database URL, board or worker identity set."""
     monkeypatch.setenv("AGENTBOARD_HOME", str(home))
     for var in ("AGENTBOARD_DATABASE_URL", "AGENTBOARD_BOARD", "AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
-                "AGENTBOARD_TOKEN", "AGENTBOARD_API_URL", "AGENTBOARD_LLM_BASE_URL"):
+                "AGENTBOARD_TOKEN", "AGENTBOARD_API_URL", "AGENTBOARD_LLM_BASE_URL",
+                "AGENTBOARD_LLM_MODEL", "AGENTBOARD_LLM_API_KEY", "AGENTBOARD_LLM_COMMAND", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)

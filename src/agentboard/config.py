@@ -30,6 +30,12 @@ WORKER_ENV_ALLOW: tuple[str, ...] = (
 )
 
 
+#: what the board asks an LLM for; each may have its own ``[llm.<use>]`` table in config.toml
+LLM_USES: tuple[str, ...] = ("specifier", "decomposer", "reviewer", "supervisor", "describer")
+#: the keys an ``[llm.<use>]`` table may set
+LLM_USE_KEYS: tuple[str, ...] = ("model", "command", "base_url", "timeout")
+
+
 @dataclass
 class Settings:
     home: Path
@@ -60,9 +66,21 @@ class Settings:
     repair_deadline: int = 300
     verify_timeout: int = 600
     wiki_deadline: float = 8.0
+    #: an OpenAI-compatible chat-completions endpoint (``https://api.openai.com/v1``, a local
+    #: Ollama / vLLM server, ...) and the model to ask there
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str | None = None
+    #: or an agent CLI that reads a prompt on stdin and answers on stdout
+    #: (``claude -p --output-format json``, ``codex exec --json -``)
+    llm_command: str | None = None
+    #: seconds one LLM request (or one run of the command) may take
+    llm_timeout: float = 120.0
+    #: retries (with backoff) of an endpoint request that failed with 429, 5xx or no connection
+    llm_max_retries: int = 2
+    #: per-use overrides from ``config.toml`` tables ``[llm.<use>]`` (``model``, ``command``,
+    #: ``base_url``, ``timeout``), keyed by use (:data:`LLM_USES`)
+    llm_uses: dict[str, dict[str, Any]] = field(default_factory=dict)
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     max_request_bytes: int = 1024 * 1024
@@ -134,13 +152,15 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"{cfg}: {exc}") from None
         file_values = dict(data.get("agentboard", data))
+        if "agentboard" in data and isinstance(data.get("llm"), dict):
+            file_values.setdefault("llm", data["llm"])
     settings = Settings(home=root)
     extra: dict[str, Any] = {}
     for key, value in file_values.items():
         if isinstance(value, dict):
             extra[key] = value
     for f in fields(Settings):
-        if f.name in ("home", "extra"):
+        if f.name in ("home", "extra", "llm_uses"):
             continue
         raw: Any = None
         env = os.environ.get("AGENTBOARD_" + f.name.upper())
@@ -158,12 +178,39 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
         raise InvalidInput(
             f"invalid setting reviewer_agent={settings.reviewer_agent!r}: use auto, off, on or heuristic"
         )
+    settings.llm_uses = llm_uses(extra.pop("llm", {}), cfg)
     settings.extra = extra
     from .domain.settings_schema import global_settings  # pydantic loads only when settings do
 
     global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
                      "default_assignee": settings.default_assignee or None})
     return settings
+
+
+def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
+    """The ``[llm.<use>]`` tables of ``config.toml``, checked: known uses and keys only, text
+    values (``timeout`` a positive number)."""
+    out: dict[str, dict[str, Any]] = {}
+    for use, values in table.items():
+        if use not in LLM_USES:
+            raise InvalidInput(f"{source}: unknown LLM use [llm.{use}]; use one of {', '.join(LLM_USES)}")
+        if not isinstance(values, dict):
+            raise InvalidInput(f"{source}: [llm.{use}] must be a table (model = ..., command = ...)")
+        bad = sorted(set(values) - set(LLM_USE_KEYS))
+        if bad:
+            raise InvalidInput(f"{source}: [llm.{use}] has unknown keys {bad}; use {', '.join(LLM_USE_KEYS)}")
+        checked: dict[str, Any] = {}
+        for key, value in values.items():
+            if key == "timeout":
+                checked[key] = _coerce(f"llm.{use}.timeout", float, value)
+                if checked[key] <= 0:
+                    raise InvalidInput(f"{source}: [llm.{use}] timeout must be positive")
+            elif not isinstance(value, str) or not value.strip():
+                raise InvalidInput(f"{source}: [llm.{use}] {key} must be non-empty text")
+            else:
+                checked[key] = value.strip()
+        out[use] = checked
+    return out
 
 
 #: settings whose value is a secret: shown as ``***`` when set
@@ -204,6 +251,9 @@ def shown(settings: Settings) -> dict[str, Any]:
             value = redact(value)
         elif isinstance(value, Path):
             value = str(value)
+        elif f.name == "llm_uses":
+            value = {use: {k: redact(v) if isinstance(v, str) else v for k, v in table.items()}
+                     for use, table in value.items()}
         out[f.name] = value
     return out
 

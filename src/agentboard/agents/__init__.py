@@ -1,1 +1,2 @@
-"""The LLM helpers: specify, decompose (and the LLM access they share)."""
+"""Agents the board itself runs: LLM access (:mod:`.llm`) and what is built on it
+(:mod:`.describe`, profile descriptions)."""

@@ -183,8 +183,13 @@ def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024
             data = fh.read()
     except OSError:
         return []
+    return json_events(data.decode("utf-8", "replace"))
+
+
+def json_events(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of an agent's output, one per line (other lines are skipped)."""
     out = []
-    for line in data.decode("utf-8", "replace").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
@@ -198,9 +203,16 @@ def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024
 
 def read_output(adapter: str, log_path: Path | None, since: int = 0) -> Outcome:
     """Usage and the final message from the part of the log this run wrote (from ``since``)."""
+    return outcome_of(adapter, _json_lines(log_path, since))
+
+
+def outcome_of(adapter: str, events: list[dict[str, Any]]) -> Outcome:
+    """Usage and the final message in the JSON events of a ``claude`` or ``codex`` run: Claude
+    Code's final ``{"type": "result"}`` event, Codex's ``turn.completed`` usage and last agent
+    message."""
     out = Outcome()
     if adapter == "claude":
-        for ev in _json_lines(log_path, since):
+        for ev in events:
             if ev.get("type") != "result":
                 continue
             usage = ev.get("usage") or {}
@@ -214,7 +226,7 @@ def read_output(adapter: str, log_path: Path | None, since: int = 0) -> Outcome:
     elif adapter == "codex":
         tin = tout = 0
         seen = False
-        for ev in _json_lines(log_path, since):
+        for ev in events:
             kind = ev.get("type")
             if kind == "turn.completed" and isinstance(ev.get("usage"), dict):
                 seen = True
