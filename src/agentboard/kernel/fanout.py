@@ -215,6 +215,18 @@ def backoff(db: Database, board: str) -> dict[str, Row]:
     return db.read(_backoff_in, board)
 
 
+def mark_backoff(db: Database, board: str, view: Row) -> Row:
+    """A board view whose triage cards carry ``decompose_backoff`` (``{attempts, retry_at,
+    error}``) when a specify / decompose of theirs failed."""
+    triage = [c for col in view.get("columns", []) if col.get("status") == states.TRIAGE for c in col["tasks"]]
+    if triage:
+        held = backoff(db, board)
+        for card in triage:
+            if card["id"] in held:
+                card["decompose_backoff"] = held[card["id"]]
+    return view
+
+
 def auto_decompose_on(db: Database, board: str, board_settings: dict[str, Any]) -> bool:
     """Whether ``board`` decomposes its triage tasks by itself: the board's ``auto_decompose``
     setting, else the installation's."""
@@ -243,4 +255,4 @@ def auto_candidates(db: Database, board: str, limit: int, *, now: float, exclude
 
 
 __all__ = ["Child", "MAX_CHILDREN", "MIN_CHILDREN", "auto_candidates", "auto_decompose_on", "backoff",
-           "check_children", "decompose", "record_failure", "retry_delay", "specify"]
+           "check_children", "decompose", "mark_backoff", "record_failure", "retry_delay", "specify"]
