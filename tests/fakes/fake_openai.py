@@ -12,7 +12,8 @@ used up it answers ``default`` ("OK"). A reply is the assistant's text (a string
 ``{"text": "...", "usage": {...}}`` (extra usage fields, e.g. ``{"cost": 0.01}``). Replies
 carry usage: ``prompt_tokens`` = words of the prompt, ``completion_tokens`` = words of the
 answer. Any other path answers 404. ``requests`` holds the body of every POST that reached
-the server, ``paths`` the path of every request (GET included).
+the server, ``headers`` their headers (lower-case names), ``paths`` the path of every request
+(GET included).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class FakeOpenAI:
         self.default = default
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -71,6 +73,7 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append(body)
                     fake.paths.append(self.path)
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
                     reply: Reply = fake._script.popleft() if fake._script else fake.default
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

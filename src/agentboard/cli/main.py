@@ -53,6 +53,7 @@ COMMANDS: dict[str, str] = {
     "tokens": "agentboard.cli.tokens:tokens",
     "mcp": "agentboard.cli.mcp:mcp",
     "wiki": "agentboard.cli.wiki:wiki",
+    "llm": "agentboard.cli.llm:llm",
 }
 
 

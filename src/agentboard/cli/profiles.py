@@ -149,15 +149,45 @@ def set_(name: str, command: str | None, adapter: str | None, description: str |
 
 @profiles.command("describe")
 @click.argument("name")
-@click.option("--text", required=True, metavar="T", help="what the agent is good at")
+@click.option("--text", default=None, metavar="T", help="what the agent is good at")
+@click.option("--auto", is_flag=True,
+              help="let the LLM draft it from the profile's command and its recent runs")
+@click.option("--dry-run", is_flag=True, help="with --auto: print the draft, store nothing")
 @json_option
 @handle_errors
-def describe(name: str, text: str, as_json: bool) -> None:
-    """Set the description used to route work to the profile."""
+def describe(name: str, text: str | None, auto: bool, dry_run: bool, as_json: bool) -> None:
+    """Set the description used to route work to the profile (--text, or --auto to draft it with
+    the LLM)."""
+    from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import profiles as kp
 
-    p = kp.update(common.db(), name, description=text, actor=common.actor())
-    common.emit(p, as_json, f"profile {p['name']} described")
+    if auto == (text is not None):
+        raise InvalidInput("give either --text T or --auto (see agentboard profiles describe --help)")
+    if dry_run and not auto:
+        raise InvalidInput("--dry-run goes with --auto")
+    db = common.db()
+    if text is not None:
+        p = kp.update(db, name, description=text, actor=common.actor())
+        common.emit(p, as_json, f"profile {p['name']} described")
+        return
+    from agentboard.agents import describe as agent_describe
+
+    drafted, answer = agent_describe.draft(db, common.settings(), name)
+    if not drafted:
+        from agentboard.domain.errors import Unavailable
+
+        raise Unavailable("unavailable: the LLM answered an empty description")
+    if dry_run:
+        p = kp.get(db, name)
+    else:
+        p = kp.update(db, name, description=drafted, actor=common.actor())
+    if as_json:
+        common.emit_json({**p, "description": drafted, "stored": not dry_run, "model": answer.model,
+                          "usage": answer.usage})
+        return
+    click.echo(drafted)
+    note = "draft only, nothing stored" if dry_run else f"stored as the description of {p['name']}"
+    click.echo(f"({note}; {answer.backend} {answer.model or ''})".replace(" )", ")"), err=True)
 
 
 @profiles.command("rm")

@@ -31,6 +31,19 @@ def get(db: Database, name: str) -> Row:
     return profile_out(db.read(_get, name))
 
 
+def recent_runs(db: Database, name: str, *, limit: int = 10) -> list[Row]:
+    """The profile's latest finished runs, newest first: the task's title, the run's outcome
+    and summary (what describing a profile from its record reads)."""
+    def _r(tx: Tx) -> list[Row]:
+        _get(tx, name)
+        return tx.all(
+            "SELECT r.id AS run_id, r.task_id, t.title, r.outcome, r.summary, r.ended_at"
+            " FROM task_runs r JOIN tasks t ON t.id = r.task_id"
+            " WHERE r.profile = :n AND r.ended_at IS NOT NULL"
+            " ORDER BY r.ended_at DESC, r.id DESC LIMIT :lim", {"n": name, "lim": int(limit)})
+    return db.read(_r)
+
+
 def list_profiles(db: Database) -> list[Row]:
     return [profile_out(r) for r in db.read(lambda tx: tx.all("SELECT * FROM profiles ORDER BY name"))]
 
