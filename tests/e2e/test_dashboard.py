@@ -609,9 +609,11 @@ def test_toolbar_filters_and_search(page: Any, kernel: Any) -> None:
     expect(card(page, other["title"])).to_be_visible()
 
 
-def test_the_top_bar_has_no_orchestration_switch_while_nothing_decomposes_by_itself(page: Any) -> None:
+def test_without_an_llm_the_orchestration_switch_is_greyed_with_the_reason(page: Any) -> None:
     expect(page.locator(".dispatch-now")).to_be_visible(timeout=T)
-    expect(page.get_by_text(re.compile("Orchestration"))).to_have_count(0)
+    toggle = page.locator(".orchestration")
+    expect(toggle).to_have_attribute("title", re.compile("^unavailable: "))
+    expect(toggle.locator("button[data-mode='auto']")).to_be_disabled()
 
 
 def test_the_token_never_reaches_page_javascript(page: Any, server: Any) -> None:

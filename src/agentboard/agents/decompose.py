@@ -106,7 +106,7 @@ def decompose(db: Database, board: str, task_id: str, *, settings: Settings, act
     try:
         data = llm.parse_json(answer.text)
         if isinstance(data, dict) and data.get("fanout") is False:
-            spec = data.get("spec") if isinstance(data.get("spec"), dict) else data
+            spec: dict[str, Any] = data["spec"] if isinstance(data.get("spec"), dict) else data
             if not spec.get("title"):  # no specification with it: ask for one
                 from .specify import specify
 
