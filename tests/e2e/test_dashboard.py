@@ -337,8 +337,11 @@ def test_status_actions_of_a_triage_task_offer_only_what_works(page: Any, kernel
     card(page, idea["title"]).click()
     drawer = page.locator("#drawer")
     expect(drawer.get_by_role("button", name=re.compile("Release"))).to_be_visible(timeout=T)
-    # the LLM helpers are not part of this installation: no button pretends to run them
-    expect(drawer.get_by_role("button", name=re.compile("Specify|Decompose"))).to_have_count(0)
+    # no LLM is configured here: the helpers are greyed, their tooltip says why
+    for name in ("Specify", "Decompose"):
+        button = drawer.get_by_role("button", name=name)
+        expect(button).to_be_disabled()
+        expect(button).to_have_attribute("title", re.compile("^unavailable: "))
     assert status_of(kernel, idea["id"]) == "triage"
 
     expect(drawer.get_by_role("button", name="Block")).to_have_count(0)  # not offered in triage
