@@ -59,6 +59,7 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed ACK
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass

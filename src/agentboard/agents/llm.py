@@ -30,6 +30,7 @@ import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,8 +156,7 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     import openai
 
     where = redact(backend.base_url) or ""
-    client = openai.OpenAI(base_url=backend.base_url, api_key=backend.api_key or _PLACEHOLDER_KEY,
-                           timeout=timeout, max_retries=settings.llm_max_retries)
+    client = _client(backend.base_url or "", backend.api_key or _PLACEHOLDER_KEY, settings.llm_max_retries)
     messages: list[Any] = []
     if system:
         messages.append({"role": "system", "content": system})
@@ -164,7 +164,8 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     attempts = settings.llm_max_retries + 1
     started = time.monotonic()
     try:
-        resp = client.chat.completions.create(model=backend.model or "", messages=messages)
+        resp = client.chat.completions.create(model=backend.model or "", messages=messages,
+                                              timeout=timeout)
     except openai.APITimeoutError:
         raise Unavailable(f"unavailable: the LLM at {where} timed out after {timeout:g}s "
                           f"({attempts} attempt(s))") from None
@@ -197,6 +198,28 @@ def _ask_endpoint(settings: Settings, backend: Backend, prompt: str, system: str
     return Answer(text=choices[0].message.content, backend="endpoint",
                   model=getattr(resp, "model", None) or backend.model,
                   usage=_endpoint_usage(getattr(resp, "usage", None)), latency_s=latency)
+
+
+_clients: dict[tuple[str, str, int], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(base_url: str, api_key: str, max_retries: int) -> Any:
+    """The SDK client of an endpoint, kept for the process: its connection pool is reused (a new
+    client costs a TLS context and a connection, tens of milliseconds)."""
+    import openai
+
+    key = (base_url, api_key, max_retries)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if len(_clients) >= 16:  # settings changed many times over: start afresh
+                for old in _clients.values():
+                    old.close()
+                _clients.clear()
+            client = _clients[key] = openai.OpenAI(base_url=base_url, api_key=api_key,
+                                                   max_retries=max_retries)
+        return client
 
 
 def _error_text(exc: Any) -> str:
