@@ -100,8 +100,8 @@ def decompose(db: Database, board: str, task_id: str, *, settings: Settings, act
     Raises :class:`Unavailable` when no LLM serves decompose (nothing is asked) or the backend
     cannot answer; an unusable reply is an ``ok: False`` outcome and a comment on the task, which
     stays in triage."""
-    require(settings, USE)
     task = triage_task(db, board, task_id, "decomposed")
+    require(settings, USE)
     answer = ask(db, board, task_id, settings, USE, prompt(task, roster(db)))
     try:
         data = llm.parse_json(answer.text)

@@ -181,8 +181,8 @@ def specify(db: Database, board: str, task_id: str, *, settings: Settings, actor
     Raises :class:`Unavailable` when no LLM serves specify (nothing is asked) or the backend
     cannot answer; a reply that is not a usable specification is an ``ok: False`` outcome and
     a comment on the task, which stays in triage."""
-    require(settings, USE)
     task = triage_task(db, board, task_id, "specified")
+    require(settings, USE)
     answer = ask(db, board, task_id, settings, USE, prompt(task))
     try:
         data = llm.parse_json(answer.text)
