@@ -248,6 +248,9 @@ def llm_bulk(request: Request, data: LlmBulk, board: str | None = BulkBoardQ,
     id reports its own outcome. Without an LLM: ``{ok: false, reason}`` and nothing is asked."""
     kind = request.url.path.rstrip("/").rsplit("/", 1)[-1]
     st = state(request)
+    if data.all or board:
+        write_board(request, who, board)
+    who.check_writer()  # before anything is said about the LLM; each id is checked on its board too
     from ...agents import specify as spec
 
     use = spec.USE if kind == "specify" else "decomposer"
