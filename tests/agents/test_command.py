@@ -106,3 +106,15 @@ def test_a_per_use_command_runs_that_use_while_the_others_ask_the_endpoint(
     assert llm.ask(settings, "specifier", "specify").backend == "endpoint"
     assert len(fake_llm.requests) == 1
     assert llm.availability(settings, "reviewer") == (True, f"command {CODEX}")
+
+
+def test_the_boards_own_variables_never_reach_the_command(
+        home: Path, reply: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", "postgresql://board:secret@db/board")
+    monkeypatch.setenv("FAKE_LLM_REPLY_FILE", str(tmp_path / "reply.txt"))
+    (tmp_path / "reply.txt").write_text("from the file")
+    script = tmp_path / "env-echo"
+    script.write_text("#!/bin/sh\ncat >/dev/null\nenv | grep -c '^AGENTBOARD_' || true\necho \"$FAKE_LLM_REPLY_FILE\"\n")
+    script.chmod(0o755)
+    answer = llm.ask(config.load(str(home), llm_command=str(script)), "specifier", "hi")
+    assert answer.text.split() == ["0", str(tmp_path / "reply.txt")]

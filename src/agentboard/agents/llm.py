@@ -9,7 +9,7 @@ Two backends, chosen per use (:data:`USES`) from the settings:
   cost only when the server reports one, as OpenRouter's ``usage.cost``).
 - **command** — ``llm_command``, e.g. ``claude -p --output-format json`` or
   ``codex exec --json -``: split like a shell would (no shell runs it), the prompt on stdin, the
-  answer on stdout. Claude Code's JSON result envelope and Codex's JSONL events are read by
+  answer on stdout, the board's ``AGENTBOARD_*`` variables left out of its environment. Claude Code's JSON result envelope and Codex's JSONL events are read by
   :func:`agentboard.dispatch.adapters.outcome_of` (the same reading as a worker's log); any other
   output is the answer as plain text. The command runs in its own session; at the timeout its
   whole process group is killed.
@@ -276,7 +276,7 @@ def _ask_command(backend: Backend, prompt: str, system: str | None, timeout: flo
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True, env=command_env())
     except OSError as exc:
         raise Unavailable(f"unavailable: cannot start the LLM command {name}: {exc.strerror or exc}") from None
     try:
@@ -301,6 +301,13 @@ def _ask_command(backend: Backend, prompt: str, system: str | None, timeout: flo
                           + (f" ({_clip(stderr, tail=True)})" if stderr else ""))
     return Answer(text=answer.text, backend="command", model=answer.model, usage=answer.usage,
                   latency_s=latency)
+
+
+def command_env() -> dict[str, str]:
+    """The environment of the LLM command: the board's, without its own ``AGENTBOARD_*``
+    variables (the database URL, tokens, the home), which an agent CLI never needs; its
+    credentials (``ANTHROPIC_API_KEY``, ``HOME`` and its login files, ...) stay."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith("AGENTBOARD_")}
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -421,5 +428,5 @@ def record_usage(db: Database, board: str, task_id: str, use: str, answer: Answe
     runs.record_telemetry(db, board, task_id, "llm_used", payload, actor=f"llm:{use}")
 
 
-__all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "kill_group",
+__all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "command_env", "kill_group",
            "parse_json", "read_command_output", "record_usage", "resolve"]
