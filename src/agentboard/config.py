@@ -57,6 +57,10 @@ class Settings:
     host_id: str = field(default_factory=socket.gethostname)
     wiki_context: bool = True
     board_repair: bool = True
+    #: the dispatcher decomposes triage tasks with the LLM by itself (a board's setting wins)
+    auto_decompose: bool = False
+    #: the most triage tasks auto mode hands the LLM per pass
+    auto_decompose_per_pass: int = 3
     verify: bool = True
     #: who reviews a task entering review when its board does not say: auto, off, llm (or on),
     #: heuristic, profile:NAME (see ``protocol.review.choose_reviewer``)

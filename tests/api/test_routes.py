@@ -176,7 +176,7 @@ def test_specify_and_decompose_without_an_llm_say_so(api: Api) -> None:
     for action in ("specify", "decompose"):
         r = c.post(f"/api/tasks/{t['id']}/{action}")
         assert r.status_code == 200
-        assert r.json()["ok"] is False and "no LLM configured" in r.json()["reason"]
+        assert r.json()["ok"] is False and r.json()["reason"].startswith("unavailable: no LLM is configured")
     assert api.ab.board().show(t["id"])["status"] == "triage"
     err(c.post("/api/tasks/t_00000000/specify"), 404)
     ready = c.post("/api/tasks", json={"title": "clear", "assignee": "x"}).json()

@@ -337,8 +337,11 @@ def test_status_actions_of_a_triage_task_offer_only_what_works(page: Any, kernel
     card(page, idea["title"]).click()
     drawer = page.locator("#drawer")
     expect(drawer.get_by_role("button", name=re.compile("Release"))).to_be_visible(timeout=T)
-    # the LLM helpers are not part of this installation: no button pretends to run them
-    expect(drawer.get_by_role("button", name=re.compile("Specify|Decompose"))).to_have_count(0)
+    # no LLM is configured here: the helpers are greyed, their tooltip says why
+    for name in ("Specify", "Decompose"):
+        button = drawer.get_by_role("button", name=name)
+        expect(button).to_be_disabled()
+        expect(button).to_have_attribute("title", re.compile("^unavailable: "))
     assert status_of(kernel, idea["id"]) == "triage"
 
     expect(drawer.get_by_role("button", name="Block")).to_have_count(0)  # not offered in triage
@@ -609,9 +612,11 @@ def test_toolbar_filters_and_search(page: Any, kernel: Any) -> None:
     expect(card(page, other["title"])).to_be_visible()
 
 
-def test_the_top_bar_has_no_orchestration_switch_while_nothing_decomposes_by_itself(page: Any) -> None:
+def test_without_an_llm_the_orchestration_switch_is_greyed_with_the_reason(page: Any) -> None:
     expect(page.locator(".dispatch-now")).to_be_visible(timeout=T)
-    expect(page.get_by_text(re.compile("Orchestration"))).to_have_count(0)
+    toggle = page.locator(".orchestration")
+    expect(toggle).to_have_attribute("title", re.compile("^unavailable: "))
+    expect(toggle.locator("button[data-mode='auto']")).to_be_disabled()
 
 
 def test_the_token_never_reaches_page_javascript(page: Any, server: Any) -> None:

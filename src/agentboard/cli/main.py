@@ -36,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "reclaim": "agentboard.cli.status:reclaim",
     "reopen": "agentboard.cli.status:reopen",
     "release": "agentboard.cli.status:release",
+    "specify": "agentboard.cli.llm_verbs:specify",
+    "decompose": "agentboard.cli.llm_verbs:decompose",
     "review": "agentboard.cli.status:review",
     "attach": "agentboard.cli.attachments:attach",
     "attachments": "agentboard.cli.attachments:attachments",

@@ -125,6 +125,7 @@ class Dispatcher:
             self._waker = None
         self.ctx.jobs.drain()
         self.spawner.drain()
+        self.planner.auto.drain()
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
 

@@ -33,6 +33,7 @@ from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
 from ..store.engine import Row
 from . import breaker
+from .auto_decompose import AutoDecomposer
 from .reaping import FoundExit, Reaper, earliest
 from .report import PassReport, Skipped, WouldSpawn
 from .reviewing import Reviewing
@@ -138,6 +139,8 @@ class Planner:
         self.last_promote = 0.0
         #: boards skipped for invalid settings, with the reason last logged
         self.bad_settings: dict[str, str] = {}
+        #: triage tasks of auto boards, decomposed on their own threads
+        self.auto = AutoDecomposer(ctx)
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -172,6 +175,8 @@ class _Pass:
                             [r for r in snap.reviewing if r["board"] in slugs])
         self._promote(held)
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
+        if not self.dry_run:  # after spawning, and never waiting for the LLM
+            self.planner.auto.schedule(held, self.now)
         if not self.dry_run:
             ends = [v for k, v in snap.cooldowns.items() if k in slugs]
             if ends:

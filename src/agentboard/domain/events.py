@@ -14,6 +14,7 @@ EDITS: Final = (
     "attached",
 )
 TELEMETRY: Final = (
+    "decompose_failed", "children_refused",
     "spawned", "heartbeat", "claim_extended", "reclaimed", "reclaim_deferred", "stale",
     "crashed", "timed_out", "spawn_failed", "protocol_violation", "rate_limited",
     "respawn_guarded", "gave_up", "verify_failed", "result_invalid", "result_repaired",

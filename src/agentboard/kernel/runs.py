@@ -14,6 +14,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
+from .children import check_created_in
 from .common import (
     board_settings,
     first_line,
@@ -320,6 +321,8 @@ def complete_in(
         target = states.DONE
     states.check("complete", cur, target, task_id)
     now = time.time()
+    if cur == states.RUNNING:  # children the run says it created must exist and be its own
+        metadata = check_created_in(tx, board, task_id, task["current_run_id"], metadata, actor=actor)
     meta = dump_json(metadata) if metadata is not None else None
     up = usage_params(report.usage)
     outcome = "review_requested" if target == states.REVIEW else "completed"

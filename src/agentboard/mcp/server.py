@@ -11,7 +11,7 @@ home (``AGENTBOARD_HOME`` / ``AGENTBOARD_DATABASE_URL``, no token) the tools cal
 Lifecycle tools (complete, block, heartbeat, request_review) act on the worker's own task and
 pass its run id, so a reclaimed worker's late call is refused. A tool given a task id finds the
 task on whichever board holds it, and refuses (``forbidden``) one outside the worker's board. Orchestrator tools (list, create,
-link, unblock) exist only for profiles marked ``orchestrator``. Every tool returns structured
+link, unblock, specify, decompose) exist only for profiles marked ``orchestrator``. Every tool returns structured
 JSON; errors are tool errors carrying ``{"error": code, "message": ...}`` — the one place
 where domain errors are mapped for MCP.
 """
@@ -28,7 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
 from .. import config
-from ..domain.errors import AgentboardError, Forbidden, InvalidInput
+from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import boarddir, review
 from ..protocol.context import render
@@ -157,6 +157,8 @@ class Ops(Protocol):
 
     def unblock(self, task_id: str) -> dict[str, Any]: ...
 
+    def llm_helper(self, kind: str, task_id: str) -> dict[str, Any]: ...
+
 
 class LocalOps:
     """The tools on a home's database (a person's ``agentboard mcp``)."""
@@ -226,6 +228,13 @@ class LocalOps:
     def unblock(self, task_id: str) -> dict[str, Any]:
         return tasks.unblock(self.db, self.board_of(task_id), task_id, actor=self.scope.actor)
 
+    def llm_helper(self, kind: str, task_id: str) -> dict[str, Any]:
+        from ..agents.decompose import decompose
+        from ..agents.specify import specify
+
+        run = specify if kind == "specify" else decompose
+        return run(self.db, self.board_of(task_id), task_id, settings=self.settings, actor=self.scope.actor).to_dict()
+
 
 class RemoteOps:
     """The tools through the API with the worker's run token (inside a worker)."""
@@ -278,6 +287,12 @@ class RemoteOps:
 
     def unblock(self, task_id: str) -> dict[str, Any]:
         return self.api.unblock(task_id)
+
+    def llm_helper(self, kind: str, task_id: str) -> dict[str, Any]:
+        out = self.api.call("POST", f"/api/tasks/{task_id}/{kind}")
+        if not out.get("ok") and str(out.get("reason") or "").startswith("unavailable"):
+            raise Unavailable(str(out["reason"]))
+        return out  # type: ignore[no-any-return]
 
 
 def build_server(ops: Ops, scope: Scope) -> MCPServer:
@@ -395,6 +410,16 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
         @server.tool(description="(orchestrators) Move a blocked task back to ready.")
         def kanban_unblock(task_id: str) -> CallToolResult:
             return _guard(lambda: _task_summary(ops.unblock(task_id)))
+
+        @server.tool(description="(orchestrators) Rewrite a triage task with the board's LLM (Goal, Approach, "
+                                 "Acceptance criteria, Out of scope) and release it.")
+        def kanban_specify(task_id: str) -> CallToolResult:
+            return _guard(lambda: ops.llm_helper("specify", task_id))
+
+        @server.tool(description="(orchestrators) Split a triage task with the board's LLM into 2-6 linked "
+                                 "tasks for the roster's profiles (or specify it when it is one piece of work).")
+        def kanban_decompose(task_id: str) -> CallToolResult:
+            return _guard(lambda: ops.llm_helper("decompose", task_id))
 
     return server
 

@@ -5,7 +5,7 @@ import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
-import { currentBoard, emit, listOf, on, persist, state } from "./state.js";
+import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
 
 const main = $("#main");
 const boardEl = h("div.board", { id: "board", "aria-label": "board" });
@@ -97,11 +97,40 @@ function renderTopbar() {
     h("button.btn.btn-ghost.btn-sm.new-board", { type: "button", onclick: createBoard, title: "create a board" }, "+ New board"),
     h("nav.tabs", tabs),
     h("span.spacer"),
+    orchestrationToggle(),
     h("span#conn.conn", { id: "conn", title: "live updates" }),
     h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),
     h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"),
   ].filter(Boolean));  // Element.append would print a left-out part as the text "null"
   setConn(liveState, liveNote);
+}
+
+/** Orchestration: Auto (the dispatcher decomposes triage tasks with the LLM) or Manual
+ * (nothing calls the LLM by itself). Greyed, with the reason, while no LLM is available. */
+function orchestrationToggle() {
+  const { available, reason } = llmStatus();
+  const auto = autoDecompose();
+  const btn = (label, on) => h(`button.seg-btn${auto === on ? ".active" : ""}`, {
+    type: "button", dataset: { mode: label.toLowerCase() }, "aria-pressed": String(auto === on),
+    disabled: !available, onclick: () => setAuto(on),
+  }, label);
+  return h("div.orchestration", {
+    role: "group", "aria-label": "orchestration",
+    title: available ? "Auto: the dispatcher decomposes triage tasks with the LLM (a few per pass). Manual: only you do." : reason,
+  }, h("span.seg-label", "Orchestration"), h("div.seg", btn("Auto", true), btn("Manual", false)));
+}
+
+async function setAuto(on) {
+  const slug = state.board;
+  try {
+    const b = await api.patch(`/api/boards/${encodeURIComponent(slug)}`, { settings: { auto_decompose: on } });
+    const i = state.boards.findIndex((x) => x.slug === slug);
+    if (i >= 0) state.boards[i] = { ...state.boards[i], settings: (b && b.settings) || { ...state.boards[i].settings, auto_decompose: on } };
+    toast(on ? "Orchestration: Auto — the dispatcher decomposes triage tasks" : "Orchestration: Manual", "ok", 3000);
+  } catch (err) {
+    toast(`Cannot change orchestration: ${err.message}`, "error");
+  }
+  renderTopbar();
 }
 
 async function dispatchNow() {

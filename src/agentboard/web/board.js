@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
-  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, profileNames, scope, state,
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state,
 } from "./state.js";
 
 const CREATABLE = new Set(["triage", "todo", "ready"]);
@@ -153,6 +153,12 @@ function renderCard(card) {
       { title: `${done} of ${card.child_count} children done` }, `${done}/${card.child_count}`));
   }
   if (card.review_required) pills.push(h("span.pill.pill-review", { title: "review required" }, "review"));
+  if (card.decompose_backoff) {
+    const b = card.decompose_backoff;
+    pills.push(h("span.pill.pill-fail.pill-backoff", {
+      title: `decompose failed ${b.attempts}×: ${b.error || ""}${b.retry_at ? ` — auto mode retries ${fmtTime(b.retry_at)}` : ""}`,
+    }, `⚠ decompose ${b.retry_at && b.retry_at * 1000 > Date.now() ? `retry in ${Math.ceil((b.retry_at - Date.now() / 1000) / 60)}m` : "failed"}`));
+  }
   if (card.consecutive_failures) {
     pills.push(h("span.pill.pill-fail", { title: "consecutive failures" }, `⚠ ${card.consecutive_failures}`));
   }
@@ -272,6 +278,7 @@ function renderBulkBar() {
     bulkParts = { count: h("span.bulk-count"), status, assignee, names: "" };
     clear(bar).append(
       bulkParts.count, status, assignee,
+      bulkLlm("Specify", "specify"), bulkLlm("Decompose", "decompose"),
       h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive"),
       h("span.spacer"),
       h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
@@ -285,6 +292,41 @@ function renderBulkBar() {
       h("option", { value: "-" }, "(unassign)"),
       ...names.map((p) => h("option", { value: p }, p)));
   }
+}
+
+/** A bulk LLM action on the selected triage tasks; greyed with the reason without an LLM. */
+function bulkLlm(label, kind) {
+  const { available, reason } = llmStatus();
+  return h(`button.btn.btn-accent.bulk-${kind}`, {
+    type: "button", disabled: !available, dataset: { llm: kind },
+    title: available ? `${label.toLowerCase()} the selected triage tasks with the LLM` : reason,
+    onclick: (ev) => bulkHelper(kind, ev.currentTarget),
+  }, label);
+}
+
+async function bulkHelper(kind, btn) {
+  const ids = Array.from(state.selection).filter((id) => (state.cards.get(id) || {}).status === "triage");
+  if (!ids.length) { toast(`Select triage tasks to ${kind}`, "error"); return; }
+  btn.disabled = true;
+  try {
+    const out = await api.post(`/api/tasks/${kind}`, { ids }, scope());
+    if (out.reason && !(out.results || []).length) {
+      toast(out.reason, "error", 10000);
+    } else {
+      const failed = (out.results || []).filter((r) => !r.ok);
+      if (failed.length) {
+        toast(`${ids.length - failed.length} of ${ids.length} done. Failed — ${failed.map((r) => `${r.task_id}: ${r.reason}`).join("; ")}`, "error", 12000);
+      } else {
+        toast(`${ids.length} task${ids.length > 1 ? "s" : ""} ${kind === "specify" ? "specified" : "decomposed"}`, "ok");
+      }
+      state.selection = new Set(failed.map((r) => r.task_id));
+    }
+  } catch (err) {
+    toast(`Bulk ${kind} failed: ${err.message}`, "error");
+  }
+  btn.disabled = false;
+  syncSelection();
+  emit("reload");
 }
 
 async function bulk(action, fields) {

@@ -5,7 +5,7 @@ import { api } from "./api.js";
 import { confirmMove } from "./board.js";
 import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { renderInto } from "./markdown.js";
-import { STATUS_LABEL, emit, goalTitle, profileNames, scope, state } from "./state.js";
+import { STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
 let root = null;          // the <aside> element
 let task = null;          // the last loaded detail
@@ -94,6 +94,7 @@ function render() {
     header(task, titleEditor),
     metaRow(),
     actionRow(),
+    backoffNotice(),
     task.status === "blocked" && task.block_reason
       ? h("div.notice.notice-blocked", h("strong", `Blocked (${task.block_kind || "manual"}): `), task.block_reason)
       : null,
@@ -111,6 +112,15 @@ function render() {
   root.append(...parts.filter(Boolean));
   root.scrollTop = scroll;
   if (draftFocused) root.querySelector(".comment-input").focus();
+}
+
+/** A triage task whose specify / decompose failed: when auto mode tries again. */
+function backoffNotice() {
+  const card = state.cards.get(task.id);
+  const b = task.status === "triage" && card && card.decompose_backoff;
+  if (!b) return null;
+  return h("div.notice.notice-backoff", h("strong", `Decompose failed (${b.attempts}×): `), b.error || "",
+    b.retry_at ? ` — auto mode retries ${fmtTime(b.retry_at)}` : "");
 }
 
 function focusSoon(sel) {
@@ -213,6 +223,7 @@ function actionRow() {
   }, label));
   if (s === "triage") {
     move("Release → todo", "todo");
+    btns.push(llmButton("Specify", "specify"), llmButton("Decompose", "decompose"));
   }
   if (s === "todo") move("→ Ready", "ready");
   if (s === "ready") move("→ Todo", "todo");
@@ -228,6 +239,38 @@ function actionRow() {
   if (s === "archived") move("Restore", "todo");
   if (s !== "archived") move("Archive", "archived", ".btn-danger");
   return h("div.action-row", btns);
+}
+
+/** The LLM helpers: greyed, with the reason as tooltip, while no LLM is available. */
+function llmButton(label, kind) {
+  const { available, reason } = llmStatus();
+  const title = available
+    ? (kind === "specify" ? "rewrite with the LLM (goal, approach, acceptance criteria) and release"
+      : "split with the LLM into linked tasks for the roster's profiles")
+    : reason;
+  return h("button.btn.btn-sm.btn-accent", {
+    type: "button", dataset: { llm: kind }, disabled: !available, title,
+    onclick: (ev) => runLlm(kind, ev.currentTarget),
+  }, label);
+}
+
+async function runLlm(kind, btn) {
+  const id = task.id;
+  btn.disabled = true;
+  btn.textContent = kind === "specify" ? "Specifying…" : "Decomposing…";
+  try {
+    const out = await api.post(taskPath(id, `/${kind}`), {}, scope());
+    if (out.ok) {
+      const n = (out.children || []).length;
+      toast(n ? `Decomposed ${id} into ${n} tasks` : `Specified ${id}`, "ok");
+    } else {
+      toast(out.reason || `${kind} failed`, "error", 10000);
+    }
+  } catch (err) {
+    toast(`${kind} failed: ${err.message}`, "error");
+  }
+  emit("reload");
+  if (state.drawerId === id) refreshDrawer();
 }
 
 async function setStatus(status) {

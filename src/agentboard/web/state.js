@@ -52,6 +52,21 @@ export function profileNames() {
   return Array.from(names).sort();
 }
 
+/** Whether the LLM helpers can run, and why not (from GET /api/config; no request to the LLM). */
+export function llmStatus() {
+  const llm = (state.config && state.config.llm) || {};
+  if (llm.available) return { available: true, reason: "" };
+  return { available: false, reason: `unavailable: ${llm.reason || "no LLM configured"}` };
+}
+
+/** Whether the current board decomposes triage tasks by itself (its setting, else the installation's). */
+export function autoDecompose() {
+  const b = currentBoard();
+  const own = b && b.settings ? b.settings.auto_decompose : undefined;
+  if (own !== undefined && own !== null) return !!own;
+  return !!(state.config && state.config.settings && state.config.settings.auto_decompose);
+}
+
 export function goalTitle(id) {
   const g = state.goals.find((x) => x.id === id);
   return g ? g.title : id;

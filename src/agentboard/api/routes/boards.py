@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from ...dispatch.targets import validate_target
 from ...domain import model, settings_schema
-from ...kernel import boards, compound, host_access, queries
+from ...kernel import boards, compound, fanout, host_access, queries
 from ..auth import Principal, current
 from ..errors import dumps
 from ..models import BoardCreate, BoardPatch
@@ -107,9 +107,9 @@ def board_view(
     hit = _VIEW_CACHE.get(key)
     if hit is not None and hit[0] == top:
         return Response(hit[1], media_type="application/json")
-    body = dumps(queries.board_view(db, slug, tenant=tenant, assignee=assignee, goal=goal,
-                                    search=search, include_archived=include_archived,
-                                    per_column=per_column, lanes=lanes))
+    body = dumps(fanout.mark_backoff(db, slug, queries.board_view(
+        db, slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
+        include_archived=include_archived, per_column=per_column, lanes=lanes)))
     with _VIEW_LOCK:
         if len(_VIEW_CACHE) >= 64:
             _VIEW_CACHE.pop(next(iter(_VIEW_CACHE)))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from ... import __version__
-from ...config import shown
+from ...config import Settings, shown
 from ...domain.errors import AgentboardError, Unavailable
 from ...kernel import queries, tokens
 from ..auth import COOKIE, Principal, authenticate, current, login_page
@@ -51,6 +53,18 @@ def tenants(request: Request, board: str | None = BoardQ, who: Principal = Depen
     return Json(queries.tenants(state(request).db, slug))
 
 
+def _llm_status(s: Settings) -> dict[str, Any]:
+    """Whether the LLM helpers can run, and why not (no request is made): ``available`` and
+    ``reason`` for specify and decompose together, and per use."""
+    from ...agents import llm
+
+    uses = {use: dict(zip(("available", "reason"), llm.availability(s, use), strict=True)) for use in llm.USES}
+    helpers = [uses["specifier"], uses["decomposer"]]
+    down = next((u for u in helpers if not u["available"]), None)
+    return {"configured": bool(s.llm_base_url or s.llm_command), "model": s.llm_model,
+            "available": down is None, "reason": (down or helpers[0])["reason"], "uses": uses}
+
+
 @router.get("/config", responses=responses())
 def config(request: Request, who: Principal = Depends(current)) -> Response:
     """The settings with every secret masked and every credential in a URL or a query string
@@ -62,7 +76,7 @@ def config(request: Request, who: Principal = Depends(current)) -> Response:
         "version": __version__,
         "settings": shown(s),
         "database": st.db.dialect,
-        "llm": {"configured": bool(s.llm_base_url), "model": s.llm_model},
+        "llm": _llm_status(s),
         "dispatcher": {"running": st.dispatcher is not None},
         "me": who.describe(),
     })

@@ -8,21 +8,29 @@ and create routes are scoped by ``?board=``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import FileResponse, Response
 
-from ...domain import model, states
-from ...domain.errors import Forbidden, InvalidInput, NotFound
-from ...kernel import attachments, comments, host_access, lookups, queries, runs, tasks
+from ...domain import model
+from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
+from ...kernel import attachments, comments, host_access, queries, runs, tasks
 from ...store.engine import Database
 from ..auth import Principal, current
-from ..models import BulkRequest, CommentCreate, ReasonBody, ReviewRequest, TaskCreate, TaskPatch
+from ..models import (
+    Body,
+    BulkRequest,
+    CommentCreate,
+    ReasonBody,
+    ReviewRequest,
+    TaskCreate,
+    TaskPatch,
+)
 from .common import Json, actor_of, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["tasks"])
@@ -31,6 +39,8 @@ TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
 BoardQ = Query(default=None, max_length=64, description="board slug (default: the token's board or 'default')")
 TaskBoardQ = Query(default=None, max_length=64,
                    description="optional: the task's board (a task id finds its own board; another board is a 400)")
+#: the most tasks one bulk specify / decompose request handles
+LLM_BULK_MAX = 50
 BulkBoardQ = Query(default=None, max_length=64,
                    description="optional: the board every id must be on (each id finds its own board)")
 
@@ -202,46 +212,84 @@ def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = Tas
 
 
 def _llm_action(request: Request, who: Principal, board: str | None, task_id: str, kind: str) -> Response:
+    """Run the LLM helper ``kind`` on a triage task: ``{ok: true, task, children?}``, or
+    ``{ok: false, reason}`` when no LLM is available (nothing is asked) or its answer was not
+    usable (the task stays in triage with a comment quoting it)."""
+    try:
+        return Json(_llm_outcome(request, who, board, task_id, kind))
+    except Unavailable as exc:
+        return Json({"ok": False, "task_id": task_id, "reason": exc.message})
+
+
+def _llm_outcome(request: Request, who: Principal, board: str | None, task_id: str, kind: str) -> dict[str, Any]:
     slug = write_board(request, who, board, task_id)
     st = state(request)
-    task = lookups.task_status(st.db, task_id)
-    if task != states.TRIAGE:
-        raise InvalidInput(f"task {task_id} is {task}; only a triage task can be {kind.rstrip('e')}ed")
-    if not st.settings.llm_base_url:
-        return Json({"ok": False, "task_id": task_id,
-                     "reason": f"no LLM configured: set AGENTBOARD_LLM_BASE_URL (and AGENTBOARD_LLM_MODEL) to {kind} tasks"})
-    fn = _agent_helper(kind)
-    if fn is None:
-        return Json({"ok": False, "task_id": task_id, "reason": f"{kind} is not available in this installation"})
-    out = fn(st.db, slug, task_id, settings=st.settings, actor=who.name)
-    if isinstance(out, dict):
-        out.setdefault("ok", True)
-        return Json(out)
-    return Json({"ok": True, "task": out})
+    if kind == "specify":
+        from ...agents.specify import specify as run
+    else:
+        from ...agents.decompose import decompose as run
+    return run(st.db, slug, task_id, settings=st.settings, actor=who.name).to_dict()
 
 
-def _agent_helper(kind: str) -> Callable[..., object] | None:
-    """The LLM helper ``agentboard.agents.<kind>.<kind>``, when this installation has one."""
-    import importlib
+class LlmBulk(Body):
+    """Several triage tasks for one LLM helper: the ids given, or (``all``) every triage task of
+    the board (of one ``tenant`` when given)."""
 
+    ids: list[str] = Field(default_factory=list, max_length=LLM_BULK_MAX)
+    all: bool = False
+    tenant: str | None = Field(default=None, max_length=200)
+
+
+@router.post("/tasks/specify", responses=responses(400, 404))
+@router.post("/tasks/decompose", responses=responses(400, 404))
+def llm_bulk(request: Request, data: LlmBulk, board: str | None = BulkBoardQ,
+             who: Principal = Depends(current)) -> Response:
+    """Specify or decompose several triage tasks, one LLM call (and one transaction) each: each
+    id reports its own outcome. Without an LLM: ``{ok: false, reason}`` and nothing is asked."""
+    kind = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    st = state(request)
+    if data.all or board:
+        write_board(request, who, board)
+    who.check_writer()  # before anything is said about the LLM; each id is checked on its board too
+    from ...agents import specify as spec
+
+    use = spec.USE if kind == "specify" else "decomposer"
     try:
-        mod = importlib.import_module(f"agentboard.agents.{kind}")
-    except ImportError:
-        return None
-    return getattr(mod, kind, None)
+        spec.require(st.settings, use)
+    except Unavailable as exc:
+        return Json({"ok": False, "reason": exc.message, "results": []})
+    if data.all:
+        slug = write_board(request, who, board)
+        rows = queries.list_tasks(st.db, slug, status="triage", tenant=data.tenant, limit=LLM_BULK_MAX)
+        ids = [r["id"] for r in rows]
+    else:
+        ids = list(dict.fromkeys(i.strip() for i in data.ids if i.strip()))
+        if not ids:
+            raise InvalidInput("give ids, or all: true for every triage task of the board")
+    results: list[dict[str, Any]] = []
+    for task_id in ids:
+        try:
+            results.append(_llm_outcome(request, who, board, task_id, kind))
+        except AgentboardError as exc:
+            results.append({"ok": False, "task_id": task_id, "reason": exc.message,
+                            "error": {"code": exc.code, "message": exc.message}})
+    ok = sum(1 for r in results if r["ok"])
+    return Json({"ok": ok == len(results), "results": results, "done": ok, "failed": len(results) - ok})
 
 
-@router.post("/tasks/{task_id}/specify", responses=responses(400, 404, 409, 503))
+@router.post("/tasks/{task_id}/specify", responses=responses(400, 404, 409))
 def specify(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
             who: Principal = Depends(current)) -> Response:
-    """Rewrite a triage one-liner with the LLM; ``{ok: false, reason}`` when there is none."""
+    """Rewrite a triage one-liner with the LLM (Goal / Approach / Acceptance criteria / Out of
+    scope) and release it; ``{ok: false, reason}`` when there is no LLM or its answer is unusable."""
     return _llm_action(request, who, board, task_id, "specify")
 
 
-@router.post("/tasks/{task_id}/decompose", responses=responses(400, 404, 409, 503))
+@router.post("/tasks/{task_id}/decompose", responses=responses(400, 404, 409))
 def decompose(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
               who: Principal = Depends(current)) -> Response:
-    """Split a triage task into linked children with the LLM; ``{ok: false, reason}`` when there is none."""
+    """Split a triage task into 2-6 linked tasks with the LLM (or specify it when the LLM says
+    it is one piece of work); ``{ok: false, reason}`` when there is no LLM or its answer is unusable."""
     return _llm_action(request, who, board, task_id, "decompose")
 
 
