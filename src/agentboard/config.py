@@ -62,7 +62,10 @@ class Settings:
     #: the most triage tasks auto mode hands the LLM per pass
     auto_decompose_per_pass: int = 3
     verify: bool = True
+    #: who reviews a task entering review when its board does not say: auto, off, llm (or on),
+    #: heuristic, profile:NAME (see ``protocol.review.choose_reviewer``)
     reviewer_agent: str = "auto"
+    review_diff_max: int = 60_000
     repair_deadline: int = 300
     verify_timeout: int = 600
     wiki_deadline: float = 8.0
@@ -174,16 +177,12 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
             raw = os.environ.get("OPENAI_API_KEY")
         if raw is not None:
             setattr(settings, f.name, _coerce(f.name, f.type, raw))
-    if settings.reviewer_agent not in ("auto", "off", "on", "heuristic"):
-        raise InvalidInput(
-            f"invalid setting reviewer_agent={settings.reviewer_agent!r}: use auto, off, on or heuristic"
-        )
     settings.llm_uses = llm_uses(extra.pop("llm", {}), cfg)
     settings.extra = extra
     from .domain.settings_schema import global_settings  # pydantic loads only when settings do
 
     global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
-                     "default_assignee": settings.default_assignee or None})
+                     "default_assignee": settings.default_assignee or None, "reviewer": settings.reviewer_agent})
     return settings
 
 

@@ -36,6 +36,7 @@ from . import breaker
 from .auto_decompose import AutoDecomposer
 from .reaping import FoundExit, Reaper, earliest
 from .report import PassReport, Skipped, WouldSpawn
+from .reviewing import Reviewing
 from .runtime import Context
 from .spawning import Choice, Spawner, StartFailure
 from .targets import is_git_target
@@ -132,6 +133,8 @@ class Planner:
         self.spawner = spawner
         self.only_boards = only_boards
         self.locks = BoardLocks(ctx.home, enabled=ctx.sqlite)
+        #: review runs: started, watched and judged (``.reviewing``)
+        self.reviewing = Reviewing(ctx, spawner)
         #: when the promotion safety net last ran
         self.last_promote = 0.0
         #: boards skipped for invalid settings, with the reason last logged
@@ -168,7 +171,8 @@ class _Pass:
         slugs = {b["slug"] for b in held}
         for w in self.ctx.workers.all():  # reap our children
             w.poll()
-        self._check_running([r for r in snap.running if r["board"] in slugs])
+        self._check_running([r for r in snap.running if r["board"] in slugs],
+                            [r for r in snap.reviewing if r["board"] in slugs])
         self._promote(held)
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM
@@ -219,10 +223,17 @@ class _Pass:
 
     # -- running tasks ------------------------------------------------------------------------------
 
-    def _check_running(self, rows: list[Row]) -> None:
-        """Exits, expired claims, timeouts, stale runs; and the load they make."""
+    def _check_running(self, rows: list[Row], reviewing: list[Row]) -> None:
+        """Exits, expired claims, timeouts, stale runs; and the load they make (review runs
+        included)."""
         ctx, reaper = self.ctx, self.planner.reaper
-        current = {r["current_run_id"] for r in rows}
+        current = {r["current_run_id"] for r in rows} | {int(r["id"]) for r in reviewing}
+        # -- review runs: a run like any other for the caps
+        for board, profile, here in self.planner.reviewing.load(reviewing):
+            self.load.add(board, profile)
+            self.load.local += int(here)
+        if not self.dry_run:
+            self.planner.reviewing.check(reviewing, self.now)
         exits: list[FoundExit] = []
         if not self.dry_run:
             exits, due = reaper.check_orphans(current, self.now)
@@ -299,9 +310,11 @@ class _Pass:
             room = min(room, cap - self.load.per_board[slug])
         if room <= 0:
             return 0, []
-        chosen = self._choose(b, profiles, room)
+        reviews = 0 if self.dry_run else self._start_reviews(b, profiles, room)
+        room -= reviews
+        chosen = self._choose(b, profiles, room) if room > 0 else []
         if not chosen:
-            return 0, []
+            return reviews, []
         if self.dry_run:
             self.report.would_spawn.extend(
                 WouldSpawn(slug, c.task["id"], c.task["title"], c.profile["name"], c.task["priority"])
@@ -313,7 +326,18 @@ class _Pass:
         self.report.spawned.extend(res.spawned)
         for w in res.stale:  # reclaimed between the claim and the spawn: must not run
             self.planner.reaper.stop_later(w)
-        return len(res.claimed), res.failures
+        return reviews + len(res.claimed), res.failures
+
+    def _start_reviews(self, b: Row, profiles: dict[str, Row], room: int) -> int:
+        """Review runs for tasks of ``b`` in review (they take room like any run)."""
+        try:
+            started = self.planner.reviewing.start(b, profiles, room, dict(self.load.per_profile))
+        except AgentboardError as exc:
+            log.warning("starting reviews on %s: %s", b["slug"], exc)
+            return 0
+        for s in started:
+            self.load.add(s.board, s.profile)
+        return len(started)
 
     def _board_cap(self, b: Row) -> int | None:
         cap = (b.get("settings") or {}).get("max_parallel")

@@ -33,7 +33,7 @@ from ..domain.errors import AgentboardError
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel.worker_protocol import PrepareInputs
-from ..protocol import lifecycle
+from ..protocol import boarddir, lifecycle
 from ..store.engine import Row
 from . import adapters, breaker, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
@@ -78,6 +78,8 @@ class Attempt:
     deadline_seconds: float | None = None
     #: the OS user and sandbox the worker runs in (the profile's ``isolation``)
     confinement: isolation.Confinement = isolation.NONE
+    #: a review run: a reviewer profile judging the task's work (``.reviewing``)
+    review: bool = False
 
     @property
     def task_id(self) -> str:
@@ -244,6 +246,37 @@ class Spawner:
         for w in stale:  # reclaimed meanwhile
             liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
 
+    # -- a review run ------------------------------------------------------------------------------
+
+    def spawn_review(self, board: Row, task: Row, profile: Row, run_id: int,
+                     write_files: Callable[[Path], Path]) -> spawn.Worker:
+        """Start reviewer ``profile`` for review run ``run_id`` in the task's workspace:
+        ``write_files(workspace)`` writes the review context and returns the prompt file; then the
+        same launch and start as any worker, recorded on the review run. Raises
+        :class:`SpawnError`; a run closed meanwhile stops the worker and raises too."""
+        slug = board["slug"]
+        confinement = self._confinement(profile)
+        ws = self._workspace(board, task, confinement)
+        try:
+            token = self._token(slug, task["id"], run_id)
+            prompt_file = write_files(ws.path)
+            env = lifecycle.worker_mcp_env(slug, task, run_id, ws.path, api_url=self.ctx.api_url, token=token)
+            env.update(AGENTBOARD_PROFILE=str(profile["name"]), AGENTBOARD_REVIEW_RUN="1")
+            boarddir.write_mcp_json(ws.path, env)
+        except Exception as exc:
+            raise SpawnError(f"preparing the review context failed: {type(exc).__name__}: {exc}", exc) from exc
+        ln = self.launch(Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True), prompt_file,
+                         token)
+        w = self.start(ln).worker
+        if not kd.record_review_spawn(self.ctx.db, slug, task["id"], run_id, pid=w.pid, host=self.ctx.host,
+                                      log_path=str(w.log_path), workspace=str(w.workspace), extra=_event_extra(ln)):
+            liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+            raise SpawnError(f"review run {run_id} was closed before its reviewer started", RuntimeError("closed"))
+        self.ctx.workers.add(w)
+        log.info("spawned reviewer %s for %s run %s pid %s in %s", profile["name"], task["id"], run_id, w.pid,
+                 w.workspace)
+        return w
+
     # -- the shared steps -------------------------------------------------------------------------
 
     def _token(self, board: str, task_id: str, run_id: int) -> str | None:
@@ -283,7 +316,7 @@ class Spawner:
         deadline = time.time() + at.deadline_seconds if at.deadline_seconds is not None else None
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline)
-        if self.on_spawn is not None and at.number == 0:
+        if self.on_spawn is not None and at.number == 0 and not at.review:
             self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
@@ -356,6 +389,9 @@ def _header(ln: Launch) -> str:
     at = ln.attempt
     if at.number:
         return f"=== run {at.run_id} of {at.task_id}: repair attempt {at.number} ==="
+    if at.review:
+        return (f"=== review run {at.run_id} of {at.task_id} by {at.profile['name']} ({ln.command.adapter}) at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===")
     return (f"=== run {at.run_id} of {at.task_id} by {at.profile['name']} ({ln.command.adapter}) at "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ===")
 

@@ -19,6 +19,7 @@ from .settings_schema import (
     MAX_CONCURRENCY_MAX,
     MODEL_MAX,
     PROFILE_FIELDS,
+    REVIEWER_RE,
 )
 
 ProfileLike = Annotated[str, StringConstraints(strip_whitespace=True, pattern=PROFILE_RE.pattern)]
@@ -34,6 +35,7 @@ class BoardSettings(BaseModel):
     failure_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     default_assignee: ProfileLike | None = None
     auto_decompose: bool | None = None
+    reviewer: Annotated[str, StringConstraints(pattern=REVIEWER_RE.pattern)] | None = None
 
 
 class ProfileFields(BaseModel):

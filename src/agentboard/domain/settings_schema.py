@@ -7,7 +7,8 @@ board settings through :func:`board_settings` too: a board whose stored settings
 version let through is skipped (and reported), never allowed to break a pass.
 
 Board settings: the known keys are typed (``max_parallel`` and ``failure_limit`` positive
-integers, ``default_assignee`` a profile name, ``auto_decompose`` true or false); ``null``
+integers, ``default_assignee`` a profile name, ``auto_decompose`` true or false, ``reviewer``
+who reviews a task entering review: ``profile:NAME``, ``llm``, ``heuristic`` or ``off``); ``null``
 clears a key; a board's target directory is not a setting (it is set when the board is created,
 through the target-directory check); other keys are kept as given.
 
@@ -38,7 +39,9 @@ COMMAND_MAX = 10_000
 DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
-BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose")
+BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer")
+#: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
+REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 #: the fields a profile's add and update take
 PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "description", "max_concurrency", "env", "skills",
                             "model", "enabled", "orchestrator"))
@@ -55,6 +58,7 @@ _EXPECTED = {
     "failure_limit": "a positive integer",
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
+    "reviewer": "profile:NAME, llm, heuristic or off",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",
     "max_concurrency": "a positive integer",
@@ -130,7 +134,8 @@ def env_name(name: str) -> str:
 
 def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     """The installation-wide values that are also board settings (``max_parallel``,
-    ``failure_limit``, ``default_assignee`` from ``config.toml`` or the environment), checked
+    ``failure_limit``, ``default_assignee``, ``reviewer`` — ``reviewer_agent`` in ``config.toml``
+    or the environment, where ``auto`` picks the default and ``on`` means ``llm`` —), checked
     with the rules of a board's (without loading pydantic: every command reads them)."""
     known = {k: v for k, v in values.items() if k in BOARD_KEYS and v is not None}
     for key, value in known.items():
@@ -138,6 +143,8 @@ def global_settings(values: dict[str, Any]) -> dict[str, Any]:
             ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= COUNT_MAX
         elif key == "default_assignee":
             ok = isinstance(value, str) and bool(model.PROFILE_RE.match(value.strip()))
+        elif key == "reviewer":
+            ok = isinstance(value, str) and (value in ("auto", "on") or bool(REVIEWER_RE.match(value)))
         else:
             ok = isinstance(value, bool)
         if not ok:
@@ -145,5 +152,5 @@ def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     return known
 
 
-__all__ = ["ADAPTERS", "BOARD_KEYS", "ISOLATION", "PROFILE_FIELDS", "board_settings", "env_name", "global_settings",
+__all__ = ["ADAPTERS", "BOARD_KEYS", "ISOLATION", "PROFILE_FIELDS", "REVIEWER_RE", "board_settings", "env_name", "global_settings",
            "profile_fields"]

@@ -19,14 +19,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
-from .common import default_assignee, get_task, task_out
-from .runs import Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
+from .common import board_settings, default_assignee, get_task, task_out
+from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
@@ -48,6 +48,8 @@ class PassSnapshot:
     running: list[Row]
     #: per board, the earliest end of a ready task's cooldown
     cooldowns: dict[str, float]
+    #: every open review run (see :func:`review_candidates`) with its task's board
+    reviewing: list[Row] = field(default_factory=list)
 
 
 def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
@@ -64,6 +66,7 @@ def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
             cooldowns={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
                 "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
+            reviewing=tx.all(_REVIEWING, {"rv": REVIEW_CLAIM + "%"}),
         )
     return db.read(_r)
 
@@ -339,6 +342,64 @@ def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
     return db.write(_promote_pending, board, limit)
 
 
+# -- review runs ----------------------------------------------------------------------------------
+
+_REVIEWING = (
+    "SELECT r.id, r.task_id, t.board, r.profile, r.worker_pid, r.worker_host, r.started_at, r.claim_expires, "
+    "r.log_path, r.workspace_path, r.metadata FROM tasks t JOIN task_runs r ON r.task_id = t.id "
+    "WHERE t.status = 'review' AND r.status = 'open' AND r.claim_lock LIKE :rv"
+)
+
+
+def review_candidates(db: Database, board: str, limit: int) -> list[Row]:
+    """Tasks of ``board`` in review that a reviewer should look at: sent to review by a run
+    (``entry_run``, with that run's ``worker_profile``), no open run, and no
+    ``review_unavailable`` since. Each row also counts the review runs that ended since that
+    entry without a verdict (``failed_reviews``) with the last one's ``last_error``."""
+    def _r(tx: Tx) -> list[Row]:
+        return tx.all(
+            "SELECT t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, "
+            "t.branch_name, t.max_retries, e.run_id AS entry_run, "
+            "(SELECT w.profile FROM task_runs w WHERE w.id = e.run_id) AS worker_profile, "
+            "(SELECT COUNT(*) FROM task_runs f WHERE f.task_id = t.id AND f.claim_lock LIKE :rv "
+            " AND f.id > COALESCE(e.run_id, 0)) AS failed_reviews, "
+            "(SELECT f.error FROM task_runs f WHERE f.task_id = t.id AND f.claim_lock LIKE :rv2 "
+            " AND f.id > COALESCE(e.run_id, 0) ORDER BY f.id DESC LIMIT 1) AS last_error "
+            "FROM tasks t JOIN task_events e ON e.id = (SELECT MAX(x.id) FROM task_events x "
+            " WHERE x.task_id = t.id AND x.kind = 'review_requested') "
+            "WHERE t.board = :b AND t.status = 'review' "
+            "AND NOT EXISTS (SELECT 1 FROM task_runs o WHERE o.task_id = t.id AND o.status = 'open') "
+            "AND NOT EXISTS (SELECT 1 FROM task_events u WHERE u.task_id = t.id "
+            " AND u.kind = 'review_unavailable' AND u.id > e.id) "
+            "ORDER BY t.priority DESC, t.updated_at, t.id LIMIT :n",
+            {"b": board, "n": limit, "rv": REVIEW_CLAIM + "%", "rv2": REVIEW_CLAIM + "%"})
+    return db.read(_r)
+
+
+def review_facts(db: Database, board: str) -> tuple[Row, dict[str, Row]]:
+    """What choosing a board's reviewer reads: the board's settings and the profiles (by name)."""
+    def _r(tx: Tx) -> tuple[Row, dict[str, Row]]:
+        return (board_settings(tx, board),
+                {p["name"]: p for p in tx.all("SELECT name, enabled, model FROM profiles")})
+    return db.read(_r)
+
+
+def record_review_spawn(db: Database, board: str, task_id: str, run_id: int, *, pid: int, host: str | None,
+                        log_path: str, workspace: str, extra: dict[str, Any]) -> bool:
+    """Record the started worker of review run ``run_id`` (a ``spawned`` event with
+    ``review_run: true``); False when the run was closed meanwhile (the worker must be stopped)."""
+    def _w(tx: Tx) -> bool:
+        tx.execute("UPDATE task_runs SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
+                   "log_path = :log, workspace_path = :ws WHERE id = :r AND status = 'open'",
+                   {"pid": pid, "host": host, "log": log_path, "ws": workspace, "r": run_id})
+        if tx.rowcount != 1:
+            return False
+        tx.event(board, task_id, "spawned", {"pid": pid, "host": host, "log": log_path, "workspace": workspace,
+                                              "review_run": True, **extra}, run_id=run_id, actor="dispatcher")
+        return True
+    return db.write(_w)
+
+
 # -- reads for exit handling, gc and board targets ----------------------------------------------
 
 
@@ -408,5 +469,5 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 __all__ = [
     "PassSnapshot", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
     "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
-    "record_spawns", "running_task_ids", "sent_to_review_by", "task",
+    "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

@@ -468,8 +468,9 @@ class Verdict:
 
 def _review_record(tx: Tx, board: str, task_id: str, v: Verdict, now: float) -> int | None:
     rid = tx.scalar(
-        "SELECT id FROM task_runs WHERE task_id = :id AND status = 'closed' ORDER BY id DESC LIMIT 1",
-        {"id": task_id},
+        "SELECT id FROM task_runs WHERE task_id = :id AND status = 'closed' "
+        "AND (claim_lock IS NULL OR claim_lock NOT LIKE :rv) ORDER BY id DESC LIMIT 1",
+        {"id": task_id, "rv": REVIEW_CLAIM + "%"},
     )
     findings = list(v.findings)
     record = {"reviewer": v.reviewer, "verdict": v.verdict, "score": v.score, "summary": v.text, "findings": findings}
@@ -550,6 +551,88 @@ def request_changes(db: Database, board: str, task_id: str, feedback: str, *, ac
 
 def reject(db: Database, board: str, task_id: str, reason: str, *, actor: str | None = None) -> Row:
     return review(db, board, task_id, "rejected", reason, actor=actor)
+
+
+# -- review runs ----------------------------------------------------------------------------------
+#
+# A review run is a reviewer (a profile's agent, or one LLM call) judging a task in review. It is a
+# run of the task like any other (caps, usage, the runs list), marked by its claim lock
+# (``REVIEW_CLAIM``) and its metadata (``{"review_run": true, "reviewer": ..., "reviews_run": N}``);
+# the task keeps its status and has no current run meanwhile.
+
+#: prefix of the claim lock of a review run
+REVIEW_CLAIM = "review:"
+
+
+def _open_review_run(tx: Tx, board: str, task_id: str, profile: str | None, reviewer: str, host: str | None,
+                     reviews_run: int | None, ttl: int | None) -> int | None:
+    task = get_task(tx, board, task_id, lock=True)
+    if task["status"] != states.REVIEW:
+        return None
+    if tx.scalar("SELECT 1 FROM task_runs WHERE task_id = :t AND status = 'open' LIMIT 1", {"t": task_id}):
+        return None
+    now = time.time()
+    meta = dump_json({"review_run": True, "reviewer": reviewer, "reviews_run": reviews_run})
+    rid = tx.scalar(
+        "INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
+        "worker_host, started_at, last_heartbeat_at, metadata, synthetic) "
+        "VALUES (:t, :b, :p, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :t2), "
+        "'open', :lock, :exp, :host, :now, :now2, :m, 0) RETURNING id",
+        {"t": task_id, "t2": task_id, "b": board, "p": profile, "lock": f"{REVIEW_CLAIM}{host or ''}:{now}",
+         "exp": now + claim_ttl(tx, ttl), "host": host, "now": now, "now2": now, "m": meta})
+    return int(rid)
+
+
+def open_review_run(db: Database, board: str, task_id: str, *, reviewer: str, profile: str | None = None,
+                    host: str | None = None, reviews_run: int | None = None, ttl: int | None = None) -> int | None:
+    """Open a review run on a task in review; its id, or None when the task left review or
+    already has an open run (one reviewer at a time)."""
+    return db.write(_open_review_run, board, task_id, profile, reviewer, host, reviews_run, ttl)
+
+
+def _close_review_run_in(tx: Tx, board: str, task_id: str, run_id: int, outcome: str, error: str | None,
+                         exit_code: int | None, usage: dict[str, Any] | None) -> bool:
+    now = time.time()
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, error = :e, "
+        "exit_code = COALESCE(:ec, exit_code), input_tokens = COALESCE(:in_t, input_tokens), "
+        "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd) "
+        "WHERE id = :r AND task_id = :t AND status = 'open' AND claim_lock LIKE :rv",
+        {"o": outcome, "now": now, "e": error, "ec": exit_code, "r": run_id, "t": task_id,
+         "rv": REVIEW_CLAIM + "%", **usage_params(usage)})
+    closed = tx.rowcount == 1
+    if closed and error:
+        tx.event(board, task_id, outcome, {"review_run": True, "error": error[:2000], "exit_code": exit_code},
+                 run_id=run_id, actor="dispatcher", at=now)
+    return closed
+
+
+def close_review_run(db: Database, board: str, task_id: str, run_id: int, outcome: str, *,
+                     error: str | None = None, exit_code: int | None = None,
+                     usage: dict[str, Any] | None = None) -> bool:
+    """Close an open review run that gave no verdict (``outcome``: ``crashed``,
+    ``protocol_violation``, ``spawn_failed``, ``superseded``...; an ``error`` is also an event of
+    that kind). False when it was closed already."""
+    return db.write(_close_review_run_in, board, task_id, run_id, outcome, error, exit_code, usage)
+
+
+def review_run_verdict(db: Database, board: str, task_id: str, run_id: int, v: Verdict, *,
+                       actor: str | None = None, usage: dict[str, Any] | None = None) -> Row:
+    """Apply the verdict of review run ``run_id`` and close the run, in one transaction.
+    :class:`StaleRun` when the run is closed already; the kernel's refusal when the task left
+    review meanwhile (a person decided first)."""
+    def _w(tx: Tx) -> Row:
+        if not tx.scalar("SELECT 1 FROM task_runs WHERE id = :r AND task_id = :t AND status = 'open' "
+                         "AND claim_lock LIKE :rv", {"r": run_id, "t": task_id, "rv": REVIEW_CLAIM + "%"}):
+            raise StaleRun(f"review run {run_id} of task {task_id} is closed already")
+        out = review_in(tx, board, task_id, v, actor=actor)
+        _close_review_run_in(tx, board, task_id, run_id, "reviewed", None, None, usage)
+        tx.execute("UPDATE task_runs SET summary = :s, review = :rv WHERE id = :r",
+                   {"s": first_line(v.text, 500), "r": run_id, "rv": dump_json(
+                       {"reviewer": v.reviewer, "verdict": v.verdict, "score": v.score, "summary": v.text,
+                        "findings": list(v.findings)})})
+        return out
+    return db.write(_w)
 
 
 # -- back to the queue: reclaim and the dispatcher's outcomes ------------------------------------------
@@ -716,9 +799,9 @@ def update_run(db: Database, run_id: int, **fields: Any) -> None:
 
 
 __all__ = [
-    "HAND_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
-    "complete", "complete_in", "extend_claim", "fail", "give_up", "heartbeat", "reclaim",
+    "HAND_CLAIM", "REVIEW_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
+    "close_review_run", "complete", "complete_in", "extend_claim", "fail", "give_up", "heartbeat", "open_review_run", "reclaim",
     "reclaim_in", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
-    "request_review_in", "return_to_queue", "review", "review_in", "stale_error", "update_run",
+    "request_review_in", "return_to_queue", "review", "review_in", "review_run_verdict", "stale_error", "update_run",
     "usage_params",
 ]

@@ -137,7 +137,7 @@ class ReviewEntry:
     degraded: bool
     """The result of the run that entered review never validated (``result_degraded``)."""
     run: Row | None
-    """The latest closed run (id, summary, metadata as stored), if any."""
+    """The latest closed run that is not a review run (id, profile, summary, metadata as stored), if any."""
 
 
 def _review_entry_in(tx: Tx, board: str, task_id: str) -> ReviewEntry:
@@ -156,7 +156,8 @@ def _review_entry_in(tx: Tx, board: str, task_id: str) -> ReviewEntry:
     ) if anchor else 0
     # a degraded result records its event just after the review_requested one
     last_run = tx.one(
-        "SELECT id, summary, metadata FROM task_runs WHERE task_id = :t AND status = 'closed' ORDER BY id DESC LIMIT 1",
+        "SELECT id, profile, summary, metadata FROM task_runs WHERE task_id = :t AND status = 'closed' "
+        "AND (claim_lock IS NULL OR claim_lock NOT LIKE 'review:%') ORDER BY id DESC LIMIT 1",
         {"t": task_id},
     )
     degraded_run = 0

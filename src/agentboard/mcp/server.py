@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, TextContent
 from .. import config
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
-from ..protocol import review
+from ..protocol import boarddir, review
 from ..protocol.context import render
 from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
@@ -339,6 +339,26 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             if not (reason or "").strip():
                 raise InvalidInput("reason is empty: say what you need")
             return _task_summary(ops.block(tid, reason))
+        return _guard(body)
+
+    @server.tool(description="A reviewer's verdict on the task it reviews (a review run only): verdict "
+                 "approved, changes_requested or rejected, a 0-100 score, a summary saying why, optional "
+                 "findings [{file, severity, message}]. Applied when your review run ends.")
+    def kanban_review(verdict: str, score: int, summary: str,
+                      findings: list[dict[str, Any]] | None = None) -> CallToolResult:
+        def body() -> Any:
+            if not config.env("AGENTBOARD_REVIEW_RUN") or scope.workspace is None:
+                raise InvalidInput("kanban_review is for a review run; a worker finishes with kanban_complete")
+            data: dict[str, Any] = {"verdict": verdict, "score": score, "summary": summary}
+            if findings:
+                data["findings"] = findings
+            errs = review.validate_verdict(data)
+            if errs:
+                raise InvalidInput("the verdict is invalid: " + "; ".join(errs))
+            path = scope.workspace / ".board" / review.VERDICT_FILE
+            boarddir.write_text(path, json.dumps(data, indent=2))
+            return {"run_id": scope.run_id, "task_id": scope.task_id, "verdict": verdict, "written": str(path),
+                    "note": "applied when your review run ends: exit now"}
         return _guard(body)
 
     @server.tool(description="Tell the board you are alive during long work (extends your claim).")

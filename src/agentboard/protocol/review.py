@@ -1,21 +1,31 @@
-"""Review: verdict files from a reviewer agent, and what happens when a task enters review.
+"""Review: who reviews a task that enters review, the verdict schema and how a verdict applies.
 
-An unavailable reviewer never approves. With the reviewer agent off (or no LLM configured) the
-task waits in review for a person and a ``review_unavailable`` event says
-``peer review unavailable``. The ``heuristic`` reviewer is an explicit opt-in for tests and
-demos; every record it writes says ``[heuristic]``.
+The reviewer of a board (its ``reviewer`` setting, else the ``reviewer_agent`` setting, else the
+default) is one of:
+
+- ``profile:NAME`` — the dispatcher starts that profile in the task's workspace as a review run
+  (``dispatch/reviewing.py``) with the review context (``protocol/review_context.py``); it
+  answers with ``.board/review-verdict.json``. A profile never reviews its own work.
+- ``llm`` — the dispatcher makes one LLM call over the same context (``agents/review.py``).
+- ``heuristic`` — a deterministic verdict for tests and demos; every record says ``[heuristic]``.
+- ``off`` — nobody: the task waits in review for a person.
+
+The default is a profile named ``reviewer`` if one exists, else ``llm`` if an LLM is configured,
+else off. An unavailable reviewer never approves: the task waits in review for a person and one
+``review_unavailable`` event per review entry says ``peer review unavailable`` and why.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import InvalidInput
-from ..kernel import runs, worker_protocol
+from ..kernel import dispatching, runs, worker_protocol
 from ..store.engine import Database, Row
 
 VERDICTS = ("approved", "changes_requested", "rejected")
@@ -119,24 +129,88 @@ def apply_verdict_file(db: Database, board: str, task_id: str, path: Path, *,
     return apply_verdict(db, board, task_id, read_verdict(path), reviewer=reviewer)
 
 
+# -- who reviews ------------------------------------------------------------------------------------
+
+#: the profile that reviews by default, when it exists
+DEFAULT_PROFILE = "reviewer"
+#: where a review run answers
+VERDICT_FILE = "review-verdict.json"
+
+
+@dataclass(frozen=True)
+class Reviewer:
+    """The reviewer chosen for a board: ``mode`` is ``profile``, ``llm``, ``heuristic`` or
+    ``off``; ``reason`` says why it is off."""
+
+    mode: str
+    profile: str | None = None
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        """How review records name it: ``profile:NAME``, ``llm``, ``heuristic``."""
+        return f"profile:{self.profile}" if self.mode == "profile" else self.mode
+
+
+def llm_availability(settings: Settings) -> tuple[bool, str]:
+    """Whether an LLM is configured for reviewing (no network), and what or why not."""
+    from ..agents import llm
+
+    return llm.availability(settings, "reviewer")
+
+
+def choose_reviewer(settings: Settings, board_settings: dict[str, Any], profiles: dict[str, Row]) -> Reviewer:
+    """The reviewer of a board with these settings and profiles (see the module docstring)."""
+    value = board_settings.get("reviewer") or None
+    where = "the board's reviewer setting"
+    if value is None and settings.reviewer_agent not in ("auto", ""):
+        value, where = settings.reviewer_agent, "AGENTBOARD_REVIEWER_AGENT"
+    if value == "on":
+        value = "llm"
+    if value == "off":
+        return Reviewer("off", reason=f"the reviewer agent is turned off ({where} is off)")
+    if value == "heuristic":
+        return Reviewer("heuristic")
+    if value is not None and value.startswith("profile:"):
+        name = value.split(":", 1)[1]
+        p = profiles.get(name)
+        if p is None:
+            return Reviewer("off", reason=f"the reviewer profile {name!r} ({where}) does not exist")
+        if not p.get("enabled"):
+            return Reviewer("off", reason=f"the reviewer profile {name!r} ({where}) is disabled")
+        return Reviewer("profile", name)
+    if value is None:
+        p = profiles.get(DEFAULT_PROFILE)
+        if p is not None and p.get("enabled"):
+            return Reviewer("profile", DEFAULT_PROFILE)
+    ok, why = llm_availability(settings)
+    if ok:
+        return Reviewer("llm")
+    if value == "llm":
+        return Reviewer("off", reason=f"the LLM reviewer ({where}) is {why}")
+    return Reviewer("off", reason=f"no reviewer profile named {DEFAULT_PROFILE!r} and no LLM is configured ({why})")
+
+
+def board_reviewer(db: Database, settings: Settings, board: str) -> Reviewer:
+    """:func:`choose_reviewer` for a board, reading its settings and the profiles."""
+    board_settings, profiles = dispatching.review_facts(db, board)
+    return choose_reviewer(settings, board_settings, profiles)
+
+
+def own_work(reviewer: Reviewer, worker_profile: str | None) -> str | None:
+    """Why ``reviewer`` may not review work done by ``worker_profile`` (None when it may)."""
+    if reviewer.mode == "profile" and worker_profile and reviewer.profile == worker_profile:
+        return (f"the reviewer profile {worker_profile!r} did this work itself, and a reviewer never "
+                "reviews its own work; a person must review it (or set the board's reviewer to another profile)")
+    return None
+
+
+def reviewer_label(name: str, model: str | None) -> str:
+    """How a review record names an agent reviewer and its model: ``profile:reviewer (sonnet)``."""
+    return f"{name} ({model})" if model else name
+
+
 # -- entering review -------------------------------------------------------------------------------
-
-
-def llm_configured(settings: Settings) -> bool:
-    """Whether an LLM is configured (base URL and model)."""
-    return bool(settings.llm_base_url and settings.llm_model)
-
-
-def reviewer_mode(settings: Settings) -> tuple[str, str]:
-    """``(mode, reason)``: mode is ``agent``, ``heuristic`` or ``off``; reason explains ``off``."""
-    setting = settings.reviewer_agent
-    if setting == "heuristic":
-        return "heuristic", ""
-    if setting == "off":
-        return "off", "the reviewer agent is turned off (AGENTBOARD_REVIEWER_AGENT=off)"
-    if not llm_configured(settings):
-        return "off", "no LLM is configured (set AGENTBOARD_LLM_BASE_URL and AGENTBOARD_LLM_MODEL)"
-    return "agent", ""
 
 
 def heuristic_verdict(summary: str | None, degraded: bool, verification: dict[str, Any] | None) -> dict[str, Any]:
@@ -157,20 +231,23 @@ def heuristic_verdict(summary: str | None, degraded: bool, verification: dict[st
 def on_review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
     """Call when a task lands in review: run the configured reviewer, or say it is unavailable.
 
-    Never records an approval no reviewer gave: with the reviewer off, no LLM configured or no
-    reviewer agent in this installation the task stays in review and one ``review_unavailable``
-    event per review entry says so.
+    ``heuristic`` applies its verdict at once; ``profile`` and ``llm`` are queued for the
+    dispatcher (``{"action": "review_queued", "reviewer"}``), which starts the review run. Never
+    records an approval no reviewer gave: with the reviewer off, unavailable or refused (its own
+    work) the task stays in review and one ``review_unavailable`` event per review entry says why.
     """
-    mode, reason = reviewer_mode(settings)
-    if mode == "agent":
-        return worker_protocol.note_review_unavailable(
-            db, board, task_id, "the reviewer agent is not available in this installation")
-    if mode == "off":
-        return worker_protocol.note_review_unavailable(db, board, task_id, reason)
     entry = worker_protocol.review_entry(db, board, task_id)
     if entry.status != states.REVIEW:
         return {"action": "not_in_review", "status": entry.status}
+    reviewer = board_reviewer(db, settings, board)
+    if reviewer.mode == "off":
+        return worker_protocol.note_review_unavailable(db, board, task_id, reviewer.reason)
     run = entry.run or {}
+    refused = own_work(reviewer, run.get("profile"))
+    if refused:
+        return worker_protocol.note_review_unavailable(db, board, task_id, refused)
+    if reviewer.mode in ("profile", "llm"):
+        return {"action": "review_queued", "reviewer": reviewer.name}
     meta = run.get("metadata")
     try:
         meta = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
@@ -183,6 +260,7 @@ def on_review_entered(db: Database, settings: Settings, board: str, task_id: str
 
 
 __all__ = [
-    "HEURISTIC_TAG", "UNAVAILABLE", "VERDICT_SCHEMA", "apply_verdict", "apply_verdict_file",
-    "heuristic_verdict", "on_review_entered", "read_verdict", "reviewer_mode", "validate_verdict",
+    "DEFAULT_PROFILE", "HEURISTIC_TAG", "UNAVAILABLE", "VERDICT_FILE", "VERDICT_SCHEMA", "Reviewer",
+    "apply_verdict", "apply_verdict_file", "board_reviewer", "choose_reviewer", "heuristic_verdict",
+    "llm_availability", "on_review_entered", "own_work", "read_verdict", "reviewer_label", "validate_verdict",
 ]

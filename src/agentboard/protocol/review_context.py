@@ -1,0 +1,254 @@
+"""The review context: what a reviewer (a profile's agent or one LLM call) reads about a task in
+review.
+
+It holds the task and its acceptance criteria, the worker's result summary, the verify commands'
+output, the diff of the work (for a worktree: ``git diff <base>...<branch>`` in the repository plus
+what is not committed yet; for a ``dir:`` folder in a git repository: its working tree against
+``HEAD``; else none), truncated to ``review_diff_max`` characters with a note of what was cut,
+and the verdicts given before. The profile reviewer finds it in ``.board/review-context.md`` and
+in its prompt; the LLM reviewer gets it as its prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..kernel import queries
+from ..store.engine import Database, Row
+
+CONTEXT_FILE = "review-context.md"
+PROMPT_FILE = "review-prompt.md"
+#: untracked files shown in a diff, at most
+UNTRACKED_MAX = 50
+GIT_TIMEOUT = 60.0
+_CRITERIA = re.compile(r"^#{1,6}\s*acceptance criteria\s*$", re.IGNORECASE | re.MULTILINE)
+_HEADING = re.compile(r"^#{1,6}\s", re.MULTILINE)
+_NOT_WORK = (".board/", ".mcp.json")
+
+
+@dataclass(frozen=True)
+class WorkspaceFacts:
+    """Where the reviewed work is: ``kind`` (``worktree``, ``dir``, ``scratch``), its folder, and
+    for a worktree its repository and branch."""
+
+    kind: str
+    path: Path | None
+    repo: Path | None = None
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The diff of the work: ``text`` (possibly cut), ``how`` it was made, and ``note`` saying
+    what was cut (empty when nothing was)."""
+
+    text: str
+    how: str
+    note: str = ""
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
+    return subprocess.run(["git", "-C", str(cwd), "--no-pager", *args], capture_output=True, text=True,
+                          errors="replace", env=env, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+
+
+def _out(cwd: Path, *args: str) -> str:
+    proc = _git(cwd, *args)
+    return proc.stdout if proc.returncode in (0, 1) else ""
+
+
+def _in_git(path: Path) -> bool:
+    return path.is_dir() and _git(path, "rev-parse", "--is-inside-work-tree").stdout.strip() == "true"
+
+
+def _uncommitted(path: Path) -> str:
+    """The working tree of ``path`` against its ``HEAD``, untracked files included (the
+    dispatcher's own ``.board/`` and ``.mcp.json`` left out)."""
+    parts = [_out(path, "diff", "HEAD", "--", ".", *[f":(exclude){p}" for p in _NOT_WORK])]
+    untracked = [ln for ln in _out(path, "ls-files", "--others", "--exclude-standard").splitlines()
+                 if ln and not ln.startswith(_NOT_WORK)]
+    for name in untracked[:UNTRACKED_MAX]:
+        parts.append(_out(path, "diff", "--no-index", "--", "/dev/null", name))
+    if len(untracked) > UNTRACKED_MAX:
+        parts.append(f"# ... and {len(untracked) - UNTRACKED_MAX} more untracked files\n")
+    return "".join(p for p in parts if p)
+
+
+def work_diff(ws: WorkspaceFacts) -> Diff:
+    """The diff of the reviewed work (uncut): see the module docstring."""
+    path = ws.path
+    if ws.kind == "worktree" and ws.repo is not None and ws.branch and _in_git(ws.repo):
+        base = _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
+        committed = _out(ws.repo, "diff", f"{base}...{ws.branch}")
+        pending = _uncommitted(path) if path is not None and _in_git(path) else ""
+        text = committed + (f"\n# not committed yet in {path}:\n{pending}" if pending else "")
+        return Diff(text, f"`git diff {base}...{ws.branch}` in {ws.repo}"
+                    + (" plus the uncommitted changes in the worktree" if pending else ""))
+    if path is not None and ws.kind == "dir" and _in_git(path):
+        return Diff(_uncommitted(path), f"the working tree of {path} against HEAD (`git diff HEAD`, untracked files included)")
+    return Diff("", "none: the workspace is not in a git repository")
+
+
+def cut(diff: Diff, limit: int) -> Diff:
+    """``diff`` with its text cut to ``limit`` characters at a line end, and a note of what was
+    cut (the files whose changes are not shown, at least in part)."""
+    text = diff.text
+    if len(text) <= limit:
+        return diff
+    shown = text[:limit]
+    if "\n" in shown:
+        shown = shown[:shown.rindex("\n") + 1]
+    files = re.findall(r"^diff --git a/(\S+)", text[len(shown):], re.MULTILINE)
+    partly = re.findall(r"^diff --git a/(\S+)", shown, re.MULTILINE)
+    cut_files = ([partly[-1]] if partly else []) + [f for f in files if not partly or f != partly[-1]]
+    note = (f"the diff was cut to the first {len(shown)} of {len(text)} characters (review_diff_max = {limit}); "
+            f"not shown in full: {', '.join(cut_files[:30]) or 'the end of the last file'}"
+            + (f" and {len(cut_files) - 30} more files" if len(cut_files) > 30 else ""))
+    return Diff(shown, diff.how, note)
+
+
+def acceptance_criteria(body: str) -> str:
+    """The task body's "Acceptance criteria" section (empty when it has none)."""
+    m = _CRITERIA.search(body or "")
+    if not m:
+        return ""
+    rest = body[m.end():]
+    nxt = _HEADING.search(rest)
+    return (rest[:nxt.start()] if nxt else rest).strip()
+
+
+def _meta(run: Row) -> dict[str, Any]:
+    meta = run.get("metadata")
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def is_review_run(run: Row) -> bool:
+    """Whether a run (as ``task_detail`` lists it) is a review run."""
+    return bool(_meta(run).get("review_run"))
+
+
+def reviewed_run(detail: Row) -> Row | None:
+    """The worker's run that sent the task to review: the latest closed run that is not a review run."""
+    for run in reversed(detail.get("runs") or []):
+        if run.get("status") == "closed" and not is_review_run(run):
+            return dict(run)
+    return None
+
+
+def _verification(meta: dict[str, Any]) -> list[str]:
+    v = meta.get("verification")
+    if not isinstance(v, dict):
+        return ["(the task has no verify commands)"]
+    if v.get("skipped"):
+        return [f"Skipped: {v.get('reason') or 'verification is turned off'}"]
+    out = [f"Passed: {'yes' if v.get('passed') else 'no'}", ""]
+    for c in v.get("commands") or []:
+        out.append(f"- `{c.get('command')}` exited {c.get('exit_code')}"
+                   + (" (timed out)" if c.get("timed_out") else ""))
+        tail = (c.get("output_tail") or "").strip()
+        if tail:
+            out += ["", "```", tail, "```"]
+    return out
+
+
+def render(detail: Row, diff: Diff) -> str:
+    """The review context of a task read by ``queries.task_detail``, as markdown."""
+    t = detail
+    body = (t.get("body") or "").strip()
+    criteria = acceptance_criteria(body)
+    run = reviewed_run(t) or {}
+    meta = _meta(run)
+    out = [f"# Review of task {t['id']}: {t['title']}", "",
+           f"Done by profile `{run.get('profile') or t.get('assignee') or 'unknown'}` in run {run.get('id', '?')}.", "",
+           "## The task", "", body or "(no description)", "",
+           "## Acceptance criteria", "",
+           criteria or "(the task states none: judge the work against the task as written)", "",
+           "## The worker's result", "", (run.get("summary") or "(no summary)").strip(), ""]
+    for key, label in (("filesChanged", "Files changed"), ("notes", "Notes")):
+        value = meta.get(key)
+        if value:
+            out += [f"{label}: " + (", ".join(map(str, value)) if isinstance(value, list) else str(value)), ""]
+    if meta.get("degraded"):
+        out += ["Its .board/result.json never validated: the summary was taken from its output.", ""]
+    out += ["## Verification", "", *_verification(meta), "", "## Diff", "", f"How: {diff.how}.", ""]
+    if diff.text.strip():
+        out += ["```diff", diff.text.rstrip("\n"), "```", ""]
+    elif diff.how.startswith("none"):
+        out += ["(no diff)", ""]
+    else:
+        out += ["(the diff is empty: nothing changed)", ""]
+    if diff.note:
+        out += [f"Note: {diff.note}.", ""]
+    reviews = t.get("reviews") or []
+    out += ["## Prior verdicts", ""]
+    if not reviews:
+        out += ["(none: this is the first review)", ""]
+    for r in reviews:
+        score = f", score {r['score']}" if r.get("score") is not None else ""
+        out.append(f"- {r.get('verdict')} by {r.get('reviewer')}{score}: {(r.get('summary') or '').strip()}")
+        for f in r.get("findings") or []:
+            where = f" ({f['file']})" if isinstance(f, dict) and f.get("file") else ""
+            if isinstance(f, dict):
+                out.append(f"  - [{f.get('severity')}]{where} {f.get('message')}")
+    if reviews:
+        out.append("")
+    return "\n".join(out)
+
+
+def answer_instructions(task_id: str, run_id: int) -> str:
+    """How a profile reviewer answers (the end of its prompt)."""
+    from .review import VERDICT_FILE, VERDICT_SCHEMA
+
+    example = {"verdict": "changes_requested", "score": 60, "summary": "What must change, and why.",
+               "findings": [{"file": "src/x.py", "severity": "major", "message": "crashes on empty input"}]}
+    return "\n".join([
+        "---", "",
+        "# How to answer (agentboard reviewer protocol)", "",
+        f"You are reviewing task {task_id} (review run {run_id}). The workspace is your current directory and",
+        "holds the work; the text above is also in `.board/review-context.md`. Do not change the work:",
+        "judge it against the task and its acceptance criteria.", "",
+        f"Answer exactly once by writing `.board/{VERDICT_FILE}`, for example:", "",
+        "```json", json.dumps(example, indent=2), "```", "",
+        f"`verdict` is one of {', '.join(VERDICT_SCHEMA['properties']['verdict']['enum'])}; `score` an integer "
+        "from 0 to 100; `summary` says why (a person and the next worker read it); `findings` is optional "
+        "(severity critical, major, minor or info). Unknown keys are refused.",
+        "`approved` finishes the task, `changes_requested` sends it back to its worker with your summary, "
+        "`rejected` blocks it for a person.", "",
+    ])
+
+
+def prepare(workspace: Path, context_md: str, task_id: str, run_id: int) -> Path:
+    """Write ``.board/review-context.md`` and the reviewer's prompt into ``workspace`` (a previous
+    verdict or result is moved aside first); return the prompt file."""
+    from . import boarddir
+
+    bdir = boarddir.board_dir(workspace)
+    bdir.mkdir(parents=True, exist_ok=True)
+    boarddir.archive_outputs(workspace)
+    boarddir.write_text(bdir / CONTEXT_FILE, context_md)
+    prompt = bdir / PROMPT_FILE
+    boarddir.write_text(prompt, context_md + "\n" + answer_instructions(task_id, run_id))
+    boarddir.git_exclude(workspace)
+    return prompt
+
+
+def build(db: Database, board: str, task_id: str, ws: WorkspaceFacts, diff_max: int) -> str:
+    """The review context of a task (one read of the task, then git in its workspace)."""
+    detail = queries.task_detail(db, board, task_id, events=0)
+    return render(detail, cut(work_diff(ws), diff_max))
+
+
+__all__ = ["CONTEXT_FILE", "PROMPT_FILE", "Diff", "answer_instructions", "prepare", "WorkspaceFacts", "acceptance_criteria", "build", "cut", "is_review_run",
+           "render", "reviewed_run", "work_diff"]
