@@ -154,7 +154,7 @@ def test_the_llm_reviewer_requests_changes_then_approves(fake_llm: Any, ab: Any,
 
     detail = board.show(t["id"])
     assert detail["status"] == "done"
-    assert [(r["verdict"], r["reviewer"], r["score"]) for r in detail["reviews"]] == [
+    assert [(r["verdict"], r["reviewer"], r["score"]) for r in detail["reviews"]] == [  # noqa: E501
         ("changes_requested", "llm (fake-model)", 35), ("approved", "llm (fake-model)", 88)]
     assert any(c["body"] == "Changes requested: Add a test for it." for c in detail["comments"])
     assert len(fake_llm.requests) == 2
@@ -257,3 +257,29 @@ def test_a_reviewer_profile_answers_through_the_kanban_review_tool(ab: Any, driv
     detail = board.show(t["id"])
     assert detail["status"] == "blocked" and detail["block_kind"] == "rejected"
     assert [(r["verdict"], r["reviewer"]) for r in detail["reviews"]] == [("rejected", "profile:critic")]
+
+
+def test_a_reviewer_profile_answers_with_the_review_verb(ab: Any, drive: Any, tmp_path: Path) -> None:
+    ab.add_profile("worker", command=RESULT_OK)
+    seen = tmp_path / "reviewed-once"
+    cli_reviewer = "sh -c " + shlex.quote(
+        f'if [ -e {seen} ]; then agentboard review "$AGENTBOARD_TASK" --approve --score 90; exit; fi; '
+        f'touch {seen}; '
+        'agentboard review "$AGENTBOARD_TASK" --request-changes "add a test" 2> no-score.txt; '
+        'echo "no score: $?" >> answers.txt; '
+        'agentboard review t_00000000 --approve --score 90 2> other-task.txt; '
+        'echo "other task: $?" >> answers.txt; '
+        'agentboard review "$AGENTBOARD_TASK" --request-changes "add a test for the empty case" --score 45')
+    ab.add_profile("critic", command=cli_reviewer)
+    ab.create_board("verb", settings={"reviewer": "profile:critic"})
+    board = ab.board("verb")
+    t = board.create("write it", assignee="worker", review=True)
+    drive(settled(board, t["id"]))
+    detail = board.show(t["id"])
+    assert detail["status"] == "done"
+    assert [(r["verdict"], r["reviewer"], r["score"]) for r in detail["reviews"]] == [
+        ("changes_requested", "profile:critic", 45), ("approved", "profile:critic", 90)]
+    assert detail["reviews"][0]["summary"] == "add a test for the empty case"
+    workspace = Path(detail["runs"][0]["workspace_path"] or detail["workspace_path"])
+    # a verdict without a score, and one for another task, were refused (exit 2 and 5)
+    assert (workspace / "answers.txt").read_text().splitlines() == ["no score: 2", "other task: 5"]

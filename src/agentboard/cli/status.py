@@ -72,7 +72,12 @@ release = _bulk_command("release", "tasks:release", "Triage -> todo/ready.")
 @handle_errors
 def review(task_id: str, approve: bool, changes: str | None, rejection: str | None,
            note: str | None, score: int | None, board: str | None, as_json: bool) -> None:
-    """A person's verdict on a task in review: exactly one of --approve, --request-changes, --reject."""
+    """A verdict on a task in review: exactly one of --approve, --request-changes, --reject.
+
+    Inside a review run (a reviewer agent) the verdict answers that run: it is written to
+    .board/review-verdict.json and applied when the run ends."""
+    import os
+
     from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import runs
 
@@ -85,6 +90,9 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         verdict, text = "changes_requested", changes
     else:
         verdict, text = "rejected", rejection or ""
+    if os.environ.get("AGENTBOARD_REVIEW_RUN") and os.environ.get("AGENTBOARD_WORKSPACE"):
+        _answer_review_run(task_id, verdict, text, score, as_json)
+        return
     slug = common.task_board(task_id, board)
     task = runs.review(common.db(), slug, task_id, verdict, text, score=score,
                        reviewer=common.actor(), actor=common.actor())
@@ -92,3 +100,24 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         common.emit_json(task)
     else:
         click.echo(f"{task_id}: {verdict.replace('_', ' ')} -> {_describe(task).split(': ', 1)[1]}")
+
+
+def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool) -> None:
+    """A reviewer agent's verdict on the task its review run is for."""
+    import os
+    from pathlib import Path
+
+    from agentboard.domain.errors import Forbidden, InvalidInput
+    from agentboard.protocol import review
+
+    own = os.environ.get("AGENTBOARD_TASK")
+    if task_id != own:
+        raise Forbidden(f"this review run reviews task {own}, not {task_id}")
+    if score is None:
+        raise InvalidInput("a reviewer's verdict needs --score N (0-100): how good the work is")
+    path = review.write_verdict(Path(os.environ["AGENTBOARD_WORKSPACE"]),
+                                {"verdict": verdict, "score": score, "summary": text})
+    if as_json:
+        common.emit_json({"task_id": task_id, "verdict": verdict, "score": score, "written": str(path)})
+    else:
+        click.echo(f"{task_id}: {verdict.replace('_', ' ')} written to {path}; applied when this review run ends")

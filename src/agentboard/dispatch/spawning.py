@@ -288,6 +288,8 @@ class Spawner:
         env = spawn.worker_env(self.ctx.settings, board=at.board, task=at.task, run_id=at.run_id,
                                workspace=at.workspace.path, branch=at.workspace.branch, profile=at.profile,
                                api_url=self.ctx.api_url, token=token)
+        if at.review:  # a reviewer answers its review run (the review verb and tool look for this)
+            env["AGENTBOARD_REVIEW_RUN"] = "1"
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
                                      prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"))

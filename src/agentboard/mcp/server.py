@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, TextContent
 from .. import config
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
-from ..protocol import boarddir, review
+from ..protocol import review
 from ..protocol.context import render
 from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
@@ -352,11 +352,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             data: dict[str, Any] = {"verdict": verdict, "score": score, "summary": summary}
             if findings:
                 data["findings"] = findings
-            errs = review.validate_verdict(data)
-            if errs:
-                raise InvalidInput("the verdict is invalid: " + "; ".join(errs))
-            path = scope.workspace / ".board" / review.VERDICT_FILE
-            boarddir.write_text(path, json.dumps(data, indent=2))
+            path = review.write_verdict(scope.workspace, data)
             return {"run_id": scope.run_id, "task_id": scope.task_id, "verdict": verdict, "written": str(path),
                     "note": "applied when your review run ends: exit now"}
         return _guard(body)

@@ -97,6 +97,20 @@ def validate_verdict(data: Any) -> list[str]:
     return errs
 
 
+def write_verdict(workspace: Path, data: dict[str, Any]) -> Path:
+    """A review run's answer: validate ``data`` against the verdict schema and write it to the
+    workspace's ``.board/review-verdict.json``, applied by the dispatcher when the review run
+    ends (the ``kanban_review`` tool and ``agentboard review`` inside a review run call this)."""
+    errs = validate_verdict(data)
+    if errs:
+        raise InvalidInput("the verdict is invalid: " + "; ".join(errs))
+    from .boarddir import board_dir, write_text
+
+    path = board_dir(workspace) / VERDICT_FILE
+    write_text(path, json.dumps(data, indent=2) + "\n")
+    return path
+
+
 def read_verdict(path: Path) -> dict[str, Any]:
     """Read and validate a ``review-verdict.json``; raise :class:`InvalidInput` naming every error."""
     try:
@@ -261,6 +275,7 @@ def on_review_entered(db: Database, settings: Settings, board: str, task_id: str
 
 __all__ = [
     "DEFAULT_PROFILE", "HEURISTIC_TAG", "UNAVAILABLE", "VERDICT_FILE", "VERDICT_SCHEMA", "Reviewer",
+    "write_verdict",
     "apply_verdict", "apply_verdict_file", "board_reviewer", "choose_reviewer", "heuristic_verdict",
     "llm_availability", "on_review_entered", "own_work", "read_verdict", "reviewer_label", "validate_verdict",
 ]
