@@ -283,3 +283,21 @@ def test_a_reviewer_profile_answers_with_the_review_verb(ab: Any, drive: Any, tm
     workspace = Path(detail["runs"][0]["workspace_path"] or detail["workspace_path"])
     # a verdict without a score, and one for another task, were refused (exit 2 and 5)
     assert (workspace / "answers.txt").read_text().splitlines() == ["no score: 2", "other task: 5"]
+
+
+def test_a_slow_reviewer_keeps_its_review_runs_claim(ab: Any, drive: Any) -> None:
+    ab.settings.claim_ttl = 2  # another host would take a review run unrenewed for 2 s as abandoned
+    ab.add_profile("worker", command=RESULT_OK)
+    slow = "sh -c " + shlex.quote(
+        "sleep 3; echo '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"fine\"}' > .board/review-verdict.json")
+    ab.add_profile("slowpoke", command=slow)
+    ab.create_board("slow", settings={"reviewer": "profile:slowpoke"})
+    board = ab.board("slow")
+    t = board.create("write it", assignee="worker", review=True)
+    drive(settled(board, t["id"]))
+    detail = board.show(t["id"])
+    assert detail["status"] == "done"
+    assert [(r["verdict"], r["reviewer"]) for r in detail["reviews"]] == [("approved", "profile:slowpoke")]
+    renewed = [e for e in board.events(task_id=t["id"], limit=1000)
+               if e["kind"] == "claim_extended" and e["payload"].get("review_run")]
+    assert renewed, "the live reviewer's claim was never renewed"

@@ -68,6 +68,8 @@ class Reviewing:
                     ctx.jobs.submit(rid, self._judge, r, w)
                 elif now - started > float(ctx.settings.stale_timeout):
                     ctx.jobs.submit(rid, self._stop, r, w, f"the reviewer ran longer than {int(ctx.settings.stale_timeout)}s; stopped")
+                else:
+                    self._renew(r, now)
                 continue
             if not ctx.local(r):
                 exp = r.get("claim_expires")
@@ -81,6 +83,17 @@ class Reviewing:
                 ctx.jobs.submit(rid, self._judge, r, None)
             elif now - started > float(ctx.settings.spawn_grace) + 5:
                 self._close(r, "crashed", "the dispatcher stopped before the review was done")
+
+    def _renew(self, r: Row, now: float) -> None:
+        """A live local reviewer keeps its review run's claim, renewed at half its lifetime."""
+        ttl = float(self.ctx.settings.claim_ttl)
+        exp = r.get("claim_expires")
+        if exp is not None and float(exp) - now >= ttl / 2:
+            return
+        try:
+            kr.extend_review_claim(self.ctx.db, r["board"], r["task_id"], int(r["id"]))
+        except AgentboardError as exc:
+            log.info("review run %s of %s: %s", r["id"], r["task_id"], exc)
 
     def load(self, rows: list[Row]) -> list[tuple[str, str | None, bool]]:
         """What the open review runs add to the load: ``(board, profile, runs here)`` each."""

@@ -607,6 +607,22 @@ def _close_review_run_in(tx: Tx, board: str, task_id: str, run_id: int, outcome:
     return closed
 
 
+def extend_review_claim(db: Database, board: str, task_id: str, run_id: int, *, ttl: int | None = None) -> bool:
+    """Renew the claim of an open review run whose reviewer is alive, so another host never takes
+    it for a dead one. False when the run is closed."""
+    def _w(tx: Tx) -> bool:
+        now = time.time()
+        exp = now + claim_ttl(tx, ttl)
+        tx.execute("UPDATE task_runs SET claim_expires = :exp WHERE id = :r AND task_id = :t AND status = 'open' "
+                   "AND claim_lock LIKE :rv", {"exp": exp, "r": run_id, "t": task_id, "rv": REVIEW_CLAIM + "%"})
+        if tx.rowcount != 1:
+            return False
+        tx.event(board, task_id, "claim_extended", {"until": exp, "review_run": True}, run_id=run_id,
+                 actor="dispatcher", at=now)
+        return True
+    return db.write(_w)
+
+
 def close_review_run(db: Database, board: str, task_id: str, run_id: int, outcome: str, *,
                      error: str | None = None, exit_code: int | None = None,
                      usage: dict[str, Any] | None = None) -> bool:
