@@ -8,6 +8,7 @@ fails them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -73,12 +74,11 @@ class Server:
         return out.stdout
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("e2e") / "home"
+@contextlib.contextmanager
+def serving(home: Path, **extra_env: str) -> Iterator[Server]:
+    """`agentboard serve --no-dispatch` on ``home`` in another process, until the block ends."""
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env["AGENTBOARD_HOME"] = str(home)
-    env["PYTHONUNBUFFERED"] = "1"
+    env.update(AGENTBOARD_HOME=str(home), PYTHONUNBUFFERED="1", **extra_env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentboard", "serve", "--port", "0", "--no-dispatch"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -101,9 +101,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     if not ready.wait(60) or not found:
         proc.kill()
         pytest.fail("agentboard serve did not print a login URL:\n" + "".join(lines))
-    srv = Server(url=found["url"], token=found["token"], home=home, env=env, proc=proc, output=lines)
     try:
-        yield srv
+        yield Server(url=found["url"], token=found["token"], home=home, env=env, proc=proc, output=lines)
     finally:
         proc.terminate()
         try:
@@ -111,6 +110,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("e2e") / "home") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,12 @@ Orchestration Auto/Manual switch."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import CLEAN_ENV, LOGIN_RE, Server
+from conftest import Server, serving
 from fakes.fake_openai import FakeOpenAI
 
 try:
@@ -34,39 +30,9 @@ def llm() -> Iterator[FakeOpenAI]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAI) -> Iterator[Server]:
     """`agentboard serve --no-dispatch` with its LLM pointed at the loopback server."""
-    home = tmp_path_factory.mktemp("e2e-llm") / "home"
-    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
-    env.update(AGENTBOARD_HOME=str(home), PYTHONUNBUFFERED="1", AGENTBOARD_LLM_BASE_URL=llm.url,
-               AGENTBOARD_LLM_MODEL="fake-model", AGENTBOARD_LLM_API_KEY="sk-test")
-    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "serve", "--port", "0", "--no-dispatch"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    found: dict[str, str] = {}
-    ready = threading.Event()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            m = LOGIN_RE.search(line)
-            if m and not ready.is_set():
-                found.update(url=m.group(1), token=m.group(2))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(60) or not found:
-        proc.kill()
-        pytest.fail("agentboard serve did not print a login URL:\n" + "".join(lines))
-    try:
-        yield Server(url=found["url"], token=found["token"], home=home, env=env, proc=proc, output=lines)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    with serving(tmp_path_factory.mktemp("e2e-llm") / "home", AGENTBOARD_LLM_BASE_URL=llm.url,
+                 AGENTBOARD_LLM_MODEL="fake-model", AGENTBOARD_LLM_API_KEY="sk-test") as srv:
+        yield srv
 
 
 def card(page: Any, title: str) -> Any:
