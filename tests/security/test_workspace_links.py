@@ -22,7 +22,7 @@ def test_a_worker_cannot_make_the_dispatcher_overwrite_a_file_through_a_link_in_
     victim.parent.mkdir()
     victim.write_text("root:x:0:0\n")
     ws = tmp_path / "ws"
-    _plant(ws, victim, "context.md", "context.md.tmp", "task.json")
+    _plant(ws, victim, "context.md", ".context.md.tmp", ".task.json.tmp", "task.json")
 
     boarddir.write_text(ws / ".board" / "context.md", "# the task\n")
     boarddir.write_json(ws / ".board" / "task.json", {"id": "t_00000001"})
@@ -30,7 +30,7 @@ def test_a_worker_cannot_make_the_dispatcher_overwrite_a_file_through_a_link_in_
     assert victim.read_text() == "root:x:0:0\n"
     assert not (ws / ".board" / "context.md").is_symlink()
     assert (ws / ".board" / "context.md").read_text() == "# the task\n"
-    assert not list((ws / ".board").glob(".context.md.*.tmp"))  # no temporary file left behind
+    assert not list((ws / ".board").glob(".context.md*.tmp"))  # no temporary file left behind
 
 
 def test_a_worker_cannot_read_a_file_outside_its_workspace_through_a_history_link(tmp_path: Path) -> None:

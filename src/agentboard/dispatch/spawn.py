@@ -44,17 +44,24 @@ def _bin_dirs(argv0: str, _path: str, executable: str) -> tuple[str, ...]:
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none matching a
     ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case)."""
-    deny = [p.upper() for p in settings.worker_env_deny]
-    allow = {n.upper() for n in settings.worker_env_allow}
-    out: dict[str, str] = {}
-    for name, value in base.items():
+    keep = _kept_names(tuple(base), tuple(settings.worker_env_deny), tuple(settings.worker_env_allow))
+    return {name: base[name] for name in keep}
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str, ...]) -> tuple[str, ...]:
+    """(cached per set of names and patterns: the same for every worker of a dispatcher)"""
+    deny_up = [p.upper() for p in deny]
+    allow_up = {n.upper() for n in allow}
+    out: list[str] = []
+    for name in names:
         key = name.upper()
         if key.startswith("AGENTBOARD_"):
             continue
-        if key not in allow and any(fnmatch.fnmatchcase(key, p) for p in deny):
+        if key not in allow_up and any(fnmatch.fnmatchcase(key, p) for p in deny_up):
             continue
-        out[name] = value
-    return out
+        out.append(name)
+    return tuple(out)
 
 
 def worker_env(

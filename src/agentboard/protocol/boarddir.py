@@ -21,7 +21,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,19 +54,25 @@ def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one, never a
     half-written one), creating the folder.
 
-    The temporary file is created exclusively under a fresh name and then renamed over ``path``:
+    The temporary file is created exclusively (never through a link) and then renamed over ``path``:
     a symbolic link a worker left at either name is replaced, never followed, so a dispatcher
     writing into a workspace cannot be steered into writing elsewhere.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    tmp = path.with_name("." + path.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:  # a leftover, or a link a worker planted: removed, never followed
+        tmp.unlink()
+        fd = os.open(tmp, flags, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            tmp.unlink()
         raise
 
 
