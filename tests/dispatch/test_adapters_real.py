@@ -177,6 +177,18 @@ def test_codex_gets_past_its_arguments_in_each_permission_mode_and_stops_at_its_
     assert '"thread.started"' in output, output
 
 
+# -- the permission setting ---------------------------------------------------------------------
+
+def test_a_profile_keeps_its_permission_and_the_codex_command_line_follows_it(ab, board, tmp_path):
+    codex = real_cli("codex")
+    p = ab.add_profile("coder", adapter="codex", command=codex, permission="read")
+    assert p["permission"] == "read"
+    ws, prompt = workspace(tmp_path)
+    argv = adapters.build(p, task_id="t_1", run_id=1, workspace=ws, prompt_file=prompt, board="default").argv
+    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    assert ab.add_profile("other", adapter="codex", command=codex)["permission"] == "edit"
+
+
 # -- versions ------------------------------------------------------------------------------------
 
 def fake_cli(path: Path, version_line: str, counter: Path) -> str:

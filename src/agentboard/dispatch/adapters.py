@@ -106,7 +106,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     except ValueError as exc:
         raise AdapterError(f"cannot parse the command of profile {profile.get('name')!r}: {exc}") from None
     base[0] = resolve_executable(base[0], path_env, workspace)
-    version = cli_version(adapter, base[0])
+    cli_version(adapter, base[0])  # every supported version takes the flags below
     permission = str(profile.get("permission") or "edit")
     if permission not in PERMISSIONS:
         raise AdapterError(f"unknown permission {permission!r}: use one of {', '.join(PERMISSIONS)}")
@@ -116,7 +116,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     model = profile.get("model")
     if adapter == "claude":
         argv = [*base, "-p", "--output-format", "stream-json", "--verbose",
-                *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"), version)]
+                *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"))]
         if mcp.exists():
             argv += ["--mcp-config", str(mcp)]
         if model:
@@ -201,12 +201,10 @@ _CODEX_PERMISSION = {
 }
 
 
-def _claude_permission(permission: str, as_root: bool, servers: list[str], profile: object,
-                       version: tuple[int, int, int]) -> list[str]:
+def _claude_permission(permission: str, as_root: bool, servers: list[str], profile: object) -> list[str]:
     """Claude Code's flags for a permission mode. Every mode lets the agent report through the
     board's MCP tools and ``agentboard`` commands; Claude Code refuses to bypass its permission
     checks as root, so ``full`` is refused there with the settings that fix it."""
-    del version  # every supported version takes the same flags
     tools = [f"mcp__{name}" for name in servers]
     if permission == "full":
         if as_root:
