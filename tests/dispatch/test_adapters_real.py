@@ -166,6 +166,20 @@ def test_a_dispatcher_running_as_root_runs_claude_in_its_default_mode_and_report
     assert '"type":"result"' in log.replace(" ", ""), log
 
 
+def test_a_claude_run_that_exits_0_without_its_result_event_is_a_crash_not_a_success(ab, board, dispatcher, tmp_path):
+    # what Claude Code 2.1 did when refusing a flag: one line, exit 0, no JSON at all
+    exe = tmp_path / "claude"
+    exe.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.197 (Claude Code)'; exit 0; }\n"
+                   "echo 'a flag cannot be used here'\nexit 0\n")
+    exe.chmod(0o755)
+    ab.add_profile("claude", adapter="claude", command=str(exe))
+    t = board.create("say hello", assignee="claude", max_retries=1)
+    dispatcher()
+    run = wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], what="the run to end")[0]
+    assert run["outcome"] == "crashed", run
+    assert "without its final result event" in run["error"] and "a flag cannot be used here" in run["error"]
+
+
 # -- codex ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("permission", ["edit", "full", "read"])
