@@ -383,13 +383,16 @@ class Client:
         enabled: bool = True,
         orchestrator: bool = False,
         isolation: str = "none",
+        permission: str = "edit",
         actor: str | None = None,
     ) -> Row:
         """Add an agent profile: the command the dispatcher runs for the tasks assigned to ``name``;
-        ``isolation``: ``none``, ``user`` or ``sandbox`` (``docs/security.md``)."""
+        ``isolation``: ``none``, ``user`` or ``sandbox`` (``docs/security.md``); ``permission``
+        (``claude``/``codex``): ``edit``, ``full`` or ``read`` (``docs/dispatcher.md``)."""
         return profiles.add(self.db, name, command=command, adapter=adapter, description=description,
                             max_concurrency=max_concurrency, env=env, skills=skills, model_name=model_name,
-                            enabled=enabled, orchestrator=orchestrator, isolation=isolation, actor=actor)
+                            enabled=enabled, orchestrator=orchestrator, isolation=isolation,
+                            permission=permission, actor=actor)
 
     def profiles(self) -> Rows:
         """Every agent profile."""

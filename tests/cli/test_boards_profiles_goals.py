@@ -104,6 +104,14 @@ def test_profiles(cli, counts) -> None:
     assert_one_line_error(cli("profiles", "rm", "idle"), 3, "no profile")
 
 
+def test_a_profile_permission_defaults_to_edit_and_can_be_changed(cli) -> None:
+    assert cli("profiles", "add", "coder", "--command", "codex", "--adapter", "codex", "--json").json()["permission"] == "edit"
+    assert cli("profiles", "set", "coder", "--permission", "read", "--json").json()["permission"] == "read"
+    assert "read" in cli("profiles", "show", "coder").out
+    assert_one_line_error(cli("profiles", "set", "coder", "--permission", "root"), 2, "unknown permission",
+                          "edit, full, read")
+
+
 def test_goals(cli) -> None:
     cli("profiles", "add", "w", "--command", "true")
     r = cli("goals", "create", "Ship v2", "--body", "the big one", "--acceptance", "all tests pass",

@@ -144,6 +144,7 @@ class ProfileCreate(Body):
     enabled: bool = True
     orchestrator: bool = False
     isolation: str = Field(default="none", max_length=16, description="none, user or sandbox")
+    permission: str = Field(default="edit", max_length=16, description="claude/codex agents: edit, full or read")
 
 
 class ProfilePatch(Body):
@@ -157,6 +158,7 @@ class ProfilePatch(Body):
     enabled: bool | None = None
     orchestrator: bool | None = None
     isolation: str | None = Field(default=None, max_length=16, description="none, user or sandbox")
+    permission: str | None = Field(default=None, max_length=16, description="claude/codex agents: edit, full or read")
 
 
 class WikiCreate(Body):

@@ -32,7 +32,7 @@ def _print(p: dict[str, Any]) -> None:
         ("env", ", ".join(f"{k}={v}" for k, v in (p.get("env") or {}).items()) or None),
         ("skills", p.get("skills")), ("model", p.get("model")),
         ("enabled", p.get("enabled")), ("orchestrator", p.get("orchestrator")),
-        ("isolation", p.get("isolation")),
+        ("isolation", p.get("isolation")), ("permission", p.get("permission")),
         ("updated", when(p.get("updated_at"))),
     ])
 
@@ -74,18 +74,20 @@ def list_(as_json: bool) -> None:
 @click.option("--disabled", is_flag=True, help="add it switched off")
 @click.option("--isolation", default="none", metavar="I",
               help="none (default), user (as the worker user) or sandbox (under bubblewrap)")
+@click.option("--permission", default="edit", metavar="P",
+              help="claude/codex agents: edit (default: edit files, run commands), full (no checks) or read")
 @json_option
 @handle_errors
 def add(name: str, command: str, adapter: str, description: str, max_concurrency: int | None,
         env: tuple[str, ...], skills: tuple[str, ...], model_name: str | None, orchestrator: bool,
-        disabled: bool, isolation: str, as_json: bool) -> None:
+        disabled: bool, isolation: str, permission: str, as_json: bool) -> None:
     """Add a profile."""
     from agentboard.kernel import profiles as kp
 
     p = kp.add(common.db(), name, command=command, adapter=adapter, description=description,
                max_concurrency=max_concurrency, env=_parse_env(env), skills=list(skills),
                model_name=model_name, enabled=not disabled, orchestrator=orchestrator,
-               isolation=isolation, actor=common.actor())
+               isolation=isolation, permission=permission, actor=common.actor())
     common.emit(p, as_json, f"profile {p['name']} added ({p['adapter']}: {p['command']})")
 
 
@@ -117,12 +119,13 @@ def show(name: str, as_json: bool) -> None:
 @click.option("--enabled/--disabled", default=None)
 @click.option("--isolation", default=None, metavar="I",
               help="none, user (as the worker user) or sandbox (under bubblewrap)")
+@click.option("--permission", default=None, metavar="P", help="claude/codex agents: edit, full or read")
 @json_option
 @handle_errors
 def set_(name: str, command: str | None, adapter: str | None, description: str | None,
          max_concurrency: int | None, env: tuple[str, ...], skills: tuple[str, ...],
          model_name: str | None, orchestrator: bool | None, enabled: bool | None, isolation: str | None,
-         as_json: bool) -> None:
+         permission: str | None, as_json: bool) -> None:
     """Change a profile's fields."""
     from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import profiles as kp
@@ -130,7 +133,8 @@ def set_(name: str, command: str | None, adapter: str | None, description: str |
     db = common.db()
     fields: dict[str, Any] = {"command": command, "adapter": adapter, "description": description,
                               "max_concurrency": max_concurrency, "model_name": model_name,
-                              "orchestrator": orchestrator, "enabled": enabled, "isolation": isolation}
+                              "orchestrator": orchestrator, "enabled": enabled, "isolation": isolation,
+                              "permission": permission}
     if env:
         merged = dict(kp.get(db, name)["env"])
         for key, value in _parse_env(env).items():

@@ -3,10 +3,15 @@
 - ``command``: the profile's command line with ``{task_id} {run_id} {workspace}
   {prompt_file} {board}`` substituted; run directly, or by ``/bin/sh -c`` when it uses shell
   syntax (pipes, redirections, ``&&``, ``$VAR``).
-- ``claude``: Claude Code non-interactive: ``claude -p <prompt> --output-format stream-json
-  --verbose --mcp-config <workspace>/.mcp.json``; usage and cost come from the final
-  ``{"type": "result"}`` event.
-- ``codex``: ``codex exec --json … <prompt>``; token usage comes from ``turn.completed`` events.
+- ``claude``: Claude Code non-interactive: ``claude -p --output-format stream-json --verbose
+  <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>``; usage and cost come from
+  the final ``{"type": "result"}`` event.
+- ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
+  ``turn.completed`` events.
+
+Both read the installed CLI's version first (once per executable path and modification time)
+and refuse a version whose flags they were not built for. The profile's ``permission``
+(``edit``, ``full``, ``read``) maps to each CLI's own permission and sandbox flags.
 
 The profile's ``command`` names the executable for ``claude``/``codex`` (default ``claude`` /
 ``codex``), so a profile can point at a wrapper or a test double.
@@ -19,6 +24,8 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +72,9 @@ def resolve_executable(name: str, path_env: str | None, cwd: Path) -> str:
 
 
 def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path, prompt_file: Path,
-          board: str, path_env: str | None = None) -> Launch:
+          board: str, path_env: str | None = None, worker_uid: int | None = None) -> Launch:
+    """The command line of a worker. ``worker_uid``: the user it runs as when not the
+    dispatcher's own (the ``claude`` adapter picks flags Claude Code accepts as root)."""
     adapter = profile.get("adapter") or "command"
     command = (profile.get("command") or "").strip()
     values = {"task_id": task_id, "run_id": str(run_id), "workspace": str(workspace),
@@ -90,30 +99,131 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
             raise AdapterError(f"profile {profile.get('name')!r} has an empty command")
         argv[0] = resolve_executable(argv[0], path_env, workspace)
         return Launch(argv, adapter)
+    if adapter not in CLI_ADAPTERS:
+        raise AdapterError(f"unknown adapter {adapter!r}: use command, claude or codex")
     try:
         base = shlex.split(command) if command else [adapter]
     except ValueError as exc:
         raise AdapterError(f"cannot parse the command of profile {profile.get('name')!r}: {exc}") from None
     base[0] = resolve_executable(base[0], path_env, workspace)
+    cli_version(adapter, base[0])  # every supported version takes the flags below
+    permission = str(profile.get("permission") or "edit")
+    if permission not in PERMISSIONS:
+        raise AdapterError(f"unknown permission {permission!r}: use one of {', '.join(PERMISSIONS)}")
+    as_root = (os.geteuid() if worker_uid is None else worker_uid) == 0
     prompt = _prompt_text(prompt_file)
     mcp = workspace / ".mcp.json"
     model = profile.get("model")
     if adapter == "claude":
-        argv = [*base, "-p", prompt, "--output-format", "stream-json", "--verbose",
-                "--dangerously-skip-permissions"]
+        argv = [*base, "-p", "--output-format", "stream-json", "--verbose",
+                *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"))]
         if mcp.exists():
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
-        return Launch(argv, adapter)
-    if adapter == "codex":
-        argv = [*base, "exec", "--json", "--skip-git-repo-check", "--full-auto", "--cd", str(workspace)]
-        if model:
-            argv += ["--model", str(model)]
-        argv += _codex_mcp_overrides(mcp)
-        argv.append(prompt)
-        return Launch(argv, adapter)
-    raise AdapterError(f"unknown adapter {adapter!r}: use command, claude or codex")
+        return Launch([*argv, "--", prompt], adapter)
+    argv = [*base, "exec", "--json", "--skip-git-repo-check", *_CODEX_PERMISSION[permission], "--cd", str(workspace)]
+    if model:
+        argv += ["--model", str(model)]
+    argv += _codex_mcp_overrides(mcp)
+    return Launch([*argv, "--", prompt], adapter)
+
+
+# -- the installed CLI's version ---------------------------------------------------------------
+
+#: the adapters that start an agent CLI (the others run the profile's command line)
+CLI_ADAPTERS = ("claude", "codex")
+#: what a profile lets a ``claude``/``codex`` agent do without asking
+PERMISSIONS = ("edit", "full", "read")
+#: the versions whose flags each adapter builds for: [lowest, first unsupported)
+SUPPORTED: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
+    "claude": ((2, 0, 0), (3, 0, 0)),
+    "codex": ((0, 100, 0), (1, 0, 0)),
+}
+_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+_NAMES = {"claude": "Claude Code", "codex": "Codex"}
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_VERSION_TIMEOUT = 20.0
+_versions: dict[tuple[str, int, int], tuple[int, int, int]] = {}
+_versions_lock = threading.Lock()
+
+
+def cli_version(adapter: str, executable: str) -> tuple[int, int, int]:
+    """The version of the agent CLI at ``executable`` (``--version``, read once per path and
+    modification time), or AdapterError when it cannot be read or is not one the adapter supports."""
+    try:
+        st = os.stat(executable)
+    except OSError as exc:
+        raise AdapterError(f"cannot read {executable}: {exc.strerror}") from None
+    key = (executable, st.st_mtime_ns, st.st_size)
+    with _versions_lock:
+        version = _versions.get(key)
+    if version is None:
+        version = _probe_version(adapter, executable)
+        with _versions_lock:
+            _versions[key] = version
+    low, high = SUPPORTED[adapter]
+    if not low <= version < high:
+        shown = ".".join(map(str, version))
+        raise AdapterError(
+            f"{_NAMES[adapter]} {shown} at {executable} is not supported (supported: {_range(low, high)}); "
+            f"install one with `npm install -g {_PACKAGES[adapter]}@{low[0]}.x` or point the profile's "
+            "command at a supported executable")
+    return version
+
+
+def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> str:
+    return f">= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
+
+
+def _probe_version(adapter: str, executable: str) -> tuple[int, int, int]:
+    try:
+        proc = subprocess.run([executable, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=_VERSION_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise AdapterError(f"cannot run `{executable} --version` to learn the {_NAMES[adapter]} version: {exc}") from None
+    found = _VERSION_RE.search(proc.stdout) or _VERSION_RE.search(proc.stderr)
+    if proc.returncode != 0 or found is None:
+        said = (proc.stdout + proc.stderr).strip().splitlines()
+        raise AdapterError(
+            f"`{executable} --version` did not print a {_NAMES[adapter]} version (exit {proc.returncode}"
+            + (f": {said[0][:200]}" if said else "") + f"); is it {_PACKAGES[adapter]}?")
+    major, minor, patch = (int(g) for g in found.groups())
+    return major, minor, patch
+
+
+# -- permission modes --------------------------------------------------------------------------
+
+_CODEX_PERMISSION = {
+    "edit": ["--sandbox", "workspace-write", "-c", 'approval_policy="never"'],
+    "full": ["--dangerously-bypass-approvals-and-sandbox"],
+    "read": ["--sandbox", "read-only", "-c", 'approval_policy="never"'],
+}
+
+
+def _claude_permission(permission: str, as_root: bool, servers: list[str], profile: object) -> list[str]:
+    """Claude Code's flags for a permission mode. Every mode lets the agent report through the
+    board's MCP tools and ``agentboard`` commands; Claude Code refuses to bypass its permission
+    checks as root, so ``full`` is refused there with the settings that fix it."""
+    tools = [f"mcp__{name}" for name in servers]
+    if permission == "full":
+        if as_root:
+            raise AdapterError(
+                "Claude Code refuses to bypass its permission checks as root (permission = full): set "
+                f"`agentboard profiles set {profile} --permission edit`, or run its workers as another user "
+                f"(`--isolation user`, or a dispatcher that is not root)")
+        return ["--dangerously-skip-permissions"]
+    if permission == "edit":
+        return ["--permission-mode", "acceptEdits", "--allowedTools=" + ",".join(["Bash", *tools])]
+    return ["--permission-mode", "default", "--allowedTools=" + ",".join(["Bash(agentboard *)", *tools])]
+
+
+def _mcp_servers(mcp: Path) -> list[str]:
+    try:
+        servers = json.loads(mcp.read_text()).get("mcpServers", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(n) for n in servers if re.fullmatch(r"[A-Za-z0-9_-]+", str(n))] if isinstance(servers, dict) else []
 
 
 def _check_shell_first(first: str, path_env: str | None, workspace: Path) -> None:
@@ -170,6 +280,9 @@ class Outcome:
     final_text: str | None = None
     is_error: bool = False
     rate_limited: bool = False
+    #: a ``claude``/``codex`` run whose output has no final event (Claude Code's ``result``,
+    #: Codex's ``turn.completed``/``turn.failed``): it stopped before doing any work
+    no_result: bool = False
 
 
 def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
@@ -223,6 +336,7 @@ def outcome_of(adapter: str, events: list[dict[str, Any]]) -> Outcome:
             out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
             out.is_error = bool(ev.get("is_error")) or ev.get("subtype") not in (None, "success")
             out.rate_limited = out.is_error and bool(_RATE_LIMIT.search(str(ev.get("result") or "")))
+        out.no_result = not any(ev.get("type") == "result" for ev in events)
     elif adapter == "codex":
         tin = tout = 0
         seen = False
@@ -242,6 +356,7 @@ def outcome_of(adapter: str, events: list[dict[str, Any]]) -> Outcome:
                 out.rate_limited = out.rate_limited or bool(_RATE_LIMIT.search(msg))
         if seen:
             out.input_tokens, out.output_tokens = tin, tout
+        out.no_result = not any(ev.get("type") in ("turn.completed", "turn.failed") for ev in events)
     return out
 
 

@@ -431,6 +431,10 @@ class Reaper:
                 self.ctx.notes.note(("cooldown", r["current_run_id"]), r["board"], r["id"], "respawn_guarded",
                                     {"reason": "rate-limit cooldown", "until": time.time() + cooldown})
             return
+        if exit_code == 0 and out.no_result:
+            self.fail(r, "crashed", f"the {facts.adapter} agent exited 0 without its final result event: it "
+                      "stopped before doing any work" + detail, exit_code=0)
+            return
         if exit_code == 0:
             self.fail(r, "protocol_violation",
                       "the worker exited 0 without reporting: no kanban_complete/kanban_block call, no "

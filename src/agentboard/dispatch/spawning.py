@@ -292,7 +292,8 @@ class Spawner:
             env["AGENTBOARD_REVIEW_RUN"] = "1"
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
-                                     prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"))
+                                     prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"),
+                                     worker_uid=at.confinement.uid)
         except adapters.AdapterError as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
         return Launch(at, command, env)

@@ -18,6 +18,7 @@ from .settings_schema import (
     ISOLATION,
     MAX_CONCURRENCY_MAX,
     MODEL_MAX,
+    PERMISSION,
     PROFILE_FIELDS,
     REVIEWER_RE,
 )
@@ -46,6 +47,7 @@ class ProfileFields(BaseModel):
     command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=COMMAND_MAX)] | None = None
     adapter: Literal["command", "claude", "codex"] | None = None
     isolation: Literal["none", "user", "sandbox"] | None = None
+    permission: Literal["edit", "full", "read"] | None = None
     description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX)] | None = None
     max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY_MAX)] | None = None
     env: dict[EnvName, str] | None = None
@@ -64,6 +66,7 @@ class ProfileFields(BaseModel):
 assert frozenset(ProfileFields.model_fields) == PROFILE_FIELDS
 assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | None
 assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
+assert ProfileFields.model_fields["permission"].annotation == Literal[PERMISSION] | None
 assert tuple(BoardSettings.model_fields) == BOARD_KEYS
 
 __all__ = ["BoardSettings", "ProfileFields"]

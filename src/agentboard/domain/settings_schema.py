@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 ADAPTERS = ("command", "claude", "codex")
 #: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
 ISOLATION = ("none", "user", "sandbox")
+#: what a ``claude``/``codex`` agent may do without asking (``dispatch/adapters.py``)
+PERMISSION = ("edit", "full", "read")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: the largest ``max_parallel`` / ``failure_limit``
 COUNT_MAX = 100_000
@@ -43,7 +45,7 @@ BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompo
 #: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
 REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 #: the fields a profile's add and update take
-PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "description", "max_concurrency", "env", "skills",
+PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "permission", "description", "max_concurrency", "env", "skills",
                             "model", "enabled", "orchestrator"))
 
 #: board settings keys that are not settings: what to use instead
@@ -84,6 +86,8 @@ def _message(what: str, exc: ValidationError, given: dict[str, Any]) -> str:
         return f"unknown adapter {shown!r}: use one of {', '.join(ADAPTERS)}"
     if key == "isolation":
         return f"unknown isolation {shown!r}: use one of {', '.join(ISOLATION)}"
+    if key == "permission":
+        return f"unknown permission {shown!r}: use one of {', '.join(PERMISSION)}"
     expected = _EXPECTED.get(key, err.get("msg", "a valid value"))
     return f"invalid {what} {key}={shown!r}: must be {expected}"
 

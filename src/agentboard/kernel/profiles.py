@@ -75,17 +75,18 @@ def add(
     db: Database, name: str, *, command: str, adapter: str = "command", description: str = "",
     max_concurrency: int | None = None, env: dict[str, str] | None = None, skills: list[str] | None = None,
     model_name: str | None = None, enabled: bool = True, orchestrator: bool = False, isolation: str = "none",
-    actor: str | None = None,
+    permission: str = "edit", actor: str | None = None,
 ) -> Row:
     name = model.profile_name(name)
     fields = _validate({
         "command": command, "adapter": adapter, "description": description, "max_concurrency": max_concurrency,
         "env": env or {}, "skills": skills or [], "model": model_name, "enabled": enabled, "orchestrator": orchestrator,
-        "isolation": isolation,
+        "isolation": isolation, "permission": permission,
     })
     fields.setdefault("max_concurrency", None)
     fields.setdefault("model", None)
     fields.setdefault("isolation", "none")
+    fields.setdefault("permission", "edit")
 
     def _w(tx: Tx) -> Row:
         if tx.one("SELECT name FROM profiles WHERE name = :n", {"n": name}):
@@ -93,8 +94,8 @@ def add(
         now = time.time()
         tx.execute(
             "INSERT INTO profiles (name, description, adapter, command, env, max_concurrency, skills, model, enabled, "
-            "orchestrator, isolation, created_at, updated_at) VALUES (:name, :description, :adapter, :command, :env, "
-            ":max_concurrency, :skills, :model, :enabled, :orchestrator, :isolation, :now, :now)",
+            "orchestrator, isolation, permission, created_at, updated_at) VALUES (:name, :description, :adapter, :command, "
+            ":env, :max_concurrency, :skills, :model, :enabled, :orchestrator, :isolation, :permission, :now, :now)",
             {"name": name, "now": now, **fields},
         )
         tx.event("default", None, "profile_changed", {"profile": name, "action": "added"}, actor=actor, at=now)

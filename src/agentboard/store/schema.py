@@ -208,6 +208,7 @@ profiles = sa.Table(
     sa.Column("enabled", sa.Integer, nullable=False, server_default="1"),
     sa.Column("orchestrator", sa.Integer, nullable=False, server_default="0"),
     sa.Column("isolation", sa.String(16), nullable=False, server_default="none"),
+    sa.Column("permission", sa.String(16), nullable=False, server_default="edit"),
     sa.Column("created_at", Ts, nullable=False),
     sa.Column("updated_at", Ts, nullable=False),
 )

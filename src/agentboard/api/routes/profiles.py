@@ -38,7 +38,8 @@ def add_profile(request: Request, data: ProfileCreate, who: Principal = Depends(
     out = profiles.add(state(request).db, data.name, command=data.command, adapter=data.adapter,
                        description=data.description, max_concurrency=data.max_concurrency,
                        env=data.env, skills=data.skills, model_name=data.model, enabled=data.enabled,
-                       orchestrator=data.orchestrator, isolation=data.isolation, actor=who.name)
+                       orchestrator=data.orchestrator, isolation=data.isolation,
+                       permission=data.permission, actor=who.name)
     return Json(out, status_code=201)
 
 
