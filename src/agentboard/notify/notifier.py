@@ -201,3 +201,11 @@ class Notifier:
             report.messages += 1
             report.events += message.events
         kn.delivered(self.db, self.owner, sub_id, high, sent=sent)
+
+
+def start_notifier(db: Database, settings: Settings) -> Notifier | None:
+    """The notifier a long-running process (``serve``, ``dispatcher``) hosts, started; ``None``
+    when the ``notify`` setting is off."""
+    if not settings.notify:
+        return None
+    return Notifier(db, settings).start()
