@@ -202,6 +202,9 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
             setattr(settings, f.name, _coerce(f.name, f.type, raw))
     settings.llm_uses = llm_uses(extra.pop("llm", {}), cfg)
     settings.extra = extra
+    from .domain.notify_targets import SETTINGS_EXPECTED, check_settings
+
+    check_settings({k: getattr(settings, k) for k in SETTINGS_EXPECTED})
     from .domain.settings_schema import global_settings  # pydantic loads only when settings do
 
     global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,

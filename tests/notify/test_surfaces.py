@@ -109,3 +109,24 @@ def test_the_api_manages_subscriptions_and_never_returns_a_target_in_full(api: A
     assert other.delete(f"/api/notify/subscriptions/{sub['id']}").status_code == 404
     assert admin.delete(f"/api/notify/subscriptions/{sub['id']}").status_code == 200
     assert admin.get("/api/notify/subscriptions").json() == []
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("AGENTBOARD_NOTIFY_PARK_AFTER", "0", "notify_park_after=0: must be a whole number of failures, 1 or more"),
+    ("AGENTBOARD_NOTIFY_RETRY_BASE", "-1", "notify_retry_base=-1.0: must be a number of seconds above 0"),
+    ("AGENTBOARD_PUBLIC_URL", "board.local", "public_url='board.local': must be the dashboard's http"),
+])
+def test_a_notifier_setting_out_of_range_is_refused_saying_what_it_must_be(
+        home: Path, monkeypatch: pytest.MonkeyPatch, key: str, value: str, needle: str) -> None:
+    monkeypatch.setenv(key, value)
+    code, out, err = cli("notify", "list")
+    assert code == 2 and err.strip().startswith(f"error: invalid setting {needle}"), err
+
+
+def test_the_configuration_shows_notify_default_masked(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentboard import config
+
+    monkeypatch.setenv("AGENTBOARD_NOTIFY_DEFAULT", "tgram://123456:ABCDEF-secret/987")
+    settings = config.load()
+    assert settings.notify_default == ("tgram://123456:ABCDEF-secret/987",)
+    assert config.shown(settings)["notify_default"] == "***"
