@@ -244,3 +244,20 @@ def test_sending_a_test_message_resumes_a_parked_subscription(home: Path, receiv
                       "resumed": True}
         Notifier(nb.db).run_once()
         assert any("Lost?" in m.message for m in receiver.accepted())
+
+
+def test_a_notifier_that_outlived_its_lease_loses_the_subscription_and_moves_nothing(
+        nb: Any, receiver: Receiver) -> None:
+    sub = subscriptions.add(nb.db, "default", "board", "", receiver.url())
+    start = sub_row(nb.db, sub["id"])["cursor"]
+    now = time.time()
+    [mine] = kn.claim_due(nb.db, "host-a", lease=5, now=now)
+    assert kn.claim_due(nb.db, "host-b", lease=5, now=now + 1) == [], "held: nobody else takes it"
+    assert kn.renew(nb.db, "host-a", [sub["id"]], lease=5, now=now + 4) == {sub["id"]}
+    [taken] = kn.claim_due(nb.db, "host-b", lease=5, now=now + 10)  # host-a stalled past its lease
+    assert taken["id"] == mine["id"]
+    assert kn.renew(nb.db, "host-a", [sub["id"]], lease=5) == set()
+    assert kn.delivered(nb.db, "host-a", sub["id"], start + 100, sent=1) is False
+    assert sub_row(nb.db, sub["id"])["cursor"] == start
+    assert kn.delivered(nb.db, "host-b", sub["id"], start + 1, sent=1) is True
+    assert sub_row(nb.db, sub["id"])["cursor"] == start + 1

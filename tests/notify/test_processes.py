@@ -86,7 +86,8 @@ def test_two_hosts_on_postgresql_deliver_each_event_exactly_once(
         board = ab.board()
         for path in paths:
             subscriptions.add(ab.db, "default", "board", "", receiver.url(path))
-        env: dict[str, Any] = {"AGENTBOARD_DATABASE_URL": pg_database, "AGENTBOARD_NOTIFY_DIGEST_AFTER": "1000"}
+        env: dict[str, Any] = {"AGENTBOARD_DATABASE_URL": pg_database, "AGENTBOARD_NOTIFY_DIGEST_AFTER": "1000",
+                               "AGENTBOARD_NOTIFY_LEASE": "10"}  # renewed every 5 s while delivering
         hosts = [start("serve", tmp_path / "host-a", tmp_path / "a.log", AGENTBOARD_HOST_ID="host-a", **env),
                  start("dispatcher", tmp_path / "host-b", tmp_path / "b.log", AGENTBOARD_HOST_ID="host-b", **env)]
         try:

@@ -225,6 +225,12 @@ def claim_due(db: Database, owner: str, *, lease: float, limit: int = 200,
     """Lease the subscriptions due now (not parked, not waiting for a retry, not leased by a live
     notifier) to ``owner`` until ``now + lease``; each row has its full target."""
     at = time.time() if now is None else now
+    due = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL "
+           "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
+           "AND (lease_until IS NULL OR lease_until < :now OR lease_owner = :o) LIMIT 1")
+    # a read first: a notifier with nothing due never takes the write lock
+    if db.read(lambda tx: tx.one(due, {"now": at, "o": owner})) is None:
+        return []
 
     def _w(tx: Tx) -> list[Row]:
         sql = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL "
@@ -308,6 +314,26 @@ def hold(db: Database, owner: str, sub_id: int, until: float) -> None:
                    "lease_until = NULL WHERE id = :id AND lease_owner = :o",
                    {"u": until, "id": int(sub_id), "o": owner})
     db.write(_w)
+
+
+def renew(db: Database, owner: str, sub_ids: Iterable[int], *, lease: float,
+          now: float | None = None) -> set[int]:
+    """Extend ``owner``'s leases on ``sub_ids`` (a long delivery); the ids it still holds."""
+    ids = [int(i) for i in sub_ids]
+    if not ids:
+        return set()
+    at = time.time() if now is None else now
+
+    def _w(tx: Tx) -> set[int]:
+        params: dict[str, Any] = {"o": owner, "until": at + lease}
+        clause = in_list("i", ids, params)
+        tx.execute("UPDATE notify_subscriptions SET lease_until = :until "
+                   f"WHERE lease_owner = :o AND id IN {clause}", params)
+        params2: dict[str, Any] = {"o": owner}
+        return {int(r["id"]) for r in tx.all(
+            "SELECT id FROM notify_subscriptions WHERE lease_owner = :o "
+            f"AND id IN {in_list('i', ids, params2)}", params2)}
+    return db.write(_w)
 
 
 def release(db: Database, owner: str, sub_ids: Iterable[int]) -> None:

@@ -113,17 +113,34 @@ class Notifier:
             if report.claimed and not self._stop.is_set():
                 continue  # there may be more due at once
             self._wake.wait(self.settings.notify_poll_interval)
+            self._stop.wait(0.05)  # a burst of commits wakes one cycle, not one each
 
     # -- one cycle --------------------------------------------------------------------------
+
+    _leased_at = 0.0
+    _pending: set[int] = set()
+
+    def _still_held(self, sub_id: int) -> bool:
+        """Before each message: past half the lease, extend the leases still pending; False when
+        this notifier no longer holds ``sub_id`` (it stalled longer than its lease)."""
+        lease = self.settings.notify_lease
+        if time.time() < self._leased_at + lease / 2:
+            return True
+        self._leased_at = time.time()
+        held = kn.renew(self.db, self.owner, self._pending, lease=lease, now=self._leased_at)
+        self._pending &= held
+        return sub_id in held
 
     def run_once(self, now: float | None = None) -> CycleReport:
         """Lease the subscriptions due, read their boards' new events once, deliver, record."""
         report = CycleReport()
+        self._leased_at = time.time()
         subs = kn.claim_due(self.db, self.owner, lease=self.settings.notify_lease, now=now)
         report.claimed = len(subs)
         if not subs:
             return report
         pending = {int(s["id"]) for s in subs}
+        self._pending = pending
         try:
             # the newest id first: an event committed after it has a larger id (PostgreSQL
             # commits events in id order), so every event up to it is already readable
@@ -182,6 +199,8 @@ class Notifier:
                        for e in matched]
         sent, done_to = 0, cursor
         for message, last_id in batches:
+            if not self._still_held(sub_id):
+                return  # another notifier took it over: it delivers from the cursor
             error = send(sub["target"], message.title, message.body, timeout=s.notify_timeout,
                          kind=message.kind)
             if error is not None:

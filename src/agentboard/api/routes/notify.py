@@ -47,6 +47,7 @@ def _own_board(request: Request, who: Principal, sub_id: int, board: str | None)
     """The board of subscription ``sub_id`` once the caller may change it (an id on a board the
     caller may not see is answered like an unknown id)."""
     _person(who)
+    who.check_writer()
     row = kn.get(state(request).db, None, sub_id)
     if not who.sees(row["board"]) or (board and board != row["board"]):
         raise NotFound(f"no subscription {sub_id}")
