@@ -14,8 +14,10 @@ _SCOPE_HELP = "follow this task (and the tasks below it)"
 
 @common.group("notify")
 def notify() -> None:
-    """Notifications: subscribe an Apprise URL (json://, slack://, discord://, ntfy://, mailto://,
-    ...) to a task, a goal, a board or a profile's tasks. `serve` and `dispatcher` deliver them."""
+    """Notifications: send a task's, goal's, board's or profile's events to an Apprise URL.
+
+    Targets are Apprise URLs (json://host/path, slack://…, discord://…, ntfy://topic,
+    mailto://…); `serve` and `dispatcher` deliver them."""
 
 
 def _state(row: dict) -> str:  # type: ignore[type-arg]
