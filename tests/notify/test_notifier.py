@@ -135,15 +135,33 @@ def test_a_task_subscription_follows_the_tasks_below_it_and_nothing_else(nb: Any
     grandchild = board.create("Grandchild", assignee="worker", parents=[child["id"]])
     other = board.create("Unrelated", assignee="worker")
     subscriptions.add(nb.db, "default", "task", parent["id"], receiver.url())
+    listed = kn.list_subscriptions(nb.db, "default", task_id=grandchild["id"])
+    assert [s["subject"] for s in listed] == [parent["id"]]
+    assert kn.list_subscriptions(nb.db, "default", task_id=other["id"]) == []
     for t in (parent, child, grandchild, other):
         board.complete(t["id"], summary="ok", actor="alice")
     Notifier(nb.db).run_once()
     text = "\n".join(m.message for m in receiver.accepted())
     assert parent["id"] in text and child["id"] in text and grandchild["id"] in text
     assert other["id"] not in text
-    listed = kn.list_subscriptions(nb.db, "default", task_id=grandchild["id"])
-    assert [s["subject"] for s in listed] == [parent["id"]]
-    assert kn.list_subscriptions(nb.db, "default", task_id=other["id"]) == []
+
+
+def test_a_task_subscription_ends_once_its_tasks_are_finished_and_delivered(nb: Any, receiver: Receiver) -> None:
+    board = nb.board()
+    parent = board.create("Parent", assignee="worker")
+    child = board.create("Child", assignee="worker", parents=[parent["id"]])
+    sub = subscriptions.add(nb.db, "default", "task", parent["id"], receiver.url())
+    board.complete(parent["id"], summary="ok", actor="alice")
+    notifier = Notifier(nb.db)
+    notifier.run_once()
+    assert [s["id"] for s in kn.list_subscriptions(nb.db, "default")] == [sub["id"]], \
+        "the child is still open: the subscription stays"
+    board.complete(child["id"], summary="ok", actor="alice")
+    notifier.run_once()
+    assert kn.list_subscriptions(nb.db, "default") == []
+    [ended] = board.events(kinds=["notify_unsubscribed"])
+    assert ended["payload"]["reason"] == "the task and the tasks below it are finished"
+    assert {parent["id"], child["id"]} <= {i for m in receiver.accepted() for i in (parent["id"], child["id"]) if i in m.message}
 
 
 def test_goal_and_profile_subscriptions_follow_their_tasks(nb: Any, receiver: Receiver) -> None:

@@ -220,12 +220,16 @@ def resume(db: Database, board: str | None, sub_id: int, *, actor: str | None = 
 # -- the notifier's bookkeeping ------------------------------------------------------------------
 
 
+#: a subscription with events after its cursor (the newest id is the primary key's last entry)
+_BEHIND = "AND cursor < (SELECT COALESCE(MAX(id), 0) FROM task_events) "
+
+
 def claim_due(db: Database, owner: str, *, lease: float, limit: int = 200,
               now: float | None = None) -> list[Row]:
     """Lease the subscriptions due now (not parked, not waiting for a retry, not leased by a live
     notifier) to ``owner`` until ``now + lease``; each row has its full target."""
     at = time.time() if now is None else now
-    due = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL "
+    due = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL " + _BEHIND +
            "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
            "AND (lease_until IS NULL OR lease_until < :now OR lease_owner = :o) LIMIT 1")
     # a read first: a notifier with nothing due never takes the write lock
@@ -233,7 +237,7 @@ def claim_due(db: Database, owner: str, *, lease: float, limit: int = 200,
         return []
 
     def _w(tx: Tx) -> list[Row]:
-        sql = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL "
+        sql = ("SELECT id FROM notify_subscriptions WHERE parked_at IS NULL " + _BEHIND +
                "AND (next_attempt_at IS NULL OR next_attempt_at <= :now) "
                "AND (lease_until IS NULL OR lease_until < :now OR lease_owner = :o) "
                "ORDER BY id LIMIT :n")
@@ -269,8 +273,53 @@ def delivered(db: Database, owner: str, sub_id: int, cursor: int, *, sent: int =
             "lease_until = NULL WHERE id = :id AND lease_owner = :o",
             {"c": int(cursor), "sent": int(sent), "now": at, "wait": wait_until, "id": int(sub_id),
              "o": owner})
-        return tx.rowcount == 1
+        if tx.rowcount != 1:
+            return False
+        _end_if_finished(tx, int(sub_id))
+        return True
     return db.write(_w)
+
+
+def advance(db: Database, owner: str, sub_ids: Iterable[int], cursor: int) -> None:
+    """Subscriptions that had nothing to deliver up to ``cursor``: their cursors move there and
+    their leases end, in one transaction (a finished task's subscription ends)."""
+    ids = [int(i) for i in sub_ids]
+    if not ids:
+        return
+
+    def _w(tx: Tx) -> None:
+        params: dict[str, Any] = {"o": owner, "c": int(cursor)}
+        clause = in_list("i", ids, params)
+        tx.execute(
+            "UPDATE notify_subscriptions SET cursor = CASE WHEN cursor > :c THEN cursor ELSE :c END, "
+            "failures = 0, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL "
+            f"WHERE lease_owner = :o AND id IN {clause}", params)
+        params2: dict[str, Any] = {}
+        for r in tx.all("SELECT id FROM notify_subscriptions WHERE scope = 'task' "
+                        f"AND id IN {in_list('i', ids, params2)}", params2):
+            _end_if_finished(tx, int(r["id"]))
+    db.write(_w)
+
+
+def _end_if_finished(tx: Tx, sub_id: int) -> None:
+    """A task subscription ends once its task and every task below it are done or archived and
+    their events are delivered (an event says so)."""
+    row = tx.one("SELECT * FROM notify_subscriptions WHERE id = :id AND scope = 'task'", {"id": sub_id})
+    if row is None:
+        return
+    tree = ("WITH RECURSIVE down(id) AS (SELECT :t UNION "
+            "SELECT l.child_id FROM task_links l JOIN down ON l.parent_id = down.id) ")
+    open_or_late = tx.one(
+        tree + "SELECT 1 AS x FROM down JOIN tasks t ON t.id = down.id "
+        "WHERE t.status NOT IN ('done', 'archived') OR EXISTS (SELECT 1 FROM task_events e "
+        "WHERE e.task_id = down.id AND e.id > :c) LIMIT 1",
+        {"t": row["subject"], "c": int(row["cursor"])})
+    if open_or_late is not None or tx.one("SELECT 1 AS x FROM tasks WHERE id = :t", {"t": row["subject"]}) is None:
+        return
+    tx.execute("DELETE FROM notify_subscriptions WHERE id = :id", {"id": sub_id})
+    tx.event(row["board"], row["subject"], "notify_unsubscribed",
+             {"subscription": sub_id, "scope": "task", "subject": row["subject"], "target": row["display"],
+              "reason": "the task and the tasks below it are finished"})
 
 
 def failed(db: Database, owner: str, sub_id: int, error: str, *, retry_at: float,

@@ -152,11 +152,16 @@ class Notifier:
                 events, board_high = self._events(board, group, high)
                 task_ids = sorted({e["task_id"] for e in events if e.get("task_id")})
                 contexts = kn.task_contexts(self.db, task_ids) if task_ids else {}
+                idle: list[int] = []
                 for sub in group:
                     if self._stop.is_set():
                         return report
-                    self._handle(sub, events, contexts, board_high, report)
-                    pending.discard(int(sub["id"]))
+                    if self._handle(sub, events, contexts, board_high, report):
+                        pending.discard(int(sub["id"]))
+                    else:
+                        idle.append(int(sub["id"]))
+                kn.advance(self.db, self.owner, idle, board_high)
+                pending.difference_update(idle)
         finally:
             kn.release(self.db, self.owner, pending)
         return report
@@ -175,15 +180,16 @@ class Notifier:
         return out, cursor  # read the rest next cycle
 
     def _handle(self, sub: Row, events: list[Row], contexts: dict[str, Row], high: int,
-                report: CycleReport) -> None:
+                report: CycleReport) -> bool:
+        """Deliver what ``sub`` follows among ``events`` (or hold it back); False when nothing
+        matched (the caller moves the cursors of all such subscriptions at once)."""
         s = self.settings
         sub_id, cursor = int(sub["id"]), int(sub["cursor"])
         kinds = _kinds(sub)
         matched = [e for e in events if e["id"] > cursor and e["kind"] in kinds
                    and kn.covers(sub, contexts.get(e.get("task_id") or ""), e)]
         if not matched:
-            kn.delivered(self.db, self.owner, sub_id, high)
-            return
+            return False
         now = time.time()
         ready_at = float(matched[0]["created_at"]) + s.notify_batch_delay
         if sub.get("last_sent_at"):
@@ -191,7 +197,7 @@ class Notifier:
         if ready_at > now and not sub.get("failures"):
             kn.hold(self.db, self.owner, sub_id, ready_at)
             report.held += 1
-            return
+            return True
         if len(matched) > s.notify_digest_after:
             batches = [(messages.digest(matched, contexts, s.public_url), int(matched[-1]["id"]))]
         else:
@@ -200,7 +206,7 @@ class Notifier:
         sent, done_to = 0, cursor
         for message, last_id in batches:
             if not self._still_held(sub_id):
-                return  # another notifier took it over: it delivers from the cursor
+                return True  # another notifier took it over: it delivers from the cursor
             error = send(sub["target"], message.title, message.body, timeout=s.notify_timeout,
                          kind=message.kind)
             if error is not None:
@@ -214,12 +220,13 @@ class Notifier:
                                 sub["display"], failures, error)
                 else:
                     log.info("delivery to %s failed (%s); retrying", sub["display"], error)
-                return
+                return True
             sent += message.events
             done_to = last_id
             report.messages += 1
             report.events += message.events
         kn.delivered(self.db, self.owner, sub_id, high, sent=sent)
+        return True
 
 
 def start_notifier(db: Database, settings: Settings) -> Notifier | None:
