@@ -91,6 +91,29 @@ class Settings:
     worker_user: str | None = None
     worker_env_deny: tuple[str, ...] = WORKER_ENV_DENY
     worker_env_allow: tuple[str, ...] = WORKER_ENV_ALLOW
+    #: Apprise URLs subscribed to every task a person creates (not the tasks agents create)
+    notify_default: tuple[str, ...] = ()
+    #: the dashboard's address as people reach it; messages link to the task there
+    public_url: str | None = None
+    #: run the notifier inside ``serve`` and ``dispatcher``
+    notify: bool = True
+    #: seconds between the notifier's looks at the event log (it also wakes on local commits)
+    notify_poll_interval: float = 2.0
+    #: a failed delivery is retried after base * 2^(failures-1) seconds, at most ``retry_max``
+    notify_retry_base: float = 5.0
+    notify_retry_max: float = 900.0
+    #: consecutive failures after which a target is parked (kept, not retried, shown with its error)
+    notify_park_after: int = 8
+    #: seconds an event waits so a burst goes out as one message
+    notify_batch_delay: float = 2.0
+    #: after a message, further events wait this long and go out together as one digest
+    notify_digest_window: float = 60.0
+    #: more pending events than this go out as one digest instead of one message each
+    notify_digest_after: int = 3
+    #: seconds a notifier holds a subscription while it delivers (another host takes over after)
+    notify_lease: float = 120.0
+    #: seconds one delivery may take
+    notify_timeout: float = 15.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -179,6 +202,9 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
             setattr(settings, f.name, _coerce(f.name, f.type, raw))
     settings.llm_uses = llm_uses(extra.pop("llm", {}), cfg)
     settings.extra = extra
+    from .domain.notify_targets import SETTINGS_EXPECTED, check_settings
+
+    check_settings({k: getattr(settings, k) for k in SETTINGS_EXPECTED})
     from .domain.settings_schema import global_settings  # pydantic loads only when settings do
 
     global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
@@ -213,7 +239,7 @@ def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
 
 
 #: settings whose value is a secret: shown as ``***`` when set
-SECRET_SETTINGS = ("llm_api_key",)
+SECRET_SETTINGS = ("llm_api_key", "notify_default")
 _MASK = "***"
 # user:password@ in a URL (the user stays, the password goes)
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):[^/?#\s]*@")

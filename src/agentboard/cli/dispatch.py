@@ -129,11 +129,16 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
                f"(max_parallel {s.max_parallel}); workers report to "
                f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", err=True)
     d.start()
+    from agentboard.notify.notifier import start_notifier
+
+    notifier = start_notifier(db(), s)
     try:
         while not done.wait(0.5):
             pass
     finally:
         d.stop()
+        if notifier is not None:
+            notifier.stop()
         api.stop()
         left = d.workers.running()
         note = "; they report through .board/result.json until then" if left and api.own else ""

@@ -85,7 +85,12 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
     click.echo(f"open this URL to log in: {url}/login?token={token}")
     sys.stdout.flush()
     record(settings.home, url)  # dispatchers on this home hand this API to their workers
+    from agentboard.notify.notifier import start_notifier
+
+    notifier = start_notifier(db, settings)
     try:
         serve_forever(app, sock, log_level=log_level, on_shutdown=lambda: forget(settings.home))
     finally:
         forget(settings.home)
+        if notifier is not None:
+            notifier.stop()

@@ -26,11 +26,20 @@ GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
+NOTIFY: Final = ("notify_subscribed", "notify_unsubscribed", "notify_parked", "notify_resumed")
 BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD)
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(
     {"completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested", "goal_completed"}
+)
+
+#: what a subscription delivers when it names no kinds: work that finished, stopped or needs a
+#: person (a ``blocked`` event covers needs_input and the supervisor's escalations), budgets,
+#: and goals reached
+NOTIFY_DEFAULT: Final = (
+    "completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested",
+    "budget_warning", "budget_exhausted", "goal_completed",
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
+from ..domain.notify_targets import mask as mask_target
 from ..store.engine import Database, Row, Tx, dump_json
 from .common import (
     default_assignee,
@@ -20,6 +21,7 @@ from .common import (
 )
 from .flow import after_satisfied, demote_ready_children, reopen_goal, settle_goal
 from .host_access import checked_verify, decoded_verify, placed
+from .notifications import auto_subscribe_in
 from .runs import (
     Report,
     Verdict,
@@ -220,6 +222,9 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         actor=new.actor,
         at=now,
     )
+    if tx.db.settings.notify_default:
+        auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
+                          new.actor)
     return {
         "id": task_id,
         "board": board,

@@ -281,13 +281,29 @@ notify_subscriptions = sa.Table(
     "notify_subscriptions",
     metadata,
     sa.Column("id", BigId, primary_key=True, autoincrement=True),
-    sa.Column("task_id", sa.String(16), nullable=False),
     sa.Column("board", sa.String(64), nullable=False),
+    # task | goal | board | profile, and the task id, goal id, board slug or profile name
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("subject", sa.String(64), nullable=False),
+    # the Apprise URL; ``display`` is the same URL with its secrets masked (the only form shown)
     sa.Column("target", sa.Text, nullable=False),
-    sa.Column("format", sa.String(16), nullable=False, server_default="json"),
+    sa.Column("display", sa.Text, nullable=False),
+    sa.Column("kinds", sa.Text, nullable=False, server_default="[]"),
+    # the last event id handled: advances only once a delivery succeeded
     sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", Ts),
+    sa.Column("last_attempt_at", Ts),
+    sa.Column("last_sent_at", Ts),
+    sa.Column("last_error", sa.Text),
+    sa.Column("parked_at", Ts),
+    # the notifier holding the subscription (one host delivers each event)
+    sa.Column("lease_owner", sa.Text),
+    sa.Column("lease_until", Ts),
+    sa.Column("delivered", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("created_by", sa.Text),
     sa.Column("created_at", Ts, nullable=False),
-    sa.UniqueConstraint("task_id", "target", name="ux_notify_task_target"),
+    sa.UniqueConstraint("board", "scope", "subject", "target", name="ux_notify_subject_target"),
 )
 
 supervisor_wakes = sa.Table(

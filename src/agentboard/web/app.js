@@ -4,6 +4,7 @@ import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
+import { linkedTask, renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
 
@@ -87,7 +88,7 @@ function renderTopbar() {
     state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
       `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
   switcher.addEventListener("change", () => switchBoard(switcher.value));
-  const tabs = ["board", "goals", "profiles"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
+  const tabs = ["board", "goals", "profiles", "notifications"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
   bar.append(...[
@@ -224,6 +225,9 @@ function setView(view) {
   } else if (view === "goals") {
     main.appendChild(h("div.panel-loading", "Loading goals…"));
     renderGoals(main);
+  } else if (view === "notifications") {
+    main.appendChild(h("div.panel-loading", "Loading notifications…"));
+    renderNotifications(main);
   } else {
     main.appendChild(h("div.panel-loading", "Loading profiles…"));
     renderProfiles(main);
@@ -300,6 +304,7 @@ function connectLive() {
     if (!events.length) return;
     scheduleReload();
     if (state.drawerId && events.some((e) => e.task_id === state.drawerId)) reloadDrawerSoon();
+    if (state.view === "notifications" && events.some((e) => e.kind.startsWith("notify_"))) renderNotifications(main);
     for (const e of events) {
       if (e.kind === "goal_created" || e.kind === "goal_completed" || e.kind === "goal_cancelled") { loadSide(); break; }
     }
@@ -394,6 +399,8 @@ onUnauthorized(showLoggedOut);
 
 async function boot() {
   initDrawer($("#drawer"));
+  const linked = linkedTask();
+  if (linked && linked.board) state.board = linked.board;
   try {
     await loadBoards();
   } catch (err) {
@@ -406,6 +413,7 @@ async function boot() {
   renderToolbar();
   setView("board");
   connectLive();
+  if (linked) openDrawer(linked.task);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") emit("reload");
   });

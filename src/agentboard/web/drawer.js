@@ -5,6 +5,7 @@ import { api } from "./api.js";
 import { confirmMove } from "./board.js";
 import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { renderInto } from "./markdown.js";
+import { notifySection } from "./notify.js";
 import { STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
 let root = null;          // the <aside> element
@@ -105,6 +106,7 @@ function render() {
     section("Dependencies", depsBlock()),
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
     section(`Runs (${(task.runs || []).length})`, runsBlock()),
+    notifySection(task),
     section("Events", eventsBlock()),
     section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, logText),
       h("button.link-btn", { type: "button", onclick: loadLog }, "refresh")),

@@ -1,0 +1,237 @@
+"""The notifier: follows the event log and delivers what each subscription asks for.
+
+At least once: a subscription's cursor (the last event id handled) moves only after its target
+accepted the message, so a notifier that stops mid-delivery (or a target that fails) sends the
+same events again later. A failed delivery is retried with exponential back-off; after
+``notify_park_after`` failures in a row the target is parked: kept, shown with its last error,
+not retried until someone resumes it.
+
+A burst goes out as one digest: events wait ``notify_batch_delay`` seconds to settle, and after a
+message further events wait for the end of ``notify_digest_window``; more than
+``notify_digest_after`` pending events make one digest message instead of one message each.
+
+Several notifiers (``serve`` and ``dispatcher`` processes, on several hosts over PostgreSQL)
+share the work by leasing subscriptions (``kernel.notifications.claim_due``): one notifier holds a
+subscription at a time, so each event is delivered by one host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from ..config import Settings
+from ..domain import events as event_kinds
+from ..kernel import notifications as kn
+from ..kernel import queries
+from ..store.engine import Database, Row
+from . import messages
+from .send import send
+
+log = logging.getLogger("agentboard.notify")
+
+#: events read per page, and the most pages one cycle reads for one board
+PAGE = 1000
+MAX_PAGES = 5
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did (the counts a test or a benchmark reads)."""
+
+    claimed: int = 0
+    messages: int = 0
+    events: int = 0
+    failures: int = 0
+    parked: list[int] = field(default_factory=list)
+    held: int = 0
+
+
+def backoff(settings: Settings, failures: int) -> float:
+    """Seconds before retry number ``failures``: base * 2^(failures-1), at most the maximum,
+    with a little jitter so several targets failing together do not retry together."""
+    delay = settings.notify_retry_base * (2 ** max(0, failures - 1))
+    return min(delay, settings.notify_retry_max) * random.uniform(1.0, 1.2)
+
+
+def _kinds(sub: Row) -> frozenset[str]:
+    import json
+
+    try:
+        kinds = json.loads(sub.get("kinds") or "[]")
+    except ValueError:
+        kinds = []
+    return frozenset(kinds or event_kinds.NOTIFY_DEFAULT)
+
+
+class Notifier:
+    """``start()`` runs :meth:`run_once` in a thread until ``stop()``: on every local commit
+    that wrote events, and every ``notify_poll_interval`` seconds for the commits of other
+    processes and the retries that fall due."""
+
+    def __init__(self, db: Database, settings: Settings | None = None, *, owner: str | None = None) -> None:
+        self.db = db
+        self.settings = settings or db.settings
+        self.owner = owner or f"{self.settings.host_id}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def start(self) -> Notifier:
+        if self._thread is None:
+            self.db.add_listener(self._on_commit)
+            self._thread = threading.Thread(target=self._loop, name="agentboard-notifier", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.db.remove_listener(self._on_commit)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _on_commit(self, _boards: set[str]) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                report = self.run_once()
+            except Exception:  # the loop outlives a database hiccup; the next cycle retries
+                log.exception("notifier cycle failed")
+                report = CycleReport()
+            if report.claimed and not self._stop.is_set():
+                continue  # there may be more due at once
+            self._wake.wait(self.settings.notify_poll_interval)
+            self._stop.wait(0.05)  # a burst of commits wakes one cycle, not one each
+
+    # -- one cycle --------------------------------------------------------------------------
+
+    _leased_at = 0.0
+    _pending: set[int] = set()
+
+    def _still_held(self, sub_id: int) -> bool:
+        """Before each message: past half the lease, extend the leases still pending; False when
+        this notifier no longer holds ``sub_id`` (it stalled longer than its lease)."""
+        lease = self.settings.notify_lease
+        if time.time() < self._leased_at + lease / 2:
+            return True
+        self._leased_at = time.time()
+        held = kn.renew(self.db, self.owner, self._pending, lease=lease, now=self._leased_at)
+        self._pending &= held
+        return sub_id in held
+
+    def run_once(self, now: float | None = None) -> CycleReport:
+        """Lease the subscriptions due, read their boards' new events once, deliver, record."""
+        report = CycleReport()
+        self._leased_at = time.time()
+        subs = kn.claim_due(self.db, self.owner, lease=self.settings.notify_lease, now=now)
+        report.claimed = len(subs)
+        if not subs:
+            return report
+        pending = {int(s["id"]) for s in subs}
+        self._pending = pending
+        try:
+            # the newest id first: an event committed after it has a larger id (PostgreSQL
+            # commits events in id order), so every event up to it is already readable
+            high = queries.last_event_id(self.db)
+            by_board: dict[str, list[Row]] = {}
+            for sub in subs:
+                by_board.setdefault(sub["board"], []).append(sub)
+            for board, group in by_board.items():
+                events, board_high = self._events(board, group, high)
+                task_ids = sorted({e["task_id"] for e in events if e.get("task_id")})
+                contexts = kn.task_contexts(self.db, task_ids) if task_ids else {}
+                idle: list[int] = []
+                for sub in group:
+                    if self._stop.is_set():
+                        return report
+                    if self._handle(sub, events, contexts, board_high, report):
+                        pending.discard(int(sub["id"]))
+                    else:
+                        idle.append(int(sub["id"]))
+                kn.advance(self.db, self.owner, idle, board_high)
+                pending.difference_update(idle)
+        finally:
+            kn.release(self.db, self.owner, pending)
+        return report
+
+    def _events(self, board: str, group: list[Row], high: int) -> tuple[list[Row], int]:
+        start = min(int(s["cursor"]) for s in group)
+        kinds = sorted(set().union(*(_kinds(s) for s in group)))
+        out: list[Row] = []
+        cursor = start
+        for _ in range(MAX_PAGES):
+            page = queries.events_after(self.db, board, cursor, kinds=kinds, limit=PAGE)
+            out.extend(e for e in page if e["id"] <= high)
+            if len(page) < PAGE or page[-1]["id"] >= high:
+                return out, high
+            cursor = int(page[-1]["id"])
+        return out, cursor  # read the rest next cycle
+
+    def _handle(self, sub: Row, events: list[Row], contexts: dict[str, Row], high: int,
+                report: CycleReport) -> bool:
+        """Deliver what ``sub`` follows among ``events`` (or hold it back); False when nothing
+        matched (the caller moves the cursors of all such subscriptions at once)."""
+        s = self.settings
+        sub_id, cursor = int(sub["id"]), int(sub["cursor"])
+        kinds = _kinds(sub)
+        matched = [e for e in events if e["id"] > cursor and e["kind"] in kinds
+                   and kn.covers(sub, contexts.get(e.get("task_id") or ""), e)]
+        if not matched:
+            return False
+        now = time.time()
+        ready_at = float(matched[0]["created_at"]) + s.notify_batch_delay
+        if sub.get("last_sent_at"):
+            ready_at = max(ready_at, float(sub["last_sent_at"]) + s.notify_digest_window)
+        if ready_at > now and not sub.get("failures"):
+            kn.hold(self.db, self.owner, sub_id, ready_at)
+            report.held += 1
+            return True
+        if len(matched) > s.notify_digest_after:
+            batches = [(messages.digest(matched, contexts, s.public_url), int(matched[-1]["id"]))]
+        else:
+            batches = [(messages.single(e, contexts.get(e.get("task_id") or ""), s.public_url), int(e["id"]))
+                       for e in matched]
+        sent, done_to = 0, cursor
+        for message, last_id in batches:
+            if not self._still_held(sub_id):
+                return True  # another notifier took it over: it delivers from the cursor
+            error = send(sub["target"], message.title, message.body, timeout=s.notify_timeout,
+                         kind=message.kind)
+            if error is not None:
+                report.failures += 1
+                failures = int(sub.get("failures") or 0) + 1
+                row = kn.failed(self.db, self.owner, sub_id, error, retry_at=time.time() + backoff(s, failures),
+                                park_after=s.notify_park_after, cursor=done_to, sent=sent)
+                if row is not None and row["parked"]:
+                    report.parked.append(sub_id)
+                    log.warning("notification target %s parked after %d failures: %s",
+                                sub["display"], failures, error)
+                else:
+                    log.info("delivery to %s failed (%s); retrying", sub["display"], error)
+                return True
+            sent += message.events
+            done_to = last_id
+            report.messages += 1
+            report.events += message.events
+        kn.delivered(self.db, self.owner, sub_id, high, sent=sent)
+        return True
+
+
+def start_notifier(db: Database, settings: Settings) -> Notifier | None:
+    """The notifier a long-running process (``serve``, ``dispatcher``) hosts, started; ``None``
+    when the ``notify`` setting is off."""
+    if not settings.notify:
+        return None
+    return Notifier(db, settings).start()

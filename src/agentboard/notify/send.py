@@ -1,0 +1,43 @@
+"""One delivery through Apprise: ``None`` when it succeeded, else what went wrong (no secrets)."""
+
+from __future__ import annotations
+
+import logging
+
+from ..config import redact
+
+#: Apprise's notification types for the events
+INFO, SUCCESS, WARNING, FAILURE = "info", "success", "warning", "failure"
+
+
+def send(url: str, title: str, body: str, *, timeout: float, kind: str = INFO) -> str | None:
+    import apprise
+
+    plugin = apprise.Apprise.instantiate(url)
+    if plugin is None:
+        return "Apprise cannot send to this URL (unknown service or missing parts)"
+    for attr in ("socket_connect_timeout", "socket_read_timeout"):
+        if hasattr(plugin, attr):
+            setattr(plugin, attr, timeout)
+    sender = apprise.Apprise()
+    sender.add(plugin)
+    try:
+        with apprise.LogCapture(level=logging.WARNING) as captured:
+            ok = bool(sender.notify(body=body, title=title, notify_type=kind))
+        log = captured.getvalue() if hasattr(captured, "getvalue") else ""
+    except Exception as exc:  # a plugin raising instead of returning False
+        return _clean(f"{type(exc).__name__}: {exc}", url)
+    if ok:
+        return None
+    lines = [ln.split(" - ", 2)[-1].strip() for ln in str(log).splitlines() if ln.strip()]
+    return _clean(lines[-1] if lines else "the service refused the message", url)
+
+
+def _clean(text: str, url: str) -> str:
+    """An error without the target's secrets: the URL itself and its parts never appear."""
+    out = text.replace(url, "<target>")
+    rest = url.split("://", 1)[-1]
+    for part in rest.replace("@", "/").replace(":", "/").replace("?", "/").replace("&", "/").split("/"):
+        if len(part) >= 6 and part in out and not part.replace(".", "").isdigit():
+            out = out.replace(part, "***")
+    return redact(out) or out
