@@ -54,6 +54,9 @@ COMMANDS: dict[str, str] = {
     "mcp": "agentboard.cli.mcp:mcp",
     "wiki": "agentboard.cli.wiki:wiki",
     "llm": "agentboard.cli.llm:llm",
+    "export": "agentboard.cli.transfer:export",
+    "import": "agentboard.cli.transfer:import_",
+    "migrate-to": "agentboard.cli.transfer:migrate_to",
 }
 
 

@@ -88,6 +88,27 @@ class BoardLock:
                 self.fd = None
 
 
+def running_dispatchers(home: Path) -> list[str]:
+    """The boards of a SQLite home that a dispatcher is working on now (its board lock is held),
+    each as ``"<board> (pid N)"``."""
+    found: list[str] = []
+    for path in sorted((home / "boards").glob("*/dispatcher.lock")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            pid = path.read_text(errors="replace").strip() or "?"
+            found.append(f"{path.parent.name} (pid {pid})")
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return found
+
+
 class BoardLocks:
     """The board locks of one dispatcher (SQLite only: on PostgreSQL several dispatchers share
     the boards and claims keep them apart)."""
