@@ -32,7 +32,7 @@ COMMANDS: dict[str, str] = {
     "block": "agentboard.cli.worker:block",
     "unblock": "agentboard.cli.status:unblock",
     "archive": "agentboard.cli.status:archive",
-    "restore": "agentboard.cli.status:restore",
+    "restore": "agentboard.cli.backup:restore",
     "reclaim": "agentboard.cli.status:reclaim",
     "reopen": "agentboard.cli.status:reopen",
     "release": "agentboard.cli.status:release",
@@ -57,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "export": "agentboard.cli.transfer:export",
     "import": "agentboard.cli.transfer:import_",
     "migrate-to": "agentboard.cli.transfer:migrate_to",
+    "backup": "agentboard.cli.backup:backup",
 }
 
 
