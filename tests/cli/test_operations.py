@@ -159,3 +159,36 @@ def test_export_since_a_duration(cli: Runner, tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines[-1]["tables"]["tasks"]["rows"] == 1
     assert_one_line_error(cli("export", "--since", "yesterday"), 2, "invalid time")
+
+
+def test_archive_purge_refuses_running_work_then_force_stops_its_worker(cli: Runner, cli_home: Path) -> None:
+    import agentboard
+    from agentboard.config import load
+    from agentboard.kernel import runs
+
+    tid = task_id(cli("create", "busy", "--assignee", "worker", "--json"))
+    worker = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        with agentboard.connect(str(cli_home)) as ab:
+            run = runs.claim(ab.db, "default", tid)
+            runs.record_spawn(ab.db, "default", tid, run["run_id"], pid=worker.pid, host=load().host_id)
+        assert_one_line_error(cli("archive", tid, "--purge"), 4, "is running", "--force")
+        assert cli("show", tid, "--json").json()["status"] == "running"
+        r = cli("archive", tid, "--purge", "--force", "--json")
+        assert r.code == 0, r.err
+        assert r.json()["worker_stopped"] is True
+        assert worker.wait(timeout=30) is not None
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert_one_line_error(cli("show", tid), 3, tid)
+
+
+def test_attach_rm_removes_an_attachment(cli: Runner, tmp_path: Path) -> None:
+    tid = task_id(cli("create", "files", "--json"))
+    (tmp_path / "a.txt").write_text("a")
+    cli("attach", tid, str(tmp_path / "a.txt"))
+    r = cli("attach-rm", tid, "a.txt")
+    assert r.code == 0 and "removed attachment a.txt" in r.out
+    assert cli("attachments", tid, "--json").json() == []
+    assert_one_line_error(cli("attach-rm", tid, "a.txt"), 3, "no attachment")

@@ -31,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "complete": "agentboard.cli.worker:complete",
     "block": "agentboard.cli.worker:block",
     "unblock": "agentboard.cli.status:unblock",
-    "archive": "agentboard.cli.status:archive",
+    "archive": "agentboard.cli.purge:archive",
     "restore": "agentboard.cli.backup:restore",
     "reclaim": "agentboard.cli.status:reclaim",
     "reopen": "agentboard.cli.status:reopen",
@@ -58,6 +58,7 @@ COMMANDS: dict[str, str] = {
     "import": "agentboard.cli.transfer:import_",
     "migrate-to": "agentboard.cli.transfer:migrate_to",
     "backup": "agentboard.cli.backup:backup",
+    "attach-rm": "agentboard.cli.purge:attach_rm",
 }
 
 

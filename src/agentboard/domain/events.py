@@ -11,7 +11,7 @@ LIFECYCLE: Final = (
 )
 EDITS: Final = (
     "assigned", "edited", "reprioritized", "status", "linked", "unlinked", "commented",
-    "attached",
+    "attached", "detached",
 )
 TELEMETRY: Final = (
     "decompose_failed", "children_refused",
@@ -26,7 +26,8 @@ GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
-BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed")
+BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed",
+         "purged")
 
 ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD)
 

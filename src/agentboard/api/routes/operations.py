@@ -1,0 +1,47 @@
+"""Operator routes: purge a task (admin), remove an attachment."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from ...kernel import attachments, purge
+from ..auth import Principal, current
+from .common import Json, actor_of, responses, state, write_board
+
+router = APIRouter(prefix="/api", tags=["operations"])
+
+TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
+TaskBoardQ = Query(default=None, max_length=64,
+                   description="optional: the task's board (a task id finds its own board; another board is a 400)")
+
+
+@router.delete("/tasks/{task_id}", responses=responses(400, 403, 404, 409))
+async def purge_task(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
+                     force: bool = Query(default=False, description="also a running task (its worker on this "
+                                         "host is stopped) or one with unfinished children"),
+                     who: Principal = Depends(current)) -> Response:
+    """Remove the task and every row about it for real (admin); an audit event ``purged`` stays
+    on the board. A running task or one with unfinished children is a 409 unless ``force``."""
+    from ...dispatch.liveness import stop_if_local
+
+    slug = await run_in_threadpool(write_board, request, who, board, task_id)
+    who.check_admin(slug)
+    st = state(request)
+    out = await run_in_threadpool(
+        lambda: purge.purge(st.db, slug, task_id, force=force, actor=who.name, home=st.settings.home))
+    out["worker_stopped"] = await run_in_threadpool(stop_if_local, out.get("worker"), st.settings.host_id)
+    return Json(out)
+
+
+@router.delete("/tasks/{task_id}/attachments/{attachment_id}", responses=responses(400, 404))
+def remove_attachment(request: Request, task_id: str = TaskId,
+                      attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = TaskBoardQ,
+                      who: Principal = Depends(current)) -> Response:
+    """Remove one attachment: its record and its file (event ``detached``)."""
+    slug = write_board(request, who, board, task_id)
+    st = state(request)
+    return Json(attachments.remove_attachment(st.db, slug, task_id, attachment_id, home=st.settings.home,
+                                              actor=actor_of(request, who, slug)))
