@@ -39,3 +39,28 @@ def test_an_attachment_uploaded_over_rest_can_be_removed(api: Api) -> None:
     assert r.status_code == 200 and r.json()["removed"] is True
     assert c.get(f"/api/tasks/{tid}/attachments").json() == []
     assert c.delete(f"/api/tasks/{tid}/attachments/{aid}").status_code == 404
+
+
+def test_templates_over_rest_list_show_and_run_in_one_go(api: Api, home: Path) -> None:
+    folder = home / "templates"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pair.toml").write_text('description = "two steps"\n[[task]]\nkey = "a"\ntitle = "First {what}"\n'
+                                      'assignee = "coder"\n[[task]]\ntitle = "Then {what}"\nparents = ["a"]\n')
+    (folder / "checked.toml").write_text('[[task]]\ntitle = "checked"\nverify = ["make test"]\n')
+    member = api.client(api.token("m", "member"))
+    listed = member.get("/api/templates").json()
+    assert [t["name"] for t in listed] == ["checked", "pair"]
+    shown = member.get("/api/templates/pair").json()
+    assert shown["placeholders"] == ["what"] and len(shown["tasks"]) == 2
+    r = member.post("/api/templates/pair/run", json={})
+    assert r.status_code == 400 and "--set what=" in r.json()["error"]["message"]
+    r = member.post("/api/templates/pair/run", json={"set": {"what": "thing"}})
+    assert r.status_code == 201, r.text
+    titles = [t["title"] for t in r.json()["tasks"]]
+    assert titles == ["First thing", "Then thing"]
+    before = len(api.ab.board().list())
+    r = member.post("/api/templates/checked/run", json={})
+    assert r.status_code == 403 and "admin" in r.json()["error"]["message"]
+    assert len(api.ab.board().list()) == before
+    assert api.as_admin.post("/api/templates/checked/run", json={}).status_code == 201
+    assert member.get("/api/templates/nope").status_code == 404

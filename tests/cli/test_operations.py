@@ -192,3 +192,19 @@ def test_attach_rm_removes_an_attachment(cli: Runner, tmp_path: Path) -> None:
     assert r.code == 0 and "removed attachment a.txt" in r.out
     assert cli("attachments", tid, "--json").json() == []
     assert_one_line_error(cli("attach-rm", tid, "a.txt"), 3, "no attachment")
+
+
+def test_template_run_from_the_cli_creates_linked_tasks(cli: Runner, cli_home: Path) -> None:
+    folder = cli_home / "templates"
+    folder.mkdir()
+    (folder / "triage.toml").write_text('[[task]]\nkey = "look"\ntitle = "Look at {day}"\nassignee = "coder"\n'
+                                        '[[task]]\ntitle = "Sum up {day}"\nparents = ["look"]\nassignee = "coder"\n')
+    listed = cli("template", "list").out
+    assert "triage" in listed and "day" in listed
+    assert "[look] Look at {day}" in cli("template", "show", "triage").out
+    assert_one_line_error(cli("template", "run", "triage"), 2, "--set day=")
+    r = cli("template", "run", "triage", "--set", "day=monday", "--json")
+    assert r.code == 0, r.err
+    first, second = r.json()["tasks"]
+    assert (first["status"], second["status"]) == ("ready", "todo")
+    assert [p["id"] for p in cli("show", second["id"], "--json").json()["parents"]] == [first["id"]]

@@ -59,6 +59,7 @@ COMMANDS: dict[str, str] = {
     "migrate-to": "agentboard.cli.transfer:migrate_to",
     "backup": "agentboard.cli.backup:backup",
     "attach-rm": "agentboard.cli.purge:attach_rm",
+    "template": "agentboard.cli.templates:template",
 }
 
 

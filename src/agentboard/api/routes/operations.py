@@ -1,15 +1,17 @@
-"""Operator routes: purge a task (admin), remove an attachment."""
+"""Operator routes: purge a task (admin), remove an attachment, task-graph templates."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ...kernel import attachments, purge
+from ...kernel import attachments, host_access, purge, templates
 from ..auth import Principal, current
-from .common import Json, actor_of, responses, state, write_board
+from ..models import Body
+from .common import Json, actor_of, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["operations"])
 
@@ -45,3 +47,46 @@ def remove_attachment(request: Request, task_id: str = TaskId,
     st = state(request)
     return Json(attachments.remove_attachment(st.db, slug, task_id, attachment_id, home=st.settings.home,
                                               actor=actor_of(request, who, slug)))
+
+
+# -- templates ----------------------------------------------------------------------------------
+
+BoardQ = Query(default=None, max_length=64, description="board slug (default: the token's board or 'default')")
+
+
+class TemplateRun(Body):
+    """The placeholders' values of one template run."""
+
+    set: dict[str, str] = Field(default_factory=dict, max_length=100)
+
+
+@router.get("/templates", responses=responses(400, 404))
+def list_templates(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    """The task-graph templates the board can use (home's and the board target's)."""
+    slug = read_board(request, who, board)
+    st = state(request)
+    return Json(templates.list_templates(st.settings.home, templates.board_target(st.db, slug)))
+
+
+@router.get("/templates/{name}", responses=responses(400, 404))
+def show_template(request: Request, name: str = PathParam(min_length=1, max_length=64),
+                  board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    st = state(request)
+    return Json(templates.find(st.settings.home, templates.board_target(st.db, slug), name).as_dict())
+
+
+@router.post("/templates/{name}/run", status_code=201, responses=responses(400, 403, 404, 409))
+def run_template(request: Request, data: TemplateRun | None = None,
+                 name: str = PathParam(min_length=1, max_length=64), board: str | None = BoardQ,
+                 who: Principal = Depends(current)) -> Response:
+    """Create the template's tasks, linked as it says, in one transaction."""
+    slug = write_board(request, who, board)
+    st = state(request)
+    verify, workspaces = templates.commands(st.db, slug, name, home=st.settings.home)
+    host_access.authorize(who.host, verify=verify)
+    for ws in workspaces:
+        host_access.authorize(who.host, workspace=ws)
+    out = templates.run(st.db, slug, name, (data.set if data else {}), home=st.settings.home,
+                        actor=actor_of(request, who, slug))
+    return Json(out, status_code=201)
