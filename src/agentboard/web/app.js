@@ -6,6 +6,7 @@ import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
+import { templateButton } from "./templates.js";
 
 const main = $("#main");
 const boardEl = h("div.board", { id: "board", "aria-label": "board" });
@@ -95,6 +96,7 @@ function renderTopbar() {
     switcher,
     state.boards.length <= 1 && board ? h("span.board-name", board.name || board.slug) : null,
     h("button.btn.btn-ghost.btn-sm.new-board", { type: "button", onclick: createBoard, title: "create a board" }, "+ New board"),
+    templateButton(),
     h("nav.tabs", tabs),
     h("span.spacer"),
     orchestrationToggle(),
