@@ -60,6 +60,7 @@ COMMANDS: dict[str, str] = {
     "backup": "agentboard.cli.backup:backup",
     "attach-rm": "agentboard.cli.purge:attach_rm",
     "template": "agentboard.cli.templates:template",
+    "schedule": "agentboard.cli.schedules:schedule",
 }
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..domain import settings_schema
 from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import dispatching as kd
+from ..kernel import schedules
 from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
 from ..store.engine import Row
@@ -195,6 +196,7 @@ class _Pass:
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
         self._promote(held)
+        self._schedules(slugs)
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM
             self.planner.auto.schedule(held, self.now)
@@ -290,6 +292,22 @@ class _Pass:
                 except AgentboardError as exc:
                     log.warning("promotion safety net on %s: %s", b["slug"], exc)
         self._due(planner.last_promote + interval)
+
+    def _schedules(self, slugs: set[str]) -> None:
+        """Fire the held boards' due schedules and promote their tasks whose time has come."""
+        if self.dry_run:
+            return
+        s = self.ctx.settings
+        try:
+            fired, promoted, due = schedules.tick(self.ctx.db, sorted(slugs), now=self.now, host=self.ctx.host,
+                                                  grace=s.schedule_grace, home=self.ctx.home)
+        except AgentboardError as exc:
+            log.warning("schedules: %s", exc)
+            return
+        self.report.promoted += len(promoted)
+        for f in fired:
+            log.info("schedule %s fired: %s", f["schedule"], f.get("tasks") or f.get("error") or "skipped")
+        self._due(due)
 
     # -- spawning -----------------------------------------------------------------------------------
 

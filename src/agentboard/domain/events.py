@@ -27,7 +27,8 @@ GOALS: Final = (
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
 BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed",
-         "purged")
+         "purged", "schedule_added", "schedule_removed", "schedule_fired", "schedule_skipped",
+         "schedule_failed")
 
 ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD)
 

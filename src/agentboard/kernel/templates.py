@@ -195,7 +195,8 @@ def render(t: Template, board: str, values: dict[str, str], *, now: float | None
     return out
 
 
-def _create_all(tx: Tx, records: list[tuple[str, NewTask, list[str]]]) -> list[Row]:
+def create_all_in(tx: Tx, records: list[tuple[str, NewTask, list[str]]]) -> list[Row]:
+    """Create rendered template tasks inside the caller's transaction, parents by key."""
     ids: dict[str, str] = {}
     created: list[Row] = []
     for key, new, parents in records:
@@ -211,8 +212,13 @@ def run(db: Database, board: str, name: str, values: dict[str, str] | None = Non
     """Create the template's tasks on ``board``, linked as it says, in one transaction."""
     home = home if home is not None else db.settings.home
     t = find(home, board_target(db, board), name)
-    tasks = render(t, board, values or {})
-    records = []
+    created = db.write(create_all_in, records(render(t, board, values or {}), board, actor))
+    return {"template": t.name, "board": board, "tasks": created}
+
+
+def records(tasks: list[dict[str, Any]], board: str, actor: str | None) -> list[tuple[str, NewTask, list[str]]]:
+    """Rendered template tasks as checked task records (``InvalidInput`` for a bad field)."""
+    out = []
     for item in tasks:
         new = NewTask.build(
             board, item["title"], body=item.get("body"), assignee=item.get("assignee") or None,
@@ -220,9 +226,8 @@ def run(db: Database, board: str, name: str, values: dict[str, str] | None = Non
             tenant=item.get("tenant"), skills=item.get("skills") or (), triage=bool(item.get("triage")),
             workspace=item.get("workspace"), branch=item.get("branch"), max_runtime=item.get("max_runtime"),
             max_retries=item.get("max_retries"), actor=actor)
-        records.append((item["key"], new, [str(p) for p in item.get("parents") or []]))
-    created = db.write(_create_all, records)
-    return {"template": t.name, "board": board, "tasks": created}
+        out.append((item["key"], new, [str(p) for p in item.get("parents") or []]))
+    return out
 
 
 def commands(db: Database, board: str, name: str, *, home: Path | None = None) -> tuple[list[str], list[str | None]]:
