@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .conftest import Api
 
 
@@ -64,3 +66,21 @@ def test_templates_over_rest_list_show_and_run_in_one_go(api: Api, home: Path) -
     assert len(api.ab.board().list()) == before
     assert api.as_admin.post("/api/templates/checked/run", json={}).status_code == 201
     assert member.get("/api/templates/nope").status_code == 404
+
+
+def test_schedules_over_rest_and_a_task_that_waits(api: Api, home: Path) -> None:
+    import time
+
+    board = api.ab.board()
+    src = board.create("nightly backup check", assignee="ops")
+    c = api.as_admin
+    r = c.post("/api/schedules", json={"cron": "0 3 * * *", "clone": src["id"], "missed": "once"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    assert [s["id"] for s in c.get("/api/schedules").json()] == [sid]
+    assert c.post("/api/schedules", json={"cron": "0 3 * *", "clone": src["id"]}).status_code == 400
+    assert c.delete(f"/api/schedules/{sid}").json()["removed"] is True
+    assert c.get("/api/schedules").json() == []
+    r = c.post("/api/tasks", json={"title": "tomorrow", "assignee": "ops", "not_before": "1d"})
+    assert r.status_code == 201 and r.json()["status"] == "todo"
+    assert r.json()["not_before"] == pytest.approx(time.time() + 86400, abs=60)

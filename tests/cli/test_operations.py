@@ -208,3 +208,19 @@ def test_template_run_from_the_cli_creates_linked_tasks(cli: Runner, cli_home: P
     first, second = r.json()["tasks"]
     assert (first["status"], second["status"]) == ("ready", "todo")
     assert [p["id"] for p in cli("show", second["id"], "--json").json()["parents"]] == [first["id"]]
+
+
+def test_schedule_verbs_and_create_not_before(cli: Runner, cli_home: Path) -> None:
+    src = task_id(cli("create", "weekly report", "--assignee", "writer", "--json"))
+    r = cli("schedule", "add", "0 9 * * 1", "--clone", src)
+    assert r.code == 0 and "(UTC); next" in r.out, r.err
+    listed = cli("schedule", "list", "--json").json()
+    assert listed[0]["cron"] == "0 9 * * 1" and listed[0]["missed"] == "skip"
+    assert cli("schedule", "fire").out.strip() == "nothing due"
+    assert_one_line_error(cli("schedule", "add", "0 9 * * 1"), 2, "--template", "--clone")
+    assert_one_line_error(cli("schedule", "add", "99 9 * * 1", "--clone", src), 2, "outside")
+    assert cli("schedule", "rm", str(listed[0]["id"])).code == 0
+    assert cli("schedule", "list", "--json").json() == []
+    waiting = cli("create", "later", "--assignee", "writer", "--not-before", "2h", "--json").json()
+    assert waiting["status"] == "todo"
+    assert_one_line_error(cli("create", "bad", "--not-before", "soonish"), 2, "invalid time")

@@ -1,4 +1,4 @@
-"""Operator routes: purge a task (admin), remove an attachment, task-graph templates."""
+"""Operator routes: purge a task (admin), remove an attachment, task-graph templates, schedules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ...kernel import attachments, host_access, purge, templates
+from ...kernel import attachments, host_access, purge, schedules, templates
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, actor_of, read_board, responses, state, write_board
@@ -90,3 +90,49 @@ def run_template(request: Request, data: TemplateRun | None = None,
     out = templates.run(st.db, slug, name, (data.set if data else {}), home=st.settings.home,
                         actor=actor_of(request, who, slug))
     return Json(out, status_code=201)
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+class ScheduleCreate(Body):
+    """A recurring task: a cron expression (UTC) and a template (with its values) or a task to clone."""
+
+    cron: str = Field(min_length=1, max_length=200)
+    template: str | None = Field(default=None, max_length=64)
+    set: dict[str, str] = Field(default_factory=dict, max_length=100)
+    clone: str | None = Field(default=None, max_length=64)
+    missed: str = Field(default="skip", max_length=8)
+
+
+@router.get("/schedules", responses=responses(400, 404))
+def list_schedules(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
+    slug = read_board(request, who, board)
+    return Json(schedules.list_schedules(state(request).db, slug))
+
+
+@router.post("/schedules", status_code=201, responses=responses(400, 403, 404))
+def add_schedule(request: Request, data: ScheduleCreate, board: str | None = BoardQ,
+                 who: Principal = Depends(current)) -> Response:
+    """Add a schedule; the dispatcher fires it once per occurrence."""
+    slug = write_board(request, who, board)
+    if who.is_run:
+        from ...domain.errors import Forbidden
+
+        raise Forbidden("a worker cannot add schedules; a person decides what recurs")
+    st = state(request)
+    if data.template:
+        verify, workspaces = templates.commands(st.db, slug, data.template, home=st.settings.home)
+        host_access.authorize(who.host, verify=verify)
+        for ws in workspaces:
+            host_access.authorize(who.host, workspace=ws)
+    out = schedules.add(st.db, slug, data.cron, template=data.template, values=data.set, clone=data.clone,
+                        missed=data.missed, actor=who.name, home=st.settings.home)
+    return Json(out, status_code=201)
+
+
+@router.delete("/schedules/{schedule_id}", responses=responses(400, 404))
+def remove_schedule(request: Request, schedule_id: int = PathParam(ge=1, le=2**62), board: str | None = BoardQ,
+                    who: Principal = Depends(current)) -> Response:
+    slug = write_board(request, who, board)
+    return Json(schedules.remove(state(request).db, slug, schedule_id, actor=who.name))
