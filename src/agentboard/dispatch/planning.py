@@ -32,6 +32,7 @@ from ..kernel import dispatching as kd
 from ..kernel import schedules
 from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
+from ..protocol import inbox as boardinbox
 from ..store.engine import Row
 from . import breaker
 from .auto_decompose import AutoDecomposer
@@ -278,6 +279,11 @@ class _Pass:
             if check.exit is not None:
                 exits.append(check.exit)
         reaper.handle_exits(exits)
+        if not self.dry_run and rows:  # comments written while they run reach .board/inbox.md
+            try:
+                boardinbox.sync(ctx.db, rows, ctx.local)
+            except AgentboardError as exc:
+                log.info("inbox files: %s", exc)
         # our own workers whose runs ended but which still run count against the caps
         self.load.local += ctx.workers.running(besides=current)
 

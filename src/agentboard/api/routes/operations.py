@@ -8,7 +8,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ...kernel import attachments, host_access, purge, schedules, templates
+from ...kernel import attachments, host_access, inbox, purge, schedules, templates
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, actor_of, read_board, responses, state, write_board
@@ -136,3 +136,20 @@ def remove_schedule(request: Request, schedule_id: int = PathParam(ge=1, le=2**6
                     who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board)
     return Json(schedules.remove(state(request).db, slug, schedule_id, actor=who.name))
+
+
+# -- a running worker's inbox ----------------------------------------------------------------------
+
+
+class InboxBody(Body):
+    run_id: int | None = Field(default=None, ge=1, le=2**62, description="the run (default: the task's current run)")
+
+
+@router.post("/tasks/{task_id}/inbox", responses=responses(400, 404, 409))
+def take_inbox(request: Request, data: InboxBody | None = None, task_id: str = TaskId,
+               board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
+    """The comments written on a running task since its worker last looked; the worker's cursor
+    moves past them (POST: reading them marks them read)."""
+    slug = write_board(request, who, board, task_id)
+    run_id = who.run_id if who.is_run else (data.run_id if data else None)
+    return Json(inbox.take(state(request).db, slug, task_id, run_id=run_id))
