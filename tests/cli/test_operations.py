@@ -224,3 +224,29 @@ def test_schedule_verbs_and_create_not_before(cli: Runner, cli_home: Path) -> No
     waiting = cli("create", "later", "--assignee", "writer", "--not-before", "2h", "--json").json()
     assert waiting["status"] == "todo"
     assert_one_line_error(cli("create", "bad", "--not-before", "soonish"), 2, "invalid time")
+
+
+@pytest.mark.postgres
+def test_migrate_to_from_postgresql_refuses_while_a_dispatcher_listens(
+        cli: Runner, tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", pg_database)
+    task_id(cli("create", "on postgres", "--json"))
+    env = {**os.environ, "AGENTBOARD_DATABASE_URL": pg_database, "AGENTBOARD_DISPATCH_INTERVAL": "0.5"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = tmp_path / "back.db"
+    try:
+        import agentboard
+        from agentboard.kernel import transfer
+
+        with agentboard.connect(pg_database) as ab:
+            deadline = time.monotonic() + 60
+            while transfer.listening_dispatchers(ab.db) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, "dispatcher(s) are running")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    r = cli("migrate-to", f"sqlite:///{target}", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["verification"]["ok"] is True

@@ -109,6 +109,10 @@ def migrate_to(url: str, as_json: bool) -> None:
         raise Conflict("a dispatcher is running on this home (" + ", ".join(busy) + "); stop it "
                        "(and `agentboard serve`) before migrating, so no write is left behind")
     source = common.db()
+    listening = transfer.listening_dispatchers(source)
+    if listening:
+        raise Conflict(f"{listening} dispatcher(s) are running on this database (waiting for its events); stop "
+                       "them before migrating, so no write is left behind")
     import dataclasses
 
     target_settings = dataclasses.replace(s, database_url=url)

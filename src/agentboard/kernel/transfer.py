@@ -256,6 +256,21 @@ def migrate(source: Database, target: Database, *, spool_dir: Path) -> tuple[Imp
         Path(name).unlink(missing_ok=True)
 
 
+def listening_dispatchers(db: Database) -> int:
+    """PostgreSQL: how many sessions on this database wait for board events as a running
+    dispatcher does (its wake-up connection's last statement is ``LISTEN agentboard_events``);
+    0 on SQLite, where dispatchers hold board lock files instead."""
+    if db.dialect != "postgresql":
+        return 0
+
+    def _r(tx: Tx) -> int:
+        return int(tx.scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN agentboard_events%'") or 0)
+
+    return db.read(_r)
+
+
 def export_to(db: Database, out: IO[str], *, board: str | None = None, since: float | None = None) -> dict[str, dict[str, Any]]:
     """:func:`export` into an open text stream."""
     return export(db, out.write, board=board, since=since)
