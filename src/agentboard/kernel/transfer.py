@@ -80,12 +80,13 @@ def export(db: Database, write: Callable[[str], Any], *, board: str | None = Non
         for t in chosen:
             digest = rows.Digest(t.name)
             scoped = board if rows.board_scoped(t) else None
+            prefix = '{"table":' + rows.dumps(t.name) + ',"row":'
             for row in rows.iter_rows(tx, t, board=scoped, since=since):
-                digest.add(row)
-                line: dict[str, Any] = {"table": t.name, "row": row}
+                text = digest.add(row)
                 if t.name == "attachments":
-                    line["content"] = _file_content(row)
-                write(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n")
+                    write(prefix + text + ',"content":' + rows.dumps(_file_content(row)) + "}\n")
+                else:
+                    write(prefix + text + "}\n")
             summary[t.name] = digest.as_dict()
         write(json.dumps({"end": True, "tables": summary}, separators=(",", ":")) + "\n")
         return summary

@@ -98,12 +98,21 @@ def iter_rows(tx: Tx, t: sa.Table, *, board: str | None = None, since: float | N
     cols = ", ".join(_quote(c.name) for c in t.columns)
     order = ", ".join(_quote(c) for c in _pk(t))
     tx.execute(f"SELECT {cols} FROM {t.name}{where} ORDER BY {order}", params)  # noqa: S608
+    names = [c.name for c in t.columns]
+    convert = [_CONVERT[_kind(c)] for c in t.columns]
+    pairs = list(zip(names, convert, strict=True))
+    pg = tx.db.dialect == "postgresql"
     while True:
         batch = tx.cur.fetchmany(BATCH)
         if not batch:
             return
         for r in batch:
-            yield normalize(t, r if isinstance(r, dict) else dict(r))
+            values = [r[n] for n in names] if pg else r  # sqlite3.Row: in SELECT order
+            yield {n: (v if v is None or type(v) is kind else kind(v))
+                   for (n, kind), v in zip(pairs, values, strict=True)}
+
+
+_CONVERT: dict[str, type] = {"float": float, "int": int, "text": str}
 
 
 def _quote(name: str) -> str:
@@ -115,6 +124,14 @@ def _quote(name: str) -> str:
 LOCAL_COLUMNS: dict[str, frozenset[str]] = {"attachments": frozenset({"path"})}
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps(value: Any) -> str:
+    """The one JSON text of a row in exports and checksums (compact, UTF-8 kept)."""
+    return _ENCODER.encode(value)
+
+
 @dataclass
 class Digest:
     """Row count and checksum of one table (SHA-256 over its normalized rows in key order,
@@ -124,11 +141,17 @@ class Digest:
     rows: int = 0
     _h: Any = field(default_factory=hashlib.sha256)
 
-    def add(self, row: Row) -> None:
+    def add(self, row: Row) -> str:
+        """Count and hash ``row``; returns its JSON text (what an export writes, when the
+        table has no local columns)."""
+        text = dumps(row)
+        skip = LOCAL_COLUMNS.get(self.table)
+        self.add_text(dumps({k: v for k, v in row.items() if k not in skip}) if skip else text)
+        return text
+
+    def add_text(self, text: str) -> None:
         self.rows += 1
-        skip = LOCAL_COLUMNS.get(self.table, frozenset())
-        values = [v for k, v in row.items() if k not in skip] if skip else list(row.values())
-        self._h.update(json.dumps(values, separators=(",", ":"), ensure_ascii=False).encode())
+        self._h.update(text.encode())
         self._h.update(b"\n")
 
     @property
@@ -219,6 +242,6 @@ def reset_sequences(tx: Tx) -> None:
 
 
 __all__ = [
-    "BATCH", "LOCAL_COLUMNS", "Digest", "begin_snapshot", "board_scoped", "digests", "iter_rows", "key_of", "normalize",
+    "BATCH", "LOCAL_COLUMNS", "Digest", "dumps", "begin_snapshot", "board_scoped", "digests", "iter_rows", "key_of", "normalize",
     "reset_sequences", "table", "table_keys", "tables", "upsert_sql", "write_rows",
 ]
