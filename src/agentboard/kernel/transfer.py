@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..domain.errors import Conflict, InvalidInput, Unavailable
 from ..store import transfer as rows
@@ -270,11 +270,6 @@ def listening_dispatchers(db: Database) -> int:
             "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN agentboard_events%'") or 0)
 
     return db.read(_r)
-
-
-def export_to(db: Database, out: IO[str], *, board: str | None = None, since: float | None = None) -> dict[str, dict[str, Any]]:
-    """:func:`export` into an open text stream."""
-    return export(db, out.write, board=board, since=since)
 
 
 def spool(stream: Iterable[str], folder: Path) -> Path:

@@ -45,23 +45,6 @@ def _kind(col: sa.Column[Any]) -> str:
     return "text"
 
 
-def normalize(t: sa.Table, row: Row) -> Row:
-    """``row`` with exactly the table's columns, each value as its column type's Python type."""
-    out: Row = {}
-    for col in t.columns:
-        v = row.get(col.name)
-        if v is not None:
-            k = _kind(col)
-            if k == "float":
-                v = float(v)
-            elif k == "int":
-                v = int(v)
-            elif not isinstance(v, str):
-                v = str(v)
-        out[col.name] = v
-    return out
-
-
 def _pk(t: sa.Table) -> list[str]:
     return [c.name for c in t.primary_key.columns]
 
@@ -214,17 +197,6 @@ def write_rows(tx: Tx, t: sa.Table, rows: Iterable[Row]) -> int:
     return n
 
 
-def table_keys(tx: Tx, t: sa.Table) -> set[tuple[Any, ...]]:
-    """The primary keys of every row of ``t``."""
-    pk = _pk(t)
-    cols = ", ".join(_quote(c) for c in pk)
-    return {tuple(r[c] for c in pk) for r in tx.all(f"SELECT {cols} FROM {t.name}")}  # noqa: S608
-
-
-def key_of(t: sa.Table, row: Row) -> tuple[Any, ...]:
-    return tuple(row.get(c) for c in _pk(t))
-
-
 def reset_sequences(tx: Tx) -> None:
     """PostgreSQL: move each id sequence past the largest id, so new rows after an import never
     collide with imported ones (SQLite takes the next rowid from the table itself)."""
@@ -242,6 +214,6 @@ def reset_sequences(tx: Tx) -> None:
 
 
 __all__ = [
-    "BATCH", "LOCAL_COLUMNS", "Digest", "dumps", "begin_snapshot", "board_scoped", "digests", "iter_rows", "key_of", "normalize",
-    "reset_sequences", "table", "table_keys", "tables", "upsert_sql", "write_rows",
+    "BATCH", "LOCAL_COLUMNS", "Digest", "dumps", "begin_snapshot", "board_scoped", "digests", "iter_rows",
+    "reset_sequences", "table", "tables", "upsert_sql", "write_rows",
 ]
