@@ -44,8 +44,8 @@ def backup(path: str | None, as_json: bool) -> None:
 @json_option
 @handle_errors
 def restore(targets: tuple[str, ...], force: bool, board: str | None, as_json: bool) -> None:
-    """Put a backup folder made by `agentboard backup` back as this home's database and files
-    (PATH), or bring archived task(s) back: archived -> todo/ready (ID...)."""
+    """Restore a backup folder (PATH, made by `agentboard backup`) as this home's database and
+    files, or archived tasks (task ids) to todo/ready."""
     from agentboard.domain.errors import InvalidInput
 
     if len(targets) == 1 and ("/" in targets[0] or Path(targets[0]).exists()):
