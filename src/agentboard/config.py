@@ -69,6 +69,12 @@ class Settings:
     repair_deadline: int = 300
     verify_timeout: int = 600
     wiki_deadline: float = 8.0
+    #: a schedule's occurrence found due later than this many seconds counts as missed (its
+    #: schedule's ``missed`` policy decides: skip, or fire once)
+    schedule_grace: int = 600
+    #: a worker that exits without completing or blocking is started once more with a reminder
+    #: before its exit counts as a crash or a protocol violation
+    stop_nudge: bool = True
     #: an OpenAI-compatible chat-completions endpoint (``https://api.openai.com/v1``, a local
     #: Ollama / vLLM server, ...) and the model to ask there
     llm_base_url: str | None = None

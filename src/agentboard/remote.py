@@ -135,6 +135,11 @@ class WorkerClient:
         return self.call("POST", f"/api/tasks/{task_id}/heartbeat", params={"board": board},  # type: ignore[no-any-return]
                          json={"note": note, "ttl": ttl, "run_id": run_id})
 
+    def inbox(self, task_id: str, *, run_id: int | None = None, board: str | None = None) -> dict[str, Any]:
+        """The comments on the worker's task since it last looked (its cursor moves past them)."""
+        return self.call("POST", f"/api/tasks/{task_id}/inbox", params={"board": board},  # type: ignore[no-any-return]
+                         json={"run_id": run_id})
+
     def complete(self, task_id: str, *, run_id: int | None = None, summary: str | None = None,
                  metadata: dict[str, Any] | None = None, result: str | None = None,
                  usage: dict[str, Any] | None = None, review: bool = False,

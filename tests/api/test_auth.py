@@ -66,12 +66,19 @@ def _writes(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None, 
         ("POST", "/api/notify/subscriptions/{sub_id}/resume", None, {}),
         ("POST", "/api/notify/subscriptions/{sub_id}/test", None, {}),
         ("POST", "/api/notify/test", {"target": "json://127.0.0.1:9/x"}, {}),
+        ("DELETE", "/api/tasks/{task_id}", None, {}),
+        ("DELETE", "/api/tasks/{task_id}/attachments/{attachment_id}", None, {}),
+        ("POST", "/api/tasks/{task_id}/inbox", {}, {}),
+        ("POST", "/api/templates/{name}/run", {"set": {}}, {}),
+        ("POST", "/api/schedules", {"cron": "@daily", "clone": t1}, {}),
+        ("DELETE", "/api/schedules/{schedule_id}", None, {}),
     ]
 
 
 def _fill(path: str, ids: dict[str, Any], board: str = "default") -> str:
     values = {"slug": board, "task_id": ids.get("t1", "t_00000000"), "goal_id": ids.get("goal", "g_00000000"),
-              "name": "worker", "page": "notes", "run_id": "1", "attachment_id": "1", "sub_id": "1"}
+              "name": "worker", "page": "notes", "run_id": "1", "attachment_id": "1", "sub_id": "1",
+              "schedule_id": "1"}
     return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]), path)
 
 

@@ -68,6 +68,8 @@ class TaskCreate(Body):
     skills: list[str] = Field(default_factory=list, max_length=100)
     review: bool = False
     verify: list[str] = Field(default_factory=list, max_length=100)
+    #: wait in todo until then: epoch seconds, ISO-8601 (UTC unless an offset), or 30m / 2h / 1d from now
+    not_before: float | str | None = None
 
 
 class TaskPatch(Body):

@@ -31,8 +31,8 @@ COMMANDS: dict[str, str] = {
     "complete": "agentboard.cli.worker:complete",
     "block": "agentboard.cli.worker:block",
     "unblock": "agentboard.cli.status:unblock",
-    "archive": "agentboard.cli.status:archive",
-    "restore": "agentboard.cli.status:restore",
+    "archive": "agentboard.cli.purge:archive",
+    "restore": "agentboard.cli.backup:restore",
     "reclaim": "agentboard.cli.status:reclaim",
     "reopen": "agentboard.cli.status:reopen",
     "release": "agentboard.cli.status:release",
@@ -55,6 +55,13 @@ COMMANDS: dict[str, str] = {
     "wiki": "agentboard.cli.wiki:wiki",
     "llm": "agentboard.cli.llm:llm",
     "notify": "agentboard.cli.notify:notify",
+    "export": "agentboard.cli.transfer:export",
+    "import": "agentboard.cli.transfer:import_",
+    "migrate-to": "agentboard.cli.transfer:migrate_to",
+    "backup": "agentboard.cli.backup:backup",
+    "attach-rm": "agentboard.cli.purge:attach_rm",
+    "template": "agentboard.cli.templates:template",
+    "schedule": "agentboard.cli.schedules:schedule",
 }
 
 

@@ -37,6 +37,14 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
              f"added (`agentboard profiles add {assignee} --command ...`); fine if a person does it")
 
 
+def _not_before(value: str | None) -> float | None:
+    import time
+
+    from agentboard.kernel.schedules import not_before_of
+
+    return not_before_of(value, time.time())
+
+
 @click.command("create")
 @click.argument("title")
 @click.option("--body", default=None, help="markdown description")
@@ -59,6 +67,8 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
 @click.option("--verify", "verify", multiple=True, metavar="CMD", help="a shell command that must pass")
 @click.option("--check", "checks", multiple=True, metavar="NAME",
               help="a named check of the board that must pass (repeatable; `boards checks list`)")
+@click.option("--not-before", "not_before", default=None, metavar="TIME",
+              help="wait in todo until TIME (ISO-8601 in UTC, epoch seconds, or 30m / 2h / 1d from now)")
 @board_option
 @json_option
 @handle_errors
@@ -66,7 +76,8 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
            triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
-           verify: tuple[str, ...], checks: tuple[str, ...], board: str | None, as_json: bool) -> None:
+           verify: tuple[str, ...], checks: tuple[str, ...], not_before: str | None, board: str | None,
+           as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
     from agentboard.domain import model
     from agentboard.kernel import host_access, tasks
@@ -81,14 +92,14 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
             "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
             "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
             "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
-            "review": review, "verify": all_verify or None})
+            "review": review, "verify": all_verify or None, "not_before": not_before})
     else:
         task = tasks.create(
             common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
             tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
             branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
             max_retries=max_retries, skills=skills, review=review, verify=all_verify,
-            actor=common.actor(),
+            actor=common.actor(), not_before=_not_before(not_before),
         )
         _warn_if_not_a_profile(task["assignee"])
     if as_json:

@@ -68,8 +68,19 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
     else:
         out = runs.heartbeat(common.db(), common.task_board(tid, board), tid,
                              run_id=common.worker_run_id(task_id), note=note, ttl=model.duration(ttl),
-                             actor=common.actor())
-    common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})")
+                             actor=common.actor(), messages=True)
+    common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})" + _messages_text(out))
+
+
+def _messages_text(out: dict[str, Any]) -> str:
+    """The new comments a heartbeat brought, as lines a worker reads in its shell."""
+    msgs = out.get("messages") or []
+    if not msgs:
+        return ""
+    lines = [f"\n{len(msgs)} new message(s) on your task (answer with `agentboard comment ID \"...\"`):"]
+    for m in msgs:
+        lines.append(f"--- #{m['id']} from {m['author']}:\n{m['body']}")
+    return "\n".join(lines)
 
 
 def _complete_one(db: Database, board: str, task_id: str, **kwargs: Any) -> dict[str, Any]:

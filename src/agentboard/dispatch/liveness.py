@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _boot_time: float | None = None
@@ -183,3 +184,11 @@ def group_has_live(pgid: int, *, own_session: bool = False) -> bool:
                 not own_session or tail[3] == str(pgid)):
             return True
     return False
+
+
+def stop_if_local(worker: dict[str, Any] | None, host_id: str) -> bool | None:
+    """Stop a worker described as ``{"pid": ..., "host": ...}`` when it runs on this host
+    (``host_id``); None when there is nothing to stop here, else whether it is gone."""
+    if not worker or not worker.get("pid") or worker.get("host") != host_id:
+        return None
+    return stop_worker(int(worker["pid"]), grace=2.0)

@@ -29,8 +29,10 @@ from pathlib import Path
 from ..domain import settings_schema
 from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import dispatching as kd
+from ..kernel import schedules
 from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
+from ..protocol import inbox as boardinbox
 from ..store.engine import Row
 from . import breaker
 from .auto_decompose import AutoDecomposer
@@ -86,6 +88,27 @@ class BoardLock:
             finally:
                 os.close(self.fd)
                 self.fd = None
+
+
+def running_dispatchers(home: Path) -> list[str]:
+    """The boards of a SQLite home that a dispatcher is working on now (its board lock is held),
+    each as ``"<board> (pid N)"``."""
+    found: list[str] = []
+    for path in sorted((home / "boards").glob("*/dispatcher.lock")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            pid = path.read_text(errors="replace").strip() or "?"
+            found.append(f"{path.parent.name} (pid {pid})")
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return found
 
 
 class BoardLocks:
@@ -174,6 +197,7 @@ class _Pass:
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
         self._promote(held)
+        self._schedules(slugs)
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM
             self.planner.auto.schedule(held, self.now)
@@ -255,6 +279,11 @@ class _Pass:
             if check.exit is not None:
                 exits.append(check.exit)
         reaper.handle_exits(exits)
+        if not self.dry_run and rows:  # comments written while they run reach .board/inbox.md
+            try:
+                boardinbox.sync(ctx.db, rows, ctx.local)
+            except AgentboardError as exc:
+                log.info("inbox files: %s", exc)
         # our own workers whose runs ended but which still run count against the caps
         self.load.local += ctx.workers.running(besides=current)
 
@@ -269,6 +298,22 @@ class _Pass:
                 except AgentboardError as exc:
                     log.warning("promotion safety net on %s: %s", b["slug"], exc)
         self._due(planner.last_promote + interval)
+
+    def _schedules(self, slugs: set[str]) -> None:
+        """Fire the held boards' due schedules and promote their tasks whose time has come."""
+        if self.dry_run:
+            return
+        s = self.ctx.settings
+        try:
+            fired, promoted, due = schedules.tick(self.ctx.db, sorted(slugs), now=self.now, host=self.ctx.host,
+                                                  grace=s.schedule_grace, home=self.ctx.home)
+        except AgentboardError as exc:
+            log.warning("schedules: %s", exc)
+            return
+        self.report.promoted += len(promoted)
+        for f in fired:
+            log.info("schedule %s fired: %s", f["schedule"], f.get("tasks") or f.get("error") or "skipped")
+        self._due(due)
 
     # -- spawning -----------------------------------------------------------------------------------
 

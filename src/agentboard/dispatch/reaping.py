@@ -32,6 +32,7 @@ from ..domain.errors import AgentboardError, NotFound, StaleRun
 from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
 from ..kernel import runs as kr
+from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle, review
 from ..store.engine import Row
 from . import adapters, liveness, spawn
@@ -418,11 +419,30 @@ class Reaper:
         return ExitFacts(exit_code, r["worker_pid"], Path(r["log_path"]) if r["log_path"] else None, 0, profile,
                          Path(r["run_workspace"] or r["workspace_path"] or "."), 0)
 
+    def _nudged(self, r: Row, facts: ExitFacts) -> bool:
+        """Start the worker once more with a reminder (protocol.inbox.nudge); True if started."""
+        prompt = boardinbox.nudge(self.ctx.db, self.ctx.settings, r["board"], r["id"], int(r["current_run_id"]),
+                                  facts.workspace, facts.exit_code)
+        if prompt is None:
+            return False
+        deadline = float(r.get("max_runtime_seconds") or self.ctx.settings.stale_timeout)
+        try:
+            self.spawner.respawn(r, facts.profile, facts.workspace, prompt, facts.attempt + 1, deadline)
+        except SpawnError as exc:
+            log.info("could not nudge the worker of %s: %s", r["id"], exc.cause)
+            return False
+        return True
+
     def _classify(self, r: Row, facts: ExitFacts, out: adapters.Outcome) -> None:
-        """An exit nothing reported: a rate limit, a protocol violation (exit 0) or a crash."""
+        """An exit nothing reported: a rate limit, a protocol violation (exit 0) or a crash; the
+        first exit 0 of a run without a report nudges the worker once instead."""
         exit_code = facts.exit_code
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
+        rate_limited = out.rate_limited or exit_code == EXIT_RATE_LIMITED
+        # a worker that stopped by itself (exit 0) and said nothing; a failing exit is a crash
+        if not rate_limited and exit_code == 0 and self._nudged(r, facts):
+            return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
             cooldown = float(self.ctx.settings.rate_limit_cooldown)
             res = self.fail(r, "rate_limited", f"the agent hit a rate limit (exit {exit_code}); retrying after "

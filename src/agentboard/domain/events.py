@@ -11,7 +11,7 @@ LIFECYCLE: Final = (
 )
 EDITS: Final = (
     "assigned", "edited", "reprioritized", "status", "linked", "unlinked", "commented",
-    "attached",
+    "attached", "detached",
 )
 TELEMETRY: Final = (
     "decompose_failed", "children_refused",
@@ -20,14 +20,16 @@ TELEMETRY: Final = (
     "respawn_guarded", "gave_up", "verify_failed", "result_invalid", "result_repaired",
     "result_degraded", "review_unavailable", "tip_scratch_workspace", "profile_skipped",
     "verified", "workspace_removed", "verify_pending", "wiki_unavailable",
-    "llm_used",
+    "llm_used", "nudged",
 )
 GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
 NOTIFY: Final = ("notify_subscribed", "notify_unsubscribed", "notify_parked", "notify_resumed")
-BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed")
+BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed",
+         "purged", "schedule_added", "schedule_removed", "schedule_fired", "schedule_skipped",
+         "schedule_failed")
 
 ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY)
 

@@ -156,3 +156,32 @@ def list_attachments(db: Database, board: str, task_id: str) -> list[Row]:
         get_task(tx, board, task_id)
         return tx.all("SELECT * FROM attachments WHERE task_id = :t ORDER BY id", {"t": task_id})
     return db.read(_r)
+
+
+def remove_attachment(db: Database, board: str, task_id: str, which: str | int, *, home: Path | None = None,
+                      actor: str | None = None) -> Row:
+    """Remove one attachment (by id or by name): its row, then its file. Event ``detached``."""
+    folder = attachments_dir(home if home is not None else db.settings.home, board, task_id)
+
+    def _w(tx: Tx) -> Row:
+        get_task(tx, board, task_id)
+        key = str(which)
+        row = None
+        if key.isdigit():
+            row = tx.one("SELECT * FROM attachments WHERE task_id = :t AND id = :i", {"t": task_id, "i": int(key)})
+        if row is None:
+            row = tx.one("SELECT * FROM attachments WHERE task_id = :t AND name = :n", {"t": task_id, "n": key})
+        if row is None:
+            raise NotFound(f"task {task_id} has no attachment {key!r} (see: agentboard attachments {task_id})")
+        tx.execute("DELETE FROM attachments WHERE id = :i", {"i": row["id"]})
+        tx.event(board, task_id, "detached", {"name": row["name"], "id": row["id"]}, actor=actor)
+        return row
+
+    row = db.write(_w)
+    path = Path(row["path"])
+    try:  # only a file in the task's own folder is removed
+        if path.resolve().parent == folder.resolve():
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return {**row, "removed": True}

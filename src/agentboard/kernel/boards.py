@@ -17,6 +17,7 @@ from .host_access import check_settings
 _SCOPED_TABLES = (
     "task_events", "task_comments", "task_runs", "task_links", "attachments", "reviews",
     "notify_subscriptions", "wiki_pages", "supervisor_wakes", "goals", "tasks",
+    "schedules", "schedule_fires",
 )
 
 

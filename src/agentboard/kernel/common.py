@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from ..domain import states
@@ -79,6 +80,9 @@ def board_settings(tx: Tx, board: str) -> dict[str, Any]:
 def ready_or_todo(tx: Tx, task_id: str, assignee: str | None, board: str) -> str:
     """Where a released task lands: ready iff every parent is done and it has an assignee."""
     if pending_parents(tx, task_id):
+        return states.TODO
+    waits = tx.scalar("SELECT not_before FROM tasks WHERE id = :id", {"id": task_id})
+    if waits is not None and float(waits) > time.time():
         return states.TODO
     if assignee or default_assignee(tx, board):
         return states.READY

@@ -301,11 +301,12 @@ def complete_runs(db: Database, board: str, items: list[dict[str, Any]]) -> dict
 
 def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
     rows = tx.all(
-        "SELECT t.id, t.assignee FROM tasks t WHERE t.board = :b AND t.status = 'todo' AND NOT EXISTS ("
+        "SELECT t.id, t.assignee FROM tasks t WHERE t.board = :b AND t.status = 'todo' "
+        "AND (t.not_before IS NULL OR t.not_before <= :now) AND NOT EXISTS ("
         " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id "
         " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) "
         "ORDER BY t.priority DESC, t.created_at LIMIT :n",
-        {"b": board, "n": limit},
+        {"b": board, "n": limit, "now": time.time()},
     )
     if not rows:
         return []

@@ -10,7 +10,8 @@ from .common import default_assignee
 
 _READY_CHILDREN = (
     "SELECT c.id, c.assignee FROM task_links l JOIN tasks c ON c.id = l.child_id "
-    "WHERE l.parent_id = :id AND c.status = 'todo' AND NOT EXISTS ("
+    "WHERE l.parent_id = :id AND c.status = 'todo' AND (c.not_before IS NULL OR c.not_before <= :now) "
+    "AND NOT EXISTS ("
     " SELECT 1 FROM task_links l2 JOIN tasks p ON p.id = l2.parent_id "
     " WHERE l2.child_id = c.id AND p.status NOT IN ('done', 'archived'))"
 )
@@ -18,7 +19,7 @@ _READY_CHILDREN = (
 
 def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None) -> list[str]:
     """Move to ready every todo child of ``task_id`` whose parents are now all satisfied."""
-    rows = tx.all(_READY_CHILDREN, {"id": task_id})
+    rows = tx.all(_READY_CHILDREN, {"id": task_id, "now": time.time()})
     if not rows:
         return []
     fallback: str | None = None

@@ -204,7 +204,7 @@ def record_spawn(
 
 def _heartbeat(
     tx: Tx, board: str, task_id: str, *, run_id: int | None, note: str | None, ttl: int | None,
-    actor: str | None,
+    actor: str | None, messages: bool = False,
 ) -> Row:
     now = time.time()
     expires = now + claim_ttl(tx, ttl)
@@ -228,16 +228,24 @@ def _heartbeat(
         {"now": now, "exp": expires, "r": run_id},
     )
     tx.event(board, task_id, "heartbeat", {"note": note} if note else {}, run_id=run_id, actor=actor, at=now)
-    return {"id": task_id, "run_id": run_id, "claim_expires": expires}
+    out: Row = {"id": task_id, "run_id": run_id, "claim_expires": expires}
+    if messages:  # the worker's own heartbeat also hands it the comments since it last looked
+        from .inbox import take_in
+
+        out["messages"] = take_in(tx, board, task_id, run_id)
+    return out
 
 
 def heartbeat(
     db: Database, board: str, task_id: str, *, run_id: int | None = None, note: str | None = None,
-    ttl: int | None = None, actor: str | None = None,
+    ttl: int | None = None, actor: str | None = None, messages: bool = False,
 ) -> Row:
+    """Record liveness and extend the claim; with ``messages`` (the worker's own call) the result
+    also holds the comments written on the task since the worker last looked."""
     if note:
         note = model.body(note, model.COMMENT_MAX, "note")
-    return db.write(_heartbeat, board, task_id, run_id=run_id, note=note, ttl=ttl, actor=actor)
+    return db.write(_heartbeat, board, task_id, run_id=run_id, note=note, ttl=ttl, actor=actor,
+                    messages=messages)
 
 
 def _extend_claim(tx: Tx, board: str, task_id: str, run_id: int, ttl: int | None) -> bool:
@@ -803,6 +811,19 @@ def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
 _RUN_FIELDS = {"exit_code", "error", "metadata", "input_tokens", "output_tokens", "cost_usd", "log_path", "summary"}
 
 
+def mark_nudged(db: Database, board: str, task_id: str, run_id: int, *, exit_code: int | None = None) -> bool:
+    """Record that the worker of the open run ``run_id`` is nudged (started once more after it
+    stopped without reporting); False when it was nudged already or the run is closed."""
+    def _w(tx: Tx) -> bool:
+        tx.execute("UPDATE task_runs SET nudged = 1 WHERE id = :r AND task_id = :t AND status = 'open' AND nudged = 0",
+                   {"r": run_id, "t": task_id})
+        if tx.rowcount != 1:
+            return False
+        tx.event(board, task_id, "nudged", {"exit_code": exit_code}, run_id=run_id, actor="dispatcher")
+        return True
+    return db.write(_w)
+
+
 def update_run(db: Database, run_id: int, **fields: Any) -> None:
     """Attach facts learned after the fact (exit code, usage, verification output) to a run."""
     bad = set(fields) - _RUN_FIELDS
@@ -816,7 +837,8 @@ def update_run(db: Database, run_id: int, **fields: Any) -> None:
 
 __all__ = [
     "HAND_CLAIM", "REVIEW_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
-    "close_review_run", "complete", "complete_in", "extend_claim", "fail", "give_up", "heartbeat", "open_review_run", "reclaim",
+    "close_review_run", "complete", "complete_in", "extend_claim", "fail", "give_up", "heartbeat", "mark_nudged",
+    "open_review_run", "reclaim",
     "reclaim_in", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
     "request_review_in", "return_to_queue", "review", "review_in", "review_run_verdict", "stale_error", "update_run",
     "usage_params",

@@ -37,10 +37,10 @@ _INSERT_TASK = (
     "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
     "created_by, created_at, updated_at, workspace_kind, workspace_path, branch_name, "
     "idempotency_key, skills, max_runtime_seconds, max_retries, review_required, verify, "
-    "consecutive_failures, protocol_violations, rework_count, block_kind, block_reason) "
+    "consecutive_failures, protocol_violations, rework_count, block_kind, block_reason, not_before) "
     "VALUES (:id, :board, :title, :body, :assignee, :status, :priority, :tenant, :goal_id, "
     ":created_by, :now, :now, :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
-    ":max_runtime, :max_retries, :review, :verify, 0, 0, 0, :block_kind, :block_reason) "
+    ":max_runtime, :max_retries, :review, :verify, 0, 0, 0, :block_kind, :block_reason, :not_before) "
     "ON CONFLICT (id) DO NOTHING"
 )
 
@@ -73,6 +73,8 @@ class NewTask:
     verify: tuple[str, ...] = ()
     actor: str | None = None
     check_board: bool = True
+    #: the task waits in todo until this time (epoch seconds)
+    not_before: float | None = None
 
     @classmethod
     def build(
@@ -97,6 +99,7 @@ class NewTask:
         verify: Iterable[str] = (),
         actor: str | None = None,
         check_board: bool = True,
+        not_before: float | None = None,
     ) -> NewTask:
         """Check and normalize what a caller gave :func:`create` (raises ``InvalidInput``)."""
         if assignee is not None:
@@ -125,6 +128,7 @@ class NewTask:
             verify=tuple(v for v in verify if v and v.strip()),
             actor=actor,
             check_board=check_board,
+            not_before=None if not_before is None else float(not_before),
         )
 
 
@@ -167,7 +171,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         assignee = default_assignee(tx, board)
     if new.triage:
         status = states.TRIAGE
-    elif pending or not assignee:
+    elif pending or not assignee or (new.not_before is not None and new.not_before > time.time()):
         status = states.TODO
     else:
         status = states.READY
@@ -198,6 +202,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "verify": dump_json(verify),
         "block_kind": None,
         "block_reason": None,
+        "not_before": new.not_before,
     }
     for _ in range(20):
         params["id"] = model.new_task_id()
@@ -218,7 +223,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         board,
         task_id,
         "created",
-        {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title},
+        {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title,
+         **({"not_before": new.not_before} if new.not_before is not None else {})},
         actor=new.actor,
         at=now,
     )
@@ -249,6 +255,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "verify": verify,
         "current_run_id": None,
         "consecutive_failures": 0,
+        "not_before": new.not_before,
     }
 
 
@@ -274,13 +281,16 @@ def create(
     verify: Iterable[str] = (),
     actor: str | None = None,
     check_board: bool = True,
+    not_before: float | None = None,
 ) -> Row:
-    """Create a task; ready iff every parent is done and it has an assignee."""
+    """Create a task; ready iff every parent is done and it has an assignee (and its
+    ``not_before`` time, if any, has come)."""
     new = NewTask.build(
         board, title, body=body, assignee=assignee, parents=parents, tenant=tenant, goal=goal,
         priority=priority, triage=triage, workspace=workspace, branch=branch,
         idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
         skills=skills, review=review, verify=verify, actor=actor, check_board=check_board,
+        not_before=not_before,
     )
     return create_task(db, new)
 

@@ -137,6 +137,8 @@ class Ops(Protocol):
 
     def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]: ...
 
+    def inbox(self, task_id: str) -> dict[str, Any]: ...
+
     def comment(self, task_id: str, body: str) -> dict[str, Any]: ...
 
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]: ...
@@ -190,7 +192,12 @@ class LocalOps:
 
     def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]:
         return runs.heartbeat(self.db, self.board, task_id, run_id=self.scope.run_id, note=note,
-                              actor=self.scope.actor)
+                              actor=self.scope.actor, messages=True)
+
+    def inbox(self, task_id: str) -> dict[str, Any]:
+        from ..kernel import inbox
+
+        return inbox.take(self.db, self.board, task_id, run_id=self.scope.run_id)
 
     def comment(self, task_id: str, body: str) -> dict[str, Any]:
         return comments.comment(self.db, self.board_of(task_id), task_id, body, author=self.scope.actor)
@@ -255,6 +262,9 @@ class RemoteOps:
 
     def heartbeat(self, task_id: str, note: str | None) -> dict[str, Any]:
         return self.api.heartbeat(task_id, run_id=self.scope.run_id, note=note)
+
+    def inbox(self, task_id: str) -> dict[str, Any]:
+        return self.api.inbox(task_id, run_id=self.scope.run_id)
 
     def comment(self, task_id: str, body: str) -> dict[str, Any]:
         return self.api.comment(task_id, body)
@@ -357,9 +367,15 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
                     "note": "applied when your review run ends: exit now"}
         return _guard(body)
 
-    @server.tool(description="Tell the board you are alive during long work (extends your claim).")
+    @server.tool(description="Tell the board you are alive during long work (extends your claim); the "
+                             "answer's `messages` are comments written on your task since you last looked.")
     def kanban_heartbeat(note: str | None = None) -> CallToolResult:
         return _guard(lambda: ops.heartbeat(own_task(), note))
+
+    @server.tool(description="Read the messages people (or the supervisor) wrote on your task since you last "
+                             "looked: comments after your run started. Check it between steps of long work.")
+    def kanban_inbox() -> CallToolResult:
+        return _guard(lambda: ops.inbox(own_task()))
 
     @server.tool(description="Append a comment to a task's thread (any task of your board).")
     def kanban_comment(task_id: str, body: str) -> CallToolResult:

@@ -158,6 +158,13 @@ def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> st
         lines += ["", "Run them yourself before reporting.", ""]
     if task.get("review_required"):
         lines += ["This task is reviewed after you finish; reviewers read your summary.", ""]
+    lines += [
+        "**Messages while you work.** People may comment on your task while you run. Between steps,",
+        "read them: `agentboard heartbeat` prints the new ones, the `kanban_inbox` MCP tool (and",
+        "`kanban_heartbeat`) returns them, and they are appended to `.board/inbox.md`. Take them into",
+        "account; answer with a comment when one asks you something.",
+        "",
+    ]
     lines += ["Never report success for work you did not do. If you cannot finish, block with a reason."]
     return "\n".join(lines) + "\n"
 
@@ -314,7 +321,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
-    if not parsed.exists and attempt == 0:
+    if not parsed.exists and (attempt == 0 or run.get("nudged")):
         keep_exit_code()
         return ExitDecision(ExitAction.UNHANDLED, note="no .board/result.json and no report")
     if not parsed.exists:

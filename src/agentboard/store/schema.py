@@ -73,6 +73,7 @@ tasks = sa.Table(
     sa.Column("result", sa.Text),
     sa.Column("workflow_template_id", sa.Text),
     sa.Column("current_step_key", sa.Text),
+    sa.Column("not_before", Ts),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -159,6 +160,8 @@ task_runs = sa.Table(
     sa.Column("review", sa.Text),
     sa.Column("synthetic", sa.Integer, nullable=False, server_default="0"),
     sa.Column("pending_report", sa.Text),
+    sa.Column("inbox_seen", sa.BigInteger),
+    sa.Column("nudged", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_runs_task", "task_id", "id"),
 )
 
@@ -316,6 +319,37 @@ supervisor_wakes = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at", Ts, nullable=False),
     sa.Column("handled_at", Ts),
+)
+
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("cron", sa.Text, nullable=False),
+    sa.Column("template", sa.Text),
+    sa.Column("template_values", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("clone_task_id", sa.String(16)),
+    sa.Column("missed", sa.String(8), nullable=False, server_default="skip"),
+    sa.Column("enabled", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("next_at", Ts, nullable=False),
+    sa.Column("last_fired_at", Ts),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Index("ix_schedules_due", "enabled", "next_at"),
+)
+
+schedule_fires = sa.Table(
+    "schedule_fires",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("schedule_id", sa.BigInteger, nullable=False),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("occurrence_at", Ts, nullable=False),
+    sa.Column("fired_at", Ts, nullable=False),
+    sa.Column("host", sa.Text),
+    sa.Column("task_ids", sa.Text, nullable=False, server_default="[]"),
+    sa.UniqueConstraint("schedule_id", "occurrence_at", name="ux_schedule_fires_occurrence"),
 )
 
 meta = sa.Table(

@@ -7,6 +7,7 @@ import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./dr
 import { linkedTask, renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
+import { templateButton } from "./templates.js";
 
 const main = $("#main");
 const boardEl = h("div.board", { id: "board", "aria-label": "board" });
@@ -96,6 +97,7 @@ function renderTopbar() {
     switcher,
     state.boards.length <= 1 && board ? h("span.board-name", board.name || board.slug) : null,
     h("button.btn.btn-ghost.btn-sm.new-board", { type: "button", onclick: createBoard, title: "create a board" }, "+ New board"),
+    templateButton(),
     h("nav.tabs", tabs),
     h("span.spacer"),
     orchestrationToggle(),

@@ -2,6 +2,7 @@
 // comments, run history, recent events and the worker log tail. Refreshes live.
 
 import { api } from "./api.js";
+import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
 import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { renderInto } from "./markdown.js";
@@ -105,6 +106,7 @@ function render() {
     task.result || task.status === "done" ? section("Result", resultBlock()) : null,
     section("Dependencies", depsBlock()),
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
+    section(`Attachments (${(task.attachments || []).length})`, attachmentsBlock(task, () => { emit("reload"); refreshDrawer(); })),
     section(`Runs (${(task.runs || []).length})`, runsBlock()),
     notifySection(task),
     section("Events", eventsBlock()),

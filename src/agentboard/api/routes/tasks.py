@@ -8,6 +8,7 @@ and create routes are scoped by ``?board=``.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from starlette.responses import FileResponse, Response
 from ...domain import model
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
 from ...kernel import attachments, comments, host_access, queries, runs, tasks
+from ...kernel.schedules import not_before_of
 from ...store.engine import Database
 from ..auth import Principal, current
 from ..models import (
@@ -81,7 +83,7 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         triage=data.triage, workspace=data.workspace, branch=data.branch,
         idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
         max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
-        actor=who.name)
+        actor=who.name, not_before=not_before_of(data.not_before, time.time()))
     return Json(task, status_code=201)
 
 

@@ -89,7 +89,7 @@ def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, boar
     """Record liveness for a running task and extend its claim."""
     slug = write_board(request, who, board, task_id)
     return Json(runs.heartbeat(state(request).db, slug, task_id, run_id=_run_id(who, task_id, data.run_id),
-                               note=data.note, ttl=data.ttl, actor=actor_of(request, who, slug)))
+                               note=data.note, ttl=data.ttl, actor=actor_of(request, who, slug), messages=True))
 
 
 @router.post("/tasks/{task_id}/complete", responses=responses(400, 404, 409))

@@ -1,0 +1,105 @@
+"""Purge: remove a task and every row about it for real, leaving one audit event on its board.
+
+Every table with a ``task_id`` column loses the task's rows (runs, comments, events,
+attachments, reviews, subscriptions, run tokens, and any table added later), its links go both
+ways, and wiki pages that cite it as their source keep their text but forget the id. A task
+with running work or children that are not finished is refused unless ``force``; with ``force``
+the children it held back are promoted as if it were done. The ``purged`` event (no task id, so
+it outlives the task) is written before the deletions, so event ids keep increasing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from ..domain import states
+from ..domain.errors import Conflict
+from ..store.engine import Database, Row, Tx
+from ..store.schema import metadata
+from .attachments import attachments_dir
+from .common import get_task
+from .flow import promote_children, settle_goal
+
+#: columns that name a task without owning a row of it: cleared, not deleted
+_CITING = {"wiki_pages": "source_task_id"}
+
+
+def _purge(tx: Tx, board: str, task_id: str, force: bool, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    running = task["status"] == states.RUNNING or task["current_run_id"] is not None
+    unfinished = [r["id"] for r in tx.all(
+        "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id "
+        "WHERE l.parent_id = :id AND c.status NOT IN ('done', 'archived') ORDER BY c.id", {"id": task_id})]
+    if not force:
+        if running:
+            raise Conflict(f"task {task_id} is running (run {task['current_run_id']}); reclaim it first, or "
+                           "purge with --force to stop its worker and remove it anyway")
+        if unfinished:
+            raise Conflict(f"task {task_id} has unfinished children ({', '.join(unfinished[:5])}); finish or purge "
+                           "them first, or purge with --force")
+    now = time.time()
+    tx.event(board, None, "purged", {"task": task_id, "title": task["title"], "status": task["status"],
+                                     "forced": bool(force), "children": unfinished}, actor=actor, at=now)
+    removed: dict[str, int] = {}
+    for table in metadata.sorted_tables:
+        if table.name == "tasks":
+            continue
+        if "task_id" in table.columns:
+            tx.execute(f"DELETE FROM {table.name} WHERE task_id = :id", {"id": task_id})  # noqa: S608
+            if tx.rowcount:
+                removed[table.name] = tx.rowcount
+        col = _CITING.get(table.name)
+        if col:
+            tx.execute(f"UPDATE {table.name} SET {col} = NULL WHERE {col} = :id", {"id": task_id})  # noqa: S608
+    children = [r["child_id"] for r in tx.all("SELECT child_id FROM task_links WHERE parent_id = :id", {"id": task_id})]
+    tx.execute("DELETE FROM task_links WHERE parent_id = :id OR child_id = :id", {"id": task_id})
+    if tx.rowcount:
+        removed["task_links"] = tx.rowcount
+    tx.execute("DELETE FROM tasks WHERE id = :id", {"id": task_id})
+    removed["tasks"] = 1
+    # the children it held back no longer wait for it
+    promoted: list[str] = []
+    if children:
+        for child in children:
+            promoted += _promote_one(tx, board, child, task_id, actor)
+    settle_goal(tx, board, task.get("goal_id"), actor)
+    worker = ({"pid": task["worker_pid"], "host": task["worker_host"]}
+              if running and task.get("worker_pid") else None)
+    return {"id": task_id, "board": board, "purged": True, "title": task["title"], "status": task["status"],
+            "removed": removed, "promoted": promoted, "worker": worker}
+
+
+def _promote_one(tx: Tx, board: str, child: str, purged: str, actor: str | None) -> list[str]:
+    """Promote ``child`` if every parent it has left is satisfied (it may have none now)."""
+    row = tx.one("SELECT id, status FROM tasks WHERE id = :id", {"id": child})
+    if row is None or row["status"] != states.TODO:
+        return []
+    # promote_children works from a parent; with the link gone, ask through any remaining parent,
+    # or directly when none is left
+    parent = tx.one("SELECT parent_id FROM task_links WHERE child_id = :id LIMIT 1", {"id": child})
+    if parent is not None:
+        return [c for c in promote_children(tx, board, parent["parent_id"], actor) if c == child]
+    from .common import default_assignee
+
+    task = tx.one("SELECT assignee FROM tasks WHERE id = :id", {"id": child})
+    assignee = (task or {}).get("assignee") or default_assignee(tx, board)
+    if not assignee:
+        return []
+    now = time.time()
+    tx.execute("UPDATE tasks SET status = 'ready', assignee = :a, updated_at = :now WHERE id = :id AND status = 'todo'",
+               {"a": assignee, "now": now, "id": child})
+    if tx.rowcount:
+        tx.event(board, child, "promoted", {"by": purged, "purged": True}, actor=actor, at=now)
+        return [child]
+    return []
+
+
+def purge(db: Database, board: str, task_id: str, *, force: bool = False, actor: str | None = None,
+          home: Path | None = None) -> Row:
+    """Remove ``task_id`` and its rows (see the module doc), then its attachment files."""
+    out = db.write(_purge, board, task_id, force, actor)
+    folder = attachments_dir(home if home is not None else db.settings.home, board, task_id)
+    shutil.rmtree(folder, ignore_errors=True)
+    return out

@@ -1,0 +1,252 @@
+"""Operator verbs: export / import / migrate-to, backup / restore."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import Runner, assert_one_line_error, task_id
+
+WRITER = r"""
+import sys, agentboard
+from agentboard.kernel import tasks
+db = agentboard.connect(sys.argv[1]).db
+n = 0
+while True:
+    t = tasks.create(db, "default", f"w{sys.argv[2]}-{n}", body="x" * 200)
+    print(t["id"], flush=True)
+    n += 1
+"""
+
+
+def test_export_and_import_through_the_cli_carry_a_task_and_its_comment(
+        cli: Runner, cli_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tid = task_id(cli("create", "carry me", "--body", "b", "--json"))
+    assert cli("comment", tid, "hello from before").code == 0
+    dump = tmp_path / "d.jsonl"
+    r = cli("export", "-o", str(dump))
+    assert r.code == 0 and "exported" in r.err
+    other = tmp_path / "other"
+    monkeypatch.setenv("AGENTBOARD_HOME", str(other))
+    r = cli("import", str(dump))
+    assert r.code == 0 and "imported" in r.out, r.err
+    shown = cli("show", tid, "--json").json()
+    assert shown["title"] == "carry me"
+    assert [c["body"] for c in shown["comments"]] == ["hello from before"]
+    again = cli("import", str(dump), "--json").json()
+    assert again["verification"]["ok"] is True
+
+
+def test_import_of_something_else_is_one_line_and_writes_nothing(
+        cli: Runner, tmp_path: Path, counts: object) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    before = counts()  # type: ignore[operator]
+    assert_one_line_error(cli("import", str(bad)), 2, "not an agentboard export")
+    assert_one_line_error(cli("import", str(tmp_path / "missing.jsonl")), 2, "no file")
+    assert counts() == before  # type: ignore[operator]
+
+
+def test_migrate_to_refuses_while_a_dispatcher_holds_the_board(cli: Runner, cli_home: Path, tmp_path: Path) -> None:
+    from agentboard.dispatch.planning import BoardLock
+
+    lock = BoardLock(cli_home / "boards" / "default" / "dispatcher.lock")
+    assert lock.acquire()
+    try:
+        target = tmp_path / "copy.db"
+        assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, "dispatcher is running", "default")
+        assert not target.exists()
+    finally:
+        lock.release()
+    r = cli("migrate-to", f"sqlite:///{target}", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["verification"]["ok"] is True
+
+
+@pytest.mark.postgres
+def test_migrate_to_postgresql_verifies_every_table(cli: Runner, tmp_path: Path, pg_database: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [task_id(cli("create", f"task {n}", "--json")) for n in range(5)]
+    cli("link", ids[0], ids[1])
+    r = cli("migrate-to", pg_database)
+    assert r.code == 0, r.err
+    assert "verified: every table matches" in r.out
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", pg_database)
+    listed = {t["id"] for t in cli("list", "--json").json()}
+    assert listed == set(ids)
+
+
+def test_a_backup_taken_while_four_processes_write_is_consistent(cli: Runner, cli_home: Path, tmp_path: Path) -> None:
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(cli_home), str(n)], stdout=subprocess.PIPE,
+                                text=True, env={**os.environ}) for n in range(4)]
+    acked: list[str] = []
+    try:
+        for w in writers:  # every writer has committed a few tasks before the backup starts
+            assert w.stdout is not None
+            for _ in range(5):
+                line = w.stdout.readline()
+                assert line, "a writer died"
+                acked.append(line.strip())
+        dest = tmp_path / "bk"
+        r = cli("backup", str(dest), "--json")
+        assert r.code == 0, r.err
+        info = r.json()
+    finally:
+        for w in writers:
+            w.terminate()
+        for w in writers:
+            w.wait(timeout=60)
+    assert info["integrity"] == "ok"
+    with sqlite3.connect(dest / "agentboard.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        present = {row[0] for row in conn.execute("SELECT id FROM tasks")}
+        events = {row[0] for row in conn.execute("SELECT task_id FROM task_events WHERE kind = 'created'")}
+    assert set(acked) <= present
+    assert present == events  # no task without its creation event: one snapshot
+    assert info["tasks"] == len(present) >= 20
+
+
+def test_restore_refuses_a_live_home_without_force_and_brings_the_backup_back(
+        cli: Runner, cli_home: Path, tmp_path: Path) -> None:
+    kept = task_id(cli("create", "in the backup", "--json"))
+    (tmp_path / "f.txt").write_text("attached")
+    assert cli("attach", kept, str(tmp_path / "f.txt")).code == 0
+    dest = tmp_path / "bk"
+    assert cli("backup", str(dest)).code == 0
+    later = task_id(cli("create", "after the backup", "--json"))
+    assert_one_line_error(cli("restore", str(dest)), 4, "live home", "--force")
+    assert {t["id"] for t in cli("list", "--json").json()} == {kept, later}
+    r = cli("restore", str(dest), "--force")
+    assert r.code == 0, r.err
+    assert {t["id"] for t in cli("list", "--json").json()} == {kept}
+    assert list((cli_home / "backups").glob("pre-restore-*/agentboard.db"))
+    # restore of task ids still works
+    cli("archive", kept)
+    assert cli("restore", kept).out.strip() == f"{kept}: todo"
+
+
+def test_a_backup_restored_into_a_new_home_finds_its_attachments(
+        cli: Runner, cli_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tid = task_id(cli("create", "with a file", "--json"))
+    (tmp_path / "f.txt").write_text("attached")
+    cli("attach", tid, str(tmp_path / "f.txt"))
+    dest = tmp_path / "bk"
+    assert cli("backup", str(dest)).code == 0
+    other = tmp_path / "newhome"
+    monkeypatch.setenv("AGENTBOARD_HOME", str(other))
+    assert cli("restore", str(dest)).code == 0
+    att = cli("attachments", tid, "--json").json()[0]
+    assert att["path"].startswith(str(other)) and Path(att["path"]).read_text() == "attached"
+
+
+def test_backup_of_a_postgresql_home_says_to_use_pg_dump(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    assert_one_line_error(cli("backup"), 2, "pg_dump")
+
+
+def test_export_since_a_duration(cli: Runner, tmp_path: Path) -> None:
+    task_id(cli("create", "old", "--json"))
+    time.sleep(0.05)
+    out = tmp_path / "d.jsonl"
+    assert cli("export", "--since", "1d", "-o", str(out)).code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[-1]["tables"]["tasks"]["rows"] == 1
+    assert_one_line_error(cli("export", "--since", "yesterday"), 2, "invalid time")
+
+
+def test_archive_purge_refuses_running_work_then_force_stops_its_worker(cli: Runner, cli_home: Path) -> None:
+    import agentboard
+    from agentboard.config import load
+    from agentboard.kernel import runs
+
+    tid = task_id(cli("create", "busy", "--assignee", "worker", "--json"))
+    worker = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        with agentboard.connect(str(cli_home)) as ab:
+            run = runs.claim(ab.db, "default", tid)
+            runs.record_spawn(ab.db, "default", tid, run["run_id"], pid=worker.pid, host=load().host_id)
+        assert_one_line_error(cli("archive", tid, "--purge"), 4, "is running", "--force")
+        assert cli("show", tid, "--json").json()["status"] == "running"
+        r = cli("archive", tid, "--purge", "--force", "--json")
+        assert r.code == 0, r.err
+        assert r.json()["worker_stopped"] is True
+        assert worker.wait(timeout=30) is not None
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert_one_line_error(cli("show", tid), 3, tid)
+
+
+def test_attach_rm_removes_an_attachment(cli: Runner, tmp_path: Path) -> None:
+    tid = task_id(cli("create", "files", "--json"))
+    (tmp_path / "a.txt").write_text("a")
+    cli("attach", tid, str(tmp_path / "a.txt"))
+    r = cli("attach-rm", tid, "a.txt")
+    assert r.code == 0 and "removed attachment a.txt" in r.out
+    assert cli("attachments", tid, "--json").json() == []
+    assert_one_line_error(cli("attach-rm", tid, "a.txt"), 3, "no attachment")
+
+
+def test_template_run_from_the_cli_creates_linked_tasks(cli: Runner, cli_home: Path) -> None:
+    folder = cli_home / "templates"
+    folder.mkdir()
+    (folder / "triage.toml").write_text('[[task]]\nkey = "look"\ntitle = "Look at {day}"\nassignee = "coder"\n'
+                                        '[[task]]\ntitle = "Sum up {day}"\nparents = ["look"]\nassignee = "coder"\n')
+    listed = cli("template", "list").out
+    assert "triage" in listed and "day" in listed
+    assert "[look] Look at {day}" in cli("template", "show", "triage").out
+    assert_one_line_error(cli("template", "run", "triage"), 2, "--set day=")
+    r = cli("template", "run", "triage", "--set", "day=monday", "--json")
+    assert r.code == 0, r.err
+    first, second = r.json()["tasks"]
+    assert (first["status"], second["status"]) == ("ready", "todo")
+    assert [p["id"] for p in cli("show", second["id"], "--json").json()["parents"]] == [first["id"]]
+
+
+def test_schedule_verbs_and_create_not_before(cli: Runner, cli_home: Path) -> None:
+    src = task_id(cli("create", "weekly report", "--assignee", "writer", "--json"))
+    r = cli("schedule", "add", "0 9 * * 1", "--clone", src)
+    assert r.code == 0 and "(UTC); next" in r.out, r.err
+    listed = cli("schedule", "list", "--json").json()
+    assert listed[0]["cron"] == "0 9 * * 1" and listed[0]["missed"] == "skip"
+    assert cli("schedule", "fire").out.strip() == "nothing due"
+    assert_one_line_error(cli("schedule", "add", "0 9 * * 1"), 2, "--template", "--clone")
+    assert_one_line_error(cli("schedule", "add", "99 9 * * 1", "--clone", src), 2, "outside")
+    assert cli("schedule", "rm", str(listed[0]["id"])).code == 0
+    assert cli("schedule", "list", "--json").json() == []
+    waiting = cli("create", "later", "--assignee", "writer", "--not-before", "2h", "--json").json()
+    assert waiting["status"] == "todo"
+    assert_one_line_error(cli("create", "bad", "--not-before", "soonish"), 2, "invalid time")
+
+
+@pytest.mark.postgres
+def test_migrate_to_from_postgresql_refuses_while_a_dispatcher_listens(
+        cli: Runner, tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", pg_database)
+    task_id(cli("create", "on postgres", "--json"))
+    env = {**os.environ, "AGENTBOARD_DATABASE_URL": pg_database, "AGENTBOARD_DISPATCH_INTERVAL": "0.5"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = tmp_path / "back.db"
+    try:
+        import agentboard
+        from agentboard.kernel import transfer
+
+        with agentboard.connect(pg_database) as ab:
+            deadline = time.monotonic() + 60
+            while transfer.listening_dispatchers(ab.db) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, "dispatcher(s) are running")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    r = cli("migrate-to", f"sqlite:///{target}", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["verification"]["ok"] is True
