@@ -26,9 +26,13 @@ GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
+SUPERVISOR: Final = (
+    "wake_moot", "wake_handled", "wake_expired", "escalated", "block_loop_detected", "waiting",
+    "goal_verifying", "goal_verify_failed", "supervisor_enabled", "supervisor_disabled",
+)
 BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD)
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + SUPERVISOR)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(
