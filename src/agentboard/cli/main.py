@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "agentboard.cli.mcp:mcp",
     "wiki": "agentboard.cli.wiki:wiki",
     "llm": "agentboard.cli.llm:llm",
+    "supervisor": "agentboard.cli.supervisor:supervisor",
 }
 
 

@@ -255,10 +255,15 @@ def moot_reason(tx: Tx, wake: Row) -> str | None:
     """Code, no LLM: why ``wake`` has nothing left to judge (None: it still has)."""
     reason, subject, detail = wake["reason"], wake["subject"] or "", _detail(wake)
     if reason == "goal_verifying":
-        g = tx.one("SELECT status FROM goals WHERE id = :g", {"g": subject})
+        g = tx.one("SELECT status, verify FROM goals WHERE id = :g", {"g": subject})
         if g is None:
             return "the goal is gone"
-        return None if g["status"] == "verifying" else f"the goal is {g['status']}"
+        if g["status"] != "verifying":
+            return f"the goal is {g['status']}"
+        return "the goal's verify commands check it" if (g["verify"] or "[]") != "[]" else None
+    if reason == "replan_proposed":
+        p = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": detail.get("proposal")})
+        return None if p is not None and p["status"] == states.TRIAGE else "the proposal was already released or discarded"
     t = tx.one("SELECT id, status, block_kind, block_on, current_run_id FROM tasks WHERE id = :t", {"t": subject})
     if t is None:
         return "the task is gone"
@@ -272,9 +277,6 @@ def moot_reason(tx: Tx, wake: Row) -> str | None:
                 return None
             return "the task waits for a task that is moving; it resumes by itself"
         return None if status == states.BLOCKED else f"the task is no longer blocked (it is {status})"
-    if reason == "replan_proposed":
-        p = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": detail.get("proposal")})
-        return None if p is not None and p["status"] == states.TRIAGE else "the proposal was already released or discarded"
     if reason == "block_loop":
         return None if status == states.TRIAGE else f"the task left triage (it is {status})"
     if reason == "run_lost":
@@ -450,6 +452,25 @@ def sweep_candidates(db: Database, board: str, now: float) -> Row:
     return db.read(_r)
 
 
+def due_work(db: Database) -> dict[str, Row]:
+    """Boards with open wakes, ``{board: {"pending": n, "running": n}}``, and the verifying goals
+    with verify commands (``{board: {"goals": [...]}}``): one cheap read per pass."""
+    def _r(tx: Tx) -> dict[str, Row]:
+        out: dict[str, Row] = {}
+        for r in tx.all("SELECT board, status, COUNT(*) AS n FROM supervisor_wakes "
+                        "WHERE status IN ('pending', 'running') GROUP BY board, status"):
+            out.setdefault(r["board"], {"pending": 0, "running": 0, "goals": []})[r["status"]] = int(r["n"])
+        for g in tx.all("SELECT id, board, title, verify FROM goals WHERE status = 'verifying' AND verify != '[]'"):
+            entry = out.setdefault(g["board"], {"pending": 0, "running": 0, "goals": []})
+            try:
+                commands = json.loads(g["verify"] or "[]")
+            except ValueError:
+                commands = []
+            entry["goals"].append({"id": g["id"], "title": g["title"], "verify": commands})
+        return out
+    return db.read(_r)
+
+
 def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list[int]:
     """Enqueue the sweep's wakes (``{"run_lost": [(task, run)], "stuck": [...], "unrunnable": [...]}``)
     in one transaction; the ids added (already pending ones coalesce)."""
@@ -591,6 +612,7 @@ def goal_verdict(db: Database, board: str, goal_id: str, *, passed: bool, eviden
                 proposal = create_in(tx, NewTask(
                     board=board, title=f"Missing for goal: {g['title']}"[: model.TITLE_MAX], body=body[: model.BODY_MAX],
                     goal=goal_id, triage=True, actor=REPLAN_ACTOR, check_board=False))["id"]
+                enqueue(tx, board, "replan_proposed", goal_id, actor=actor, detail={"proposal": proposal})
             tx.event(board, None, "goal_verify_failed", {"goal_id": goal_id, "evidence": evidence[:2000],
                                                          "proposal": proposal}, actor=actor, at=now)
         row = tx.one("SELECT * FROM goals WHERE id = :g", {"g": goal_id})
@@ -730,7 +752,7 @@ def overview(db: Database, board: str) -> Row:
 
 
 __all__ = [
-    "ACTOR_PREFIX", "REASONS", "REPLAN_ACTOR", "SUPERVISION", "WAKE_STATUSES", "discard_proposal", "enqueue",
+    "ACTOR_PREFIX", "REASONS", "REPLAN_ACTOR", "SUPERVISION", "WAKE_STATUSES", "discard_proposal", "due_work", "enqueue",
     "escalate", "failure_history", "goal_tasks_done", "goal_verdict", "handle", "is_supervisor_actor", "log",
     "moot_reason", "on_blocked", "on_failed", "on_gave_up", "on_sent_back", "on_telemetry", "overview", "panel",
     "propose_replan", "reconcile", "release_proposal", "set_supervisor", "status", "supervisor_actor",

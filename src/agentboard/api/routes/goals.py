@@ -21,7 +21,7 @@ GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
 
 @router.get("/goals", responses=responses(400, 404))
 def list_goals(request: Request, board: str | None = BoardQ,
-               status: Literal["active", "done", "cancelled"] | None = None,
+               status: Literal["active", "verifying", "done", "cancelled"] | None = None,
                who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(goals.list_goals(state(request).db, slug, status=status))
