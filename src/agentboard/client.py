@@ -118,10 +118,11 @@ class Board:
 
     def block(
         self, task_id: str, reason: str, *, kind: str = "manual", run_id: int | None = None,
-        actor: str | None = None,
+        on: str | None = None, actor: str | None = None,
     ) -> Row:
-        """Block a task with a reason (a running one closes its run)."""
-        return tasks.block(self.db, self.slug, task_id, reason, kind=kind, run_id=run_id, actor=actor)
+        """Block a task with a reason (a running one closes its run). ``kind="dependency"`` with
+        ``on=TASK_ID``: it waits in todo and resumes by itself when that task is done."""
+        return tasks.block(self.db, self.slug, task_id, reason, kind=kind, run_id=run_id, on=on, actor=actor)
 
     def unblock(self, task_id: str, *, actor: str | None = None) -> Row:
         """Return a blocked task to the queue and reset its failure counter."""
