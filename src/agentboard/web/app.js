@@ -5,6 +5,7 @@ import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
+import { renderSupervisor } from "./supervisor.js";
 import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
 
 const main = $("#main");
@@ -47,6 +48,7 @@ async function loadBoard() {
 const scheduleReload = debounce(() => {
   loadBoard();
   if (state.view === "goals") renderGoals(main);
+  if (state.view === "supervisor") renderSupervisor(main);
 }, 150, 1000);
 on("reload", scheduleReload);
 on("open", (id) => openDrawer(id));
@@ -87,7 +89,7 @@ function renderTopbar() {
     state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
       `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
   switcher.addEventListener("change", () => switchBoard(switcher.value));
-  const tabs = ["board", "goals", "profiles"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
+  const tabs = ["board", "goals", "profiles", "supervisor"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
   bar.append(...[
@@ -224,6 +226,9 @@ function setView(view) {
   } else if (view === "goals") {
     main.appendChild(h("div.panel-loading", "Loading goals…"));
     renderGoals(main);
+  } else if (view === "supervisor") {
+    main.appendChild(h("div.panel-loading", "Loading the supervisor…"));
+    renderSupervisor(main);
   } else {
     main.appendChild(h("div.panel-loading", "Loading profiles…"));
     renderProfiles(main);
@@ -328,7 +333,7 @@ const SHORTCUTS = [
   ["/", "focus search"],
   ["n", "new task in Todo"],
   ["t", "new task in Triage"],
-  ["b / g / p", "board, goals, profiles view"],
+  ["b / g / p / s", "board, goals, profiles, supervisor view"],
   ["a", "show or hide archived"],
   ["l", "lanes by profile in Running"],
   ["r", "reload"],
@@ -367,6 +372,7 @@ document.addEventListener("keydown", (ev) => {
   else if (key === "b") setView("board");
   else if (key === "g") setView("goals");
   else if (key === "p") setView("profiles");
+  else if (key === "s") setView("supervisor");
   else if (key === "a") { state.showArchived = !state.showArchived; persist(); renderToolbar(); loadBoard(); }
   else if (key === "l") { state.lanes = !state.lanes; persist(); renderToolbar(); loadBoard(); }
   else if (key === "r") { loadSide().then(() => setView(state.view)); }
