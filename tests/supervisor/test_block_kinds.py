@@ -117,3 +117,26 @@ def test_a_verdict_needs_a_verifying_goal_and_evidence(ab: Any, board: Any) -> N
         supervision.goal_verdict(ab.db, board.slug, g, passed=True, evidence="looks fine")
     with pytest.raises(InvalidInput, match="evidence"):
         supervision.goal_verdict(ab.db, board.slug, g, passed=True, evidence=" ")
+
+
+def test_the_sweep_wakes_for_what_the_hooks_missed_once(ab: Any, board: Any, dispatcher: Any) -> None:
+    import time
+
+    from agentboard.kernel import runs
+
+    supervise(ab, board, stuck_after=5)
+    ab.add_profile("w", command="true")
+    blocked = board.create("blocked long ago", assignee="w")["id"]
+    board.block(blocked, "waits", actor="alice")
+    ghost = board.create("for a profile nobody has", assignee="ghost")["id"]
+    lost = board.create("its worker died", assignee="w")["id"]
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    d = dispatcher(start=False)
+    runs.claim(ab.db, board.slug, lost, host=d.host, pid=gone.pid)
+    later = time.time() + 60  # as if the sweep ran a minute from now: the block is older than stuck_after
+    added = d.planner.supervising.sweep(board.slug, later)
+    found = {(w["reason"], w["subject"]) for w in wakes(ab, board, "pending")}
+    assert {("stuck", blocked), ("unrunnable", ghost), ("run_lost", lost)} <= found
+    assert len(added) == 3
+    assert d.planner.supervising.sweep(board.slug, later) == []  # already pending: coalesced
