@@ -272,11 +272,12 @@ class Board:
 
     def goal(
         self, title: str, *, body: str = "", acceptance: list[str] | None = None, priority: int = 0,
-        actor: str | None = None,
+        verify: list[str] | None = None, actor: str | None = None,
     ) -> Row:
-        """Create a goal on this board (tasks join it with ``goal=``)."""
+        """Create a goal on this board (tasks join it with ``goal=``); ``verify``: the commands
+        that check its acceptance once all its tasks are done."""
         return goals.create(self.db, self.slug, title, body=body, acceptance=acceptance, priority=priority,
-                            actor=actor)
+                            verify=verify, actor=actor)
 
     def goals(self, *, status: str | None = None) -> Rows:
         """The board's goals with their progress."""

@@ -102,3 +102,13 @@ def test_other_tokens_cannot_use_the_supervisors_tools(ab: Any, board: Any, api:
     assert person.post(f"/api/supervisor/tasks/{target}/unblock").json()["status"] == "ready"
     assert board.show(target)["status"] == "ready"
     assert goals.list_goals(ab.db, board.slug) == []
+
+
+def test_a_goals_verify_commands_need_an_admin_over_the_api(ab: Any, board: Any, api: str) -> None:
+    member = _client(api, tokens.create(ab.db, "bob", role="member")["token"])
+    refused = member.post("/api/goals", json={"title": "ship", "verify": ["make test"]})
+    assert refused.status_code == 403 and "admin" in refused.json()["error"]["message"]
+    assert goals.list_goals(ab.db, board.slug) == []
+    admin = _client(api, tokens.create(ab.db, "root", role="admin")["token"])
+    made = admin.post("/api/goals", json={"title": "ship", "verify": ["make test"]})
+    assert made.status_code == 201 and made.json()["verify"] == ["make test"]

@@ -166,3 +166,18 @@ def test_a_supervised_goal_is_judged_by_the_supervisor(ab: Any, board: Any, disp
     assert done[0]["actor"] == ACTOR and "acceptance" in done[0]["payload"]["evidence"]
     wait_for(lambda: supervision.status(ab.db, board.slug)["wakes"]["handled"] == 1, what="the wake handled")
     assert [(w["reason"], w["subject"]) for w in wakes(ab, board)] == [("goal_verifying", g)]
+
+
+def test_a_task_the_supervisor_proposes_and_releases_meets_the_breaker_like_any_other(
+        ab: Any, board: Any, dispatcher: Any) -> None:
+    from agentboard.kernel import supervision as ks
+
+    ab.add_profile("crasher", command="sh -c 'exit 4'")
+    supervise(ab, board, failure_limit=1)
+    out = ks.release_proposal(ab.db, board.slug, board.create(
+        "retry the import", assignee="crasher", triage=True, actor=ACTOR)["id"], actor=ACTOR)
+    assert out["status"] == "ready"
+    dispatcher()
+    wait_for(lambda: board.show(out["id"])["status"] in ("blocked", "triage"), what="the breaker stopping it")
+    assert board.show(out["id"])["block_kind"] == "gave_up"
+    assert [r["outcome"] for r in board.runs(out["id"])] == ["crashed"]

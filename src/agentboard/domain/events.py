@@ -36,5 +36,6 @@ ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + SUPERVISO
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(
-    {"completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested", "goal_completed"}
+    {"completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested", "goal_completed",
+     "escalated"}
 )

@@ -137,6 +137,8 @@ def on_blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str
 
 def on_gave_up(tx: Tx, board: str, task: Row, actor: str | None) -> Row:
     """The breaker gave up on a task: the block hook, then a replan proposal (no LLM decides)."""
+    if task.get("purpose") == SUPERVISION:
+        return task
     task = on_blocked(tx, board, task, "gave_up", str(task.get("block_reason") or "gave up"), actor)
     propose_replan(tx, board, task, "the circuit breaker gave up on it", actor)
     return task
@@ -345,8 +347,10 @@ def _close(tx: Tx, wake: Row, status: str, note: str | None, actor: str | None, 
 def _take_due(tx: Tx, board: str, limit: int) -> Row:
     profile = supervisor_of(tx, board)
     out: Row = {"moot": [], "tasks": [], "waiting": 0}
-    rows = tx.all("SELECT * FROM supervisor_wakes WHERE board = :b AND status = 'pending' ORDER BY id LIMIT :n",
-                  {"b": board, "n": limit})
+    # on PostgreSQL two dispatchers may take wakes at once: each locks the rows it takes
+    lock = " FOR UPDATE SKIP LOCKED" if tx.db.dialect == "postgresql" else ""
+    rows = tx.all("SELECT * FROM supervisor_wakes WHERE board = :b AND status = 'pending' ORDER BY id LIMIT :n"
+                  + lock, {"b": board, "n": limit})
     if not rows:
         return out
     now = time.time()
@@ -404,15 +408,18 @@ def _escalate_in(tx: Tx, board: str, wake: Row, now: float) -> None:
 def _reconcile(tx: Tx, board: str, ttl: float) -> Row:
     now = time.time()
     out: Row = {"handled": 0, "expired": [], "refired": [], "escalated": []}
+    lock = " FOR UPDATE OF w SKIP LOCKED" if tx.db.dialect == "postgresql" else ""
     rows = tx.all(
         "SELECT w.*, t.status AS task_status FROM supervisor_wakes w LEFT JOIN tasks t ON t.id = w.task_id "
-        "WHERE w.board = :b AND w.status = 'running'", {"b": board})
+        "WHERE w.board = :b AND w.status = 'running'" + lock, {"b": board})
     for w in rows:
-        closed = w["task_status"] in (None, states.DONE, states.ARCHIVED)
+        # its supervision task ended (or the breaker stopped it) without marking the wake handled
+        closed = w["task_status"] in (None, states.DONE, states.ARCHIVED, states.BLOCKED)
         late = (w["updated_at"] or w["created_at"]) < now - ttl
         if not (closed or late):
             continue
-        why = "the supervisor finished without marking it handled" if closed else f"not handled within {int(ttl)}s"
+        why = (f"its supervision task ended ({w['task_status'] or 'gone'}) without marking it handled" if closed
+               else f"not handled within {int(ttl)}s")
         _close(tx, w, "expired", why, "dispatcher", now)
         out["expired"].append(w["id"])
         if int(w["attempt"] or 1) >= 2:
@@ -512,7 +519,9 @@ def handle(db: Database, board: str, wake_ids: Iterable[int | str], *, note: str
 
     def _w(tx: Tx) -> list[Row]:
         params: dict[str, Any] = {"b": board}
-        rows = tx.all(f"SELECT * FROM supervisor_wakes WHERE board = :b AND id IN {in_list('w', ids, params)}", params)
+        lock = " FOR UPDATE" if tx.db.dialect == "postgresql" else ""
+        rows = tx.all(f"SELECT * FROM supervisor_wakes WHERE board = :b AND id IN {in_list('w', ids, params)}" + lock,
+                      params)
         found = {int(r["id"]): r for r in rows}
         for i in ids:
             if i not in found:
