@@ -10,11 +10,13 @@ import pytest
 from agentboard.domain.errors import Conflict, InvalidInput
 from agentboard.kernel import supervision
 
-from .conftest import events, set_board, supervise, supervision_tasks, wakes
+from .conftest import events, gated_worker, set_board, supervise, supervision_tasks, wait_for, wakes
 
 
-def test_a_dependency_block_waits_in_todo_and_resumes_by_itself(ab: Any, board: Any) -> None:
-    ab.add_profile("w", command="true")
+def test_a_dependency_block_waits_in_todo_and_resumes_by_itself(ab: Any, board: Any, dispatcher: Any,
+                                                                 tmp_path: Any) -> None:
+    gate = tmp_path / "gate"
+    ab.add_profile("w", command=gated_worker(gate))
     first = board.create("migrate the schema", assignee="w")["id"]
     later = board.create("backfill", assignee="w")["id"]
     out = subprocess.run(["agentboard", "block", later, "needs the new columns", "--on", first],
@@ -22,9 +24,14 @@ def test_a_dependency_block_waits_in_todo_and_resumes_by_itself(ab: Any, board: 
     assert out.returncode == 0, out.stderr
     task = board.show(later)
     assert (task["status"], task["block_kind"], task["block_on"]) == ("todo", "dependency", first)
-    board.complete(first, summary="migrated")
+    d = dispatcher()
+    wait_for(lambda: board.show(first)["status"] == "running", what="the first task running")
+    d.run_pass()
+    assert board.show(later)["status"] == "todo" and board.runs(later) == []  # it waits
+    gate.write_text("go")
+    wait_for(lambda: board.show(later)["status"] == "done", what="the waiting task resuming by itself")
     task = board.show(later)
-    assert (task["status"], task["block_kind"], task["block_on"]) == ("ready", None, None)
+    assert (task["block_kind"], task["block_on"]) == (None, None)
     assert [e["payload"]["by"] for e in events(board, later, "promoted")] == [first]
 
 
@@ -140,3 +147,41 @@ def test_the_sweep_wakes_for_what_the_hooks_missed_once(ab: Any, board: Any, dis
     assert {("stuck", blocked), ("unrunnable", ghost), ("run_lost", lost)} <= found
     assert len(added) == 3
     assert d.planner.supervising.sweep(board.slug, later) == []  # already pending: coalesced
+
+
+def _claim_and_review(board: Any, tid: str) -> None:
+    from agentboard.kernel import runs
+
+    runs.claim(board.db, board.slug, tid)
+    runs.request_review(board.db, board.slug, tid, summary="please look")
+
+
+def test_sent_back_for_the_nth_time_wakes_and_once_more_proposes_a_replan(ab: Any, board: Any) -> None:
+    supervise(ab, board, replan_after=2)
+    g = board.goal("g")["id"]
+    t = board.create("the parser", assignee="w", goal=g, review=True)["id"]
+    for i in range(3):
+        _claim_and_review(board, t)
+        board.request_changes(t, f"still wrong ({i})", actor="reviewer")
+        reasons = {w["reason"] for w in wakes(ab, board)}
+        assert ("sent_back" in reasons) == (i >= 1)
+        assert ("replan_proposed" in reasons) == (i >= 2)
+    proposals = [x for x in board.list(goal=g) if x["status"] == "triage"]
+    assert len(proposals) == 1 and proposals[0]["title"] == "Replan: the parser"
+    body = board.show(proposals[0]["id"])["body"]
+    assert body.count("changes_requested") == 3 and "still wrong (2)" in body
+
+
+def test_repeated_crashes_and_degraded_results_wake_the_supervisor(ab: Any, board: Any) -> None:
+    from agentboard.kernel import runs
+
+    supervise(ab, board)
+    t = board.create("flaky", assignee="w", max_retries=5)["id"]
+    runs.claim(ab.db, board.slug, t)
+    runs.fail(ab.db, board.slug, t, "crashed", error="segfault")
+    assert wakes(ab, board) == []  # once is not a pattern
+    runs.claim(ab.db, board.slug, t)
+    runs.fail(ab.db, board.slug, t, "crashed", error="segfault again")
+    assert [(w["reason"], w["detail"]["failures"]) for w in wakes(ab, board)] == [("crashed", 2)]
+    runs.record_telemetry(ab.db, board.slug, t, "result_degraded", {"reason": "no valid result.json"})
+    assert {w["reason"] for w in wakes(ab, board)} == {"crashed", "degraded"}
