@@ -181,3 +181,22 @@ def test_a_task_the_supervisor_proposes_and_releases_meets_the_breaker_like_any_
     wait_for(lambda: board.show(out["id"])["status"] in ("blocked", "triage"), what="the breaker stopping it")
     assert board.show(out["id"])["block_kind"] == "gave_up"
     assert [r["outcome"] for r in board.runs(out["id"])] == ["crashed"]
+
+
+def test_the_supervisor_runs_in_scratch_never_in_the_boards_repository(ab: Any, dispatcher: Any, tmp_path: Path) -> None:
+    import subprocess
+
+    from dispatch.test_workspaces import make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    ab.create_board("code", workdir=str(repo), workdir_mode="linked-existing")
+    board = ab.board("code")
+    supervise(ab, board, {"priority": 2})
+    t = board.create("needs a decision")["id"]
+    board.block(t, "which license?", actor="alice")
+    dispatcher()
+    wait_for(lambda: wakes(ab, board, "handled"), what="the wake handled")
+    branches = subprocess.run(["git", "-C", str(repo), "branch", "--list"], capture_output=True, text=True).stdout
+    assert "ab/" not in branches and not (repo / ".worktrees").exists()
+    (run,) = board.runs(supervision_tasks(ab, board)[0]["id"])
+    assert str(ab.settings.home) in run["workspace_path"]
