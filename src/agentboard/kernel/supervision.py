@@ -80,17 +80,18 @@ _ENQUEUE = (
 
 def enqueue(
     tx: Tx, board: str, reason: str, subject: str, *, actor: str | None = None,
-    detail: dict[str, Any] | None = None, task: Row | None = None, attempt: int = 1,
+    detail: dict[str, Any] | None = None, task: Row | None = None, attempt: int = 1, supervised: bool = False,
 ) -> int | None:
     """Enqueue a wake in the caller's transaction; its id, or None when none was added (no
-    supervisor, the supervisor's own action or task, or one is already pending)."""
+    supervisor, the supervisor's own action or task, or one is already pending).
+    ``supervised``: the caller already knows the board has a supervisor."""
     if reason not in REASONS:
         raise InvalidInput(f"unknown wake reason {reason!r}")
     if is_supervisor_actor(actor):
         return None
     if task is not None and task.get("purpose") == SUPERVISION:
         return None
-    if supervisor_of(tx, board) is None:
+    if not supervised and supervisor_of(tx, board) is None:
         return None
     now = time.time()
     row = tx.one(_ENQUEUE, {"b": board, "r": reason, "s": subject, "now": now,
@@ -482,17 +483,23 @@ def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list
     """Enqueue the sweep's wakes (``{"run_lost": [(task, run)], "stuck": [...], "unrunnable": [...]}``)
     in one transaction; the ids added (already pending ones coalesce)."""
     def _w(tx: Tx) -> list[int]:
+        if supervisor_of(tx, board) is None:
+            return []
+        pending = {(r["reason"], r["subject"]) for r in tx.all(
+            "SELECT reason, subject FROM supervisor_wakes WHERE board = :b AND status = 'pending'", {"b": board})}
+        todo: list[tuple[str, str, dict[str, Any]]] = [("run_lost", tid, {"run_id": rid})
+                                                       for tid, rid in found.get("run_lost", [])]
+        todo += [(reason, tid, {}) for reason in ("stuck", "unrunnable") for tid in found.get(reason, [])]
         out = []
-        for tid, rid in found.get("run_lost", []):
-            wid = enqueue(tx, board, "run_lost", tid, actor="sweep", detail={"run_id": rid})
+        for reason, tid, detail in todo:
+            if (reason, tid) in pending:  # coalesced without a write
+                continue
+            wid = enqueue(tx, board, reason, tid, actor="sweep", detail=detail, supervised=True)
             if wid:
                 out.append(wid)
-        for reason in ("stuck", "unrunnable"):
-            for tid in found.get(reason, []):
-                wid = enqueue(tx, board, reason, tid, actor="sweep")
-                if wid:
-                    out.append(wid)
         return out
+    if not any(found.get(k) for k in ("run_lost", "stuck", "unrunnable")):
+        return []
     return db.write(_w)
 
 
