@@ -139,13 +139,17 @@ def test_the_sweep_wakes_for_what_the_hooks_missed_once(ab: Any, board: Any, dis
     lost = board.create("its worker died", assignee="w")["id"]
     gone = subprocess.Popen(["true"])
     gone.wait()
+    g = board.goal("settled by the supervisor itself")["id"]
+    last = board.create("the goal's last task", assignee="w", goal=g)["id"]
+    board.complete(last, summary="done", actor="supervisor:sup")  # its own action: no wake
+    assert [w for w in wakes(ab, board) if w["reason"] == "goal_verifying"] == []
     d = dispatcher(start=False)
     runs.claim(ab.db, board.slug, lost, host=d.host, pid=gone.pid)
     later = time.time() + 60  # as if the sweep ran a minute from now: the block is older than stuck_after
     added = d.planner.supervising.sweep(board.slug, later)
     found = {(w["reason"], w["subject"]) for w in wakes(ab, board, "pending")}
-    assert {("stuck", blocked), ("unrunnable", ghost), ("run_lost", lost)} <= found
-    assert len(added) == 3
+    assert {("stuck", blocked), ("unrunnable", ghost), ("run_lost", lost), ("goal_verifying", g)} <= found
+    assert len(added) == 4
     assert d.planner.supervising.sweep(board.slug, later) == []  # already pending: coalesced
 
 

@@ -92,7 +92,8 @@ class Supervising:
             elif r.get("claim_expires") is not None and float(r["claim_expires"]) < now:
                 lost.append((r["id"], r["current_run_id"]))
         return ks.sweep_enqueue(self.ctx.db, slug, {"run_lost": lost, "stuck": found["stuck"],
-                                                    "unrunnable": found["unrunnable"]})
+                                                    "unrunnable": found["unrunnable"],
+                                                    "goal_verifying": found["goal_verifying"]})
 
     # -- goals with verify commands ------------------------------------------------------------------
 

@@ -444,7 +444,8 @@ def reconcile(db: Database, board: str, *, ttl: float | None = None) -> Row:
 
 def sweep_candidates(db: Database, board: str, now: float) -> Row:
     """What the hooks may have missed, in one read: running tasks (the dispatcher checks their
-    processes), tasks blocked longer than ``stuck_after``, ready tasks no enabled profile runs."""
+    processes), tasks blocked longer than ``stuck_after``, ready tasks no enabled profile runs,
+    goals left verifying with no verify commands (say, settled by the supervisor's own action)."""
     def _r(tx: Tx) -> Row:
         stuck_after = _setting(tx, board, "stuck_after")
         running = tx.all("SELECT id, current_run_id, worker_pid, worker_host, claim_expires, started_at, purpose "
@@ -456,7 +457,10 @@ def sweep_candidates(db: Database, board: str, now: float) -> Row:
             "SELECT t.id FROM tasks t LEFT JOIN profiles p ON p.name = COALESCE(t.assignee, :d) "
             "WHERE t.board = :b AND t.status = 'ready' AND (p.name IS NULL OR p.enabled = 0) "
             "AND (t.purpose IS NULL OR t.purpose != 'supervision')", {"b": board, "d": default})
-        return {"running": running, "stuck": [r["id"] for r in stuck], "unrunnable": [r["id"] for r in unrunnable]}
+        verifying = tx.all("SELECT id FROM goals WHERE board = :b AND status = 'verifying' AND verify = '[]'",
+                           {"b": board})
+        return {"running": running, "stuck": [r["id"] for r in stuck], "unrunnable": [r["id"] for r in unrunnable],
+                "goal_verifying": [r["id"] for r in verifying]}
     return db.read(_r)
 
 
@@ -490,6 +494,10 @@ def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list
         todo: list[tuple[str, str, dict[str, Any]]] = [("run_lost", tid, {"run_id": rid})
                                                        for tid, rid in found.get("run_lost", [])]
         todo += [(reason, tid, {}) for reason in ("stuck", "unrunnable") for tid in found.get(reason, [])]
+        busy = {r["subject"] for r in tx.all(
+            "SELECT subject FROM supervisor_wakes WHERE board = :b AND status = 'running' AND reason = 'goal_verifying'",
+            {"b": board})}
+        todo += [("goal_verifying", gid, {"goal_id": gid}) for gid in found.get("goal_verifying", []) if gid not in busy]
         out = []
         for reason, tid, detail in todo:
             if (reason, tid) in pending:  # coalesced without a write
@@ -498,7 +506,7 @@ def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list
             if wid:
                 out.append(wid)
         return out
-    if not any(found.get(k) for k in ("run_lost", "stuck", "unrunnable")):
+    if not any(found.get(k) for k in ("run_lost", "stuck", "unrunnable", "goal_verifying")):
         return []
     return db.write(_w)
 
