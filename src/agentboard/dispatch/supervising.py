@@ -65,9 +65,8 @@ class Supervising:
                     entry = ks.due_work(db).get(slug) or {}
                 at = self.last_sweep[slug] + interval
                 due = at if due is None else min(due, at)
-                if entry.get("running"):
-                    ks.reconcile(db, slug)
-                if entry.get("pending") or entry.get("running"):
+                refired = ks.reconcile(db, slug)["refired"] if entry.get("running") else []
+                if entry.get("pending") or refired:
                     out = ks.take_due(db, slug)
                     if out["moot"] or out["tasks"]:
                         log.info("supervisor on %s: %d wake(s) moot, %d supervision task(s) created",
