@@ -118,10 +118,11 @@ class Board:
 
     def block(
         self, task_id: str, reason: str, *, kind: str = "manual", run_id: int | None = None,
-        actor: str | None = None,
+        on: str | None = None, actor: str | None = None,
     ) -> Row:
-        """Block a task with a reason (a running one closes its run)."""
-        return tasks.block(self.db, self.slug, task_id, reason, kind=kind, run_id=run_id, actor=actor)
+        """Block a task with a reason (a running one closes its run). ``kind="dependency"`` with
+        ``on=TASK_ID``: it waits in todo and resumes by itself when that task is done."""
+        return tasks.block(self.db, self.slug, task_id, reason, kind=kind, run_id=run_id, on=on, actor=actor)
 
     def unblock(self, task_id: str, *, actor: str | None = None) -> Row:
         """Return a blocked task to the queue and reset its failure counter."""
@@ -271,11 +272,12 @@ class Board:
 
     def goal(
         self, title: str, *, body: str = "", acceptance: list[str] | None = None, priority: int = 0,
-        actor: str | None = None,
+        verify: list[str] | None = None, actor: str | None = None,
     ) -> Row:
-        """Create a goal on this board (tasks join it with ``goal=``)."""
+        """Create a goal on this board (tasks join it with ``goal=``); ``verify``: the commands
+        that check its acceptance once all its tasks are done."""
         return goals.create(self.db, self.slug, title, body=body, acceptance=acceptance, priority=priority,
-                            actor=actor)
+                            verify=verify, actor=actor)
 
     def goals(self, *, status: str | None = None) -> Rows:
         """The board's goals with their progress."""

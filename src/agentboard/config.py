@@ -90,6 +90,17 @@ class Settings:
     #: per-use overrides from ``config.toml`` tables ``[llm.<use>]`` (``model``, ``command``,
     #: ``base_url``, ``timeout``), keyed by use (:data:`LLM_USES`)
     llm_uses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the supervisor: how often the sweep looks for what the wake hooks missed (seconds)
+    supervisor_sweep: float = 1800.0
+    #: a task blocked longer than this (seconds) is stuck: the sweep wakes the supervisor
+    stuck_after: int = 4 * 3600
+    #: a task sent back by review or verification more than this many times gets a replan proposal
+    replan_after: int = 3
+    #: a task blocked more than this many times within ``block_loop_window`` goes to triage
+    block_loop_limit: int = 3
+    block_loop_window: int = 24 * 3600
+    #: a wake the supervisor took but did not mark handled expires after this many seconds
+    supervisor_wake_ttl: int = 3600
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     max_request_bytes: int = 1024 * 1024

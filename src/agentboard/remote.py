@@ -149,9 +149,12 @@ class WorkerClient:
                                "run_id": run_id, "review": review})
 
     def block(self, task_id: str, reason: str, *, kind: str | None = None, run_id: int | None = None,
-              board: str | None = None) -> dict[str, Any]:
+              board: str | None = None, on: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"reason": reason, "kind": kind, "run_id": run_id}
+        if on:
+            body["on"] = on
         return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
-                         json={"reason": reason, "kind": kind, "run_id": run_id})
+                         json=body)
 
     def request_review(self, task_id: str, *, summary: str | None = None, run_id: int | None = None,
                        review: bool = True) -> dict[str, Any]:

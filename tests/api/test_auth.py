@@ -72,6 +72,14 @@ def _writes(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None, 
         ("POST", "/api/templates/{name}/run", {"set": {}}, {}),
         ("POST", "/api/schedules", {"cron": "@daily", "clone": t1}, {}),
         ("DELETE", "/api/schedules/{schedule_id}", None, {}),
+        ("POST", "/api/supervisor/enable", {"profile": "worker"}, {}),
+        ("POST", "/api/supervisor/disable", None, {}),
+        ("POST", "/api/supervisor/proposals", {"title": "p"}, {}),
+        ("POST", "/api/supervisor/wakes/handled", {"wakes": [1]}, {}),
+        ("POST", "/api/supervisor/goals/{goal_id}/verdict", {"passed": True, "evidence": "e"}, {}),
+        *[("POST", f"/api/supervisor/tasks/{{task_id}}/{verb}", body, {}) for verb, body in (
+            ("comment", {"body": "b"}), ("priority", {"priority": 1}), ("release", None), ("discard", None),
+            ("unblock", None), ("assign", {"assignee": "w"}), ("reclaim", {}), ("escalate", {"reason": "r"}))],
     ]
 
 

@@ -15,7 +15,7 @@ from kernelkit import check_invariants, reach, snapshot, status_of
 import agentboard
 from agentboard.config import Settings
 from agentboard.domain.errors import Conflict, StaleRun
-from agentboard.kernel import boards, goals, links, runs, tasks
+from agentboard.kernel import boards, goals, links, runs, supervision, tasks
 from agentboard.store.engine import open_database
 
 B = "default"
@@ -264,7 +264,11 @@ def test_mention_creates_a_follow_up_for_known_profiles_only(ab: Any) -> None:
 # -- goals ----------------------------------------------------------------------------------------
 
 
-def test_goal_settles_when_its_tasks_are_done_and_reopens(board: Any) -> None:
+def _accept(board: Any, goal_id: str) -> None:
+    supervision.goal_verdict(board.db, B, goal_id, passed=True, evidence="checked by hand", actor="alice")
+
+
+def test_goal_is_verified_when_its_tasks_are_done_and_reopens(board: Any) -> None:
     g = board.goal("launch")["id"]
     a = board.create("a", assignee="w", goal=g)["id"]
     b = board.create("b", assignee="w", goal=g)["id"]
@@ -272,37 +276,42 @@ def test_goal_settles_when_its_tasks_are_done_and_reopens(board: Any) -> None:
     assert goals.show(board.db, B, g)["status"] == "active"
     board.archive(b)
     shown = goals.show(board.db, B, g)
-    assert shown["status"] == "done"
+    assert shown["status"] == "verifying"  # never done on task counts alone
+    assert [e["payload"]["goal_id"] for e in board.events(0) if e["kind"] == "goal_verifying"] == [g]
+    assert not [e for e in board.events(0) if e["kind"] == "goal_completed"]
+    _accept(board, g)
+    assert goals.show(board.db, B, g)["status"] == "done"
     assert [e["payload"]["goal_id"] for e in board.events(0) if e["kind"] == "goal_completed"] == [g]
     board.reopen(a)
     assert goals.show(board.db, B, g)["status"] == "active"
     board.complete(a, summary="again")
-    assert goals.show(board.db, B, g)["status"] == "done"
+    assert goals.show(board.db, B, g)["status"] == "verifying"
 
 
 def test_a_done_goal_that_gains_an_open_task_is_active_again(board: Any) -> None:
     g = board.goal("launch")["id"]
     a = board.create("a", assignee="w", goal=g)["id"]
     board.complete(a, summary="a done")
+    _accept(board, g)
     assert goals.show(board.db, B, g)["status"] == "done"
     board.create("one more thing", assignee="w", goal=g)
     assert goals.show(board.db, B, g)["status"] == "active"
     other = board.goal("second")["id"]
     x = board.create("x", assignee="w", goal=other)["id"]
     board.complete(x, summary="x done")
-    assert goals.show(board.db, B, other)["status"] == "done"
+    assert goals.show(board.db, B, other)["status"] == "verifying"
     y = board.create("y", assignee="w")["id"]
     board.edit(y, goal_id=other)
     assert goals.show(board.db, B, other)["status"] == "active"
 
 
-def test_restoring_an_archived_task_reopens_its_done_goal(board: Any) -> None:
+def test_restoring_an_archived_task_reopens_its_verifying_goal(board: Any) -> None:
     g = board.goal("g")["id"]
     a = board.create("a", assignee="w", goal=g)["id"]
     b = board.create("b", assignee="w", goal=g)["id"]
     board.archive(b)
     board.complete(a, summary="done")
-    assert goals.show(board.db, B, g)["status"] == "done"
+    assert goals.show(board.db, B, g)["status"] == "verifying"
     board.restore(b)
     assert goals.show(board.db, B, g)["status"] == "active"
 
@@ -484,4 +493,4 @@ def test_clearing_a_task_goal_settles_the_goal_it_left(board: Any) -> None:
     out = board.edit(b, goal_id="")
     assert out["goal_id"] is None
     assert [t["id"] for t in board.list(goal=g)] == [a]
-    assert goals.show(board.db, B, g)["status"] == "done"
+    assert goals.show(board.db, B, g)["status"] == "verifying"

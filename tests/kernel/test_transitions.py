@@ -61,6 +61,8 @@ NOT_DIRECT = {
     "decompose": "an LLM helper built on create + link",
     "promote": "automatic on completion; by hand through set_status (test_set_status_*)",
     "demote": "automatic on link/reopen; by hand through set_status",
+    "wait": "a dependency block (block --kind dependency --on ID); covered by tests/supervisor",
+    "block_loop": "automatic when a task is blocked too often; covered by tests/supervisor",
 }
 
 

@@ -19,7 +19,19 @@ from ..store.engine import Database
 from . import errors
 from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
-from .routes import boards, goals, links, notify, operations, profiles, system, tasks, wiki, worker
+from .routes import (
+    boards,
+    goals,
+    links,
+    notify,
+    operations,
+    profiles,
+    supervisor,
+    system,
+    tasks,
+    wiki,
+    worker,
+)
 from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
 
@@ -73,7 +85,7 @@ def create_app(
     )
     app.state.ab = state
     errors.install(app)
-    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations):
+    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.add_api_websocket_route("/api/events", events_socket)

@@ -48,6 +48,8 @@ class Principal:
     task_id: str | None = None
     orchestrator: bool = False
     via_cookie: bool = False
+    #: the profile, for the run token of a supervision task (its board-wide supervisor tools)
+    supervisor: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any], *, via_cookie: bool = False) -> Principal:
@@ -55,7 +57,7 @@ class Principal:
             token_id=int(row["id"]), name=str(row["name"]), role=str(row["role"]),
             boards=tuple(row.get("boards") or ()), run_id=row.get("run_id"),
             task_id=row.get("task_id"), orchestrator=bool(row.get("orchestrator")),
-            via_cookie=via_cookie,
+            via_cookie=via_cookie, supervisor=row.get("supervisor"),
         )
 
     @property
@@ -101,6 +103,18 @@ class Principal:
                 f"a run token may only change its own task ({self.task_id}), not {what}"
             )
 
+    def check_supervisor_tool(self, board: str) -> None:
+        """Use a supervisor tool on ``board``: the run token of the board's supervision task, or
+        a person who may change the board (a member or an admin)."""
+        self.check_read(board)
+        if self.is_run:
+            if self.supervisor is None:
+                raise Forbidden("the supervisor's tools need the supervisor's run token (or a person's token); "
+                                "a worker proposes work with `agentboard create --triage` instead")
+            return
+        if self.role == "viewer":
+            raise Forbidden(f"token {self.name!r} is read-only (viewer)")
+
     def check_admin(self, board: str | None = None) -> None:
         """Administer ``board`` (or, with ``None``, the whole installation)."""
         if self.role != "admin":
@@ -113,7 +127,8 @@ class Principal:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "role": self.role, "boards": list(self.boards) or None,
-                "run_id": self.run_id, "task_id": self.task_id, "orchestrator": self.orchestrator}
+                "run_id": self.run_id, "task_id": self.task_id, "orchestrator": self.orchestrator,
+                "supervisor": self.supervisor}
 
 
 async def current(request: Request) -> Principal:

@@ -123,6 +123,8 @@ class GoalCreate(Body):
     body: str = ""
     acceptance: list[str] = Field(default_factory=list, max_length=100)
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    verify: list[str] = Field(default_factory=list, max_length=50,
+                              description="commands that check the acceptance once all its tasks are done")
 
 
 class GoalPatch(Body):

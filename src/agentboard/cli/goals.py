@@ -10,7 +10,7 @@ from .common import board_option, handle_errors, json_option
 
 @common.group("goals")
 def goals() -> None:
-    """Goals: named outcomes; a goal settles to done when all its tasks are done."""
+    """Goals: named outcomes; when all its tasks are done a goal is verified, then done."""
 
 
 @goals.command("create")
@@ -19,11 +19,14 @@ def goals() -> None:
 @click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
 @click.option("--acceptance", "acceptance", multiple=True, metavar="A", help="an acceptance criterion (repeatable)")
 @click.option("--priority", default="0", metavar="N")
+@click.option("--verify", "verify", multiple=True, metavar="CMD",
+              help="a command that checks the acceptance once all tasks are done (repeatable; check:NAME "
+                   "for a named check); run in the board's target")
 @board_option
 @json_option
 @handle_errors
 def create(title: str, body: str | None, body_file: str | None, acceptance: tuple[str, ...],
-           priority: str, board: str | None, as_json: bool) -> None:
+           priority: str, verify: tuple[str, ...], board: str | None, as_json: bool) -> None:
     """Create a goal."""
     from agentboard.domain import model
     from agentboard.kernel import goals as kg
@@ -31,12 +34,12 @@ def create(title: str, body: str | None, body_file: str | None, acceptance: tupl
     slug = common.resolve_board(board)
     text = common.read_text(body, body_file) or ""
     g = kg.create(common.db(), slug, title, body=text, acceptance=list(acceptance), priority=model.priority(priority),
-                  actor=common.actor())
+                  verify=list(verify), actor=common.actor())
     common.emit(g, as_json, f"{g['id']}  {g['title']}")
 
 
 @goals.command("list")
-@click.option("--status", default=None, type=click.Choice(["active", "done", "cancelled"]))
+@click.option("--status", default=None, type=click.Choice(["active", "verifying", "done", "cancelled"]))
 @board_option
 @json_option
 @handle_errors

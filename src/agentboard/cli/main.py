@@ -62,6 +62,7 @@ COMMANDS: dict[str, str] = {
     "attach-rm": "agentboard.cli.purge:attach_rm",
     "template": "agentboard.cli.templates:template",
     "schedule": "agentboard.cli.schedules:schedule",
+    "supervisor": "agentboard.cli.supervisor:supervisor",
 }
 
 

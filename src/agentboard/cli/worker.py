@@ -138,13 +138,13 @@ def complete(task_ids: tuple[str, ...], summary: str | None, metadata: str | Non
 
 
 def _block_one(db: Database, board: str, task_id: str, reason: str, *, kind: str | None,
-               actor: str) -> dict[str, Any]:
+               actor: str, on: str | None = None) -> dict[str, Any]:
     from agentboard.kernel import tasks
 
     run_id = common.worker_run_id(task_id)
     if kind is None:
-        kind = "needs_input" if common.own_task(task_id) else "manual"
-    return tasks.block(db, board, task_id, reason, kind=kind, run_id=run_id, actor=actor)
+        kind = "dependency" if on else ("needs_input" if common.own_task(task_id) else "manual")
+    return tasks.block(db, board, task_id, reason, kind=kind, run_id=run_id, on=on, actor=actor)
 
 
 @click.command("block")
@@ -153,14 +153,17 @@ def _block_one(db: Database, board: str, task_id: str, reason: str, *, kind: str
               type=click.Choice(["needs_input", "gave_up", "rejected", "budget", "dependency", "manual"]),
               help="default: needs_input from a worker, manual from a person")
 @click.option("--ids", "more_ids", multiple=True, metavar="ID", help="more tasks to block with the same reason")
+@click.option("--on", "on", default=None, metavar="TASK",
+              help="kind dependency: wait in todo for TASK and resume by itself when it is done")
 @task_board_option
 @json_option
 @handle_errors
-def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], board: str | None,
+def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], on: str | None, board: str | None,
           as_json: bool) -> None:
     """Block task(s) with a reason: they wait for a person or another agent.
 
-    Inside a worker, `agentboard block "reason"` blocks the worker's own task.
+    Inside a worker, `agentboard block "reason"` blocks the worker's own task. With
+    `--on TASK` (kind dependency) the task waits in todo and resumes by itself when TASK is done.
     """
     from agentboard.domain.errors import InvalidInput
 
@@ -173,9 +176,10 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], bo
     ids = common.split_ids([*ids, *more_ids])
     api = common.remote()
     if api is not None:
-        common.run_each(lambda tid: api.block(tid, reason, run_id=common.worker_run_id(tid), board=board,
-                                              kind=kind or ("needs_input" if common.own_task(tid) else "manual")),
+        common.run_each(lambda tid: api.block(tid, reason, run_id=common.worker_run_id(tid), board=board, on=on,
+                                              kind=kind or ("dependency" if on else
+                                                            "needs_input" if common.own_task(tid) else "manual")),
                         ids, as_json=as_json, describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")
         return
-    common.run_bulk(_block_one, board, ids, reason, as_json=as_json, kind=kind, actor=common.actor(),
+    common.run_bulk(_block_one, board, ids, reason, as_json=as_json, kind=kind, actor=common.actor(), on=on,
                     describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")

@@ -126,6 +126,7 @@ class Dispatcher:
         self.ctx.jobs.drain()
         self.spawner.drain()
         self.planner.auto.drain()
+        self.planner.supervising.drain()
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
 

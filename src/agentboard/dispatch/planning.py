@@ -41,6 +41,7 @@ from .report import PassReport, Skipped, WouldSpawn
 from .reviewing import Reviewing
 from .runtime import Context
 from .spawning import Choice, Spawner, StartFailure
+from .supervising import Supervising
 from .targets import is_git_target
 
 log = logging.getLogger("agentboard.dispatch")
@@ -164,6 +165,8 @@ class Planner:
         self.bad_settings: dict[str, str] = {}
         #: triage tasks of auto boards, decomposed on their own threads
         self.auto = AutoDecomposer(ctx)
+        #: the supervisor: wakes judged and turned into supervision tasks, goal checks, the sweep
+        self.supervising = Supervising(ctx)
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -198,6 +201,8 @@ class _Pass:
                             [r for r in snap.reviewing if r["board"] in slugs])
         self._promote(held)
         self._schedules(slugs)
+        if not self.dry_run:  # supervision tasks are created before spawning, started like any task
+            self._due(self.planner.supervising.run(held, self.now))
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM
             self.planner.auto.schedule(held, self.now)

@@ -68,7 +68,8 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     path = task.get("workspace_path")
     task_id = task["id"]
     target = (board_row or {}).get("default_workdir")
-    if kind == "scratch" and target:
+    # the supervisor never implements: its tasks run in a scratch folder, never in the target
+    if kind == "scratch" and target and task.get("purpose") != "supervision":
         if gitutil.toplevel(target) is not None:
             kind, path = "worktree", None
         else:

@@ -27,15 +27,20 @@ GOALS: Final = (
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
 NOTIFY: Final = ("notify_subscribed", "notify_unsubscribed", "notify_parked", "notify_resumed")
+SUPERVISOR: Final = (
+    "wake_moot", "wake_handled", "wake_expired", "escalated", "block_loop_detected", "waiting",
+    "goal_verifying", "goal_verify_failed", "supervisor_enabled", "supervisor_disabled",
+)
 BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed",
          "purged", "schedule_added", "schedule_removed", "schedule_fired", "schedule_skipped",
          "schedule_failed")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY)
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(
-    {"completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested", "goal_completed"}
+    {"completed", "blocked", "gave_up", "crashed", "timed_out", "review_requested", "goal_completed",
+     "escalated"}
 )
 
 #: what a subscription delivers when it names no kinds: work that finished, stopped or needs a

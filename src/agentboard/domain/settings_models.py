@@ -21,6 +21,7 @@ from .settings_schema import (
     PERMISSION,
     PROFILE_FIELDS,
     REVIEWER_RE,
+    SUPERVISOR_KEYS,
 )
 
 ProfileLike = Annotated[str, StringConstraints(strip_whitespace=True, pattern=PROFILE_RE.pattern)]
@@ -37,6 +38,11 @@ class BoardSettings(BaseModel):
     default_assignee: ProfileLike | None = None
     auto_decompose: bool | None = None
     reviewer: Annotated[str, StringConstraints(pattern=REVIEWER_RE.pattern)] | None = None
+    supervisor: ProfileLike | None = None
+    replan_after: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    block_loop_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    stuck_after: Annotated[int, Field(ge=1, le=10**9)] | None = None
+    escalate_to: Annotated[str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")] | None = None
 
 
 class ProfileFields(BaseModel):
@@ -67,6 +73,6 @@ assert frozenset(ProfileFields.model_fields) == PROFILE_FIELDS
 assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | None
 assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
 assert ProfileFields.model_fields["permission"].annotation == Literal[PERMISSION] | None
-assert tuple(BoardSettings.model_fields) == BOARD_KEYS
+assert tuple(BoardSettings.model_fields) == BOARD_KEYS + SUPERVISOR_KEYS
 
 __all__ = ["BoardSettings", "ProfileFields"]

@@ -42,6 +42,8 @@ DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
 BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer")
+#: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
+SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to")
 #: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
 REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 #: the fields a profile's add and update take
@@ -61,6 +63,11 @@ _EXPECTED = {
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
     "reviewer": "profile:NAME, llm, heuristic or off",
+    "supervisor": "a profile name (1-64 letters, digits, '.', '-' or '_')",
+    "replan_after": "a positive integer",
+    "block_loop_limit": "a positive integer",
+    "stuck_after": "a positive number of seconds",
+    "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",
     "max_concurrency": "a positive integer",
@@ -156,5 +163,5 @@ def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     return known
 
 
-__all__ = ["ADAPTERS", "BOARD_KEYS", "ISOLATION", "PROFILE_FIELDS", "REVIEWER_RE", "board_settings", "env_name", "global_settings",
+__all__ = ["ADAPTERS", "BOARD_KEYS", "SUPERVISOR_KEYS", "ISOLATION", "PROFILE_FIELDS", "REVIEWER_RE", "board_settings", "env_name", "global_settings",
            "profile_fields"]

@@ -34,6 +34,12 @@ BLOCK_KINDS: Final[tuple[str, ...]] = (
     "manual",
 )
 
+#: block kinds that wait for a person (shown as such on the board)
+PERSON_KINDS: Final = frozenset({"needs_input", "rejected", "manual"})
+
+#: goal statuses: ``verifying`` once all its tasks are done, until its acceptance is checked
+GOAL_STATUSES: Final[tuple[str, ...]] = ("active", "verifying", "done", "cancelled")
+
 #: run outcomes that return a running task to ready (the dispatcher's failure verbs)
 RETURN_OUTCOMES: Final[tuple[str, ...]] = (
     "reclaimed",
@@ -88,6 +94,14 @@ TRANSITIONS: Final[dict[str, dict[str | None, frozenset[str]]]] = {
         READY: frozenset({BLOCKED}),
         TODO: frozenset({BLOCKED}),
     },
+    # a ``dependency`` block: the task waits in todo for the task it names, then resumes by itself
+    "wait": {
+        RUNNING: frozenset({TODO}),
+        READY: frozenset({TODO}),
+        TODO: frozenset({TODO}),
+    },
+    # a task blocked again and again goes back to triage for the supervisor (or a person)
+    "block_loop": {BLOCKED: frozenset({TRIAGE})},
     "unblock": {BLOCKED: frozenset({READY, TODO})},
     "assign": {
         TRIAGE: frozenset({TRIAGE}),

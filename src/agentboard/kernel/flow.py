@@ -6,6 +6,7 @@ import time
 
 from ..domain import states
 from ..store.engine import Tx
+from . import supervision
 from .common import default_assignee
 
 _READY_CHILDREN = (
@@ -35,8 +36,11 @@ def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None)
             if not fallback:
                 continue
             assignee = fallback
+        # a task that waited for this one (a ``dependency`` block) resumes by itself
         tx.execute(
-            "UPDATE tasks SET status = 'ready', assignee = :a, updated_at = :now "
+            "UPDATE tasks SET status = 'ready', assignee = :a, updated_at = :now, "
+            "block_reason = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_reason END, "
+            "block_on = NULL, block_kind = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_kind END "
             "WHERE id = :id AND status = 'todo'",
             {"a": assignee, "now": now, "id": row["id"]},
         )
@@ -66,7 +70,9 @@ def demote_ready_children(tx: Tx, board: str, task_id: str, actor: str | None = 
 
 
 def settle_goal(tx: Tx, board: str, goal_id: str | None, actor: str | None = None) -> bool:
-    """Mark an active goal done when every non-archived task of it is done."""
+    """Move an active goal to ``verifying`` when every non-archived task of it is done: its
+    acceptance is checked (its verify commands, the supervisor or a person) before it is done,
+    never on task counts alone."""
     if not goal_id:
         return False
     row = tx.one(
@@ -78,22 +84,15 @@ def settle_goal(tx: Tx, board: str, goal_id: str | None, actor: str | None = Non
     )
     if not row or not row["done"] or row["open"]:
         return False
-    now = time.time()
-    tx.execute(
-        "UPDATE goals SET status = 'done', completed_at = :now WHERE id = :g AND status = 'active'",
-        {"now": now, "g": goal_id},
-    )
-    if tx.rowcount:
-        tx.event(board, None, "goal_completed", {"goal_id": goal_id}, actor=actor, at=now)
-        return True
-    return False
+    return supervision.goal_tasks_done(tx, board, goal_id, actor)
 
 
 def reopen_goal(tx: Tx, goal_id: str | None) -> None:
-    """A done goal that gains an open task (created, restored, moved in, reopened) is active again."""
+    """A done (or verifying) goal that gains an open task (created, restored, moved in,
+    reopened) is active again."""
     if goal_id:
         tx.execute(
-            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status = 'done'",
+            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status IN ('done', 'verifying')",
             {"g": goal_id},
         )
 

@@ -10,11 +10,12 @@ from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import require_board
+from .host_access import checked_verify
 
 
 def goal_out(row: Row) -> Row:
     out = dict(row)
-    for key, default in (("acceptance", []), ("budget", {})):
+    for key, default in (("acceptance", []), ("budget", {}), ("verify", [])):
         try:
             out[key] = json.loads(out[key]) if out.get(key) else default
         except ValueError:
@@ -31,21 +32,25 @@ def _get(tx: Tx, board: str, goal_id: str) -> Row:
 
 def create(
     db: Database, board: str, title: str, *, body: str = "", acceptance: list[str] | None = None,
-    priority: int = 0, actor: str | None = None,
+    priority: int = 0, verify: list[str] | None = None, actor: str | None = None,
 ) -> Row:
+    """Create a goal. ``verify``: the commands that check its acceptance once all its tasks are
+    done (run by the dispatcher in the board's target; ``check:NAME`` for a named check)."""
     title = model.title(title)
     body = model.body(body)
     acc = [a.strip() for a in (acceptance or []) if a and a.strip()]
+    checks = [v.strip() for v in (verify or []) if v and v.strip()]
 
     def _w(tx: Tx) -> Row:
         require_board(tx, board)
+        checked_verify(tx, board, checks)
         now = time.time()
         gid = model.new_goal_id()
         tx.execute(
-            "INSERT INTO goals (id, board, title, body, acceptance, status, priority, created_by, created_at, budget) "
-            "VALUES (:id, :b, :t, :body, :acc, 'active', :p, :a, :now, '{}')",
+            "INSERT INTO goals (id, board, title, body, acceptance, status, priority, created_by, created_at, budget, verify) "
+            "VALUES (:id, :b, :t, :body, :acc, 'active', :p, :a, :now, '{}', :v)",
             {"id": gid, "b": board, "t": title, "body": body, "acc": dump_json(acc), "p": model.priority(priority),
-             "a": actor, "now": now},
+             "a": actor, "now": now, "v": dump_json(checks)},
         )
         tx.event(board, None, "goal_created", {"goal_id": gid, "title": title}, actor=actor, at=now)
         return _get(tx, board, gid)
@@ -70,7 +75,7 @@ def cancel(db: Database, board: str, goal_id: str, *, actor: str | None = None) 
 
 def goal_changes(**fields: Any) -> dict[str, Any]:
     """Checked, stored values of goal fields (for :func:`update_in`); None means unchanged."""
-    allowed = {"title", "body", "acceptance", "priority", "budget"}
+    allowed = {"title", "body", "acceptance", "priority", "budget", "verify"}
     bad = set(fields) - allowed
     if bad:
         raise InvalidInput(f"cannot change goal field(s) {', '.join(sorted(bad))}")
@@ -84,6 +89,8 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
             v = model.body(v)
         elif k == "priority":
             v = model.priority(v)
+        elif k == "verify":
+            v = dump_json([c.strip() for c in v if c and c.strip()])
         elif k in ("acceptance", "budget"):
             v = dump_json(v)
         changes[k] = v
@@ -93,6 +100,8 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
 def update_in(tx: Tx, board: str, goal_id: str, changes: dict[str, Any], actor: str | None) -> Row:
     """Store ``changes`` (from :func:`goal_changes`) inside ``tx``; the goal's row as stored."""
     _get(tx, board, goal_id)
+    if "verify" in changes:
+        checked_verify(tx, board, json.loads(changes["verify"]))
     if changes:
         sets = ", ".join(f"{k} = :{k}" for k in changes)
         tx.execute(f"UPDATE goals SET {sets} WHERE id = :gid", {**changes, "gid": goal_id})

@@ -36,6 +36,11 @@ def _would_cycle(tx: Tx, parent: str, child: str) -> list[str] | None:
     return None
 
 
+def cycle_path(tx: Tx, parent: str, child: str) -> list[str] | None:
+    """The path that linking ``parent`` → ``child`` would close into a cycle (None: no cycle)."""
+    return _would_cycle(tx, parent, child)
+
+
 def _link(tx: Tx, board: str, parent_id: str, child_id: str, actor: str | None) -> Row:
     if parent_id == child_id:
         raise InvalidInput(f"a task cannot depend on itself ({parent_id})")

@@ -11,6 +11,7 @@ from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
 from ..store.engine import Database, Row, Tx, dump_json
+from . import supervision
 from .common import (
     default_assignee,
     get_task,
@@ -19,8 +20,9 @@ from .common import (
     require_board,
     task_out,
 )
-from .flow import after_satisfied, demote_ready_children, reopen_goal, settle_goal
+from .flow import after_satisfied, demote_ready_children, promote_children, reopen_goal, settle_goal
 from .host_access import checked_verify, decoded_verify, placed
+from .links import cycle_path
 from .notifications import auto_subscribe_in
 from .runs import (
     Report,
@@ -153,7 +155,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": new.goal, "b": board})
         if g is None:
             raise NotFound(f"no goal {new.goal} on board {board!r}")
-        goal_done = g["status"] == "done"
+        goal_done = g["status"] in ("done", "verifying")
     else:
         goal_done = False
     pending: list[str] = []
@@ -362,22 +364,63 @@ def _block_reason(reason: str | None, kind: str) -> str:
     return reason
 
 
-def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int | None, actor: str | None) -> Row:
+def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int | None, actor: str | None,
+           on: str | None = None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     if run_id is not None and task["current_run_id"] != run_id:
         raise stale_error(task, run_id)
+    if kind == "dependency" and on:
+        return _wait(tx, board, task, reason, on, actor)
     states.check("block", task["status"], states.BLOCKED, task_id)
     now = time.time()
     closed = None
     if task["status"] == states.RUNNING:
         closed = _close_open_run(tx, task, "blocked", now, summary=reason)
     tx.execute(
-        f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, {_CLEAR_CLAIM}, "
+        f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, block_on = NULL, {_CLEAR_CLAIM}, "
         "updated_at = :now WHERE id = :id",
         {"k": kind, "r": reason, "now": now, "id": task_id},
     )
     tx.event(board, task_id, "blocked", {"reason": reason, "kind": kind}, run_id=closed, actor=actor, at=now)
-    task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None)
+    task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None, block_on=None)
+    task = supervision.on_blocked(tx, board, task, kind, reason, actor)
+    return task_out(task)
+
+
+def _wait(tx: Tx, board: str, task: Row, reason: str, on: str, actor: str | None) -> Row:
+    """A ``dependency`` block: ``task`` waits in todo, as a child of ``on``, and resumes by itself
+    (promoted to ready) when ``on`` is done."""
+    task_id = task["id"]
+    other = tx.one("SELECT id, board, status FROM tasks WHERE id = :id", {"id": on})
+    if other is None or other["board"] != board:
+        raise NotFound(f"no task {on} on board {board!r} to wait for")
+    if on == task_id:
+        raise InvalidInput(f"a task cannot wait for itself ({task_id})")
+    path = cycle_path(tx, on, task_id)
+    if path:
+        raise Conflict(f"{task_id} cannot wait for {on}: {' → '.join(path + [task_id])} would be a cycle")
+    states.check("wait", task["status"], states.TODO, task_id)
+    now = time.time()
+    closed = None
+    if task["status"] == states.RUNNING:
+        closed = _close_open_run(tx, task, "blocked", now, summary=reason)
+    tx.execute(
+        "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now) "
+        "ON CONFLICT (parent_id, child_id) DO NOTHING",
+        {"p": on, "c": task_id, "b": board, "now": now},
+    )
+    tx.execute(
+        f"UPDATE tasks SET status = 'todo', block_kind = 'dependency', block_reason = :r, block_on = :on, {_CLEAR_CLAIM}, "
+        "updated_at = :now WHERE id = :id",
+        {"r": reason, "on": on, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "blocked", {"reason": reason, "kind": "dependency", "on": on, "status": states.TODO},
+             run_id=closed, actor=actor, at=now)
+    task.update(status=states.TODO, block_kind="dependency", block_reason=reason, block_on=on, current_run_id=None)
+    if other["status"] in states.SATISFIED:  # nothing to wait for: it resumes at once
+        promote_children(tx, board, on, actor)
+        task = get_task(tx, board, task_id)
+    supervision.on_blocked(tx, board, task, "dependency", reason, actor)
     return task_out(task)
 
 
@@ -389,10 +432,16 @@ def block(
     *,
     kind: str = "manual",
     run_id: int | None = None,
+    on: str | None = None,
     actor: str | None = None,
 ) -> Row:
+    """Block a task with a reason. ``kind="dependency"`` with ``on=TASK_ID``: the task waits in
+    todo and resumes by itself when that task is done."""
     reason = _block_reason(reason, kind)
-    return db.write(_block, board, task_id, reason, kind, run_id, actor)
+    on = (on or "").strip() or None
+    if on and kind != "dependency":
+        raise InvalidInput("--on names the task a dependency waits for: use it with --kind dependency")
+    return db.write(_block, board, task_id, reason, kind, run_id, actor, on)
 
 
 def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
@@ -402,8 +451,8 @@ def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
     assignee = task["assignee"] or (default_assignee(tx, board) if target == states.READY else None)
     now = time.time()
     tx.execute(
-        "UPDATE tasks SET status = :s, assignee = :a, block_kind = NULL, block_reason = NULL, "
-        "consecutive_failures = 0, protocol_violations = 0, cooldown_until = NULL, updated_at = :now "
+        "UPDATE tasks SET status = :s, assignee = :a, block_kind = NULL, block_reason = NULL, block_on = NULL, "
+        "block_to = NULL, consecutive_failures = 0, protocol_violations = 0, cooldown_until = NULL, updated_at = :now "
         "WHERE id = :id",
         {"s": target, "a": assignee, "now": now, "id": task_id},
     )
@@ -747,7 +796,13 @@ def bulk(fn: Callable[..., Row], db: Database, board: str, ids: Iterable[str], *
     return results
 
 
+#: the verbs in a caller's transaction (the supervisor's tools combine them with their checks)
+release_in = _release
+archive_in = _archive
+block_in = _block
+block_reason = _block_reason
+
 __all__ = [
-    "NewTask", "archive", "assign", "block", "bulk", "create", "create_in", "create_task", "edit",
+    "NewTask", "archive_in", "block_in", "block_reason", "release_in", "archive", "assign", "block", "bulk", "create", "create_in", "create_task", "edit",
     "release", "reopen", "restore", "set_status", "unblock", "update",
 ]

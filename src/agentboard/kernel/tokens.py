@@ -147,9 +147,10 @@ def _lookup(tx: Tx, digest: str) -> Row | None:
     return tx.one(
         "SELECT k.id, k.name, k.role, k.boards, k.run_id, k.task_id, k.expires_at, k.revoked_at, "
         "k.last_used_at, r.status AS run_status, r.board AS run_board, r.profile AS run_profile, "
-        "p.orchestrator AS orchestrator "
+        "p.orchestrator AS orchestrator, t.purpose AS task_purpose "
         "FROM tokens k LEFT JOIN task_runs r ON r.id = k.run_id "
         "LEFT JOIN profiles p ON p.name = r.profile "
+        "LEFT JOIN tasks t ON t.id = k.task_id "
         "WHERE k.token_hash = :h",
         {"h": digest},
     )
@@ -158,7 +159,8 @@ def _lookup(tx: Tx, digest: str) -> Row | None:
 def verify(db: Database, token: str | None) -> Row:
     """The identity behind ``token``; :class:`Unauthorized` when it is unknown, revoked or expired.
 
-    The result has ``id, name, role, boards, run_id, task_id, orchestrator``.
+    The result has ``id, name, role, boards, run_id, task_id, orchestrator, supervisor`` (the
+    profile, for the run token of a supervision task: its board-wide tools).
     """
     if not token:
         raise Unauthorized("no token: send 'Authorization: Bearer <token>' or log in with the URL `agentboard serve` prints")
@@ -192,6 +194,7 @@ def verify(db: Database, token: str | None) -> Row:
         "id": row["id"], "name": row["name"], "role": row["role"], "boards": boards,
         "run_id": row["run_id"], "task_id": row["task_id"],
         "profile": row["run_profile"], "orchestrator": bool(row["orchestrator"]),
+        "supervisor": row["run_profile"] if row["role"] == RUN_ROLE and row["task_purpose"] == "supervision" else None,
     }
 
 

@@ -52,13 +52,16 @@ class Scope:
     profile: str | None
     workspace: Path | None
     orchestrator: bool = False
+    #: the supervisor's profile, for a supervision task's run (its board-wide tools)
+    supervisor: str | None = None
 
     @property
     def actor(self) -> str:
         return self.profile or "worker"
 
 
-def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = None) -> Scope:
+def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = None,
+                   supervisor: str | None = None) -> Scope:
     """The scope of the worker's environment; whether it is an orchestrator comes from its
     profile on ``db``, or is given (what the API says of the run token)."""
     raw_run = config.env("AGENTBOARD_RUN_ID")
@@ -82,6 +85,7 @@ def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = No
         profile=profile,
         workspace=Path(ws) if ws else None,
         orchestrator=orchestrator,
+        supervisor=supervisor,
     )
 
 
@@ -433,6 +437,11 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
         def kanban_decompose(task_id: str) -> CallToolResult:
             return _guard(lambda: ops.llm_helper("decompose", task_id))
 
+    if scope.supervisor and isinstance(ops, RemoteOps):
+        from .supervisor_tools import add_supervisor_tools
+
+        add_supervisor_tools(server, ops.api, _guard)
+
     return server
 
 
@@ -442,10 +451,10 @@ def serve() -> None:
     if worker_mode():
         api = WorkerClient.from_env()
         try:
-            orchestrator = bool(api.call("GET", "/api/me").get("orchestrator"))
+            me = api.call("GET", "/api/me")
         except AgentboardError:  # a closed run's token: the tools then say the run is stale
-            orchestrator = False
-        scope = scope_from_env(orchestrator=orchestrator)
+            me = {}
+        scope = scope_from_env(orchestrator=bool(me.get("orchestrator")), supervisor=me.get("supervisor"))
         build_server(RemoteOps(api, scope), scope).run("stdio")
         return
     from ..client import open_home

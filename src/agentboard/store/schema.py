@@ -74,6 +74,10 @@ tasks = sa.Table(
     sa.Column("workflow_template_id", sa.Text),
     sa.Column("current_step_key", sa.Text),
     sa.Column("not_before", Ts),
+    # the supervisor (0008): its own tasks, what a dependency waits for, whom an escalation asks
+    sa.Column("purpose", sa.String(16)),
+    sa.Column("block_on", sa.String(16)),
+    sa.Column("block_to", sa.Text),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -194,6 +198,8 @@ goals = sa.Table(
     sa.Column("created_at", Ts, nullable=False),
     sa.Column("completed_at", Ts),
     sa.Column("budget", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("verify", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("evidence", sa.Text),
     sa.Index("ix_goals_board", "board", "status"),
 )
 
@@ -319,6 +325,23 @@ supervisor_wakes = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("created_at", Ts, nullable=False),
     sa.Column("handled_at", Ts),
+    # 0008: coalescing, re-firing and auditing
+    sa.Column("detail", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("task_id", sa.String(16)),
+    sa.Column("updated_at", Ts),
+    sa.Column("note", sa.Text),
+    sa.Index(
+        "ux_wakes_pending",
+        "board",
+        "reason",
+        "subject",
+        unique=True,
+        sqlite_where=sa.text("status = 'pending'"),
+        postgresql_where=sa.text("status = 'pending'"),
+    ),
+    sa.Index("ix_wakes_status", "status", "board"),
+    sa.Index("ix_wakes_task", "task_id"),
 )
 
 schedules = sa.Table(

@@ -6,6 +6,7 @@ import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { linkedTask, renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
+import { renderSupervisor } from "./supervisor.js";
 import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
 import { templateButton } from "./templates.js";
 
@@ -49,6 +50,7 @@ async function loadBoard() {
 const scheduleReload = debounce(() => {
   loadBoard();
   if (state.view === "goals") renderGoals(main);
+  if (state.view === "supervisor") renderSupervisor(main);
 }, 150, 1000);
 on("reload", scheduleReload);
 on("open", (id) => openDrawer(id));
@@ -89,7 +91,7 @@ function renderTopbar() {
     state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
       `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
   switcher.addEventListener("change", () => switchBoard(switcher.value));
-  const tabs = ["board", "goals", "profiles", "notifications"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
+  const tabs = ["board", "goals", "profiles", "supervisor", "notifications"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
   bar.append(...[
@@ -230,6 +232,9 @@ function setView(view) {
   } else if (view === "notifications") {
     main.appendChild(h("div.panel-loading", "Loading notifications…"));
     renderNotifications(main);
+  } else if (view === "supervisor") {
+    main.appendChild(h("div.panel-loading", "Loading the supervisor…"));
+    renderSupervisor(main);
   } else {
     main.appendChild(h("div.panel-loading", "Loading profiles…"));
     renderProfiles(main);
@@ -335,7 +340,7 @@ const SHORTCUTS = [
   ["/", "focus search"],
   ["n", "new task in Todo"],
   ["t", "new task in Triage"],
-  ["b / g / p", "board, goals, profiles view"],
+  ["b / g / p / s", "board, goals, profiles, supervisor view"],
   ["a", "show or hide archived"],
   ["l", "lanes by profile in Running"],
   ["r", "reload"],
@@ -374,6 +379,7 @@ document.addEventListener("keydown", (ev) => {
   else if (key === "b") setView("board");
   else if (key === "g") setView("goals");
   else if (key === "p") setView("profiles");
+  else if (key === "s") setView("supervisor");
   else if (key === "a") { state.showArchived = !state.showArchived; persist(); renderToolbar(); loadBoard(); }
   else if (key === "l") { state.lanes = !state.lanes; persist(); renderToolbar(); loadBoard(); }
   else if (key === "r") { loadSide().then(() => setView(state.view)); }

@@ -130,6 +130,8 @@ def task_boards(request: Request, who: Principal, board: str | None, *task_ids: 
 def actor_of(request: Request, who: Principal, slug: str) -> str:
     """Who the event log names for a request: a run token's profile (as a worker's own CLI and
     MCP calls are named), else the token's name."""
+    if who.supervisor:
+        return f"supervisor:{who.supervisor}"
     if who.is_run and who.run_id is not None:
         from ...kernel import queries
 

@@ -9,7 +9,7 @@ from fastapi import Path as PathParam
 from starlette.responses import Response
 
 from ...domain.errors import InvalidInput
-from ...kernel import compound, goals
+from ...kernel import compound, goals, host_access
 from ..auth import Principal, current
 from ..models import GoalCreate, GoalPatch
 from .common import Json, read_board, responses, state, write_board
@@ -21,7 +21,7 @@ GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
 
 @router.get("/goals", responses=responses(400, 404))
 def list_goals(request: Request, board: str | None = BoardQ,
-               status: Literal["active", "done", "cancelled"] | None = None,
+               status: Literal["active", "verifying", "done", "cancelled"] | None = None,
                who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(goals.list_goals(state(request).db, slug, status=status))
@@ -31,8 +31,9 @@ def list_goals(request: Request, board: str | None = BoardQ,
 def create_goal(request: Request, data: GoalCreate, board: str | None = BoardQ,
                 who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board)
+    host_access.authorize(who.host, verify=data.verify)
     out = goals.create(state(request).db, slug, data.title, body=data.body, acceptance=data.acceptance,
-                       priority=data.priority, actor=who.name)
+                       priority=data.priority, verify=data.verify, actor=who.name)
     return Json(out, status_code=201)
 
 

@@ -53,6 +53,8 @@ class BlockBody(Body):
     reason: str = Field(max_length=100_000)
     kind: BlockKind | None = Field(default=None, description="default: needs_input for a run's own task, else manual")
     run_id: int | None = RunId
+    on: str | None = Field(default=None, max_length=64,
+                           description="kind dependency: the task to wait for (the task waits in todo and resumes by itself)")
 
 
 class ReviewHandOff(Body):
@@ -108,8 +110,8 @@ def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str |
           who: Principal = Depends(current)) -> Response:
     """Block a task with a reason: it waits for a person or another agent."""
     slug = write_board(request, who, board, task_id)
-    kind = data.kind or ("needs_input" if _own(who, task_id) else "manual")
-    return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind,
+    kind = data.kind or ("dependency" if data.on else "needs_input" if _own(who, task_id) else "manual")
+    return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind, on=data.on,
                             run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
 
 
