@@ -11,6 +11,7 @@ import pytest
 
 import agentboard
 from agentboard.kernel import notifications as kn
+from agentboard.kernel import supervision
 from agentboard.notify import subscriptions
 from agentboard.notify.notifier import Notifier
 
@@ -177,6 +178,8 @@ def test_goal_and_profile_subscriptions_follow_their_tasks(nb: Any, receiver: Re
     board.block(alphas["id"], "which database?", kind="needs_input", actor="alice")
     for t in (in_goal, neither):
         board.complete(t["id"], summary="ok", actor="alice")
+    # its tasks done, the goal is verifying; a person's verdict completes it
+    supervision.goal_verdict(nb.db, "default", goal["id"], passed=True, evidence="checked by hand", actor="alice")
     Notifier(nb.db).run_once()
     goal_text = "\n".join(m.message for m in receiver.accepted("goal"))
     assert in_goal["id"] in goal_text and f"goal completed: goal {goal['id']}" in goal_text
