@@ -43,6 +43,10 @@ class MergeConflict(Exception):
             "a branch and set it with `agentboard edit ID --branch`), then unblock the task")
 
 
+class BaseMissing(Exception):
+    """The board's base branch does not exist in its target repository (the message says what to do)."""
+
+
 @dataclass(frozen=True)
 class Base:
     """A task's base: the branch its own branch starts from, and why."""
@@ -90,7 +94,8 @@ def resolve(repo: str | Path, task_id: str, board_settings: dict[str, Any] | Non
         base = board_base(repo, board_settings)
         why = check_base(repo, base)
         if why:
-            raise gitutil.GitError(f"{why}: set the board's base branch with `agentboard boards set SLUG --base BRANCH`")
+            raise BaseMissing(f"the board's base branch cannot be used: {why}; set an existing one with "
+                              "`agentboard boards set SLUG --base BRANCH`, then unblock the task")
         return Base(base, "board")
     if len(on_branch) == 1:
         return Base(on_branch[0][1] or "", "parent", (on_branch[0][0],))
@@ -216,7 +221,7 @@ def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
     return out
 
 
-__all__ = ["Base", "Facts", "MergeConflict", "board_base", "check_base", "current_branch", "facts", "has_branch",
+__all__ = ["Base", "BaseMissing", "Facts", "MergeConflict", "board_base", "check_base", "current_branch", "facts", "has_branch",
            "merge_tree", "repo_of", "resolve"]
 
 

@@ -114,7 +114,8 @@ class StartFailure:
     task_id: str
     run_id: int
     error: str
-    #: ``merge_conflict``: the parents' branches conflict (the task is blocked, not retried)
+    #: a block kind: ``merge_conflict`` (the parents' branches conflict) or ``needs_input`` (the
+    #: board's base branch is missing): the task is blocked, not retried
     kind: str | None = None
 
 
@@ -159,7 +160,8 @@ class Spawner:
         failures: list[StartFailure] = []
         for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo), strict=True):
             if isinstance(res, SpawnError):
-                kind = "merge_conflict" if isinstance(res.cause, branches.MergeConflict) else None
+                kind = ("merge_conflict" if isinstance(res.cause, branches.MergeConflict)
+                        else "needs_input" if isinstance(res.cause, branches.BaseMissing) else None)
                 failures.append(StartFailure(slug, choice.task["id"], run_id, str(res), kind))
             else:
                 ctx.workers.add(res.worker)
@@ -234,7 +236,7 @@ class Spawner:
             if ws.kind == "worktree" and ws.base is None:
                 ws.base = task.get("base_branch")
             return ws
-        except branches.MergeConflict as exc:
+        except (branches.MergeConflict, branches.BaseMissing) as exc:
             raise SpawnError(str(exc), exc) from exc
         except workspaces.WorkspaceError as exc:
             raise SpawnError(f"workspace: {exc}", exc) from exc
@@ -403,14 +405,14 @@ class Spawner:
         """Record the workers that could not start: three or more failing the same way in one
         pass block their tasks at once (systemic); the others count as one failure each."""
         out: list[SpawnFailed] = []
-        for f in [f for f in failures if f.kind == "merge_conflict"]:
+        for f in [f for f in failures if f.kind]:  # not worth a retry: a person decides
             try:
-                ktasks.block(self.ctx.db, f.board, f.task_id, f.error, kind="merge_conflict", run_id=f.run_id,
+                ktasks.block(self.ctx.db, f.board, f.task_id, f.error, kind=f.kind or "needs_input", run_id=f.run_id,
                              actor="dispatcher")
             except AgentboardError:
                 pass
             out.append(SpawnFailed(f.task_id, f.error, False))
-        failures = [f for f in failures if f.kind != "merge_conflict"]
+        failures = [f for f in failures if not f.kind]
         systemic, single = breaker.systemic_groups([(f, f.error) for f in failures])
         for f, err in systemic:
             reason = (f"systemic failure: {len(systemic)} tasks failed to start in one pass with the "

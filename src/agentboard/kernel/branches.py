@@ -7,7 +7,9 @@ a task in review for a person (:func:`refuse_integration`).
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from ..domain import model, states
@@ -17,6 +19,31 @@ from .common import get_task, task_out
 
 #: what approval did with a task's branch (``tasks.integration``)
 OUTCOMES = ("merged", "squashed", "rebased", "pr_opened", "left", "refused")
+
+
+def in_git_work_tree(path: str | None) -> bool:
+    """Whether ``path`` is a folder inside a git work tree (a ``.git`` in it or above it)."""
+    if not path or not os.path.isdir(path):
+        return False
+    p = Path(path).resolve()
+    return any((d / ".git").exists() for d in (p, *p.parents))
+
+
+def check_worktree_task(tx: Tx, board: str, path: str | None) -> None:
+    """A ``worktree`` task needs a git repository: its own ``worktree:<path>`` or the board's
+    target directory. :class:`InvalidInput` saying what to do otherwise."""
+    if path:
+        if not in_git_work_tree(path):
+            raise InvalidInput(f"worktree:{path} is not a git repository: git init it, or use dir:{path}")
+        return
+    row = tx.one("SELECT default_workdir FROM boards WHERE slug = :b", {"b": board})
+    target = row["default_workdir"] if row else None
+    if not target:
+        raise InvalidInput(f"board {board!r} has no target directory, so a worktree task has no repository: "
+                           "give --workspace worktree:<repo path>, or create the board with --workdir <git repo>")
+    if not in_git_work_tree(target):
+        raise InvalidInput(f"board {board!r}'s target directory {target} is not a git repository: git init it, "
+                           "or give --workspace worktree:<repo path>")
 
 
 def parent_branches(db: Database, board: str, task_id: str) -> list[tuple[str, str | None]]:
@@ -76,4 +103,4 @@ def refuse_integration(db: Database, board: str, task_id: str, reason: str, *, d
     return db.write(_refuse, board, task_id, reason, dict(detail or {}), actor)
 
 
-__all__ = ["OUTCOMES", "parent_branches", "record_integration", "refuse_integration"]
+__all__ = ["OUTCOMES", "check_worktree_task", "in_git_work_tree", "parent_branches", "record_integration", "refuse_integration"]

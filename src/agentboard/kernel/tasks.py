@@ -10,6 +10,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
+from .branches import check_worktree_task
 from .common import (
     default_assignee,
     get_task,
@@ -134,6 +135,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         require_board(tx, board)
     checked_verify(tx, board, new.verify)
     workspace_kind, workspace_path = placed(tx, board, new.workspace_kind, new.workspace_path)
+    if workspace_kind == "worktree":
+        check_worktree_task(tx, board, workspace_path)
     if new.idempotency_key:
         existing = tx.one(
             "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",

@@ -2,7 +2,7 @@
 
 A worker and its task's verify commands run with the user's ``PATH``, not agentboard's own
 virtualenv: agentboard is reachable through a folder that holds only an ``agentboard``
-executable (:func:`shim_dir`, ``<home>/bin``), so ``python`` and ``pytest`` are the project's.
+executable (:func:`shim_dir`, in the temporary folder), so ``python`` and ``pytest`` are the project's.
 When the board names a virtualenv (board setting ``env_setup``: a folder, absolute or relative
 to the board's target directory) or its target directory has a ``.venv`` (or ``venv``) with a
 ``bin/python``, that virtualenv's ``bin`` comes first and ``VIRTUAL_ENV`` names it.
@@ -10,9 +10,12 @@ to the board's target directory) or its target directory has a ``.venv`` (or ``v
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +24,43 @@ DETECTED = (".venv", "venv")
 SHIM_NAME = "agentboard"
 
 
-def shim_dir(home: Path) -> Path:
-    """A folder holding only an ``agentboard`` executable that runs this agentboard (made once,
-    rewritten when the interpreter changes)."""
-    d = home / "bin"
-    shim = d / SHIM_NAME
+_SHIM_DIRS: dict[str, Path] = {}
+
+
+def _own_dir(d: Path) -> bool:
+    """``d`` is a real folder (no link) owned by this user and writable by no one else."""
+    try:
+        st = d.lstat()
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def shim_dir(home: Path | None = None) -> Path:
+    """A folder holding only an ``agentboard`` executable that runs this agentboard's
+    interpreter: ``<temp dir>/agentboard-bin-<uid>-<hash of the interpreter>`` (readable by a
+    worker user; it names neither the home nor the database). One a process, made once."""
+    key = sys.executable
+    if key in _SHIM_DIRS and (_SHIM_DIRS[key] / SHIM_NAME).is_file():
+        return _SHIM_DIRS[key]
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    d = Path(tempfile.gettempdir()) / f"agentboard-bin-{os.getuid()}-{digest}"
     text = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m agentboard \"$@\"\n"
     try:
-        if not shim.is_file() or shim.read_text() != text:
-            d.mkdir(parents=True, exist_ok=True)
+        if not d.exists():
+            d.mkdir(mode=0o755)
+        if not _own_dir(d):  # someone else's folder (or a link) at that name: a fresh one of our own
+            d = Path(tempfile.mkdtemp(prefix="agentboard-bin-"))
+            d.chmod(0o755)
+        shim = d / SHIM_NAME
+        if not shim.is_file() or shim.is_symlink() or shim.read_text() != text:
             tmp = d / f".{SHIM_NAME}.{os.getpid()}.tmp"
             tmp.write_text(text)
             tmp.chmod(0o755)
             tmp.replace(shim)
     except OSError:
         pass
+    _SHIM_DIRS[key] = d
     return d
 
 

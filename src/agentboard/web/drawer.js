@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { confirmMove } from "./board.js";
 import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
@@ -12,6 +13,7 @@ let task = null;          // the last loaded detail
 let editing = { title: false, body: false };
 let loadSeq = 0;
 let logText = "";         // the last log tail shown, kept across re-renders
+const diffView = {};      // the diff section's page and open file, kept across re-renders
 
 const taskPath = (id, tail = "") => `/api/tasks/${encodeURIComponent(id)}${tail}`;
 
@@ -102,6 +104,9 @@ function render() {
       type: "button", onclick: () => { editing.body = true; render(); focusSoon(".body-editor textarea"); },
     }, "edit")),
     task.result || task.status === "done" ? section("Result", resultBlock()) : null,
+    task.git ? section("Branch", branchBlock(task)) : null,
+    task.git || task.workspace_kind === "dir" ? section("Diff", diffBlock(task, diffView),
+      h("button.link-btn", { type: "button", onclick: () => { diffView.data = null; render(); } }, "refresh")) : null,
     section("Dependencies", depsBlock()),
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
     section(`Runs (${(task.runs || []).length})`, runsBlock()),
@@ -274,7 +279,7 @@ async function runLlm(kind, btn) {
 }
 
 async function setStatus(status) {
-  const extra = await confirmMove(status, 1, task.title);
+  const extra = await confirmMove(status, 1, task.title, task.status);
   if (extra === null) return;
   if (await patch({ status, ...extra })) refreshDrawer();
 }

@@ -26,8 +26,14 @@ BoardQ = Query(default=None, max_length=64, description="board slug")
 @router.get("/boards", responses=responses())
 def list_boards(request: Request, include_archived: bool = False,
                 who: Principal = Depends(current)) -> Response:
-    rows = boards.list_boards(state(request).db, include_archived=include_archived)
-    return Json([b for b in rows if who.sees(b["slug"])])
+    db = state(request).db
+    rows = boards.list_boards(db, include_archived=include_archived)
+    # the board `agentboard boards switch` made current: the dashboard opens on it
+    try:
+        cli_current = (db.settings.home / "current_board").read_text().strip()
+    except (OSError, TypeError):
+        cli_current = ""
+    return Json([{**b, "current": b["slug"] == (cli_current or "default")} for b in rows if who.sees(b["slug"])])
 
 
 @router.post("/boards", status_code=201, responses=responses(400, 409))

@@ -147,9 +147,17 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
                            "goal_id or verify")
-    task = tasks.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
-                        assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
-    return Json(task)
+    db = state(request).db
+
+    def apply() -> dict[str, Any]:
+        return tasks.update(db, slug, task_id, fields=edits, assign="assignee" in sent,
+                            assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
+
+    if data.status == "done":  # approving a task in review integrates its branch (board setting)
+        from ...dispatch import integrate
+
+        return Json(integrate.approve(db, slug, task_id, apply, actor=who.name))
+    return Json(apply())
 
 
 _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
