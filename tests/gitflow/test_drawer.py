@@ -88,3 +88,44 @@ def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: p
         finally:
             browser.close()
     assert "a + b" in (repo / "calc.py").read_text()
+
+
+def test_the_create_form_closes_after_a_create_and_toasts_leave_the_drawer_alone(tmp_path: Path) -> None:
+    e2e = pytest.importorskip("e2e.conftest")
+    if not Path(e2e.CHROMIUM).exists():
+        pytest.skip(f"Chromium not found at {e2e.CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    expect = sync_api.expect
+    with e2e.serving(tmp_path / "home") as srv, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=e2e.CHROMIUM, args=e2e.CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 800}).new_page()
+            page.goto(srv.login_url)
+            col = page.locator(".column[data-status='todo']")
+            expect(col).to_be_visible(timeout=T)
+            for how in ("Escape", "Cancel"):
+                col.locator(".column-add").click()
+                form = page.locator(".create-form")
+                expect(form).to_be_visible(timeout=T)
+                form.locator("textarea").fill(f"made before {how}")
+                form.locator("textarea").press("Enter")
+                expect(page.locator(".card", has_text=f"made before {how}")).to_be_visible(timeout=T)
+                if how == "Escape":
+                    page.locator(".create-form textarea").press("Escape")
+                else:
+                    page.locator(".create-form button", has_text="Cancel").click()
+                expect(page.locator(".create-form")).to_have_count(0, timeout=T)
+
+            # an error toast while the drawer is open keeps clear of the drawer, then goes away
+            page.locator(".card", has_text="made before Escape").click()
+            drawer = page.locator("#drawer")
+            expect(drawer.locator(".drawer-title")).to_be_visible(timeout=T)
+            page.evaluate("import('/dom.js').then((m) => m.toast('something failed', 'error', 1000))")
+            toast = page.locator(".toast-error")
+            expect(toast).to_be_visible(timeout=T)
+            tb, db = toast.bounding_box(), drawer.bounding_box()
+            assert tb is not None and db is not None
+            assert tb["x"] + tb["width"] <= db["x"], "the toast covers the drawer"
+            expect(toast).to_have_count(0, timeout=T)
+        finally:
+            browser.close()

@@ -183,6 +183,14 @@ def _print_detail(t: dict[str, Any]) -> None:
                 duration((r["ended_at"] or 0) - r["started_at"]) if r.get("ended_at") and r.get("started_at") else "-",
                 clip(r.get("summary") or r.get("error"), 60)) for r in t["runs"]],
               title="Runs", status_column=None)
+    for r in t.get("runs") or []:
+        meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
+        if meta.get("degraded"):
+            click.echo("")
+            click.echo(f"run {r['id']}: degraded result — .board/result.json never validated; the summary was "
+                       "taken from the worker's output. The validation errors:")
+            for err in meta.get("errors") or []:
+                click.echo(f"  - {err}")
     if t.get("attachments"):
         click.echo("")
         table(["name", "size", "path"], [(a["name"], a["size"], a["path"]) for a in t["attachments"]],

@@ -297,7 +297,9 @@ class RemoteOps:
 
 def build_server(ops: Ops, scope: Scope) -> MCPServer:
     """An MCP server whose tools act for ``scope`` through ``ops``."""
-    server = MCPServer(name="agentboard", instructions=INSTRUCTIONS)
+    from .. import __version__
+
+    server = MCPServer(name="agentboard", instructions=INSTRUCTIONS, version=__version__)
 
     def own_task() -> str:
         if not scope.task_id:

@@ -485,7 +485,10 @@ export function openCreate(status = "todo") {
     h("option", { value: "" }, "no parent"),
     cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
   const error = h("div.form-error", { role: "alert" });
-  const close = () => clear(slot);
+  // the form moves to the new column element when the board re-renders (after a create): close
+  // removes the form wherever it is now
+  let form = null;
+  const close = () => { if (form) form.remove(); };
   const submit = async () => {
     const lines = title.value.split("\n");
     const text = lines[0].trim();
@@ -516,7 +519,7 @@ export function openCreate(status = "todo") {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); submit(); }
     if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); close(); }
   });
-  const form = h("form.create-form", {
+  form = h("form.create-form", {
     onsubmit: (ev) => { ev.preventDefault(); submit(); },
     onkeydown: (ev) => { if (ev.key === "Escape") { ev.stopPropagation(); close(); } },
   },

@@ -449,6 +449,9 @@ function runsBlock() {
     return h(`li.run.run-${cls}`, { title: r.error || r.summary || "" },
       h("span.run-attempt", `#${r.attempt ?? r.id}`),
       h("span.run-outcome", open ? "running" : r.outcome || r.status || ""),
+      r.metadata && r.metadata.degraded ? h("span.pill.pill-fail.pill-degraded", {
+        title: `result never validated: ${(r.metadata.errors || []).join("; ")}`,
+      }, "degraded") : null,
       h("span.run-profile", r.profile || ""),
       h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : duration(r.started_at, r.ended_at)),
       cost ? h("span.run-cost", cost) : null,
