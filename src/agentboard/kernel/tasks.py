@@ -127,6 +127,15 @@ class NewTask:
         )
 
 
+def _assignee_warning(tx: Tx, assignee: str | None) -> dict[str, Any]:
+    """``{"warnings": [...]}`` when a task is assigned to a name that is no profile (the
+    dispatcher never starts it until one is added; a person may still do it)."""
+    if not assignee or tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
+        return {}
+    return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
+                         f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
+
+
 def create_in(tx: Tx, new: NewTask) -> Row:
     """Create ``new`` inside the caller's transaction (or return the task already holding its
     idempotency key, with ``existing: True``)."""
@@ -247,6 +256,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "verify": verify,
         "current_run_id": None,
         "consecutive_failures": 0,
+        **_assignee_warning(tx, assignee),
     }
 
 

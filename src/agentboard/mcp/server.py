@@ -107,7 +107,8 @@ def _guard(fn: Callable[[], Any]) -> CallToolResult:
 
 
 def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification")
+    keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification",
+            "warnings")
     return {k: task.get(k) for k in keys if k in task}
 
 
