@@ -67,10 +67,15 @@ def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: p
             calc.locator(".diff-file-name").click()
             expect(calc.locator(".diff-line-add")).to_contain_text(["+    return a + b"], timeout=T)
             expect(calc.locator(".diff-line-del")).to_contain_text(["-    return a - b"])
-            drawer.locator(".git-grid").scroll_into_view_if_needed()
             shot = tmp_path / "drawer-branch-and-diff.png"
             page.screenshot(path=str(shot), full_page=False)
             assert shot.stat().st_size > 0
+
+            # the verify commands change from the drawer
+            drawer.locator(".verify-edit").click()
+            drawer.locator(".verify-input").fill("true\necho checked")
+            drawer.locator(".verify-save").click()
+            expect(drawer.locator(".verify-cmd")).to_have_text(["true", "echo checked"], timeout=T)
 
             # the approve confirmation describes an approval; approving merges the branch
             drawer.locator("button[data-action='done']").first.click()
@@ -88,6 +93,11 @@ def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: p
         finally:
             browser.close()
     assert "a + b" in (repo / "calc.py").read_text()
+    check = agentboard.connect(str(home))
+    try:
+        assert check.board("proj").show(task["id"])["verify"] == ["true", "echo checked"]
+    finally:
+        check.close()
 
 
 def test_the_create_form_closes_after_a_create_and_toasts_leave_the_drawer_alone(tmp_path: Path) -> None:

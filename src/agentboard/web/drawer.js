@@ -215,7 +215,28 @@ function metaRow() {
     task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, ago(task.started_at))] : null,
     task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, ago(task.completed_at))] : null,
     task.workspace_kind ? [h("label", "Workspace"), h("code.wrap", task.workspace_path ? `${task.workspace_kind}: ${task.workspace_path}` : task.workspace_kind)] : null,
+    [h("label", "Verify"), verifyField()],
     task.consecutive_failures ? [h("label", "Failures"), h("span.text-danger", `${task.consecutive_failures} in a row${task.last_failure_error ? ` — ${task.last_failure_error}` : ""}`)] : null);
+}
+
+/** The task's verify commands; "edit" opens a box with one command a line (empty: none). */
+function verifyField() {
+  const cmds = task.verify || [];
+  const shown = h("span.verify-view",
+    cmds.length ? cmds.map((c) => h("code.verify-cmd", c)) : h("span.muted", "none"),
+    h("button.link-btn.verify-edit", { type: "button", onclick: () => {
+      const box = h("textarea.verify-input", { rows: Math.max(2, cmds.length + 1), "aria-label": "verify commands" });
+      box.value = cmds.join("\n");
+      const save = async () => {
+        const verify = box.value.split("\n").map((c) => c.trim()).filter(Boolean);
+        if (await patch({ verify })) refreshDrawer();
+      };
+      shown.replaceWith(h("span.verify-editor", box,
+        h("button.btn.btn-sm.btn-primary.verify-save", { type: "button", onclick: save }, "Save"),
+        h("button.btn.btn-sm", { type: "button", onclick: () => render() }, "Cancel")));
+      box.focus();
+    } }, "edit"));
+  return shown;
 }
 
 // ---- status actions --------------------------------------------------------------------------
