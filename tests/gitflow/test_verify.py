@@ -43,3 +43,27 @@ def test_edit_verify_changes_the_commands(ab, tmp_path):
     cleared = cli(ab.home, "edit", task["id"], "--verify", "")
     assert cleared.returncode == 0, cleared.stderr
     assert ab.board("ev").show(task["id"])["verify"] == []
+
+
+def test_the_board_names_the_projects_virtualenv_with_env_setup(ab, tmp_path, dispatcher):
+    import shutil
+
+    from .conftest import make_project
+
+    repo = make_project(tmp_path / "proj")
+    (repo / "envs").mkdir()
+    shutil.move(str(repo / ".venv"), str(repo / "envs" / "proj"))  # not where it would be detected
+    ab.create_board("envs", workdir=str(repo))
+    bad = cli(ab.home, "boards", "set", "envs", "--env-setup", "envs/nope")
+    assert bad.returncode == 2 and "not a virtualenv" in bad.stderr
+    ok = cli(ab.home, "boards", "set", "envs", "--env-setup", "envs/proj")
+    assert ok.returncode == 0, ok.stderr
+    ab.add_profile("agent", command=sh("python -c 'import projmarker' && agentboard complete --summary ok"))
+    board = ab.board("envs")
+    task = board.create("Use the project's python", assignee="agent",
+                        verify=['python -c "import projmarker, sys; print(sys.prefix)"'])
+    dispatcher()
+    wait_for(lambda: board.show(task["id"])["status"] == "done", what="the task to pass in the project's env")
+    run = board.show(task["id"])["runs"][-1]
+    tail = run["metadata"]["verification"]["commands"][0]["output_tail"]
+    assert tail.strip() == str(repo / "envs" / "proj")
