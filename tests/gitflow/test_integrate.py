@@ -146,3 +146,33 @@ def test_boards_set_checks_the_base_branch_and_the_mode(ab, tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "base develop, integrate squash" in ok.stdout
     assert "integrate  squash" in cli(ab.home, "boards", "show", "cfg").stdout
+
+
+def test_the_api_checks_git_settings_and_serves_the_branch_and_its_diff(ab, tmp_path, dispatcher):
+    import httpx
+
+    from agentboard.api import create_app
+    from agentboard.api.serve import BackgroundServer
+    from agentboard.kernel import tokens
+
+    board, task, repo = to_review(ab, tmp_path, dispatcher, "none")
+    admin = tokens.create(ab.db, "admin", role="admin")["token"]
+    server = BackgroundServer(create_app(ab.settings, ab.db)).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
+            bad = http.patch("/api/boards/flow", json={"settings": {"base": "nope", "integrate": "merge"}})
+            assert bad.status_code == 400 and "has no branch 'nope'" in bad.text
+            flow = next(b for b in ab.boards() if b["slug"] == "flow")
+            assert flow["settings"].get("integrate") == "none" and "base" not in flow["settings"]  # unchanged
+            detail = http.get(f"/api/tasks/{task['id']}").json()
+            assert detail["workspace_kind"] == "worktree" and detail["branch_name"] == f"ab/{task['id']}"
+            git_facts = detail["git"]
+            assert (git_facts["base"], git_facts["ahead"], git_facts["behind"], git_facts["files"]) == ("main", 1, 0, 1)
+            diff = http.get(f"/api/tasks/{task['id']}/diff").json()
+            assert [f["path"] for f in diff["files"]] == ["notes.txt"]
+            assert (diff["additions"], diff["deletions"]) == (1, 1)
+            assert "+changed by the agent" in diff["shown"][0]["diff"]
+            paged = http.get(f"/api/tasks/{task['id']}/diff", params={"per_page": 1, "page": 5}).json()
+            assert (paged["page"], paged["pages"]) == (1, 1)
+    finally:
+        server.stop()

@@ -221,17 +221,43 @@ def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
     return out
 
 
-__all__ = ["Base", "BaseMissing", "Facts", "MergeConflict", "board_base", "check_base", "current_branch", "facts", "has_branch",
+__all__ = ["Base", "BaseMissing", "Facts", "check_settings", "configure", "MergeConflict", "board_base", "check_base", "current_branch", "facts", "has_branch",
            "merge_tree", "repo_of", "resolve"]
+
+
+def check_settings(row: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Check a board's git settings against its target directory (``row`` is the board as
+    stored, ``settings`` the new settings): a ``base`` branch the target repository does not
+    have, ``integrate`` without a git target, an ``env_setup`` that is not a virtualenv are
+    refused (:class:`InvalidInput`). Settings that did not change are not checked again."""
+    from ..domain.errors import InvalidInput
+    from ..protocol import project_env
+
+    old = row.get("settings") or {}
+    slug = row.get("slug")
+    target = str(row.get("default_workdir") or "")
+    is_git = bool(target) and gitutil.toplevel(target) is not None
+    base = settings.get("base")
+    if base and base != old.get("base"):
+        if not is_git:
+            raise InvalidInput(f"board {slug} has no git target directory, so it has no base branch; "
+                               "create the board with --workdir pointing at a git repository")
+        why = check_base(target, base)
+        if why:
+            raise InvalidInput(f"{why}: give an existing branch (git -C {target} branch --list)")
+    mode = settings.get("integrate")
+    if mode not in (None, "none") and mode != old.get("integrate") and not is_git:
+        raise InvalidInput(f"board {slug} has no git target directory: there is no branch to integrate")
+    if settings.get("env_setup") and settings.get("env_setup") != old.get("env_setup"):
+        why = project_env.check_venv({**row, "settings": settings})
+        if why:
+            raise InvalidInput(f"{why}: give the folder of a virtualenv (python -m venv DIR)")
 
 
 def configure(db: Any, slug: str, *, actor: str | None = None, **changes: str | None) -> dict[str, Any]:
     """Set a board's git settings (``base``, ``integrate``, ``env_setup``; ``""`` clears one),
-    checked against its target directory first: a ``base`` branch the target repository does not
-    have, or an ``env_setup`` that is not a virtualenv, is refused with the board unchanged."""
-    from ..domain.errors import InvalidInput
+    checked first (:func:`check_settings`); the board is unchanged when one is refused."""
     from ..kernel import boards as kboards
-    from ..protocol import project_env
 
     row = kboards.get(db, slug)
     settings = dict(row.get("settings") or {})
@@ -242,19 +268,5 @@ def configure(db: Any, slug: str, *, actor: str | None = None, **changes: str | 
             settings.pop(key, None)
         else:
             settings[key] = value
-    target = row.get("default_workdir")
-    base = changes.get("base")
-    if base:
-        if not target or gitutil.toplevel(target) is None:
-            raise InvalidInput(f"board {slug} has no git target directory, so it has no base branch; "
-                               "create the board with --workdir pointing at a git repository")
-        why = check_base(target, base)
-        if why:
-            raise InvalidInput(f"{why}: give an existing branch (git -C {target} branch --list)")
-    if changes.get("integrate") not in (None, "", "none") and (not target or gitutil.toplevel(target) is None):
-        raise InvalidInput(f"board {slug} has no git target directory: there is no branch to integrate")
-    if changes.get("env_setup"):
-        why = project_env.check_venv({**row, "settings": settings})
-        if why:
-            raise InvalidInput(f"{why}: give the folder of a virtualenv (python -m venv DIR)")
+    check_settings(row, settings)
     return kboards.update(db, slug, settings=settings, actor=actor)

@@ -71,6 +71,10 @@ def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
     if data.settings is not None and host_access.host_settings_changed(
             boards.get(st.db, slug)["settings"], data.settings):
         who.check_admin()  # named checks and paths run on the host: an unscoped admin's decision
+    if data.settings is not None:
+        from ...dispatch import branches
+
+        branches.check_settings(boards.get(st.db, slug), data.settings)
     fields = data.model_dump(exclude_none=True, exclude={"archived"})
     return Json(compound.patch_board(st.db, slug, archived=data.archived, home=st.settings.home,
                                      actor=who.name, **fields))
