@@ -175,7 +175,10 @@ class LocalOps:
         return found
 
     def show(self, task_id: str, own: bool) -> dict[str, Any]:
-        return queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id, events=30)
+        from ..dispatch.diffs import with_git
+
+        return with_git(queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id,
+                                            events=30))
 
     def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
                  result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
