@@ -14,7 +14,9 @@ def test_failed_verification_is_retried_after_growing_back_off_delays(ab, tmp_pa
     check = (f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}; "
              "if [ $n -lt 2 ]; then echo \"check failed on try $n\"; exit 1; fi")
     ab.create_board("bo", workdir=str(repo))
-    ab.add_profile("agent", command=sh("cat .board/history.md > seen-history-$(date +%s%N).txt; "
+    ab.add_profile("agent", command=sh("n=$(date +%s%N); cat .board/history.md > seen-history-$n.txt; "
+                                       "cp .board/context.md seen-context-$n.txt; "
+                                       "echo $n >> attempts.txt && git add attempts.txt && git commit -qm attempt; "
                                        "agentboard complete --summary done"))
     board = ab.board("bo")
     task = board.create("Pass the check", assignee="agent", verify=[check])
@@ -32,6 +34,11 @@ def test_failed_verification_is_retried_after_growing_back_off_delays(ab, tmp_pa
     assert len(seen) == 3
     third = seen[-1].read_text()
     assert "check failed on try 0" in third and "check failed on try 1" in third
+    # a retry starts on the same branch with the earlier attempts' commits, and its context says so
+    contexts = sorted(Path(board.show(task["id"])["workspace_path"]).glob("seen-context-*.txt"))
+    assert "This is a retry" not in contexts[0].read_text()
+    assert f"This is a retry: the branch ab/{task['id']} keeps the commits of the earlier attempts (2 commit(s)" \
+        in contexts[-1].read_text()
 
 
 def test_edit_verify_changes_the_commands(ab, tmp_path):
