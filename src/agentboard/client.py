@@ -193,12 +193,14 @@ class Board:
         score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
     ) -> Row:
         """Apply a verdict to a task in review: ``approved``, ``changes_requested`` or ``rejected``."""
-        return runs.review(self.db, self.slug, task_id, verdict, text, reviewer=reviewer, score=score,
-                           findings=findings, actor=actor)
+        from .dispatch import integrate
+
+        return integrate.review(self.db, self.slug, task_id, verdict, text, reviewer=reviewer, score=score,
+                                findings=findings, actor=actor)
 
     def approve(self, task_id: str, *, text: str = "", actor: str | None = None) -> Row:
         """Approve a task in review (it becomes done)."""
-        return runs.approve(self.db, self.slug, task_id, text=text, actor=actor)
+        return self.review(task_id, "approved", text, actor=actor)
 
     def request_changes(self, task_id: str, feedback: str, *, actor: str | None = None) -> Row:
         """Send a task in review back to the queue with feedback."""

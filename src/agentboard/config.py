@@ -68,6 +68,12 @@ class Settings:
     review_diff_max: int = 60_000
     repair_deadline: int = 300
     verify_timeout: int = 600
+    #: seconds a task waits before the next attempt after each failed verification in a row
+    #: (the task gives up after one more failure than there are delays, or at its failure limit
+    #: when that is higher)
+    verify_backoff: tuple[float, ...] = (10.0, 30.0, 90.0)
+    #: each back-off delay is stretched or shrunk at random by up to this fraction
+    verify_backoff_jitter: float = 0.2
     wiki_deadline: float = 8.0
     #: a schedule's occurrence found due later than this many seconds counts as missed (its
     #: schedule's ``missed`` policy decides: skip, or fire once)
@@ -170,6 +176,8 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
             return float(raw)
         if text_kind.startswith("tuple"):  # a list: a TOML array, or comma-separated text
             items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+            if text_kind.startswith("tuple[float"):
+                return tuple(float(str(i).strip()) for i in items if str(i).strip())
             return tuple(str(i).strip() for i in items if str(i).strip())
     except ValueError:
         raise InvalidInput(f"invalid setting {name}={raw!r}") from None

@@ -105,10 +105,24 @@ def test_workspace_that_cannot_be_created(ab, board, dispatcher, tmp_path):
 
 
 def test_worktree_on_a_folder_that_is_not_a_git_repository(ab, board, dispatcher, tmp_path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from agentboard.domain.errors import InvalidInput
+
     plain = tmp_path / "plain"
     plain.mkdir()
     ab.add_profile("fine", command=RESULT_OK)
+    # refused when the task is created ...
+    with pytest.raises(InvalidInput, match="is not a git repository"):
+        board.create("worktree please", assignee="fine", workspace=f"worktree:{plain}", max_retries=1)
+    assert board.list() == []
+    # ... and a repository that stopped being one by the time the task runs fails its start
+    subprocess.run(["git", "init", "-q", str(plain)], check=True)
     t = board.create("worktree please", assignee="fine", workspace=f"worktree:{plain}", max_retries=1)
+    shutil.rmtree(plain / ".git")
     dispatcher()
     wait_for(lambda: all_in(board, [t["id"]], {"blocked"}))
     assert "is not a git repository" in _task(board, t["id"])["last_failure_error"]

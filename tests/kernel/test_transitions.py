@@ -17,7 +17,7 @@ from kernelkit import check_invariants, reach, snapshot, status_of
 
 from agentboard.domain import states
 from agentboard.domain.errors import Conflict
-from agentboard.kernel import attachments, comments, runs, tasks
+from agentboard.kernel import attachments, branches, comments, runs, tasks
 
 Verb = Callable[[Any, str, str, Path], Any]
 
@@ -44,6 +44,7 @@ VERBS: dict[str, Verb] = {
     "archive": lambda db, b, t, h: tasks.archive(db, b, t),
     "restore": lambda db, b, t, h: tasks.restore(db, b, t),
     "gave_up": lambda db, b, t, h: runs.give_up(db, b, t, "systemic failure"),
+    "integration_refused": lambda db, b, t, h: branches.refuse_integration(db, b, t, "the target is dirty"),
     "edit": lambda db, b, t, h: tasks.edit(db, b, t, title="renamed"),
     "comment": lambda db, b, t, h: comments.comment(db, b, t, "a note"),
     "attach": lambda db, b, t, h: attachments.attach(db, b, t, "notes.txt", home=h, data=b"hello"),

@@ -1,4 +1,4 @@
-"""`boards list|create|switch|show|rename|rm|restore|checks|paths`: isolated queues in one home,
+"""`boards list|create|switch|show|set|rename|rm|restore|checks|paths`: isolated queues in one home,
 and the named checks and paths an admin configures on a board for members to pick by name."""
 
 from __future__ import annotations
@@ -125,9 +125,40 @@ def show(slug: str | None, as_json: bool) -> None:
         ("slug", row["slug"]), ("name", row["name"]), ("description", row.get("description")),
         ("icon", row.get("icon")), ("color", row.get("color")), ("workdir", row.get("default_workdir")),
         ("current", row["current"]), ("archived", row["archived"] or None),
+        ("base", (row.get("settings") or {}).get("base")),
+        ("integrate", (row.get("settings") or {}).get("integrate")),
+        ("env setup", (row.get("settings") or {}).get("env_setup")),
         ("created", when(row.get("created_at"))),
         ("tasks", ", ".join(f"{s} {n}" for s, n in row["counts"].items() if n) or "none"),
     ])
+
+
+@boards.command("set")
+@click.argument("slug", required=False)
+@click.option("--base", default=None, metavar="BRANCH",
+              help="the branch root tasks start from and approval integrates into (default: the target's "
+                   "current branch; '' clears)")
+@click.option("--integrate", type=click.Choice(["none", "merge", "squash", "rebase", "pr"]), default=None,
+              help="what approval does with a task's branch (default none: the branch is left)")
+@click.option("--env-setup", default=None, metavar="VENV",
+              help="the project's virtualenv workers and verify commands use (absolute or relative to the "
+                   "target directory; default: a detected .venv; '' clears)")
+@json_option
+@handle_errors
+def set_(slug: str | None, base: str | None, integrate: str | None, env_setup: str | None, as_json: bool) -> None:
+    """Set a board's git workflow: its base branch, what approval does with a task's branch,
+    the project's virtualenv (default: the current board)."""
+    from agentboard.dispatch import branches
+    from agentboard.domain.errors import InvalidInput
+
+    if base is None and integrate is None and env_setup is None:
+        raise InvalidInput("nothing to set: give --base BRANCH, --integrate MODE or --env-setup VENV")
+    slug = common.resolve_board(slug)
+    row = branches.configure(common.db(), slug, base=base, integrate=integrate, env_setup=env_setup,
+                             actor=common.actor())
+    st = row.get("settings") or {}
+    common.emit(row, as_json, f"board {slug}: base {st.get('base') or '(the target’s current branch)'}, "
+                f"integrate {st.get('integrate') or 'none'}, env setup {st.get('env_setup') or '(detected .venv)'}")
 
 
 @boards.command("rename")

@@ -131,6 +131,15 @@ def task_board(task_id: str, explicit: str | None = None) -> str:
     from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import lookups
 
+    if explicit:
+        from agentboard.domain.errors import NotFound
+        from agentboard.kernel import boards
+
+        try:
+            boards.get(db(), model.board_slug(explicit))
+        except NotFound:
+            raise NotFound(f"there is no board {explicit!r}: leave out --board (a task id finds its own board), "
+                           "or see `agentboard boards list`") from None
     slug = lookups.task_board(db(), task_id)
     if explicit and model.board_slug(explicit) != slug:
         raise InvalidInput(f"task {task_id} is on board {slug!r}, not {model.board_slug(explicit)!r}; "

@@ -117,5 +117,7 @@ def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: in
                 out.append(e)
             return out
 
+    if "completed" in kind_list and "approved" not in kind_list:
+        kind_list.append("approved")  # a task finished through review completes with its approval
     _follow(lambda c: queries.events_after(db, slug, c, kinds=kind_list or None), cursor,
             once=once, as_json=as_json, keep=keep)

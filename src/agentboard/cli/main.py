@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "list": "agentboard.cli.tasks:list_",
     "show": "agentboard.cli.tasks:show",
     "context": "agentboard.cli.tasks:context",
+    "diff": "agentboard.cli.diff:diff",
     "edit": "agentboard.cli.tasks:edit",
     "assign": "agentboard.cli.tasks:assign",
     "link": "agentboard.cli.tasks:link",

@@ -79,7 +79,6 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
     import os
 
     from agentboard.domain.errors import InvalidInput
-    from agentboard.kernel import runs
 
     chosen = [v for v in (approve or None, changes, rejection) if v is not None]
     if len(chosen) != 1:
@@ -94,12 +93,19 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         _answer_review_run(task_id, verdict, text, score, as_json)
         return
     slug = common.task_board(task_id, board)
-    task = runs.review(common.db(), slug, task_id, verdict, text, score=score,
-                       reviewer=common.actor(), actor=common.actor())
+    from agentboard.dispatch import integrate
+
+    task = integrate.review(common.db(), slug, task_id, verdict, text, score=score,
+                            reviewer=common.actor(), actor=common.actor())
     if as_json:
         common.emit_json(task)
+    elif verdict == "approved" and task.get("integration") == "refused":
+        click.echo(f"{task_id}: not approved -> blocked (needs input): {task.get('block_reason')}")
     else:
-        click.echo(f"{task_id}: {verdict.replace('_', ' ')} -> {_describe(task).split(': ', 1)[1]}")
+        line = f"{task_id}: {verdict.replace('_', ' ')} -> {_describe(task).split(': ', 1)[1]}"
+        if verdict == "approved" and task.get("integration"):
+            line += f"; branch {task['integration'].replace('_', ' ')}" + (f": {task['pr_url']}" if task.get("pr_url") else "")
+        click.echo(line)
 
 
 def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool) -> None:

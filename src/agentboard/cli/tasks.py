@@ -168,7 +168,10 @@ def _print_detail(t: dict[str, Any]) -> None:
         ("goal", f"{t['goal']['id']} {t['goal']['title']}" if t.get("goal") else t.get("goal_id")),
         ("blocked", f"[{t.get('block_kind')}] {t.get('block_reason')}" if t.get("block_reason") else None),
         ("workspace", f"{t.get('workspace_kind')}" + (f":{t['workspace_path']}" if t.get("workspace_path") else "")),
-        ("branch", t.get("branch_name")), ("skills", t.get("skills")), ("verify", t.get("verify")),
+        ("branch", t.get("branch_name")), ("base", t.get("base_branch")),
+        ("git", (t.get("git") or {}).get("summary")),
+        ("integration", (t.get("integration") or "").replace("_", " ") or None), ("pull request", t.get("pr_url")),
+        ("skills", t.get("skills")), ("verify", t.get("verify")),
         ("review", "required" if t.get("review_required") else None),
         ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
         ("current run", t.get("current_run_id")), ("result", t.get("result")),
@@ -191,6 +194,14 @@ def _print_detail(t: dict[str, Any]) -> None:
                 duration((r["ended_at"] or 0) - r["started_at"]) if r.get("ended_at") and r.get("started_at") else "-",
                 clip(r.get("summary") or r.get("error"), 60)) for r in t["runs"]],
               title="Runs", status_column=None)
+    for r in t.get("runs") or []:
+        meta = r.get("metadata") if isinstance(r.get("metadata"), dict) else {}
+        if meta.get("degraded"):
+            click.echo("")
+            click.echo(f"run {r['id']}: degraded result — .board/result.json never validated; the summary was "
+                       "taken from the worker's output. The validation errors:")
+            for err in meta.get("errors") or []:
+                click.echo(f"  - {err}")
     if t.get("attachments"):
         click.echo("")
         table(["name", "size", "path"], [(a["name"], a["size"], a["path"]) for a in t["attachments"]],
@@ -230,7 +241,9 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
     if api is not None:
         detail = api.task_detail(tid, board=board, events=n_events)
     else:
-        detail = queries.task_detail(common.db(), common.task_board(tid, board), tid, events=n_events)
+        from agentboard.dispatch.diffs import with_git
+
+        detail = with_git(queries.task_detail(common.db(), common.task_board(tid, board), tid, events=n_events))
     if as_json:
         common.emit_json(detail)
         return
@@ -271,21 +284,25 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
 @click.option("--max-runtime", default=None, metavar="DUR")
 @click.option("--max-retries", default=None, type=int, metavar="N")
 @click.option("--result", default=None, metavar="LINE")
+@click.option("--verify", "verify", multiple=True, metavar="CMD",
+              help="replace the verify commands (repeatable; '' alone clears them)")
 @task_board_option
 @json_option
 @handle_errors
 def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
          priority: str | None, tenant: str | None, goal: str | None, max_runtime: str | None,
-         max_retries: int | None, result: str | None, board: str | None, as_json: bool) -> None:
-    """Change a task's title, body, priority, tenant or limits (no status change)."""
+         max_retries: int | None, result: str | None, verify: tuple[str, ...], board: str | None,
+         as_json: bool) -> None:
+    """Change a task's title, body, priority, tenant, limits or verify commands (no status change)."""
     from agentboard.kernel import tasks
 
     slug = common.task_board(task_id, board)
     text = common.read_text(body, body_file)
+    commands = [c for c in verify if c.strip()] if verify else None
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
-        actor=common.actor(),
+        actor=common.actor(), **({"verify": commands} if commands is not None else {}),
     )
     common.emit(task, as_json, f"{task['id']}: edited")
 

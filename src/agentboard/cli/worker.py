@@ -93,6 +93,9 @@ def _complete_one(db: Database, board: str, task_id: str, **kwargs: Any) -> dict
 def _describe_done(task: dict[str, Any]) -> str:
     from .output import status
 
+    if task.get("pending_verification"):
+        return (f"{task['id']}: held until verification passes (the verify commands run when this worker "
+                "exits; the task completes only if they pass)")
     line = f"{task['id']}: {status(task['status'])}"
     promoted = task.get("promoted") or []
     if promoted:

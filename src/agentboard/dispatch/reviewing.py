@@ -174,7 +174,7 @@ class Reviewing:
         path = ws.path
         if ws.kind != "worktree" and c.get("workspace_path"):
             path = Path(c["workspace_path"])
-        return review_context.WorkspaceFacts(ws.kind, path, ws.repo, ws.branch)
+        return review_context.WorkspaceFacts(ws.kind, path, ws.repo, ws.branch, c.get("base_branch"))
 
     def _spawn(self, board: Row, c: Row, profile: Row, rid: int) -> None:
         """Write the review context into the workspace and start the reviewer (a job)."""

@@ -7,38 +7,16 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
+from ..protocol import project_env
 from .isolation import NONE, Confinement
 
 _LOG_KEEP = 3
-
-
-def bin_dirs() -> list[str]:
-    """Folders that must be on a worker's PATH so ``agentboard`` worker verbs resolve."""
-    return list(_bin_dirs(sys.argv[0] if sys.argv else "", os.environ.get("PATH", ""), sys.executable))
-
-
-@functools.lru_cache(maxsize=8)
-def _bin_dirs(argv0: str, _path: str, executable: str) -> tuple[str, ...]:
-    """(cached per argv[0], PATH and interpreter: the same for every worker of a dispatcher)"""
-    out: list[str] = []
-    if argv0 and os.path.basename(argv0).startswith("agentboard"):
-        out.append(os.path.dirname(os.path.abspath(argv0)))
-    found = shutil.which("agentboard")
-    if found:
-        out.append(os.path.dirname(found))
-    out.append(os.path.dirname(executable))
-    seen: list[str] = []
-    for d in out:
-        if d and d not in seen:
-            seen.append(d)
-    return tuple(seen)
 
 
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
@@ -67,16 +45,19 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
 def worker_env(
     settings: Settings, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
     profile: dict[str, Any], api_url: str | None = None, token: str | None = None,
-    base: dict[str, str] | None = None,
+    base: dict[str, str] | None = None, board_row: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """A worker's environment: what it inherits (:func:`inherited`), its identity, the API's URL
     and its run token — never the home, the database URL or another credential of the
-    dispatcher — then the profile's own ``env``."""
+    dispatcher — then the profile's own ``env``.
+
+    ``PATH`` is the user's, without agentboard's own virtualenv: ``agentboard`` is reached
+    through a folder holding only that executable, and the project's virtualenv (the board's
+    ``env_setup`` or a ``.venv`` in its target directory) comes first
+    (:mod:`agentboard.protocol.project_env`)."""
     env = inherited(settings, os.environ if base is None else base)
-    dirs = bin_dirs()
-    path = env.get("PATH", os.defpath)
-    parts = path.split(os.pathsep)
-    env["PATH"] = os.pathsep.join([d for d in dirs if d not in parts] + parts)
+    env.pop("VIRTUAL_ENV", None)
+    env.update(project_env.environment(settings.home, env.get("PATH", os.defpath), board_row))
     env["AGENTBOARD_TASK"] = task["id"]
     env["AGENTBOARD_RUN_ID"] = str(run_id)
     env["AGENTBOARD_BOARD"] = board

@@ -30,12 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.errors import AgentboardError
+from ..kernel import boards as kboards
+from ..kernel import branches as kbranches
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
+from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
 from ..protocol import boarddir, lifecycle
 from ..store.engine import Row
-from . import adapters, breaker, isolation, liveness, spawn, workspaces
+from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
 from .runtime import Context
 
@@ -80,6 +83,8 @@ class Attempt:
     confinement: isolation.Confinement = isolation.NONE
     #: a review run: a reviewer profile judging the task's work (``.reviewing``)
     review: bool = False
+    #: the board (its target directory and settings name the project's virtualenv)
+    board_row: Row | None = None
 
     @property
     def task_id(self) -> str:
@@ -109,6 +114,9 @@ class StartFailure:
     task_id: str
     run_id: int
     error: str
+    #: a block kind: ``merge_conflict`` (the parents' branches conflict) or ``needs_input`` (the
+    #: board's base branch is missing): the task is blocked, not retried
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,9 @@ class Spawner:
         failures: list[StartFailure] = []
         for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo), strict=True):
             if isinstance(res, SpawnError):
-                failures.append(StartFailure(slug, choice.task["id"], run_id, str(res)))
+                kind = ("merge_conflict" if isinstance(res.cause, branches.MergeConflict)
+                        else "needs_input" if isinstance(res.cause, branches.BaseMissing) else None)
+                failures.append(StartFailure(slug, choice.task["id"], run_id, str(res), kind))
             else:
                 ctx.workers.add(res.worker)
                 started.append(res)
@@ -196,12 +206,15 @@ class Spawner:
             self._tip_scratch(slug, task["id"], ws.path)
         try:
             token = self._token(slug, task["id"], run_id)
+            info = {"workspace_kind": ws.kind, "workspace_path": str(ws.path), "branch_name": ws.branch,
+                    "base_branch": ws.base}
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
-                                                 api_url=self.ctx.api_url, token=token, loaded=loaded))
+                                                 api_url=self.ctx.api_url, token=token, loaded=loaded,
+                                                 workspace_info=info))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
-        return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement), prompt_file,
-                           token)
+        return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement,
+                                   board_row=board), prompt_file, token)
 
     def _confinement(self, profile: Row) -> isolation.Confinement:
         """How the profile's workers are isolated here, or :class:`SpawnError` when that is not
@@ -217,12 +230,31 @@ class Spawner:
             plan = workspaces.plan(self.ctx.home, board, task, isolated=foreign)
             if plan.kind == "scratch":
                 return workspaces.prepare(plan, foreign=foreign)
+            base = self._base(board, task, plan) if plan.kind == "worktree" else None
             with self._git_lock:
-                return workspaces.prepare(plan, foreign=foreign)
+                ws = workspaces.prepare(plan, foreign=foreign, base=base)
+            if ws.kind == "worktree" and ws.base is None:
+                ws.base = task.get("base_branch")
+            return ws
+        except (branches.MergeConflict, branches.BaseMissing) as exc:
+            raise SpawnError(str(exc), exc) from exc
         except workspaces.WorkspaceError as exc:
             raise SpawnError(f"workspace: {exc}", exc) from exc
         except AgentboardError as exc:
             raise SpawnError(str(exc), exc) from exc
+
+    def _base(self, board: Row, task: Row, plan: workspaces.Workspace) -> Callable[[], tuple[str, str]]:
+        """How a new worktree branch finds its base (called under the git lock, only when the
+        branch does not exist yet): its parents' branches, else the board's base branch."""
+        def resolve() -> tuple[str, str]:
+            assert plan.repo is not None
+            parents = kbranches.parent_branches(self.ctx.db, board["slug"], task["id"])
+            try:
+                b = branches.resolve(plan.repo, task["id"], board.get("settings") or {}, parents)
+            except gitutil.GitError as exc:
+                raise workspaces.WorkspaceError(str(exc)) from None
+            return b.branch, b.source
+        return resolve
 
     # -- a repair attempt ---------------------------------------------------------------------------
 
@@ -234,12 +266,14 @@ class Spawner:
         slug, task_id, run_id = run["board"], run["id"], int(run["current_run_id"])
         try:
             task = kd.task(self.ctx.db, slug, task_id)
+            board_row = kboards.get(self.ctx.db, slug)
             token = self._token(slug, task_id, run_id)
         except AgentboardError as exc:
             raise SpawnError(str(exc), exc) from exc
         ws = workspaces.Workspace(task.get("workspace_kind") or "scratch", workspace, branch=task.get("branch_name"))
         deadline = deadline_seconds or self.ctx.settings.repair_deadline
-        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline, self._confinement(profile))
+        attempt = Attempt(slug, task, profile, run_id, ws, number, deadline, self._confinement(profile),
+                          board_row=board_row)
         started = self.start(self.launch(attempt, prompt_file, token))
         self.ctx.workers.add(started.worker)
         _spawned, stale = self.record(slug, [started])
@@ -265,8 +299,8 @@ class Spawner:
             boarddir.write_mcp_json(ws.path, env)
         except Exception as exc:
             raise SpawnError(f"preparing the review context failed: {type(exc).__name__}: {exc}", exc) from exc
-        ln = self.launch(Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True), prompt_file,
-                         token)
+        ln = self.launch(Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True,
+                                 board_row=board), prompt_file, token)
         w = self.start(ln).worker
         if not kd.record_review_spawn(self.ctx.db, slug, task["id"], run_id, pid=w.pid, host=self.ctx.host,
                                       log_path=str(w.log_path), workspace=str(w.workspace), extra=_event_extra(ln)):
@@ -287,7 +321,7 @@ class Spawner:
         """The environment and command line of an attempt."""
         env = spawn.worker_env(self.ctx.settings, board=at.board, task=at.task, run_id=at.run_id,
                                workspace=at.workspace.path, branch=at.workspace.branch, profile=at.profile,
-                               api_url=self.ctx.api_url, token=token)
+                               api_url=self.ctx.api_url, token=token, board_row=at.board_row)
         if at.review:  # a reviewer answers its review run (the review verb and tool look for this)
             env["AGENTBOARD_REVIEW_RUN"] = "1"
         try:
@@ -331,6 +365,8 @@ class Spawner:
             return [], []
         items = [{"task_id": s.worker.task_id, "run_id": s.worker.run_id, "pid": s.worker.pid,
                   "host": self.ctx.host, "log_path": str(s.worker.log_path), "workspace": str(s.worker.workspace),
+                  "workspace_kind": s.launch.attempt.workspace.kind if not s.launch.attempt.number else None,
+                  "branch": s.launch.attempt.workspace.branch, "base_branch": s.launch.attempt.workspace.base,
                   "extra": _event_extra(s.launch)} for s in started]
         stale_ids = {int(it["run_id"]) for it in kd.record_spawns(self.ctx.db, board, items)}
         spawned = [Spawned(board, s.worker.task_id, s.worker.run_id, s.worker.pid, s.launch.attempt.profile["name"],
@@ -368,8 +404,16 @@ class Spawner:
     def apply_failures(self, failures: list[StartFailure]) -> list[SpawnFailed]:
         """Record the workers that could not start: three or more failing the same way in one
         pass block their tasks at once (systemic); the others count as one failure each."""
-        systemic, single = breaker.systemic_groups([(f, f.error) for f in failures])
         out: list[SpawnFailed] = []
+        for f in [f for f in failures if f.kind]:  # not worth a retry: a person decides
+            try:
+                ktasks.block(self.ctx.db, f.board, f.task_id, f.error, kind=f.kind or "needs_input", run_id=f.run_id,
+                             actor="dispatcher")
+            except AgentboardError:
+                pass
+            out.append(SpawnFailed(f.task_id, f.error, False))
+        failures = [f for f in failures if not f.kind]
+        systemic, single = breaker.systemic_groups([(f, f.error) for f in failures])
         for f, err in systemic:
             reason = (f"systemic failure: {len(systemic)} tasks failed to start in one pass with the "
                       f"same error: {err}")
@@ -404,5 +448,8 @@ def _event_extra(ln: Launch) -> dict[str, Any]:
     at = ln.attempt
     if at.number:
         return {"repair_attempt": at.number, "profile": at.profile.get("name")}
-    return {"profile": at.profile["name"], "adapter": ln.command.adapter, "branch": at.workspace.branch,
-            "workspace_kind": at.workspace.kind}
+    extra = {"profile": at.profile["name"], "adapter": ln.command.adapter, "branch": at.workspace.branch,
+             "workspace_kind": at.workspace.kind}
+    if at.workspace.base:
+        extra.update(base=at.workspace.base, base_source=at.workspace.base_source)
+    return extra

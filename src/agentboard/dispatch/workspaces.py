@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ class Workspace:
     branch: str | None = None
     repo: Path | None = None
     created: bool = False
+    #: a worktree's base: the branch its branch started from (``dispatch.branches``)
+    base: str | None = None
+    #: ``board``, ``parent`` or ``integration``: where the base came from
+    base_source: str | None = None
 
 
 #: where the scratch workspaces of workers running as the worker user live, one folder per home
@@ -94,12 +99,17 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     return Workspace("scratch", scratch_path(home, task["board"], task_id, isolated=isolated))
 
 
-def prepare(ws: Workspace, *, foreign: bool = False) -> Workspace:
+def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
     """Create the workspace on disk (idempotent: a retry reuses it and keeps earlier work).
 
     ``foreign``: its worker runs as another OS user, so a ``.board`` or ``.mcp.json`` that an
-    earlier run replaced by a symbolic link is removed before the dispatcher writes them."""
-    ws = _prepare(ws)
+    earlier run replaced by a symbolic link is removed before the dispatcher writes them.
+
+    ``base``: for a worktree whose branch does not exist yet, returns the branch to start it from
+    and where that came from (``dispatch.branches.resolve``); without it the branch starts from
+    the repository's ``HEAD``. A branch that exists is reused as it is (a retry keeps the commits
+    of the earlier attempts)."""
+    ws = _prepare(ws, base)
     if foreign:
         for p in (ws.path / ".board", ws.path / ".mcp.json"):
             if p.is_symlink():
@@ -107,7 +117,7 @@ def prepare(ws: Workspace, *, foreign: bool = False) -> Workspace:
     return ws
 
 
-def _prepare(ws: Workspace) -> Workspace:
+def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
     if ws.kind in ("scratch", "dir"):
         try:
             existed = ws.path.is_dir()
@@ -142,6 +152,9 @@ def _prepare(ws: Workspace) -> Workspace:
         gitutil.git(repo, "worktree", "prune", check=False)
         if has_branch:
             gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch)
+        elif base is not None:
+            ws.base, ws.base_source = base()
+            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base)
         else:
             gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path))
         ws.created = True

@@ -35,7 +35,10 @@ BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_resto
          "purged", "schedule_added", "schedule_removed", "schedule_fired", "schedule_skipped",
          "schedule_failed")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR)
+#: a task's branch: where it started, what approval did with it
+GIT: Final = ("integrated", "integration_refused", "integration_left")
+
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR + GIT)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(

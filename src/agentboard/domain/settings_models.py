@@ -11,10 +11,12 @@ from .model import PROFILE_RE
 from .settings_schema import (
     ADAPTERS,
     BOARD_KEYS,
+    BRANCH_RE,
     COMMAND_MAX,
     COUNT_MAX,
     DESCRIPTION_MAX,
     ENV_NAME_RE,
+    INTEGRATE,
     ISOLATION,
     MAX_CONCURRENCY_MAX,
     MODEL_MAX,
@@ -38,11 +40,21 @@ class BoardSettings(BaseModel):
     default_assignee: ProfileLike | None = None
     auto_decompose: bool | None = None
     reviewer: Annotated[str, StringConstraints(pattern=REVIEWER_RE.pattern)] | None = None
+    base: Annotated[str, StringConstraints(pattern=BRANCH_RE.pattern)] | None = None
+    integrate: Literal["none", "merge", "squash", "rebase", "pr"] | None = None
+    env_setup: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
     supervisor: ProfileLike | None = None
     replan_after: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     block_loop_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     stuck_after: Annotated[int, Field(ge=1, le=10**9)] | None = None
     escalate_to: Annotated[str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")] | None = None
+
+    @field_validator("base")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        if value is not None and (".." in value or value.endswith((".lock", "/")) or value.startswith("/")):
+            raise ValueError("not a branch name")
+        return value
 
 
 class ProfileFields(BaseModel):
@@ -74,5 +86,6 @@ assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | N
 assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
 assert ProfileFields.model_fields["permission"].annotation == Literal[PERMISSION] | None
 assert tuple(BoardSettings.model_fields) == BOARD_KEYS + SUPERVISOR_KEYS
+assert BoardSettings.model_fields["integrate"].annotation == Literal[INTEGRATE] | None
 
 __all__ = ["BoardSettings", "ProfileFields"]

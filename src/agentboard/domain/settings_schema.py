@@ -41,7 +41,12 @@ COMMAND_MAX = 10_000
 DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
-BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer")
+BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
+              "env_setup")
+#: what approval does with a worktree task's branch (``dispatch/integrate.py``)
+INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
+#: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
+BRANCH_RE = re.compile(r"^[A-Za-z0-9._/@+][A-Za-z0-9._/@+-]{0,199}$")
 #: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
 SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to")
 #: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
@@ -68,6 +73,9 @@ _EXPECTED = {
     "block_loop_limit": "a positive integer",
     "stuck_after": "a positive number of seconds",
     "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
+    "base": "a git branch name of the board's target repository",
+    "integrate": "one of none, merge, squash, rebase, pr",
+    "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",
     "max_concurrency": "a positive integer",

@@ -32,6 +32,7 @@ BLOCK_KINDS: Final[tuple[str, ...]] = (
     "budget",
     "dependency",
     "manual",
+    "merge_conflict",
 )
 
 #: block kinds that wait for a person (shown as such on the board)
@@ -89,6 +90,8 @@ TRANSITIONS: Final[dict[str, dict[str | None, frozenset[str]]]] = {
     "approve": {REVIEW: frozenset({DONE})},
     "request_changes": {REVIEW: frozenset({READY, TODO})},
     "reject": {REVIEW: frozenset({BLOCKED})},
+    # approval could not integrate the task's branch (dirty target, conflicting base, no gh)
+    "integration_refused": {REVIEW: frozenset({BLOCKED})},
     "block": {
         RUNNING: frozenset({BLOCKED}),
         READY: frozenset({BLOCKED}),

@@ -224,10 +224,12 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
         return stale
     now = time.time()
     rows = [{"pid": int(it["pid"]), "host": it.get("host"), "ws": it.get("workspace"), "log": it.get("log_path"),
+             "wk": it.get("workspace_kind"), "br": it.get("branch"), "bb": it.get("base_branch"),
              "now": now, "id": it["task_id"], "r": int(it["run_id"])} for it in ok]
     tx.executemany(
         "UPDATE tasks SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
-        "workspace_path = COALESCE(:ws, workspace_path), updated_at = :now "
+        "workspace_path = COALESCE(:ws, workspace_path), workspace_kind = COALESCE(:wk, workspace_kind), "
+        "branch_name = COALESCE(:br, branch_name), base_branch = COALESCE(:bb, base_branch), updated_at = :now "
         "WHERE id = :id AND current_run_id = :r",
         [{k: v for k, v in r.items() if k != "log"} for r in rows])
     tx.executemany(
@@ -246,7 +248,8 @@ def record_spawns(db: Database, board: str, items: list[dict[str, Any]]) -> list
     """Record several started workers in one transaction (a ``spawned`` event each).
 
     Each item: ``task_id``, ``run_id``, ``pid`` and optionally ``host``, ``log_path``,
-    ``workspace``, ``extra`` (merged into the event payload). Returns the items whose run is no
+    ``workspace``, ``workspace_kind``, ``branch``, ``base_branch`` (stored on the task),
+    ``extra`` (merged into the event payload). Returns the items whose run is no
     longer current (reclaimed between the claim and the spawn), each with an ``error``; their
     workers must be stopped.
     """
@@ -360,7 +363,7 @@ def review_candidates(db: Database, board: str, limit: int) -> list[Row]:
     def _r(tx: Tx) -> list[Row]:
         return tx.all(
             "SELECT t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, "
-            "t.branch_name, t.max_retries, e.run_id AS entry_run, "
+            "t.branch_name, t.base_branch, t.max_retries, e.run_id AS entry_run, "
             "(SELECT w.profile FROM task_runs w WHERE w.id = e.run_id) AS worker_profile, "
             "(SELECT COUNT(*) FROM task_runs f WHERE f.task_id = t.id AND f.claim_lock LIKE :rv "
             " AND f.id > COALESCE(e.run_id, 0)) AS failed_reviews, "

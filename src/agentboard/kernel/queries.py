@@ -19,7 +19,7 @@ from .common import get_task, run_out, task_out
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
-    "worker_host, last_heartbeat_at, last_outcome, workspace_kind"
+    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url"
 )
 
 
@@ -117,7 +117,7 @@ def board_view(
                 )]
             ids.extend(c["id"] for c in cards)
             columns.append({"status": s, "count": counts[s], "tasks": cards})
-        extras = _card_extras(tx, ids)
+        extras = _card_extras(tx, ids, {c["id"]: c for col in columns for c in col["tasks"]})
         for col in columns:
             for card in col["tasks"]:
                 card.update(extras.get(card["id"], {}))
@@ -131,7 +131,8 @@ def board_view(
     return db.read(_r)
 
 
-def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
+def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row] | None = None) -> dict[str, Row]:
+    card_rows = card_rows or {}
     out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
     for start in range(0, len(ids), 400):
         names: dict[str, Any] = {}
@@ -147,6 +148,15 @@ def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
         ):
             out[r["parent_id"]]["child_count"] = r["n"]
             out[r["parent_id"]]["children_done"] = int(r["d"] or 0)
+        # a result that never validated went to review with an extracted summary: marked on the card
+        for r in tx.all(f"SELECT DISTINCT task_id FROM task_events WHERE kind = 'result_degraded' "
+                        f"AND task_id IN {inlist}", names):
+            out[r["task_id"]]["degraded"] = True
+    # a task assigned to a name that is no profile: the dispatcher never starts it (a badge says so)
+    profiles = {r["name"] for r in tx.all("SELECT name FROM profiles")}
+    for i, card in card_rows.items():
+        if card.get("assignee") and card["assignee"] not in profiles:
+            out[i]["assignee_unknown"] = True
     return out
 
 

@@ -698,6 +698,9 @@ def return_to_queue(
     if outcome == "reclaimed" and not count_failure:
         failures = 0
     limit, source = _limit(tx, board, task)
+    if outcome == "verify_failed" and source == "global failure_limit" and len(tx.db.settings.verify_backoff) + 1 > limit:
+        # failed verifications are retried with back-off (verify_backoff) before the default gives up
+        limit, source = len(tx.db.settings.verify_backoff) + 1, "verification back-off"
     gave_up = count_failure and (failures >= limit or violations >= 3)
     body: dict[str, Any] = {"error": error, "exit_code": exit_code, "failures": failures}
     body.update(payload or {})

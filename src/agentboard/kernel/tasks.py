@@ -12,6 +12,7 @@ from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
 from ..store.engine import Database, Row, Tx, dump_json
 from . import supervision
+from .branches import check_worktree_task
 from .common import (
     default_assignee,
     get_task,
@@ -134,6 +135,15 @@ class NewTask:
         )
 
 
+def _assignee_warning(tx: Tx, assignee: str | None) -> dict[str, Any]:
+    """``{"warnings": [...]}`` when a task is assigned to a name that is no profile (the
+    dispatcher never starts it until one is added; a person may still do it)."""
+    if not assignee or tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
+        return {}
+    return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
+                         f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
+
+
 def create_in(tx: Tx, new: NewTask) -> Row:
     """Create ``new`` inside the caller's transaction (or return the task already holding its
     idempotency key, with ``existing: True``)."""
@@ -142,6 +152,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         require_board(tx, board)
     checked_verify(tx, board, new.verify)
     workspace_kind, workspace_path = placed(tx, board, new.workspace_kind, new.workspace_path)
+    if workspace_kind == "worktree":
+        check_worktree_task(tx, board, workspace_path)
     if new.idempotency_key:
         existing = tx.one(
             "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
@@ -258,6 +270,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "current_run_id": None,
         "consecutive_failures": 0,
         "not_before": new.not_before,
+        **_assignee_warning(tx, assignee),
     }
 
 

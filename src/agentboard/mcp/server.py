@@ -111,7 +111,8 @@ def _guard(fn: Callable[[], Any]) -> CallToolResult:
 
 
 def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification")
+    keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification",
+            "warnings")
     return {k: task.get(k) for k in keys if k in task}
 
 
@@ -180,7 +181,10 @@ class LocalOps:
         return found
 
     def show(self, task_id: str, own: bool) -> dict[str, Any]:
-        return queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id, events=30)
+        from ..dispatch.diffs import with_git
+
+        return with_git(queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id,
+                                            events=30))
 
     def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
                  result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -311,7 +315,9 @@ class RemoteOps:
 
 def build_server(ops: Ops, scope: Scope) -> MCPServer:
     """An MCP server whose tools act for ``scope`` through ``ops``."""
-    server = MCPServer(name="agentboard", instructions=INSTRUCTIONS)
+    from .. import __version__
+
+    server = MCPServer(name="agentboard", instructions=INSTRUCTIONS, version=__version__)
 
     def own_task() -> str:
         if not scope.task_id:

@@ -165,8 +165,13 @@ def task_document(detail: Row, run_id: int, *, verify_enabled: bool) -> dict[str
 
 
 def repair_section(attempt: int, errors: list[str], run_id: int | None = None) -> str:
+    from .repair import MAX_ATTEMPTS
+
     where = f" (run {run_id})" if run_id is not None else ""
-    lines = [f"## Repair Attempt {attempt}{where}", "",
+    # never more attempts than the limit: the result that failed the last repair is said so
+    title = (f"## Repair Attempt {attempt} of {MAX_ATTEMPTS}{where}" if attempt <= MAX_ATTEMPTS
+             else f"## Still invalid after {MAX_ATTEMPTS} repair attempts{where}")
+    lines = [title, "",
              "`.board/result.json` did not validate against the result schema (see `.board/task.json`, "
              "`result_schema`). The exact errors:", ""]
     lines += [f"- {e}" for e in errors] or ["- (no details)"]

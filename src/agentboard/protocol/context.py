@@ -65,11 +65,21 @@ def render(detail: Row, *, now: float | None = None) -> str:
         ("Goal", f"{goal['title']} ({goal['id']})" if goal else t.get("goal_id")),
         ("Workspace", ws),
         ("Branch", t.get("branch_name")),
+        ("Base", t.get("base_branch")),
+        ("Git", (t.get("git") or {}).get("summary")),
+        ("Pull request", t.get("pr_url")),
         ("Max runtime", f"{t['max_runtime_seconds']} s" if t.get("max_runtime_seconds") else None),
         ("Review required", "yes" if t.get("review_required") else None),
         ("Skills", ", ".join(t.get("skills") or []) or None),
     ]
     out += [f"- **{k}:** {v}" for k, v in rows if v not in (None, "")]
+    git = t.get("git") or {}
+    closed = [r for r in detail.get("runs") or [] if r.get("status") == "closed"]
+    if git.get("exists") and closed:
+        out += ["", f"This is a retry: the branch {git.get('branch')} keeps the commits of the earlier attempts "
+                f"({git.get('ahead')} commit(s) ahead of {git.get('base')}"
+                + (f", {git.get('uncommitted')} uncommitted change(s) in the worktree" if git.get("uncommitted") else "")
+                + "). Continue from them; `git log` and `git diff " + f"{git.get('base')}...HEAD` show them."]
     verify = t.get("verify") or []
     if verify:
         out += ["", "## Verification", "",
@@ -187,8 +197,10 @@ def load_context(db: Database, board: str, task_id: str) -> Row:
 
 
 def build_worker_context(db: Database, board: str, task_id: str) -> str:
-    """The worker context of ``task_id`` as markdown."""
-    return render(load_context(db, board, task_id))
+    """The worker context of ``task_id`` as markdown (with its branch facts)."""
+    from ..dispatch.diffs import with_git
+
+    return render(with_git(load_context(db, board, task_id)))
 
 
 __all__ = ["BODY_CAP", "COMMENTS_SHOWN", "REVIEWS_SHOWN", "RUNS_SHOWN", "build_worker_context", "load_context",

@@ -13,6 +13,8 @@ import enum
 import functools
 import json
 import logging
+import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,10 @@ from typing import Any
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import AgentboardError, StaleRun
-from ..kernel import comments, host_access, runs, tasks, wiki, worker_protocol
+from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
-from . import boarddir, repair, result, review, verify
+from . import boarddir, project_env, repair, result, review, verify
 from .context import render
 
 log = logging.getLogger(__name__)
@@ -179,11 +181,14 @@ def prepare_reads(db: Database, settings: Settings, board: str,
 
 def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
             api_url: str | None = None, token: str | None = None,
-            loaded: PrepareInputs | AgentboardError | None = None) -> Path:
+            loaded: PrepareInputs | AgentboardError | None = None,
+            workspace_info: dict[str, Any] | None = None) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
     file before a worker starts; keep them out of git; return the prompt file path.
 
     ``loaded``: this task's entry of :func:`prepare_reads` (read already), else it is read here.
+    ``workspace_info``: the workspace just prepared (``workspace_kind``, ``workspace_path``,
+    ``branch_name``, ``base_branch``), shown in the context before the spawn records it.
     """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
@@ -194,6 +199,10 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     elif isinstance(loaded, AgentboardError):
         raise loaded
     full = loaded.detail
+    if workspace_info:
+        from ..dispatch.diffs import with_git
+
+        full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
     context_md = render(full)
     boarddir.write_text(bdir / "context.md", context_md)
     boarddir.write_text(bdir / "task.json", boarddir.task_json_text(
@@ -225,18 +234,21 @@ def _verify_and_complete(
                                     "reason": "verification is turned off (AGENTBOARD_VERIFY=0)",
                                     "commands": [{"command": c} for c in commands]}
     elif commands:
-        outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
-                             env={"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id)},
+        env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+               **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
+        outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
                              checks=host_access.board_checks(db, board))
         failed = outcome.failed
         if failed is not None:
             how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"
             error = f"verification failed: `{failed.command}` {how}\n{failed.output_tail[-1500:]}"
+            delay = verify_backoff(settings, int(task.get("consecutive_failures") or 0))
             try:
                 out = runs.fail(db, board, task_id, "verify_failed", run_id=run_id, error=error, exit_code=exit_code,
+                                cooldown_seconds=delay,
                                 payload={"command": failed.command, "exit_code": failed.exit_code,
                                          "timed_out": failed.timed_out, "output_tail": failed.output_tail,
-                                         "reported_summary": summary[:400]})
+                                         "reported_summary": summary[:400], "retry_in": round(delay, 1)})
             except StaleRun as exc:
                 return ExitDecision(ExitAction.HANDLED, note=str(exc))
             boarddir.append_history(workspace, boarddir.verify_section(
@@ -256,6 +268,15 @@ def _verify_and_complete(
         rv = review.on_review_entered(db, settings, board, task_id)
         note += f"; review: {rv.get('action')}"
     return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
+
+
+def verify_backoff(settings: Settings, failures: int) -> float:
+    """Seconds before the next attempt after a failed verification, ``failures`` failures in a row
+    before it: the ``verify_backoff`` delay for that many (the last one beyond), with jitter."""
+    delays = list(settings.verify_backoff) or [0.0]
+    delay = float(delays[min(failures, len(delays) - 1)])
+    jitter = float(settings.verify_backoff_jitter)
+    return max(0.0, delay * (1 + random.uniform(-jitter, jitter))) if jitter else delay
 
 
 def _ingest(db: Database, settings: Settings, board: str, task_id: str, data: dict[str, Any], author: str) -> None:

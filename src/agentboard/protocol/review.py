@@ -25,7 +25,7 @@ from typing import Any
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import InvalidInput
-from ..kernel import dispatching, runs, worker_protocol
+from ..kernel import dispatching, worker_protocol
 from ..store.engine import Database, Row
 
 VERDICTS = ("approved", "changes_requested", "rejected")
@@ -131,7 +131,9 @@ def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any
     errs = validate_verdict(verdict)
     if errs:
         raise InvalidInput("review verdict is invalid: " + "; ".join(errs))
-    return runs.review(
+    from ..dispatch import integrate
+
+    return integrate.review(
         db, board, task_id, verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
         score=verdict["score"], findings=verdict.get("findings") or [], actor=actor or reviewer,
     )

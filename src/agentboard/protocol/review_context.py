@@ -41,6 +41,8 @@ class WorkspaceFacts:
     path: Path | None
     repo: Path | None = None
     branch: str | None = None
+    #: the branch the task's branch started from (None: the repository's current branch)
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def work_diff(ws: WorkspaceFacts) -> Diff:
     """The diff of the reviewed work (uncut): see the module docstring."""
     path = ws.path
     if ws.kind == "worktree" and ws.repo is not None and ws.branch and _in_git(ws.repo):
-        base = _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
+        base = ws.base or _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
         committed = _out(ws.repo, "diff", f"{base}...{ws.branch}")
         pending = _uncommitted(path) if path is not None and _in_git(path) else ""
         text = committed + (f"\n# not committed yet in {path}:\n{pending}" if pending else "")

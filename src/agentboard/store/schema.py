@@ -78,6 +78,10 @@ tasks = sa.Table(
     sa.Column("purpose", sa.String(16)),
     sa.Column("block_on", sa.String(16)),
     sa.Column("block_to", sa.Text),
+    # a worktree task's base branch, what approval did with its branch, its pull request (0011)
+    sa.Column("base_branch", sa.Text),
+    sa.Column("integration", sa.String(16)),
+    sa.Column("pr_url", sa.Text),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",

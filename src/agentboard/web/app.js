@@ -64,7 +64,8 @@ async function loadBoards() {
   }
   const slugs = state.boards.map((b) => b.slug);
   if (!state.board || (slugs.length && !slugs.includes(state.board))) {
-    state.board = slugs.includes("default") ? "default" : slugs[0] || "default";
+    const current = state.boards.find((b) => b.current);
+    state.board = current ? current.slug : slugs.includes("default") ? "default" : slugs[0] || "default";
   }
 }
 

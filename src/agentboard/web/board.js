@@ -32,8 +32,17 @@ export function icon(name) {
 // ---- status changes --------------------------------------------------------------------------
 
 /** Ask for confirmation (and a reason for blocks) when a move is destructive. null = cancelled. */
-export async function confirmMove(status, count = 1, title = "") {
+export async function confirmMove(status, count = 1, title = "", from = "") {
   const what = count > 1 ? `${count} tasks` : title ? `“${title}”` : "this task";
+  if (status === "done" && from === "review") {
+    const ok = await ask({
+      title: `Approve ${what}?`,
+      message: "Approval accepts the reviewed work: the task becomes done, its children are released, "
+        + "and its branch is merged or opened as a pull request when the board's integrate setting says so.",
+      confirm: "Approve",
+    });
+    return ok ? {} : null;
+  }
   if (status === "blocked") {
     const reason = await ask({
       title: `Block ${what}?`, message: "Say what it is waiting for.", input: "reason",
@@ -61,7 +70,7 @@ export async function moveTask(id, status, { skipConfirm = false, onConfirmed = 
   const card = state.cards.get(id);
   let extra = {};
   if (!skipConfirm) {
-    extra = await confirmMove(status, 1, card ? card.title : "");
+    extra = await confirmMove(status, 1, card ? card.title : "", card ? card.status : "");
     if (extra === null) return false;
   }
   if (onConfirmed) onConfirmed();
@@ -158,6 +167,23 @@ function renderCard(card) {
     pills.push(h("span.pill.pill-fail.pill-backoff", {
       title: `decompose failed ${b.attempts}×: ${b.error || ""}${b.retry_at ? ` — auto mode retries ${fmtTime(b.retry_at)}` : ""}`,
     }, `⚠ decompose ${b.retry_at && b.retry_at * 1000 > Date.now() ? `retry in ${Math.ceil((b.retry_at - Date.now() / 1000) / 60)}m` : "failed"}`));
+  }
+  if (card.assignee_unknown) {
+    pills.push(h("span.pill.pill-fail.pill-unknown-assignee", {
+      title: `no profile named ${card.assignee}: the dispatcher will not start this task until one is added`,
+    }, "⚠ no such profile"));
+  }
+  if (card.degraded) {
+    pills.push(h("span.pill.pill-fail.pill-degraded", {
+      title: "the worker's result never validated: the summary was extracted from its output",
+    }, "degraded result"));
+  }
+  if (card.integration) {
+    const labels = { merged: "⎇ merged", squashed: "⎇ squashed", rebased: "⎇ rebased", pr_opened: "⎇ PR",
+      left: "⎇ branch kept", refused: "⎇ not merged" };
+    pills.push(h(`span.pill.pill-git.pill-git-${card.integration}`, {
+      title: card.pr_url ? `pull request: ${card.pr_url}` : `${card.branch_name || "branch"}: ${card.integration.replace("_", " ")}`,
+    }, labels[card.integration] || card.integration));
   }
   if (card.consecutive_failures) {
     pills.push(h("span.pill.pill-fail", { title: "consecutive failures" }, `⚠ ${card.consecutive_failures}`));
@@ -459,7 +485,10 @@ export function openCreate(status = "todo") {
     h("option", { value: "" }, "no parent"),
     cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
   const error = h("div.form-error", { role: "alert" });
-  const close = () => clear(slot);
+  // the form moves to the new column element when the board re-renders (after a create): close
+  // removes the form wherever it is now
+  let form = null;
+  const close = () => { if (form) form.remove(); };
   const submit = async () => {
     const lines = title.value.split("\n");
     const text = lines[0].trim();
@@ -490,7 +519,7 @@ export function openCreate(status = "todo") {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); submit(); }
     if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); close(); }
   });
-  const form = h("form.create-form", {
+  form = h("form.create-form", {
     onsubmit: (ev) => { ev.preventDefault(); submit(); },
     onkeydown: (ev) => { if (ev.key === "Escape") { ev.stopPropagation(); close(); } },
   },

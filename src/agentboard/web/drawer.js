@@ -5,6 +5,7 @@ import { api } from "./api.js";
 import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
 import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
 import { STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
@@ -14,6 +15,7 @@ let task = null;          // the last loaded detail
 let editing = { title: false, body: false };
 let loadSeq = 0;
 let logText = "";         // the last log tail shown, kept across re-renders
+const diffView = {};      // the diff section's page and open file, kept across re-renders
 
 const taskPath = (id, tail = "") => `/api/tasks/${encodeURIComponent(id)}${tail}`;
 
@@ -104,6 +106,9 @@ function render() {
       type: "button", onclick: () => { editing.body = true; render(); focusSoon(".body-editor textarea"); },
     }, "edit")),
     task.result || task.status === "done" ? section("Result", resultBlock()) : null,
+    task.git ? section("Branch", branchBlock(task)) : null,
+    task.git || task.workspace_kind === "dir" ? section("Diff", diffBlock(task, diffView),
+      h("button.link-btn", { type: "button", onclick: () => { diffView.data = null; render(); } }, "refresh")) : null,
     section("Dependencies", depsBlock()),
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
     section(`Attachments (${(task.attachments || []).length})`, attachmentsBlock(task, () => { emit("reload"); refreshDrawer(); })),
@@ -214,7 +219,28 @@ function metaRow() {
     task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, ago(task.started_at))] : null,
     task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, ago(task.completed_at))] : null,
     task.workspace_kind ? [h("label", "Workspace"), h("code.wrap", task.workspace_path ? `${task.workspace_kind}: ${task.workspace_path}` : task.workspace_kind)] : null,
+    [h("label", "Verify"), verifyField()],
     task.consecutive_failures ? [h("label", "Failures"), h("span.text-danger", `${task.consecutive_failures} in a row${task.last_failure_error ? ` — ${task.last_failure_error}` : ""}`)] : null);
+}
+
+/** The task's verify commands; "edit" opens a box with one command a line (empty: none). */
+function verifyField() {
+  const cmds = task.verify || [];
+  const shown = h("span.verify-view",
+    cmds.length ? cmds.map((c) => h("code.verify-cmd", c)) : h("span.muted", "none"),
+    h("button.link-btn.verify-edit", { type: "button", onclick: () => {
+      const box = h("textarea.verify-input", { rows: Math.max(2, cmds.length + 1), "aria-label": "verify commands" });
+      box.value = cmds.join("\n");
+      const save = async () => {
+        const verify = box.value.split("\n").map((c) => c.trim()).filter(Boolean);
+        if (await patch({ verify })) refreshDrawer();
+      };
+      shown.replaceWith(h("span.verify-editor", box,
+        h("button.btn.btn-sm.btn-primary.verify-save", { type: "button", onclick: save }, "Save"),
+        h("button.btn.btn-sm", { type: "button", onclick: () => render() }, "Cancel")));
+      box.focus();
+    } }, "edit"));
+  return shown;
 }
 
 // ---- status actions --------------------------------------------------------------------------
@@ -278,7 +304,7 @@ async function runLlm(kind, btn) {
 }
 
 async function setStatus(status) {
-  const extra = await confirmMove(status, 1, task.title);
+  const extra = await confirmMove(status, 1, task.title, task.status);
   if (extra === null) return;
   if (await patch({ status, ...extra })) refreshDrawer();
 }
@@ -448,6 +474,9 @@ function runsBlock() {
     return h(`li.run.run-${cls}`, { title: r.error || r.summary || "" },
       h("span.run-attempt", `#${r.attempt ?? r.id}`),
       h("span.run-outcome", open ? "running" : r.outcome || r.status || ""),
+      r.metadata && r.metadata.degraded ? h("span.pill.pill-fail.pill-degraded", {
+        title: `result never validated: ${(r.metadata.errors || []).join("; ")}`,
+      }, "degraded") : null,
       h("span.run-profile", r.profile || ""),
       h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : duration(r.started_at, r.ended_at)),
       cost ? h("span.run-cost", cost) : null,

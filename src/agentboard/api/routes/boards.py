@@ -26,8 +26,14 @@ BoardQ = Query(default=None, max_length=64, description="board slug")
 @router.get("/boards", responses=responses())
 def list_boards(request: Request, include_archived: bool = False,
                 who: Principal = Depends(current)) -> Response:
-    rows = boards.list_boards(state(request).db, include_archived=include_archived)
-    return Json([b for b in rows if who.sees(b["slug"])])
+    db = state(request).db
+    rows = boards.list_boards(db, include_archived=include_archived)
+    # the board `agentboard boards switch` made current: the dashboard opens on it
+    try:
+        cli_current = (db.settings.home / "current_board").read_text().strip()
+    except (OSError, TypeError):
+        cli_current = ""
+    return Json([{**b, "current": b["slug"] == (cli_current or "default")} for b in rows if who.sees(b["slug"])])
 
 
 @router.post("/boards", status_code=201, responses=responses(400, 409))
@@ -65,6 +71,10 @@ def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
     if data.settings is not None and host_access.host_settings_changed(
             boards.get(st.db, slug)["settings"], data.settings):
         who.check_admin()  # named checks and paths run on the host: an unscoped admin's decision
+    if data.settings is not None:
+        from ...dispatch import branches
+
+        branches.check_settings(boards.get(st.db, slug), data.settings)
     fields = data.model_dump(exclude_none=True, exclude={"archived"})
     return Json(compound.patch_board(st.db, slug, archived=data.archived, home=st.settings.home,
                                      actor=who.name, **fields))

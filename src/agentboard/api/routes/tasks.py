@@ -91,8 +91,23 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
 def task_detail(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                 events: int = Query(default=20, ge=0, le=1000),
                 who: Principal = Depends(current)) -> Response:
+    from ...dispatch.diffs import with_git
+
     slug = read_board(request, who, board, task_id)
-    return Json(queries.task_detail(state(request).db, slug, task_id, events=events))
+    return Json(with_git(queries.task_detail(state(request).db, slug, task_id, events=events)))
+
+
+@router.get("/tasks/{task_id}/diff", responses=responses(400, 404))
+def task_diff(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
+              page: int = Query(default=1, ge=1, le=100_000),
+              per_page: int = Query(default=20, ge=1, le=200),
+              path: str | None = Query(default=None, max_length=4096, description="only this file"),
+              who: Principal = Depends(current)) -> Response:
+    """The diff of the task's work (the one its reviewer reads), split per file and paged."""
+    from ...dispatch.diffs import task_diff as diff_of
+
+    slug = read_board(request, who, board, task_id)
+    return Json(diff_of(state(request).db, slug, task_id, page=page, per_page=per_page, path=path))
 
 
 def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
@@ -134,9 +149,17 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
                            "goal_id or verify")
-    task = tasks.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
-                        assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
-    return Json(task)
+    db = state(request).db
+
+    def apply() -> dict[str, Any]:
+        return tasks.update(db, slug, task_id, fields=edits, assign="assignee" in sent,
+                            assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
+
+    if data.status == "done":  # approving a task in review integrates its branch (board setting)
+        from ...dispatch import integrate
+
+        return Json(integrate.approve(db, slug, task_id, apply, actor=who.name))
+    return Json(apply())
 
 
 _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
@@ -200,8 +223,10 @@ def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
     slug = write_board(request, who, board, task_id)
     if who.is_run and not who.orchestrator:
         raise Forbidden("a worker cannot record a review verdict on its own task")
-    out = runs.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,
-                      score=data.score, findings=data.findings, actor=who.name)
+    from ...dispatch import integrate
+
+    out = integrate.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,
+                           score=data.score, findings=data.findings, actor=who.name)
     return Json(out)
 
 

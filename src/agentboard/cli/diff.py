@@ -1,0 +1,49 @@
+"""`diff ID`: the diff of a task's work, the one its reviewer reads."""
+
+from __future__ import annotations
+
+import click
+
+from . import common
+from .common import handle_errors, json_option, task_board_option
+
+
+@click.command("diff")
+@click.argument("task_id", metavar="ID")
+@click.option("--stat", is_flag=True, help="only the files with their +/- counts")
+@click.option("--file", "path", default=None, metavar="PATH", help="only this file")
+@click.option("--page", default=1, type=click.IntRange(1), metavar="N", help="with --json: page N of the files")
+@task_board_option
+@json_option
+@handle_errors
+def diff(task_id: str, stat: bool, path: str | None, page: int, board: str | None, as_json: bool) -> None:
+    """The diff of a task's work: for a worktree task its branch against its base (plus what is
+    not committed yet), for a dir: workspace in a git repository its working tree.
+
+    With --json: the files with their counts, and the unified diff of the files of one page."""
+    from agentboard.dispatch import diffs
+
+    slug = common.task_board(task_id, board)
+    doc = diffs.task_diff(common.db(), slug, task_id, page=page, path=path)
+    if as_json:
+        common.emit_json(doc)
+        return
+    git = doc.get("git") or {}
+    click.echo(f"# {task_id}: {git.get('summary') or doc['how']}")
+    if not doc["files"]:
+        click.echo("# no changes" if not doc["how"].startswith("none") else f"# no diff: {doc['how'][6:]}")
+        return
+    if stat or path is None:
+        for f in doc["files"]:
+            flag = " (uncommitted)" if f["uncommitted"] else ""
+            counts = "binary" if f["binary"] else f"+{f['additions']} -{f['deletions']}"
+            click.echo(f"# {f['status']:<8} {counts:>12}  {f['path']}{flag}")
+        click.echo(f"# {doc['total_files']} file(s), +{doc['additions']} -{doc['deletions']}")
+    if stat:
+        return
+    if path is not None:
+        for f in doc["shown"]:
+            click.echo(f["diff"].rstrip("\n"))
+        return
+    text, _how = diffs.raw_diff(common.db(), slug, task_id)
+    click.echo(text.rstrip("\n"))

@@ -1,0 +1,133 @@
+"""A task's work as a reviewer sees it: its branch facts and its diff, split per file and paged.
+
+The diff is the one the reviewer agent reads (``protocol.review_context.work_diff``: for a
+worktree, ``git diff <base>...<branch>`` plus what is not committed yet); ``agentboard diff``,
+``GET /api/tasks/{id}/diff`` and the dashboard drawer show it through :func:`task_diff`.
+:func:`with_git` adds the branch facts (``git``: branch, base, ahead, behind, diff stat) to a
+task read by ``kernel.queries.task_detail`` for ``show``, ``context``, the REST task and the drawer.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..kernel import dispatching as kd
+from ..protocol import review_context
+from ..store.engine import Database, Row
+from . import branches
+
+#: files per page of a diff
+PER_PAGE = 20
+#: characters of one file's diff shown; the rest is cut with a note
+FILE_MAX = 100_000
+_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+)$")
+_UNCOMMITTED = "# not committed yet in "
+
+
+def git_facts(task: Row) -> dict[str, Any] | None:
+    """The branch facts of a worktree task (None for other workspaces)."""
+    if task.get("workspace_kind") != "worktree":
+        return None
+    f = branches.facts(task)
+    out = f.as_dict()
+    out["summary"] = f.line()
+    out["integration"] = task.get("integration")
+    out["pr_url"] = task.get("pr_url")
+    return out
+
+
+def with_git(detail: Row) -> Row:
+    """``detail`` with ``git`` (see :func:`git_facts`) added."""
+    detail["git"] = git_facts(detail)
+    return detail
+
+
+def facts_of(task: Row) -> review_context.WorkspaceFacts:
+    """Where a task's work is, for ``review_context.work_diff``."""
+    kind = task.get("workspace_kind") or "scratch"
+    path = Path(task["workspace_path"]) if task.get("workspace_path") else None
+    if kind == "worktree":
+        return review_context.WorkspaceFacts("worktree", path, branches.repo_of(task), task.get("branch_name"),
+                                             task.get("base_branch"))
+    return review_context.WorkspaceFacts(kind, path)
+
+
+def split(text: str) -> list[dict[str, Any]]:
+    """A unified diff split per file: path, +/− counts, binary, uncommitted, and its text."""
+    files: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    lines: list[str] = []
+    uncommitted = False
+
+    def close() -> None:
+        if current is not None:
+            current["diff"] = "\n".join(lines) + "\n"
+            files.append(current)
+
+    for ln in text.splitlines():
+        m = _HEADER.match(ln)
+        if m:
+            close()
+            current = {"path": m.group(2), "old_path": m.group(1), "additions": 0, "deletions": 0,
+                       "binary": False, "uncommitted": uncommitted, "status": "modified"}
+            lines = [ln]
+            continue
+        if ln.startswith(_UNCOMMITTED):
+            close()
+            current, lines, uncommitted = None, [], True
+            continue
+        if current is None:
+            continue
+        lines.append(ln)
+        if ln.startswith("+") and not ln.startswith("+++ "):
+            current["additions"] += 1
+        elif ln.startswith("-") and not ln.startswith("--- "):
+            current["deletions"] += 1
+        elif ln.startswith("new file mode"):
+            current["status"] = "added"
+        elif ln.startswith("deleted file mode"):
+            current["status"] = "deleted"
+        elif ln.startswith("rename from"):
+            current["status"] = "renamed"
+        elif ln.startswith("Binary files"):
+            current["binary"] = True
+    close()
+    return files
+
+
+def task_diff(db: Database, board: str, task_id: str, *, page: int = 1, per_page: int = PER_PAGE,
+              file_max: int = FILE_MAX, path: str | None = None) -> dict[str, Any]:
+    """A task's diff, ``per_page`` files a page (every file's +/− counts are listed on every
+    page, its text only on its own page); ``path``: only that file."""
+    task = kd.task(db, board, task_id)
+    diff = review_context.work_diff(facts_of(task))
+    files = split(diff.text)
+    listing = [{k: f[k] for k in ("path", "old_path", "status", "additions", "deletions", "binary", "uncommitted")}
+               for f in files]
+    chosen = [f for f in files if f["path"] == path] if path else files
+    per_page = max(1, min(int(per_page), 200))
+    pages = max(1, -(-len(chosen) // per_page))
+    page = max(1, min(int(page), pages))
+    shown = []
+    for f in chosen[(page - 1) * per_page: page * per_page]:
+        text = f["diff"]
+        cut = len(text) > file_max
+        shown.append({**{k: f[k] for k in listing[0]}, "diff": text[:file_max], "truncated": cut,
+                      "size": len(text)})
+    return {
+        "task": task_id, "how": diff.how, "git": git_facts(task), "files": listing, "shown": shown,
+        "page": page, "pages": pages, "per_page": per_page, "total_files": len(files),
+        "additions": sum(f["additions"] for f in files), "deletions": sum(f["deletions"] for f in files),
+    }
+
+
+def raw_diff(db: Database, board: str, task_id: str) -> tuple[str, str]:
+    """The task's whole diff as text, and how it was made."""
+    task = kd.task(db, board, task_id)
+    diff = review_context.work_diff(facts_of(task))
+    return diff.text, diff.how
+
+
+__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "raw_diff", "split", "task_diff", "with_git"]

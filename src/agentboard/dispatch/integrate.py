@@ -1,0 +1,258 @@
+"""What approval does with a worktree task's branch (board setting ``integrate``).
+
+- ``none`` (the default): the branch is left as it is (an ``integration_left`` event says so);
+- ``merge``: a merge commit of the branch onto the board's base branch;
+- ``squash``: one commit on the base branch holding the branch's changes;
+- ``rebase``: the branch's commits replayed onto the base branch, which then fast-forwards;
+- ``pr``: the branch is pushed to ``origin`` and a pull request is opened with the ``gh`` CLI
+  (installed and authenticated); its URL is recorded on the task.
+
+The new commit is made with ``git merge-tree`` / ``git commit-tree`` (rebase: in the task's
+worktree), so nothing is touched until it exists; then the base branch moves in one step (a
+fast-forward of the target's checkout when it has the base branch checked out). Approval is
+refused — the task is blocked ``needs_input`` with the reason and nothing changed — when the
+task's worktree holds uncommitted work, the target's working tree has uncommitted changes in
+files the task changed, the base branch moved in a way that conflicts, or ``gh`` cannot be used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..domain import states
+from ..kernel import boards as kboards
+from ..kernel import branches as kbranches
+from ..kernel import dispatching as kd
+from ..store.engine import Database, Row
+from . import branches, gitutil
+
+MODES = ("none", "merge", "squash", "rebase", "pr")
+_NOT_WORK = (".board/", ".mcp.json", ".worktrees/")
+_URL = re.compile(r"https?://\S+")
+
+
+class Refused(Exception):
+    """The branch cannot be integrated; the message says why and what to do."""
+
+    def __init__(self, reason: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.detail = detail or {}
+
+
+@dataclass
+class Outcome:
+    """What integrating did: ``outcome`` (a ``kernel.branches.OUTCOMES`` value) and details."""
+
+    outcome: str
+    pr_url: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _git(repo: str | Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+def _identity(repo: Path) -> list[str]:
+    """``-c user.name=… -c user.email=…`` when the repository has no committer identity."""
+    out: list[str] = []
+    if not _git(repo, "config", "user.name").stdout.strip():
+        out += ["-c", "user.name=agentboard"]
+    if not _git(repo, "config", "user.email").stdout.strip():
+        out += ["-c", "user.email=agentboard@localhost"]
+    return out
+
+
+def _changed(lines: list[str]) -> list[str]:
+    names = []
+    for ln in lines:
+        name = ln[3:].strip().strip('"')
+        if " -> " in name:
+            name = name.split(" -> ", 1)[1]
+        if not name.startswith(_NOT_WORK):
+            names.append(name)
+    return names
+
+
+def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
+    """Integrate the task's branch into ``base`` in ``repo`` (see the module docstring); raises
+    :class:`Refused` with nothing changed."""
+    branch = task.get("branch_name") or ""
+    title = str(task.get("title") or task["id"])
+    if not branches.has_branch(repo, branch):
+        raise Refused(f"the task's branch {branch!r} does not exist in {repo}; nothing to integrate")
+    if base != "HEAD" and not branches.has_branch(repo, base):
+        raise Refused(f"the base branch {base!r} does not exist in {repo}: set it with "
+                      "`agentboard boards set SLUG --base BRANCH`")
+    worktree = Path(task.get("workspace_path") or "")
+    if worktree.is_dir() and (worktree / ".git").exists():
+        pending = _changed(gitutil.status_lines(worktree))
+        if pending:
+            raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
+                          "commit them on the branch or discard them, then approve again",
+                          {"files": pending[:50]})
+    touched = [f for f in gitutil.git(repo, "diff", "--name-only", f"{base}...{branch}").splitlines() if f]
+    checked_out = branches.current_branch(repo) == base
+    if checked_out:
+        dirty = set(_changed(gitutil.status_lines(repo)))
+        clash = sorted(dirty & set(touched))
+        if clash:
+            raise Refused(f"the target {repo} has uncommitted changes in files this task changes "
+                          f"({', '.join(clash[:10])}); commit or stash them, then approve again",
+                          {"files": clash})
+    base_sha = gitutil.git(repo, "rev-parse", "--verify", base).strip()
+    if mode == "pr":
+        return _pull_request(repo, task, branch, base, touched)
+    if mode == "rebase":
+        new = _rebase(repo, worktree, branch, base, base_sha)
+    else:
+        tree, conflicts = branches.merge_tree(repo, base_sha, branch)
+        if conflicts:
+            raise Refused(f"the base branch {base} moved in a way that conflicts with the task's branch "
+                          f"in {', '.join(conflicts[:10])}; merge {base} into {branch} (or rebase it) and "
+                          "approve again", {"files": conflicts})
+        branch_sha = gitutil.git(repo, "rev-parse", "--verify", branch).strip()
+        if mode == "merge":
+            msg = f"Merge {branch}: {title} ({task['id']})"
+            parents = ["-p", base_sha, "-p", branch_sha]
+        else:
+            summary = str(task.get("result") or "").strip()
+            msg = f"{title} ({task['id']})" + (f"\n\n{summary}" if summary else "")
+            parents = ["-p", base_sha]
+        proc = _git(repo, *_identity(repo), "commit-tree", tree, *parents, "-m", msg)
+        if proc.returncode != 0:
+            raise Refused(f"git commit-tree failed in {repo}: {proc.stderr.strip()[-300:]}")
+        new = proc.stdout.strip()
+    _land(repo, base, base_sha, new, checked_out)
+    outcome = {"merge": "merged", "squash": "squashed", "rebase": "rebased"}[mode]
+    return Outcome(outcome, detail={"base": base, "commit": new, "files": touched[:50], "branch": branch})
+
+
+def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -> str:
+    """Replay the branch onto ``base`` in the task's worktree (a temporary one when it is gone);
+    a conflict aborts the rebase and refuses."""
+    if _git(repo, "merge-base", "--is-ancestor", base_sha, branch).returncode == 0:
+        return gitutil.git(repo, "rev-parse", "--verify", branch).strip()
+    temp = None
+    where = worktree
+    if not (worktree.is_dir() and (worktree / ".git").exists()):
+        temp = repo / ".worktrees" / f".rebase-{branch.replace('/', '-')}"
+        gitutil.git(repo, "worktree", "add", str(temp), branch)
+        where = temp
+    try:
+        proc = _git(where, *_identity(repo), "rebase", base_sha)
+        if proc.returncode != 0:
+            files = [f for f in _git(where, "diff", "--name-only", "--diff-filter=U").stdout.splitlines() if f]
+            _git(where, "rebase", "--abort")
+            raise Refused(f"the base branch {base} moved in a way that conflicts with the task's branch "
+                          f"({', '.join(files[:10]) or proc.stderr.strip()[-200:]}); rebase {branch} by hand and "
+                          "approve again", {"files": files})
+        return gitutil.git(where, "rev-parse", "HEAD").strip()
+    finally:
+        if temp is not None:
+            _git(repo, "worktree", "remove", "--force", str(temp))
+
+
+def _land(repo: Path, base: str, old: str, new: str, checked_out: bool) -> None:
+    """Move ``base`` from ``old`` to ``new`` in one step (the checkout follows when it has it)."""
+    if checked_out:
+        proc = _git(repo, "merge", "--ff-only", "-q", new)
+        if proc.returncode != 0:
+            raise Refused(f"the target {repo} could not fast-forward {base}: {proc.stderr.strip()[-300:]}; "
+                          "commit or stash its changes, then approve again")
+        return
+    proc = _git(repo, "update-ref", f"refs/heads/{base}", new, old)
+    if proc.returncode != 0:
+        raise Refused(f"the base branch {base} moved while integrating; approve again")
+
+
+def gh_status() -> str | None:
+    """Why ``gh`` cannot open a pull request here (None when it can)."""
+    gh = shutil.which("gh")
+    if gh is None:
+        return ("the gh CLI is not installed: install it (https://cli.github.com) and run `gh auth login`, "
+                "or set the board's integrate to merge, squash, rebase or none")
+    proc = subprocess.run([gh, "auth", "status"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=60)
+    if proc.returncode != 0:
+        return f"gh is not authenticated ({(proc.stderr or proc.stdout).strip()[-200:]}): run `gh auth login`"
+    return None
+
+
+def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[str]) -> Outcome:
+    why = gh_status()
+    if why:
+        raise Refused(why)
+    if not _git(repo, "remote", "get-url", "origin").stdout.strip():
+        raise Refused(f"the target {repo} has no remote named origin to push {branch} to: add one "
+                      "(`git remote add origin URL`), then approve again")
+    push = _git(repo, "push", "-u", "origin", branch)
+    if push.returncode != 0:
+        raise Refused(f"pushing {branch} to origin failed: {push.stderr.strip()[-300:]}")
+    title = f"{task.get('title') or task['id']} ({task['id']})"
+    body = (str(task.get("result") or "").strip() or str(task.get("body") or "").strip()
+            or f"Task {task['id']} on agentboard.")
+    gh = shutil.which("gh") or "gh"
+    proc = subprocess.run([gh, "pr", "create", "--base", base, "--head", branch, "--title", title, "--body", body],
+                          cwd=str(repo), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    if proc.returncode != 0:
+        raise Refused(f"gh pr create failed: {(proc.stderr or proc.stdout).strip()[-300:]} (the branch is pushed)")
+    urls = _URL.findall(proc.stdout)
+    url = urls[-1] if urls else None
+    return Outcome("pr_opened", url, {"base": base, "branch": branch, "files": touched[:50]})
+
+
+def approve(db: Database, board: str, task_id: str, apply: Callable[[], Row], *, actor: str | None = None) -> Row:
+    """Approve a task in review through ``apply`` (the kernel verdict), integrating its branch as
+    the board's ``integrate`` setting says: first the git work, then the verdict, then the
+    outcome. A refusal blocks the task ``needs_input`` instead of approving it."""
+    task = kd.task(db, board, task_id)
+    if task.get("status") != states.REVIEW or task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
+        return apply()
+    board_row = kboards.get(db, board)
+    repo = branches.repo_of(task)
+    mode = str((board_row.get("settings") or {}).get("integrate") or "none")
+    if repo is None or mode == "none":
+        out = apply()
+        kbranches.record_integration(db, board, task_id, "left", detail={"branch": task.get("branch_name")},
+                                     actor=actor)
+        return out
+    base = branches.board_base(repo, board_row.get("settings") or {})
+    try:
+        done = integrate(repo, task, mode, base)
+    except Refused as exc:
+        return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {exc}",
+                                            detail={"mode": mode, **exc.detail}, actor=actor)
+    except gitutil.GitError as exc:
+        return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {exc}",
+                                            detail={"mode": mode}, actor=actor)
+    out = apply()
+    kbranches.record_integration(db, board, task_id, done.outcome, pr_url=done.pr_url,
+                                 detail={"mode": mode, **done.detail}, actor=actor)
+    return {**out, "integration": done.outcome, "pr_url": done.pr_url or out.get("pr_url")}
+
+
+__all__ = ["MODES", "Outcome", "Refused", "approve", "gh_status", "integrate", "review"]
+
+
+def review(db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
+           score: int | None = None, findings: list[Any] | None = None, actor: str | None = None) -> Row:
+    """``kernel.runs.review`` with the board's integration on approval (:func:`approve`): the
+    one way every surface and the reviewer agent record a verdict."""
+    from ..kernel import runs
+
+    def apply() -> Row:
+        return runs.review(db, board, task_id, verdict, text, reviewer=reviewer, score=score, findings=findings,
+                           actor=actor)
+
+    if verdict != "approved":
+        return apply()
+    return approve(db, board, task_id, apply, actor=actor)

@@ -1,0 +1,98 @@
+"""From task to merged code: chained worktrees, verification in the project's virtualenv,
+integration on approval — real git, real worker processes, the real dispatcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentboard.dispatch import branches
+
+from .conftest import FIX, WRITE, cli, events, git, make_project, make_repo, sh, wait_for
+
+
+def status(board: Any, task_id: str) -> str:
+    return str(board.show(task_id)["status"])
+
+
+def test_a_fix_verified_in_the_project_venv_then_a_document_task_that_sees_the_fix(ab, tmp_path, dispatcher):
+    repo = make_project(tmp_path / "proj")
+    ab.create_board("proj", workdir=str(repo), settings={"integrate": "merge"})
+    ab.add_profile("fixer", command=sh(FIX))
+    ab.add_profile("writer", command=sh(WRITE))
+    board = ab.board("proj")
+    fix = board.create("Fix add()", assignee="fixer", verify=["python -m pytest -q"], review=True)
+    doc = board.create("Document add()", assignee="writer", parents=[fix["id"]])
+    dispatcher()
+
+    wait_for(lambda: status(board, fix["id"]) == "review", what="the fix to pass verification into review")
+    t = board.show(fix["id"])
+    assert t["workspace_kind"] == "worktree"
+    assert t["branch_name"] == f"ab/{fix['id']}" and t["base_branch"] == "main"
+    assert t["workspace_path"] == str(repo / ".worktrees" / fix["id"])
+    assert events(board, fix["id"], "verified"), "verification ran the project's pytest and passed"
+    facts = branches.facts(t)
+    assert (facts.ahead, facts.behind, facts.files) == (1, 0, 1)
+
+    shown = cli(ab.home, "show", fix["id"])
+    assert "workspace   worktree:" in shown.stdout.replace("  ", "  ") or "worktree:" in shown.stdout
+    assert "scratch" not in shown.stdout
+    assert f"ab/{fix['id']} on main: 1 ahead, 0 behind; 1 file(s) +1 -1" in shown.stdout
+    diff = cli(ab.home, "diff", fix["id"])
+    assert "-    return a - b" in diff.stdout and "+    return a + b" in diff.stdout
+
+    # approval merges the branch into main in the target repository
+    out = cli(ab.home, "review", fix["id"], "--approve")
+    assert out.returncode == 0, out.stderr
+    assert "branch merged" in out.stdout
+    assert "a + b" in (repo / "calc.py").read_text()
+    assert git(repo, "log", "-1", "--format=%s").startswith(f"Merge ab/{fix['id']}")
+    assert events(board, fix["id"], "integrated")[0]["payload"]["outcome"] == "merged"
+
+    # the document task starts from its parent's branch and sees the fix
+    wait_for(lambda: status(board, doc["id"]) == "done", what="the document task to finish")
+    d = board.show(doc["id"])
+    assert d["base_branch"] == f"ab/{fix['id']}"
+    assert git(repo, "show", f"ab/{doc['id']}:USAGE.md").startswith("add(a, b)")
+    ctx = cli(ab.home, "context", doc["id"]).stdout
+    assert f"**Base:** ab/{fix['id']}" in ctx
+
+
+def test_two_parents_are_merged_into_an_integration_branch(ab, tmp_path, dispatcher):
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n"})
+    ab.create_board("two", workdir=str(repo))
+    ab.add_profile("editor", command=sh(
+        "echo \"$AGENTBOARD_TASK\" >> \"$(cat .board/task.json | python3 -c 'import json,sys; "
+        "print(json.load(sys.stdin)[\"title\"])')\" && git add -A . && git commit -qm work && "
+        "agentboard complete --summary done"))
+    board = ab.board("two")
+    pa = board.create("a.txt", assignee="editor")
+    pb = board.create("b.txt", assignee="editor")
+    child = board.create("c.txt", assignee="editor", parents=[pa["id"], pb["id"]])
+    dispatcher()
+    try:
+        wait_for(lambda: status(board, child["id"]) == "done", what="the child to finish")
+    except AssertionError:
+        raise AssertionError([(e["task_id"], e["kind"], e["payload"]) for e in board.events(0, limit=1000)]) from None
+    c = board.show(child["id"])
+    assert c["base_branch"] == f"ab/{child['id']}-base"
+    tree = git(repo, "ls-tree", "--name-only", f"ab/{child['id']}").split()
+    assert {"a.txt", "b.txt", "c.txt"} <= set(tree)
+    assert pa["id"] in git(repo, "show", f"ab/{child['id']}:a.txt")
+    assert pb["id"] in git(repo, "show", f"ab/{child['id']}:b.txt")
+
+
+def test_conflicting_parents_block_the_child_with_the_files(ab, tmp_path, dispatcher):
+    repo = make_repo(tmp_path / "repo", {"shared.txt": "base\n"})
+    ab.create_board("clash", workdir=str(repo))
+    ab.add_profile("editor", command=sh(
+        "echo \"$AGENTBOARD_TASK\" > shared.txt && git commit -qam work && agentboard complete --summary done"))
+    board = ab.board("clash")
+    pa = board.create("one", assignee="editor")
+    pb = board.create("two", assignee="editor")
+    child = board.create("three", assignee="editor", parents=[pa["id"], pb["id"]])
+    dispatcher()
+    wait_for(lambda: status(board, child["id"]) == "blocked", what="the child to be blocked")
+    c = board.show(child["id"])
+    assert c["block_kind"] == "merge_conflict"
+    assert "shared.txt" in c["block_reason"]
+    assert not branches.has_branch(repo, f"ab/{child['id']}")

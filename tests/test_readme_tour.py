@@ -1,0 +1,67 @@
+"""The README's CLI tour runs as written: each ```shell block, one command a line, in a fresh
+home, with the placeholder ids replaced by the ids its own `create` lines printed, and the
+placeholder project (/tmp/myproject) replaced by a real repository with a failing test, a
+project virtualenv and the two script agents the tour describes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from gitflow.conftest import make_project
+
+ROOT = Path(__file__).resolve().parent.parent
+_BLOCK = re.compile(r"^```shell\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PLACEHOLDERS = ("t_1a2b3c4d", "t_5e6f7a8b", "t_9c0d1e2f")
+PROJECT = "/tmp/myproject"
+_ID = re.compile(r"^(t_[0-9a-f]{8})\s", re.MULTILINE)
+
+FIX_SH = ("sed -i 's/a - b/a + b/' calc.py\ngit commit -qam 'fix add()'\n"
+          "agentboard complete --summary 'add() adds'\n")
+WRITE_SH = ("grep -q 'a + b' calc.py || { agentboard block 'the fix is not on my branch'; exit 0; }\n"
+            "echo 'add(a, b) returns the sum of a and b.' > USAGE.md\ngit add USAGE.md\n"
+            "git commit -qm 'document add()'\nagentboard complete --summary 'documented add()'\n")
+
+
+def _project(path: Path) -> Path:
+    repo = make_project(path)
+    (repo / "agents").mkdir()
+    (repo / "agents" / "fix.sh").write_text(FIX_SH)
+    (repo / "agents" / "write.sh").write_text(WRITE_SH)
+    subprocess.run(["git", "-C", str(repo), "add", "agents"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "script agents"], check=True)
+    return repo
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    blocks = _BLOCK.findall((ROOT / "README.md").read_text())
+    assert len(blocks) >= 2, "the README has its two tour blocks"
+    project = _project(tmp_path / "myproject")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
+    env["AGENTBOARD_HOME"] = str(tmp_path / "home")
+    outputs: list[str] = []
+    for block in blocks:
+        created: list[str] = []
+        for line in block.strip().splitlines():
+            assert line.startswith("agentboard "), f"one agentboard command a line: {line!r}"
+            for placeholder, real in zip(PLACEHOLDERS, created, strict=False):
+                line = line.replace(placeholder, real)
+            line = line.replace(PROJECT, str(project))
+            argv = shlex.split(line)
+            proc = subprocess.run([sys.executable, "-m", "agentboard", *argv[1:]], env=env, cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+            if argv[1] == "create":
+                m = _ID.search(proc.stdout)
+                assert m, proc.stdout
+                created.append(m.group(1))
+            outputs.append(proc.stdout)
+    tour = "\n".join(outputs)
+    assert "+    return a + b" in tour  # `agentboard diff` of the fix
+    assert "branch merged" in tour  # the approval merged it
+    assert "a + b" in (project / "calc.py").read_text()
+    assert "USAGE.md" in tour  # the documentation task's diff, made on the fix's branch
