@@ -11,7 +11,7 @@ from .engine import Database, sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
-HEAD = "0007"
+HEAD = "0013"
 
 
 def current_revision(db: Database) -> str | None:
@@ -47,6 +47,8 @@ def _migration_lock(db: Database) -> Iterator[None]:
         import sqlalchemy as sa
 
         with db.engine.connect() as conn:
+            # waiting for another process's migration is not a stuck statement
+            conn.execute(sa.text("SET statement_timeout = 0"))
             conn.execute(sa.text("SELECT pg_advisory_lock(7340121)"))
             conn.commit()
             try:
@@ -61,6 +63,13 @@ def upgrade(db: Database, revision: str = "head") -> None:
 
     cfg = _config()
     with db.engine.begin() as conn:
+        if db.dialect == "postgresql":
+            import sqlalchemy as sa
+
+            # building an index on a large table may take longer than a kernel statement; the
+            # lock timeout stays, so a migration waiting behind a long transaction fails (and is
+            # retried by the next start) instead of queueing every writer behind it
+            conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
