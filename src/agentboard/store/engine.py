@@ -333,8 +333,8 @@ class Database:
                     f"stayed busy for {st.pg_pool_timeout:g}s; try again, or raise "
                     "AGENTBOARD_PG_POOL_SIZE / AGENTBOARD_PG_MAX_OVERFLOW (docs/deploy.md)"
                 ) from None
-            if name != "OperationalError":
-                raise
+            if not any(c.__name__ == "OperationalError" for c in type(exc).__mro__):
+                raise  # (psycopg's ConnectionTimeout is one, as is SQLAlchemy's wrapper)
             raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}") from None
         return proxy.driver_connection, proxy
 
@@ -542,7 +542,7 @@ def _raise_unavailable(exc: BaseException) -> None:
             "a database statement ran longer than the statement timeout (AGENTBOARD_PG_STATEMENT_TIMEOUT); "
             "try again"
         ) from exc
-    if type(exc).__name__ == "OperationalError" or (state or "").startswith("08"):
+    if any(c.__name__ == "OperationalError" for c in type(exc).__mro__) or (state or "").startswith("08"):
         raise Unavailable(f"lost the connection to the database server: {exc}".strip()) from exc
 
 

@@ -7,6 +7,7 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..domain.errors import Unavailable
 from .engine import Database, sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -20,6 +21,8 @@ def current_revision(db: Database) -> str | None:
 
     try:
         return db.read(_q)  # type: ignore[no-any-return]
+    except Unavailable:  # the server is unreachable, the disk full: say so, do not migrate
+        raise
     except Exception:
         return None
 
