@@ -10,7 +10,7 @@ For each N in ``--procs`` (default 1, 2, 4, 8), interleaved:
 - ``separate``: the same with each process on a board of its own.
 
 Throughput of a phase = operations of all processes / (last end - first start), the processes
-starting together at a barrier. Ratios are against ``raw`` at the same N.
+starting together at a barrier; the median of ``--rounds`` interleaved rounds. Ratios are against ``raw`` at the same N.
 Targets at N = 8: separate boards ≥ 0.5 of raw, one shared board ≥ 0.35; every op's throughput
 grows from N = 1 to N = 4 in both modes.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import statistics
 import sys
 import tempfile
 import time
@@ -102,7 +103,7 @@ def _measure(target: Any, n: int, args_of: Any) -> dict[str, float]:
     return rates
 
 
-def run(url: str, procs: list[int], ops: int) -> dict[str, Any]:
+def run(url: str, procs: list[int], ops: int, rounds: int) -> dict[str, Any]:
     import psycopg
 
     import agentboard
@@ -115,11 +116,18 @@ def run(url: str, procs: list[int], ops: int) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE bench_raw (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)")
     rows: list[dict[str, Any]] = []
+    samples: dict[int, list[tuple[float, dict[str, float], dict[str, float]]]] = {n: [] for n in procs}
+    for r in range(rounds):  # rounds interleave the process counts: drift hits every N alike
+        for n in procs:
+            k = max(20, ops // n)
+            raw = _measure(_raw, n, lambda i, k=k: (url, k))["raw"]
+            shared = _measure(_kernel, n, lambda i, k=k, n=n, r=r: (url, home, "default", k, f"s{r}.{n}.{i}"))
+            separate = _measure(_kernel, n, lambda i, k=k, n=n, r=r: (url, home, f"b{i}", k, f"p{r}.{n}.{i}"))
+            samples[n].append((raw, shared, separate))
     for n in procs:
-        k = max(20, ops // n)
-        raw = _measure(_raw, n, lambda i, k=k: (url, k))["raw"]
-        shared = _measure(_kernel, n, lambda i, k=k, n=n: (url, home, "default", k, f"s{n}.{i}"))
-        separate = _measure(_kernel, n, lambda i, k=k, n=n: (url, home, f"b{i}", k, f"p{n}.{i}"))
+        raw = statistics.median(s[0] for s in samples[n])
+        shared = {op: statistics.median(s[1][op] for s in samples[n]) for op in OPS}
+        separate = {op: statistics.median(s[2][op] for s in samples[n]) for op in OPS}
         row: dict[str, Any] = {"procs": n, "raw_txn_per_s": round(raw)}
         for mode, rates in (("shared", shared), ("separate", separate)):
             for op in OPS:
@@ -151,13 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--procs", default="1,2,4,8", help="comma-separated process counts (default 1,2,4,8)")
     ap.add_argument("--ops", type=int, default=1600, help="operations of each kind per measurement, split across the processes")
+    ap.add_argument("--rounds", type=int, default=3, help="measurements of each N, interleaved; the median is reported")
     ap.add_argument("--pg", default=DEFAULT_PG, help="the server (a database of its own is created and dropped)")
     args = ap.parse_args(argv)
     procs = [int(x) for x in args.procs.split(",") if x.strip()]
     load_start = load_average()
     url, name = fresh_pg(args.pg)
     try:
-        result = run(url, procs, args.ops)
+        result = run(url, procs, args.ops, args.rounds)
     finally:
         drop_pg(args.pg, name)
     result["load_average"] = {"start": load_start, "end": load_average()}
