@@ -130,3 +130,17 @@ def test_a_writer_never_waits_for_another_writers_open_transaction(pg_url: str) 
     kinds = [e["kind"] for e in queries.events_after(db, "default", start)]
     assert kinds[0] == "order_probe" and "created" in kinds
     db.close()
+
+
+def test_a_commit_that_wrote_events_wakes_listeners_on_other_connections(pg_url: str) -> None:
+    import psycopg
+
+    db = open_database(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as listener:
+        listener.execute("LISTEN agentboard_events")
+        tasks.create(db, "default", "wake them", assignee="w")
+        heard = list(listener.notifies(timeout=30, stop_after=1))
+        assert [(n.channel, n.payload) for n in heard] == [("agentboard_events", "default")]
+        # the notification's own transaction leaves no setting behind on the pooled connection
+        assert db.read(lambda tx: tx.scalar("SELECT current_setting('synchronous_commit')")) == "on"
+    db.close()

@@ -10,8 +10,9 @@ bounded retry so callers never see "database is locked".
 PostgreSQL: writers never wait for each other unless they touch the same rows. Each event row
 carries the id of the transaction that wrote it (``xid``, filled by the column's default with
 ``pg_current_xact_id()``); readers of the log only read events whose transaction is older than
-every transaction still running and order them by ``(xid, id)`` (``events_order`` below), so a
-follower never skips an event that commits late. A write transaction runs in pipeline mode:
+every transaction of the database still running (:func:`pg_event_horizon`) and order them by
+``(xid, id)`` (``kernel.queries.event_order``), so a follower never skips an event that commits
+late. A write transaction runs in pipeline mode:
 statements whose results are not needed (event rows, ``BEGIN``, ``COMMIT``) travel with the next
 statement that needs an answer, so a verb costs one round trip per answer it waits for plus the
 commit. Reads run in autocommit (one round trip per statement). Serialization failures, deadlocks,
@@ -94,17 +95,23 @@ _EVENT_INSERT = (
     "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
 )
-_EVENT_NOTIFY_PG = (
-    "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
-    "SELECT :board, :task_id, :run_id, :kind, :payload, :actor, :at "
-    "FROM (SELECT pg_notify('agentboard_events', :board)) AS notified"
+#: PostgreSQL: listeners (``LISTEN agentboard_events``) hear of a commit that wrote events from a
+#: small transaction of its own, sent right after the COMMIT in the same pipeline (no extra round
+#: trip). Not in the writing transaction: a transaction that notifies holds one lock for the
+#: whole server from its pre-commit until its commit is flushed to disk, so every writer's
+#: commit would wait for every other's; this one does not wait for the disk.
+_NOTIFY_PG = (
+    b"BEGIN",
+    b"SET LOCAL synchronous_commit TO OFF",
+    "SELECT pg_notify('agentboard_events', %s)",
+    b"COMMIT",
 )
 
 
 class Tx:
     """One transaction on one DB-API connection."""
 
-    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "_pg", "pipeline")
+    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "first_board", "_pg", "pipeline")
 
     def __init__(self, db: Database, conn: Any) -> None:
         self.db = db
@@ -120,6 +127,7 @@ class Tx:
             self.cur = conn.cursor()
         self.wrote_events = False
         self.boards_touched: set[str] = set()
+        self.first_board: str | None = None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Any:
         if self._pg:
@@ -172,13 +180,12 @@ class Tx:
         at: float | None = None,
     ) -> None:
         """Append one event row in this transaction."""
-        # PostgreSQL: the transaction's first event also notifies listeners (delivered at
-        # commit), in the same statement to save a round trip
-        sql = _EVENT_NOTIFY_PG if self._pg and not self.wrote_events else _EVENT_INSERT
+        if not self.wrote_events:
+            self.first_board = board
         self.wrote_events = True
         self.boards_touched.add(board)
         self.execute(
-            sql,
+            _EVENT_INSERT,
             {
                 "board": board,
                 "task_id": task_id,
@@ -503,13 +510,26 @@ def _pg_pipelined(conn: Any, tx: Tx, fn: Callable[..., T], args: Any, kwargs: An
     with the final sync). The first error of any statement is raised by the read or the commit
     that follows it, and the caller rolls back."""
     conn.autocommit = True
+    commit_sent = False
     try:
         with conn.pipeline() as pipe:
             tx.pipeline = pipe
             tx.cur.execute(b"BEGIN")
             result = fn(tx, *args, **kwargs)
             tx.cur.execute(b"COMMIT")  # sent, and its answer read, as the pipeline closes
+            commit_sent = True
+            if tx.wrote_events:
+                with conn.cursor() as notify:
+                    for stmt in _NOTIFY_PG:
+                        notify.execute(stmt, (tx.first_board,) if isinstance(stmt, str) else None)
         return result
+    except Exception:
+        if commit_sent and tx.cur.statusmessage == "COMMIT":
+            # the transaction committed; only the wake-up notification failed: listeners
+            # catch up at their fallback interval, and the verb must not run twice
+            conn.rollback()
+            return result
+        raise
     finally:
         tx.pipeline = None
         if conn.info.transaction_status == _PG_IDLE:
