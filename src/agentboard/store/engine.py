@@ -100,11 +100,10 @@ _EVENT_INSERT = (
 #: trip). Not in the writing transaction: a transaction that notifies holds one lock for the
 #: whole server from its pre-commit until its commit is flushed to disk, so every writer's
 #: commit would wait for every other's; this one does not wait for the disk.
+#: (one statement: its own implicit transaction, up to the pipeline's closing sync, whose commit
+#: does not wait for the disk)
 _NOTIFY_PG = (
-    b"BEGIN",
-    b"SET LOCAL synchronous_commit TO OFF",
-    "SELECT pg_notify('agentboard_events', %s)",
-    b"COMMIT",
+    "SELECT set_config('synchronous_commit', 'off', true), pg_notify('agentboard_events', %s)"
 )
 
 
@@ -520,8 +519,7 @@ def _pg_pipelined(conn: Any, tx: Tx, fn: Callable[..., T], args: Any, kwargs: An
             commit_sent = True
             if tx.wrote_events:
                 with conn.cursor() as notify:
-                    for stmt in _NOTIFY_PG:
-                        notify.execute(stmt, (tx.first_board,) if isinstance(stmt, str) else None)
+                    notify.execute(_NOTIFY_PG, (tx.first_board,))
         return result
     except Exception:
         if commit_sent and tx.cur.statusmessage == "COMMIT":
