@@ -15,6 +15,7 @@ from ..domain import states
 from ..domain.errors import InvalidInput
 from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
 from .common import get_task, run_out, task_out
+from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
@@ -102,14 +103,34 @@ def board_view(
         where, params = _filters(board, assignee=assignee, tenant=tenant, goal=goal, search=search,
                                  include_archived=True)
         counts = {s: 0 for s in cols}
-        for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params):
+        if tx.db.dialect == "postgresql" and where == "board = :board":
+            # the triggers' running counts: no pass over a large board (docs/kernel.md)
+            rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
+                          "GROUP BY status", params)
+            fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+        else:
+            rows = tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params)
+        for r in rows:
             if r["status"] in counts:
-                counts[r["status"]] = r["n"]
+                counts[r["status"]] = int(r["n"])
         columns: list[Row] = []
         ids: list[str] = []
+        by_status: dict[str, list[Row]] = {}
+        if tx.db.dialect == "postgresql":  # every column's first cards in one statement
+            shown = [s for s in cols if counts[s]]
+            if shown:
+                sql = " UNION ALL ".join(
+                    f"(SELECT {CARD_COLUMNS} FROM tasks WHERE {where} AND status = :col{i} "
+                    "ORDER BY priority DESC, created_at, id LIMIT :lim)" for i in range(len(shown)))
+                cols_params = {f"col{i}": s for i, s in enumerate(shown)}
+                for r in tx.all(sql, {**params, **cols_params, "lim": per_column}):
+                    by_status.setdefault(r["status"], []).append(r)
+                for s, rows_ in by_status.items():  # (a parallel plan may interleave the branches)
+                    rows_.sort(key=lambda r: (-(r["priority"] or 0), r["created_at"] or 0, r["id"]))
+                    by_status[s] = [task_out(r) for r in rows_]
         for s in cols:
-            cards: list[Row] = []
-            if counts[s]:
+            cards: list[Row] = by_status.get(s, [])
+            if counts[s] and tx.db.dialect != "postgresql":
                 cards = [task_out(r) for r in tx.all(
                     f"SELECT {CARD_COLUMNS} FROM tasks WHERE {where} AND status = :col "
                     "ORDER BY priority DESC, created_at, id LIMIT :lim",
@@ -128,11 +149,32 @@ def board_view(
                 col["lanes"] = [{"assignee": k, "tasks": v} for k, v in sorted(by.items())]
         return {"board": board, "columns": columns, "total": sum(counts.values())}
 
-    return db.read(_r)
+    fold: list[bool] = []
+    out = db.read(_r)
+    if any(fold):
+        compact_task_counts(db, board)
+    return out
+
+
+#: PostgreSQL: the cards' counts in one statement, the ids as one array
+_CARD_EXTRAS_PG = (
+    "SELECT x.id, "
+    "(SELECT COUNT(*) FROM task_comments m WHERE m.task_id = x.id) AS comment_count, "
+    "(SELECT COUNT(*) FROM task_links l WHERE l.child_id = x.id) AS parent_count, "
+    "(SELECT COUNT(*) FROM task_links l WHERE l.parent_id = x.id) AS child_count, "
+    "(SELECT COUNT(*) FROM task_links l JOIN tasks c ON c.id = l.child_id "
+    " WHERE l.parent_id = x.id AND c.status = 'done') AS children_done "
+    "FROM unnest(CAST(:ids AS text[])) AS x(id)"
+)
 
 
 def _card_extras(tx: Tx, ids: list[str]) -> dict[str, Row]:
     out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
+    if tx.db.dialect == "postgresql":
+        if ids:
+            for r in tx.all(_CARD_EXTRAS_PG, {"ids": ids}):
+                out[r["id"]] = {k: int(r[k]) for k in ("comment_count", "parent_count", "child_count", "children_done")}
+        return out
     for start in range(0, len(ids), 400):
         names: dict[str, Any] = {}
         inlist = in_list("i", ids[start:start + 400], names)
