@@ -67,3 +67,53 @@ def report(results: list[dict[str, Any]], line: Callable[[dict[str, Any]], str],
     print(f"load average (1/5/15 min): {load_start} at the start, {load} at the end; numbers are only "
           "comparable on a quiet machine", file=sys.stderr)
     return load
+
+
+class RoundTrips:
+    """Counts the client/server round trips of PostgreSQL calls made through ``db`` (a
+    :class:`agentboard.store.engine.Database`): libpq's protocol trace of every connection the
+    pool hands out, one round trip per turn from sending to receiving.
+
+    ``with RoundTrips(db) as rt: verb(...)`` then ``rt.count``.
+    """
+
+    def __init__(self, db: Any) -> None:
+        import tempfile
+
+        self.db = db
+        self._file = tempfile.TemporaryFile(mode="w+")
+        self.count = 0
+
+    def _checkout(self, dbapi_conn: Any, _rec: Any, _proxy: Any) -> None:
+        from psycopg.pq import Trace
+
+        dbapi_conn.pgconn.trace(self._file.fileno())
+        dbapi_conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+
+    def _checkin(self, dbapi_conn: Any, _rec: Any) -> None:
+        dbapi_conn.pgconn.untrace()
+
+    def __enter__(self) -> RoundTrips:
+        from sqlalchemy import event
+
+        self._file.seek(0)
+        self._file.truncate()
+        event.listen(self.db.engine, "checkout", self._checkout)
+        event.listen(self.db.engine, "checkin", self._checkin)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from sqlalchemy import event
+
+        event.remove(self.db.engine, "checkout", self._checkout)
+        event.remove(self.db.engine, "checkin", self._checkin)
+        self._file.flush()
+        self._file.seek(0)
+        self.count = 0
+        last = "B"
+        for line in self._file:
+            side = line[:1]
+            if side == "B" and last == "F":
+                self.count += 1
+            if side in ("F", "B"):
+                last = side

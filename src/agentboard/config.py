@@ -137,6 +137,19 @@ class Settings:
     notify_lease: float = 120.0
     #: seconds one delivery may take
     notify_timeout: float = 15.0
+    #: PostgreSQL connections of one process: kept open (``pg_pool_size``), opened on top when
+    #: busy (``pg_max_overflow``), and how long a verb waits for one before it fails with a
+    #: clear error (docs/deploy.md gives the sizes per process kind)
+    pg_pool_size: int = 12
+    pg_max_overflow: int = 52
+    pg_pool_timeout: float = 10.0
+    #: seconds to reach the server before a verb fails saying it is unreachable
+    pg_connect_timeout: float = 5.0
+    #: per kernel session: the longest one statement may run, the longest it waits for a row
+    #: lock, and the longest it may sit idle inside a transaction (seconds)
+    pg_statement_timeout: float = 30.0
+    pg_lock_timeout: float = 10.0
+    pg_idle_timeout: float = 60.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -121,7 +121,7 @@ class Hub:
         still valid."""
         newest = lookups.boards_with_events_after(self.db, self._last_id or 0)
         if newest:
-            self._last_id = max(self._last_id or 0, *newest.values())
+            self._last_id = list(newest.values())[-1]  # the log's order, not the largest id
         return list(newest), tokens.still_valid(self.db, sorted(token_ids))
 
     async def _poll(self) -> None:

@@ -99,10 +99,10 @@ def attach(
 
         def _w(tx: Tx) -> Row:
             nonlocal placed
-            get_task(tx, board, task_id)
+            get_task(tx, board, task_id, lock=True)  # uploads to one task: one at a time
             if tx.one("SELECT id FROM attachments WHERE task_id = :t AND name = :n", {"t": task_id, "n": fname}):
                 raise Conflict(f"task {task_id} already has an attachment named {fname}")
-            if not placed:  # writers are serialized: no other upload of this name runs now
+            if not placed:  # the task's row is locked: no other upload of this name runs now
                 os.replace(tmp, dest)
                 placed = True
                 _fsync_dir(folder)

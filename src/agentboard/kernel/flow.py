@@ -18,15 +18,46 @@ _READY_CHILDREN = (
 )
 
 
+_LOCK_TODO_CHILDREN = (
+    "SELECT c.id FROM tasks c WHERE c.id IN (SELECT child_id FROM task_links WHERE parent_id = :id) "
+    "AND c.status = 'todo' ORDER BY c.id FOR UPDATE"
+)
+
+#: PostgreSQL: the children that became ready, those with an assignee promoted in the same
+#: statement (one round trip); ``promoted`` says which
+_PROMOTE_PG = (
+    "WITH ready AS (" + _READY_CHILDREN + "), "
+    "up AS (UPDATE tasks SET status = 'ready', updated_at = :now, "
+    # a task that waited for this one (a ``dependency`` block) resumes by itself
+    "block_reason = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_reason END, block_on = NULL, "
+    "block_kind = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_kind END "
+    "FROM ready WHERE tasks.id = ready.id "
+    "AND COALESCE(ready.assignee, '') <> '' AND tasks.status = 'todo' RETURNING tasks.id) "
+    "SELECT ready.id, ready.assignee, up.id IS NOT NULL AS promoted FROM ready LEFT JOIN up ON up.id = ready.id"
+)
+
+
 def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None) -> list[str]:
     """Move to ready every todo child of ``task_id`` whose parents are now all satisfied."""
-    rows = tx.all(_READY_CHILDREN, {"id": task_id, "now": time.time()})
+    now = time.time()
+    promoted: list[str] = []
+    if tx.db.dialect == "postgresql":
+        # two parents of one child completing at once: the second waits for the first's commit
+        # here and its next statement sees that parent done (the lock's answer is not read, so
+        # it travels with the statement below)
+        tx.execute(_LOCK_TODO_CHILDREN, {"id": task_id})
+        rows = tx.all(_PROMOTE_PG, {"id": task_id, "now": now})
+        for row in rows:
+            if row["promoted"]:
+                tx.event(board, row["id"], "promoted", {"by": task_id}, actor=actor, at=now)
+                promoted.append(row["id"])
+        rows = [r for r in rows if not r["assignee"]]  # unassigned: the fallback assignee below
+    else:
+        rows = tx.all(_READY_CHILDREN, {"id": task_id, "now": now})
     if not rows:
-        return []
+        return promoted
     fallback: str | None = None
     fallback_known = False
-    promoted: list[str] = []
-    now = time.time()
     for row in rows:
         assignee = row["assignee"]
         if not assignee:
@@ -75,6 +106,8 @@ def settle_goal(tx: Tx, board: str, goal_id: str | None, actor: str | None = Non
     never on task counts alone."""
     if not goal_id:
         return False
+    if tx.db.dialect == "postgresql":  # the goal's last two tasks completing at once: one at a time
+        tx.execute("SELECT id FROM goals WHERE id = :g FOR UPDATE", {"g": goal_id})
     row = tx.one(
         "SELECT "
         " SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END) AS done, "

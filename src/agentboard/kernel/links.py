@@ -44,10 +44,13 @@ def cycle_path(tx: Tx, parent: str, child: str) -> list[str] | None:
 def _link(tx: Tx, board: str, parent_id: str, child_id: str, actor: str | None) -> Row:
     if parent_id == child_id:
         raise InvalidInput(f"a task cannot depend on itself ({parent_id})")
-    found = {
-        r["id"]: r
-        for r in tx.all("SELECT id, board, status FROM tasks WHERE id IN (:p, :c)", {"p": parent_id, "c": child_id})
-    }
+    sql = "SELECT id, board, status FROM tasks WHERE id IN (:p, :c)"
+    if tx.db.dialect == "postgresql":
+        # writers run concurrently: the links of one board change one transaction at a time (the
+        # cycle check sees every committed edge), and both tasks keep their status until commit
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext(:k))", {"k": "agentboard links " + board})
+        sql += " ORDER BY id FOR UPDATE"
+    found = {r["id"]: r for r in tx.all(sql, {"p": parent_id, "c": child_id})}
     for tid in (parent_id, child_id):
         row = found.get(tid)
         if row is None:

@@ -52,10 +52,12 @@ def board_slugs(db: Database) -> list[str]:
 
 
 def boards_with_events_after(db: Database, cursor: int) -> dict[str, int]:
-    """Each board with events after event id ``cursor``, mapped to its newest event id."""
-    rows = db.read(lambda tx: tx.all(
-        "SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board", {"c": cursor}))
-    return {str(r["board"]): int(r["m"] or 0) for r in rows}
+    """Each board with events after the cursor ``cursor`` (an event id, as
+    :func:`agentboard.kernel.queries.events_after` takes it), mapped to the id of its last such
+    event, in the log's order: the last value is the newest cursor."""
+    from .queries import boards_after
+
+    return boards_after(db, cursor)
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Housekeeping that changes no task state: pruning old events."""
+"""Housekeeping that changes no task state: pruning old events, folding task count deltas."""
 
 from __future__ import annotations
 
@@ -29,3 +29,22 @@ def prune_events(db: Database, *, retention_days: int | None = None, board: str 
         return tx.rowcount
 
     return db.write(_w)
+
+
+#: PostgreSQL: a board whose count deltas exceed this many rows has them folded by the next
+#: board view (one row per status again)
+COUNT_DELTAS_FOLD_AT = 512
+
+
+def compact_task_counts(db: Database, board: str) -> None:
+    """PostgreSQL: fold a board's task count deltas into one row per status. Rows that writers
+    append meanwhile are left alone, and two folds at once each fold only the rows they deleted,
+    so the sums never change."""
+    def _w(tx: Tx) -> None:
+        tx.execute(
+            "WITH gone AS (DELETE FROM task_count_deltas WHERE board = :b RETURNING status, d) "
+            "INSERT INTO task_count_deltas (board, status, d) "
+            "SELECT :b, status, SUM(d) FROM gone GROUP BY status HAVING SUM(d) <> 0", {"b": board})
+
+    if db.dialect == "postgresql":
+        db.write(_w)

@@ -265,7 +265,7 @@ def delivered(db: Database, owner: str, sub_id: int, cursor: int, *, sent: int =
 
     def _w(tx: Tx) -> bool:
         tx.execute(
-            "UPDATE notify_subscriptions SET cursor = CASE WHEN cursor > :c THEN cursor ELSE :c END, "
+            "UPDATE notify_subscriptions SET cursor = :c, "
             "failures = 0, last_error = CASE WHEN :sent > 0 THEN NULL ELSE last_error END, "
             "last_sent_at = CASE WHEN :sent > 0 THEN :now ELSE last_sent_at END, "
             "last_attempt_at = CASE WHEN :sent > 0 THEN :now ELSE last_attempt_at END, "
@@ -291,7 +291,7 @@ def advance(db: Database, owner: str, sub_ids: Iterable[int], cursor: int) -> No
         params: dict[str, Any] = {"o": owner, "c": int(cursor)}
         clause = in_list("i", ids, params)
         tx.execute(
-            "UPDATE notify_subscriptions SET cursor = CASE WHEN cursor > :c THEN cursor ELSE :c END, "
+            "UPDATE notify_subscriptions SET cursor = :c, "
             "failures = 0, next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL "
             f"WHERE lease_owner = :o AND id IN {clause}", params)
         params2: dict[str, Any] = {}
@@ -337,7 +337,7 @@ def failed(db: Database, owner: str, sub_id: int, error: str, *, retry_at: float
             return None
         failures = int(row["failures"]) + 1
         park = failures >= park_after
-        new_cursor = max(int(row["cursor"]), int(cursor))
+        new_cursor = int(cursor)  # the notifier holds the lease: the position it reached
         tx.execute(
             "UPDATE notify_subscriptions SET failures = :f, last_error = :e, last_attempt_at = :now, "
             "next_attempt_at = :retry, parked_at = :parked, cursor = :c, delivered = delivered + :sent, "

@@ -13,8 +13,9 @@ from typing import Any
 
 from ..domain import states
 from ..domain.errors import InvalidInput
-from ..store.engine import Database, Row, Tx, in_list
+from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
 from .common import get_task, run_out, task_out
+from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
@@ -102,14 +103,34 @@ def board_view(
         where, params = _filters(board, assignee=assignee, tenant=tenant, goal=goal, search=search,
                                  include_archived=True)
         counts = {s: 0 for s in cols}
-        for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params):
+        if tx.db.dialect == "postgresql" and where == "board = :board":
+            # the triggers' running counts: no pass over a large board (docs/kernel.md)
+            rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
+                          "GROUP BY status", params)
+            fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+        else:
+            rows = tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params)
+        for r in rows:
             if r["status"] in counts:
-                counts[r["status"]] = r["n"]
+                counts[r["status"]] = int(r["n"])
         columns: list[Row] = []
         ids: list[str] = []
+        by_status: dict[str, list[Row]] = {}
+        if tx.db.dialect == "postgresql":  # every column's first cards in one statement
+            shown = [s for s in cols if counts[s]]
+            if shown:
+                sql = " UNION ALL ".join(
+                    f"(SELECT {CARD_COLUMNS} FROM tasks WHERE {where} AND status = :col{i} "
+                    "ORDER BY priority DESC, created_at, id LIMIT :lim)" for i in range(len(shown)))
+                cols_params = {f"col{i}": s for i, s in enumerate(shown)}
+                for r in tx.all(sql, {**params, **cols_params, "lim": per_column}):
+                    by_status.setdefault(r["status"], []).append(r)
+                for s, rows_ in by_status.items():  # (a parallel plan may interleave the branches)
+                    rows_.sort(key=lambda r: (-(r["priority"] or 0), r["created_at"] or 0, r["id"]))
+                    by_status[s] = [task_out(r) for r in rows_]
         for s in cols:
-            cards: list[Row] = []
-            if counts[s]:
+            cards: list[Row] = by_status.get(s, [])
+            if counts[s] and tx.db.dialect != "postgresql":
                 cards = [task_out(r) for r in tx.all(
                     f"SELECT {CARD_COLUMNS} FROM tasks WHERE {where} AND status = :col "
                     "ORDER BY priority DESC, created_at, id LIMIT :lim",
@@ -128,12 +149,33 @@ def board_view(
                 col["lanes"] = [{"assignee": k, "tasks": v} for k, v in sorted(by.items())]
         return {"board": board, "columns": columns, "total": sum(counts.values())}
 
-    return db.read(_r)
+    fold: list[bool] = []
+    out = db.read(_r)
+    if any(fold):
+        compact_task_counts(db, board)
+    return out
+
+
+#: PostgreSQL: the cards' counts in one statement, the ids as one array
+_CARD_EXTRAS_PG = (
+    "SELECT x.id, "
+    "(SELECT COUNT(*) FROM task_comments m WHERE m.task_id = x.id) AS comment_count, "
+    "(SELECT COUNT(*) FROM task_links l WHERE l.child_id = x.id) AS parent_count, "
+    "(SELECT COUNT(*) FROM task_links l WHERE l.parent_id = x.id) AS child_count, "
+    "(SELECT COUNT(*) FROM task_links l JOIN tasks c ON c.id = l.child_id "
+    " WHERE l.parent_id = x.id AND c.status = 'done') AS children_done "
+    "FROM unnest(CAST(:ids AS text[])) AS x(id)"
+)
 
 
 def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row] | None = None) -> dict[str, Row]:
     card_rows = card_rows or {}
     out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
+    if tx.db.dialect == "postgresql":
+        if ids:
+            for r in tx.all(_CARD_EXTRAS_PG, {"ids": ids}):
+                out[r["id"]] = {k: int(r[k]) for k in ("comment_count", "parent_count", "child_count", "children_done")}
+        return out
     for start in range(0, len(ids), 400):
         names: dict[str, Any] = {}
         inlist = in_list("i", ids[start:start + 400], names)
@@ -251,13 +293,47 @@ def _event_out(row: Row) -> Row:
     return out
 
 
+#: PostgreSQL: the (xid, id) position of the event a follower's cursor names — its id is the
+#: cursor; an id no longer in the log (pruned) counts from the event just before it
+_PG_CURSOR = (
+    "(task_events.xid, task_events.id) > (COALESCE("
+    "(SELECT c.xid FROM task_events c WHERE c.id = :c), "
+    "(SELECT c.xid FROM task_events c WHERE c.id < :c ORDER BY c.id DESC LIMIT 1), 0), :c)"
+)
+
+
+def event_order(tx: Tx, params: dict[str, Any]) -> tuple[str, str]:
+    """The log's order for followers, as SQL: the condition that keeps only events no running
+    transaction can still precede (its parameters go into ``params``), and the ``ORDER BY``
+    columns. Call it inside the reading function, before the statement that reads events.
+
+    SQLite has one writer at a time, so ids commit in order: ``id``. PostgreSQL writers commit
+    concurrently and ids are taken before commit, so an event with a smaller id can appear after
+    one with a larger id has been read; there the order is ``(xid, id)``, ``xid`` being the
+    writing transaction's id, read only below the oldest transaction of the database still
+    running (docs/kernel.md, "The event log's order").
+    """
+    if tx.db.dialect == "postgresql":
+        params["horizon"] = pg_event_horizon(tx)
+        return "task_events.xid < :horizon", "task_events.xid, task_events.id"
+    return "1 = 1", "task_events.id"
+
+
 def events_after(
     db: Database, board: str | None, cursor: int = 0, *, task_id: str | None = None,
     kinds: Iterable[str] | None = None, limit: int = 500,
 ) -> list[Row]:
-    """Events with id > cursor, oldest first (``board=None`` reads every board: administrators only)."""
-    where = ["id > :c"]
+    """Events after ``cursor`` in the log's order, oldest first (``board=None`` reads every
+    board: administrators only).
+
+    The cursor is the id of the last event the follower has seen (0: the beginning). Every
+    follower sees every committed event exactly once and in the same order, whatever order
+    concurrent writers commit in: on SQLite the order is the id's; on PostgreSQL it is the
+    writing transaction's then the id's, and an event is only returned once no transaction
+    still running can add one before it (:func:`event_order`).
+    """
     params: dict[str, Any] = {"c": int(cursor), "n": int(limit)}
+    where = [_PG_CURSOR if db.dialect == "postgresql" else "id > :c"]
     if board is not None:
         where.append("board = :b")
         params["b"] = board
@@ -269,20 +345,45 @@ def events_after(
         where.append("kind IN " + in_list("k", kl, params))
 
     def _r(tx: Tx) -> list[Row]:
+        visible, order = event_order(tx, params)
         return tx.all(
             "SELECT id, board, task_id, run_id, kind, payload, actor, created_at FROM task_events "
-            f"WHERE {' AND '.join(where)} ORDER BY id LIMIT :n", params)
+            f"WHERE {visible} AND {' AND '.join(where)} ORDER BY {order} LIMIT :n", params)
     return [_event_out(r) for r in db.read(_r)]
 
 
+def boards_after(db: Database, cursor: int) -> dict[str, int]:
+    """Each board with events after ``cursor`` (in the log's order, see :func:`events_after`),
+    mapped to the id of its last such event; the boards come in the order of those events, so
+    the last value is the newest cursor."""
+    def _r(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {"c": int(cursor)}
+        if tx.db.dialect != "postgresql":
+            return tx.all("SELECT board, MAX(id) AS m FROM task_events WHERE id > :c GROUP BY board ORDER BY m",
+                          params)
+        visible, _ = event_order(tx, params)
+        return tx.all(
+            "SELECT board, id AS m FROM (SELECT DISTINCT ON (board) board, xid, id FROM task_events "
+            f"WHERE {visible} AND {_PG_CURSOR} ORDER BY board, xid DESC, id DESC) AS last "
+            "ORDER BY xid, id", params)
+    return {str(r["board"]): int(r["m"]) for r in db.read(_r)}
+
+
 def last_event_id(db: Database, board: str | None = None) -> int:
+    """The cursor of the newest event a follower can read now (0 when none): start there to
+    see only what happens next."""
     def _r(tx: Tx) -> int:
+        params: dict[str, Any] = {"b": board}
+        visible, order = event_order(tx, params)
+        desc = ", ".join(f"{col} DESC" for col in order.split(", "))
         if board is None:
-            return int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events") or 0)
+            return int(tx.scalar(f"SELECT id FROM task_events WHERE {visible} ORDER BY {desc} LIMIT 1",
+                                 params) or 0)
         # scans back from the newest event (the log has no per-board index); a reader that only
-        # needs a starting cursor should ask for the global newest id instead
+        # needs a starting cursor should ask for the global newest instead
         return int(tx.scalar(
-            "SELECT id FROM task_events WHERE board = :b ORDER BY id DESC LIMIT 1", {"b": board}) or 0)
+            f"SELECT id FROM task_events WHERE {visible} AND board = :b ORDER BY {desc} LIMIT 1",
+            params) or 0)
     return db.read(_r)
 
 
@@ -358,6 +459,6 @@ def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, 
 
 
 __all__ = [
-    "assignees", "board_view", "events_after", "get_run", "last_event_id", "list_tasks", "runs", "stats",
+    "assignees", "board_view", "boards_after", "event_order", "events_after", "get_run", "last_event_id", "list_tasks", "runs", "stats",
     "task_detail", "task_owners", "tenants",
 ]

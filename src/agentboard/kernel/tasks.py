@@ -171,8 +171,11 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     else:
         goal_done = False
     pending: list[str] = []
+    # PostgreSQL: a parent completing at the same time waits for this task to exist (and then
+    # promotes it), instead of missing it
+    share = " FOR SHARE" if tx.db.dialect == "postgresql" else ""
     for pid in new.parents:
-        p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b", {"id": pid, "b": board})
+        p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b" + share, {"id": pid, "b": board})
         if p is None:
             other = tx.one("SELECT board FROM tasks WHERE id = :id", {"id": pid})
             if other is not None:

@@ -142,40 +142,38 @@ class Notifier:
         pending = {int(s["id"]) for s in subs}
         self._pending = pending
         try:
-            # the newest id first: an event committed after it has a larger id (PostgreSQL
-            # commits events in id order), so every event up to it is already readable
+            # the newest readable event first: every event up to it (in the log's order) is
+            # readable now, and one committed later comes after it
             high = queries.last_event_id(self.db)
-            by_board: dict[str, list[Row]] = {}
+            idle: dict[int, list[int]] = {}  # position reached -> subscriptions with nothing to send
             for sub in subs:
-                by_board.setdefault(sub["board"], []).append(sub)
-            for board, group in by_board.items():
-                events, board_high = self._events(board, group, high)
+                if self._stop.is_set():
+                    return report
+                events, reached = self._events(sub, high)
                 task_ids = sorted({e["task_id"] for e in events if e.get("task_id")})
                 contexts = kn.task_contexts(self.db, task_ids) if task_ids else {}
-                idle: list[int] = []
-                for sub in group:
-                    if self._stop.is_set():
-                        return report
-                    if self._handle(sub, events, contexts, board_high, report):
-                        pending.discard(int(sub["id"]))
-                    else:
-                        idle.append(int(sub["id"]))
-                kn.advance(self.db, self.owner, idle, board_high)
-                pending.difference_update(idle)
+                if self._handle(sub, events, contexts, reached, report):
+                    pending.discard(int(sub["id"]))
+                else:
+                    idle.setdefault(reached, []).append(int(sub["id"]))
+            for reached, ids in idle.items():
+                kn.advance(self.db, self.owner, ids, reached)
+                pending.difference_update(ids)
         finally:
             kn.release(self.db, self.owner, pending)
         return report
 
-    def _events(self, board: str, group: list[Row], high: int) -> tuple[list[Row], int]:
-        start = min(int(s["cursor"]) for s in group)
-        kinds = sorted(set().union(*(_kinds(s) for s in group)))
+    def _events(self, sub: Row, high: int) -> tuple[list[Row], int]:
+        """The events after ``sub``'s cursor in the log's order (the cursor is an event id; on
+        PostgreSQL ids are not in commit order, so positions are never compared by id), and the
+        position reached: the last event read, or ``high`` (read before) when there was none."""
+        cursor = int(sub["cursor"])
         out: list[Row] = []
-        cursor = start
         for _ in range(MAX_PAGES):
-            page = queries.events_after(self.db, board, cursor, kinds=kinds, limit=PAGE)
-            out.extend(e for e in page if e["id"] <= high)
-            if len(page) < PAGE or page[-1]["id"] >= high:
-                return out, high
+            page = queries.events_after(self.db, sub["board"], cursor, kinds=sorted(_kinds(sub)), limit=PAGE)
+            out.extend(page)
+            if len(page) < PAGE:
+                return out, (int(out[-1]["id"]) if out else (high or cursor))
             cursor = int(page[-1]["id"])
         return out, cursor  # read the rest next cycle
 
@@ -186,7 +184,7 @@ class Notifier:
         s = self.settings
         sub_id, cursor = int(sub["id"]), int(sub["cursor"])
         kinds = _kinds(sub)
-        matched = [e for e in events if e["id"] > cursor and e["kind"] in kinds
+        matched = [e for e in events if e["kind"] in kinds
                    and kn.covers(sub, contexts.get(e.get("task_id") or ""), e)]
         if not matched:
             return False

@@ -5,9 +5,18 @@ rewritten once per statement for psycopg). SQLAlchemy provides the engine, the p
 dialects and the migrations.
 
 SQLite: WAL, ``synchronous=FULL``, a busy timeout and ``BEGIN IMMEDIATE`` for writes, with a
-bounded retry so callers never see "database is locked". PostgreSQL: one advisory lock per write
-transaction keeps event ids in commit order (a reader following the log by cursor never skips
-an event that commits late), and serialization failures are retried.
+bounded retry so callers never see "database is locked".
+
+PostgreSQL: writers never wait for each other unless they touch the same rows. Each event row
+carries the id of the transaction that wrote it (``xid``, filled by the column's default with
+``pg_current_xact_id()``); readers of the log only read events whose transaction is older than
+every transaction of the database still running (:func:`pg_event_horizon`) and order them by
+``(xid, id)`` (``kernel.queries.event_order``), so a follower never skips an event that commits
+late. A write transaction runs in pipeline mode:
+statements whose results are not needed (event rows, ``BEGIN``, ``COMMIT``) travel with the next
+statement that needs an answer, so a verb costs one round trip per answer it waits for plus the
+commit. Reads run in autocommit (one round trip per statement). Serialization failures, deadlocks,
+lock timeouts and a unique violation from a race are retried.
 """
 
 from __future__ import annotations
@@ -36,8 +45,32 @@ T = TypeVar("T")
 Row = dict[str, Any]
 
 _PARAM_RE = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_EVENT_LOCK_KEY = 0x61676E74  # "agnt"
 _WRITE_DEADLINE = 60.0
+#: how often a unique violation is retried: a check-then-insert that lost a race sees the winner's
+#: row on the next attempt and answers with the kernel's own error
+_UNIQUE_RETRIES = 3
+
+#: PostgreSQL: the transaction id below which the event log of this database is final. Every
+#: transaction of this database with a smaller id has ended (``task_events.xid`` holds the writing
+#: transaction's ``pg_current_xact_id()``), so no event can still appear below it. It is the
+#: oldest transaction id still running in this database (or prepared), capped by the snapshot's
+#: ``xmax`` (transactions that get an id later get a larger one); running ids are 32-bit in
+#: ``pg_stat_activity`` and are widened against ``xmax``. Transactions of other databases on the
+#: same server do not hold it back. It must be read in a statement *before* the one that reads
+#: the events: a transaction that ends between the two is then visible to the second.
+PG_EVENT_HORIZON_SQL = (
+    "SELECT LEAST(s.x8, MIN(s.x8 - mod(mod(s.x8, 4294967296) - r.xid::text::bigint + 4294967296, 4294967296))) AS h "
+    "FROM (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x8) AS s "
+    "LEFT JOIN (SELECT backend_xid AS xid FROM pg_stat_activity WHERE backend_xid IS NOT NULL "
+    "AND datname = current_database() "
+    "UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()) AS r ON TRUE "
+    "GROUP BY s.x8"
+)
+
+
+def pg_event_horizon(tx: Tx) -> int:
+    """:data:`PG_EVENT_HORIZON_SQL`, read now (call it before the statement that reads events)."""
+    return int(tx.scalar(PG_EVENT_HORIZON_SQL))
 
 _open: weakref.WeakSet[Database] = weakref.WeakSet()
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
@@ -62,22 +95,29 @@ _EVENT_INSERT = (
     "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
 )
-_EVENT_NOTIFY_PG = (
-    "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
-    "SELECT :board, :task_id, :run_id, :kind, :payload, :actor, :at "
-    "FROM (SELECT pg_notify('agentboard_events', :board)) AS notified"
+#: PostgreSQL: listeners (``LISTEN agentboard_events``) hear of a commit that wrote events from a
+#: small transaction of its own, sent right after the COMMIT in the same pipeline (no extra round
+#: trip). Not in the writing transaction: a transaction that notifies holds one lock for the
+#: whole server from its pre-commit until its commit is flushed to disk, so every writer's
+#: commit would wait for every other's; this one does not wait for the disk.
+#: (one statement: its own implicit transaction, up to the pipeline's closing sync, whose commit
+#: does not wait for the disk)
+_NOTIFY_PG = (
+    "SELECT set_config('synchronous_commit', 'off', true), pg_notify('agentboard_events', %s)"
 )
 
 
 class Tx:
     """One transaction on one DB-API connection."""
 
-    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "_pg")
+    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "first_board", "_pg", "pipeline")
 
     def __init__(self, db: Database, conn: Any) -> None:
         self.db = db
         self.conn = conn
         self._pg = db.dialect == "postgresql"
+        #: the psycopg pipeline of a PostgreSQL write transaction (None otherwise)
+        self.pipeline: Any = None
         if self._pg:
             from psycopg.rows import dict_row
 
@@ -86,6 +126,7 @@ class Tx:
             self.cur = conn.cursor()
         self.wrote_events = False
         self.boards_touched: set[str] = set()
+        self.first_board: str | None = None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Any:
         if self._pg:
@@ -122,6 +163,8 @@ class Tx:
 
     @property
     def rowcount(self) -> int:
+        if self.pipeline is not None:  # the count arrives with the statement's result
+            self.pipeline.sync()
         return int(self.cur.rowcount)
 
     def event(
@@ -136,13 +179,12 @@ class Tx:
         at: float | None = None,
     ) -> None:
         """Append one event row in this transaction."""
-        # PostgreSQL: the transaction's first event also notifies listeners (delivered at
-        # commit), in the same statement to save a round trip
-        sql = _EVENT_NOTIFY_PG if self._pg and not self.wrote_events else _EVENT_INSERT
+        if not self.wrote_events:
+            self.first_board = board
         self.wrote_events = True
         self.boards_touched.add(board)
         self.execute(
-            sql,
+            _EVENT_INSERT,
             {
                 "board": board,
                 "task_id": task_id,
@@ -218,11 +260,20 @@ class Database:
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://") :]
         self.url = url
-        # a pool large enough for the API's worker threads plus the embedded dispatcher, so busy
-        # moments reuse connections instead of opening and closing them (connections are only
-        # opened when needed: an idle process holds the few it has used)
+        # connections are only opened when needed (an idle process holds the few it has used);
+        # docs/deploy.md gives the sizes per process kind. Each session bounds how long one
+        # statement may run, how long it waits for a row lock and how long it may sit idle in
+        # a transaction, so one stuck session cannot stall every host.
+        st = self.settings
+        options = (
+            f"-c statement_timeout={int(st.pg_statement_timeout * 1000)} "
+            f"-c lock_timeout={int(st.pg_lock_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={int(st.pg_idle_timeout * 1000)}"
+        )
         return sa.create_engine(
-            url, poolclass=QueuePool, pool_size=12, max_overflow=52, pool_pre_ping=False
+            url, poolclass=QueuePool, pool_size=st.pg_pool_size, max_overflow=st.pg_max_overflow,
+            pool_timeout=st.pg_pool_timeout, pool_pre_ping=False,
+            connect_args={"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options},
         )
 
     def _forked(self) -> None:
@@ -280,8 +331,16 @@ class Database:
         try:
             proxy = self.engine.raw_connection()
         except Exception as exc:
-            if type(exc).__name__ != "OperationalError":
-                raise
+            name = type(exc).__name__
+            if name == "TimeoutError":  # sqlalchemy.exc.TimeoutError: the pool is exhausted
+                st = self.settings
+                raise Unavailable(
+                    f"all {st.pg_pool_size + st.pg_max_overflow} database connections of this process "
+                    f"stayed busy for {st.pg_pool_timeout:g}s; try again, or raise "
+                    "AGENTBOARD_PG_POOL_SIZE / AGENTBOARD_PG_MAX_OVERFLOW (docs/deploy.md)"
+                ) from None
+            if not any(c.__name__ == "OperationalError" for c in type(exc).__mro__):
+                raise  # (psycopg's ConnectionTimeout is one, as is SQLAlchemy's wrapper)
             raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}") from None
         return proxy.driver_connection, proxy
 
@@ -351,18 +410,20 @@ class Database:
             try:
                 if self.dialect == "sqlite":
                     tx.cur.execute("BEGIN IMMEDIATE")
+                    result = fn(tx, *args, **kwargs)
+                    conn.commit()
                 else:
-                    tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _EVENT_LOCK_KEY})
-                result = fn(tx, *args, **kwargs)
-                conn.commit()
+                    result = _pg_pipelined(conn, tx, fn, args, kwargs)
             except BaseException as exc:
                 broken = not _rollback(conn)
-                if _retryable(exc) and time.monotonic() < deadline:
+                retry = _retryable(exc) or (attempt <= _UNIQUE_RETRIES and _unique_violation(exc))
+                if retry and time.monotonic() < deadline:
                     time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
                     continue
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
                 if isinstance(exc, AgentboardError) or not _retryable(exc):
+                    _raise_unavailable(exc)
                     raise
                 raise Unavailable(
                     "the database stayed busy for a minute; try again"
@@ -384,9 +445,17 @@ class Database:
             try:
                 if self.dialect == "sqlite":
                     tx.cur.execute("BEGIN")
-                result = fn(tx, *args, **kwargs)
-                conn.commit()
-                return result
+                    result = fn(tx, *args, **kwargs)
+                    conn.commit()
+                    return result
+                # PostgreSQL reads in READ COMMITTED take a new snapshot per statement anyway:
+                # autocommit spares the BEGIN and COMMIT round trips
+                conn.autocommit = True
+                try:
+                    return fn(tx, *args, **kwargs)
+                finally:
+                    if conn.info.transaction_status == _PG_IDLE:
+                        conn.autocommit = False
             except BaseException as exc:
                 broken = not _rollback(conn)
                 if _retryable(exc) and time.monotonic() < deadline:
@@ -394,6 +463,7 @@ class Database:
                     continue
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
+                _raise_unavailable(exc)
                 raise
             finally:
                 tx.cur.close()
@@ -430,13 +500,68 @@ class Database:
             return self._commit_seq
 
 
+_PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+
+
+def _pg_pipelined(conn: Any, tx: Tx, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
+    """Run ``fn(tx)`` in one PostgreSQL transaction in pipeline mode: ``BEGIN``, every statement
+    whose answer is not read and ``COMMIT`` are sent with the next statement that is read (or
+    with the final sync). The first error of any statement is raised by the read or the commit
+    that follows it, and the caller rolls back."""
+    conn.autocommit = True
+    commit_sent = False
+    try:
+        with conn.pipeline() as pipe:
+            tx.pipeline = pipe
+            tx.cur.execute(b"BEGIN")
+            result = fn(tx, *args, **kwargs)
+            tx.cur.execute(b"COMMIT")  # sent, and its answer read, as the pipeline closes
+            commit_sent = True
+            if tx.wrote_events:
+                with conn.cursor() as notify:
+                    notify.execute(_NOTIFY_PG, (tx.first_board,))
+        return result
+    except Exception:
+        if commit_sent and tx.cur.statusmessage == "COMMIT":
+            # the transaction committed; only the wake-up notification failed: listeners
+            # catch up at their fallback interval, and the verb must not run twice
+            conn.rollback()
+            return result
+        raise
+    finally:
+        tx.pipeline = None
+        if conn.info.transaction_status == _PG_IDLE:
+            conn.autocommit = False
+
+
 def _rollback(conn: Any) -> bool:
     """Roll back; False when the connection is unusable and must be discarded."""
     try:
         conn.rollback()
+        if type(conn).__module__.startswith("psycopg") and conn.autocommit:
+            conn.autocommit = False
         return True
     except Exception:
         return False
+
+
+def _unique_violation(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("psycopg") and getattr(exc, "sqlstate", None) == "23505"
+
+
+def _raise_unavailable(exc: BaseException) -> None:
+    """A PostgreSQL server that went away or a statement cut by ``statement_timeout`` becomes
+    :class:`Unavailable` with a message saying so (never a driver traceback, never a hang)."""
+    if not type(exc).__module__.startswith("psycopg"):
+        return
+    state = getattr(exc, "sqlstate", None)
+    if state == "57014":  # query_canceled: statement_timeout
+        raise Unavailable(
+            "a database statement ran longer than the statement timeout (AGENTBOARD_PG_STATEMENT_TIMEOUT); "
+            "try again"
+        ) from exc
+    if any(c.__name__ == "OperationalError" for c in type(exc).__mro__) or (state or "").startswith("08"):
+        raise Unavailable(f"lost the connection to the database server: {exc}".strip()) from exc
 
 
 def _sqlite_setup(dbapi_conn: Any) -> None:
@@ -544,4 +669,4 @@ def sqlite_file(url: str) -> str:
     return rest or ":memory:"
 
 
-__all__ = ["DISK_FULL", "Database", "Tx", "disk_full", "dump_json", "in_list", "open_database", "sqlite_file"]
+__all__ = ["DISK_FULL", "PG_EVENT_HORIZON_SQL", "Database", "Tx", "pg_event_horizon", "disk_full", "dump_json", "in_list", "open_database", "sqlite_file"]

@@ -7,11 +7,12 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..domain.errors import Unavailable
 from .engine import Database, sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
-HEAD = "0011"
+HEAD = "0013"
 
 
 def current_revision(db: Database) -> str | None:
@@ -20,6 +21,8 @@ def current_revision(db: Database) -> str | None:
 
     try:
         return db.read(_q)  # type: ignore[no-any-return]
+    except Unavailable:  # the server is unreachable, the disk full: say so, do not migrate
+        raise
     except Exception:
         return None
 
@@ -47,6 +50,8 @@ def _migration_lock(db: Database) -> Iterator[None]:
         import sqlalchemy as sa
 
         with db.engine.connect() as conn:
+            # waiting for another process's migration is not a stuck statement
+            conn.execute(sa.text("SET statement_timeout = 0"))
             conn.execute(sa.text("SELECT pg_advisory_lock(7340121)"))
             conn.commit()
             try:
@@ -61,6 +66,13 @@ def upgrade(db: Database, revision: str = "head") -> None:
 
     cfg = _config()
     with db.engine.begin() as conn:
+        if db.dialect == "postgresql":
+            import sqlalchemy as sa
+
+            # building an index on a large table may take longer than a kernel statement; the
+            # lock timeout stays, so a migration waiting behind a long transaction fails (and is
+            # retried by the next start) instead of queueing every writer behind it
+            conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

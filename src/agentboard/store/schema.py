@@ -184,7 +184,14 @@ task_events = sa.Table(
     sa.Column("payload", sa.Text, nullable=False, server_default="{}"),
     sa.Column("actor", sa.Text),
     sa.Column("created_at", Ts, nullable=False),
+    # the writing transaction's id: PostgreSQL's default is pg_current_xact_id() (set by
+    # migration 0013); followers read in (xid, id) order below the oldest running transaction
+    sa.Column("xid", sa.BigInteger, nullable=False, server_default="0"),
     sa.Index("ix_events_task", "task_id", "id"),
+    # PostgreSQL also has ix_events_xid (xid, id), created by migration 0013 only there: SQLite
+    # orders by id and would only pay for the index on every insert. PostgreSQL also has the
+    # table task_count_deltas (id, board, status, d), filled by triggers on tasks (0013), which
+    # the board view sums instead of counting; SQLite counts.
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
 

@@ -1,0 +1,42 @@
+"""Round trips of the hot verbs on PostgreSQL, counted from libpq's protocol trace: a worker's
+claim, heartbeat and complete each cost at most three, whatever the network's latency."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import agentboard
+from agentboard.kernel import queries, runs, tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _shared import RoundTrips  # noqa: E402
+
+
+def test_claim_heartbeat_and_complete_take_at_most_three_round_trips_each(pg_url: str) -> None:
+    ab = agentboard.connect(pg_url)
+    db = ab.db
+    parent = tasks.create(db, "default", "parent", assignee="w")
+    child = tasks.create(db, "default", "child", assignee="w", parents=[parent["id"]])
+    counts: dict[str, int] = {}
+    with RoundTrips(db) as rt:
+        claim = runs.claim(db, "default", parent["id"])
+    counts["claim"] = rt.count
+    with RoundTrips(db) as rt:
+        runs.heartbeat(db, "default", parent["id"], run_id=claim["run_id"], note="half way")
+    counts["heartbeat"] = rt.count
+    with RoundTrips(db) as rt:
+        out = runs.complete(db, "default", parent["id"], run_id=claim["run_id"], summary="done")
+    counts["complete"] = rt.count
+    with RoundTrips(db) as rt:
+        queries.events_after(db, "default", 0)
+    counts["events_after"] = rt.count
+    # the verbs did their whole work: the child was promoted by the completion
+    assert out["status"] == "done" and out["promoted"] == [child["id"]]
+    kinds = [e["kind"] for e in queries.events_after(db, "default", 0)]
+    assert kinds[-4:] == ["claimed", "heartbeat", "completed", "promoted"]
+    ab.close()
+    assert counts["claim"] <= 2, counts
+    assert counts["heartbeat"] <= 2, counts
+    assert counts["complete"] <= 3, counts
+    assert counts["events_after"] <= 2, counts
