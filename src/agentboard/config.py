@@ -49,6 +49,12 @@ class Settings:
     stale_heartbeat: int = 3600
     spawn_grace: float = 2.0
     rate_limit_cooldown: int = 300
+    #: an agent CLI that lost its service's network is retried after this many seconds, doubled
+    #: per failure in a row up to ``network_retry_max``; past ``network_retry_limit`` failures in
+    #: a row they count towards the task's failure limit
+    network_retry_base: float = 30.0
+    network_retry_max: float = 1800.0
+    network_retry_limit: int = 6
     min_free_memory_mb: int = 256
     attachment_max_bytes: int = 25 * 1024 * 1024
     log_max_bytes: int = 10 * 1024 * 1024

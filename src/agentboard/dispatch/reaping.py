@@ -32,6 +32,7 @@ from ..domain.errors import AgentboardError, NotFound, StaleRun
 from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
 from ..kernel import runs as kr
+from ..kernel import tasks as ktasks
 from ..protocol import lifecycle, review
 from ..store.engine import Row
 from . import adapters, liveness, spawn
@@ -87,6 +88,11 @@ class ExitFacts:
     @property
     def adapter(self) -> str:
         return str(self.profile.get("adapter") or "command")
+
+    @property
+    def cli(self) -> str:
+        """The agent CLI's name as its users know it."""
+        return adapters.NAMES.get(self.adapter, f"the {self.adapter} agent")
 
 
 def earliest(*times: float | None) -> float | None:
@@ -419,17 +425,32 @@ class Reaper:
                          Path(r["run_workspace"] or r["workspace_path"] or "."), 0)
 
     def _classify(self, r: Row, facts: ExitFacts, out: adapters.Outcome) -> None:
-        """An exit nothing reported: a rate limit, a protocol violation (exit 0) or a crash."""
+        """An exit nothing reported: a missing login (the task waits for a person), a rate limit
+        (blocked until it resets), a lost network (retried with back-off), a protocol violation
+        (exit 0) or a crash."""
         exit_code = facts.exit_code
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
+        said = f": {out.error}" if out.error else ""
+        if out.failure == "auth":
+            self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. {adapters.LOGIN[facts.adapter]}, "
+                        "then unblock the task")
+            return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
-            cooldown = float(self.ctx.settings.rate_limit_cooldown)
-            res = self.fail(r, "rate_limited", f"the agent hit a rate limit (exit {exit_code}); retrying after "
-                            f"a {int(cooldown)}s cooldown{detail}", exit_code=exit_code, cooldown=cooldown)
-            if res is not None:
-                self.ctx.notes.note(("cooldown", r["current_run_id"]), r["board"], r["id"], "respawn_guarded",
-                                    {"reason": "rate-limit cooldown", "until": time.time() + cooldown})
+            reset = out.retry_at
+            until = reset if reset is not None else time.time() + float(self.ctx.settings.rate_limit_cooldown)
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+            source = "the reset time it gave" if reset is not None else "the rate_limit_cooldown setting"
+            self._block(r, "rate_limited", f"{facts.cli} hit a rate limit or quota{said} (exit {exit_code}); the "
+                        f"dispatcher resumes the task at {when} ({source})", until=until)
+            return
+        if out.failure == "network":
+            s = self.ctx.settings
+            n = kd.network_failures(self.ctx.db, r["id"]) + 1
+            delay = min(float(s.network_retry_max), float(s.network_retry_base) * 2 ** (n - 1))
+            self.fail(r, "crashed", f"{kd.NETWORK_ERROR} {n} in a row: {facts.cli} could not reach its service{said}; "
+                      f"retrying in {int(delay)}s{detail}", exit_code=exit_code, cooldown=delay,
+                      count=n > int(s.network_retry_limit))
             return
         if exit_code == 0 and out.no_result:
             self.fail(r, "crashed", f"the {facts.adapter} agent exited 0 without its final result event: it "
@@ -441,6 +462,16 @@ class Reaper:
                       "`agentboard complete`/`block`, no valid .board/result.json" + detail, exit_code=0)
             return
         self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + detail, exit_code=exit_code)
+
+    def _block(self, r: Row, kind: str, reason: str, until: float | None = None) -> None:
+        """Block the running task ``r`` (its run closed), unless the run is no longer current."""
+        try:
+            ktasks.block(self.ctx.db, r["board"], r["id"], reason[:4000], kind=kind, run_id=r["current_run_id"],
+                         actor="dispatcher", until=until)
+        except StaleRun:
+            return
+        except AgentboardError as exc:
+            log.info("could not block %s (%s): %s", r["id"], kind, exc)
 
 
 def _crash_error(exit_code: int | None, pid: int | None) -> str:

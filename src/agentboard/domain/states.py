@@ -32,7 +32,11 @@ BLOCK_KINDS: Final[tuple[str, ...]] = (
     "budget",
     "dependency",
     "manual",
+    "rate_limited",
 )
+
+#: block kinds the dispatcher lifts by itself when the task's cool-down ends (``cooldown_until``)
+TIMED_BLOCK_KINDS: Final = frozenset({"rate_limited"})
 
 #: run outcomes that return a running task to ready (the dispatcher's failure verbs)
 RETURN_OUTCOMES: Final[tuple[str, ...]] = (

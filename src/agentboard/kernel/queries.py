@@ -19,7 +19,7 @@ from .common import get_task, run_out, task_out
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
-    "worker_host, last_heartbeat_at, last_outcome, workspace_kind"
+    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, model, cooldown_until"
 )
 
 

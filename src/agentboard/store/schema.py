@@ -73,6 +73,7 @@ tasks = sa.Table(
     sa.Column("result", sa.Text),
     sa.Column("workflow_template_id", sa.Text),
     sa.Column("current_step_key", sa.Text),
+    sa.Column("model", sa.String(200)),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
