@@ -68,6 +68,8 @@ class TaskCreate(Body):
     skills: list[str] = Field(default_factory=list, max_length=100)
     review: bool = False
     verify: list[str] = Field(default_factory=list, max_length=100)
+    model: str | None = Field(default=None, max_length=200,
+                              description="the model the agent CLI runs this task with (over its profile's)")
 
 
 class TaskPatch(Body):
@@ -81,6 +83,8 @@ class TaskPatch(Body):
     goal_id: str | None = Field(default=None, max_length=64)
     verify: list[str] | None = Field(default=None, max_length=100)
     reason: str | None = Field(default=None, max_length=10_000)
+    model: str | None = Field(default=None, max_length=200,
+                              description="the task's own model; null or \"\" clears it (the profile's model)")
 
 
 BulkAction = Literal["status", "archive", "restore", "assign", "priority", "block", "unblock", "reclaim"]

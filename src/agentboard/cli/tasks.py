@@ -59,6 +59,8 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
 @click.option("--verify", "verify", multiple=True, metavar="CMD", help="a shell command that must pass")
 @click.option("--check", "checks", multiple=True, metavar="NAME",
               help="a named check of the board that must pass (repeatable; `boards checks list`)")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help="the model the agent CLI runs this task with (over the profile's)")
 @board_option
 @json_option
 @handle_errors
@@ -66,7 +68,8 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
            triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
-           verify: tuple[str, ...], checks: tuple[str, ...], board: str | None, as_json: bool) -> None:
+           verify: tuple[str, ...], checks: tuple[str, ...], model_name: str | None, board: str | None,
+           as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
     from agentboard.domain import model
     from agentboard.kernel import host_access, tasks
@@ -81,14 +84,14 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
             "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
             "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
             "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
-            "review": review, "verify": all_verify or None})
+            "review": review, "verify": all_verify or None, "model": model_name})
     else:
         task = tasks.create(
             common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
             tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
             branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
             max_retries=max_retries, skills=skills, review=review, verify=all_verify,
-            actor=common.actor(),
+            actor=common.actor(), model=model_name,
         )
         _warn_if_not_a_profile(task["assignee"])
     if as_json:
@@ -160,6 +163,7 @@ def _print_detail(t: dict[str, Any]) -> None:
         ("branch", t.get("branch_name")), ("skills", t.get("skills")), ("verify", t.get("verify")),
         ("review", "required" if t.get("review_required") else None),
         ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
+        ("model", t.get("model")),
         ("current run", t.get("current_run_id")), ("result", t.get("result")),
         ("failures", t.get("consecutive_failures") or None),
         ("created", f"{age(t.get('created_at'))} ago by {t.get('created_by') or '-'}"),
@@ -260,13 +264,16 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
 @click.option("--max-runtime", default=None, metavar="DUR")
 @click.option("--max-retries", default=None, type=int, metavar="N")
 @click.option("--result", default=None, metavar="LINE")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help="the model the agent CLI runs this task with ('' clears it: the profile's)")
 @task_board_option
 @json_option
 @handle_errors
 def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
          priority: str | None, tenant: str | None, goal: str | None, max_runtime: str | None,
-         max_retries: int | None, result: str | None, board: str | None, as_json: bool) -> None:
-    """Change a task's title, body, priority, tenant or limits (no status change)."""
+         max_retries: int | None, result: str | None, model_name: str | None, board: str | None,
+         as_json: bool) -> None:
+    """Change a task's title, body, priority, tenant, model or limits (no status change)."""
     from agentboard.kernel import tasks
 
     slug = common.task_board(task_id, board)
@@ -274,7 +281,7 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
-        actor=common.actor(),
+        model=model_name, actor=common.actor(),
     )
     common.emit(task, as_json, f"{task['id']}: edited")
 

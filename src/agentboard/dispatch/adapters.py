@@ -398,8 +398,8 @@ _NETWORK = re.compile(
     r"dns error|timed out while connecting|overloaded|bad gateway|service unavailable", re.I)
 #: the CLIs print a reset time in one of these ways
 _RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
-_RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:d|days?|h|hours?|m|min|minutes?|"
-                       r"s|sec|seconds?)[\s,]*(?:and\s+)?)+)", re.I)
+_RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
+                       r"seconds?|secs?|d|h|m|s)(?![a-z])[\s,]*(?:and\s+)?)+)", re.I)
 _RETRY_DELAY = re.compile(r"\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"|retry-after\"?\s*[:=]\s*\"?(\d+)", re.I)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 #: the longest cool-down a printed reset time may set
@@ -577,7 +577,7 @@ def _opencode(events: list[dict[str, Any]], out: Outcome) -> None:
             data = _obj(err.get("data"))
             out.error = _line(f"{err.get('name') or 'error'}: {data.get('message') or ''}".strip(": "))
     if steps:
-        out.input_tokens, out.output_tokens, out.cost_usd = tin, tout, round(cost, 6)
+        out.input_tokens, out.output_tokens, out.cost_usd = tin, tout, round(cost, 9)
     out.no_result = not steps and not out.is_error
 
 

@@ -50,6 +50,8 @@ EXIT_RATE_LIMITED = 75
 REPORTED_GRACE = 30
 #: seconds what an exited worker left running in its process group gets between SIGTERM and SIGKILL
 EXIT_GROUP_GRACE = 2.0
+#: an agent CLI's tool calls count as a heartbeat at most this often (seconds)
+TOOL_HEARTBEAT_MIN = 60.0
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,8 @@ class Reaper:
         runtime_end = started + max_rt if max_rt else None
         last_hb = float(r["last_heartbeat_at"] or started)
         stale_after, quiet = float(ctx.settings.stale_timeout), float(ctx.settings.stale_heartbeat)
+        if w is not None and now - last_hb >= min(TOOL_HEARTBEAT_MIN, quiet / 2) and self._made_progress(r, w):
+            last_hb = now  # its tool calls since the last look are its heartbeat
         if now - started > stale_after and now - last_hb > quiet:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "stale",
                             f"running for {int((now - started) // 60)} min with no heartbeat in the last "
@@ -259,6 +263,24 @@ class Reaper:
         renew = self._renew_claim(r, now)
         return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
                                           renew.due))
+
+    def _made_progress(self, r: Row, w: spawn.Worker) -> bool:
+        """An agent CLI worker whose log shows tool calls since the last look: recorded as a
+        heartbeat (so a working agent that never calls the heartbeat verb is not stale)."""
+        adapter = str((w.profile or {}).get("adapter") or "command")
+        if adapter not in adapters.CLI_ADAPTERS:
+            return False
+        calls, w.scanned = adapters.progress(adapter, w.log_path, max(w.scanned, w.log_offset))
+        if not calls:
+            return False
+        try:
+            kr.heartbeat(self.ctx.db, r["board"], r["id"], run_id=r["current_run_id"],
+                         note=f"{calls} tool call{'s' if calls != 1 else ''} (from the agent's output)",
+                         actor=str(w.profile.get("name") or adapter))
+        except AgentboardError as exc:
+            log.info("heartbeat of run %s from its tool calls: %s", r["current_run_id"], exc)
+            return False
+        return True
 
     def _renew_claim(self, r: Row, now: float) -> Check:
         """A live local worker keeps its claim (renewed well before expiry, so other hosts never

@@ -81,7 +81,7 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         triage=data.triage, workspace=data.workspace, branch=data.branch,
         idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
         max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
-        actor=who.name)
+        actor=who.name, model=data.model)
     return Json(task, status_code=201)
 
 
@@ -114,6 +114,8 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
         value = getattr(data, key)
         if value is not None:
             edits[key] = value
+    if "model" in sent:
+        edits["model"] = model.model_name(data.model) or ""  # "" clears it
     if "assignee" in sent and data.assignee:
         model.profile_name(data.assignee)
     if "status" in sent and data.status is None:
@@ -131,7 +133,7 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
-                           "goal_id or verify")
+                           "goal_id, verify or model")
     task = tasks.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
                         assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
     return Json(task)
