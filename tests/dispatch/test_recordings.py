@@ -48,6 +48,7 @@ def test_a_successful_run_gives_its_usage_cost_final_message_and_tool_calls(cli,
 @pytest.mark.parametrize(("cli", "name", "failure", "reset_in"), [
     ("claude", "claude-auth.jsonl", "auth", None),
     ("claude", "claude-rate-limit.jsonl", "rate_limit", 3600),
+    ("claude", "claude-network.jsonl", "network", None),
     ("codex", "codex-rate-limit.jsonl", "rate_limit", 2 * 3600 + 5 * 60),
     ("codex", "codex-network.jsonl", "network", None),
     ("gemini", "gemini-rate-limit.jsonl", "rate_limit", 4352),

@@ -9,9 +9,9 @@
 - ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
   ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides.
 - ``gemini``: Gemini CLI headless: ``gemini --output-format stream-json --approval-mode M
-  --prompt=<prompt>``; the MCP server and the allowed shell commands are in a settings file
-  under ``.board/`` named by ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``; usage from the final
-  ``{"type": "result"}`` event's ``stats``.
+  --prompt=<prompt>`` in a trusted folder (``GEMINI_CLI_TRUST_WORKSPACE``); the MCP server and
+  the allowed shell commands are in the workspace's ``.gemini/settings.json`` (kept out of git);
+  usage from the final ``{"type": "result"}`` event's ``stats``.
 - ``opencode``: ``opencode run --format json … -- <prompt>``; the MCP server and the
   permission rules are in a config file under ``.board/`` named by ``OPENCODE_CONFIG``; usage
   and cost are the sums of the ``step_finish`` events.
@@ -139,12 +139,12 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
             argv += ["--model", str(model)]
         return Launch([*argv, "--", prompt], adapter)
     if adapter == "gemini":
-        settings = _write_config(workspace, GEMINI_SETTINGS, _gemini_settings(permission, _mcp_spec(mcp)))
+        _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
         argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
         if model:
             argv += ["--model", str(model)]
-        return Launch([*argv, f"--prompt={prompt}"], adapter,
-                      {"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(settings), "GEMINI_CLI_TRUST_WORKSPACE": "true"})
+        # a trusted folder: Gemini CLI reads the workspace's settings and keeps the approval mode
+        return Launch([*argv, f"--prompt={prompt}"], adapter, {"GEMINI_CLI_TRUST_WORKSPACE": "true"})
     if adapter == "opencode":
         if model and "/" not in str(model):
             raise AdapterError(f"opencode names a model provider/model (e.g. anthropic/claude-sonnet-4-5), not {model!r}: "
@@ -190,11 +190,12 @@ LOGIN = {
     "opencode": "run `opencode auth login`, or set the model provider's API key (e.g. ANTHROPIC_API_KEY) in the "
                 "profile's env",
 }
-#: the config files the ``gemini`` and ``opencode`` adapters write (under ``.board/``, never committed)
-GEMINI_SETTINGS = "gemini-settings.json"
+#: the config files the ``gemini`` adapter (in the workspace, kept out of git) and the
+#: ``opencode`` adapter (under ``.board/``) write
+GEMINI_SETTINGS = ".gemini/settings.json"
 OPENCODE_CONFIG = "opencode.json"
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_VERSION_TIMEOUT = 20.0
+_VERSION_TIMEOUT = 60.0
 _versions: dict[tuple[str, int, int], tuple[int, int, int]] = {}
 _versions_lock = threading.Lock()
 
@@ -227,7 +228,31 @@ def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> str:
     return f">= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
 
 
+def _package_version(adapter: str, executable: str) -> tuple[int, int, int] | None:
+    """The version in the npm package the executable belongs to (its ``package.json``), when it
+    is one: no need to start the CLI (Gemini CLI takes seconds to print its version)."""
+    try:
+        here = Path(os.path.realpath(executable)).parent
+    except OSError:
+        return None
+    for folder in (here, *list(here.parents)[:3]):
+        try:
+            meta = json.loads((folder / "package.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("name") == PACKAGES[adapter]:
+            found = _VERSION_RE.match(str(meta.get("version") or ""))
+            if found:
+                major, minor, patch = (int(g) for g in found.groups())
+                return major, minor, patch
+        return None  # the first package.json up the tree is another package's
+    return None
+
+
 def _probe_version(adapter: str, executable: str) -> tuple[int, int, int]:
+    packaged = _package_version(adapter, executable)
+    if packaged is not None:
+        return packaged
     try:
         proc = subprocess.run([executable, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               timeout=_VERSION_TIMEOUT, check=False)
@@ -338,10 +363,10 @@ def _mcp_spec(mcp: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write_config(workspace: Path, name: str, data: dict[str, Any]) -> Path:
-    """Write an agent CLI's config file under the workspace's ``.board/`` (owner-only: it holds
-    the run token of the MCP server's environment)."""
-    folder = workspace / ".board"
-    path = folder / name
+    """Write an agent CLI's config file in the workspace (a bare name: under ``.board/``),
+    owner-only: it holds the run token of the MCP server's environment."""
+    path = workspace / (name if "/" in name else f".board/{name}")
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -351,6 +376,22 @@ def _write_config(workspace: Path, name: str, data: dict[str, Any]) -> Path:
         os.replace(tmp, path)
     except OSError as exc:
         raise AdapterError(f"cannot write the agent's config file {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _write_gemini_settings(workspace: Path, data: dict[str, Any]) -> Path:
+    """The workspace settings Gemini CLI reads in a trusted folder; never one the repository
+    tracks (it would show in the task's diff)."""
+    from ..protocol import boarddir
+
+    if (workspace / GEMINI_SETTINGS).exists() and boarddir.is_tracked(workspace, GEMINI_SETTINGS):
+        raise AdapterError(f"the repository tracks {GEMINI_SETTINGS}, where the gemini adapter puts the board's MCP "
+                           "server: untrack it, or give the task a scratch workspace")
+    folder = workspace / ".gemini"
+    existed = folder.exists()
+    path = _write_config(workspace, GEMINI_SETTINGS, data)
+    if not existed:
+        boarddir.git_exclude(workspace, [GEMINI_SETTINGS])
     return path
 
 
