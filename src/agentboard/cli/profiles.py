@@ -204,3 +204,36 @@ def rm(name: str, as_json: bool) -> None:
 
     p = kp.remove(common.db(), name, actor=common.actor())
     common.emit(p, as_json, f"profile {p['name']} removed")
+
+
+@profiles.command("check")
+@click.argument("name", required=False)
+@click.option("--no-run", is_flag=True, help="do not start the agent CLI to check its flags")
+@json_option
+@handle_errors
+def check(name: str | None, no_run: bool, as_json: bool) -> None:
+    """Would a profile's agent start? Its executable and version, the command line it would run
+    (prompt elided), whether the CLI accepts those flags (started with no credentials and no
+    network), MCP wiring and credentials — each with its fix. Exit 1 when a check fails."""
+    from agentboard.dispatch import profile_check
+    from agentboard.kernel import profiles as kp
+
+    db = common.db()
+    rows = [kp.get(db, name)] if name else kp.list_profiles(db)
+    reports = [r.to_dict() for r in profile_check.check_profiles(rows, db.settings, run=not no_run)]
+    if as_json:
+        common.emit_json(reports[0] if name else reports)
+    else:
+        for i, rep in enumerate(reports):
+            if i:
+                click.echo("")
+            click.echo(f"{rep['profile']} ({rep['adapter']}): {'ok' if rep['ok'] else 'NOT READY'}")
+            for item in rep["checks"]:
+                mark = "ok  " if item["ok"] and not item["warn"] else ("warn" if item["ok"] else "FAIL")
+                click.echo(f"  {mark} {item['name']}: {item['detail']}")
+                if item["fix"] and (not item["ok"] or item["warn"]):
+                    click.echo(f"       fix: {item['fix']}")
+        if not reports:
+            click.echo("no profiles: add one with `agentboard profiles add NAME --adapter claude`")
+    if not all(r["ok"] for r in reports):
+        raise SystemExit(1)
