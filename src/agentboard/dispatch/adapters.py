@@ -224,6 +224,12 @@ def cli_version(adapter: str, executable: str) -> tuple[int, int, int]:
     return version
 
 
+def forget_versions() -> None:
+    """Forget the versions read so far (each executable's is read again on its next use)."""
+    with _versions_lock:
+        _versions.clear()
+
+
 def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> str:
     return f">= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
 
