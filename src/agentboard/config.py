@@ -22,11 +22,12 @@ WORKER_ENV_DENY: tuple[str, ...] = (
     "*SECRET*", "*PASSWORD*", "*PASSWD*", "*TOKEN*", "*_KEY", "*API_KEY*", "*ACCESS_KEY*",
     "*PRIVATE_KEY*", "*CREDENTIAL*", "*DATABASE_URL*", "PGPASSFILE", "PGSERVICEFILE",
 )
-#: the credentials the known agent adapters need (Claude Code, Codex): passed although they match
-#: a deny pattern
+#: the credentials the known agent adapters need (Claude Code, Codex, Gemini CLI, opencode):
+#: passed although they match a deny pattern
 WORKER_ENV_ALLOW: tuple[str, ...] = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
-    "CODEX_API_KEY",
+    "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+    "OPENROUTER_API_KEY", "OPENCODE_API_KEY",
 )
 
 

@@ -91,3 +91,13 @@ def test_every_profile_is_checked_when_none_is_named(cli):
     assert reports["shell"]["ok"] and not reports["ghost"]["ok"]
     assert "was not found on PATH" in by_name(reports["ghost"])["command line"]["detail"]
     assert r.code == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root warning needs a dispatcher running as root")
+def test_adding_a_full_permission_claude_profile_as_root_warns_with_the_setting_to_change(cli):
+    r = cli("profiles", "add", "risky", "--adapter", "claude", "--command", "claude", "--permission", "full")
+    assert r.code == 0
+    assert "Claude Code refuses permission = full" in r.err
+    assert "agentboard profiles set risky --permission edit" in r.err
+    fixed = cli("profiles", "set", "risky", "--permission", "edit")
+    assert fixed.code == 0 and "warning" not in fixed.err

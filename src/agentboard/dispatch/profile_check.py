@@ -308,6 +308,18 @@ def worker_identity(profile: dict[str, Any], settings: Any) -> tuple[int | None,
         return conf.uid, None
 
 
+def root_problem(profile: dict[str, Any], settings: Any) -> str | None:
+    """Why this host's dispatcher could not start the profile's agent as the user its workers
+    run as (Claude Code's refusal of ``permission = full`` as root), with the setting to change."""
+    if str(profile.get("adapter") or "") != "claude" or str(profile.get("permission") or "edit") != "full":
+        return None
+    uid, _home = worker_identity(profile, settings)
+    if (os.geteuid() if uid is None else uid) != 0:
+        return None
+    return (f"profile {profile.get('name')}: its workers would run as root here, where Claude Code refuses permission "
+            f"= full: `agentboard profiles set {profile.get('name')} --permission edit`, or `--isolation user`")
+
+
 def check_profiles(profiles: list[dict[str, Any]], settings: Any, *, run: bool = True) -> list[Report]:
     """The reports of several profiles (their flag checks one after the other)."""
     out = []
@@ -317,4 +329,4 @@ def check_profiles(profiles: list[dict[str, Any]], settings: Any, *, run: bool =
     return out
 
 
-__all__ = ["Item", "Report", "check", "check_profiles", "run_until", "worker_identity"]
+__all__ = ["Item", "Report", "check", "check_profiles", "root_problem", "run_until", "worker_identity"]
