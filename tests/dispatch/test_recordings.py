@@ -13,7 +13,7 @@ import pytest
 
 from agentboard.dispatch import adapters
 
-from .conftest import FAKES, wait_for
+from .conftest import FAKES, events, wait_for
 
 RECORDINGS = FAKES / "recordings"
 REPLAY = FAKES / "replay_cli"
@@ -154,3 +154,42 @@ def test_a_lost_network_is_retried_after_a_back_off_without_counting_as_a_failur
     assert "retrying in 600s" in run["error"]
     assert task["status"] == "ready" and task["consecutive_failures"] == 0
     assert task["cooldown_until"] == pytest.approx(time.time() + 600, abs=30)
+
+
+def slow_gemini(tmp_path: Path, tool_calls: int) -> str:
+    """A Gemini CLI stand-in that works for ~6 s, printing a tool call every 0.3 s (or nothing),
+    then reports through `agentboard complete`."""
+    exe = tmp_path / "gemini"
+    exe.write_text(f"""#!{sys.executable}
+import json, subprocess, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("0.61.0"); sys.exit(0)
+def emit(o):
+    print(json.dumps(o), flush=True)
+emit({{"type": "init", "timestamp": "t", "session_id": "s", "model": "gemini-2.5-pro"}})
+for i in range(20):
+    time.sleep(0.3)
+    if {tool_calls}:
+        emit({{"type": "tool_use", "timestamp": "t", "tool_name": "read_file", "tool_id": f"read_file-{{i}}",
+              "parameters": {{"file_path": "notes.md"}}}})
+        emit({{"type": "tool_result", "timestamp": "t", "tool_id": f"read_file-{{i}}", "status": "success", "output": ""}})
+subprocess.run(["agentboard", "complete", "--summary", "read the notes"], check=False)
+emit({{"type": "result", "timestamp": "t", "status": "success", "stats": {{"input_tokens": 10, "output_tokens": 2}}}})
+""")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+@pytest.mark.parametrize(("tool_calls", "outcomes"), [(True, ["completed"]), (False, ["stale"])])
+def test_an_agents_tool_calls_are_its_heartbeat_and_a_quiet_one_goes_stale(
+        ab, board, dispatcher, tmp_path, tool_calls, outcomes):
+    ab.add_profile("gemini", adapter="gemini", command=slow_gemini(tmp_path, tool_calls))
+    t = board.create("read for a while", assignee="gemini")
+    dispatcher(stale_timeout=2, stale_heartbeat=2)
+    wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], what="the first run to end")
+    assert [r["outcome"] for r in board.runs(t["id"])][:1] == outcomes
+    beats = events(board, t["id"], "heartbeat")
+    if tool_calls:
+        assert beats and "tool call" in beats[0]["payload"]["note"]
+    else:
+        assert not beats
