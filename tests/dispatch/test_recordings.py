@@ -193,3 +193,29 @@ def test_an_agents_tool_calls_are_its_heartbeat_and_a_quiet_one_goes_stale(
         assert beats and "tool call" in beats[0]["payload"]["note"]
     else:
         assert not beats
+
+
+def test_the_gemini_settings_stay_out_of_the_tasks_git_diff(tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / ".gemini").mkdir(parents=True)
+    (repo / ".gemini" / "styleguide.md").write_text("be brief\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"agentboard": {"command": "agentboard", "args": ["mcp"]}}}))
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("hello")
+    exe = replay_cli(tmp_path, "gemini", "gemini-success.jsonl")
+    adapters.build({"name": "g", "adapter": "gemini", "command": exe}, task_id="t_1", run_id=1, workspace=repo,
+                   prompt_file=prompt, board="default")
+    settings = json.loads((repo / ".gemini" / "settings.json").read_text())
+    assert settings["mcpServers"]["agentboard"]["trust"] is True
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],
+                            capture_output=True, text=True, check=True).stdout
+    assert ".gemini/settings.json" not in status
+    # a repository that tracks its own Gemini settings is refused, never changed
+    subprocess.run(["git", "-C", str(repo), "add", "-f", ".gemini/settings.json"], check=True)
+    with pytest.raises(adapters.AdapterError, match="tracks .gemini/settings.json"):
+        adapters.build({"name": "g", "adapter": "gemini", "command": exe}, task_id="t_1", run_id=2, workspace=repo,
+                       prompt_file=prompt, board="default")

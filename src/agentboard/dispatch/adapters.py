@@ -393,11 +393,8 @@ def _write_gemini_settings(workspace: Path, data: dict[str, Any]) -> Path:
     if (workspace / GEMINI_SETTINGS).exists() and boarddir.is_tracked(workspace, GEMINI_SETTINGS):
         raise AdapterError(f"the repository tracks {GEMINI_SETTINGS}, where the gemini adapter puts the board's MCP "
                            "server: untrack it, or give the task a scratch workspace")
-    folder = workspace / ".gemini"
-    existed = folder.exists()
     path = _write_config(workspace, GEMINI_SETTINGS, data)
-    if not existed:
-        boarddir.git_exclude(workspace, [GEMINI_SETTINGS])
+    boarddir.git_exclude(workspace, [GEMINI_SETTINGS])  # once per repository (it adds only missing lines)
     return path
 
 
