@@ -71,15 +71,17 @@ class Board:
         review: bool = False,
         verify: Iterable[str] = (),
         actor: str | None = None,
+        model: str | None = None,
     ) -> Row:
         """Create a task: ``ready`` when it has an assignee and every parent is done, else ``todo``
         (``triage=True``: ``triage``). With an ``idempotency_key`` already in use by a task that
-        is not archived, that task comes back with ``existing: True``."""
+        is not archived, that task comes back with ``existing: True``. ``model``: the model the
+        agent CLI runs this task with, over its profile's."""
         return tasks.create(
             self.db, self.slug, title, body=body, assignee=assignee, parents=parents, tenant=tenant,
             goal=goal, priority=priority, triage=triage, workspace=workspace, branch=branch,
             idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
-            skills=skills, review=review, verify=verify, actor=actor,
+            skills=skills, review=review, verify=verify, actor=actor, model=model,
         )
 
     def release(self, task_id: str, *, actor: str | None = None) -> Row:
@@ -89,7 +91,8 @@ class Board:
     def edit(self, task_id: str, *, actor: str | None = None, **fields: Any) -> Row:
         """Change fields of a task: ``title``, ``body``, ``priority``, ``tenant``, ``result``,
         ``max_runtime_seconds``, ``max_retries``, ``review_required``, ``verify``, ``skills``,
-        ``branch_name``, ``goal_id`` (an empty ``tenant`` or ``goal_id`` clears it)."""
+        ``branch_name``, ``goal_id``, ``model`` (an empty ``tenant``, ``goal_id`` or ``model``
+        clears it)."""
         return tasks.edit(self.db, self.slug, task_id, actor=actor, **fields)
 
     def assign(self, task_id: str, assignee: str | None, *, reclaim: bool = False, actor: str | None = None) -> Row:

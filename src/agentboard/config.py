@@ -22,11 +22,12 @@ WORKER_ENV_DENY: tuple[str, ...] = (
     "*SECRET*", "*PASSWORD*", "*PASSWD*", "*TOKEN*", "*_KEY", "*API_KEY*", "*ACCESS_KEY*",
     "*PRIVATE_KEY*", "*CREDENTIAL*", "*DATABASE_URL*", "PGPASSFILE", "PGSERVICEFILE",
 )
-#: the credentials the known agent adapters need (Claude Code, Codex): passed although they match
-#: a deny pattern
+#: the credentials the known agent adapters need (Claude Code, Codex, Gemini CLI, opencode):
+#: passed although they match a deny pattern
 WORKER_ENV_ALLOW: tuple[str, ...] = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
-    "CODEX_API_KEY",
+    "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+    "OPENROUTER_API_KEY", "OPENCODE_API_KEY",
 )
 
 
@@ -49,6 +50,12 @@ class Settings:
     stale_heartbeat: int = 3600
     spawn_grace: float = 2.0
     rate_limit_cooldown: int = 300
+    #: an agent CLI that lost its service's network is retried after this many seconds, doubled
+    #: per failure in a row up to ``network_retry_max``; past ``network_retry_limit`` failures in
+    #: a row they count towards the task's failure limit
+    network_retry_base: float = 30.0
+    network_retry_max: float = 1800.0
+    network_retry_limit: int = 6
     min_free_memory_mb: int = 256
     attachment_max_bytes: int = 25 * 1024 * 1024
     log_max_bytes: int = 10 * 1024 * 1024

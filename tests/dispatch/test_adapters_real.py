@@ -1,6 +1,6 @@
-"""The claude and codex adapters against the real Claude Code and Codex CLIs.
+"""The agent CLI adapters against the real Claude Code, Codex, Gemini CLI and opencode.
 
-`scripts/test` installs both from the npm registry into `.cache/agentclis` in the repository.
+`scripts/test` installs the four from the npm registry into `.cache/agentclis` in the repository.
 With no credentials and no way out (every request goes to a closed loopback proxy), each CLI
 must get past argument parsing with the adapter's exact command line and fail only where it
 needs its service. Locally a missing install skips these tests with a reason; under CI=true it
@@ -28,7 +28,9 @@ from .conftest import wait_for
 CLIS = Path(__file__).resolve().parents[2] / ".cache" / "agentclis" / "node_modules" / ".bin"
 # what a CLI prints when it refuses its command line
 REFUSALS = ("unexpected argument", "unknown option", "cannot be used with root", "error: invalid value",
-            "Usage: codex exec")
+            "Usage: codex exec", "Unknown argument", "Not enough arguments", "Invalid values",
+            "Configuration is invalid", "Invalid configuration", "Skipping", "not running in a trusted directory",
+            "overridden")
 
 
 def real_cli(name: str) -> str:
@@ -48,7 +50,9 @@ def offline_env(home: Path) -> dict[str, str]:
     closed = "http://127.0.0.1:9"
     return {**keep, "HOME": str(home), "CODEX_HOME": str(home / ".codex"), "HTTPS_PROXY": closed,
             "HTTP_PROXY": closed, "https_proxy": closed, "http_proxy": closed, "NO_PROXY": "", "no_proxy": "",
-            "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+            "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1", "XDG_DATA_HOME": str(home / ".local/share"),
+            "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache")}
 
 
 def workspace(tmp_path: Path) -> tuple[Path, Path]:
@@ -61,11 +65,16 @@ def workspace(tmp_path: Path) -> tuple[Path, Path]:
     return ws, prompt
 
 
-def argv_for(adapter: str, executable: str, permission: str, tmp_path: Path, worker_uid: int | None = None) -> list[str]:
+def launch_for(adapter: str, executable: str, permission: str, tmp_path: Path, worker_uid: int | None = None,
+               model: str | None = None) -> adapters.Launch:
     ws, prompt = workspace(tmp_path)
-    profile = {"name": "p", "adapter": adapter, "command": executable, "permission": permission}
+    profile = {"name": "p", "adapter": adapter, "command": executable, "permission": permission, "model": model}
     return adapters.build(profile, task_id="t_1", run_id=1, workspace=ws, prompt_file=prompt, board="default",
-                          worker_uid=worker_uid).argv
+                          worker_uid=worker_uid)
+
+
+def argv_for(adapter: str, executable: str, permission: str, tmp_path: Path, worker_uid: int | None = None) -> list[str]:
+    return launch_for(adapter, executable, permission, tmp_path, worker_uid).argv
 
 
 def run_claude(argv: list[str], env: dict[str, str], cwd: Path, user: int | None = None) -> tuple[int, str]:
@@ -76,13 +85,20 @@ def run_claude(argv: list[str], env: dict[str, str], cwd: Path, user: int | None
 
 def run_codex_until_turn(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 90.0) -> str:
     """Codex's output until it starts its first turn (then it would only retry its service), or exits."""
+    return run_until(argv, env, cwd, (b'"turn.started"',), timeout)
+
+
+def run_until(argv: list[str], env: dict[str, str], cwd: Path, markers: tuple[bytes, ...],
+              timeout: float = 120.0) -> str:
+    """A CLI's output (stdout and stderr) until it prints one of ``markers`` (then it would only
+    retry its service), or exits."""
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     assert proc.stdout is not None
     out = b""
     deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline and b'"turn.started"' not in out:
+        while time.monotonic() < deadline and not any(m in out for m in markers):
             ready, _, _ = select.select([proc.stdout], [], [], 0.5)
             if ready:
                 chunk = os.read(proc.stdout.fileno(), 65536)
@@ -111,6 +127,7 @@ def test_claude_default_permission_gets_past_its_arguments_and_stops_at_the_miss
     outcome = adapters.outcome_of("claude", adapters.json_events(output))
     assert not outcome.no_result, output
     assert outcome.is_error and "log" in (outcome.final_text or "").lower(), output
+    assert classified("claude", output).failure == "auth", output
     assert code != 0
 
 
@@ -151,19 +168,47 @@ def test_claude_full_permission_is_accepted_for_a_user_that_is_not_root(tmp_path
     assert not adapters.outcome_of("claude", adapters.json_events(output)).no_result, output
 
 
-def test_a_dispatcher_running_as_root_runs_claude_in_its_default_mode_and_reports_the_failure(
-        ab, board, dispatcher, tmp_path):
-    claude = real_cli("claude")
+def classified(adapter: str, output: str) -> adapters.Outcome:
+    return adapters.outcome_of(adapter, adapters.json_events(output), output)
+
+
+#: what each CLI, started by a dispatcher running as root with the profile's default
+#: permission, meets with no credentials and no network: a login it lacks, or its service
+ROOT_RUNS = {
+    "claude": ("needs_input", "/login"),
+    "gemini": ("needs_input", "GEMINI_API_KEY"),
+    "opencode": ("needs_input", "opencode auth login"),
+}
+
+
+@pytest.mark.parametrize("adapter", ["claude", "codex", "gemini", "opencode"])
+def test_a_dispatcher_running_as_root_runs_each_cli_in_its_default_mode_and_classifies_the_failure(
+        ab, board, dispatcher, tmp_path, adapter):
+    exe = real_cli(adapter)
+    if os.geteuid() != 0:
+        pytest.skip("the dispatcher is not running as root here")
     home = tmp_path / "agent-home"
     env = {k: v for k, v in offline_env(home).items() if k not in ("PATH", "LANG", "TERM", "TMPDIR")}
-    ab.add_profile("claude", adapter="claude", command=claude, env=env)
-    t = board.create("say hello", assignee="claude", max_retries=1)
+    model = "anthropic/claude-sonnet-4-5" if adapter == "opencode" else None
+    ab.add_profile(adapter, adapter=adapter, command=exe, env=env, model_name=model)
+    # Codex waits for its network without end: its run is stopped at its max runtime
+    t = board.create("say hello", assignee=adapter, max_retries=1, max_runtime="40s" if adapter == "codex" else None)
     dispatcher()
-    run = wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], what="the run to end")[0]
+    run = wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], timeout=300,
+                   what="the run to end")[0]
+    assert run["outcome"] != "spawn_failed", run
     log = (ab.home / "boards/default/logs" / f"{t['id']}.log").read_text()
     assert_parsed(log)
-    assert run["outcome"] == "crashed", run
-    assert '"type":"result"' in log.replace(" ", ""), log
+    task = board.show(t["id"])
+    task = task.get("task", task)
+    if adapter == "codex":
+        assert run["outcome"] == "timed_out", run
+        assert '"turn.started"' in log and classified("codex", log).failure == "network", log
+        return
+    kind, fix = ROOT_RUNS[adapter]
+    assert (task["status"], task["block_kind"]) == ("blocked", kind), (task, log)
+    assert fix in task["block_reason"], task["block_reason"]
+    assert len(board.runs(t["id"])) == 1  # a missing login is not retried
 
 
 def test_a_claude_run_that_exits_0_without_its_result_event_is_a_crash_not_a_success(ab, board, dispatcher, tmp_path):
@@ -238,3 +283,78 @@ def test_the_version_is_read_once_per_executable_until_it_changes(tmp_path):
     (tmp_path / "run3").mkdir()
     argv_for("claude", exe, "edit", tmp_path / "run3")
     assert probes.read_text().count("probe") == 2
+
+
+# -- gemini --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("permission", ["edit", "full", "read"])
+def test_gemini_reads_its_arguments_and_settings_in_each_permission_mode_and_stops_at_the_missing_login(
+        tmp_path, permission):
+    gemini = real_cli("gemini")
+    ln = launch_for("gemini", gemini, permission, tmp_path)
+    env = {**offline_env(tmp_path / "home"), **ln.env}
+    proc = subprocess.run(ln.argv, env=env, cwd=tmp_path / "ws", capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    output = proc.stdout + proc.stderr
+    assert_parsed(output)
+    # the workspace settings were read (Gemini CLI warns about their tools.allowed key) and kept out of git
+    assert (tmp_path / "ws/.gemini/settings.json").exists()
+    if permission != "full":
+        assert "tools.allowed in settings.json" in output, output
+    out = classified("gemini", output)
+    assert out.failure == "auth", output
+    assert proc.returncode != 0
+
+
+def test_gemini_with_a_key_and_no_network_fails_only_at_its_service_and_is_classified_as_network(tmp_path):
+    gemini = real_cli("gemini")
+    ln = launch_for("gemini", gemini, "edit", tmp_path, model="gemini-2.5-flash")
+    env = {**offline_env(tmp_path / "home"), **ln.env, "GEMINI_API_KEY": "not-a-real-key"}
+    output = run_until(ln.argv, env, tmp_path / "ws", (b"fetch failed",), timeout=300)
+    assert_parsed(output)
+    assert '"type":"init"' in output and '"model":"gemini-2.5-flash"' in output, output
+    assert classified("gemini", output).failure == "network", output
+
+
+# -- opencode ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("permission", ["edit", "full", "read"])
+def test_opencode_reads_its_arguments_and_config_in_each_permission_mode_and_stops_at_the_missing_login(
+        tmp_path, permission):
+    opencode = real_cli("opencode")
+    ln = launch_for("opencode", opencode, permission, tmp_path, model="anthropic/claude-sonnet-4-5")
+    env = {**offline_env(tmp_path / "home"), **ln.env}
+    proc = subprocess.run(ln.argv, env=env, cwd=tmp_path / "ws", capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    output = proc.stdout + proc.stderr
+    assert_parsed(output)
+    assert '"type":"error"' in output, output  # past the config and the arguments: a session ran
+    out = classified("opencode", output)
+    assert out.failure == "auth", output
+    assert proc.returncode != 0
+
+
+def test_opencode_with_a_key_and_no_network_fails_only_at_its_service_and_is_classified_as_network(tmp_path):
+    opencode = real_cli("opencode")
+    ln = launch_for("opencode", opencode, "edit", tmp_path, model="anthropic/claude-sonnet-4-5")
+    env = {**offline_env(tmp_path / "home"), **ln.env, "ANTHROPIC_API_KEY": "not-a-real-key"}
+    output = run_until(ln.argv, env, tmp_path / "ws", (b"Unable to connect", b"Cannot connect"), timeout=300)
+    assert_parsed(output)
+    assert classified("opencode", output).failure == "network", output
+
+
+def test_opencode_refuses_a_model_without_its_provider_naming_the_setting(tmp_path):
+    opencode = real_cli("opencode")
+    with pytest.raises(adapters.AdapterError) as err:
+        launch_for("opencode", opencode, "edit", tmp_path, model="claude-sonnet-4-5")
+    assert "provider/model" in str(err.value) and "--model" in str(err.value)
+
+
+# -- codex, classified ---------------------------------------------------------------------------
+
+def test_codex_with_no_network_is_classified_as_a_network_failure(tmp_path):
+    codex = real_cli("codex")
+    argv = argv_for("codex", codex, "edit", tmp_path)
+    output = run_until(argv, offline_env(tmp_path / "home"), tmp_path / "ws", (b"waiting for network",), timeout=300)
+    assert_parsed(output)
+    assert classified("codex", output).failure == "network", output

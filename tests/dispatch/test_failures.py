@@ -52,12 +52,28 @@ def test_exit_75_is_a_rate_limit_not_a_failure(ab, board, dispatcher):
     ab.add_profile("limited", command="sh -c 'echo 429 Too Many Requests; exit 75'")
     t = board.create("rate limited", assignee="limited")
     dispatcher(rate_limit_cooldown=3600)
-    wait_for(lambda: events(board, t["id"], "rate_limited"))
-    wait_for(lambda: events(board, t["id"], "respawn_guarded"))
+    wait_for(lambda: _task(board, t["id"])["status"] == "blocked", what="the task to wait out its rate limit")
     task = _task(board, t["id"])
-    assert task["status"] == "ready" and task["consecutive_failures"] == 0
+    assert task["block_kind"] == "rate_limited" and task["consecutive_failures"] == 0
     assert task["cooldown_until"] > task["updated_at"] + 3000
+    assert "resumes the task at" in task["block_reason"]
     assert [r["outcome"] for r in board.runs(t["id"])] == ["rate_limited"]
+
+
+def test_a_rate_limited_task_is_resumed_by_the_dispatcher_when_its_cool_down_ends(ab, board, dispatcher):
+    marker = ab.home / "limited-once"
+    script = ab.home / "limited-once.sh"
+    script.write_text(f"#!/bin/sh\nif [ -e {marker} ]; then\n"
+                      "  echo '{\"success\": true, \"summary\": \"done after the limit\"}' > .board/result.json\n"
+                      f"else\n  touch {marker}; echo '429 Too Many Requests'; exit 75\nfi\n")
+    script.chmod(0o755)
+    ab.add_profile("limited", command=str(script))
+    t = board.create("rate limited once", assignee="limited")
+    dispatcher(rate_limit_cooldown=2)
+    wait_for(lambda: _task(board, t["id"])["status"] == "done", timeout=60, what="the task to resume and finish")
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["rate_limited", "completed"]
+    unblocked = events(board, t["id"], "unblocked")
+    assert unblocked and unblocked[0]["actor"] == "dispatcher"
 
 
 def test_missing_command_is_a_spawn_failure_with_a_clear_reason(ab, board, dispatcher):

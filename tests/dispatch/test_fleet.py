@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 
 from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, open_runs, wait_for
 
@@ -58,7 +59,7 @@ def test_claude_adapter_with_fake_claude_code(ab, board, dispatcher):
     assert '"type": "result"' in log and '"mcp_servers": [{"name"' in log
 
 
-def test_claude_usage_limit_is_a_rate_limit_with_cooldown(ab, board, dispatcher):
+def test_claude_usage_limit_blocks_the_task_until_its_cool_down_ends(ab, board, dispatcher):
     ab.add_profile("claude", adapter="claude", command=str(FAKES / "fake_claude"),
                    env={"FAKE_CLAUDE_MODE": "usage_limit"})
     t = board.create("hit the limit", assignee="claude")
@@ -66,8 +67,8 @@ def test_claude_usage_limit_is_a_rate_limit_with_cooldown(ab, board, dispatcher)
     wait_for(lambda: board.runs(t["id"]) and board.runs(t["id"])[0]["outcome"] == "rate_limited")
     task = board.show(t["id"])
     task = task.get("task", task)
-    assert task["status"] == "ready" and task["consecutive_failures"] == 0
-    assert task["cooldown_until"] is not None
+    assert (task["status"], task["block_kind"], task["consecutive_failures"]) == ("blocked", "rate_limited", 0)
+    assert task["cooldown_until"] > time.time() + 3000
     assert len(board.runs(t["id"])) == 1  # not respawned during the cooldown
 
 

@@ -494,3 +494,41 @@ def test_clearing_a_task_goal_settles_the_goal_it_left(board: Any) -> None:
     assert out["goal_id"] is None
     assert [t["id"] for t in board.list(goal=g)] == [a]
     assert goals.show(board.db, B, g)["status"] == "verifying"
+
+
+# -- timed blocks (a rate limit) -----------------------------------------------------------------
+
+
+def test_a_rate_limited_block_ends_at_its_time_and_only_then_the_task_is_resumed(board: Any) -> None:
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import dispatching
+
+    t = board.create("limited", assignee="w")["id"]
+    run = _run(board, t)
+    before = snapshot(board.db, t)
+    with pytest.raises(InvalidInput, match="ends at a set time"):
+        tasks.block(board.db, B, t, "waiting", kind="manual", run_id=run, until=time.time() + 60)
+    assert snapshot(board.db, t) == before
+    until = time.time() + 3600
+    blocked = tasks.block(board.db, B, t, "rate limit", kind="rate_limited", run_id=run, until=until)
+    assert (blocked["status"], blocked["block_kind"]) == ("blocked", "rate_limited")
+    assert [r["outcome"] for r in board.show(t)["runs"]] == ["rate_limited"]
+    assert dispatching.resume_timed_blocks(board.db, [B]) == []  # not yet
+    assert board.show(t)["status"] == "blocked"
+    resumed = dispatching.resume_timed_blocks(board.db, [B], now=until + 1)
+    assert [r["id"] for r in resumed] == [t]
+    task = board.show(t)
+    assert task["status"] == "ready" and task["cooldown_until"] is None and task["block_kind"] is None
+
+
+def test_a_task_keeps_its_own_model_until_it_is_cleared(board: Any) -> None:
+    from agentboard.domain.errors import InvalidInput
+
+    t = board.create("bigger model", assignee="w", model=" claude-opus-4-1 ")
+    assert t["model"] == "claude-opus-4-1" and board.show(t["id"])["model"] == "claude-opus-4-1"
+    before = snapshot(board.db, t["id"])
+    with pytest.raises(InvalidInput, match="invalid model"):
+        board.edit(t["id"], model="two words")
+    assert snapshot(board.db, t["id"]) == before
+    assert board.edit(t["id"], model="openai/gpt-5")["model"] == "openai/gpt-5"
+    assert board.edit(t["id"], model="")["model"] is None

@@ -70,6 +70,8 @@ class TaskCreate(Body):
     verify: list[str] = Field(default_factory=list, max_length=100)
     #: wait in todo until then: epoch seconds, ISO-8601 (UTC unless an offset), or 30m / 2h / 1d from now
     not_before: float | str | None = None
+    model: str | None = Field(default=None, max_length=200,
+                              description="the model the agent CLI runs this task with (over its profile's)")
 
 
 class TaskPatch(Body):
@@ -83,6 +85,8 @@ class TaskPatch(Body):
     goal_id: str | None = Field(default=None, max_length=64)
     verify: list[str] | None = Field(default=None, max_length=100)
     reason: str | None = Field(default=None, max_length=10_000)
+    model: str | None = Field(default=None, max_length=200,
+                              description="the task's own model; null or \"\" clears it (the profile's model)")
 
 
 BulkAction = Literal["status", "archive", "restore", "assign", "priority", "block", "unblock", "reclaim"]

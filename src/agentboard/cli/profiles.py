@@ -23,6 +23,15 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _warn_root(p: dict[str, Any]) -> None:
+    """A warning on stderr when this host's dispatcher could not start the profile's agent."""
+    from agentboard.dispatch.profile_check import root_problem
+
+    problem = root_problem(p, common.db().settings)
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
+
+
 def _print(p: dict[str, Any]) -> None:
     from .output import fields, when
 
@@ -64,7 +73,8 @@ def list_(as_json: bool) -> None:
 @profiles.command("add")
 @click.argument("name")
 @click.option("--command", "command", required=True, metavar="CMD", help="how to start the agent")
-@click.option("--adapter", default="command", metavar="A", help="command (default), claude or codex")
+@click.option("--adapter", default="command", metavar="A",
+              help="command (default), claude, codex, gemini or opencode")
 @click.option("--description", default="", metavar="D", help="what it is good at (used for routing)")
 @click.option("--max-concurrency", default=None, type=int, metavar="N")
 @click.option("--env", "env", multiple=True, metavar="K=V", help="environment for its workers (repeatable)")
@@ -75,7 +85,7 @@ def list_(as_json: bool) -> None:
 @click.option("--isolation", default="none", metavar="I",
               help="none (default), user (as the worker user) or sandbox (under bubblewrap)")
 @click.option("--permission", default="edit", metavar="P",
-              help="claude/codex agents: edit (default: edit files, run commands), full (no checks) or read")
+              help="agent CLIs: edit (default: edit files, run commands), full (no checks) or read")
 @json_option
 @handle_errors
 def add(name: str, command: str, adapter: str, description: str, max_concurrency: int | None,
@@ -88,6 +98,7 @@ def add(name: str, command: str, adapter: str, description: str, max_concurrency
                max_concurrency=max_concurrency, env=_parse_env(env), skills=list(skills),
                model_name=model_name, enabled=not disabled, orchestrator=orchestrator,
                isolation=isolation, permission=permission, actor=common.actor())
+    _warn_root(p)
     common.emit(p, as_json, f"profile {p['name']} added ({p['adapter']}: {p['command']})")
 
 
@@ -148,6 +159,7 @@ def set_(name: str, command: str | None, adapter: str | None, description: str |
     if all(v is None for v in fields.values()):
         raise InvalidInput("nothing to change: give at least one option (see agentboard profiles set --help)")
     p = kp.update(db, name, actor=common.actor(), **fields)
+    _warn_root(p)
     common.emit(p, as_json, f"profile {p['name']} updated")
 
 
@@ -204,3 +216,36 @@ def rm(name: str, as_json: bool) -> None:
 
     p = kp.remove(common.db(), name, actor=common.actor())
     common.emit(p, as_json, f"profile {p['name']} removed")
+
+
+@profiles.command("check")
+@click.argument("name", required=False)
+@click.option("--no-run", is_flag=True, help="do not start the agent CLI to check its flags")
+@json_option
+@handle_errors
+def check(name: str | None, no_run: bool, as_json: bool) -> None:
+    """Would a profile's agent start? Its executable and version, the command line it would run
+    (prompt elided), whether the CLI accepts those flags (started with no credentials and no
+    network), MCP wiring and credentials — each with its fix. Exit 1 when a check fails."""
+    from agentboard.dispatch import profile_check
+    from agentboard.kernel import profiles as kp
+
+    db = common.db()
+    rows = [kp.get(db, name)] if name else kp.list_profiles(db)
+    reports = [r.to_dict() for r in profile_check.check_profiles(rows, db.settings, run=not no_run)]
+    if as_json:
+        common.emit_json(reports[0] if name else reports)
+    else:
+        for i, rep in enumerate(reports):
+            if i:
+                click.echo("")
+            click.echo(f"{rep['profile']} ({rep['adapter']}): {'ok' if rep['ok'] else 'NOT READY'}")
+            for item in rep["checks"]:
+                mark = "ok  " if item["ok"] and not item["warn"] else ("warn" if item["ok"] else "FAIL")
+                click.echo(f"  {mark} {item['name']}: {item['detail']}")
+                if item["fix"] and (not item["ok"] or item["warn"]):
+                    click.echo(f"       fix: {item['fix']}")
+        if not reports:
+            click.echo("no profiles: add one with `agentboard profiles add NAME --adapter claude`")
+    if not all(r["ok"] for r in reports):
+        raise SystemExit(1)

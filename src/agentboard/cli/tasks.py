@@ -69,6 +69,8 @@ def _not_before(value: str | None) -> float | None:
               help="a named check of the board that must pass (repeatable; `boards checks list`)")
 @click.option("--not-before", "not_before", default=None, metavar="TIME",
               help="wait in todo until TIME (ISO-8601 in UTC, epoch seconds, or 30m / 2h / 1d from now)")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help="the model the agent CLI runs this task with (over the profile's)")
 @board_option
 @json_option
 @handle_errors
@@ -76,7 +78,8 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
            triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
-           verify: tuple[str, ...], checks: tuple[str, ...], not_before: str | None, board: str | None,
+           verify: tuple[str, ...], checks: tuple[str, ...], not_before: str | None, model_name: str | None,
+           board: str | None,
            as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
     from agentboard.domain import model
@@ -92,14 +95,14 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
             "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
             "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
             "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
-            "review": review, "verify": all_verify or None, "not_before": not_before})
+            "review": review, "verify": all_verify or None, "not_before": not_before, "model": model_name})
     else:
         task = tasks.create(
             common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
             tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
             branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
             max_retries=max_retries, skills=skills, review=review, verify=all_verify,
-            actor=common.actor(), not_before=_not_before(not_before),
+            actor=common.actor(), not_before=_not_before(not_before), model=model_name,
         )
         _warn_if_not_a_profile(task["assignee"])
     if as_json:
@@ -174,6 +177,7 @@ def _print_detail(t: dict[str, Any]) -> None:
         ("skills", t.get("skills")), ("verify", t.get("verify")),
         ("review", "required" if t.get("review_required") else None),
         ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
+        ("model", t.get("model")),
         ("current run", t.get("current_run_id")), ("result", t.get("result")),
         ("failures", t.get("consecutive_failures") or None),
         ("created", f"{age(t.get('created_at'))} ago by {t.get('created_by') or '-'}"),
@@ -286,14 +290,16 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
 @click.option("--result", default=None, metavar="LINE")
 @click.option("--verify", "verify", multiple=True, metavar="CMD",
               help="replace the verify commands (repeatable; '' alone clears them)")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help="the model the agent CLI runs this task with ('' clears it: the profile's)")
 @task_board_option
 @json_option
 @handle_errors
 def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
          priority: str | None, tenant: str | None, goal: str | None, max_runtime: str | None,
-         max_retries: int | None, result: str | None, verify: tuple[str, ...], board: str | None,
-         as_json: bool) -> None:
-    """Change a task's title, body, priority, tenant, limits or verify commands (no status change)."""
+         max_retries: int | None, result: str | None, verify: tuple[str, ...], model_name: str | None,
+         board: str | None, as_json: bool) -> None:
+    """Change a task's title, body, priority, tenant, model, limits or verify commands (no status change)."""
     from agentboard.kernel import tasks
 
     slug = common.task_board(task_id, board)
@@ -302,7 +308,7 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
-        actor=common.actor(), **({"verify": commands} if commands is not None else {}),
+        model=model_name, actor=common.actor(), **({"verify": commands} if commands is not None else {}),
     )
     common.emit(task, as_json, f"{task['id']}: edited")
 

@@ -7,14 +7,26 @@
   <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>``; usage and cost come from
   the final ``{"type": "result"}`` event.
 - ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
-  ``turn.completed`` events.
+  ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides.
+- ``gemini``: Gemini CLI headless: ``gemini --output-format stream-json --approval-mode M
+  --prompt=<prompt>`` in a trusted folder (``GEMINI_CLI_TRUST_WORKSPACE``); the MCP server and
+  the allowed shell commands are in the workspace's ``.gemini/settings.json`` (kept out of git);
+  usage from the final ``{"type": "result"}`` event's ``stats``.
+- ``opencode``: ``opencode run --format json … -- <prompt>``; the MCP server and the
+  permission rules are in a config file under ``.board/`` named by ``OPENCODE_CONFIG``; usage
+  and cost are the sums of the ``step_finish`` events.
 
-Both read the installed CLI's version first (once per executable path and modification time)
-and refuse a version whose flags they were not built for. The profile's ``permission``
-(``edit``, ``full``, ``read``) maps to each CLI's own permission and sandbox flags.
+Each reads the installed CLI's version first (once per executable path and modification time)
+and refuses a version whose flags it was not built for. The profile's ``permission``
+(``edit``, ``full``, ``read``) maps to each CLI's own permission and sandbox flags; the task's
+``model`` (else the profile's) is passed as the CLI's model option.
 
-The profile's ``command`` names the executable for ``claude``/``codex`` (default ``claude`` /
-``codex``), so a profile can point at a wrapper or a test double.
+The profile's ``command`` names the executable (default: the adapter's name), so a profile can
+point at a wrapper or a test double.
+
+Reading the output (:func:`outcome_of`) also classifies a failure: ``auth`` (no key, expired
+login: the task waits for a person, with the login command), ``rate_limit`` (with the reset
+time when the CLI printed one) or ``network`` (retried with back-off).
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ import shlex
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +56,8 @@ class AdapterError(Exception):
 class Launch:
     argv: list[str]
     adapter: str
+    #: environment the agent CLI needs on top of the worker's (its config file)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def _substitute(text: str, values: dict[str, str], quote: bool) -> str:
@@ -72,9 +86,11 @@ def resolve_executable(name: str, path_env: str | None, cwd: Path) -> str:
 
 
 def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path, prompt_file: Path,
-          board: str, path_env: str | None = None, worker_uid: int | None = None) -> Launch:
+          board: str, path_env: str | None = None, worker_uid: int | None = None,
+          model: str | None = None) -> Launch:
     """The command line of a worker. ``worker_uid``: the user it runs as when not the
-    dispatcher's own (the ``claude`` adapter picks flags Claude Code accepts as root)."""
+    dispatcher's own (the ``claude`` adapter picks flags Claude Code accepts as root);
+    ``model``: the task's own model, over the profile's."""
     adapter = profile.get("adapter") or "command"
     command = (profile.get("command") or "").strip()
     values = {"task_id": task_id, "run_id": str(run_id), "workspace": str(workspace),
@@ -100,7 +116,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         argv[0] = resolve_executable(argv[0], path_env, workspace)
         return Launch(argv, adapter)
     if adapter not in CLI_ADAPTERS:
-        raise AdapterError(f"unknown adapter {adapter!r}: use command, claude or codex")
+        raise AdapterError(f"unknown adapter {adapter!r}: use command, {', '.join(CLI_ADAPTERS)}")
     try:
         base = shlex.split(command) if command else [adapter]
     except ValueError as exc:
@@ -113,7 +129,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     as_root = (os.geteuid() if worker_uid is None else worker_uid) == 0
     prompt = _prompt_text(prompt_file)
     mcp = workspace / ".mcp.json"
-    model = profile.get("model")
+    model = model or profile.get("model")
     if adapter == "claude":
         argv = [*base, "-p", "--output-format", "stream-json", "--verbose",
                 *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"))]
@@ -122,6 +138,23 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         if model:
             argv += ["--model", str(model)]
         return Launch([*argv, "--", prompt], adapter)
+    if adapter == "gemini":
+        _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
+        argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
+        if model:
+            argv += ["--model", str(model)]
+        # a trusted folder: Gemini CLI reads the workspace's settings and keeps the approval mode
+        return Launch([*argv, f"--prompt={prompt}"], adapter, {"GEMINI_CLI_TRUST_WORKSPACE": "true"})
+    if adapter == "opencode":
+        if model and "/" not in str(model):
+            raise AdapterError(f"opencode names a model provider/model (e.g. anthropic/claude-sonnet-4-5), not {model!r}: "
+                               "set the task's or the profile's --model that way")
+        config = _write_config(workspace, OPENCODE_CONFIG, _opencode_config(permission, _mcp_spec(mcp)))
+        argv = [*base, "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
+        if model:
+            argv += ["--model", str(model)]
+        return Launch([*argv, "--", prompt], adapter,
+                      {"OPENCODE_CONFIG": str(config), "OPENCODE_DISABLE_AUTOUPDATE": "1"})
     argv = [*base, "exec", "--json", "--skip-git-repo-check", *_CODEX_PERMISSION[permission], "--cd", str(workspace)]
     if model:
         argv += ["--model", str(model)]
@@ -132,18 +165,37 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
 # -- the installed CLI's version ---------------------------------------------------------------
 
 #: the adapters that start an agent CLI (the others run the profile's command line)
-CLI_ADAPTERS = ("claude", "codex")
-#: what a profile lets a ``claude``/``codex`` agent do without asking
+CLI_ADAPTERS = ("claude", "codex", "gemini", "opencode")
+#: what a profile lets an agent CLI do without asking
 PERMISSIONS = ("edit", "full", "read")
 #: the versions whose flags each adapter builds for: [lowest, first unsupported)
 SUPPORTED: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {
     "claude": ((2, 0, 0), (3, 0, 0)),
     "codex": ((0, 100, 0), (1, 0, 0)),
+    "gemini": ((0, 20, 0), (1, 0, 0)),
+    "opencode": ((1, 0, 0), (2, 0, 0)),
 }
-_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
-_NAMES = {"claude": "Claude Code", "codex": "Codex"}
+#: the npm package of each agent CLI
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli",
+            "opencode": "opencode-ai"}
+_PACKAGES = PACKAGES
+#: each agent CLI's name as its users know it
+NAMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "opencode": "opencode"}
+_NAMES = NAMES
+#: how a person gives each agent CLI its credentials
+LOGIN = {
+    "claude": "run `claude` once and `/login`, or set ANTHROPIC_API_KEY in the profile's env",
+    "codex": "run `codex login`, or set OPENAI_API_KEY in the profile's env",
+    "gemini": "run `gemini` once and choose a sign-in method, or set GEMINI_API_KEY in the profile's env",
+    "opencode": "run `opencode auth login`, or set the model provider's API key (e.g. ANTHROPIC_API_KEY) in the "
+                "profile's env",
+}
+#: the config files the ``gemini`` adapter (in the workspace, kept out of git) and the
+#: ``opencode`` adapter (under ``.board/``) write
+GEMINI_SETTINGS = ".gemini/settings.json"
+OPENCODE_CONFIG = "opencode.json"
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_VERSION_TIMEOUT = 20.0
+_VERSION_TIMEOUT = 60.0
 _versions: dict[tuple[str, int, int], tuple[int, int, int]] = {}
 _versions_lock = threading.Lock()
 
@@ -172,11 +224,41 @@ def cli_version(adapter: str, executable: str) -> tuple[int, int, int]:
     return version
 
 
+def forget_versions() -> None:
+    """Forget the versions read so far (each executable's is read again on its next use)."""
+    with _versions_lock:
+        _versions.clear()
+
+
 def _range(low: tuple[int, int, int], high: tuple[int, int, int]) -> str:
     return f">= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
 
 
+def _package_version(adapter: str, executable: str) -> tuple[int, int, int] | None:
+    """The version in the npm package the executable belongs to (its ``package.json``), when it
+    is one: no need to start the CLI (Gemini CLI takes seconds to print its version)."""
+    try:
+        here = Path(os.path.realpath(executable)).parent
+    except OSError:
+        return None
+    for folder in (here, *list(here.parents)[:3]):
+        try:
+            meta = json.loads((folder / "package.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("name") == PACKAGES[adapter]:
+            found = _VERSION_RE.match(str(meta.get("version") or ""))
+            if found:
+                major, minor, patch = (int(g) for g in found.groups())
+                return major, minor, patch
+        return None  # the first package.json up the tree is another package's
+    return None
+
+
 def _probe_version(adapter: str, executable: str) -> tuple[int, int, int]:
+    packaged = _package_version(adapter, executable)
+    if packaged is not None:
+        return packaged
     try:
         proc = subprocess.run([executable, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               timeout=_VERSION_TIMEOUT, check=False)
@@ -265,14 +347,112 @@ def _codex_mcp_overrides(mcp: Path) -> list[str]:
     return out
 
 
+_GEMINI_APPROVAL = {"edit": "auto_edit", "full": "yolo", "read": "default"}
+
+
+def _mcp_spec(mcp: Path) -> dict[str, dict[str, Any]]:
+    """The MCP servers of the workspace's ``.mcp.json`` (name → command, args, env)."""
+    try:
+        servers = json.loads(mcp.read_text()).get("mcpServers", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(servers, dict):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, spec in servers.items():
+        if not isinstance(spec, dict) or not spec.get("command") or not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
+            continue
+        env = _obj(spec.get("env"))
+        out[str(name)] = {"command": str(spec["command"]), "args": [str(a) for a in spec.get("args") or []],
+                          "env": {str(k): str(v) for k, v in env.items()}}
+    return out
+
+
+def _write_config(workspace: Path, name: str, data: dict[str, Any]) -> Path:
+    """Write an agent CLI's config file in the workspace (a bare name: under ``.board/``),
+    owner-only: it holds the run token of the MCP server's environment."""
+    path = workspace / (name if "/" in name else f".board/{name}")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise AdapterError(f"cannot write the agent's config file {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _write_gemini_settings(workspace: Path, data: dict[str, Any]) -> Path:
+    """The workspace settings Gemini CLI reads in a trusted folder; never one the repository
+    tracks (it would show in the task's diff)."""
+    from ..protocol import boarddir
+
+    if (workspace / GEMINI_SETTINGS).exists() and boarddir.is_tracked(workspace, GEMINI_SETTINGS):
+        raise AdapterError(f"the repository tracks {GEMINI_SETTINGS}, where the gemini adapter puts the board's MCP "
+                           "server: untrack it, or give the task a scratch workspace")
+    path = _write_config(workspace, GEMINI_SETTINGS, data)
+    boarddir.git_exclude(workspace, [GEMINI_SETTINGS])  # once per repository (it adds only missing lines)
+    return path
+
+
+def _gemini_settings(permission: str, servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Gemini CLI settings: the board's MCP servers (trusted: their tools run without asking)
+    and the shell commands the permission mode allows (``full`` allows everything already)."""
+    out: dict[str, Any] = {"mcpServers": {n: {**spec, "trust": True} for n, spec in servers.items()}}
+    if permission == "edit":
+        out["tools"] = {"allowed": ["run_shell_command"]}
+    elif permission == "read":
+        out["tools"] = {"allowed": ["run_shell_command(agentboard)"]}
+    return out
+
+
+_OPENCODE_PERMISSION: dict[str, dict[str, Any]] = {
+    "edit": {"edit": "allow", "bash": "allow", "question": "deny"},
+    "full": {"*": "allow", "external_directory": "allow", "doom_loop": "allow", "question": "deny"},
+    "read": {"edit": "deny", "bash": {"*": "deny", "agentboard *": "allow"}, "question": "deny"},
+}
+
+
+def _opencode_config(permission: str, servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """opencode config: the board's MCP servers as local servers and the permission rules."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "mcp": {n: {"type": "local", "command": [spec["command"], *spec["args"]], "environment": spec["env"],
+                    "enabled": True} for n, spec in servers.items()},
+        "permission": _OPENCODE_PERMISSION[permission],
+    }
+
+
 # -- reading the output ------------------------------------------------------------------------
 
-_RATE_LIMIT = re.compile(r"usage limit|rate.?limit|\b429\b|too many requests|quota", re.I)
+_RATE_LIMIT = re.compile(r"usage limit|rate.?limit|\b429\b|too many requests|quota|resource.?exhausted", re.I)
+_AUTH = re.compile(
+    r"not logged in|please run /login|/login\b|invalid api key|invalid x-api-key|authentication_error|"
+    r"\b401\b|unauthori[sz]ed|oauth token has expired|token (has )?expired|login (has )?expired|"
+    r"please set an auth method|api key not valid|api_key_invalid|unauthenticated|missing bearer|"
+    r"incorrect api key|no api key|ProviderAuthError|ProviderModelNotFoundError|permission_denied|"
+    r"could not load the default credentials|codex login", re.I)
+_NETWORK = re.compile(
+    r"fetch failed|econnrefused|econnreset|enotfound|eai_again|etimedout|getaddrinfo|connection refused|"
+    r"connection error|connection reset|unable to connect|cannot connect to api|error sending request|"
+    r"stream disconnected|waiting for network|network (error|is unreachable)|socket hang up|"
+    r"dns error|timed out while connecting|overloaded|bad gateway|service unavailable", re.I)
+#: the CLIs print a reset time in one of these ways
+_RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
+_RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
+                       r"seconds?|secs?|d|h|m|s)(?![a-z])[\s,]*(?:and\s+)?)+)", re.I)
+_RETRY_DELAY = re.compile(r"\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"|retry-after\"?\s*[:=]\s*\"?(\d+)", re.I)
+_UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+#: the longest cool-down a printed reset time may set
+_RESET_MAX = 8 * 86400.0
 
 
 @dataclass
 class Outcome:
-    """What the agent's output says: usage, a final message, whether it hit a rate limit."""
+    """What the agent's output says: usage, a final message, whether and how it failed."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -280,14 +460,23 @@ class Outcome:
     final_text: str | None = None
     is_error: bool = False
     rate_limited: bool = False
-    #: a ``claude``/``codex`` run whose output has no final event (Claude Code's ``result``,
-    #: Codex's ``turn.completed``/``turn.failed``): it stopped before doing any work
+    #: a CLI adapter run whose output has no final event (Claude Code's and Gemini CLI's
+    #: ``result``, Codex's ``turn.completed``/``turn.failed``, opencode's ``step_finish`` or
+    #: ``error``): it stopped before doing any work
     no_result: bool = False
+    #: ``auth``, ``rate_limit`` or ``network`` when the run failed for that reason
+    failure: str | None = None
+    #: when a rate limit ends (epoch seconds), when the CLI said
+    retry_at: float | None = None
+    #: the error the CLI reported, in one line
+    error: str | None = None
+    #: tool calls the agent made
+    tool_uses: int = 0
 
 
-def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
+def _read_log(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> str:
     if log_path is None or not log_path.exists():
-        return []
+        return ""
     try:
         size = log_path.stat().st_size
         start = max(since, size - max_bytes)
@@ -295,8 +484,12 @@ def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024
             fh.seek(start)
             data = fh.read()
     except OSError:
-        return []
-    return json_events(data.decode("utf-8", "replace"))
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def _json_lines(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
+    return json_events(_read_log(log_path, since, max_bytes))
 
 
 def json_events(text: str) -> list[dict[str, Any]]:
@@ -315,49 +508,228 @@ def json_events(text: str) -> list[dict[str, Any]]:
 
 
 def read_output(adapter: str, log_path: Path | None, since: int = 0) -> Outcome:
-    """Usage and the final message from the part of the log this run wrote (from ``since``)."""
-    return outcome_of(adapter, _json_lines(log_path, since))
+    """Usage, the final message and the failure class from the part of the log this run wrote
+    (from ``since``)."""
+    text = _read_log(log_path, since)
+    return outcome_of(adapter, json_events(text), text)
 
 
-def outcome_of(adapter: str, events: list[dict[str, Any]]) -> Outcome:
-    """Usage and the final message in the JSON events of a ``claude`` or ``codex`` run: Claude
-    Code's final ``{"type": "result"}`` event, Codex's ``turn.completed`` usage and last agent
-    message."""
+def outcome_of(adapter: str, events: list[dict[str, Any]], text: str = "") -> Outcome:
+    """Usage, the final message and the failure class in the output of an agent CLI run:
+    ``events`` its JSON lines, ``text`` all it printed (stderr included) when known."""
     out = Outcome()
-    if adapter == "claude":
-        for ev in events:
-            if ev.get("type") != "result":
-                continue
-            usage = ev.get("usage") or {}
-            out.input_tokens = _int(usage.get("input_tokens"))
-            out.output_tokens = _int(usage.get("output_tokens"))
-            cost = ev.get("total_cost_usd", ev.get("cost_usd"))
-            out.cost_usd = float(cost) if isinstance(cost, int | float) else None
-            out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
-            out.is_error = bool(ev.get("is_error")) or ev.get("subtype") not in (None, "success")
-            out.rate_limited = out.is_error and bool(_RATE_LIMIT.search(str(ev.get("result") or "")))
-        out.no_result = not any(ev.get("type") == "result" for ev in events)
-    elif adapter == "codex":
-        tin = tout = 0
-        seen = False
-        for ev in events:
-            kind = ev.get("type")
-            if kind == "turn.completed" and isinstance(ev.get("usage"), dict):
-                seen = True
-                tin += _int(ev["usage"].get("input_tokens")) or 0
-                tout += _int(ev["usage"].get("output_tokens")) or 0
-            elif kind == "item.completed" and isinstance(ev.get("item"), dict):
-                item = ev["item"]
-                if item.get("type") in ("agent_message", "assistant_message") and isinstance(item.get("text"), str):
-                    out.final_text = item["text"]
-            elif kind in ("turn.failed", "error"):
-                out.is_error = True
-                msg = json.dumps(ev)
-                out.rate_limited = out.rate_limited or bool(_RATE_LIMIT.search(msg))
-        if seen:
-            out.input_tokens, out.output_tokens = tin, tout
-        out.no_result = not any(ev.get("type") in ("turn.completed", "turn.failed") for ev in events)
+    reader = _READERS.get(adapter)
+    if reader is None:
+        return out
+    reader(events, out)
+    if out.is_error or out.no_result:
+        _classify(out, events, text)
     return out
+
+
+def _claude(events: list[dict[str, Any]], out: Outcome) -> None:
+    for ev in events:
+        if ev.get("type") == "assistant":
+            content = (ev.get("message") or {}).get("content") if isinstance(ev.get("message"), dict) else None
+            if isinstance(content, list):
+                out.tool_uses += sum(1 for c in content if isinstance(c, dict) and c.get("type") == "tool_use")
+        if ev.get("type") != "result":
+            continue
+        usage = ev.get("usage") or {}
+        out.input_tokens = _int(usage.get("input_tokens"))
+        out.output_tokens = _int(usage.get("output_tokens"))
+        cost = ev.get("total_cost_usd", ev.get("cost_usd"))
+        out.cost_usd = float(cost) if isinstance(cost, int | float) else None
+        out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
+        out.is_error = bool(ev.get("is_error")) or ev.get("subtype") not in (None, "success")
+        if out.is_error:
+            out.error = _line(out.final_text or ev.get("subtype"))
+    out.no_result = not any(ev.get("type") == "result" for ev in events)
+
+
+def _codex(events: list[dict[str, Any]], out: Outcome) -> None:
+    tin = tout = 0
+    seen = False
+    for ev in events:
+        kind = ev.get("type")
+        if kind == "turn.completed" and isinstance(ev.get("usage"), dict):
+            seen = True
+            tin += _int(ev["usage"].get("input_tokens")) or 0
+            tout += _int(ev["usage"].get("output_tokens")) or 0
+        elif kind in ("item.started", "item.completed") and isinstance(ev.get("item"), dict):
+            item = ev["item"]
+            if kind == "item.completed" and item.get("type") in ("agent_message", "assistant_message") \
+                    and isinstance(item.get("text"), str):
+                out.final_text = item["text"]
+            elif kind == "item.started" and item.get("type") in ("command_execution", "mcp_tool_call", "file_change",
+                                                                   "web_search"):
+                out.tool_uses += 1
+        elif kind in ("turn.failed", "error"):
+            out.is_error = True
+            err = _obj(ev.get("error")) or ev
+            out.error = _line(err.get("message") or json.dumps(ev))
+    if seen:
+        out.input_tokens, out.output_tokens = tin, tout
+    out.no_result = not any(ev.get("type") in ("turn.completed", "turn.failed") for ev in events)
+
+
+def _gemini(events: list[dict[str, Any]], out: Outcome) -> None:
+    text: list[str] = []
+    for ev in events:
+        kind = ev.get("type")
+        if kind == "tool_use":
+            out.tool_uses += 1
+            text = []  # the final message is what the agent said after its last tool call
+        elif kind == "message" and ev.get("role") == "assistant" and isinstance(ev.get("content"), str):
+            text.append(ev["content"])
+        elif kind == "error" and ev.get("severity") == "error":
+            out.error = _line(ev.get("message"))
+        elif kind == "result":
+            stats = _obj(ev.get("stats"))
+            out.input_tokens = _int(stats.get("input_tokens"))
+            out.output_tokens = _int(stats.get("output_tokens"))
+            if ev.get("status") != "success":
+                out.is_error = True
+                err = _obj(ev.get("error"))
+                out.error = _line(err.get("message")) or out.error or "the run ended with an error"
+    out.final_text = "".join(text).strip() or None
+    out.no_result = not any(ev.get("type") == "result" for ev in events)
+
+
+def _opencode(events: list[dict[str, Any]], out: Outcome) -> None:
+    tin = tout = 0
+    cost = 0.0
+    steps = 0
+    for ev in events:
+        kind = ev.get("type")
+        part = _obj(ev.get("part"))
+        if kind == "tool_use":
+            out.tool_uses += 1
+        elif kind == "text" and isinstance(part.get("text"), str):
+            out.final_text = part["text"]
+        elif kind == "step_finish":
+            steps += 1
+            tokens = _obj(part.get("tokens"))
+            cache = _obj(tokens.get("cache"))
+            tin += (_int(tokens.get("input")) or 0) + (_int(cache.get("read")) or 0) + (_int(cache.get("write")) or 0)
+            tout += (_int(tokens.get("output")) or 0) + (_int(tokens.get("reasoning")) or 0)
+            if isinstance(part.get("cost"), int | float):
+                cost += float(part["cost"])
+        elif kind == "error":
+            out.is_error = True
+            err = _obj(ev.get("error"))
+            data = _obj(err.get("data"))
+            out.error = _line(f"{err.get('name') or 'error'}: {data.get('message') or ''}".strip(": "))
+    if steps:
+        out.input_tokens, out.output_tokens, out.cost_usd = tin, tout, round(cost, 9)
+    out.no_result = not steps and not out.is_error
+
+
+_READERS = {"claude": _claude, "codex": _codex, "gemini": _gemini, "opencode": _opencode}
+
+
+def _classify(out: Outcome, events: list[dict[str, Any]], text: str) -> None:
+    """The failure class of a run that failed, from its error and what it printed."""
+    said = "\n".join(filter(None, [out.error, out.final_text if out.is_error else None]))
+    # the error events and stderr lines (not what the agent's tools printed)
+    noise = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("{"))
+    errors = "\n".join(_error_text(ev) for ev in events)
+    for source in (said, errors, noise):
+        if not source:
+            continue
+        if _RATE_LIMIT.search(source):
+            out.failure, out.rate_limited = "rate_limit", True
+            out.retry_at = reset_time(source)
+            return
+        if _AUTH.search(source):
+            out.failure = "auth"
+            return
+        if _NETWORK.search(source):
+            out.failure = "network"
+            return
+
+
+def _error_text(ev: dict[str, Any]) -> str:
+    """The error words of one event (its message, status, the error it carries), not its numbers."""
+    kind = ev.get("type")
+    if kind not in ("error", "turn.failed", "result", "system"):
+        return ""
+    if kind == "system" and ev.get("subtype") != "api_retry":
+        return ""
+    if kind == "result" and not (ev.get("is_error") or ev.get("status") == "error"):
+        return ""
+    parts: list[str] = []
+    for key in ("message", "result", "error", "error_status"):
+        value = ev.get(key)
+        if isinstance(value, dict):
+            data = _obj(value.get("data"))
+            parts += [str(value.get(k)) for k in ("name", "type", "message") if value.get(k)]
+            parts += [str(data.get(k)) for k in ("message", "statusCode", "responseBody") if data.get(k)]
+        elif value is not None and not isinstance(value, bool):
+            parts.append(str(value))
+    return " ".join(parts)
+
+
+def reset_time(text: str, now: float | None = None) -> float | None:
+    """When a rate limit ends, from what the CLI printed (Claude Code's ``limit reached|<epoch>``,
+    "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``), else None."""
+    import time
+    at = time.time() if now is None else now
+    m = _RESET_EPOCH.search(text)
+    if m:
+        epoch = float(m.group(1))
+        return epoch if at < epoch <= at + _RESET_MAX else None
+    m = _RESET_IN.search(text)
+    if m:
+        total = 0.0
+        for num, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", m.group(1), re.I):
+            total += float(num) * _UNIT.get(unit[0].lower(), 0)
+        if 0 < total <= _RESET_MAX:
+            return at + total
+    m = _RETRY_DELAY.search(text)
+    if m:
+        secs = float(m.group(1) or m.group(2))
+        if 0 < secs <= _RESET_MAX:
+            return at + secs
+    return None
+
+
+def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1024) -> tuple[int, int]:
+    """The tool calls an agent CLI's log shows after byte ``since`` (the last ``max_bytes`` of
+    it), and the offset to read from next time (after the last whole line)."""
+    if adapter not in _READERS:
+        return 0, since
+    try:
+        size = log_path.stat().st_size
+        start = max(since, size - max_bytes)
+        with log_path.open("rb") as fh:
+            fh.seek(start)
+            data = fh.read(size - start)
+    except OSError:
+        return 0, since
+    end = data.rfind(b"\n") + 1
+    return tool_uses(adapter, data[:end].decode("utf-8", "replace")), start + end
+
+
+def tool_uses(adapter: str, text: str) -> int:
+    """How many tool calls an agent CLI's output (a part of its log) shows: each one is a sign of
+    progress (a heartbeat)."""
+    if adapter not in _READERS:
+        return 0
+    out = Outcome()
+    _READERS[adapter](json_events(text), out)
+    return out.tool_uses
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _line(value: Any) -> str | None:
+    if not value:
+        return None
+    first = str(value).strip().splitlines()
+    return first[0][:500] if first else None
 
 
 def _int(value: Any) -> int | None:

@@ -199,6 +199,7 @@ class _Pass:
             w.poll()
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
+        self._resume_timed(snap.timed_blocks, slugs)
         self._promote(held)
         self._schedules(slugs)
         if not self.dry_run:  # supervision tasks are created before spawning, started like any task
@@ -211,6 +212,22 @@ class _Pass:
             if ends:
                 self._due(min(ends) + 0.01)
         return self.report, self.due
+
+    def _resume_timed(self, ends: dict[str, float], slugs: set[str]) -> None:
+        """Tasks blocked for a rate limit whose cool-down has ended go back to the queue (so this
+        pass can start them); the next end still ahead is when a pass is due."""
+        if self.dry_run:
+            return
+        due = sorted(b for b, at in ends.items() if b in slugs and at <= self.now)
+        if due:
+            try:
+                self.report.resumed += len(kd.resume_timed_blocks(self.ctx.db, due, self.now))
+            except AgentboardError as exc:
+                log.warning("resuming rate-limited tasks failed: %s", exc)
+            self._due(self.now + 1.0)  # a board may hold later ends too
+        later = [at for b, at in ends.items() if b in slugs and at > self.now]
+        if later:
+            self._due(min(later) + 0.01)
 
     def _hold(self, boards: list[Row]) -> list[Row]:
         """The boards this pass acts on: the ones asked for whose settings are valid and whose

@@ -32,6 +32,7 @@ from ..domain.errors import AgentboardError, NotFound, StaleRun
 from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
 from ..kernel import runs as kr
+from ..kernel import tasks as ktasks
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle, review
 from ..store.engine import Row
@@ -50,6 +51,8 @@ EXIT_RATE_LIMITED = 75
 REPORTED_GRACE = 30
 #: seconds what an exited worker left running in its process group gets between SIGTERM and SIGKILL
 EXIT_GROUP_GRACE = 2.0
+#: an agent CLI's tool calls count as a heartbeat at most this often (seconds)
+TOOL_HEARTBEAT_MIN = 60.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ class ExitFacts:
     @property
     def adapter(self) -> str:
         return str(self.profile.get("adapter") or "command")
+
+    @property
+    def cli(self) -> str:
+        """The agent CLI's name as its users know it."""
+        return adapters.NAMES.get(self.adapter, f"the {self.adapter} agent")
 
 
 def earliest(*times: float | None) -> float | None:
@@ -246,6 +254,8 @@ class Reaper:
         runtime_end = started + max_rt if max_rt else None
         last_hb = float(r["last_heartbeat_at"] or started)
         stale_after, quiet = float(ctx.settings.stale_timeout), float(ctx.settings.stale_heartbeat)
+        if w is not None and now - last_hb >= min(TOOL_HEARTBEAT_MIN, quiet / 2) and self._made_progress(r, w):
+            last_hb = now  # its tool calls since the last look are its heartbeat
         if now - started > stale_after and now - last_hb > quiet:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "stale",
                             f"running for {int((now - started) // 60)} min with no heartbeat in the last "
@@ -254,6 +264,24 @@ class Reaper:
         renew = self._renew_claim(r, now)
         return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
                                           renew.due))
+
+    def _made_progress(self, r: Row, w: spawn.Worker) -> bool:
+        """An agent CLI worker whose log shows tool calls since the last look: recorded as a
+        heartbeat (so a working agent that never calls the heartbeat verb is not stale)."""
+        adapter = str((w.profile or {}).get("adapter") or "command")
+        if adapter not in adapters.CLI_ADAPTERS:
+            return False
+        calls, w.scanned = adapters.progress(adapter, w.log_path, max(w.scanned, w.log_offset))
+        if not calls:
+            return False
+        try:
+            kr.heartbeat(self.ctx.db, r["board"], r["id"], run_id=r["current_run_id"],
+                         note=f"{calls} tool call{'s' if calls != 1 else ''} (from the agent's output)",
+                         actor=str(w.profile.get("name") or adapter))
+        except AgentboardError as exc:
+            log.info("heartbeat of run %s from its tool calls: %s", r["current_run_id"], exc)
+            return False
+        return True
 
     def _renew_claim(self, r: Row, now: float) -> Check:
         """A live local worker keeps its claim (renewed well before expiry, so other hosts never
@@ -434,26 +462,40 @@ class Reaper:
         return True
 
     def _classify(self, r: Row, facts: ExitFacts, out: adapters.Outcome) -> None:
-        """An exit nothing reported: a rate limit, a protocol violation (exit 0) or a crash; the
-        first exit 0 of a run without a report nudges the worker once instead."""
+        """An exit nothing reported: a missing login (the task waits for a person), a rate limit
+        (blocked until it resets), a lost network (retried with back-off), a protocol violation
+        (exit 0) or a crash; the first exit 0 of a run without a report nudges the worker once
+        instead."""
         exit_code = facts.exit_code
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
-        rate_limited = out.rate_limited or exit_code == EXIT_RATE_LIMITED
-        # a worker that stopped by itself (exit 0) and said nothing; a failing exit is a crash
-        if not rate_limited and exit_code == 0 and self._nudged(r, facts):
+        said = f": {out.error}" if out.error else ""
+        if out.failure == "auth":
+            self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. {adapters.LOGIN[facts.adapter]}, "
+                        "then unblock the task")
             return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
-            cooldown = float(self.ctx.settings.rate_limit_cooldown)
-            res = self.fail(r, "rate_limited", f"the agent hit a rate limit (exit {exit_code}); retrying after "
-                            f"a {int(cooldown)}s cooldown{detail}", exit_code=exit_code, cooldown=cooldown)
-            if res is not None:
-                self.ctx.notes.note(("cooldown", r["current_run_id"]), r["board"], r["id"], "respawn_guarded",
-                                    {"reason": "rate-limit cooldown", "until": time.time() + cooldown})
+            reset = out.retry_at
+            until = reset if reset is not None else time.time() + float(self.ctx.settings.rate_limit_cooldown)
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+            source = "the reset time it gave" if reset is not None else "the rate_limit_cooldown setting"
+            self._block(r, "rate_limited", f"{facts.cli} hit a rate limit or quota{said} (exit {exit_code}); the "
+                        f"dispatcher resumes the task at {when} ({source})", until=until)
+            return
+        if out.failure == "network":
+            s = self.ctx.settings
+            n = kd.network_failures(self.ctx.db, r["id"]) + 1
+            delay = min(float(s.network_retry_max), float(s.network_retry_base) * 2 ** (n - 1))
+            self.fail(r, "crashed", f"{kd.NETWORK_ERROR} {n} in a row: {facts.cli} could not reach its service{said}; "
+                      f"retrying in {int(delay)}s{detail}", exit_code=exit_code, cooldown=delay,
+                      count=n > int(s.network_retry_limit))
             return
         if exit_code == 0 and out.no_result:
             self.fail(r, "crashed", f"the {facts.adapter} agent exited 0 without its final result event: it "
                       "stopped before doing any work" + detail, exit_code=0)
+            return
+        # a worker that stopped by itself (exit 0) and said nothing is reminded once
+        if exit_code == 0 and self._nudged(r, facts):
             return
         if exit_code == 0:
             self.fail(r, "protocol_violation",
@@ -461,6 +503,16 @@ class Reaper:
                       "`agentboard complete`/`block`, no valid .board/result.json" + detail, exit_code=0)
             return
         self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + detail, exit_code=exit_code)
+
+    def _block(self, r: Row, kind: str, reason: str, until: float | None = None) -> None:
+        """Block the running task ``r`` (its run closed), unless the run is no longer current."""
+        try:
+            ktasks.block(self.ctx.db, r["board"], r["id"], reason[:4000], kind=kind, run_id=r["current_run_id"],
+                         actor="dispatcher", until=until)
+        except StaleRun:
+            return
+        except AgentboardError as exc:
+            log.info("could not block %s (%s): %s", r["id"], kind, exc)
 
 
 def _crash_error(exit_code: int | None, pid: int | None) -> str:

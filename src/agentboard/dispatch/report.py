@@ -85,6 +85,8 @@ class PassReport:
     reclaimed: int = 0
     extended: int = 0
     promoted: int = 0
+    #: tasks whose rate-limit block ended and went back to the queue in this pass
+    resumed: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     skipped_boards: list[str] = field(default_factory=list)
     spawn_failed: list[SpawnFailed] = field(default_factory=list)
@@ -106,6 +108,8 @@ class PassReport:
             "skipped_boards": list(self.skipped_boards),
             "spawn_failed": [f.to_dict() for f in self.spawn_failed],
         }
+        if self.resumed:
+            out["resumed"] = self.resumed
         if self.skipped_reason is not None:
             out["skipped_reason"] = self.skipped_reason
         return out

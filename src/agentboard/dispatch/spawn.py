@@ -151,6 +151,8 @@ class Worker:
     deadline: float | None = None
     exit_code: int | None = None
     exited: bool = False
+    #: how far the dispatcher has read the log for signs of progress (tool calls)
+    scanned: int = 0
 
     @property
     def pid(self) -> int:

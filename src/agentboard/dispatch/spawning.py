@@ -327,9 +327,11 @@ class Spawner:
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
                                      prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"),
-                                     worker_uid=at.confinement.uid)
+                                     worker_uid=at.confinement.uid,
+                                     model=None if at.review else at.task.get("model"))
         except adapters.AdapterError as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
+        env.update(command.env)
         return Launch(at, command, env)
 
     def start(self, ln: Launch) -> Started:

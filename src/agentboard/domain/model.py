@@ -137,3 +137,21 @@ def attachment_name(value: str) -> str:
     if len(name.encode("utf-8")) > 255:
         raise InvalidInput(f"invalid attachment name {value!r}: longer than 255 bytes")
     return name
+
+
+#: the longest model name a task or profile names
+MODEL_NAME_MAX = 200
+
+
+def model_name(value: str | None) -> str | None:
+    """A model name for an agent CLI's ``--model`` (None or empty: none). One word of at most
+    200 printable characters."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if len(value) > MODEL_NAME_MAX or any(c.isspace() or not c.isprintable() for c in value):
+        raise InvalidInput(f"invalid model {value[:60]!r}: a model name is one word of at most "
+                           f"{MODEL_NAME_MAX} printable characters (e.g. claude-sonnet-4-5, openai/gpt-5)")
+    return value

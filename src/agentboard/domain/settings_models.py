@@ -63,7 +63,7 @@ class ProfileFields(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=COMMAND_MAX)] | None = None
-    adapter: Literal["command", "claude", "codex"] | None = None
+    adapter: Literal["command", "claude", "codex", "gemini", "opencode"] | None = None
     isolation: Literal["none", "user", "sandbox"] | None = None
     permission: Literal["edit", "full", "read"] | None = None
     description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX)] | None = None

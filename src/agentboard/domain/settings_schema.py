@@ -28,10 +28,10 @@ from .errors import InvalidInput
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-ADAPTERS = ("command", "claude", "codex")
+ADAPTERS = ("command", "claude", "codex", "gemini", "opencode")
 #: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
 ISOLATION = ("none", "user", "sandbox")
-#: what a ``claude``/``codex`` agent may do without asking (``dispatch/adapters.py``)
+#: what an agent CLI (``claude``, ``codex``, ``gemini``, ``opencode``) may do without asking (``dispatch/adapters.py``)
 PERMISSION = ("edit", "full", "read")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 #: the largest ``max_parallel`` / ``failure_limit``

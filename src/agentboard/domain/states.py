@@ -33,10 +33,14 @@ BLOCK_KINDS: Final[tuple[str, ...]] = (
     "dependency",
     "manual",
     "merge_conflict",
+    "rate_limited",
 )
 
 #: block kinds that wait for a person (shown as such on the board)
 PERSON_KINDS: Final = frozenset({"needs_input", "rejected", "manual"})
+
+#: block kinds the dispatcher lifts by itself when the task's cool-down ends (``cooldown_until``)
+TIMED_BLOCK_KINDS: Final = frozenset({"rate_limited"})
 
 #: goal statuses: ``verifying`` once all its tasks are done, until its acceptance is checked
 GOAL_STATUSES: Final[tuple[str, ...]] = ("active", "verifying", "done", "cancelled")

@@ -1,6 +1,8 @@
 """Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
 
 - :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
+- :func:`resume_timed_blocks` — tasks blocked for a rate limit go back to the queue when their
+  cool-down ends.
 - :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
   guards need.
 - :func:`claim_batch` — claim several chosen ready tasks in one transaction
@@ -27,6 +29,7 @@ from ..domain.errors import Conflict, InvalidInput, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import board_settings, default_assignee, get_task, task_out
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
+from .tasks import unblock_in
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
@@ -50,6 +53,8 @@ class PassSnapshot:
     cooldowns: dict[str, float]
     #: every open review run (see :func:`review_candidates`) with its task's board
     reviewing: list[Row] = field(default_factory=list)
+    #: per board, the earliest end of a timed block (``rate_limited``), past ones included
+    timed_blocks: dict[str, float] = field(default_factory=dict)
 
 
 def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
@@ -67,8 +72,28 @@ def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
                 "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
             reviewing=tx.all(_REVIEWING, {"rv": REVIEW_CLAIM + "%"}),
+            timed_blocks={r["board"]: float(r["until"]) for r in tx.all(
+                "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
+                "AND block_kind = 'rate_limited' GROUP BY board") if r["until"] is not None},
         )
     return db.read(_r)
+
+
+def resume_timed_blocks(db: Database, boards: list[str], now: float | None = None) -> list[Row]:
+    """Unblock, in one transaction, the tasks of ``boards`` whose timed block
+    (``rate_limited``) has ended: they go back to ready (or todo), an ``unblocked`` event each."""
+    at = time.time() if now is None else now
+    if not boards:
+        return []
+
+    def _w(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {"now": at}
+        rows = tx.all(
+            "SELECT id, board FROM tasks WHERE status = 'blocked' AND block_kind = 'rate_limited' "
+            "AND cooldown_until <= :now AND board IN " + in_list("b", boards, params) + " ORDER BY id",
+            params)
+        return [unblock_in(tx, r["board"], r["id"], actor="dispatcher") for r in rows]
+    return db.write(_w)
 
 
 def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
@@ -77,7 +102,7 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
         rows = tx.all(
             "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.completed_at, "
             "t.consecutive_failures, t.last_failure_error, t.last_outcome, t.workspace_kind, "
-            "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, "
+            "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, t.model, "
             "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "
             "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
             "FROM tasks t WHERE t.board = :b AND t.status = 'ready' "
@@ -91,6 +116,24 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
                 if not r["assignee"]:
                     r["default_assignee"] = fallback
         return rows
+    return db.read(_r)
+
+
+#: how a run that lost its agent's network starts its error (:func:`network_failures` counts them)
+NETWORK_ERROR = "network failure"
+
+
+def network_failures(db: Database, task_id: str, limit: int = 50) -> int:
+    """How many of the task's last closed runs in a row ended with a network failure."""
+    def _r(tx: Tx) -> int:
+        rows = tx.all("SELECT error FROM task_runs WHERE task_id = :t AND status = 'closed' ORDER BY id DESC LIMIT :n",
+                      {"t": task_id, "n": limit})
+        count = 0
+        for r in rows:
+            if not str(r["error"] or "").startswith(NETWORK_ERROR):
+                break
+            count += 1
+        return count
     return db.read(_r)
 
 

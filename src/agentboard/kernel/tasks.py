@@ -36,14 +36,16 @@ from .runs import (
     stale_error,
 )
 
+_model = model  # the module, where a parameter named ``model`` (a task's model) hides it
+
 _INSERT_TASK = (
     "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
     "created_by, created_at, updated_at, workspace_kind, workspace_path, branch_name, "
-    "idempotency_key, skills, max_runtime_seconds, max_retries, review_required, verify, "
+    "idempotency_key, skills, max_runtime_seconds, max_retries, review_required, verify, model, "
     "consecutive_failures, protocol_violations, rework_count, block_kind, block_reason, not_before) "
     "VALUES (:id, :board, :title, :body, :assignee, :status, :priority, :tenant, :goal_id, "
     ":created_by, :now, :now, :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
-    ":max_runtime, :max_retries, :review, :verify, 0, 0, 0, :block_kind, :block_reason, :not_before) "
+    ":max_runtime, :max_retries, :review, :verify, :model, 0, 0, 0, :block_kind, :block_reason, :not_before) "
     "ON CONFLICT (id) DO NOTHING"
 )
 
@@ -78,6 +80,8 @@ class NewTask:
     check_board: bool = True
     #: the task waits in todo until this time (epoch seconds)
     not_before: float | None = None
+    #: the model the agent CLI runs this task with (None: the profile's)
+    model: str | None = None
 
     @classmethod
     def build(
@@ -103,28 +107,29 @@ class NewTask:
         actor: str | None = None,
         check_board: bool = True,
         not_before: float | None = None,
+        model: str | None = None,
     ) -> NewTask:
         """Check and normalize what a caller gave :func:`create` (raises ``InvalidInput``)."""
         if assignee is not None:
-            assignee = model.profile_name(assignee) if assignee.strip() else None
-        ws_kind, ws_path = model.workspace(workspace)
+            assignee = _model.profile_name(assignee) if assignee.strip() else None
+        ws_kind, ws_path = _model.workspace(workspace)
         if max_retries is not None and int(max_retries) < 1:
             raise InvalidInput("--max-retries must be at least 1")
         return cls(
             board=board,
-            title=model.title(title),
-            body=model.body(body),
+            title=_model.title(title),
+            body=_model.body(body),
             assignee=assignee,
             parents=tuple(parents),
             tenant=tenant or None,
             goal=goal or None,
-            priority=model.priority(priority),
+            priority=_model.priority(priority),
             triage=bool(triage),
             workspace_kind=ws_kind,
             workspace_path=ws_path,
             branch=branch or None,
             idempotency_key=idempotency_key or None,
-            max_runtime=model.duration(max_runtime),
+            max_runtime=_model.duration(max_runtime),
             max_retries=None if max_retries is None else int(max_retries),
             skills=tuple(s for s in skills if s),
             review=bool(review),
@@ -132,6 +137,7 @@ class NewTask:
             actor=actor,
             check_board=check_board,
             not_before=None if not_before is None else float(not_before),
+            model=_model.model_name(model),
         )
 
 
@@ -217,6 +223,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "max_retries": new.max_retries,
         "review": 1 if new.review else 0,
         "verify": dump_json(verify),
+        "model": new.model,
         "block_kind": None,
         "block_reason": None,
         "not_before": new.not_before,
@@ -270,6 +277,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "max_retries": new.max_retries,
         "review_required": new.review,
         "verify": verify,
+        "model": new.model,
         "current_run_id": None,
         "consecutive_failures": 0,
         "not_before": new.not_before,
@@ -300,6 +308,7 @@ def create(
     actor: str | None = None,
     check_board: bool = True,
     not_before: float | None = None,
+    model: str | None = None,
 ) -> Row:
     """Create a task; ready iff every parent is done and it has an assignee (and its
     ``not_before`` time, if any, has come)."""
@@ -307,7 +316,7 @@ def create(
         board, title, body=body, assignee=assignee, parents=parents, tenant=tenant, goal=goal,
         priority=priority, triage=triage, workspace=workspace, branch=branch,
         idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
-        skills=skills, review=review, verify=verify, actor=actor, check_board=check_board,
+        skills=skills, review=review, verify=verify, actor=actor, check_board=check_board, model=model,
         not_before=not_before,
     )
     return create_task(db, new)
@@ -381,7 +390,7 @@ def _block_reason(reason: str | None, kind: str) -> str:
 
 
 def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int | None, actor: str | None,
-           on: str | None = None) -> Row:
+           on: str | None = None, until: float | None = None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     if run_id is not None and task["current_run_id"] != run_id:
         raise stale_error(task, run_id)
@@ -391,14 +400,20 @@ def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int
     now = time.time()
     closed = None
     if task["status"] == states.RUNNING:
-        closed = _close_open_run(tx, task, "blocked", now, summary=reason)
+        # a run stopped by a rate limit keeps that as its outcome
+        closed = _close_open_run(tx, task, "rate_limited" if kind == "rate_limited" else "blocked", now,
+                                 summary=reason)
     tx.execute(
         f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, block_on = NULL, {_CLEAR_CLAIM}, "
-        "updated_at = :now WHERE id = :id",
-        {"k": kind, "r": reason, "now": now, "id": task_id},
+        "cooldown_until = :u, updated_at = :now WHERE id = :id",
+        {"k": kind, "r": reason, "u": until, "now": now, "id": task_id},
     )
-    tx.event(board, task_id, "blocked", {"reason": reason, "kind": kind}, run_id=closed, actor=actor, at=now)
-    task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None, block_on=None)
+    payload: dict[str, Any] = {"reason": reason, "kind": kind}
+    if until is not None:
+        payload["until"] = until
+    tx.event(board, task_id, "blocked", payload, run_id=closed, actor=actor, at=now)
+    task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None, block_on=None,
+                cooldown_until=until)
     task = supervision.on_blocked(tx, board, task, kind, reason, actor)
     return task_out(task)
 
@@ -450,14 +465,18 @@ def block(
     run_id: int | None = None,
     on: str | None = None,
     actor: str | None = None,
+    until: float | None = None,
 ) -> Row:
-    """Block a task with a reason. ``kind="dependency"`` with ``on=TASK_ID``: the task waits in
-    todo and resumes by itself when that task is done."""
+    """Block a task with a reason and a kind. ``kind="dependency"`` with ``on=TASK_ID``: the task
+    waits in todo and resumes by itself when that task is done. ``until`` (epoch seconds): when a
+    timed kind (``rate_limited``) ends; the dispatcher unblocks the task then, by itself."""
     reason = _block_reason(reason, kind)
     on = (on or "").strip() or None
     if on and kind != "dependency":
         raise InvalidInput("--on names the task a dependency waits for: use it with --kind dependency")
-    return db.write(_block, board, task_id, reason, kind, run_id, actor, on)
+    if until is not None and kind not in states.TIMED_BLOCK_KINDS:
+        raise InvalidInput(f"only a {' or '.join(sorted(states.TIMED_BLOCK_KINDS))} block ends at a set time")
+    return db.write(_block, board, task_id, reason, kind, run_id, actor, on, until)
 
 
 def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
@@ -479,6 +498,11 @@ def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
 
 def unblock(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
     return db.write(_unblock, board, task_id, actor)
+
+
+def unblock_in(tx: Tx, board: str, task_id: str, *, actor: str | None = None) -> Row:
+    """:func:`unblock` inside the caller's transaction."""
+    return _unblock(tx, board, task_id, actor)
 
 
 def _archive(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
@@ -593,7 +617,7 @@ def assign(
     return db.write(_assign, board, task_id, _assignee(assignee), reclaim, actor)
 
 
-_EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_seconds", "max_retries", "review_required", "verify", "skills", "branch_name", "goal_id")
+_EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_seconds", "max_retries", "review_required", "verify", "skills", "branch_name", "goal_id", "model")
 
 
 def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str | None) -> Row:
@@ -653,6 +677,8 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
             value = dump_json(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
+        elif key == "model":
+            value = _model.model_name(str(value))  # an empty value clears it: the profile's model
         elif key in ("tenant", "goal_id") and value == "":
             value = None  # an empty value clears the field
         changes[key] = value

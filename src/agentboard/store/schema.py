@@ -82,6 +82,7 @@ tasks = sa.Table(
     sa.Column("base_branch", sa.Text),
     sa.Column("integration", sa.String(16)),
     sa.Column("pr_url", sa.Text),
+    sa.Column("model", sa.String(200)),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",

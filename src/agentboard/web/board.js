@@ -162,6 +162,7 @@ function renderCard(card) {
       { title: `${done} of ${card.child_count} children done` }, `${done}/${card.child_count}`));
   }
   if (card.review_required) pills.push(h("span.pill.pill-review", { title: "review required" }, "review"));
+  if (card.model) pills.push(h("span.pill.pill-model", { title: `model: ${card.model} (over the profile's)` }, h("span.pill-text", card.model)));
   if (card.decompose_backoff) {
     const b = card.decompose_backoff;
     pills.push(h("span.pill.pill-fail.pill-backoff", {

@@ -210,9 +210,20 @@ function metaRow() {
   };
   priority.addEventListener("change", savePriority);
   priority.addEventListener("keydown", (ev) => { if (ev.key === "Enter") priority.blur(); });
+  // the task's own model, handed to whichever agent CLI runs it; empty: the profile's
+  const model = h("input.meta-model", { type: "text", value: task.model || "", maxlength: "200", placeholder: "the profile's model",
+    "aria-label": "model", title: "the model the agent CLI runs this task with (e.g. claude-sonnet-4-5, openai/gpt-5); empty: the profile's" });
+  model.addEventListener("change", async () => {
+    const v = model.value.trim();
+    if (v !== (task.model || "") && (await patch({ model: v }))) refreshDrawer();
+  });
+  model.addEventListener("keydown", (ev) => { if (ev.key === "Enter") model.blur(); });
   return h("div.meta-grid",
     h("label", "Assignee"), assignee,
     h("label", "Priority"), priority,
+    h("label", "Model"), model,
+    task.status === "blocked" && task.block_kind === "rate_limited" && task.cooldown_until
+      ? [h("label", "Resumes"), h("span", { title: fmtTime(task.cooldown_until) }, `${fmtTime(task.cooldown_until)} (after its rate limit)`)] : null,
     task.tenant ? [h("label", "Tenant"), h("span.pill.pill-tenant", task.tenant)] : null,
     task.goal_id ? [h("label", "Goal"), h("span.pill.pill-goal", "◎ ", (task.goal && task.goal.title) || goalTitle(task.goal_id))] : null,
     h("label", "Created"), h("span", { title: fmtTime(task.created_at) }, `${ago(task.created_at)}${task.created_by ? ` by ${task.created_by}` : ""}`),

@@ -2,6 +2,7 @@
 
 import { api } from "./api.js";
 import { ago, clear, h, toast } from "./dom.js";
+import { profileCheck } from "./profile_check.js";
 import { STATUSES, STATUS_LABEL, emit, listOf, scope, state } from "./state.js";
 
 // ---- goals -----------------------------------------------------------------------------------
@@ -130,6 +131,7 @@ function profileRow(p, counts) {
     }
   };
   desc.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); save(); } });
+  const check = profileCheck(p);
   return h("article.profile", { dataset: { name: p.name } },
     h("header.profile-head",
       h("span.avatar", p.name.slice(0, 1).toUpperCase()),
@@ -143,7 +145,9 @@ function profileRow(p, counts) {
       h("span.profile-counts", Object.entries(counts).map(([s, n]) => h("span.goal-count", h(`span.dot.dot-${s}`), `${n} ${s}`)))),
     p.command ? h("code.profile-cmd", Array.isArray(p.command) ? p.command.join(" ") : String(p.command)) : null,
     desc,
-    h("div.row-end", status, h("span.spacer"), h("button.btn.btn-sm.profile-save", { type: "button", onclick: save }, "Save description")));
+    h("div.row-end", status, h("span.spacer"), check.button,
+      h("button.btn.btn-sm.profile-save", { type: "button", onclick: save }, "Save description")),
+    check.out);
 }
 
 // ---- new board -------------------------------------------------------------------------------

@@ -55,6 +55,21 @@ def patch_profile(request: Request, data: ProfilePatch, name: str = Name,
     return Json(profiles.update(state(request).db, name, actor=who.name, **fields))
 
 
+@router.get("/profiles/{name}/check", responses=responses(403, 404))
+def check_profile(request: Request, name: str = Name, run: bool = True,
+                  who: Principal = Depends(current)) -> Response:
+    """Would this profile's agent start (``profiles check``): executable and version, the command
+    line (prompt elided), the flags accepted by the CLI (``run=false`` skips starting it), MCP
+    wiring, credentials; each failed check with its fix. Starting a program on the host: an
+    administrator's."""
+    who.check_admin()
+    from ...dispatch import profile_check
+
+    st = state(request)
+    row = profiles.get(st.db, name)
+    return Json(profile_check.check_profiles([row], st.settings, run=run)[0].to_dict())
+
+
 @router.delete("/profiles/{name}", responses=responses(400, 404, 409))
 def remove_profile(request: Request, name: str = Name, who: Principal = Depends(current)) -> Response:
     who.check_admin()

@@ -83,7 +83,7 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         triage=data.triage, workspace=data.workspace, branch=data.branch,
         idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
         max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
-        actor=who.name, not_before=not_before_of(data.not_before, time.time()))
+        actor=who.name, not_before=not_before_of(data.not_before, time.time()), model=data.model)
     return Json(task, status_code=201)
 
 
@@ -131,6 +131,8 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
         value = getattr(data, key)
         if value is not None:
             edits[key] = value
+    if "model" in sent:
+        edits["model"] = model.model_name(data.model) or ""  # "" clears it
     if "assignee" in sent and data.assignee:
         model.profile_name(data.assignee)
     if "status" in sent and data.status is None:
@@ -148,7 +150,7 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
-                           "goal_id or verify")
+                           "goal_id, verify or model")
     db = state(request).db
 
     def apply() -> dict[str, Any]:

@@ -1,0 +1,42 @@
+"""GET /api/profiles/{name}/check: the `profiles check` report over REST (administrators only)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .conftest import start_api
+
+CLIS = Path(__file__).resolve().parents[2] / ".cache" / "agentclis" / "node_modules" / ".bin"
+
+
+def real_cli(name: str) -> str:
+    path = CLIS / name
+    if not path.exists():
+        reason = f"the real {name} CLI is not installed in {CLIS.parent.parent} (scripts/test installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return str(path)
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in report["checks"]}
+
+
+def test_the_api_gives_an_administrator_the_same_check_and_refuses_others(ab, tmp_path):
+    exe = real_cli("opencode")
+    ab.add_profile("oc", adapter="opencode", command=exe, model_name="anthropic/claude-sonnet-4-5",
+                   env={"HOME": str(tmp_path), "ANTHROPIC_API_KEY": "x"})
+    with start_api(ab) as a:
+        r = a.as_admin.get("/api/profiles/oc/check", params={"run": "false"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["ok"] and body["profile"] == "oc"
+        assert "flags accepted" not in by_name(body)
+        assert "--model anthropic/claude-sonnet-4-5" in by_name(body)["command line"]["detail"]
+        member = a.client(a.token("someone"))
+        assert member.get("/api/profiles/oc/check").status_code == 403
+        assert a.as_admin.get("/api/profiles/nobody/check").status_code == 404
