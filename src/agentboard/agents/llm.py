@@ -419,13 +419,14 @@ def parse_json(text: str) -> Any:
 
 
 def record_usage(db: Database, board: str, task_id: str, use: str, answer: Answer) -> None:
-    """An ``llm_used`` event on the task: the use, backend, model, usage and latency."""
-    from ..kernel import runs
+    """An ``llm_used`` event on the task (the use, backend, model, usage and latency), its usage
+    counted against the task's budgets in the same transaction."""
+    from ..kernel import budgets
 
     payload: dict[str, Any] = {"use": use, "backend": answer.backend, "model": answer.model,
                                "latency_s": round(answer.latency_s, 3)}
     payload.update(answer.usage or {})
-    runs.record_telemetry(db, board, task_id, "llm_used", payload, actor=f"llm:{use}")
+    budgets.record_llm_usage(db, board, task_id, payload, actor=f"llm:{use}")
 
 
 __all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "command_env", "kill_group",

@@ -54,6 +54,10 @@ COMMANDS: dict[str, str] = {
     "mcp": "agentboard.cli.mcp:mcp",
     "wiki": "agentboard.cli.wiki:wiki",
     "llm": "agentboard.cli.llm:llm",
+    "budget": "agentboard.cli.budget:budget",
+    "diagnostics": "agentboard.cli.diagnostics:diagnostics",
+    "promote": "agentboard.cli.diagnostics:promote",
+    "unguard": "agentboard.cli.diagnostics:unguard",
 }
 
 

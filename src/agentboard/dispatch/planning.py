@@ -34,6 +34,7 @@ from ..kernel.profiles import profile_out
 from ..store.engine import Row
 from . import breaker
 from .auto_decompose import AutoDecomposer
+from .budget_watch import BudgetWatch
 from .reaping import FoundExit, Reaper, earliest
 from .report import PassReport, Skipped, WouldSpawn
 from .reviewing import Reviewing
@@ -141,6 +142,8 @@ class Planner:
         self.bad_settings: dict[str, str] = {}
         #: triage tasks of auto boards, decomposed on their own threads
         self.auto = AutoDecomposer(ctx)
+        #: workers of spent budgets stopped, budget-blocked tasks released
+        self.budgets = BudgetWatch(ctx)
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -173,6 +176,8 @@ class _Pass:
             w.poll()
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
+        if not self.dry_run:
+            self._due(self.planner.budgets.check(snap.running, slugs, self.now))
         self._promote(held)
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM

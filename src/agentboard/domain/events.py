@@ -26,9 +26,11 @@ GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
     "replan_proposed", "budget_exhausted", "budget_warning",
 )
+#: budgets and diagnostics
+BUDGETS: Final = ("budget_changed", "unguarded")
 BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_restored", "board_deleted", "profile_changed", "wiki_changed")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD)
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + BUDGETS)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(

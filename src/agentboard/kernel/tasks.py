@@ -10,6 +10,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
+from . import budgets
 from .common import (
     default_assignee,
     get_task,
@@ -327,6 +328,7 @@ def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str
         "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'",
         {"o": outcome, "now": now, "s": summary, "e": error, "r": run_id},
     )
+    budgets.account_run_in(tx, int(run_id))
     return int(run_id)
 
 
