@@ -20,6 +20,8 @@ from . import errors
 from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
 from .routes import boards, goals, links, profiles, system, tasks, wiki, worker
+from .routes import budgets as budget_routes
+from .routes import diagnostics as diagnostics_routes
 from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
 
@@ -73,7 +75,7 @@ def create_app(
     )
     app.state.ab = state
     errors.install(app)
-    for module in (boards, tasks, worker, links, goals, profiles, wiki, system):
+    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, budget_routes, diagnostics_routes):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.add_api_websocket_route("/api/events", events_socket)

@@ -98,8 +98,11 @@ def window(per: str, now: float) -> tuple[str, float]:
 
 def amount(metric: str, value: float) -> str:
     """A spend or a limit as people read it."""
-    if metric == "cost":
-        return f"${value:,.2f}"
+    if metric == "cost":  # cents, and down to a hundredth of a cent when it says more
+        text = f"{value:,.4f}"
+        while text.endswith("0") and len(text.split(".")[1]) > 2:
+            text = text[:-1]
+        return "$" + text
     if metric == "tokens":
         return f"{int(value):,} tokens"
     if metric == "runs":
@@ -305,11 +308,17 @@ def for_task(db: Database, task_id: str) -> list[Row]:
 # -- accounting ----------------------------------------------------------------------------------
 
 
+#: a closed run whose worker's exit is not processed after this many seconds no longer counts as
+#: a run whose usage is still to come
+PENDING_FOR = 600.0
+
 _RUN_USAGE = (
-    "INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, cost_usd) "
+    "INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, cost_usd, "
+    "pending) "
     "SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
     "CASE WHEN COALESCE(r.ended_at, :now2) > r.started_at THEN COALESCE(r.ended_at, :now3) - r.started_at ELSE 0 END, "
-    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0) "
+    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
+    "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
     "RETURNING board, task_id, goal_id, profile"
 )
@@ -326,6 +335,23 @@ def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None) -> N
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if budgets:
         _check_in(tx, budgets, row["board"], row["task_id"], run_id, now, actor=actor)
+
+
+def run_updated_in(tx: Tx, run_id: int, *, tokens: int = 0, cost_usd: float = 0.0, exited: bool = False) -> None:
+    """Facts learned after a run closed: the usage its agent printed (added to the run's row of
+    the ledger) and its worker's exit (its usage is no longer to come). Checks the budgets."""
+    tx.execute("UPDATE budget_usage SET tokens = tokens + :dt, cost_usd = cost_usd + :dc, "
+               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END WHERE run_id = :r AND source = 'run'",
+               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id})
+    if tx.rowcount != 1 or not (tokens or cost_usd):
+        return
+    row = tx.one("SELECT board, task_id, goal_id, profile FROM budget_usage WHERE run_id = :r AND source = 'run'",
+                 {"r": run_id})
+    if row is None:
+        return
+    found = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
+    if found:
+        _check_in(tx, found, row["board"], row["task_id"], run_id, time.time(), actor="dispatcher")
 
 
 def account_usage_in(tx: Tx, board: str, task_id: str | None, *, run_id: int | None = None,
@@ -406,6 +432,13 @@ def _check_in(tx: Tx, budgets: list[Row], board: str, task_id: str | None, run_i
 # -- the gate ------------------------------------------------------------------------------------
 
 
+def _pending(tx: Tx, scope: str, ref: str, now: float) -> int:
+    """Closed runs of a scope whose usage is still to come (their worker's exit not processed)."""
+    col = _SCOPE_COL[scope]
+    return int(tx.scalar(f"SELECT COUNT(*) FROM budget_usage WHERE {col} = :r AND pending = 1 AND at > :since",
+                         {"r": ref, "since": now - PENDING_FOR}) or 0)
+
+
 def _in_flight(tx: Tx, scope: str, ref: str) -> int:
     """Runs of a scope under way (tasks running)."""
     if scope == "task":
@@ -457,6 +490,7 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
     for b in budgets:
         spent = spend_in(tx, b["scope"], b["ref"], b["per"], now)
         flying = _in_flight(tx, b["scope"], b["ref"]) + sum(1 for t in also or () if _in_scope(b["scope"], b["ref"], t))
+        unknown = None  # closed runs whose usage is still to come count like runs under way for tokens and cost
         for m in METRICS:
             limit = b.get(LIMIT_OF[m])
             if limit is None:
@@ -473,9 +507,14 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
                 if expected is None:
                     expected = expected_in(tx, task.get("assignee"))
                 need, source = expected[0][m], expected[1]
-            remaining = limit - spent[m] - flying * need
+            waiting = flying
+            if m in ("tokens", "cost") and need > 0:
+                if unknown is None:
+                    unknown = _pending(tx, b["scope"], b["ref"], now)
+                waiting += unknown
+            remaining = limit - spent[m] - waiting * need
             if need > 0 and remaining < need:
-                under_way = f", {flying} under way" if flying else ""
+                under_way = f", {waiting} under way" if waiting else ""
                 return (f"{scope_name(b)} cannot afford another run: {m} {amount(m, spent[m])} of "
                         f"{amount(m, limit)} spent{under_way}, {amount(m, max(remaining, 0.0))} left is below "
                         f"the expected {amount(m, need)} of one run ({source}); raise it with "

@@ -143,7 +143,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.current_run_id, EXISTS ("
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.current_run_id, t.parents_override = 0 AND EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))

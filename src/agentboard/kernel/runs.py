@@ -56,7 +56,7 @@ def claim_ttl(tx: Tx, ttl: int | None) -> int:
 
 #: the task and whether any parent is still pending, in one statement
 _CLAIM_READ = (
-    "SELECT t.id, t.status, t.assignee, t.board, EXISTS ("
+    "SELECT t.id, t.status, t.assignee, t.board, t.parents_override = 0 AND EXISTS ("
     " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
     " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
     "FROM tasks t WHERE t.id = :id AND t.board = :b"
@@ -810,17 +810,18 @@ def record_telemetry(db: Database, board: str, task_id: str | None, kind: str, p
 
 def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
     usage_keys = {"input_tokens", "output_tokens", "cost_usd"} & set(fields)
-    before = (tx.one("SELECT board, task_id, status, input_tokens, output_tokens, cost_usd, synthetic FROM task_runs "
+    before = (tx.one("SELECT status, input_tokens, output_tokens, cost_usd, synthetic FROM task_runs "
                      "WHERE id = :r", {"r": run_id}) if usage_keys else None)
     sets = ", ".join(f"{k} = :{k}" for k in fields)
     tx.execute(f"UPDATE task_runs SET {sets} WHERE id = :rid", {**fields, "rid": run_id})
     if before is not None and before["status"] == "closed" and not before["synthetic"]:
-        # usage learned after the run closed (its worker reported first): count the difference
+        # usage learned after the run closed (its worker reported first): add the difference
         def diff(key: str) -> float:
             return float(fields[key] or 0) - float(before[key] or 0) if key in fields else 0.0
-        budgets.account_usage_in(tx, before["board"], before["task_id"], run_id=run_id, source="run_usage",
-                                 tokens=int(diff("input_tokens") + diff("output_tokens")), cost_usd=diff("cost_usd"),
-                                 actor="dispatcher")
+        budgets.run_updated_in(tx, run_id, tokens=int(diff("input_tokens") + diff("output_tokens")),
+                               cost_usd=diff("cost_usd"), exited="exit_code" in fields)
+    elif "exit_code" in fields:
+        budgets.run_updated_in(tx, run_id, exited=True)
 
 
 _RUN_FIELDS = {"exit_code", "error", "metadata", "input_tokens", "output_tokens", "cost_usd", "log_path", "summary"}

@@ -73,6 +73,7 @@ tasks = sa.Table(
     sa.Column("result", sa.Text),
     sa.Column("workflow_template_id", sa.Text),
     sa.Column("current_step_key", sa.Text),
+    sa.Column("parents_override", sa.Integer, nullable=False, server_default="0"),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -338,8 +339,10 @@ budget_usage = sa.Table(
     sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
     sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+    sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_budget_usage_board", "board", "at"),
     sa.Index("ix_budget_usage_task", "task_id"),
+    sa.Index("ix_budget_usage_run", "run_id"),
     sa.Index("ix_budget_usage_profile", "profile", "at"),
     sa.Index(
         "ix_budget_usage_goal",

@@ -9,8 +9,11 @@ Create Date: 2026-11-30
   configured expected cost of one run, and the window in which its 80% warning and its 100%
   event were last written (so each is written once per window).
 - ``budget_usage``: what each closed run and each LLM helper call spent, with the task, goal,
-  board and profile it counts against, written in the transaction that closes the run. Runs
-  closed before this revision are copied in.
+  board and profile it counts against, written in the transaction that closes the run
+  (``pending`` while the worker's exit, which brings an agent's usage, is not processed yet).
+  Runs closed before this revision are copied in.
+- ``tasks.parents_override``: 1 when a person promoted the task over unfinished parents
+  (``agentboard promote --force``): the claim no longer sends it back to todo for them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
+    op.add_column("tasks", sa.Column("parents_override", sa.Integer, nullable=False, server_default="0"))
     op.create_table(
         "budgets",
         sa.Column("id", BigId, primary_key=True, autoincrement=True),
@@ -59,9 +63,11 @@ def upgrade() -> None:
         sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
         sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
         sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+        sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     )
     op.create_index("ix_budget_usage_board", "budget_usage", ["board", "at"])
     op.create_index("ix_budget_usage_task", "budget_usage", ["task_id"])
+    op.create_index("ix_budget_usage_run", "budget_usage", ["run_id"])
     op.create_index("ix_budget_usage_profile", "budget_usage", ["profile", "at"])
     op.create_index("ix_budget_usage_goal", "budget_usage", ["goal_id"],
                     sqlite_where=sa.text("goal_id IS NOT NULL"), postgresql_where=sa.text("goal_id IS NOT NULL"))
@@ -77,3 +83,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("budget_usage")
     op.drop_table("budgets")
+    with op.batch_alter_table("tasks") as batch:
+        batch.drop_column("parents_override")
