@@ -242,8 +242,8 @@ def _set(tx: Tx, scope: str, ref: str, limits: Limits, actor: str | None) -> Row
     assert b is not None
     out = _budget_out(tx, b, now)
     # a limit raised above the spend can warn and run out again in this window
-    tx.execute("UPDATE budgets SET warned_window = CASE WHEN :w THEN warned_window ELSE NULL END, "
-               "exhausted_window = CASE WHEN :x THEN exhausted_window ELSE NULL END WHERE id = :id",
+    tx.execute("UPDATE budgets SET warned_window = CASE WHEN :w = 1 THEN warned_window ELSE NULL END, "
+               "exhausted_window = CASE WHEN :x = 1 THEN exhausted_window ELSE NULL END WHERE id = :id",
                {"w": 1 if out["ratio"] >= WARN_AT else 0, "x": 1 if out["exhausted"] else 0, "id": b["id"]})
     tx.event(board or "default", ref if scope == "task" else None, "budget_changed",
              {"scope": scope, "ref": ref, "action": "set", "per": limits.per or None,
