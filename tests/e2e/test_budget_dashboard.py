@@ -1,0 +1,48 @@
+"""The budget lines and diagnostics in the dashboard: spent / limit with a bar in the drawer and
+the board header, and a finding's fix applied by its button (Chromium on a real server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_dashboard import T, card, uniq
+
+from agentboard.kernel import budgets
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # pragma: no cover - the browser fixture skips first
+    expect = None
+
+
+def test_a_spent_task_budget_shows_its_bar_and_the_fix_button_clears_it(page: Any, kernel: Any) -> None:
+    b = kernel.board()
+    if not any(p["name"] == "coder" for p in kernel.profiles()):
+        kernel.add_profile("coder", command="true")
+    t = b.create(uniq("Costly"), assignee="coder")
+    budgets.set_budget(kernel.db, "task", t["id"], budgets.Limits.build(max_runs=0, max_cost=2.0))
+    budgets.set_budget(kernel.db, "board", "default", budgets.Limits.build(max_cost=10.0, per="month"))
+    budgets.record_llm_usage(kernel.db, "default", t["id"], {"use": "specifier", "cost_usd": 1.7})
+    page.reload()
+    expect(page.locator("#topbar .budget-line")).to_contain_text("$1.70 / $10.00", timeout=T)
+    card(page, t["title"]).click()
+    drawer = page.locator("#drawer")
+    expect(drawer.locator(".budget-line.budget-warn")).to_contain_text("$1.70 / $2.00", timeout=T)
+    expect(drawer.locator(".budget-line.budget-spent")).to_contain_text("0 runs / 0 runs")
+    item = drawer.locator(".diag-item", has_text="budget spent")
+    expect(item).to_contain_text(f"the task {t['id']} budget is spent", timeout=T)
+    page.screenshot(path=str(_shot("budget_drawer.png")))
+    item.locator("button.diag-fix").click()
+    expect(drawer.locator(".diag-item", has_text="budget spent")).to_have_count(0, timeout=T)
+    assert budgets.show(kernel.db, scope="task", ref=t["id"]) == []
+    budgets.clear_budget(kernel.db, "board", "default")
+
+
+def _shot(name: str) -> Any:
+    from conftest import SCREENSHOTS
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS / name
