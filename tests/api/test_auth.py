@@ -61,12 +61,17 @@ def _writes(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None, 
         ("POST", "/api/dispatch", None, {}),
         ("POST", "/api/tokens", {"name": "x"}, {}),
         ("DELETE", "/api/tokens/{name}", None, {}),
+        ("PUT", "/api/budgets/{scope}/{ref}", {"max_cost": 5}, {}),
+        ("DELETE", "/api/budgets/{scope}/{ref}", None, {}),
+        ("POST", "/api/tasks/{task_id}/promote", {"force": True}, {}),
+        ("POST", "/api/tasks/{task_id}/unguard", None, {}),
     ]
 
 
 def _fill(path: str, ids: dict[str, Any], board: str = "default") -> str:
     values = {"slug": board, "task_id": ids.get("t1", "t_00000000"), "goal_id": ids.get("goal", "g_00000000"),
-              "name": "worker", "page": "notes", "run_id": "1", "attachment_id": "1"}
+              "name": "worker", "page": "notes", "run_id": "1", "attachment_id": "1", "scope": "board",
+              "ref": board}
     return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]), path)
 
 

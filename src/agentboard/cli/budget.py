@@ -39,7 +39,7 @@ def _scope_options(fn: Any) -> Any:
 
 
 def _line(b: dict[str, Any]) -> str:
-    parts = [b["lines"][m]["text"] for m in ("runs", "runtime", "tokens", "cost")
+    parts = [f"{m} {b['lines'][m]['text']}" for m in ("runs", "runtime", "tokens", "cost")
              if b["lines"][m]["limit"] is not None]
     per = f" per {b['per']} ({b['window']})" if b.get("per") else ""
     state = " — SPENT" if b["exhausted"] else (" — over 80%" if b["warning"] else "")
@@ -58,8 +58,8 @@ def budget() -> None:
 @click.option("--max-runtime", default=None, metavar="DUR", help="total runtime of its runs (30m, 2h, 1d or seconds)")
 @click.option("--max-tokens", default=None, type=int, metavar="N", help="input + output tokens")
 @click.option("--max-cost", default=None, type=float, metavar="USD", help="cost in US dollars")
-@click.option("--per", "per", default=None, type=click.Choice(["day", "month"]),
-              help="a window (UTC calendar day or month; boards and profiles)")
+@click.option("--per", "per", default=None, type=click.Choice(["day", "month", "none"]),
+              help="a window (UTC calendar day or month; boards and profiles); none removes it")
 @click.option("--expected-cost", default=None, type=float, metavar="USD",
               help="what one run of the profile is expected to cost (default: the median of its recent runs)")
 @json_option

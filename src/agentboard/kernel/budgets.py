@@ -57,7 +57,8 @@ class Limits:
     max_runtime: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
-    per: str = ""
+    #: ``day``, ``month``, ``""`` (no window); None: not given (a new budget has none, a changed one keeps its own)
+    per: str | None = None
     expected_cost: float | None = None
 
     @classmethod
@@ -73,10 +74,11 @@ class Limits:
             if out < 0:
                 raise InvalidInput(f"{name} must be 0 or more, got {value!r}")
             return out
-        per = (per or "").strip().lower()
-        if per in ("none", "total"):
-            per = ""
-        if per not in PERS:
+        if per is not None:
+            per = per.strip().lower()
+            if per in ("none", "total"):
+                per = ""
+        if per is not None and per not in PERS:
             raise InvalidInput(f"invalid window {per!r}: use day or month (or leave it out for no window)")
         runtime = model.duration(max_runtime) if isinstance(max_runtime, str) else max_runtime
         return cls(num("max_runs", max_runs, int), num("max_runtime", runtime, int),
@@ -125,14 +127,41 @@ def scope_name(b: Row) -> str:
 
 
 def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None) -> dict[str, float]:
-    """What scope ``ref`` spent in its current window: runs, runtime, tokens, cost."""
-    _, start = window(per, time.time() if now is None else now)
-    col = _SCOPE_COL[scope]
-    row = tx.one(
-        f"SELECT COALESCE(SUM(runs), 0) AS runs, COALESCE(SUM(runtime), 0) AS runtime, "
-        f"COALESCE(SUM(tokens), 0) AS tokens, COALESCE(SUM(cost_usd), 0) AS cost "
-        f"FROM budget_usage WHERE {col} = :ref AND at >= :start", {"ref": ref, "start": start}) or {}
+    """What budgeted scope ``ref`` spent in its current window: runs, runtime, tokens, cost (one
+    row of ``budget_totals``, kept with the ledger)."""
+    key, _ = window(per, time.time() if now is None else now)
+    row = tx.one("SELECT runs, runtime, tokens, cost_usd AS cost FROM budget_totals "
+                 "WHERE scope = :s AND ref = :r AND win = :w", {"s": scope, "r": ref, "w": key}) or {}
     return {m: float(row.get(m) or 0) for m in METRICS}
+
+
+def _rebuild_totals(tx: Tx, scope: str, ref: str, per: str, now: float) -> None:
+    """A budget set or changed: its current window's total summed from the ledger once."""
+    key, start = window(per, now)
+    col = _SCOPE_COL[scope]
+    tx.execute("DELETE FROM budget_totals WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
+    tx.execute(
+        f"INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
+        f"SELECT :s, :r, :w, COALESCE(SUM(runs), 0), COALESCE(SUM(runtime), 0), COALESCE(SUM(tokens), 0), "
+        f"COALESCE(SUM(cost_usd), 0) FROM budget_usage WHERE {col} = :ref AND at >= :start",
+        {"s": scope, "r": ref, "w": key, "ref": ref, "start": start})
+
+
+_ADD_TOTAL = (
+    "INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
+    "VALUES (:s, :r, :w, :runs, :rt, :tok, :cost) ON CONFLICT (scope, ref, win) DO UPDATE SET "
+    "runs = budget_totals.runs + excluded.runs, runtime = budget_totals.runtime + excluded.runtime, "
+    "tokens = budget_totals.tokens + excluded.tokens, cost_usd = budget_totals.cost_usd + excluded.cost_usd"
+)
+
+
+def _add_totals(tx: Tx, budgets: list[Row], at: float, runs: int, runtime: float, tokens: int, cost: float) -> None:
+    """Add one ledger row's spend to the totals of the budgets it counts against."""
+    if not budgets or not (runs or runtime or tokens or cost):
+        return
+    tx.executemany(_ADD_TOTAL, [
+        {"s": b["scope"], "r": b["ref"], "w": window(b["per"], at)[0], "runs": int(runs), "rt": float(runtime),
+         "tok": int(tokens), "cost": float(cost)} for b in budgets])
 
 
 def _ratio(b: Row, spent: dict[str, float]) -> tuple[float, str | None]:
@@ -220,8 +249,9 @@ def _set(tx: Tx, scope: str, ref: str, limits: Limits, actor: str | None) -> Row
         raise InvalidInput(f"a {scope} budget has no window: --per is for --board and --profile budgets")
     now = time.time()
     old = tx.one("SELECT * FROM budgets WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
+    per = limits.per if limits.per is not None else (old["per"] if old is not None else "")
     values = {"runs": limits.max_runs, "rt": limits.max_runtime, "tok": limits.max_tokens, "cost": limits.max_cost,
-              "exp": limits.expected_cost, "per": limits.per, "now": now, "s": scope, "r": ref, "b": board}
+              "exp": limits.expected_cost, "per": per, "now": now, "s": scope, "r": ref, "b": board}
     if old is None:
         if all(v is None for v in (limits.max_runs, limits.max_runtime, limits.max_tokens, limits.max_cost,
                                    limits.expected_cost)):
@@ -240,13 +270,14 @@ def _set(tx: Tx, scope: str, ref: str, limits: Limits, actor: str | None) -> Row
             "expected_cost = :exp, updated_at = :now, board = :b WHERE scope = :s AND ref = :r", values)
     b = tx.one("SELECT * FROM budgets WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     assert b is not None
+    _rebuild_totals(tx, scope, ref, per, now)
     out = _budget_out(tx, b, now)
     # a limit raised above the spend can warn and run out again in this window
     tx.execute("UPDATE budgets SET warned_window = CASE WHEN :w = 1 THEN warned_window ELSE NULL END, "
                "exhausted_window = CASE WHEN :x = 1 THEN exhausted_window ELSE NULL END WHERE id = :id",
                {"w": 1 if out["ratio"] >= WARN_AT else 0, "x": 1 if out["exhausted"] else 0, "id": b["id"]})
     tx.event(board or "default", ref if scope == "task" else None, "budget_changed",
-             {"scope": scope, "ref": ref, "action": "set", "per": limits.per or None,
+             {"scope": scope, "ref": ref, "action": "set", "per": per or None,
               **{k: b[k] for k in ("max_runs", "max_runtime", "max_tokens", "max_cost", "expected_cost")}},
              actor=actor, at=now)
     _check_in(tx, [b], board or "default", ref if scope == "task" else None, None, now)
@@ -267,6 +298,7 @@ def _clear(tx: Tx, scope: str, ref: str, actor: str | None) -> Row:
     if old is None:
         raise NotFound(f"no budget on {scope} {ref}; see them with `agentboard budget show`")
     tx.execute("DELETE FROM budgets WHERE id = :id", {"id": old["id"]})
+    tx.execute("DELETE FROM budget_totals WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     board = old.get("board")
     tx.event(board or "default", ref if scope == "task" else None, "budget_changed",
              {"scope": scope, "ref": ref, "action": "cleared"}, actor=actor)
@@ -320,7 +352,7 @@ _RUN_USAGE = (
     "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
     "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
-    "RETURNING board, task_id, goal_id, profile"
+    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd"
 )
 
 
@@ -334,6 +366,8 @@ def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None) -> N
         return
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if budgets:
+        _add_totals(tx, budgets, float(row["at"]), int(row["runs"]), float(row["runtime"]), int(row["tokens"]),
+                    float(row["cost_usd"]))
         _check_in(tx, budgets, row["board"], row["task_id"], run_id, now, actor=actor)
 
 
@@ -345,12 +379,13 @@ def run_updated_in(tx: Tx, run_id: int, *, tokens: int = 0, cost_usd: float = 0.
                {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id})
     if tx.rowcount != 1 or not (tokens or cost_usd):
         return
-    row = tx.one("SELECT board, task_id, goal_id, profile FROM budget_usage WHERE run_id = :r AND source = 'run'",
+    row = tx.one("SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE run_id = :r AND source = 'run'",
                  {"r": run_id})
     if row is None:
         return
     found = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if found:
+        _add_totals(tx, found, float(row["at"]), 0, 0.0, int(tokens), float(cost_usd))
         _check_in(tx, found, row["board"], row["task_id"], run_id, time.time(), actor="dispatcher")
 
 
@@ -375,6 +410,7 @@ def account_usage_in(tx: Tx, board: str, task_id: str | None, *, run_id: int | N
          "now": now, "tok": int(tokens), "cost": float(cost_usd)})
     budgets = _matching(tx, task_id, goal, board, profile if source != "llm" else None)
     if budgets:
+        _add_totals(tx, budgets, now, 0, 0.0, int(tokens), float(cost_usd))
         _check_in(tx, budgets, board, task_id, run_id, now, actor=actor)
 
 

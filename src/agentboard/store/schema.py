@@ -352,6 +352,19 @@ budget_usage = sa.Table(
     ),
 )
 
+# what each budgeted scope spent per window, kept with the ledger (0009)
+budget_totals = sa.Table(
+    "budget_totals",
+    metadata,
+    sa.Column("scope", sa.String(16), primary_key=True),
+    sa.Column("ref", sa.String(64), primary_key=True),
+    sa.Column("win", sa.String(16), primary_key=True),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
+    sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+)
+
 meta = sa.Table(
     "agentboard_meta",
     metadata,

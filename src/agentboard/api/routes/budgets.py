@@ -26,7 +26,7 @@ class BudgetBody(BaseModel):
     max_runtime: int | str | None = None
     max_tokens: int | None = Field(default=None, ge=0)
     max_cost: float | None = Field(default=None, ge=0)
-    per: Literal["day", "month"] | None = None
+    per: Literal["day", "month", "none"] | None = None
     expected_cost: float | None = Field(default=None, ge=0)
 
 

@@ -12,6 +12,8 @@ Create Date: 2026-11-30
   board and profile it counts against, written in the transaction that closes the run
   (``pending`` while the worker's exit, which brings an agent's usage, is not processed yet).
   Runs closed before this revision are copied in.
+- ``budget_totals``: what each budgeted scope spent per window (``all``, a day, a month), kept
+  up to date with the ledger in the same transactions, so a check reads one row.
 - ``tasks.parents_override``: 1 when a person promoted the task over unfinished parents
   (``agentboard promote --force``): the claim no longer sends it back to todo for them.
 """
@@ -65,6 +67,16 @@ def upgrade() -> None:
         sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
         sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     )
+    op.create_table(
+        "budget_totals",
+        sa.Column("scope", sa.String(16), primary_key=True),
+        sa.Column("ref", sa.String(64), primary_key=True),
+        sa.Column("win", sa.String(16), primary_key=True),
+        sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
+        sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
+        sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+    )
     op.create_index("ix_budget_usage_board", "budget_usage", ["board", "at"])
     op.create_index("ix_budget_usage_task", "budget_usage", ["task_id"])
     op.create_index("ix_budget_usage_run", "budget_usage", ["run_id"])
@@ -81,6 +93,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("budget_totals")
     op.drop_table("budget_usage")
     op.drop_table("budgets")
     with op.batch_alter_table("tasks") as batch:
