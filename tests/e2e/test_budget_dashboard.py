@@ -3,6 +3,7 @@ the board header, and a finding's fix applied by its button (Chromium on a real 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -46,3 +47,36 @@ def _shot(name: str) -> Any:
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS / name
+
+
+def test_a_card_nothing_can_run_carries_a_badge_whose_fix_button_clears_it(page: Any, kernel: Any) -> None:
+    if not any(p["name"] == "coder" for p in kernel.profiles()):
+        kernel.add_profile("coder", command="true")
+    t = kernel.board().create(uniq("Nobody runs me"), assignee="ghost")
+    page.reload()
+    badge = card(page, t["title"]).locator(".card-diag")
+    expect(badge).to_contain_text("no profile", timeout=T)
+    expect(badge).to_have_attribute("title", re.compile("'ghost', which does not exist"))
+    page.screenshot(path=str(_shot("card_badge.png")))
+    badge.locator("button.diag-fix").click()
+    expect(card(page, t["title"]).locator(".card-diag")).to_have_count(0, timeout=T)
+    shown = kernel.board().show(t["id"])
+    assert shown.get("task", shown)["assignee"] != "ghost"
+    assert not page.locator("#drawer").is_visible()  # the fix did not open the drawer
+
+
+def test_the_goal_view_shows_the_goal_budget_line(page: Any, kernel: Any) -> None:
+    if not any(p["name"] == "coder" for p in kernel.profiles()):
+        kernel.add_profile("coder", command="true")
+    b = kernel.board()
+    g = b.goal(uniq("Launch"))
+    t = b.create(uniq("Part of launch"), assignee="coder", goal=g["id"])
+    budgets.set_budget(kernel.db, "goal", g["id"], budgets.Limits.build(max_cost=4.0, max_tokens=1000))
+    budgets.record_llm_usage(kernel.db, "default", t["id"], {"use": "decomposer", "cost_usd": 1.0,
+                                                            "input_tokens": 900, "output_tokens": 100})
+    page.reload()
+    page.locator("button.tab[data-view='goals']").click()
+    goal = page.locator(f"article.goal[data-id='{g['id']}']")
+    expect(goal.locator(".budget-line.budget-ok")).to_contain_text("$1.00 / $4.00", timeout=T)
+    expect(goal.locator(".budget-line.budget-spent")).to_contain_text("1,000 tokens / 1,000 tokens")
+    page.screenshot(path=str(_shot("goal_budget.png")))

@@ -142,8 +142,9 @@ def _database(db: Database, settings: Any) -> list[Finding]:
 
 
 def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, host: str | None = None,
-             now: float | None = None) -> list[Row]:
-    """The findings on ``boards`` (or only those about ``task_id``), worst first."""
+             now: float | None = None, tasks_only: bool = False) -> list[Row]:
+    """The findings on ``boards`` (or only those about ``task_id``; ``tasks_only``: those about
+    some task, without the target directory and database checks), worst first."""
     settings = db.settings
     now = time.time() if now is None else now
     data = db.read(_reads, boards, task_id, now, settings)
@@ -211,7 +212,9 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid,
                                  severity="info"))
     found.extend(_budget_findings(db, boards, data["blocked"]))
-    if task_id is None:
+    if tasks_only:
+        found = [f for f in found if f.task_id]
+    elif task_id is None:
         for b in data["boards"]:
             found.extend(_target(b))
         found.extend(_database(db, settings))

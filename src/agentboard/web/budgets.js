@@ -71,3 +71,55 @@ function request(action) {
   if (m === "PATCH") return api.patch(action.path, action.body || {});
   return api.post(action.path, action.body || {});
 }
+
+// ---- badges on the board's cards -------------------------------------------------------------
+
+const CARD_REFRESH_MS = 10_000;
+let cardFindings = { board: null, at: 0, byTask: new Map(), loading: null };
+
+/** Put a badge on each card with a finding (its fix as a button). The findings are read at most
+ * every ten seconds per board; ``refresh`` forces a new read (after a fix). */
+export function decorateCards(root, board, { refresh = false, onFixed = null } = {}) {
+  const fresh = cardFindings.board === board && Date.now() - cardFindings.at < CARD_REFRESH_MS;
+  if (fresh && !refresh) {
+    applyBadges(root, onFixed);
+    return;
+  }
+  if (cardFindings.loading && !refresh) return;
+  cardFindings.loading = api.get("/api/diagnostics", { board, tasks_only: true }).then((found) => {
+    const byTask = new Map();
+    for (const f of found) {
+      if (!byTask.has(f.task_id)) byTask.set(f.task_id, []);
+      byTask.get(f.task_id).push(f);
+    }
+    cardFindings = { board, at: Date.now(), byTask, loading: null };
+    applyBadges(root, onFixed);
+  }).catch(() => { cardFindings.loading = null; });
+}
+
+function applyBadges(root, onFixed) {
+  for (const el of root.querySelectorAll(".card")) {
+    const old = el.querySelector(".card-diag");
+    if (old) old.remove();
+    const found = cardFindings.byTask.get(el.dataset.id);
+    if (!found || !found.length) continue;
+    const f = found[0];
+    const stop = (ev) => ev.stopPropagation();
+    const fix = f.action ? h("button.btn.btn-sm.diag-fix", {
+      type: "button", title: f.fix, onmousedown: stop, onpointerdown: stop,
+      onclick: async (ev) => {
+        ev.stopPropagation();
+        try {
+          await request(f.action);
+          toast(`fixed: ${f.fix}`, "ok");
+          cardFindings.at = 0;
+          if (onFixed) onFixed();
+        } catch (err) {
+          toast(err.message, "error");
+        }
+      },
+    }, "Fix") : null;
+    el.appendChild(h(`div.card-diag.diag-${f.severity}`, { title: `${f.message}${f.fix ? `\nfix: ${f.fix}` : ""}` },
+      h("span.diag-badge", `⚠ ${f.kind.replace(/_/g, " ")}`), fix));
+  }
+}

@@ -16,6 +16,7 @@ router = APIRouter(prefix="/api", tags=["diagnostics"])
 @router.get("/diagnostics", responses=responses(400, 404))
 def get_diagnostics(request: Request, board: str | None = Query(default=None, max_length=64),
                     task: str | None = Query(default=None, max_length=64),
+                    tasks_only: bool = Query(default=False, description="only findings about a task (the cards' badges)"),
                     who: Principal = Depends(current)) -> Response:
     """Findings on a board (or about one task), worst first, each with its fix command and, when
     the fix has a route, the ``action`` (method, path, body) that applies it."""
@@ -26,7 +27,7 @@ def get_diagnostics(request: Request, board: str | None = Query(default=None, ma
         slugs = [read_board(request, who, board)]
     else:
         slugs = [s for s in lookups.board_slugs(st.db) if who.sees(s)]
-    return Json(diagnostics.diagnose(st.db, slugs, task_id=task, host=st.settings.host_id))
+    return Json(diagnostics.diagnose(st.db, slugs, task_id=task, host=st.settings.host_id, tasks_only=tasks_only))
 
 
 class PromoteBody(BaseModel):
