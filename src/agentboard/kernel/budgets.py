@@ -558,6 +558,18 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
     return None
 
 
+def review_gate(db: Database, board: str, task_id: str, profile: str | None) -> str | None:
+    """Why a review run of ``task_id`` (by ``profile``, or by the LLM: the task's own profile)
+    must not start now, or None (the claim of the run checks it again)."""
+    def _r(tx: Tx) -> str | None:
+        t = tx.one("SELECT id, board, goal_id, assignee FROM tasks WHERE id = :t AND board = :b",
+                   {"t": task_id, "b": board})
+        if t is None:
+            return None
+        return gate_in(tx, {**t, "assignee": profile or t["assignee"]})
+    return db.read(_r)
+
+
 def block_in(tx: Tx, task: Row, reason: str, *, actor: str | None = "dispatcher") -> None:
     """Block a ready task with kind ``budget`` (the gate refused it)."""
     now = time.time()
@@ -697,6 +709,6 @@ def stop_run(db: Database, board: str, task_id: str, run_id: int, reason: str) -
 __all__ = [
     "LIMIT_OF", "METRICS", "PERS", "SCOPES", "Limits", "account_run_in", "account_usage_in", "amount", "block_in",
     "clear_budget", "expected_in", "for_task", "gate_batch_in", "gate_in", "record_llm_usage", "release",
-    "release_in", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
+    "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
     "usage_numbers", "window",
 ]
