@@ -42,7 +42,7 @@ def _drive(ab: Any, done: Any) -> None:
 
 def test_a_spent_task_budget_holds_its_review_run_and_raising_it_lets_the_llm_review(
         fake_llm: Any, ab: Any) -> None:
-    fake_llm.script('{"verdict": "approved", "score": 90, "summary": "Fine."}')
+    fake_llm.script({"text": '{"verdict": "approved", "score": 90, "summary": "Fine."}', "usage": {"cost": 0.25}})
     ab.add_profile("worker", command=RESULT_OK)
     board = ab.board()
     t = board.create("parse the dates", assignee="worker", review=True)
@@ -57,6 +57,9 @@ def test_a_spent_task_budget_holds_its_review_run_and_raising_it_lets_the_llm_re
     assert len(fake_llm.requests) == 1
     spent = budgets.for_task(ab.db, t["id"])[0]["spent"]
     assert spent["runs"] == 2  # the worker's run and the review run
+    review_run = [r for r in board.runs(t["id"]) if r["outcome"] == "reviewed"][0]
+    # the review call's usage counts once: on its run
+    assert spent["cost"] == 0.25 and spent["tokens"] == review_run["input_tokens"] + review_run["output_tokens"] > 0
 
 
 def test_the_supervisors_own_running_task_is_stopped_by_a_spent_board_budget(ab: Any, dispatcher: Any,

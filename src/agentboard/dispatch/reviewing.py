@@ -217,7 +217,7 @@ class Reviewing:
             self._close(row, "protocol_violation", exc.message)
             return
         try:
-            llm.record_usage(ctx.db, slug, task_id, llm_review.USE, answer)
+            llm.record_usage(ctx.db, slug, task_id, llm_review.USE, answer, on_run=True)  # the run counts it
         except AgentboardError as exc:
             log.info("recording the LLM reviewer's usage on %s: %s", task_id, exc)
         self._apply(row, verdict, review.reviewer_label("llm", answer.model), "llm", answer.usage)
