@@ -352,6 +352,7 @@ _RUN_USAGE = (
     "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
     "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
+    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.run_id = :r2 AND u.source = 'run') "
     "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd"
 )
 
@@ -361,7 +362,7 @@ def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None) -> N
     if run_id is None:
         return
     now = time.time()
-    row = tx.one(_RUN_USAGE, {"now": now, "now2": now, "now3": now, "r": run_id})
+    row = tx.one(_RUN_USAGE, {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id})
     if row is None:
         return
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
