@@ -197,3 +197,16 @@ def test_promote_force_starts_a_task_over_unfinished_parents_as_a_recorded_overr
     # the claim no longer sends it back to todo for its unfinished parent
     r = cli("claim", child, "--json")
     assert r.code == 0 and r.json()["claimed"] is True
+
+
+def test_ready_tasks_waiting_on_a_profile_at_its_cap_are_found_and_raising_the_cap_clears_it(cli):
+    cli("profiles", "add", "solo", "--command", "true", "--max-concurrency", "1")
+    busy = task_id(cli("create", "busy", "--assignee", "solo", "--json"))
+    waiting = task_id(cli("create", "waiting", "--assignee", "solo", "--json"))
+    assert cli("claim", busy).code == 0
+    env = {"AGENTBOARD_CAP_WAIT_MINUTES": "0"}
+    (f,) = _of(cli("diagnostics", "--json", env=env).json(), "at_cap", waiting)
+    assert "at its concurrency cap of 1" in f["message"]
+    assert f["fix"] == "agentboard profiles set solo --max-concurrency 2"
+    _fix(cli, f)
+    assert not _of(cli("diagnostics", "--json", env=env).json(), "at_cap")
