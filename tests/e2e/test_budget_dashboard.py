@@ -29,6 +29,7 @@ def test_a_spent_task_budget_shows_its_bar_and_the_fix_button_clears_it(page: An
     budgets.record_llm_usage(kernel.db, "default", t["id"], {"use": "specifier", "cost_usd": 1.7})
     page.reload()
     expect(page.locator("#topbar .budget-line")).to_contain_text("$1.70 / $10.00", timeout=T)
+    page.screenshot(path=str(_shot("budget_topbar.png")))
     card(page, t["title"]).click()
     drawer = page.locator("#drawer")
     expect(drawer.locator(".budget-line.budget-warn")).to_contain_text("$1.70 / $2.00", timeout=T)
