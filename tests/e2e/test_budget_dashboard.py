@@ -4,14 +4,26 @@ the board header, and a finding's fix applied by its button (Chromium on a real 
 from __future__ import annotations
 
 import re
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dashboard import T, card, uniq
 
 from agentboard.kernel import budgets
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+T = 10_000  # ms: the longest a user-visible change may take to appear
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+
+def uniq(label: str) -> str:
+    return f"{label} {uuid.uuid4().hex[:6]}"
+
+
+def card(page: Any, title: str) -> Any:
+    return page.locator(".card", has=page.locator(".card-title", has_text=title))
 
 try:
     from playwright.sync_api import expect
@@ -44,8 +56,6 @@ def test_a_spent_task_budget_shows_its_bar_and_the_fix_button_clears_it(page: An
 
 
 def _shot(name: str) -> Any:
-    from conftest import SCREENSHOTS
-
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS / name
 
