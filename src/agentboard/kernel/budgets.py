@@ -469,11 +469,16 @@ def _check_in(tx: Tx, budgets: list[Row], board: str, task_id: str | None, run_i
 # -- the gate ------------------------------------------------------------------------------------
 
 
-def _pending(tx: Tx, scope: str, ref: str, now: float) -> int:
-    """Closed runs of a scope whose usage is still to come (their worker's exit not processed)."""
+def _pending_rows(tx: Tx, now: float) -> list[Row]:
+    """Closed runs whose usage is still to come (their worker's exit not processed): few, found
+    through a partial index."""
+    return tx.all("SELECT task_id, goal_id, board, profile FROM budget_usage WHERE pending = 1 AND at > :since",
+                  {"since": now - PENDING_FOR})
+
+
+def _pending(rows: list[Row], scope: str, ref: str) -> int:
     col = _SCOPE_COL[scope]
-    return int(tx.scalar(f"SELECT COUNT(*) FROM budget_usage WHERE {col} = :r AND pending = 1 AND at > :since",
-                         {"r": ref, "since": now - PENDING_FOR}) or 0)
+    return sum(1 for r in rows if r.get(col) == ref)
 
 
 def _in_flight(tx: Tx, scope: str, ref: str) -> int:
@@ -481,7 +486,8 @@ def _in_flight(tx: Tx, scope: str, ref: str) -> int:
     if scope == "task":
         return 0
     if scope == "goal":
-        sql = "SELECT COUNT(*) FROM tasks WHERE goal_id = :r AND status = 'running'"
+        # through the small index of running tasks, not the goal's (which holds all its tasks)
+        sql = "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND COALESCE(goal_id, '') = :r"
     elif scope == "board":
         sql = "SELECT COUNT(*) FROM tasks WHERE board = :r AND status = 'running'"
     else:
@@ -524,6 +530,7 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
         return None
     now = time.time() if now is None else now
     expected: tuple[dict[str, float], str] | None = None
+    pending_rows: list[Row] | None = None
     for b in budgets:
         spent = spend_in(tx, b["scope"], b["ref"], b["per"], now)
         flying = _in_flight(tx, b["scope"], b["ref"]) + sum(1 for t in also or () if _in_scope(b["scope"], b["ref"], t))
@@ -546,8 +553,10 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
                 need, source = expected[0][m], expected[1]
             waiting = flying
             if m in ("tokens", "cost") and need > 0:
+                if pending_rows is None:
+                    pending_rows = _pending_rows(tx, now)
                 if unknown is None:
-                    unknown = _pending(tx, b["scope"], b["ref"], now)
+                    unknown = _pending(pending_rows, b["scope"], b["ref"])
                 waiting += unknown
             remaining = limit - spent[m] - waiting * need
             if need > 0 and remaining < need:

@@ -345,6 +345,12 @@ budget_usage = sa.Table(
     sa.Index("ix_budget_usage_run", "run_id"),
     sa.Index("ix_budget_usage_profile", "profile", "at"),
     sa.Index(
+        "ix_budget_usage_pending",
+        "at",
+        sqlite_where=sa.text("pending = 1"),
+        postgresql_where=sa.text("pending = 1"),
+    ),
+    sa.Index(
         "ix_budget_usage_goal",
         "goal_id",
         sqlite_where=sa.text("goal_id IS NOT NULL"),

@@ -81,6 +81,8 @@ def upgrade() -> None:
     op.create_index("ix_budget_usage_task", "budget_usage", ["task_id"])
     op.create_index("ix_budget_usage_run", "budget_usage", ["run_id"])
     op.create_index("ix_budget_usage_profile", "budget_usage", ["profile", "at"])
+    op.create_index("ix_budget_usage_pending", "budget_usage", ["at"],
+                    sqlite_where=sa.text("pending = 1"), postgresql_where=sa.text("pending = 1"))
     op.create_index("ix_budget_usage_goal", "budget_usage", ["goal_id"],
                     sqlite_where=sa.text("goal_id IS NOT NULL"), postgresql_where=sa.text("goal_id IS NOT NULL"))
     op.execute(
