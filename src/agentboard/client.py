@@ -339,6 +339,42 @@ class Board:
         """Counts by status, by assignee and of recent outcomes."""
         return queries.stats(self.db, self.slug)
 
+    def budgets(self) -> Rows:
+        """This board's budgets (its own, its goals' and tasks', every profile's) with their spend."""
+        from .kernel import budgets
+
+        return budgets.show(self.db, board=self.slug)
+
+    def set_budget(self, *, max_runs: int | None = None, max_runtime: str | int | None = None,
+                   max_tokens: int | None = None, max_cost: float | None = None, per: str | None = None,
+                   task: str | None = None, goal: str | None = None, actor: str | None = None) -> Row:
+        """Set this board's budget (or, with ``task``/``goal``, that task's or goal's); tasks it
+        blocked and now lets through are released. See ``docs/budgets.md``."""
+        from .kernel import budgets
+
+        scope, ref = ("task", task) if task else ("goal", goal) if goal else ("board", self.slug)
+        limits = budgets.Limits.build(max_runs=max_runs, max_runtime=max_runtime, max_tokens=max_tokens,
+                                      max_cost=max_cost, per=per)
+        return budgets.set_budget(self.db, scope, ref, limits, actor=actor)
+
+    def diagnostics(self, *, task_id: str | None = None) -> Rows:
+        """What is wrong on this board (or with one task), each with the command that fixes it."""
+        from .kernel import diagnostics
+
+        return diagnostics.diagnose(self.db, [self.slug], task_id=task_id, host=self.db.settings.host_id)
+
+    def promote(self, task_id: str, *, force: bool = False, actor: str | None = None) -> Row:
+        """todo → ready; ``force`` also over unfinished parents (recorded as an override)."""
+        from .kernel import overrides
+
+        return overrides.promote(self.db, self.slug, task_id, force=force, actor=actor)
+
+    def unguard(self, task_id: str, *, actor: str | None = None) -> Row:
+        """Lift the respawn guard holding a task back."""
+        from .kernel import overrides
+
+        return overrides.unguard(self.db, self.slug, task_id, actor=actor)
+
     def __repr__(self) -> str:
         return f"<Board {self.slug} at {self.db.url}>"
 

@@ -157,6 +157,14 @@ class Settings:
     pg_statement_timeout: float = 30.0
     pg_lock_timeout: float = 10.0
     pg_idle_timeout: float = 60.0
+    #: seconds a worker whose budget is spent may go on after its heartbeat was told to stop
+    budget_stop_grace: float = 30.0
+    #: diagnostics: a task blocked longer than this many hours is reported
+    blocked_alert_hours: float = 24.0
+    #: diagnostics: ready tasks waiting this many minutes on a profile at its concurrency cap
+    cap_wait_minutes: float = 30.0
+    #: diagnostics: a SQLite write-ahead log larger than this many MB is reported
+    wal_alert_mb: int = 256
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

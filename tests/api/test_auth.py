@@ -80,13 +80,17 @@ def _writes(ids: dict[str, Any]) -> list[tuple[str, str, dict[str, Any] | None, 
         *[("POST", f"/api/supervisor/tasks/{{task_id}}/{verb}", body, {}) for verb, body in (
             ("comment", {"body": "b"}), ("priority", {"priority": 1}), ("release", None), ("discard", None),
             ("unblock", None), ("assign", {"assignee": "w"}), ("reclaim", {}), ("escalate", {"reason": "r"}))],
+        ("PUT", "/api/budgets/{scope}/{ref}", {"max_cost": 5}, {}),
+        ("DELETE", "/api/budgets/{scope}/{ref}", None, {}),
+        ("POST", "/api/tasks/{task_id}/promote", {"force": True}, {}),
+        ("POST", "/api/tasks/{task_id}/unguard", None, {}),
     ]
 
 
 def _fill(path: str, ids: dict[str, Any], board: str = "default") -> str:
     values = {"slug": board, "task_id": ids.get("t1", "t_00000000"), "goal_id": ids.get("goal", "g_00000000"),
               "name": "worker", "page": "notes", "run_id": "1", "attachment_id": "1", "sub_id": "1",
-              "schedule_id": "1"}
+              "schedule_id": "1", "scope": "board", "ref": board}
     return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]), path)
 
 

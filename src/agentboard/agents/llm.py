@@ -418,14 +418,19 @@ def parse_json(text: str) -> Any:
 # -- recording what it cost ----------------------------------------------------------------------
 
 
-def record_usage(db: Database, board: str, task_id: str, use: str, answer: Answer) -> None:
-    """An ``llm_used`` event on the task: the use, backend, model, usage and latency."""
-    from ..kernel import runs
+def record_usage(db: Database, board: str, task_id: str, use: str, answer: Answer, *, on_run: bool = False) -> None:
+    """An ``llm_used`` event on the task (the use, backend, model, usage and latency), its usage
+    counted against the task's budgets in the same transaction — unless ``on_run``: the call is a
+    run's (an LLM review run), whose usage is counted when the run closes."""
+    from ..kernel import budgets, runs
 
     payload: dict[str, Any] = {"use": use, "backend": answer.backend, "model": answer.model,
                                "latency_s": round(answer.latency_s, 3)}
     payload.update(answer.usage or {})
-    runs.record_telemetry(db, board, task_id, "llm_used", payload, actor=f"llm:{use}")
+    if on_run:
+        runs.record_telemetry(db, board, task_id, "llm_used", payload, actor=f"llm:{use}")
+    else:
+        budgets.record_llm_usage(db, board, task_id, payload, actor=f"llm:{use}")
 
 
 __all__ = ["USES", "Answer", "Backend", "CommandOutput", "ask", "availability", "command_env", "kill_group",

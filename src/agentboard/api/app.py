@@ -32,6 +32,8 @@ from .routes import (
     wiki,
     worker,
 )
+from .routes import budgets as budget_routes
+from .routes import diagnostics as diagnostics_routes
 from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
 
@@ -85,7 +87,8 @@ def create_app(
     )
     app.state.ab = state
     errors.install(app)
-    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor):
+    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
+                   budget_routes, diagnostics_routes):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.add_api_websocket_route("/api/events", events_socket)

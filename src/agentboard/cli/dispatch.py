@@ -200,11 +200,12 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
 @click.option("--log-retention-days", type=int, default=None, metavar="N",
               help="remove worker logs older than N days (default: setting, 30)")
 @click.option("--all-boards", is_flag=True, help="every board, not just the current one")
+@click.option("--dry-run", is_flag=True, help="only show what would be removed")
 @board_option
 @json_option
 @handle_errors
-def gc(event_retention_days: int | None, log_retention_days: int | None, all_boards: bool, board: str | None,
-       as_json: bool) -> None:
+def gc(event_retention_days: int | None, log_retention_days: int | None, all_boards: bool, dry_run: bool,
+       board: str | None, as_json: bool) -> None:
     """Remove finished tasks' scratch workspaces, old logs and old events (never a dirty worktree)."""
     from agentboard.dispatch import gc as gcmod
 
@@ -213,13 +214,18 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
         db(), s.home, boards=None if all_boards else [resolve_board(board)],
         log_retention_days=log_retention_days if log_retention_days is not None else s.log_retention_days,
         event_retention_days=event_retention_days if event_retention_days is not None else s.event_retention_days,
+        dry_run=dry_run,
     )
     if as_json:
         emit_json(rep)
         return
-    click.echo(f"removed {len(rep['workspaces_removed'])} scratch workspace(s), "
+    verb, pruned = ("would remove", "would prune") if dry_run else ("removed", "pruned")
+    click.echo(f"{verb} {len(rep['workspaces_removed'])} scratch workspace(s), "
                f"{len(rep['worktrees_removed'])} worktree(s), {rep['logs_removed']} log(s); "
-               f"pruned {rep['events_pruned']} event(s)")
+               f"{pruned} {rep['events_pruned']} event(s)")
+    if dry_run:
+        for path in rep["workspaces_removed"] + rep["worktrees_removed"]:
+            click.echo(f"would remove {path}")
     for k in rep["kept"]:
         click.echo(f"kept {k['path']}: {k['why']}")
 

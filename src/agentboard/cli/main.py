@@ -64,6 +64,10 @@ COMMANDS: dict[str, str] = {
     "template": "agentboard.cli.templates:template",
     "schedule": "agentboard.cli.schedules:schedule",
     "supervisor": "agentboard.cli.supervisor:supervisor",
+    "budget": "agentboard.cli.budget:budget",
+    "diagnostics": "agentboard.cli.diagnostics:diagnostics",
+    "promote": "agentboard.cli.diagnostics:promote",
+    "unguard": "agentboard.cli.diagnostics:unguard",
 }
 
 

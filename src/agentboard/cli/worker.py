@@ -70,6 +70,8 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
                              run_id=common.worker_run_id(task_id), note=note, ttl=model.duration(ttl),
                              actor=common.actor(), messages=True)
     common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})" + _messages_text(out))
+    if out.get("stop") and not as_json:  # a spent budget: the worker must stop now
+        click.echo(f"STOP: {out.get('stop_reason')}", err=True)
 
 
 def _messages_text(out: dict[str, Any]) -> str:

@@ -71,6 +71,8 @@ def guard(task: dict[str, Any], *, profiles: set[str],
     on the row say they may matter.
     """
     now = now or time.time()
+    if task.get("last_outcome") == "unguarded":  # a person let it run (`agentboard unguard`)
+        return None
     if int(task.get("consecutive_failures") or 0) > 0 and auth_like(task.get("last_failure_error")):
         return ("the last failure looks like an auth, quota or rate-limit error "
                 f"({(task.get('last_failure_error') or '')[:200]}); fix it, then reclaim or unblock the task")

@@ -21,10 +21,12 @@ _FINISHED = ("done", "archived")
 
 
 def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_retention_days: int = 30,
-            event_retention_days: int = 30, now: float | None = None) -> dict[str, Any]:
+            event_retention_days: int = 30, now: float | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Remove what is no longer needed; with ``dry_run`` only report what would go (the lists
+    and counts are the same, nothing is touched)."""
     now = now or time.time()
     report: dict[str, Any] = {"workspaces_removed": [], "worktrees_removed": [], "kept": [], "logs_removed": 0,
-                              "events_pruned": 0}
+                              "events_pruned": 0, "dry_run": dry_run, "wal_checkpointed": False}
     slugs = boards or lookups.board_slugs(db)
     for slug in slugs:
         dirs = [d for root in workspaces.scratch_roots(home, slug) if root.is_dir()
@@ -37,8 +39,10 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
             if d.name in busy:
                 report["kept"].append({"path": str(d), "why": "a child task that may read it is still active"})
                 continue
-            workspaces.remove("scratch", d)
             report["workspaces_removed"].append(str(d))
+            if dry_run:
+                continue
+            workspaces.remove("scratch", d)
             if st is not None:
                 try:
                     kr.record_telemetry(db, slug, d.name, "workspace_removed", {"path": str(d), "by": "gc"})
@@ -54,7 +58,7 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
                 if why:
                     report["kept"].append({"path": str(path), "why": why})
                 continue
-            why = workspaces.remove("worktree", path)
+            why = workspaces.worktree_dirty(path) if dry_run else workspaces.remove("worktree", path)
             if why:
                 report["kept"].append({"path": str(path), "why": why})
             else:
@@ -68,9 +72,12 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
                     continue
                 try:
                     if f.stat().st_mtime < cutoff:
-                        f.unlink()
+                        if not dry_run:
+                            f.unlink()
                         report["logs_removed"] += 1
                 except OSError:
                     pass
-    report["events_pruned"] = maintenance.prune_events(db, retention_days=event_retention_days)
+    report["events_pruned"] = maintenance.prune_events(db, retention_days=event_retention_days, dry_run=dry_run)
+    if not dry_run:
+        report["wal_checkpointed"] = maintenance.checkpoint(db)
     return report

@@ -36,6 +36,7 @@ from ..protocol import inbox as boardinbox
 from ..store.engine import Row
 from . import breaker
 from .auto_decompose import AutoDecomposer
+from .budget_watch import BudgetWatch
 from .reaping import FoundExit, Reaper, earliest
 from .report import PassReport, Skipped, WouldSpawn
 from .reviewing import Reviewing
@@ -167,6 +168,8 @@ class Planner:
         self.auto = AutoDecomposer(ctx)
         #: the supervisor: wakes judged and turned into supervision tasks, goal checks, the sweep
         self.supervising = Supervising(ctx)
+        #: workers of spent budgets stopped, budget-blocked tasks released
+        self.budgets = BudgetWatch(ctx)
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -200,6 +203,8 @@ class _Pass:
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
         self._resume_timed(snap.timed_blocks, slugs)
+        if not self.dry_run:
+            self._due(self.planner.budgets.check(snap.running, slugs, self.now))
         self._promote(held)
         self._schedules(slugs)
         if not self.dry_run:  # supervision tasks are created before spawning, started like any task

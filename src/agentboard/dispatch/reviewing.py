@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun, Unavailable
+from ..kernel import budgets as kbudgets
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import worker_protocol
@@ -138,6 +139,15 @@ class Reviewing:
                 limit = profile.get("max_concurrency")
                 if limit and taken.get(profile["name"], 0) >= int(limit):
                     continue
+            try:  # a review run is a run like any other: its budgets must afford it
+                spent = kbudgets.review_gate(ctx.db, slug, task_id, profile["name"] if profile else None)
+            except AgentboardError as exc:
+                log.info("budgets of a review of %s: %s", task_id, exc)
+                continue
+            if spent:
+                ctx.notes.note(("budget", task_id, spent[:60]), slug, task_id, "respawn_guarded",
+                               {"reason": f"no review run: {spent}", "review_run": True})
+                continue
             try:
                 rid = kr.open_review_run(ctx.db, slug, task_id, reviewer=reviewer.name, host=ctx.host,
                                          profile=profile["name"] if profile else None,
@@ -207,7 +217,7 @@ class Reviewing:
             self._close(row, "protocol_violation", exc.message)
             return
         try:
-            llm.record_usage(ctx.db, slug, task_id, llm_review.USE, answer)
+            llm.record_usage(ctx.db, slug, task_id, llm_review.USE, answer, on_run=True)  # the run counts it
         except AgentboardError as exc:
             log.info("recording the LLM reviewer's usage on %s: %s", task_id, exc)
         self._apply(row, verdict, review.reviewer_label("llm", answer.model), "llm", answer.usage)

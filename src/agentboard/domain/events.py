@@ -38,7 +38,10 @@ BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_resto
 #: a task's branch: where it started, what approval did with it
 GIT: Final = ("integrated", "integration_refused", "integration_left")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR + GIT)
+#: budgets and diagnostics
+BUDGETS: Final = ("budget_changed", "unguarded")
+
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR + GIT + BUDGETS)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(

@@ -27,6 +27,7 @@ from typing import Any
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
+from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 from .tasks import unblock_in
@@ -185,13 +186,16 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.current_run_id, EXISTS ("
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.current_run_id, t.parents_override = 0 AND EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE OF t SKIP LOCKED"
-    free = {r["id"]: r for r in tx.all(sql, params)}
+    found = tx.all(sql, params)
+    # the budgets: a task whose scope cannot afford one more run is blocked, not claimed
+    allowed = {r["id"] for r in budgets.gate_batch_in(tx, [r for r in found if not r["pending"]], actor=actor)}
+    free = {r["id"]: r for r in found if r["pending"] or r["id"] in allowed}
     fast = [free[i] for i in ids if i in free and not free[i]["pending"] and free[i]["current_run_id"] is None]
     slow = [i for i in ids if i in free and (free[i]["pending"] or free[i]["current_run_id"] is not None)]
     out: dict[str, Row] = {}

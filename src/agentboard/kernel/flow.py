@@ -84,7 +84,7 @@ def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None)
 def demote_ready_children(tx: Tx, board: str, task_id: str, actor: str | None = None) -> list[str]:
     rows = tx.all(
         "SELECT c.id FROM task_links l JOIN tasks c ON c.id = l.child_id "
-        "WHERE l.parent_id = :id AND c.status = 'ready'",
+        "WHERE l.parent_id = :id AND c.status = 'ready' AND c.parents_override = 0",
         {"id": task_id},
     )
     now = time.time()

@@ -46,6 +46,16 @@ def task_status(db: Database, task_id: str) -> str:
     return db.read(_r)
 
 
+def goal_board(db: Database, goal_id: str) -> str:
+    """The board of a goal (``NotFound`` when there is no such goal)."""
+    def _r(tx: Tx) -> str:
+        slug = tx.scalar("SELECT board FROM goals WHERE id = :g", {"g": goal_id})
+        if slug is None:
+            raise NotFound(f"no goal {goal_id}")
+        return str(slug)
+    return db.read(_r)
+
+
 def board_slugs(db: Database) -> list[str]:
     """Every board's slug, archived ones included."""
     return [str(r["slug"]) for r in db.read(lambda tx: tx.all("SELECT slug FROM boards ORDER BY slug"))]

@@ -1,4 +1,5 @@
-"""Housekeeping that changes no task state: pruning old events, folding task count deltas."""
+"""Housekeeping that changes no task state: pruning old events, folding task count deltas,
+checkpointing SQLite's log."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import time
 from ..store.engine import Database, Tx
 
 
-def prune_events(db: Database, *, retention_days: int | None = None, board: str | None = None) -> int:
+def prune_events(db: Database, *, retention_days: int | None = None, board: str | None = None,
+                 dry_run: bool = False) -> int:
     """Delete events older than the retention (default: the ``event_retention_days`` setting)
-    whose task is done or archived (or gone)."""
+    whose task is done or archived (or gone); with ``dry_run`` count them only."""
     if retention_days is None:
         retention_days = db.settings.event_retention_days
     cutoff = time.time() - retention_days * 86400
@@ -25,9 +27,13 @@ def prune_events(db: Database, *, retention_days: int | None = None, board: str 
         if board:
             sql += " AND board = :b"
             params["b"] = board
+        if dry_run:
+            return int(tx.scalar(sql.replace("DELETE FROM", "SELECT COUNT(*) FROM", 1), params) or 0)
         tx.execute(sql, params)
         return tx.rowcount
 
+    if dry_run:
+        return db.read(_w)
     return db.write(_w)
 
 
@@ -48,3 +54,16 @@ def compact_task_counts(db: Database, board: str) -> None:
 
     if db.dialect == "postgresql":
         db.write(_w)
+
+
+def checkpoint(db: Database) -> bool:
+    """Fold SQLite's write-ahead log back into the database file and truncate it (False on
+    PostgreSQL, or while a reader still holds part of it)."""
+    if db.dialect != "sqlite":
+        return False
+    import sqlalchemy as sa
+
+    with db.engine.connect() as conn:
+        row = conn.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)")).fetchone()
+        conn.commit()
+    return row is not None and int(row[0]) == 0

@@ -14,7 +14,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
-from . import supervision
+from . import budgets, supervision
 from .children import check_created_in
 from .common import (
     board_settings,
@@ -56,7 +56,7 @@ def claim_ttl(tx: Tx, ttl: int | None) -> int:
 
 #: the task and whether any parent is still pending, in one statement
 _CLAIM_READ = (
-    "SELECT t.id, t.status, t.assignee, t.board, EXISTS ("
+    "SELECT t.id, t.status, t.assignee, t.board, t.parents_override = 0 AND EXISTS ("
     " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
     " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
     "FROM tasks t WHERE t.id = :id AND t.board = :b"
@@ -269,6 +269,9 @@ def _heartbeat(
         from .inbox import take_in
 
         out["messages"] = take_in(tx, board, task_id, run_id)
+    stop = budgets.stop_reason_in(tx, task_id)
+    if stop:  # the worker is told to stop; the dispatcher ends it after a grace period
+        out.update(stop=True, stop_reason=stop)
     return out
 
 
@@ -380,6 +383,7 @@ def complete_in(
             "WHERE id = :r AND status = 'open'",
             {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, "ec": exit_code, **up},
         )
+        budgets.account_run_in(tx, rid, actor=actor)
     else:
         rid = tx.scalar(
             "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
@@ -469,6 +473,7 @@ def request_review_in(
         "summary = COALESCE(:s, summary) WHERE id = :r AND status = 'open'",
         {"now": now, "s": summary, "r": rid},
     )
+    budgets.account_run_in(tx, rid, actor=actor)
     tx.execute(
         f"UPDATE tasks SET status = 'review', {_CLEAR_CLAIM}, last_outcome = 'review_requested', "
         "updated_at = :now WHERE id = :id",
@@ -619,6 +624,8 @@ def _open_review_run(tx: Tx, board: str, task_id: str, profile: str | None, revi
         return None
     if tx.scalar("SELECT 1 FROM task_runs WHERE task_id = :t AND status = 'open' LIMIT 1", {"t": task_id}):
         return None
+    if budgets.gate_in(tx, {**task, "assignee": profile or task["assignee"]}) is not None:
+        return None  # the budget cannot afford a review run: the task waits in review
     now = time.time()
     meta = dump_json({"review_run": True, "reviewer": reviewer, "reviews_run": reviews_run})
     rid = tx.scalar(
@@ -649,6 +656,8 @@ def _close_review_run_in(tx: Tx, board: str, task_id: str, run_id: int, outcome:
         {"o": outcome, "now": now, "e": error, "ec": exit_code, "r": run_id, "t": task_id,
          "rv": REVIEW_CLAIM + "%", **usage_params(usage)})
     closed = tx.rowcount == 1
+    if closed:
+        budgets.account_run_in(tx, run_id, actor="dispatcher")
     if closed and error:
         tx.event(board, task_id, outcome, {"review_run": True, "error": error[:2000], "exit_code": exit_code},
                  run_id=run_id, actor="dispatcher", at=now)
@@ -730,6 +739,7 @@ def return_to_queue(
         "exit_code = COALESCE(:x, exit_code) WHERE id = :r AND status = 'open'",
         {"o": outcome, "now": now, "e": error, "x": exit_code, "r": rid},
     )
+    budgets.account_run_in(tx, rid, actor=actor)
     failures = int(task["consecutive_failures"] or 0) + (1 if count_failure else 0)
     violations = int(task.get("protocol_violations") or 0) + 1 if outcome == "protocol_violation" else 0
     if outcome == "reclaimed" and not count_failure:
@@ -828,6 +838,7 @@ def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, 
             "WHERE id = :r AND status = 'open'",
             {"now": now, "e": reason, "r": rid},
         )
+        budgets.account_run_in(tx, rid, actor=actor)
     tx.execute(
         f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, {_CLEAR_CLAIM}, "
         "last_failure_error = :r, last_outcome = 'gave_up', updated_at = :now WHERE id = :id",
@@ -854,8 +865,19 @@ def record_telemetry(db: Database, board: str, task_id: str | None, kind: str, p
 
 
 def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
+    usage_keys = {"input_tokens", "output_tokens", "cost_usd"} & set(fields)
+    before = (tx.one("SELECT status, input_tokens, output_tokens, cost_usd, synthetic FROM task_runs "
+                     "WHERE id = :r", {"r": run_id}) if usage_keys else None)
     sets = ", ".join(f"{k} = :{k}" for k in fields)
     tx.execute(f"UPDATE task_runs SET {sets} WHERE id = :rid", {**fields, "rid": run_id})
+    if before is not None and before["status"] == "closed" and not before["synthetic"]:
+        # usage learned after the run closed (its worker reported first): add the difference
+        def diff(key: str) -> float:
+            return float(fields[key] or 0) - float(before[key] or 0) if key in fields else 0.0
+        budgets.run_updated_in(tx, run_id, tokens=int(diff("input_tokens") + diff("output_tokens")),
+                               cost_usd=diff("cost_usd"), exited="exit_code" in fields)
+    elif "exit_code" in fields:
+        budgets.run_updated_in(tx, run_id, exited=True)
 
 
 _RUN_FIELDS = {"exit_code", "error", "metadata", "input_tokens", "output_tokens", "cost_usd", "log_path", "summary"}

@@ -11,7 +11,7 @@ from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
 from ..store.engine import Database, Row, Tx, dump_json
-from . import supervision
+from . import budgets, supervision
 from .branches import check_worktree_task
 from .common import (
     default_assignee,
@@ -369,6 +369,7 @@ def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str
         "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'",
         {"o": outcome, "now": now, "s": summary, "e": error, "r": run_id},
     )
+    budgets.account_run_in(tx, int(run_id))
     return int(run_id)
 
 

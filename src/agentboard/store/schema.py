@@ -83,6 +83,7 @@ tasks = sa.Table(
     sa.Column("integration", sa.String(16)),
     sa.Column("pr_url", sa.Text),
     sa.Column("model", sa.String(200)),
+    sa.Column("parents_override", sa.Integer, nullable=False, server_default="0"),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -385,6 +386,74 @@ schedule_fires = sa.Table(
     sa.Column("host", sa.Text),
     sa.Column("task_ids", sa.Text, nullable=False, server_default="[]"),
     sa.UniqueConstraint("schedule_id", "occurrence_at", name="ux_schedule_fires_occurrence"),
+)
+
+budgets = sa.Table(
+    "budgets",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("ref", sa.String(64), nullable=False),
+    sa.Column("board", sa.String(64)),
+    sa.Column("per", sa.String(8), nullable=False, server_default=""),
+    sa.Column("max_runs", sa.Integer),
+    sa.Column("max_runtime", sa.Integer),
+    sa.Column("max_tokens", sa.BigInteger),
+    sa.Column("max_cost", sa.Double),
+    sa.Column("expected_cost", sa.Double),
+    sa.Column("warned_window", sa.Text),
+    sa.Column("exhausted_window", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+    sa.Column("updated_at", Ts, nullable=False),
+    sa.UniqueConstraint("scope", "ref", name="ux_budgets_scope_ref"),
+)
+
+# what each closed run and each LLM helper call spent, against its task, goal, board and profile (0009)
+budget_usage = sa.Table(
+    "budget_usage",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("task_id", sa.String(16)),
+    sa.Column("goal_id", sa.String(16)),
+    sa.Column("profile", sa.Text),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("at", Ts, nullable=False),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
+    sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+    sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
+    sa.Index("ix_budget_usage_board", "board", "at"),
+    sa.Index("ix_budget_usage_task", "task_id"),
+    sa.Index("ix_budget_usage_run", "run_id"),
+    sa.Index("ix_budget_usage_profile", "profile", "at"),
+    sa.Index(
+        "ix_budget_usage_pending",
+        "at",
+        sqlite_where=sa.text("pending = 1"),
+        postgresql_where=sa.text("pending = 1"),
+    ),
+    sa.Index(
+        "ix_budget_usage_goal",
+        "goal_id",
+        sqlite_where=sa.text("goal_id IS NOT NULL"),
+        postgresql_where=sa.text("goal_id IS NOT NULL"),
+    ),
+)
+
+# what each budgeted scope spent per window, kept with the ledger (0009)
+budget_totals = sa.Table(
+    "budget_totals",
+    metadata,
+    sa.Column("scope", sa.String(16), primary_key=True),
+    sa.Column("ref", sa.String(64), primary_key=True),
+    sa.Column("win", sa.String(16), primary_key=True),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
+    sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
 )
 
 meta = sa.Table(

@@ -1,5 +1,6 @@
 // Entry point: the top bar, the toolbar, the views, live updates and keyboard shortcuts.
 
+import { budgetBlock } from "./budgets.js";
 import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
@@ -103,6 +104,7 @@ function renderTopbar() {
     templateButton(),
     h("nav.tabs", tabs),
     h("span.spacer"),
+    state.board ? budgetBlock({ board: state.board }, { compact: true, scopes: ["board"] }) : null,
     orchestrationToggle(),
     h("span#conn.conn", { id: "conn", title: "live updates" }),
     h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),

@@ -1,6 +1,7 @@
 // The board: columns with counts, cards, lanes inside Running, drag and drop, inline create,
 // multi-select and the bulk bar.
 
+import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
@@ -113,6 +114,7 @@ export function renderBoard(root) {
   root.scrollLeft = boardScroll;
   if (focused && focused.isConnected && focused !== document.activeElement) focused.focus();
   syncSelection();
+  if (state.board) decorateCards(root, state.board, { onFixed: () => emit("reload") });
 }
 
 function renderColumn(col) {

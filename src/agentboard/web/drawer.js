@@ -1,6 +1,7 @@
 // The task drawer: editable fields, description, dependencies, status actions, result,
 // comments, run history, recent events and the worker log tail. Refreshes live.
 
+import { budgetBlock, diagnosticsBlock } from "./budgets.js";
 import { api } from "./api.js";
 import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
@@ -102,6 +103,8 @@ function render() {
     task.status === "blocked" && task.block_reason
       ? h("div.notice.notice-blocked", h("strong", `Blocked (${task.block_kind || "manual"}): `), task.block_reason)
       : null,
+    diagnosticsBlock({ task: task.id }, refreshDrawer),
+    budgetBlock({ scope: "task", ref: task.id }),
     section("Description", descriptionBlock(bodyEditor), editing.body ? null : h("button.link-btn.body-edit", {
       type: "button", onclick: () => { editing.body = true; render(); focusSoon(".body-editor textarea"); },
     }, "edit")),

@@ -1,6 +1,7 @@
 // The goals view, the profiles panel and the new-board dialog.
 
 import { api } from "./api.js";
+import { budgetBlock } from "./budgets.js";
 import { ago, clear, h, toast } from "./dom.js";
 import { profileCheck } from "./profile_check.js";
 import { STATUSES, STATUS_LABEL, emit, listOf, scope, state } from "./state.js";
@@ -70,6 +71,7 @@ function goalCard(g) {
       h("span.goal-cost", `$${Number(g.cost_usd || 0).toFixed(2)} so far`),
       g.tokens ? h("span", `${Number(g.tokens).toLocaleString()} tokens`) : null,
       h("span", `created ${ago(g.created_at)}`)),
+    budgetBlock({ scope: "goal", ref: g.id }, { scopes: ["goal"] }),
     (g.acceptance || []).length ? h("ul.goal-acceptance", g.acceptance.map((a) => h("li", a))) : null,
     blocked.length ? h("div.goal-blocked",
       h("h4", `Blocked (${blocked.length})`),

@@ -1,0 +1,333 @@
+"""Diagnostics: what is wrong on a board, and the command that fixes it.
+
+:func:`diagnose` reads the board (one read transaction) and looks at the host where it must (a
+profile's command on ``PATH``, a worker's pid, the board's target directory, the SQLite file).
+Each finding has a ``kind``, a one-line ``message``, the ``fix`` command that clears it (None
+when no command can: install a program, restore a backup) and, when the fix has a REST
+equivalent, the ``action`` (method, path, body) the dashboard's button calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..store.engine import Database, Row, Tx, in_list, sqlite_file
+from . import budgets
+
+#: block kinds with a finding of their own (not reported again as "blocked for long")
+_OWN_BLOCK_KINDS = ("gave_up", "budget")
+
+
+@dataclass
+class Finding:
+    kind: str
+    board: str | None
+    message: str
+    fix: str | None = None
+    action: dict[str, Any] | None = None
+    task_id: str | None = None
+    severity: str = "warning"
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _q(s: str) -> str:
+    return shlex.quote(s)
+
+
+def _command_found(command: str) -> bool:
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if not argv:
+        return False
+    words = [a for a in argv if "=" not in a.split("/")[0]] or argv  # skip VAR=value prefixes
+    exe = words[0]
+    if exe in ("sh", "bash", "env") or "/" not in exe:
+        return shutil.which(exe) is not None
+    return os.path.isfile(exe) and os.access(exe, os.X_OK)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _git_dirty(path: str) -> str | None:
+    """What ``git status --porcelain`` lists in a git checkout (None when clean or not git)."""
+    if not (Path(path) / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", path, "status", "--porcelain"], capture_output=True, text=True,
+                             timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln[3:].startswith(".board")]
+    return "; ".join(lines[:5]) + (f" (+{len(lines) - 5} more)" if len(lines) > 5 else "") if lines else None
+
+
+def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    inb = in_list("b", boards, params)
+    only = ""
+    if task_id:
+        only = " AND t.id = :tid"
+        params["tid"] = task_id
+    return {
+        "boards": tx.all("SELECT slug, default_workdir, settings FROM boards WHERE slug IN " + inb, dict(params)),
+        "profiles": {r["name"]: r for r in tx.all("SELECT * FROM profiles")},
+        "running_per_profile": {r["assignee"]: int(r["n"]) for r in tx.all(
+            "SELECT assignee, COUNT(*) AS n FROM tasks WHERE status = 'running' GROUP BY assignee")},
+        "ready": tx.all(
+            "SELECT t.id, t.board, t.title, t.assignee, t.updated_at, t.last_outcome, t.cooldown_until, "
+            "(SELECT MAX(e.created_at) FROM task_events e WHERE e.task_id = t.id AND e.kind = 'respawn_guarded') "
+            "AS guarded_at, (SELECT e.payload FROM task_events e WHERE e.task_id = t.id "
+            "AND e.kind = 'respawn_guarded' ORDER BY e.id DESC LIMIT 1) AS guard_payload "
+            "FROM tasks t WHERE t.status = 'ready' AND t.board IN " + inb + only, dict(params)),
+        "running": tx.all(
+            "SELECT t.id, t.board, t.claim_expires, t.claim_lock, t.worker_pid, t.worker_host, t.current_run_id "
+            "FROM tasks t WHERE t.status = 'running' AND t.board IN " + inb + only, dict(params)),
+        "blocked": tx.all(
+            "SELECT t.id, t.board, t.block_kind, t.block_reason, t.updated_at, t.last_failure_error "
+            "FROM tasks t WHERE t.status = 'blocked' AND t.board IN " + inb + only, dict(params)),
+        "default_assignee": {b: _board_default(tx, b, settings) for b in boards},
+    }
+
+
+def _board_default(tx: Tx, board: str, settings: Any) -> str | None:
+    from .common import default_assignee
+    return default_assignee(tx, board)
+
+
+def _database(db: Database, settings: Any) -> list[Finding]:
+    out: list[Finding] = []
+    try:
+        if db.dialect == "sqlite":
+            result = db.read(lambda tx: [r["integrity_check"] if "integrity_check" in r else next(iter(r.values()))
+                                         for r in tx.all("PRAGMA integrity_check")])
+            if result != ["ok"]:
+                out.append(Finding("database_integrity", None, "the SQLite database fails its integrity check: "
+                                   + "; ".join(str(r) for r in result[:5]), None, severity="error"))
+        else:
+            db.read(lambda tx: tx.scalar("SELECT 1"))
+    except Exception as exc:  # a broken connection is the finding
+        out.append(Finding("database_unreachable", None, f"the database does not answer: {exc}", None,
+                           severity="error"))
+        return out
+    if db.dialect == "sqlite":
+        wal = Path(sqlite_file(db.url) + "-wal")
+        try:
+            size = wal.stat().st_size
+        except OSError:
+            size = 0
+        limit = int(settings.wal_alert_mb) * 1024 * 1024
+        if size > limit:
+            out.append(Finding("wal_large", None, f"the write-ahead log {wal} is {size // (1024 * 1024)} MB "
+                               f"(over {settings.wal_alert_mb} MB): a reader holds it open, or it was never "
+                               "checkpointed", "agentboard gc", facts={"wal_bytes": size}))
+    return out
+
+
+def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, host: str | None = None,
+             now: float | None = None, tasks_only: bool = False) -> list[Row]:
+    """The findings on ``boards`` (or only those about ``task_id``; ``tasks_only``: those about
+    some task, without the target directory and database checks), worst first."""
+    settings = db.settings
+    now = time.time() if now is None else now
+    data = db.read(_reads, boards, task_id, now, settings)
+    found: list[Finding] = []
+    profiles: dict[str, Row] = data["profiles"]
+    cap_wait = float(settings.cap_wait_minutes) * 60
+    for t in data["ready"]:
+        tid, slug = t["id"], t["board"]
+        name = t["assignee"] or data["default_assignee"].get(slug)
+        p = profiles.get(name) if name else None
+        if not name:
+            found.append(Finding("no_assignee", slug, f"{tid} is ready but has no assignee and the board has no "
+                                 "default_assignee", _assign_fix(tid, profiles), _assign_action(tid, profiles), tid))
+        elif p is None:
+            found.append(Finding("no_profile", slug, f"{tid} is ready for profile {name!r}, which does not exist",
+                                 _assign_fix(tid, profiles), _assign_action(tid, profiles), tid))
+        elif not p["enabled"]:
+            found.append(Finding("profile_disabled", slug, f"{tid} is ready for profile {name!r}, which is disabled",
+                                 f"agentboard profiles set {_q(name)} --enabled",
+                                 {"method": "PATCH", "path": f"/api/profiles/{name}", "body": {"enabled": True}}, tid))
+        elif not _command_found(p["command"]):
+            found.append(Finding("command_not_found", slug, f"{tid} is ready for profile {name!r}, whose command "
+                                 f"{p['command']!r} is not found on PATH",
+                                 f"agentboard profiles set {_q(name)} --command '/full/path/to/the/program ...'",
+                                 None, tid))
+        elif (p.get("max_concurrency") and data["running_per_profile"].get(name, 0) >= int(p["max_concurrency"])
+              and now - float(t["updated_at"] or now) > cap_wait):
+            cap = int(p["max_concurrency"])
+            found.append(Finding("at_cap", slug, f"{tid} has waited {int((now - float(t['updated_at'])) // 60)} min: "
+                                 f"profile {name!r} is at its concurrency cap of {cap}",
+                                 f"agentboard profiles set {_q(name)} --max-concurrency {cap * 2}",
+                                 {"method": "PATCH", "path": f"/api/profiles/{name}", "body": {"max_concurrency": cap * 2}},
+                                 tid, severity="info"))
+        if (t["guarded_at"] is not None and float(t["guarded_at"]) >= float(t["updated_at"] or 0)
+                and t["last_outcome"] != "unguarded"):
+            reason = _payload(t["guard_payload"]).get("reason") or "held by the respawn guard"
+            if reason != "rate-limit cooldown" or (t["cooldown_until"] or 0) > now:
+                found.append(Finding("respawn_guarded", slug, f"{tid} is held by the respawn guard: {reason}",
+                                     f"agentboard unguard {tid}",
+                                     {"method": "POST", "path": f"/api/tasks/{tid}/unguard", "body": {}}, tid))
+    for r in data["running"]:
+        tid, slug = r["id"], r["board"]
+        exp = r["claim_expires"]
+        gone = exp is not None and float(exp) < now
+        why = f"its claim expired {int(now - float(exp))}s ago" if gone else ""
+        if not gone and r["worker_pid"] and host is not None and r["worker_host"] == host \
+                and not _pid_alive(int(r["worker_pid"])):
+            gone, why = True, f"its worker process {r['worker_pid']} is gone"
+        if gone:
+            found.append(Finding("orphan_run", slug, f"{tid} is running (run {r['current_run_id']}) but {why}",
+                                 f"agentboard reclaim {tid}",
+                                 {"method": "POST", "path": f"/api/tasks/{tid}/reclaim", "body": {}}, tid))
+    long_after = float(settings.blocked_alert_hours) * 3600
+    for b in data["blocked"]:
+        tid, slug = b["id"], b["board"]
+        if b["block_kind"] == "gave_up":
+            found.append(Finding("gave_up", slug, f"{tid} tripped its circuit breaker: {b['block_reason']}",
+                                 f"agentboard unblock {tid}",
+                                 {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid))
+        elif b["block_kind"] != "budget" and now - float(b["updated_at"] or now) > long_after:
+            hours = int((now - float(b["updated_at"])) // 3600)
+            found.append(Finding("blocked_long", slug, f"{tid} has been blocked for {hours} h "
+                                 f"({b['block_kind'] or 'manual'}): {b['block_reason']}",
+                                 f"agentboard unblock {tid}",
+                                 {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid,
+                                 severity="info"))
+    found.extend(_budget_findings(db, boards, data["blocked"]))
+    if not tasks_only and task_id is None:
+        found.extend(_notify_findings(db, boards))
+        found.extend(_supervisor_findings(db, boards))
+    if tasks_only:
+        found = [f for f in found if f.task_id]
+    elif task_id is None:
+        for b in data["boards"]:
+            found.extend(_target(b))
+        found.extend(_database(db, settings))
+    order = {"error": 0, "warning": 1, "info": 2}
+    found.sort(key=lambda f: (order.get(f.severity, 3), f.board or "", f.kind, f.task_id or ""))
+    return [asdict(f) for f in found]
+
+
+def _payload(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _assign_fix(tid: str, profiles: dict[str, Row]) -> str:
+    enabled = sorted(n for n, p in profiles.items() if p["enabled"])
+    if enabled:
+        return f"agentboard assign {tid} {_q(enabled[0])}"
+    return "agentboard profiles add NAME --command CMD"
+
+
+def _assign_action(tid: str, profiles: dict[str, Row]) -> dict[str, Any] | None:
+    enabled = sorted(n for n, p in profiles.items() if p["enabled"])
+    if not enabled:
+        return None
+    return {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"assignee": enabled[0]}}
+
+
+def _budget_findings(db: Database, boards: list[str], blocked: list[Row]) -> list[Finding]:
+    out: list[Finding] = []
+    held: dict[str, list[str]] = {}
+    for b in blocked:
+        if b["block_kind"] == "budget":
+            held.setdefault(b["board"], []).append(b["id"])
+    seen: set[tuple[str, str]] = set()
+    for slug in boards:
+        for bud in budgets.show(db, board=slug):
+            key = (bud["scope"], bud["ref"])
+            if key in seen or not bud["exhausted"]:
+                continue
+            seen.add(key)
+            m = bud["metric"]
+            line = bud["lines"][m]["text"]
+            out.append(Finding("budget_spent", bud.get("board") or slug,
+                               f"the {bud['scope']} {bud['ref']} budget is spent ({m} {line}); its tasks are not started",
+                               f"agentboard budget clear --{bud['scope']} {_q(bud['ref'])}",
+                               {"method": "DELETE", "path": f"/api/budgets/{bud['scope']}/{bud['ref']}", "body": None},
+                               bud["ref"] if bud["scope"] == "task" else None, facts={"budget": bud}))
+    for slug, ids in held.items():
+        if not any(f.board == slug for f in out):
+            out.append(Finding("budget_blocked", slug, f"{len(ids)} task(s) blocked by a budget that cannot afford "
+                               f"another run: {', '.join(ids[:10])}", "agentboard budget show", None,
+                               ids[0] if len(ids) == 1 else None, severity="info", facts={"tasks": ids}))
+    return out
+
+
+def _notify_findings(db: Database, boards: list[str]) -> list[Finding]:
+    """Notification targets parked after failing again and again (their events wait)."""
+    from . import notifications
+
+    out: list[Finding] = []
+    for slug in boards:
+        for s in notifications.list_subscriptions(db, slug):
+            if s.get("parked"):
+                out.append(Finding("notify_parked", slug, f"notifications to {s['target']} are parked after "
+                                   f"{s['failures']} failures (last: {s['last_error']}); its events wait",
+                                   f"agentboard notify resume {s['id']}",
+                                   {"method": "POST", "path": f"/api/notify/subscriptions/{s['id']}/resume",
+                                    "body": None}, facts={"subscription": s["id"]}))
+    return out
+
+
+def _supervisor_findings(db: Database, boards: list[str]) -> list[Finding]:
+    """A board's supervisor that cannot run (its profile missing or disabled) while wakes wait."""
+    from . import supervision
+
+    out: list[Finding] = []
+    for slug in boards:
+        st = supervision.status(db, slug)
+        waiting = int(st["wakes"].get("pending", 0))
+        if not st["problem"] or not waiting:
+            continue
+        name = str(st["profile"])
+        if "disabled" in st["problem"]:
+            fix = f"agentboard profiles set {_q(name)} --enabled"
+            action: dict[str, Any] | None = {"method": "PATCH", "path": f"/api/profiles/{name}",
+                                              "body": {"enabled": True}}
+        else:
+            fix = f"agentboard supervisor disable --board {_q(slug)}"
+            action = {"method": "POST", "path": f"/api/supervisor/disable?board={slug}", "body": None}
+        out.append(Finding("supervisor_unavailable", slug, f"{waiting} supervisor wake(s) wait on board {slug!r}: "
+                           f"{st['problem']}", fix, action, severity="error", facts={"pending": waiting}))
+    return out
+
+
+def _target(b: Row) -> list[Finding]:
+    path = b.get("default_workdir")
+    if not path:
+        return []
+    slug = b["slug"]
+    if not Path(path).is_dir():
+        return [Finding("target_missing", slug, f"board {slug!r} works in {path}, which does not exist",
+                        f"mkdir -p {_q(path)}")]
+    dirty = _git_dirty(path)
+    if dirty:
+        return [Finding("target_dirty", slug, f"board {slug!r} works in {path}, which has uncommitted changes: "
+                        f"{dirty}", f"git -C {_q(path)} stash --include-untracked")]
+    return []
+
+
+__all__ = ["Finding", "diagnose"]
