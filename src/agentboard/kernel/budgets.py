@@ -587,6 +587,17 @@ def block_in(tx: Tx, task: Row, reason: str, *, actor: str | None = "dispatcher"
                "WHERE id = :id AND status = 'ready'", {"r": reason, "now": now, "id": task["id"]})
     if tx.rowcount == 1:
         tx.event(task["board"], task["id"], "blocked", {"reason": reason, "kind": "budget"}, actor=actor, at=now)
+        _wake_supervisor(tx, task["board"], task["id"], actor)
+
+
+def _wake_supervisor(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
+    """A budget block wakes the board's supervisor like any block (not counted as a block loop:
+    the task did nothing wrong); a supervision task's own block wakes nobody."""
+    from . import supervision
+
+    row = tx.one("SELECT * FROM tasks WHERE id = :id", {"id": task_id})
+    if row is not None:
+        supervision.enqueue(tx, board, "blocked", task_id, actor=actor, task=row, detail={"kind": "budget"})
 
 
 def gate_batch_in(tx: Tx, rows: list[Row], *, actor: str | None = "dispatcher") -> list[Row]:
@@ -707,6 +718,7 @@ def _stop_run(tx: Tx, board: str, task_id: str, run_id: int, reason: str) -> boo
         "updated_at = :now WHERE id = :id", {"r": reason, "now": now, "id": task_id})
     tx.event(board, task_id, "blocked", {"reason": reason, "kind": "budget", "stopped": True}, run_id=run_id,
              actor="dispatcher", at=now)
+    _wake_supervisor(tx, board, task_id, "dispatcher")
     return True
 
 
