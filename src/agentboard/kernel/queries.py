@@ -175,8 +175,10 @@ def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row] | None = None
         if ids:
             for r in tx.all(_CARD_EXTRAS_PG, {"ids": ids}):
                 out[r["id"]] = {k: int(r[k]) for k in ("comment_count", "parent_count", "child_count", "children_done")}
-        return out
-    for start in range(0, len(ids), 400):
+            for r in tx.all("SELECT DISTINCT task_id FROM task_events WHERE kind = 'result_degraded' "
+                            "AND task_id = ANY(CAST(:ids AS text[]))", {"ids": ids}):
+                out[r["task_id"]]["degraded"] = True
+    for start in range(0, len(ids) if tx.db.dialect != "postgresql" else 0, 400):
         names: dict[str, Any] = {}
         inlist = in_list("i", ids[start:start + 400], names)
         for r in tx.all(f"SELECT task_id, COUNT(*) AS n FROM task_comments WHERE task_id IN {inlist} GROUP BY task_id", names):
