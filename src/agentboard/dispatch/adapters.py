@@ -711,6 +711,28 @@ def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1
     return tool_uses(adapter, data[:end].decode("utf-8", "replace")), start + end
 
 
+#: what an agent CLI prints while it waits for a network that is not there (Codex waits without
+#: end): a run showing it is stopped and retried with back-off, like one that exited offline
+_OFFLINE = re.compile(r"waiting for network", re.I)
+
+
+def waiting_for_network(adapter: str, log_path: Path, since: int, max_bytes: int = 256 * 1024) -> tuple[bool, int]:
+    """Whether an agent CLI's log, after byte ``since`` (its last ``max_bytes``), shows it waiting
+    for a network it cannot reach; and the offset to read from next time."""
+    if adapter not in CLI_ADAPTERS:
+        return False, since
+    try:
+        size = log_path.stat().st_size
+        start = max(since, size - max_bytes)
+        with log_path.open("rb") as fh:
+            fh.seek(start)
+            data = fh.read(size - start)
+    except OSError:
+        return False, since
+    end = data.rfind(b"\n") + 1
+    return bool(_OFFLINE.search(data[:end].decode("utf-8", "replace"))), start + end
+
+
 def tool_uses(adapter: str, text: str) -> int:
     """How many tool calls an agent CLI's output (a part of its log) shows: each one is a sign of
     progress (a heartbeat)."""

@@ -246,6 +246,9 @@ class Reaper:
         if w is not None and deadline is not None and now > deadline:
             ctx.jobs.submit(rid, self._stop_repair, r, w)
             return Check()
+        if w is not None and self._offline(w):
+            ctx.jobs.submit(rid, self._stop_then_retry_offline, r, w)
+            return Check()
         max_rt = r["max_runtime_seconds"]
         if max_rt and now - started > max_rt:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "timed_out",
@@ -326,6 +329,39 @@ class Reaper:
             w.poll()
             self.ctx.workers.forget(w.run_id)
         self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
+
+    def _offline(self, w: spawn.Worker) -> bool:
+        """An agent CLI worker whose new output shows it waiting for a network it cannot reach."""
+        adapter = str((w.profile or {}).get("adapter") or "command")
+        if adapter not in adapters.CLI_ADAPTERS:
+            return False
+        offline, w.offline_scanned = adapters.waiting_for_network(adapter, w.log_path,
+                                                                  max(w.offline_scanned, w.log_offset))
+        return offline
+
+    def _stop_then_retry_offline(self, r: Row, w: spawn.Worker) -> None:
+        """A worker waiting for its network (Codex waits without end): stopped, then retried with
+        back-off like a run that exited offline."""
+        if not liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc,
+                                    started_after=float(r["run_started_at"] or 0) or None):
+            return
+        w.poll()
+        self.ctx.workers.forget(w.run_id)
+        adapter = str((w.profile or {}).get("adapter") or "command")
+        cli = adapters.NAMES.get(adapter, f"the {adapter} agent")
+        tail = spawn.log_tail(w.log_path, w.log_offset)
+        self._network_retry(r, cli, ": it was waiting for its network; stopped",
+                            f"; last output: {tail}" if tail else "", w.exit_code)
+
+    def _network_retry(self, r: Row, cli: str, said: str, detail: str, exit_code: int | None) -> None:
+        """A run that could not reach its service: crashed, retried after a doubling back-off,
+        counted against the failure limit only after ``network_retry_limit`` in a row."""
+        s = self.ctx.settings
+        n = kd.network_failures(self.ctx.db, r["id"]) + 1
+        delay = min(float(s.network_retry_max), float(s.network_retry_base) * 2 ** (n - 1))
+        self.fail(r, "crashed", f"{kd.NETWORK_ERROR} {n} in a row: {cli} could not reach its service{said}; "
+                  f"retrying in {int(delay)}s{detail}", exit_code=exit_code, cooldown=delay,
+                  count=n > int(s.network_retry_limit))
 
     def _stop_repair(self, r: Row, w: spawn.Worker) -> None:
         """A repair attempt past its deadline: stop it, then judge what it left behind."""
@@ -483,12 +519,7 @@ class Reaper:
                         f"dispatcher resumes the task at {when} ({source})", until=until)
             return
         if out.failure == "network":
-            s = self.ctx.settings
-            n = kd.network_failures(self.ctx.db, r["id"]) + 1
-            delay = min(float(s.network_retry_max), float(s.network_retry_base) * 2 ** (n - 1))
-            self.fail(r, "crashed", f"{kd.NETWORK_ERROR} {n} in a row: {facts.cli} could not reach its service{said}; "
-                      f"retrying in {int(delay)}s{detail}", exit_code=exit_code, cooldown=delay,
-                      count=n > int(s.network_retry_limit))
+            self._network_retry(r, facts.cli, said, detail, exit_code)
             return
         if exit_code == 0 and out.no_result:
             self.fail(r, "crashed", f"the {facts.adapter} agent exited 0 without its final result event: it "

@@ -153,6 +153,8 @@ class Worker:
     exited: bool = False
     #: how far the dispatcher has read the log for signs of progress (tool calls)
     scanned: int = 0
+    #: how far it has read the log for an agent CLI waiting for a network it cannot reach
+    offline_scanned: int = 0
 
     @property
     def pid(self) -> int:

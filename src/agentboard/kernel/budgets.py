@@ -357,13 +357,29 @@ _RUN_USAGE = (
 )
 
 
-def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None) -> None:
-    """Count a run that was just closed against its scopes, and check their budgets."""
+#: PostgreSQL: the ledger row and, in the same statement, whether any budget covers its scopes
+_RUN_USAGE_PG = (
+    "WITH ins AS (" + _RUN_USAGE + ") SELECT ins.*, EXISTS (SELECT 1 FROM budgets b WHERE "
+    "(b.scope = 'task' AND b.ref = ins.task_id) OR (b.scope = 'goal' AND b.ref = ins.goal_id) OR "
+    "(b.scope = 'board' AND b.ref = ins.board) OR (b.scope = 'profile' AND b.ref = ins.profile)) AS budgeted FROM ins"
+)
+
+
+def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None) -> None:
+    """Count a run that was just closed against its scopes, and check their budgets.
+    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread."""
     if run_id is None:
         return
     now = time.time()
-    row = tx.one(_RUN_USAGE, {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id})
-    if row is None:
+    params = {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id}
+    if budgeted is False:
+        tx.execute(_RUN_USAGE, params)
+        return
+    if tx.db.dialect == "postgresql":  # one round trip: the ledger row and whether a budget applies
+        row = tx.one(_RUN_USAGE_PG, params)
+    else:
+        row = tx.one(_RUN_USAGE, params)
+    if row is None or row.get("budgeted") is False:
         return
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if budgets:

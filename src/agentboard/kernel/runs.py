@@ -251,14 +251,17 @@ def _heartbeat(
     )
     if run_id is not None:
         sql += " AND current_run_id = :r"
-    tx.execute(sql, params)
-    if tx.rowcount != 1:
+    # one round trip: the run, and whether any budget is spent at all (only then is it looked up)
+    sql += " RETURNING current_run_id, EXISTS (SELECT 1 FROM budgets WHERE exhausted_window IS NOT NULL) AS spent"
+    row = tx.one(sql, params)
+    if row is None:
         task = get_task(tx, board, task_id)
         if run_id is not None and task["current_run_id"] != run_id:
             raise stale_error(task, run_id)
         states.check("heartbeat", task["status"], states.RUNNING, task_id)
+        raise AssertionError("unreachable: a running task's heartbeat updates its row")
     if run_id is None:
-        run_id = tx.scalar("SELECT current_run_id FROM tasks WHERE id = :id", {"id": task_id})
+        run_id = row["current_run_id"]
     tx.execute(
         "UPDATE task_runs SET last_heartbeat_at = :now, claim_expires = :exp WHERE id = :r",
         {"now": now, "exp": expires, "r": run_id},
@@ -269,7 +272,7 @@ def _heartbeat(
         from .inbox import take_in
 
         out["messages"] = take_in(tx, board, task_id, run_id)
-    stop = budgets.stop_reason_in(tx, task_id)
+    stop = budgets.stop_reason_in(tx, task_id) if row["spent"] else None
     if stop:  # the worker is told to stop; the dispatcher ends it after a grace period
         out.update(stop=True, stop_reason=stop)
     return out
@@ -349,6 +352,15 @@ class Report:
         return cls(summary=summary, metadata=metadata, result=result, usage=usage)
 
 
+#: PostgreSQL: the task locked for its completion, and whether any budget may cover its run (a
+#: profile budget counts as one): without one, the run's ledger row is written unread
+_LOCK_FOR_COMPLETE_PG = (
+    "SELECT t.*, EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
+    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope = 'board' AND b.ref = t.board) OR b.scope = 'profile') "
+    "AS budget_hint FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
+)
+
+
 def complete_in(
     tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
     actor: str | None = None, force_done: bool = False, verified: bool = False,
@@ -356,7 +368,12 @@ def complete_in(
 ) -> Row:
     """Complete a task inside the caller's transaction (see :func:`complete`)."""
     summary, metadata, result = report.summary, report.metadata, report.result
-    task = get_task(tx, board, task_id, lock=True)
+    budgeted: bool | None = None
+    if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
+        task = tx.one(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board}) or get_task(tx, board, task_id)
+        budgeted = bool(task.pop("budget_hint", True))
+    else:
+        task = get_task(tx, board, task_id, lock=True)
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
         raise stale_error(task, run_id)
@@ -383,7 +400,7 @@ def complete_in(
             "WHERE id = :r AND status = 'open'",
             {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, "ec": exit_code, **up},
         )
-        budgets.account_run_in(tx, rid, actor=actor)
+        budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
     else:
         rid = tx.scalar(
             "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
