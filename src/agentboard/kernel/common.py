@@ -90,7 +90,11 @@ def ready_or_todo(tx: Tx, task_id: str, assignee: str | None, board: str) -> str
 
 
 def require_board(tx: Tx, board: str, *, writable: bool = True) -> Row:
-    row = tx.one("SELECT * FROM boards WHERE slug = :b", {"b": board})
+    return usable_board(tx.one("SELECT * FROM boards WHERE slug = :b", {"b": board}), board, writable=writable)
+
+
+def usable_board(row: Row | None, board: str, *, writable: bool = True) -> Row:
+    """``row`` (board ``board``'s, read by the caller), or the error saying why it cannot be used."""
     if row is None:
         raise NotFound(f"no board {board!r}; list boards with `agentboard boards list`")
     if writable and row["archived"]:

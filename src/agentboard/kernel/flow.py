@@ -130,9 +130,10 @@ def reopen_goal(tx: Tx, goal_id: str | None) -> None:
         )
 
 
-def after_satisfied(tx: Tx, board: str, task: dict, actor: str | None = None) -> list[str]:
-    """A task became done or archived: promote its children and settle its goal."""
-    promoted = promote_children(tx, board, task["id"], actor)
+def after_satisfied(tx: Tx, board: str, task: dict, actor: str | None = None, *, children: bool = True) -> list[str]:
+    """A task became done or archived: promote its children and settle its goal.
+    ``children=False``: the caller knows (under the task's lock) no child waits in todo."""
+    promoted = promote_children(tx, board, task["id"], actor) if children else []
     settle_goal(tx, board, task.get("goal_id"), actor)
     return promoted
 

@@ -352,12 +352,16 @@ class Report:
         return cls(summary=summary, metadata=metadata, result=result, usage=usage)
 
 
-#: PostgreSQL: the task locked for its completion, and whether any budget may cover its run (a
-#: profile budget counts as one): without one, the run's ledger row is written unread
+#: PostgreSQL: the task locked for its completion, whether any budget may cover its run (a
+#: profile budget counts as one: without one, the run's ledger row is written unread) and whether
+#: it has a child waiting in todo (without one, there is nothing to promote). No child can be
+#: linked to it meanwhile: a new child's creation reads its parents ``FOR SHARE``.
 _LOCK_FOR_COMPLETE_PG = (
     "SELECT t.*, EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
     "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope = 'board' AND b.ref = t.board) OR b.scope = 'profile') "
-    "AS budget_hint FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
+    "AS budget_hint, EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
+    "WHERE l.parent_id = t.id AND c.status = 'todo') AS children_hint "
+    "FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
 )
 
 
@@ -372,7 +376,9 @@ def complete_in(
     if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
         task = tx.one(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board}) or get_task(tx, board, task_id)
         budgeted = bool(task.pop("budget_hint", True))
+        children = bool(task.pop("children_hint", True))
     else:
+        children = True
         task = get_task(tx, board, task_id, lock=True)
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
@@ -430,7 +436,7 @@ def complete_in(
     )
     task.update(status=target, current_run_id=None, result=result or task.get("result"))
     if target == states.DONE:
-        task["promoted"] = after_satisfied(tx, board, task, actor)
+        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
     task["run_id"] = rid
     return task_out(task)
 

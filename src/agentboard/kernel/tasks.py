@@ -18,8 +18,8 @@ from .common import (
     get_task,
     pending_parents,
     ready_or_todo,
-    require_board,
     task_out,
+    usable_board,
 )
 from .flow import after_satisfied, demote_ready_children, promote_children, reopen_goal, settle_goal
 from .host_access import checked_verify, decoded_verify, placed
@@ -47,6 +47,15 @@ _INSERT_TASK = (
     ":created_by, :now, :now, :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
     ":max_runtime, :max_retries, :review, :verify, :model, 0, 0, 0, :block_kind, :block_reason, :not_before) "
     "ON CONFLICT (id) DO NOTHING"
+)
+#: PostgreSQL: the insert is not read back (a task id taken already — one chance in 2^32 — fails
+#: the transaction with a unique violation, and the verb runs again with a new id)
+_INSERT_TASK_PG = _INSERT_TASK[: _INSERT_TASK.index(" ON CONFLICT")]
+
+#: the board a task is created on, and whether its assignee names a profile, in one read
+_BOARD_FOR_CREATE = (
+    "SELECT b.archived, EXISTS (SELECT 1 FROM profiles WHERE name = :a) AS assignee_known "
+    "FROM boards b WHERE b.slug = :b"
 )
 
 
@@ -141,10 +150,13 @@ class NewTask:
         )
 
 
-def _assignee_warning(tx: Tx, assignee: str | None) -> dict[str, Any]:
+def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -> dict[str, Any]:
     """``{"warnings": [...]}`` when a task is assigned to a name that is no profile (the
-    dispatcher never starts it until one is added; a person may still do it)."""
-    if not assignee or tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
+    dispatcher never starts it until one is added; a person may still do it). ``known``: the
+    caller has looked the name up already."""
+    if not assignee or known:
+        return {}
+    if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
         return {}
     return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
                          f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
@@ -154,8 +166,10 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     """Create ``new`` inside the caller's transaction (or return the task already holding its
     idempotency key, with ``existing: True``)."""
     board = new.board
+    known: bool | None = None  # whether new.assignee names a profile (None: not looked up)
     if new.check_board:
-        require_board(tx, board)
+        row = usable_board(tx.one(_BOARD_FOR_CREATE, {"b": board, "a": new.assignee or ""}), board)
+        known = bool(row["assignee_known"]) if new.assignee else None
     checked_verify(tx, board, new.verify)
     workspace_kind, workspace_path = placed(tx, board, new.workspace_kind, new.workspace_path)
     if workspace_kind == "worktree":
@@ -230,6 +244,9 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     }
     for _ in range(20):
         params["id"] = model.new_task_id()
+        if tx.db.dialect == "postgresql":
+            tx.execute(_INSERT_TASK_PG, params)
+            break
         tx.execute(_INSERT_TASK, params)
         if tx.rowcount == 1:
             break
@@ -281,7 +298,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "current_run_id": None,
         "consecutive_failures": 0,
         "not_before": new.not_before,
-        **_assignee_warning(tx, assignee),
+        **_assignee_warning(tx, assignee, known if assignee == new.assignee else None),
     }
 
 

@@ -12,10 +12,11 @@ carries the id of the transaction that wrote it (``xid``, filled by the column's
 ``pg_current_xact_id()``); readers of the log only read events whose transaction is older than
 every transaction of the database still running (:func:`pg_event_horizon`) and order them by
 ``(xid, id)`` (``kernel.queries.event_order``), so a follower never skips an event that commits
-late. A write transaction runs in pipeline mode:
-statements whose results are not needed (event rows, ``BEGIN``, ``COMMIT``) travel with the next
-statement that needs an answer, so a verb costs one round trip per answer it waits for plus the
-commit. Reads run in autocommit (one round trip per statement). Serialization failures, deadlocks,
+late. A write transaction runs on libpq's pipeline (``pgwire``): statements whose results are
+not needed (event rows, ``BEGIN``, ``COMMIT``) travel with the next statement that needs an
+answer, so a verb costs one round trip per answer it waits for plus the commit; listeners hear
+of commits from the process's notifier thread (``pgnotify``). Reads run in autocommit (one round
+trip per statement). Serialization failures, deadlocks,
 lock timeouts and a unique violation from a race are retried.
 """
 
@@ -40,6 +41,9 @@ from ..domain.errors import AgentboardError, Unavailable
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
     import sqlalchemy as sa  # never imports it (about 120 ms of start-up)
+
+    from .pgnotify import Notifier
+    from .pgwire import Wire
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -95,30 +99,20 @@ _EVENT_INSERT = (
     "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
 )
-#: PostgreSQL: listeners (``LISTEN agentboard_events``) hear of a commit that wrote events from a
-#: small transaction of its own, sent right after the COMMIT in the same pipeline (no extra round
-#: trip). Not in the writing transaction: a transaction that notifies holds one lock for the
-#: whole server from its pre-commit until its commit is flushed to disk, so every writer's
-#: commit would wait for every other's; this one does not wait for the disk.
-#: (one statement: its own implicit transaction, up to the pipeline's closing sync, whose commit
-#: does not wait for the disk)
-_NOTIFY_PG = (
-    "SELECT set_config('synchronous_commit', 'off', true), pg_notify('agentboard_events', %s)"
-)
-
-
 class Tx:
     """One transaction on one DB-API connection."""
 
-    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "first_board", "_pg", "pipeline")
+    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "_pg", "wire")
 
-    def __init__(self, db: Database, conn: Any) -> None:
+    def __init__(self, db: Database, conn: Any, wire: Wire | None = None) -> None:
         self.db = db
         self.conn = conn
         self._pg = db.dialect == "postgresql"
-        #: the psycopg pipeline of a PostgreSQL write transaction (None otherwise)
-        self.pipeline: Any = None
-        if self._pg:
+        #: the pipeline of a PostgreSQL write transaction (None otherwise: reads, SQLite)
+        self.wire = wire
+        if wire is not None:
+            self.cur = None
+        elif self._pg:
             from psycopg.rows import dict_row
 
             self.cur = conn.cursor(row_factory=dict_row)
@@ -126,9 +120,10 @@ class Tx:
             self.cur = conn.cursor()
         self.wrote_events = False
         self.boards_touched: set[str] = set()
-        self.first_board: str | None = None
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Any:
+        if self.wire is not None:
+            return self.wire.send(sql, params)
         if self._pg:
             sql = self.db.pg_sql(sql)
         if params is None:
@@ -136,11 +131,17 @@ class Tx:
         return self.cur.execute(sql, params)
 
     def executemany(self, sql: str, seq: list[dict[str, Any]]) -> None:
+        if self.wire is not None:
+            self.wire.send_many(sql, seq)
+            return
         if self._pg:
             sql = self.db.pg_sql(sql)
         self.cur.executemany(sql, seq)
 
     def one(self, sql: str, params: dict[str, Any] | None = None) -> Row | None:
+        if self.wire is not None:
+            rows = self.wire.rows(self.wire.send(sql, params))
+            return rows[0] if rows else None
         self.execute(sql, params)
         row = self.cur.fetchone()
         if row is None:
@@ -148,11 +149,16 @@ class Tx:
         return row if self._pg else dict(row)
 
     def all(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
+        if self.wire is not None:
+            return self.wire.rows(self.wire.send(sql, params))
         self.execute(sql, params)
         rows = self.cur.fetchall()
         return rows if self._pg else [dict(r) for r in rows]
 
     def scalar(self, sql: str, params: dict[str, Any] | None = None) -> Any:
+        if self.wire is not None:
+            rows = self.wire.rows(self.wire.send(sql, params))
+            return next(iter(rows[0].values())) if rows else None
         self.execute(sql, params)
         row = self.cur.fetchone()
         if row is None:
@@ -163,8 +169,9 @@ class Tx:
 
     @property
     def rowcount(self) -> int:
-        if self.pipeline is not None:  # the count arrives with the statement's result
-            self.pipeline.sync()
+        """Rows the last statement changed (on PostgreSQL a write waits for its answer here)."""
+        if self.wire is not None:
+            return self.wire.last_rowcount()
         return int(self.cur.rowcount)
 
     def event(
@@ -179,8 +186,6 @@ class Tx:
         at: float | None = None,
     ) -> None:
         """Append one event row in this transaction."""
-        if not self.wrote_events:
-            self.first_board = board
         self.wrote_events = True
         self.boards_touched.add(board)
         self.execute(
@@ -219,6 +224,7 @@ class Database:
         self._generation = 0
         self._engine: sa.Engine | None = None
         self._engine_lock = threading.Lock()
+        self._notifier: Notifier | None = None
         if self.dialect == "postgresql":
             self._engine = self._make_engine()
         _open.add(self)
@@ -279,6 +285,8 @@ class Database:
     def _forked(self) -> None:
         if self._engine is not None:
             self._engine.dispose(close=False)
+        if self._notifier is not None:
+            self._notifier.forked()
         self._cond = threading.Condition()
         # the parent's SQLite connections must not be used (nor closed) in the child
         self._local = threading.local()
@@ -294,6 +302,9 @@ class Database:
                 conn.close()
             except Exception:  # pragma: no cover - closing a connection another thread holds
                 pass
+        if self._notifier is not None:
+            self._notifier.close()
+            self._notifier = None
         if self._engine is not None:
             self._engine.dispose()
 
@@ -406,7 +417,13 @@ class Database:
             attempt += 1
             conn, token = self._acquire()
             broken = False
-            tx = Tx(self, conn)
+            if self.dialect == "postgresql":
+                from .pgwire import Wire
+
+                conn.autocommit = True  # the pipeline sends its own BEGIN and COMMIT
+                tx = Tx(self, conn, Wire(conn))
+            else:
+                tx = Tx(self, conn)
             try:
                 if self.dialect == "sqlite":
                     tx.cur.execute("BEGIN IMMEDIATE")
@@ -429,7 +446,8 @@ class Database:
                     "the database stayed busy for a minute; try again"
                 ) from exc
             finally:
-                tx.cur.close()
+                if tx.cur is not None:
+                    tx.cur.close()
                 self._release(token, broken=broken)
             if tx.wrote_events:
                 self._signal(tx.boards_touched)
@@ -472,6 +490,17 @@ class Database:
     # -- change signal ----------------------------------------------------------------------
 
     def _signal(self, boards: set[str]) -> None:
+        if self.dialect == "postgresql":  # other processes: the notifier's next pg_notify
+            notifier = self._notifier
+            if notifier is None:
+                from .pgnotify import Notifier
+
+                with self._engine_lock:
+                    if self._notifier is None:
+                        conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+                        self._notifier = Notifier(conninfo, "")
+                    notifier = self._notifier
+            notifier.changed(boards)
         with self._cond:
             self._commit_seq += 1
             self._cond.notify_all()
@@ -504,32 +533,29 @@ _PG_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 
 
 def _pg_pipelined(conn: Any, tx: Tx, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
-    """Run ``fn(tx)`` in one PostgreSQL transaction in pipeline mode: ``BEGIN``, every statement
-    whose answer is not read and ``COMMIT`` are sent with the next statement that is read (or
-    with the final sync). The first error of any statement is raised by the read or the commit
-    that follows it, and the caller rolls back."""
-    conn.autocommit = True
-    commit_sent = False
+    """Run ``fn(tx)`` in one PostgreSQL transaction on the connection's pipeline (``pgwire``):
+    ``BEGIN``, every statement whose answer is not read, ``COMMIT`` and the notification are sent
+    with the next statement that is read (or with the final sync). The first error of any
+    statement is raised by the read or the commit that follows it, and the caller rolls back.
+    Listeners hear of the commit from the process's notifier (``pgnotify``), not from here."""
+    wire = tx.wire
+    assert wire is not None
+    wire.start()
+    failed = True
     try:
-        with conn.pipeline() as pipe:
-            tx.pipeline = pipe
-            tx.cur.execute(b"BEGIN")
-            result = fn(tx, *args, **kwargs)
-            tx.cur.execute(b"COMMIT")  # sent, and its answer read, as the pipeline closes
-            commit_sent = True
-            if tx.wrote_events:
-                with conn.cursor() as notify:
-                    notify.execute(_NOTIFY_PG, (tx.first_board,))
+        wire.send(b"BEGIN")
+        result = fn(tx, *args, **kwargs)
+        wire.send(b"COMMIT")
+        wire.sync()
+        failed = False
         return result
-    except Exception:
-        if commit_sent and tx.cur.statusmessage == "COMMIT":
-            # the transaction committed; only the wake-up notification failed: listeners
-            # catch up at their fallback interval, and the verb must not run twice
-            conn.rollback()
-            return result
-        raise
     finally:
-        tx.pipeline = None
+        try:
+            wire.finish()
+        except Exception:
+            if not failed:
+                raise
+            # the error being raised says more; the caller's rollback finds the connection broken
         if conn.info.transaction_status == _PG_IDLE:
             conn.autocommit = False
 
@@ -606,7 +632,12 @@ def _retryable(exc: BaseException) -> bool:
     mod = type(exc).__module__
     if mod.startswith("psycopg"):
         name = type(exc).__name__
-        return name in ("SerializationFailure", "DeadlockDetected", "LockNotAvailable")
+        # FeatureNotSupported: "cached plan must not change result type" — a migration changed a
+        # table under a statement prepared earlier; InvalidSqlStatementName: the session lost its
+        # prepared statements. The pipeline forgets its statements and the verb runs again.
+        return name in ("SerializationFailure", "DeadlockDetected", "LockNotAvailable") or (
+            name == "FeatureNotSupported" and "cached plan" in str(exc)) or (
+            name == "InvalidSqlStatementName" and "prepared statement" in str(exc))
     return False
 
 

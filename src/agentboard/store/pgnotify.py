@@ -1,0 +1,132 @@
+"""PostgreSQL: listeners (``LISTEN agentboard_events``: the dispatchers' wake-up) hear of
+commits that wrote events.
+
+Not from the writing transaction: a transaction that notifies holds one lock for the whole
+server from its pre-commit until its commit is flushed to disk, so every writer's commit would
+wait for every other's. Not one per commit either: a separate notifying transaction per verb
+costs the server as much as a third of the verb. Each process has one notifier thread with a
+connection of its own: a commit marks its boards as changed, and the thread sends one
+``pg_notify`` (its own transaction, ``synchronous_commit`` off) for everything marked since its
+last one, at most every ``spacing`` seconds. A listener hears of a commit within milliseconds;
+a process that exits sends what is pending first (``atexit``); a notification that cannot be
+sent is dropped (listeners also look at their fallback interval).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from typing import Any
+
+CHANNEL = "agentboard_events"
+#: seconds between two notifications of one process at most (commits meanwhile share one)
+SPACING = 0.005
+
+_live: weakref.WeakSet[Notifier] = weakref.WeakSet()
+
+
+class Notifier:
+    """The notifier of one :class:`~agentboard.store.engine.Database` in one process."""
+
+    def __init__(self, conninfo: str, options: str, *, spacing: float = SPACING) -> None:
+        self._conninfo = conninfo
+        self._options = options
+        self._spacing = spacing
+        self._cond = threading.Condition()
+        self._boards: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._conn: Any = None
+        self._send_lock = threading.Lock()
+        _live.add(self)
+
+    def changed(self, boards: set[str]) -> None:
+        """Boards with new events committed (called after the commit)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._boards |= boards
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="agentboard-notify", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def flush(self) -> None:
+        """Send what is pending now (a process about to exit)."""
+        with self._cond:
+            boards, self._boards = self._boards, set()
+        if boards:
+            self._send(boards)
+
+    def close(self) -> None:
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        with self._send_lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except Exception:  # pragma: no cover
+                    pass
+                self._conn = None
+
+    def forked(self) -> None:
+        """In a child after ``fork()``: the parent's thread and connection are not ours."""
+        self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._thread = None
+        self._conn = None
+        self._boards = set()
+
+    def _run(self) -> None:
+        last = 0.0
+        while True:
+            with self._cond:
+                while not self._boards and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+            pause = last + self._spacing - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            with self._cond:
+                boards, self._boards = self._boards, set()
+            if boards:
+                self._send(boards)
+            last = time.monotonic()
+
+    def _send(self, boards: set[str]) -> None:
+        payload = ",".join(sorted(boards))[:2000]
+        with self._send_lock:
+            try:
+                if self._conn is None:
+                    import psycopg
+
+                    self._conn = psycopg.connect(
+                        self._conninfo, autocommit=True, connect_timeout=5,
+                        options=self._options + " -c synchronous_commit=off",
+                    )
+                self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+            except Exception:
+                # listeners catch up at their fallback interval; the next commit reconnects
+                if self._conn is not None:
+                    try:
+                        self._conn.close()
+                    except Exception:  # pragma: no cover
+                        pass
+                self._conn = None
+
+
+@atexit.register
+def _flush_all() -> None:
+    for notifier in list(_live):
+        try:
+            notifier.flush()
+        except Exception:  # pragma: no cover - exiting anyway
+            pass
+
+
+__all__ = ["CHANNEL", "SPACING", "Notifier"]
