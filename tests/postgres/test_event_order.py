@@ -109,6 +109,7 @@ def test_a_writer_never_waits_for_another_writers_open_transaction(pg_url: str) 
 
     def slow(tx: Tx) -> None:
         tx.event("default", None, "order_probe", {"who": "slow"})
+        tx.scalar("SELECT 1")  # the event row is on the server, its id taken, before the wait
         holding.set()
         assert release.wait(60)
 

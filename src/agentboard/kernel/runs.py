@@ -352,16 +352,20 @@ class Report:
         return cls(summary=summary, metadata=metadata, result=result, usage=usage)
 
 
-#: PostgreSQL: the task locked for its completion, whether any budget may cover its run (a
-#: profile budget counts as one: without one, the run's ledger row is written unread) and whether
-#: it has a child waiting in todo (without one, there is nothing to promote). No child can be
-#: linked to it meanwhile: a new child's creation reads its parents ``FOR SHARE``.
-_LOCK_FOR_COMPLETE_PG = (
-    "SELECT t.*, EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
+#: PostgreSQL: the task locked for its completion; sent unread, with :data:`_COMPLETE_HINTS_PG`
+#: right behind it (both answers come back in one round trip)
+_LOCK_FOR_COMPLETE_PG = "SELECT t.* FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
+#: PostgreSQL: whether any budget may cover the run (a profile budget counts as one: without one,
+#: the run's ledger row is written unread) and whether any child waits in todo (without one,
+#: there is nothing to promote). A statement of its own, after the lock: its snapshot sees a child
+#: whose creation committed while the lock waited (a new child's creation reads its parents
+#: ``FOR SHARE``, so none can be linked after it).
+_COMPLETE_HINTS_PG = (
+    "SELECT EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
     "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope = 'board' AND b.ref = t.board) OR b.scope = 'profile') "
     "AS budget_hint, EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
     "WHERE l.parent_id = t.id AND c.status = 'todo') AS children_hint "
-    "FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
+    "FROM tasks t WHERE t.id = :id"
 )
 
 
@@ -374,9 +378,11 @@ def complete_in(
     summary, metadata, result = report.summary, report.metadata, report.result
     budgeted: bool | None = None
     if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
-        task = tx.one(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board}) or get_task(tx, board, task_id)
-        budgeted = bool(task.pop("budget_hint", True))
-        children = bool(task.pop("children_hint", True))
+        locked = tx.execute(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board})
+        hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
+        task = tx.rows_of(locked)[0] if hints else get_task(tx, board, task_id)
+        budgeted = bool(hints.get("budget_hint", True))
+        children = bool(hints.get("children_hint", True))
     else:
         children = True
         task = get_task(tx, board, task_id, lock=True)

@@ -110,6 +110,7 @@ class Tx:
         self._pg = db.dialect == "postgresql"
         #: the pipeline of a PostgreSQL write transaction (None otherwise: reads, SQLite)
         self.wire = wire
+        self.cur: Any
         if wire is not None:
             self.cur = None
         elif self._pg:
@@ -166,6 +167,12 @@ class Tx:
         if self._pg:
             return next(iter(row.values()))
         return row[0]
+
+    def rows_of(self, sent: Any) -> list[Row]:
+        """PostgreSQL: the rows of a statement :meth:`execute` sent earlier in this transaction
+        (read with whatever statement was read after it: no round trip of its own)."""
+        assert self.wire is not None, "rows_of: a PostgreSQL write transaction only"
+        return self.wire.rows(sent)
 
     @property
     def rowcount(self) -> int:

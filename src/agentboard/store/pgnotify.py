@@ -54,11 +54,9 @@ class Notifier:
             self._cond.notify()
 
     def flush(self) -> None:
-        """Send what is pending now (a process about to exit)."""
-        with self._cond:
-            boards, self._boards = self._boards, set()
-        if boards:
-            self._send(boards)
+        """Send what is pending now, after any notification being sent (a process about to
+        exit: the thread may have taken the boards and not sent them yet)."""
+        self._send_pending()
 
     def close(self) -> None:
         self.flush()
@@ -92,15 +90,16 @@ class Notifier:
             pause = last + self._spacing - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            with self._cond:
-                boards, self._boards = self._boards, set()
-            if boards:
-                self._send(boards)
+            self._send_pending()
             last = time.monotonic()
 
-    def _send(self, boards: set[str]) -> None:
-        payload = ",".join(sorted(boards))[:2000]
+    def _send_pending(self) -> None:
         with self._send_lock:
+            with self._cond:
+                boards, self._boards = self._boards, set()
+            if not boards:
+                return
+            payload = ",".join(sorted(boards))[:2000]
             try:
                 if self._conn is None:
                     import psycopg

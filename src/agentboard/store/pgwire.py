@@ -134,6 +134,7 @@ class Wire:
 
     def send(self, sql: str | bytes, params: dict[str, Any] | None = None) -> Sent:
         """Queue ``sql`` (``:name`` parameters taken from ``params``); nothing waits."""
+        names: tuple[str, ...]
         if isinstance(sql, bytes):
             text, names = sql, ()
         else:
@@ -142,7 +143,7 @@ class Wire:
             if params is None:
                 raise TypeError(f"statement needs parameters {names}")
             data = self.tr.dump_sequence([params[n] for n in names], [_TEXT] * len(names))
-            types = tuple(self.tr.types)
+            types = tuple(self.tr.types or ())
         else:
             data, types = None, ()
         key = (text, types)
@@ -217,7 +218,12 @@ class Wire:
     def result(self, sent: Sent) -> Any:
         """The result of ``sent`` (read now if needed); raises the first error so far."""
         if not sent.done:
-            self.pg.send_flush_request()
+            # a sync, not a flush request: the server then reports "idle in transaction" while
+            # the verb works on the answer, so the session's idle timeout still applies to a
+            # client that stops dead in the middle of a transaction (BEGIN keeps it open)
+            self.pg.pipeline_sync()
+            self._unsynced = False
+            self.queue.append(Sent(sync=True))
             self._read_through(sent)
         if sent.error is not None:
             raise sent.error
@@ -272,7 +278,7 @@ class Wire:
             return
         if sent.key is not None:  # the prepare failed or was skipped: the name does not exist
             self.prepared.names.pop(sent.key, None)
-        if status == _ST.FATAL_ERROR:
+        if status == _ST.FATAL_ERROR and last is not None:
             error = pg_errors.error_from_result(last, encoding=self.encoding)
             sent.error = error
             if getattr(error, "sqlstate", None) in (STALE_PLAN, NO_SUCH_STATEMENT):  # re-prepared next time
