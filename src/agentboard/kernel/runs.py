@@ -380,7 +380,8 @@ def complete_in(
     if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
         locked = tx.execute(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board})
         hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
-        task = tx.rows_of(locked)[0] if hints else get_task(tx, board, task_id)
+        found = tx.rows_of(locked)
+        task = found[0] if found else get_task(tx, board, task_id)
         budgeted = bool(hints.get("budget_hint", True))
         children = bool(hints.get("children_hint", True))
     else:

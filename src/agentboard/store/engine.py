@@ -60,13 +60,15 @@ _UNIQUE_RETRIES = 3
 #: oldest transaction id still running in this database (or prepared), capped by the snapshot's
 #: ``xmax`` (transactions that get an id later get a larger one); running ids are 32-bit in
 #: ``pg_stat_activity`` and are widened against ``xmax``. Transactions of other databases on the
-#: same server do not hold it back. It must be read in a statement *before* the one that reads
-#: the events: a transaction that ends between the two is then visible to the second.
+#: same server do not hold it back, nor do the notifiers' (``pgnotify``: they write no events, and
+#: one sending a notification for an earlier commit must not hide a later one). It must be read in
+#: a statement *before* the one that reads the events: a transaction that ends between the two is
+#: then visible to the second.
 PG_EVENT_HORIZON_SQL = (
     "SELECT LEAST(s.x8, MIN(s.x8 - mod(mod(s.x8, 4294967296) - r.xid::text::bigint + 4294967296, 4294967296))) AS h "
     "FROM (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x8) AS s "
     "LEFT JOIN (SELECT backend_xid AS xid FROM pg_stat_activity WHERE backend_xid IS NOT NULL "
-    "AND datname = current_database() "
+    "AND datname = current_database() AND application_name IS DISTINCT FROM 'agentboard-notify' "
     "UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()) AS r ON TRUE "
     "GROUP BY s.x8"
 )

@@ -21,6 +21,9 @@ import weakref
 from typing import Any
 
 CHANNEL = "agentboard_events"
+#: the notifiers' sessions, which the event horizon leaves out (a notifying transaction takes a
+#: transaction id, and writes no event)
+APPLICATION = "agentboard-notify"
 #: seconds between two notifications of one process at most (commits meanwhile share one)
 SPACING = 0.005
 
@@ -105,7 +108,7 @@ class Notifier:
                     import psycopg
 
                     self._conn = psycopg.connect(
-                        self._conninfo, autocommit=True, connect_timeout=5,
+                        self._conninfo, autocommit=True, connect_timeout=5, application_name=APPLICATION,
                         options=self._options + " -c synchronous_commit=off",
                     )
                 self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
@@ -128,4 +131,4 @@ def _flush_all() -> None:
             pass
 
 
-__all__ = ["CHANNEL", "SPACING", "Notifier"]
+__all__ = ["APPLICATION", "CHANNEL", "SPACING", "Notifier"]
