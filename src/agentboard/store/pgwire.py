@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import re
 import select
-import weakref
 from collections import deque
 from typing import Any
 
@@ -68,25 +67,23 @@ def convert(sql: str) -> tuple[bytes, tuple[str, ...]]:
 
 
 class _Prepared:
-    """The statements prepared on one connection."""
+    """The statements prepared on one connection, and its adaptation context (kept: a
+    connection serves one transaction at a time)."""
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "tr")
 
-    def __init__(self) -> None:
+    def __init__(self, conn: Any) -> None:
         self.names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+        self.tr = Transformer(conn)
 
 
 #: statement names are never reused in a process (a forgotten name may still exist in a session)
 _names = itertools.count(1)
 
 
-_prepared: weakref.WeakKeyDictionary[Any, _Prepared] = weakref.WeakKeyDictionary()
-
-
-def forget(conn: Any) -> None:
-    """Forget the statements prepared on ``conn`` (it is rolled back: psycopg may deallocate
-    them all)."""
-    _prepared.pop(conn, None)
+#: the attribute of a psycopg connection that holds its :class:`_Prepared` (it lives and dies
+#: with the connection)
+_ATTR = "_agentboard_prepared"
 
 
 class Sent:
@@ -111,12 +108,13 @@ class Wire:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.pg = conn.pgconn
-        self.tr = Transformer(conn)
         self.queue: deque[Sent] = deque()
-        prepared = _prepared.get(conn)
+        prepared = getattr(conn, _ATTR, None)
         if prepared is None:
-            prepared = _prepared[conn] = _Prepared()
+            prepared = _Prepared(conn)
+            setattr(conn, _ATTR, prepared)
         self.prepared = prepared
+        self.tr = prepared.tr
         self.error: BaseException | None = None
         self.encoding = conn.info.encoding
         self.fd = self.pg.socket
@@ -311,4 +309,4 @@ class Wire:
                 return int(ready[0][1])
 
 
-__all__ = ["NO_SUCH_STATEMENT", "STALE_PLAN", "Sent", "Wire", "convert", "forget"]
+__all__ = ["NO_SUCH_STATEMENT", "STALE_PLAN", "Sent", "Wire", "convert"]
