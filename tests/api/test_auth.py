@@ -242,6 +242,30 @@ def test_run_token_is_refused_once_its_run_is_reclaimed(api: Api) -> None:
     assert worker.post(f"/api/tasks/{ids['t1']}/comments", json={"body": "late"}).status_code == 401
 
 
+def test_run_tokens_issued_together_work_each_for_its_own_run_only(api_any: Api) -> None:
+    """What a dispatcher starting a batch of workers asks for, in one transaction."""
+    api = api_any
+    ids = _seed(api)
+    r1, r2, ro = _running(api, "default", ids["t1"]), _running(api, "default", ids["t2"]), \
+        _running(api, "other", ids["o1"])
+    t3 = api.ab.board().create("third", assignee="worker")["id"]
+    r3 = _running(api, "default", t3)
+    runs.reclaim(api.db, "default", t3)  # closed: gets no token
+    t4 = api.ab.board().create("fourth", assignee="worker")["id"]
+    r4 = _running(api, "default", t4)
+    issued = tokens.create_run_tokens(api.db, "default", [(ids["t1"], r1), (ids["t2"], r2), (ids["o1"], ro),
+                                                          (t3, r3), (ids["t1"], r4)])
+    # another board's run, a closed one, a run named with the wrong task: none
+    assert set(issued) == {r1, r2} and issued[r1] != issued[r2]
+    one, two = api.client(issued[r1]), api.client(issued[r2])
+    assert one.post(f"/api/tasks/{ids['t1']}/comments", json={"body": "mine"}).status_code == 201
+    assert one.post(f"/api/tasks/{ids['t2']}/comments", json={"body": "not mine"}).status_code == 403
+    assert two.post(f"/api/tasks/{ids['t2']}/comments", json={"body": "mine"}).status_code == 201
+    runs.reclaim(api.db, "default", ids["t1"])
+    assert one.get("/api/config").status_code == 401 and two.get("/api/config").status_code == 200
+    assert tokens.create_run_tokens(api.db, "default", []) == {}
+
+
 def test_an_orchestrator_run_token_plans_on_its_board_only(api: Api) -> None:
     ids = _seed(api)
     profiles.add(api.db, "lead", command="true", orchestrator=True)

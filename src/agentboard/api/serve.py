@@ -159,14 +159,27 @@ def running_api(home: Path, timeout: float = 2.0) -> str | None:
     return url if ok else None
 
 
-def run_tokens(db: Database) -> Callable[[str, str, int], str]:
-    """The dispatcher's token factory: a run token for each worker it starts."""
-    from ..kernel import tokens
+class RunTokens:
+    """The dispatcher's token factory: a run token for each worker it starts (called with the
+    board, task and run), and :meth:`many` for a batch of runs of one board in one transaction."""
 
-    def factory(board: str, task_id: str, run_id: int) -> str:
-        return tokens.create_run_token(db, board, task_id, run_id)
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    return factory
+    def __call__(self, board: str, task_id: str, run_id: int) -> str:
+        from ..kernel import tokens
+
+        return tokens.create_run_token(self.db, board, task_id, run_id)
+
+    def many(self, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
+        from ..kernel import tokens
+
+        return tokens.create_run_tokens(self.db, board, runs)
+
+
+def run_tokens(db: Database) -> RunTokens:
+    """The dispatcher's token factory (see :class:`RunTokens`)."""
+    return RunTokens(db)
 
 
 class WorkerAPI:

@@ -158,7 +158,8 @@ class Spawner:
                  int(cl["run_id"])) for cl in claimed]
         started: list[Started] = []
         failures: list[StartFailure] = []
-        for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo), strict=True):
+        tokens = self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo])
+        for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo, tokens), strict=True):
             if isinstance(res, SpawnError):
                 kind = ("merge_conflict" if isinstance(res.cause, branches.MergeConflict)
                         else "needs_input" if isinstance(res.cause, branches.BaseMissing) else None)
@@ -171,7 +172,8 @@ class Spawner:
             log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace)
         return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
 
-    def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]]) -> list[Started | SpawnError]:
+    def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]],
+                               tokens: dict[int, str] | None = None) -> list[Started | SpawnError]:
         """What the workers' files need is read for all of them in one transaction, here;
         writing the files and starting the processes is mostly waiting: several at once."""
         loaded: dict[str, PrepareInputs | AgentboardError] = {}
@@ -185,7 +187,8 @@ class Spawner:
         def one(item: tuple[Choice, int]) -> Started | SpawnError:
             choice, run_id = item
             try:
-                return self.start(self.prepare(board, choice, run_id, loaded.get(choice.task["id"])))
+                return self.start(self.prepare(board, choice, run_id, loaded.get(choice.task["id"]),
+                                               token=(tokens or {}).get(run_id)))
             except SpawnError as exc:
                 return exc
 
@@ -194,10 +197,11 @@ class Spawner:
         return [one(t) for t in todo]
 
     def prepare(self, board: Row, choice: Choice, run_id: int,
-                loaded: PrepareInputs | AgentboardError | None = None) -> Launch:
+                loaded: PrepareInputs | AgentboardError | None = None, *, token: str | None = None) -> Launch:
         """The workspace and ``.board/`` files of a task's own worker, then its launch.
 
-        ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already.
+        ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already; ``token``:
+        the run's token, if issued already (else it is asked for here).
         """
         slug, task = board["slug"], choice.task
         confinement = self._confinement(choice.profile)
@@ -205,7 +209,8 @@ class Spawner:
         if ws.kind == "scratch" and ws.created:
             self._tip_scratch(slug, task["id"], ws.path)
         try:
-            token = self._token(slug, task["id"], run_id)
+            if token is None:
+                token = self._token(slug, task["id"], run_id)
             info = {"workspace_kind": ws.kind, "workspace_path": str(ws.path), "branch_name": ws.branch,
                     "base_branch": ws.base}
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
@@ -312,6 +317,18 @@ class Spawner:
         return w
 
     # -- the shared steps -------------------------------------------------------------------------
+
+    def _tokens(self, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
+        """Tokens for a batch of runs in one transaction, when the factory can issue several
+        (a run left out gets its own later, or the error saying why it cannot)."""
+        many = getattr(self.ctx.token_factory, "many", None)
+        if many is None or len(runs) < 2:
+            return {}
+        try:
+            return dict(many(board, runs))
+        except AgentboardError as exc:
+            log.info("issuing %d run tokens at once failed (%s); one by one", len(runs), exc)
+            return {}
 
     def _token(self, board: str, task_id: str, run_id: int) -> str | None:
         factory = self.ctx.token_factory

@@ -113,6 +113,36 @@ def create_run_token(db: Database, board: str, task_id: str, run_id: int) -> str
     return token
 
 
+_INSERT_RUN_TOKEN = (
+    "INSERT INTO tokens (name, token_hash, role, boards, run_id, task_id, created_at, expires_at) "
+    "VALUES (:n, :h, :r, :b, :run, :task, :now, NULL)"
+)
+
+
+def create_run_tokens(db: Database, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
+    """Tokens for several worker runs of ``board`` (``(task_id, run_id)`` pairs) in one
+    transaction — what a dispatcher starting a batch of workers asks for. A run that is not an
+    open run of that task on that board gets none (it is left out of the answer)."""
+    if not runs:
+        return {}
+    issued = {int(run_id): (task_id, new_token()) for task_id, run_id in runs}
+
+    def _w(tx: Tx) -> dict[int, str]:
+        params: dict[str, Any] = {}
+        found = tx.all("SELECT id, board, task_id, status FROM task_runs WHERE id IN "
+                       + in_list("r", list(issued), params), params)
+        ok = {int(r["id"]) for r in found
+              if r["board"] == board and r["status"] == "open" and r["task_id"] == issued[int(r["id"])][0]}
+        now = time.time()
+        boards = dump_json([board])
+        tx.executemany(_INSERT_RUN_TOKEN, [
+            {"n": f"run:{rid}", "h": hash_token(issued[rid][1]), "r": RUN_ROLE, "b": boards, "run": rid,
+             "task": issued[rid][0], "now": now} for rid in sorted(ok)])
+        return {rid: issued[rid][1] for rid in ok}
+
+    return db.write(_w)
+
+
 def list_tokens(db: Database, *, include_revoked: bool = False, include_runs: bool = False) -> list[Row]:
     where = []
     if not include_revoked:
