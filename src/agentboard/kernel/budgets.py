@@ -381,6 +381,12 @@ def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budg
         row = tx.one(_RUN_USAGE, params)
     if row is None or row.get("budgeted") is False:
         return
+    account_row_in(tx, row, run_id, now, actor=actor)
+
+
+def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | None = None) -> None:
+    """Add a closed run's ledger row (``board``, ``task_id``, ``goal_id``, ``profile``, ``at``
+    and the spend) to the totals of the budgets it counts against, and check them."""
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if budgets:
         _add_totals(tx, budgets, float(row["at"]), int(row["runs"]), float(row["runtime"]), int(row["tokens"]),

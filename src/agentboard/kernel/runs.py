@@ -15,7 +15,7 @@ from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ..store.engine import Database, Row, Tx, dump_json, in_list
 from . import budgets, supervision
-from .children import check_created_in
+from .children import CLAIM_KEYS, check_created_in
 from .common import (
     board_settings,
     first_line,
@@ -369,13 +369,111 @@ _COMPLETE_HINTS_PG = (
 )
 
 
+#: PostgreSQL: a worker's completion of its running task in one statement, with no separate row
+#: lock: the task's compare-and-swap (it matches only while the task is running this run with no
+#: verify commands waiting, ``:noverify``), its run closed and the run's row of the budget ledger
+#: (a run is open until this statement closes it, so it has no ledger row yet). No row back:
+#: nothing was written, and the general path below decides why.
+_COMPLETE_RUNNING_PG = (
+    "WITH t AS (UPDATE tasks SET "
+    "status = CASE WHEN review_required = 1 AND :force = 0 THEN 'review' ELSE 'done' END, "
+    f"{_CLEAR_CLAIM}, completed_at = CASE WHEN review_required = 1 AND :force = 0 THEN NULL ELSE :now END, "
+    "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
+    "block_kind = NULL, block_reason = NULL, "
+    "last_outcome = CASE WHEN review_required = 1 AND :force = 0 THEN 'review_requested' ELSE 'completed' END, "
+    "updated_at = :now WHERE id = :id AND board = :board AND status = 'running' AND current_run_id = :run "
+    "AND (:noverify = 1 OR verify = '[]') RETURNING *), "
+    "r AS (UPDATE task_runs SET status = 'closed', outcome = t.last_outcome, ended_at = :now, summary = :s, "
+    "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
+    "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
+    "exit_code = COALESCE(:ec, task_runs.exit_code) FROM t "
+    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.*), "
+    "u AS (INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, "
+    "cost_usd, pending) SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
+    "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END, "
+    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
+    "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
+    "FROM r JOIN t ON t.id = r.task_id WHERE r.synthetic = 0 "
+    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd) "
+    "SELECT t.*, (SELECT row_to_json(u) FROM u) AS usage_row FROM t"
+)
+#: the ledger's columns in :data:`_COMPLETE_RUNNING_PG`'s ``usage_row``
+_USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime", "tokens", "cost_usd")
+
+
+def _complete_running_pg(
+    tx: Tx, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
+    verified: bool, exit_code: int | None,
+) -> Row | None:
+    """A running task's completion in two round trips and three statements (the general path
+    takes six); None, with nothing written, when the swap does not apply."""
+    now = time.time()
+    up = usage_params(report.usage)  # a bad number is refused before anything is sent
+    meta = dump_json(report.metadata) if report.metadata is not None else None
+    swapped = tx.execute(_COMPLETE_RUNNING_PG, {
+        "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
+        "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
+        "s": report.summary, "m": meta, "ec": exit_code, **up})
+    # a statement of its own, after the swap: its snapshot sees a child whose creation committed
+    # while the task's row was locked
+    hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
+    found = tx.rows_of(swapped)
+    if not found:
+        return None
+    task = found[0]
+    usage = task.pop("usage_row", None)
+    if isinstance(usage, str):
+        usage = json.loads(usage)
+    if usage and hints.get("budget_hint", True):
+        budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
+    return _completed(tx, board, task, task["status"], run_id, report, states.RUNNING, now, actor,
+                      children=bool(hints.get("children_hint", True)))
+
+
+def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
+                         up: dict[str, Any], now: float, exit_code: int | None, actor: str | None, *,
+                         budgeted: bool | None) -> None:
+    """Close the completed task's open run with the report (``metadata``: its checked metadata),
+    and count it against its budgets."""
+    meta = metadata
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
+        "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
+        "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
+        "exit_code = COALESCE(:ec, exit_code) "
+        "WHERE id = :r AND status = 'open'",
+        {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
+         "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up},
+    )
+    budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
+
+
+def _completed(tx: Tx, board: str, task: Row, target: str, rid: int, report: Report, cur: str, now: float,
+               actor: str | None, *, children: bool) -> Row:
+    """The completion's event and what follows a task becoming done (promotion, goal)."""
+    kind = "review_requested" if target == states.REVIEW else "completed"
+    tx.event(
+        board, task["id"], kind,
+        {"summary": first_line(report.summary), "result": report.result, "synthetic": cur != states.RUNNING},
+        run_id=rid, actor=actor, at=now,
+    )
+    if target == states.DONE:
+        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
+    task["run_id"] = rid
+    return task_out(task)
+
+
 def complete_in(
     tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
     actor: str | None = None, force_done: bool = False, verified: bool = False,
     exit_code: int | None = None,
 ) -> Row:
     """Complete a task inside the caller's transaction (see :func:`complete`)."""
-    summary, metadata, result = report.summary, report.metadata, report.result
+    if (tx.db.dialect == "postgresql" and run_id is not None
+            and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
+        done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code)
+        if done is not None:
+            return done
     budgeted: bool | None = None
     if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
         locked = tx.execute(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board})
@@ -398,29 +496,22 @@ def complete_in(
         target = states.DONE
     states.check("complete", cur, target, task_id)
     now = time.time()
+    metadata = report.metadata
     if cur == states.RUNNING:  # children the run says it created must exist and be its own
         metadata = check_created_in(tx, board, task_id, task["current_run_id"], metadata, actor=actor)
-    meta = dump_json(metadata) if metadata is not None else None
     up = usage_params(report.usage)
     outcome = "review_requested" if target == states.REVIEW else "completed"
     if cur == states.RUNNING:
         rid = task["current_run_id"]
-        tx.execute(
-            "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
-            "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
-            "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
-            "exit_code = COALESCE(:ec, exit_code) "
-            "WHERE id = :r AND status = 'open'",
-            {"o": outcome, "now": now, "s": summary, "m": meta, "r": rid, "ec": exit_code, **up},
-        )
-        budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
+        _close_completed_run(tx, rid, target, report, metadata, up, now, exit_code, actor, budgeted=budgeted)
     else:
+        meta = dump_json(metadata) if metadata is not None else None
         rid = tx.scalar(
             "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
             "ended_at, summary, metadata, input_tokens, output_tokens, cost_usd, synthetic) "
             "VALUES (:id, :b, :p, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :id2), "
             "'closed', 'completed', :now, :now2, :s, :m, :in_t, :out_t, :cost, 1) RETURNING id",
-            {"id": task_id, "id2": task_id, "b": board, "p": actor, "now": now, "now2": now, "s": summary,
+            {"id": task_id, "id2": task_id, "b": board, "p": actor, "now": now, "now2": now, "s": report.summary,
              "m": meta, **up},
         )
     tx.execute(
@@ -428,24 +519,15 @@ def complete_in(
         "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
         "block_kind = NULL, block_reason = NULL, last_outcome = :o, updated_at = :now "
         "WHERE id = :id AND status = :cur",
-        {"s": target, "done_at": now if target == states.DONE else None, "res": result,
+        {"s": target, "done_at": now if target == states.DONE else None, "res": report.result,
          "o": outcome, "now": now, "id": task_id, "cur": cur},
     )
     # PostgreSQL: the row is locked (get_task FOR UPDATE), so the swap cannot miss; not asking
     # for the count saves a round trip. SQLite: one writer at a time.
     if tx.db.dialect != "postgresql" and tx.rowcount != 1:  # pragma: no cover
         raise Conflict(f"task {task_id} changed while completing; try again")
-    kind = "review_requested" if target == states.REVIEW else "completed"
-    tx.event(
-        board, task_id, kind,
-        {"summary": first_line(summary), "result": result, "synthetic": cur != states.RUNNING},
-        run_id=rid, actor=actor, at=now,
-    )
-    task.update(status=target, current_run_id=None, result=result or task.get("result"))
-    if target == states.DONE:
-        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
-    task["run_id"] = rid
-    return task_out(task)
+    task.update(status=target, current_run_id=None, result=report.result or task.get("result"))
+    return _completed(tx, board, task, target, rid, report, cur, now, actor, children=children)
 
 
 def _verification_pending(tx: Tx, task: Row) -> bool:

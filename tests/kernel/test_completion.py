@@ -1,0 +1,114 @@
+"""A worker's completion, on both backends: what a user sees afterwards is the same whichever way
+the database writes it (on PostgreSQL a plain completion is one compare-and-swap statement; a
+held, refused or unusual one takes the general path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kernelkit import check_invariants, snapshot
+
+from agentboard.domain.errors import InvalidInput, StaleRun
+from agentboard.kernel import budgets, runs
+
+B = "default"
+
+
+def _spent(board: Any, **scope: str) -> dict[str, float]:
+    shown = [b for b in board.budgets() if all(b.get(k) == v for k, v in scope.items())]
+    assert len(shown) == 1, shown
+    return dict(shown[0]["spent"])
+
+
+def _run_row(board: Any, task_id: str) -> dict[str, Any]:
+    return dict(board.runs(task_id)[-1])
+
+
+def test_a_worker_completion_closes_its_run_counts_its_spend_and_wakes_what_waited(board: Any) -> None:
+    goal = board.goal("ship it")["id"]
+    board.set_budget(max_cost=10.0)
+    parent = board.create("build", assignee="w", goal=goal)["id"]
+    child = board.create("test", assignee="w", parents=[parent], goal=goal)["id"]
+    run = board.claim(parent)["run_id"]
+
+    done = board.complete(parent, run_id=run, summary="built\nin detail", result="ok: 3 files",
+                          usage={"input_tokens": 100, "output_tokens": 50, "cost_usd": 0.25})
+
+    assert done["status"] == "done" and done["run_id"] == run and done["promoted"] == [child]
+    assert done["result"] == "ok: 3 files" and done["current_run_id"] is None
+    r = _run_row(board, parent)
+    assert (r["id"], r["status"], r["outcome"]) == (run, "closed", "completed")
+    assert (r["input_tokens"], r["output_tokens"], r["cost_usd"]) == (100, 50, 0.25)
+    assert r["summary"] == "built\nin detail" and r["ended_at"] >= r["started_at"]
+    assert board.show(child)["status"] == "ready"
+    spent = _spent(board, scope="board")
+    assert (spent["runs"], spent["tokens"], spent["cost"]) == (1, 150, 0.25)
+    kinds = [e["kind"] for e in board.events(task_id=parent)]
+    assert kinds.count("completed") == 1 and kinds[-1] == "completed"
+    check_invariants(board.db)
+
+    run2 = board.claim(child)["run_id"]
+    board.complete(child, run_id=run2, summary="passed")
+    assert board.goals()[0]["status"] == "verifying"  # the goal's last task done: its acceptance next
+    check_invariants(board.db)
+
+
+def test_a_run_completed_before_any_budget_existed_counts_when_one_is_set(board: Any) -> None:
+    t = board.create("research", assignee="w")["id"]
+    run = board.claim(t)["run_id"]
+    board.complete(t, run_id=run, usage={"cost_usd": 0.5, "output_tokens": 7})
+    board.set_budget(max_cost=2.0, per="day")
+    spent = _spent(board, scope="board")
+    assert (spent["runs"], spent["tokens"], spent["cost"]) == (1, 7, 0.5)
+
+
+def test_a_task_that_requires_review_goes_to_review_with_its_run_saying_so(board: Any) -> None:
+    t = board.create("risky change", assignee="w", review=True)["id"]
+    run = board.claim(t)["run_id"]
+    out = board.complete(t, run_id=run, summary="changed", result="see diff")
+    assert out["status"] == "review" and out["completed_at"] is None and out["result"] == "see diff"
+    assert _run_row(board, t)["outcome"] == "review_requested"
+    assert [e["kind"] for e in board.events(task_id=t)][-1] == "review_requested"
+    check_invariants(board.db)
+
+
+def test_a_report_on_a_task_with_verify_commands_waits_for_them(board: Any) -> None:
+    t = board.create("fix the bug", assignee="w", verify=["pytest -q"])["id"]
+    run = board.claim(t)["run_id"]
+    held = board.complete(t, run_id=run, summary="fixed", usage={"cost_usd": 0.1})
+    assert held["pending_verification"] is True and held["status"] == "running"
+    r = _run_row(board, t)
+    assert r["status"] == "open" and r["pending_report"]
+    assert "completed" not in [e["kind"] for e in board.events(task_id=t)]
+    done = runs.complete(board.db, B, t, run_id=run, summary="fixed", verified=True, usage={"cost_usd": 0.1})
+    assert done["status"] == "done" and _run_row(board, t)["outcome"] == "completed"
+    check_invariants(board.db)
+
+
+def test_a_completion_refused_leaves_the_task_its_run_and_the_ledger_untouched(board: Any) -> None:
+    t = board.create("job", assignee="w")["id"]
+    run = board.claim(t)["run_id"]
+    before = snapshot(board.db, t)
+    ledger = board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage"))
+    with pytest.raises(InvalidInput, match="usage.cost_usd must be a number"):
+        board.complete(t, run_id=run, usage={"cost_usd": "lots"})
+    with pytest.raises(StaleRun):
+        board.complete(t, run_id=run + 1000, summary="not mine")
+    assert snapshot(board.db, t) == before
+    assert board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage")) == ledger
+    board.complete(t, run_id=run)
+    with pytest.raises(StaleRun):  # a second report of the same run
+        board.complete(t, run_id=run, summary="again")
+    assert board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage")) == ledger + 1
+    check_invariants(board.db)
+
+
+def test_a_completion_over_a_budget_is_recorded_and_the_budget_says_spent(board: Any) -> None:
+    budgets.set_budget(board.db, "board", B, budgets.Limits.build(max_cost=0.3))
+    t = board.create("expensive", assignee="w")["id"]
+    run = board.claim(t)["run_id"]
+    assert board.complete(t, run_id=run, usage={"cost_usd": 0.5})["status"] == "done"
+    shown = budgets.show(board.db, scope="board", ref=B)[0]
+    assert shown["exhausted"] and shown["spent"]["cost"] == 0.5
+    assert [e["kind"] for e in board.events(kinds=["budget_exhausted"])] == ["budget_exhausted"]
