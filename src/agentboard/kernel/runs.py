@@ -13,7 +13,7 @@ from typing import Any
 
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
-from ..store.engine import Database, Row, Tx, dump_json, in_list
+from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json, in_list
 from . import budgets, supervision
 from .children import CLAIM_KEYS, check_created_in
 from .common import (
@@ -76,7 +76,10 @@ _CLAIM_PG = (
     "u AS (UPDATE tasks SET status = 'running', current_run_id = (SELECT id FROM r), claim_lock = :lock, "
     "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
     "started_at = COALESCE(started_at, :now), updated_at = :now "
-    "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id) "
+    "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
+    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, r.id, 'claimed', "
+    "json_build_object('host', CAST(:host AS text), 'assignee', t.assignee)::text, :actor, :now "
+    "FROM t JOIN r ON true JOIN u ON u.id = t.id) "
     "SELECT t.*, (SELECT id FROM r) AS run_id, (SELECT COUNT(*) FROM u) AS swapped FROM t"
 )
 
@@ -99,12 +102,12 @@ def claim_in(
         expires = now + claim_ttl(tx, ttl)
         claim_lock = lock or f"{host or ''}:{pid or ''}:{now}"
         task = tx.one(_CLAIM_PG, {"id": task_id, "b": board, "lock": claim_lock, "exp": expires, "pid": pid,
-                                  "host": host, "now": now})
+                                  "host": host, "now": now, "actor": actor})
         if task is not None and task["run_id"] is not None:
             if task["swapped"] != 1:
                 raise Conflict(f"task {task_id} was claimed by someone else")
-            return _claimed(tx, board, task_id, task["run_id"], task["assignee"], claim_lock, expires, host,
-                            actor, now)
+            tx.events_written(board)  # the statement inserted the claimed event
+            return _claimed_out(task_id, task["run_id"], task["assignee"], claim_lock, expires)
     else:
         task = tx.one(_CLAIM_READ, {"id": task_id, "b": board})
     if task is None:
@@ -146,6 +149,10 @@ def claim_in(
 def _claimed(tx: Tx, board: str, task_id: str, run_id: int, assignee: str | None, claim_lock: str,
              expires: float, host: str | None, actor: str | None, now: float) -> Row:
     tx.event(board, task_id, "claimed", {"host": host, "assignee": assignee}, run_id=run_id, actor=actor, at=now)
+    return _claimed_out(task_id, run_id, assignee, claim_lock, expires)
+
+
+def _claimed_out(task_id: str, run_id: int, assignee: str | None, claim_lock: str, expires: float) -> Row:
     return {"claimed": True, "id": task_id, "run_id": run_id, "claim_lock": claim_lock,
             "claim_expires": expires, "assignee": assignee, "status": states.RUNNING}
 
@@ -244,15 +251,27 @@ def _heartbeat(
 ) -> Row:
     now = time.time()
     expires = now + claim_ttl(tx, ttl)
-    params = {"now": now, "exp": expires, "id": task_id, "b": board, "r": run_id}
+    payload = dump_json({"note": note} if note else {})
+    params = {"now": now, "exp": expires, "id": task_id, "b": board, "r": run_id, "payload": payload,
+              "actor": actor}
+    pg = tx.db.dialect == "postgresql"
     sql = (
         "UPDATE tasks SET last_heartbeat_at = :now, claim_expires = :exp "
         "WHERE id = :id AND board = :b AND status = 'running'"
     )
     if run_id is not None:
         sql += " AND current_run_id = :r"
-    # one round trip: the run, and whether any budget is spent at all (only then is it looked up)
-    sql += " RETURNING current_run_id, EXISTS (SELECT 1 FROM budgets WHERE exhausted_window IS NOT NULL) AS spent"
+    if pg:  # one statement: the task, its run and the event
+        sql = (f"WITH t AS ({sql} RETURNING id, board, current_run_id), "
+               "r AS (UPDATE task_runs SET last_heartbeat_at = :now, claim_expires = :exp FROM t "
+               "WHERE task_runs.id = t.current_run_id), "
+               f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, t.current_run_id, "
+               "'heartbeat', :payload, :actor, :now FROM t) "
+               "SELECT t.current_run_id, EXISTS (SELECT 1 FROM budgets WHERE exhausted_window IS NOT NULL) AS spent "
+               "FROM t")
+    else:  # one round trip: the run, and whether any budget is spent at all (only then is it looked up)
+        sql += (" RETURNING current_run_id, "
+                "EXISTS (SELECT 1 FROM budgets WHERE exhausted_window IS NOT NULL) AS spent")
     row = tx.one(sql, params)
     if row is None:
         task = get_task(tx, board, task_id)
@@ -262,11 +281,14 @@ def _heartbeat(
         raise AssertionError("unreachable: a running task's heartbeat updates its row")
     if run_id is None:
         run_id = row["current_run_id"]
-    tx.execute(
-        "UPDATE task_runs SET last_heartbeat_at = :now, claim_expires = :exp WHERE id = :r",
-        {"now": now, "exp": expires, "r": run_id},
-    )
-    tx.event(board, task_id, "heartbeat", {"note": note} if note else {}, run_id=run_id, actor=actor, at=now)
+    if pg:
+        tx.events_written(board)
+    else:
+        tx.execute(
+            "UPDATE task_runs SET last_heartbeat_at = :now, claim_expires = :exp WHERE id = :r",
+            {"now": now, "exp": expires, "r": run_id},
+        )
+        tx.event(board, task_id, "heartbeat", {"note": note} if note else {}, run_id=run_id, actor=actor, at=now)
     out: Row = {"id": task_id, "run_id": run_id, "claim_expires": expires}
     if messages:  # the worker's own heartbeat also hands it the comments since it last looked
         from .inbox import take_in
@@ -372,8 +394,9 @@ _COMPLETE_HINTS_PG = (
 #: PostgreSQL: a worker's completion of its running task in one statement, with no separate row
 #: lock: the task's compare-and-swap (it matches only while the task is running this run with no
 #: verify commands waiting, ``:noverify``), its run closed and the run's row of the budget ledger
-#: (a run is open until this statement closes it, so it has no ledger row yet). No row back:
-#: nothing was written, and the general path below decides why.
+#: (a run is open until this statement closes it, so it has no ledger row yet) and the event
+#: (``completed`` or ``review_requested``, the run's outcome). No row back: nothing was written,
+#: and the general path below decides why.
 _COMPLETE_RUNNING_PG = (
     "WITH t AS (UPDATE tasks SET "
     "status = CASE WHEN review_required = 1 AND :force = 0 THEN 'review' ELSE 'done' END, "
@@ -394,7 +417,9 @@ _COMPLETE_RUNNING_PG = (
     "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
     "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM r JOIN t ON t.id = r.task_id WHERE r.synthetic = 0 "
-    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd) "
+    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd), "
+    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, :run, t.last_outcome, :payload, "
+    ":actor, :now FROM t) "
     "SELECT t.*, (SELECT row_to_json(u) FROM u) AS usage_row FROM t"
 )
 #: the ledger's columns in :data:`_COMPLETE_RUNNING_PG`'s ``usage_row``
@@ -413,7 +438,8 @@ def _complete_running_pg(
     swapped = tx.execute(_COMPLETE_RUNNING_PG, {
         "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
         "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
-        "s": report.summary, "m": meta, "ec": exit_code, **up})
+        "s": report.summary, "m": meta, "ec": exit_code, "actor": actor,
+        "payload": dump_json(_completed_payload(report, synthetic=False)), **up})
     # a statement of its own, after the swap: its snapshot sees a child whose creation committed
     # while the task's row was locked
     hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
@@ -424,10 +450,11 @@ def _complete_running_pg(
     usage = task.pop("usage_row", None)
     if isinstance(usage, str):
         usage = json.loads(usage)
+    tx.events_written(board)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
-    return _completed(tx, board, task, task["status"], run_id, report, states.RUNNING, now, actor,
-                      children=bool(hints.get("children_hint", True)))
+    return _after_completed(tx, board, task, task["status"], run_id, actor,
+                            children=bool(hints.get("children_hint", True)))
 
 
 def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
@@ -448,15 +475,13 @@ def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata
     budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
 
 
-def _completed(tx: Tx, board: str, task: Row, target: str, rid: int, report: Report, cur: str, now: float,
-               actor: str | None, *, children: bool) -> Row:
-    """The completion's event and what follows a task becoming done (promotion, goal)."""
-    kind = "review_requested" if target == states.REVIEW else "completed"
-    tx.event(
-        board, task["id"], kind,
-        {"summary": first_line(report.summary), "result": report.result, "synthetic": cur != states.RUNNING},
-        run_id=rid, actor=actor, at=now,
-    )
+def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
+    return {"summary": first_line(report.summary), "result": report.result, "synthetic": synthetic}
+
+
+def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
+                     children: bool) -> Row:
+    """What follows a task becoming done (promotion of its children, its goal), and the answer."""
     if target == states.DONE:
         task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
     task["run_id"] = rid
@@ -526,8 +551,11 @@ def complete_in(
     # for the count saves a round trip. SQLite: one writer at a time.
     if tx.db.dialect != "postgresql" and tx.rowcount != 1:  # pragma: no cover
         raise Conflict(f"task {task_id} changed while completing; try again")
+    kind = "review_requested" if target == states.REVIEW else "completed"
+    tx.event(board, task_id, kind, _completed_payload(report, synthetic=cur != states.RUNNING), run_id=rid,
+             actor=actor, at=now)
     task.update(status=target, current_run_id=None, result=report.result or task.get("result"))
-    return _completed(tx, board, task, target, rid, report, cur, now, actor, children=children)
+    return _after_completed(tx, board, task, target, rid, actor, children=children)
 
 
 def _verification_pending(tx: Tx, task: Row) -> bool:

@@ -97,8 +97,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+#: the columns a verb's own statement fills when it inserts an event (``INSERT INTO task_events
+#: EVENT_COLUMNS SELECT ...``, then :meth:`Tx.events_written`); the rest take their defaults
+EVENT_COLUMNS = "(board, task_id, run_id, kind, payload, actor, created_at)"
 _EVENT_INSERT = (
-    "INSERT INTO task_events (board, task_id, run_id, kind, payload, actor, created_at) "
+    f"INSERT INTO task_events {EVENT_COLUMNS} "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
 )
 class Tx:
@@ -182,6 +185,12 @@ class Tx:
         if self.wire is not None:
             return self.wire.last_rowcount()
         return int(self.cur.rowcount)
+
+    def events_written(self, board: str) -> None:
+        """A statement of the verb's own inserted its events (see :data:`EVENT_COLUMNS`): the
+        commit is signalled like one of :meth:`event`'s."""
+        self.wrote_events = True
+        self.boards_touched.add(board)
 
     def event(
         self,
