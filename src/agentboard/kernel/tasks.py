@@ -10,7 +10,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
-from ..store.engine import Database, Row, Tx, dump_json
+from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
 from . import budgets, supervision
 from .branches import check_worktree_task
 from .common import (
@@ -51,6 +51,11 @@ _INSERT_TASK = (
 #: PostgreSQL: the insert is not read back (a task id taken already — one chance in 2^32 — fails
 #: the transaction with a unique violation, and the verb runs again with a new id)
 _INSERT_TASK_PG = _INSERT_TASK[: _INSERT_TASK.index(" ON CONFLICT")]
+#: PostgreSQL: the insert and its ``created`` event in one statement
+_INSERT_TASK_WITH_EVENT_PG = (
+    f"WITH i AS ({_INSERT_TASK_PG} RETURNING id) INSERT INTO task_events {EVENT_COLUMNS} "
+    "SELECT :board, i.id, NULL, 'created', :payload, :created_by, :now FROM i"
+)
 
 #: the board a task is created on, and whether its assignee names a profile, in one read
 _BOARD_FOR_CREATE = (
@@ -242,13 +247,17 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "block_reason": None,
         "not_before": new.not_before,
     }
+    created = {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title,
+               **({"not_before": new.not_before} if new.not_before is not None else {})}
     for _ in range(20):
         params["id"] = model.new_task_id()
         if tx.db.dialect == "postgresql":
-            tx.execute(_INSERT_TASK_PG, params)
+            tx.execute(_INSERT_TASK_WITH_EVENT_PG, {**params, "payload": dump_json(created)})
+            tx.events_written(board)
             break
         tx.execute(_INSERT_TASK, params)
         if tx.rowcount == 1:
+            tx.event(board, params["id"], "created", created, actor=new.actor, at=now)
             break
     else:  # pragma: no cover - 20 collisions in a 2^32 space
         raise Conflict("could not allocate a task id; try again")
@@ -260,15 +269,6 @@ def create_in(tx: Tx, new: NewTask) -> Row:
             "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
             [{"p": p, "c": task_id, "b": board, "now": now} for p in dict.fromkeys(parents)],
         )
-    tx.event(
-        board,
-        task_id,
-        "created",
-        {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title,
-         **({"not_before": new.not_before} if new.not_before is not None else {})},
-        actor=new.actor,
-        at=now,
-    )
     if tx.db.settings.notify_default:
         auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
                           new.actor)
