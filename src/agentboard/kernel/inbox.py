@@ -71,11 +71,15 @@ def unread_for_files(db: Database, cursors: dict[int, int]) -> dict[int, list[Ro
 
     def _r(tx: Tx) -> dict[int, list[Row]]:
         params: dict[str, Any] = {}
-        runs = tx.all("SELECT id, task_id, profile, started_at, status FROM task_runs WHERE id IN "
-                      + in_list("r", cursors, params), params)
+        # with each run, the newest comment it may be shown: most have none past their cursor,
+        # and then this one statement is the whole read
+        runs = tx.all(
+            "SELECT r.id, r.task_id, r.profile, r.started_at, r.status, (SELECT MAX(c.id) FROM task_comments c "
+            "WHERE c.task_id = r.task_id AND c.created_at >= r.started_at AND c.author != COALESCE(r.profile, '')) "
+            "AS newest FROM task_runs r WHERE r.id IN " + in_list("r", cursors, params), params)
         out: dict[int, list[Row]] = {}
         for run in runs:
-            if run["status"] != "open":
+            if run["status"] != "open" or run["newest"] is None or int(run["newest"]) <= cursors.get(int(run["id"]), 0):
                 continue
             rows = _messages(tx, run["task_id"], run, cursors.get(int(run["id"]), 0))
             if rows:

@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..domain import states
-from ..domain.errors import InvalidInput
+from ..domain.errors import AgentboardError, InvalidInput
 from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
 from .common import get_task, run_out, task_out
 from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
@@ -214,45 +214,91 @@ def _decoded(text: str | None) -> Any:
 
 def task_detail_in(tx: Tx, board: str, task_id: str, *, events: int = 50) -> Row:
     """:func:`task_detail` inside a transaction, for kernel reads of several tasks in one."""
-    task = task_out(get_task(tx, board, task_id))
-    parents = tx.all(
-        "SELECT t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
-        "JOIN tasks t ON t.id = l.parent_id WHERE l.child_id = :id ORDER BY l.created_at, t.id",
-        {"id": task_id})
-    for p in parents:
-        handoff = None
-        if p["status"] == states.DONE:
-            handoff = tx.one(
-                "SELECT * FROM task_runs WHERE task_id = :p AND status = 'closed' "
-                "AND outcome IN ('completed', 'review_requested') ORDER BY id DESC LIMIT 1", {"p": p["id"]})
-        p["handoff"] = run_out(handoff) if handoff else None
-    task["parents"] = parents
-    task["children"] = tx.all(
-        "SELECT t.id, t.title, t.status, t.assignee FROM task_links l JOIN tasks t ON t.id = l.child_id "
-        "WHERE l.parent_id = :id ORDER BY l.created_at, t.id", {"id": task_id})
-    task["comments"] = tx.all(
-        "SELECT id, author, body, kind, created_at FROM task_comments WHERE task_id = :id ORDER BY id",
-        {"id": task_id})
-    evs = tx.all(
-        "SELECT id, task_id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :id "
-        "ORDER BY id DESC LIMIT :n", {"id": task_id, "n": events}) if events > 0 else []
-    task["events"] = [_event_out(e) for e in reversed(evs)]
-    task["runs"] = [run_out(r) for r in tx.all(
-        "SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
-    task["attachments"] = tx.all(
-        "SELECT id, name, path, size, sha256, created_at FROM attachments WHERE task_id = :id ORDER BY id",
-        {"id": task_id})
-    task["reviews"] = [
-        {**r, "findings": _decoded(r["findings"])}
-        for r in tx.all("SELECT * FROM reviews WHERE task_id = :id ORDER BY id", {"id": task_id})
-    ]
-    if task.get("goal_id"):
-        goal = tx.one("SELECT id, title, status, body, acceptance FROM goals WHERE id = :g AND board = :b",
-                      {"g": task["goal_id"], "b": board})
-        if goal:
-            goal["acceptance"] = _decoded(goal["acceptance"])
-        task["goal"] = goal
-    return task
+    found = task_details_in(tx, board, [task_id], events=events)[task_id]
+    if isinstance(found, AgentboardError):
+        raise found
+    return found
+
+
+def _grouped(rows: list[Row], key: str = "of_task") -> dict[Any, list[Row]]:
+    """Rows by the value of ``key`` (removed from each row), in their order."""
+    out: dict[Any, list[Row]] = {}
+    for r in rows:
+        out.setdefault(r.pop(key), []).append(r)
+    return out
+
+
+def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
+                    events: int = 50) -> dict[str, Row | AgentboardError]:
+    """:func:`task_detail` of several tasks of ``board`` with one statement per kind of row for
+    all of them (the dispatcher prepares a batch of workers); a task not on the board maps to
+    its ``NotFound``."""
+    ids = list(dict.fromkeys(task_ids))
+    p: dict[str, Any] = {"b": board}
+    inl = in_list("i", ids, p)
+    found = {r["id"]: task_out(r) for r in tx.all(f"SELECT * FROM tasks WHERE board = :b AND id IN {inl}", p)}
+    out: dict[str, Row | AgentboardError] = {}
+    for task_id in ids:
+        if task_id not in found:
+            try:
+                get_task(tx, board, task_id)
+            except AgentboardError as exc:
+                out[task_id] = exc
+    ids = [i for i in ids if i in found]
+    if not ids:
+        return out
+    p = {}
+    inl = in_list("i", ids, p)
+    parents = _grouped(tx.all(
+        "SELECT l.child_id AS of_task, t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
+        f"JOIN tasks t ON t.id = l.parent_id WHERE l.child_id IN {inl} ORDER BY l.created_at, t.id", p))
+    done = [q["id"] for rows in parents.values() for q in rows if q["status"] == states.DONE]
+    handoffs: dict[str, Row] = {}
+    if done:  # each done parent's latest completed run
+        hp: dict[str, Any] = {}
+        handoffs = {r["task_id"]: run_out(r) for r in tx.all(
+            "SELECT * FROM task_runs WHERE id IN (SELECT MAX(id) FROM task_runs WHERE task_id IN "
+            f"{in_list('p', dict.fromkeys(done), hp)} AND status = 'closed' "
+            "AND outcome IN ('completed', 'review_requested') GROUP BY task_id)", hp)}
+    children = _grouped(tx.all(
+        "SELECT l.parent_id AS of_task, t.id, t.title, t.status, t.assignee FROM task_links l "
+        f"JOIN tasks t ON t.id = l.child_id WHERE l.parent_id IN {inl} ORDER BY l.created_at, t.id", p))
+    comments = _grouped(tx.all(
+        f"SELECT task_id AS of_task, id, author, body, kind, created_at FROM task_comments WHERE task_id IN {inl} "
+        "ORDER BY id", p))
+    evs: dict[Any, list[Row]] = {}
+    if events > 0:  # the last ``events`` of each task
+        evs = _grouped(tx.all(
+            "SELECT task_id AS of_task, id, task_id, run_id, kind, payload, actor, created_at FROM ("
+            "SELECT e.*, ROW_NUMBER() OVER (PARTITION BY e.task_id ORDER BY e.id DESC) AS rn FROM task_events e "
+            f"WHERE e.task_id IN {inl}) x WHERE rn <= :n ORDER BY id", {**p, "n": events}))
+    task_runs = _grouped(tx.all(f"SELECT task_id AS of_task, * FROM task_runs WHERE task_id IN {inl} ORDER BY id", p))
+    attachments = _grouped(tx.all(
+        f"SELECT task_id AS of_task, id, name, path, size, sha256, created_at FROM attachments WHERE task_id IN {inl} "
+        "ORDER BY id", p))
+    reviews = _grouped(tx.all(f"SELECT task_id AS of_task, * FROM reviews WHERE task_id IN {inl} ORDER BY id", p))
+    goal_ids = list(dict.fromkeys(found[i]["goal_id"] for i in ids if found[i].get("goal_id")))
+    goals: dict[str, Row] = {}
+    if goal_ids:
+        gp: dict[str, Any] = {"b": board}
+        for g in tx.all(f"SELECT id, title, status, body, acceptance FROM goals WHERE id IN "
+                        f"{in_list('g', goal_ids, gp)} AND board = :b", gp):
+            g["acceptance"] = _decoded(g["acceptance"])
+            goals[g["id"]] = g
+    for task_id in ids:
+        task = found[task_id]
+        task["parents"] = [{**q, "handoff": handoffs.get(q["id"]) if q["status"] == states.DONE else None}
+                           for q in parents.get(task_id, [])]
+        task["children"] = children.get(task_id, [])
+        task["comments"] = comments.get(task_id, [])
+        task["events"] = [_event_out(e) for e in evs.get(task_id, [])]
+        task["runs"] = [run_out(r) for r in task_runs.get(task_id, [])]
+        task["attachments"] = attachments.get(task_id, [])
+        task["reviews"] = [{**r, "findings": _decoded(r["findings"])} for r in reviews.get(task_id, [])]
+        if task.get("goal_id"):
+            task["goal"] = goals.get(task["goal_id"])
+        out[task_id] = task
+    return out
 
 
 def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> Row:

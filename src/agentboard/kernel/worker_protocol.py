@@ -19,7 +19,7 @@ from ..domain import states
 from ..domain.errors import AgentboardError
 from ..store.engine import Database, Row, Tx, in_list
 from .common import get_task
-from .queries import task_detail_in
+from .queries import task_details_in
 
 HISTORY_KINDS = ("changes_requested", "rejected", "verify_failed", "result_invalid", "result_degraded")
 REVIEW_UNAVAILABLE = "peer review unavailable"
@@ -41,19 +41,23 @@ class PrepareInputs:
     """Whether the board has a published wiki page (False when the wiki context is off)."""
 
 
-def _history_events_in(tx: Tx, board: str, task_id: str) -> list[Row]:
-    params: dict[str, Any] = {"t": task_id, "b": board}
+def _history_events_in(tx: Tx, board: str, task_ids: Sequence[str]) -> dict[str, list[Row]]:
+    """The history events of each of ``task_ids`` (see :class:`PrepareInputs`), in one statement."""
+    params: dict[str, Any] = {"b": board}
     rows = tx.all(
-        "SELECT id, run_id, kind, payload, actor, created_at FROM task_events WHERE task_id = :t AND board = :b "
+        "SELECT task_id, id, run_id, kind, payload, actor, created_at FROM task_events "
+        f"WHERE task_id IN {in_list('t', task_ids, params)} AND board = :b "
         f"AND kind IN {in_list('k', HISTORY_KINDS, params)} ORDER BY id",
         params,
     )
+    out: dict[str, list[Row]] = {}
     for r in rows:
         try:
             r["payload"] = json.loads(r["payload"] or "{}")
         except ValueError:
             r["payload"] = {}
-    return rows
+        out.setdefault(r.pop("task_id"), []).append(r)
+    return out
 
 
 def _any_published_in(tx: Tx, board: str) -> bool:
@@ -67,13 +71,12 @@ def prepare_inputs_many(db: Database, board: str, task_ids: Sequence[str], *,
     read failed maps to the error (NotFound: it is gone or on another board)."""
     def _r(tx: Tx) -> dict[str, PrepareInputs | AgentboardError]:
         published = wiki_on and _any_published_in(tx, board)
+        details = task_details_in(tx, board, task_ids, events=0)
+        history = _history_events_in(tx, board, [i for i, d in details.items() if not isinstance(d, AgentboardError)])
         out: dict[str, PrepareInputs | AgentboardError] = {}
-        for task_id in task_ids:
-            try:
-                out[task_id] = PrepareInputs(task_detail_in(tx, board, task_id, events=0),
-                                             _history_events_in(tx, board, task_id), published)
-            except AgentboardError as exc:
-                out[task_id] = exc
+        for task_id, detail in details.items():
+            out[task_id] = (detail if isinstance(detail, AgentboardError)
+                            else PrepareInputs(detail, history.get(task_id, []), published))
         return out
     return db.read(_r)
 
