@@ -74,12 +74,15 @@ def drain(url: str, root: Path, hosts: int, n: int, parallel: int) -> dict[str, 
         procs.append(subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--board", slug],
                                       env=env, stdout=log, stderr=log, start_new_session=True))
     q = "SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'done'"
+    pg_cpu0 = _cpu_seconds(_postgres_pids())
     try:
         while int(ab.db.read(lambda tx: tx.scalar(q, {"b": slug}))) < n:
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"a dispatcher exited; see {root}")
             time.sleep(0.05)
         wall = time.perf_counter() - t0
+        dispatch_cpu = _cpu_seconds([p.pid for p in procs])
+        pg_cpu = _cpu_seconds(_postgres_pids()) - pg_cpu0
     finally:
         for p in procs:
             if p.poll() is None:
@@ -95,7 +98,36 @@ def drain(url: str, root: Path, hosts: int, n: int, parallel: int) -> dict[str, 
     ab.close()
     once = len(per_task) == n and all(r["runs"] == 1 and r["ok"] == 1 for r in per_task)
     return {"hosts": hosts, "tasks": n, "seconds": round(wall, 2), "tasks_per_s": round(n / wall, 1),
-            "each_task_once": once, "runs_by_host": {r["worker_host"]: r["n"] for r in by_host}}
+            "each_task_once": once, "runs_by_host": {r["worker_host"]: r["n"] for r in by_host},
+            # CPU per task: the dispatchers with the workers they reaped, and the database server
+            "dispatcher_cpu_ms_per_task": round(dispatch_cpu / n * 1000, 2),
+            "postgres_cpu_ms_per_task": round(pg_cpu / n * 1000, 2),
+            "cores_busy": round((dispatch_cpu + pg_cpu) / wall, 2)}
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU time of processes (with their waited-for children) from ``/proc``; 0 where unreadable."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _postgres_pids() -> list[int]:
+    """The local PostgreSQL server's processes (the server is on this machine here)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "cmdline").read_bytes().startswith(b"postgres"):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"N={n} {row['tasks_per_s']:>7} tasks/s ({row['seconds']} s; bare spawn "
                   f"{row['bare_spawn_tasks_per_s']}/s) each task once: {row['each_task_once']} "
-                  f"runs by host: {row['runs_by_host']}", file=sys.stderr, flush=True)
+                  f"runs by host: {row['runs_by_host']}; CPU per task: dispatchers "
+                  f"{row['dispatcher_cpu_ms_per_task']} ms, PostgreSQL {row['postgres_cpu_ms_per_task']} ms; "
+                  f"{row['cores_busy']} of {os.cpu_count()} cores busy", file=sys.stderr, flush=True)
     finally:
         drop_pg(args.pg, name)
     grows = all(b["tasks_per_s"] > a["tasks_per_s"] for a, b in zip(rows, rows[1:], strict=False))

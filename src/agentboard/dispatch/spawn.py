@@ -118,10 +118,10 @@ def open_log(path: Path, max_bytes: int) -> tuple[IO[bytes], int]:
 
     Returns the file and the offset this run's output starts at.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         size = path.stat().st_size
     except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
         size = 0
     if max_bytes and size >= max_bytes:
         for i in range(_LOG_KEEP - 1, 0, -1):

@@ -58,22 +58,36 @@ def write_text(path: Path, text: str) -> None:
     a symbolic link a worker left at either name is replaced, never followed, so a dispatcher
     writing into a workspace cannot be steered into writing elsewhere.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("." + path.name + ".tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    data = text.encode("utf-8")
     try:
         fd = os.open(tmp, flags, 0o644)
-    except FileExistsError:  # a leftover, or a link a worker planted: removed, never followed
-        tmp.unlink()
-        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:  # the folder is not there yet (usually it is: no mkdir then)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = _open_fresh(tmp, flags)
+    except FileExistsError:
+        fd = _open_fresh(tmp, flags)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def _open_fresh(tmp: Path, flags: int) -> int:
+    try:
+        return os.open(tmp, flags, 0o644)
+    except FileExistsError:  # a leftover, or a link a worker planted: removed, never followed
+        tmp.unlink()
+        return os.open(tmp, flags, 0o644)
 
 
 def write_json(path: Path, data: Any) -> None:
