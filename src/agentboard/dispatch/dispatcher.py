@@ -32,6 +32,10 @@ log = logging.getLogger("agentboard.dispatch")
 
 #: after a pass that failed, the loop tries again this many seconds later
 RETRY_AFTER_FAILURE = 1.0
+#: the shortest time between the starts of two passes: the commits of every host wake every
+#: dispatcher, and under a busy board they arrive faster than passes are worth running (many
+#: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
+PASS_MIN_GAP = 0.02
 
 
 class Dispatcher:
@@ -155,6 +159,7 @@ class Dispatcher:
         """Run a pass, then sleep until woken, the next known deadline, or the interval."""
         interval = float(self.settings.dispatch_interval)
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 self.run_pass_report()
             except Exception:  # a pass must never kill the loop
@@ -164,3 +169,6 @@ class Dispatcher:
                 break
             timeout = min(interval, max(0.0, self._next_due - time.time())) if self._next_due else interval
             waker.wait(max(timeout, 0.002))
+            rest = PASS_MIN_GAP - (time.monotonic() - started)
+            if rest > 0:
+                self._stop.wait(rest)
