@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,23 @@ def test_a_task_made_ready_by_another_process_starts_without_waiting_for_the_int
     out = subprocess.run(["agentboard", "create", "from the cli", "--assignee", "w", "--json"], env=_env(ab),
                          capture_output=True, text=True, check=True)
     tid = json.loads(out.stdout)["id"]
+    wait_for(lambda: all_in(board, [tid], {"done"}), timeout=45)
+
+
+def test_a_flood_of_commits_costs_a_dispatcher_a_pass_per_gap_not_a_pass_per_commit(ab, board, dispatcher):
+    from agentboard.dispatch.dispatcher import PASS_MIN_GAP
+
+    ab.add_profile("w", command=RESULT_AFTER.format(secs=0))
+    d = dispatcher(dispatch_interval=3600)
+    target = board.create("a note board", assignee="nobody-runs-this")["id"]
+    wait_for(lambda: d.passes >= 1, what="the first pass")
+    before, t0 = d.passes, time.monotonic()
+    for i in range(300):  # each commit wakes the dispatcher
+        board.comment(target, f"note {i}", mentions=False)
+    took = time.monotonic() - t0
+    passes = d.passes - before
+    assert passes <= took / PASS_MIN_GAP + 2, (passes, took)
+    tid = board.create("still served", assignee="w")["id"]  # and it still reacts to new work
     wait_for(lambda: all_in(board, [tid], {"done"}), timeout=45)
 
 
