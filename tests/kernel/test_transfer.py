@@ -195,7 +195,8 @@ def test_sqlite_to_postgresql_to_sqlite_keeps_every_row(home: Path, tmp_path: Pa
     assert all_rows(pg) == original
     check_invariants(pg)
     # ids continue after the import on PostgreSQL (sequences were moved past the imported ids)
-    c = comments.comment(pg, "default", original["tasks"][0]["id"], "new on postgres")
+    on_default = next(t["id"] for t in original["tasks"] if t["board"] == "default")
+    c = comments.comment(pg, "default", on_default, "new on postgres")
     assert int(c["id"]) == max(r["id"] for r in original["task_comments"]) + 1
     back_home = tmp_path / "back"
     back = fresh(f"sqlite:///{back_home / 'agentboard.db'}", back_home)

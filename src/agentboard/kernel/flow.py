@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ..domain import states
-from ..store.engine import Tx
+from ..store.engine import EVENT_COLUMNS, Tx, dump_json
 from . import supervision
 from .common import default_assignee
 
@@ -24,7 +24,7 @@ _LOCK_TODO_CHILDREN = (
 )
 
 #: PostgreSQL: the children that became ready, those with an assignee promoted in the same
-#: statement (one round trip); ``promoted`` says which
+#: statement with their ``promoted`` events (one round trip); ``promoted`` says which
 _PROMOTE_PG = (
     "WITH ready AS (" + _READY_CHILDREN + "), "
     "up AS (UPDATE tasks SET status = 'ready', updated_at = :now, "
@@ -32,7 +32,9 @@ _PROMOTE_PG = (
     "block_reason = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_reason END, block_on = NULL, "
     "block_kind = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_kind END "
     "FROM ready WHERE tasks.id = ready.id "
-    "AND COALESCE(ready.assignee, '') <> '' AND tasks.status = 'todo' RETURNING tasks.id) "
+    "AND COALESCE(ready.assignee, '') <> '' AND tasks.status = 'todo' RETURNING tasks.id), "
+    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT :board, up.id, NULL, 'promoted', :payload, :actor, :now "
+    "FROM up) "
     "SELECT ready.id, ready.assignee, up.id IS NOT NULL AS promoted FROM ready LEFT JOIN up ON up.id = ready.id"
 )
 
@@ -46,11 +48,11 @@ def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None)
         # here and its next statement sees that parent done (the lock's answer is not read, so
         # it travels with the statement below)
         tx.execute(_LOCK_TODO_CHILDREN, {"id": task_id})
-        rows = tx.all(_PROMOTE_PG, {"id": task_id, "now": now})
-        for row in rows:
-            if row["promoted"]:
-                tx.event(board, row["id"], "promoted", {"by": task_id}, actor=actor, at=now)
-                promoted.append(row["id"])
+        rows = tx.all(_PROMOTE_PG, {"id": task_id, "now": now, "board": board, "actor": actor,
+                                    "payload": dump_json({"by": task_id})})
+        promoted = [row["id"] for row in rows if row["promoted"]]
+        if promoted:
+            tx.events_written(board)
         rows = [r for r in rows if not r["assignee"]]  # unassigned: the fallback assignee below
     else:
         rows = tx.all(_READY_CHILDREN, {"id": task_id, "now": now})
