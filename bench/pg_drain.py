@@ -64,6 +64,9 @@ def drain(url: str, root: Path, hosts: int, n: int, parallel: int) -> dict[str, 
     ab.create_board(slug)
     for j in range(n):  # setup, not measured
         tasks.create(ab.db, slug, f"task {j}", assignee="w")
+    # the statistics autovacuum gathers within a minute on a real database: a table loaded the
+    # moment before has none, and the planner then scans a whole board for a few ids
+    ab.db.write(lambda tx: tx.execute("ANALYZE"))
     procs = []
     env0 = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
     t0 = time.perf_counter()

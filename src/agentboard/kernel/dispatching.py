@@ -253,12 +253,13 @@ def claim_batch(
 def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Set-based ``runs.record_spawn`` for several workers: the same rows and events, with a
     compare-and-swap on each task's current run (a stale item writes nothing)."""
-    params: dict[str, Any] = {"b": board}
-    sql = ("SELECT id, current_run_id FROM tasks WHERE board = :b AND id IN "
+    params: dict[str, Any] = {}
+    # by id alone (the board is checked here): the primary key whatever the planner's statistics say
+    sql = ("SELECT id, board, current_run_id FROM tasks WHERE id IN "
            + in_list("i", [it["task_id"] for it in items], params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE"
-    current = {r["id"]: r["current_run_id"] for r in tx.all(sql, params)}
+    current = {r["id"]: r["current_run_id"] for r in tx.all(sql, params) if r["board"] == board}
     ok = [it for it in items if current.get(it["task_id"]) == int(it["run_id"])]
     stale = []
     for it in items:
