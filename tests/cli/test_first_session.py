@@ -1,0 +1,119 @@
+"""What a person trips over in a first session, done the way they did it: the real CLI in a
+subprocess on a real home (and the REST API on a real server where the dashboard asks it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+AB = [sys.executable, "-m", "agentboard"]
+
+
+def run(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    p = subprocess.run([*AB, *args], capture_output=True, text=True, env=full_env, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"agentboard {' '.join(args)} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+def new_task(title: str, *args: str) -> str:
+    return str(json.loads(run("create", title, "--json", *args).stdout)["id"])
+
+
+def diagnostics(*args: str) -> list[dict[str, object]]:
+    return list(json.loads(run("diagnostics", "--json", *args).stdout))
+
+
+# -- one task's diagnostics ------------------------------------------------------------------------
+
+
+def test_a_tasks_diagnostics_show_only_what_concerns_that_task(cli_home: Path) -> None:
+    run("profiles", "add", "w", "--command", "true")
+    a = new_task("a", "--assignee", "w")
+    b = new_task("b", "--assignee", "w")
+    run("budget", "set", "--task", b, "--max-runs", "0")
+    # the whole board's view has B's spent budget
+    assert any(f["kind"] == "budget_spent" and f["subject"] == b for f in diagnostics())
+    # A's view does not, in JSON nor in text
+    assert not [f for f in diagnostics("--task", a) if f["kind"] == "budget_spent"]
+    assert b not in run("diagnostics", "--task", a).stdout
+    # B's view has it, labelled as B's own
+    (own,) = [f for f in diagnostics("--task", b) if f["kind"] == "budget_spent"]
+    assert own["concerns"] == "task" and own["subject"] == b and own["task_id"] == b
+    # the board's spent budget concerns every task of the board, and says it is the board's
+    run("budget", "set", "--board", "default", "--max-runs", "0")
+    (board,) = [f for f in diagnostics("--task", a) if f["kind"] == "budget_spent"]
+    assert board["concerns"] == "board" and board["subject"] == "default" and board["task_id"] is None
+    text = run("diagnostics", "--task", a).stdout
+    assert "[budget_spent] its board default:" in text and b not in text
+
+
+def test_the_drawers_diagnostics_of_one_task_leave_out_another_tasks_budget(home: Path) -> None:
+    from api.conftest import start_api
+
+    import agentboard
+    from agentboard.kernel import budgets
+
+    with agentboard.connect(str(home)) as ab, start_api(ab) as api:
+        ab.add_profile("w", command="true")
+        a = ab.board().create("a", assignee="w")["id"]
+        b = ab.board().create("b", assignee="w")["id"]
+        budgets.set_budget(ab.db, "task", b, budgets.Limits.build(max_runs=0))
+        c = api.as_admin
+        # what the drawer asks (GET /api/diagnostics?task=ID): A's has no finding, so no banner and no Fix
+        assert c.get("/api/diagnostics", params={"task": a}).json() == []
+        found = c.get("/api/diagnostics", params={"task": b}).json()
+        assert [(f["kind"], f["subject"], f["action"]["path"]) for f in found] == [
+            ("budget_spent", b, f"/api/budgets/task/{b}")]
+
+
+# -- profiles whose program is missing ----------------------------------------------------------------
+
+
+def test_adding_a_profile_whose_program_is_not_on_path_warns_and_names_it(cli_home: Path) -> None:
+    p = run("profiles", "add", "coder", "--command", "claude-coder --task {task_id}")
+    assert "warning:" in p.stderr and "'claude-coder' was not found on PATH" in p.stderr
+    assert "profiles set coder --command" in p.stderr
+    # it is kept (the program may be installed later)
+    assert json.loads(run("profiles", "show", "coder", "--json").stdout)["command"].startswith("claude-coder")
+    # a program that exists: no warning
+    assert "warning" not in run("profiles", "set", "coder", "--command", "true").stderr
+
+
+def test_a_script_given_to_an_interpreter_that_does_not_exist_is_caught_at_add_set_and_check(
+        cli_home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "agents" / "missing.sh"
+    p = run("profiles", "add", "s", "--command", f"sh {missing}")
+    assert f"script '{missing}' (run by sh) does not exist" in p.stderr
+    p = run("profiles", "check", "s", "--no-run", check=False)
+    assert p.returncode == 1 and "NOT READY" in p.stdout and f"script '{missing}'" in p.stdout
+    missing.parent.mkdir()
+    missing.write_text("echo hi\n")
+    assert "warning" not in run("profiles", "set", "s", "--command", f"bash -e {missing}").stderr
+    p = run("profiles", "check", "s", "--no-run")
+    assert "s (command): ok" in p.stdout
+    py = tmp_path / "gone.py"
+    assert f"script '{py}' (run by python3) does not exist" in run(
+        "profiles", "set", "s", "--command", f"python3 -u {py}").stderr
+    # inline code and modules are not scripts
+    assert "warning" not in run("profiles", "set", "s", "--command", "python3 -c 'print(1)'").stderr
+
+
+def test_a_task_blocked_by_a_profile_that_cannot_start_points_diagnostics_at_the_profile(
+        cli_home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sh"
+    run("profiles", "add", "p", "--command", f"sh {missing}")
+    t = new_task("work", "--assignee", "p")
+    run("block", t, "failed twice", "--kind", "gave_up")
+    found = diagnostics("--task", t)
+    prof = [f for f in found if f["kind"] == "command_not_found"]
+    assert prof, found
+    assert prof[0]["concerns"] == "profile" and prof[0]["subject"] == "p" and prof[0]["severity"] == "error"
+    assert prof[0]["fix"].startswith("agentboard profiles set p --command")
+    assert found[0]["kind"] == "command_not_found"  # the profile first, before any unblock
+    text = run("diagnostics", "--task", t).stdout
+    assert "[command_not_found] its profile p:" in text and str(missing) in text
