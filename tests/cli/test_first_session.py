@@ -117,3 +117,17 @@ def test_a_task_blocked_by_a_profile_that_cannot_start_points_diagnostics_at_the
     assert found[0]["kind"] == "command_not_found"  # the profile first, before any unblock
     text = run("diagnostics", "--task", t).stdout
     assert "[command_not_found] its profile p:" in text and str(missing) in text
+
+
+# -- typos ------------------------------------------------------------------------------------------
+
+
+def test_a_typo_in_an_assignee_suggests_the_profile_it_was_meant_to_be(cli_home: Path) -> None:
+    run("profiles", "add", "fixer", "--command", "true")
+    p = run("create", "fix the bug", "--assignee", "fixr")
+    assert p.stderr.startswith("warning: no profile named 'fixr' (did you mean 'fixer'?):")
+    t = new_task("other")
+    assert "did you mean 'fixer'?" in run("assign", t, "fixe").stderr
+    # a name close to nothing gets no suggestion
+    p = run("create", "for a person", "--assignee", "alice")
+    assert "no profile named 'alice'" in p.stderr and "did you mean" not in p.stderr

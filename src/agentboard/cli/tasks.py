@@ -25,16 +25,13 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
     """A task for a name that is no profile is fine for a person, but the dispatcher skips it."""
     if not assignee or assignee == "none":
         return
-    from agentboard.domain.errors import NotFound
     from agentboard.kernel import profiles
 
-    try:
-        profiles.get(common.db(), assignee)
-    except NotFound:
+    warning = profiles.assignee_warning(common.db(), assignee)
+    if warning:
         from .output import warn
 
-        warn(f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
-             f"added (`agentboard profiles add {assignee} --command ...`); fine if a person does it")
+        warn(warning)
 
 
 def _not_before(value: str | None) -> float | None:

@@ -88,6 +88,31 @@ def _env(profile: Row) -> dict[str, Any]:
     return env if isinstance(env, dict) else {}
 
 
+def did_you_mean(name: str, names: list[str]) -> str:
+    """``" (did you mean 'fixer'?)"`` when a profile name is close to ``name`` (a typo), else ``""``."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
+def unknown_profile_warning(tx: Tx, name: str) -> str:
+    """The warning about a task assigned to ``name``, which is no profile (with the profile its
+    name is a typo of, if one is close)."""
+    hint = did_you_mean(name, [str(r["name"]) for r in tx.all("SELECT name FROM profiles")])
+    return (f"no profile named {name!r}{hint}: the dispatcher will not start this task until one is added "
+            f"(`agentboard profiles add {name} --command ...`); fine if a person does it")
+
+
+def assignee_warning(db: Database, name: str) -> str | None:
+    """:func:`unknown_profile_warning` when ``name`` is no profile, else None."""
+    def _r(tx: Tx) -> str | None:
+        if tx.one("SELECT name FROM profiles WHERE name = :n", {"n": name}) is not None:
+            return None
+        return unknown_profile_warning(tx, name)
+    return db.read(_r)
+
+
 def profile_out(row: Row) -> Row:
     out = dict(row)
     out["env"] = json.loads(out.get("env") or "{}")
