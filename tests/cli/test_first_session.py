@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 AB = [sys.executable, "-m", "agentboard"]
 
 
@@ -131,3 +133,42 @@ def test_a_typo_in_an_assignee_suggests_the_profile_it_was_meant_to_be(cli_home:
     # a name close to nothing gets no suggestion
     p = run("create", "for a person", "--assignee", "alice")
     assert "no profile named 'alice'" in p.stderr and "did you mean" not in p.stderr
+
+
+# -- settings -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("AGENTBOARD_FAILURE_LIMIT", "abc", "invalid setting failure_limit='abc': must be a whole number from 1 to 100000 "
+                                        "(from AGENTBOARD_FAILURE_LIMIT)"),
+    ("AGENTBOARD_FAILURE_LIMIT", "0", "invalid setting failure_limit=0: must be a whole number from 1 to 100000"),
+    ("AGENTBOARD_VERIFY", "maybe", "invalid setting verify='maybe': must be true or false"),
+    ("AGENTBOARD_API_PORT", "70000", "invalid setting api_port='70000': must be a whole number from 1 to 65535"),
+    ("AGENTBOARD_REVIEWER_AGENT", "bob", "invalid setting reviewer_agent='bob': must be auto, on, off, llm, heuristic"),
+])
+def test_a_bad_setting_is_refused_naming_its_valid_range_or_choices(cli_home: Path, var: str, value: str,
+                                                                      says: str) -> None:
+    before = (cli_home / "agentboard.db").read_bytes()
+    p = run("list", env={var: value}, check=False)
+    assert p.returncode == 2 and p.stderr.startswith("error: " + says), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and var in p.stderr
+    assert (cli_home / "agentboard.db").read_bytes() == before
+
+
+def test_every_setting_refuses_a_value_of_the_wrong_type_saying_what_it_must_be(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import fields
+
+    from agentboard import config
+    from agentboard.domain.errors import InvalidInput
+
+    typed = [f for f in fields(config.Settings) if str(f.type) in ("int", "float", "bool", "tuple[float, ...]")]
+    assert len(typed) > 30
+    for f in typed:
+        var = "AGENTBOARD_" + f.name.upper()
+        monkeypatch.setenv(var, "not-a-value")
+        with pytest.raises(InvalidInput) as err:
+            config.load(home)
+        assert str(err.value).startswith(f"invalid setting {f.name}='not-a-value': must be "), str(err.value)
+        assert str(err.value).endswith(f"(from {var})")
+        monkeypatch.delenv(var)
