@@ -229,10 +229,10 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
                 return False
             raise ValueError(raw)
         if name in RANGES:
-            value = int(raw)
-            if not RANGES[name][0] <= value <= RANGES[name][1]:
+            number = int(raw)
+            if not RANGES[name][0] <= number <= RANGES[name][1]:
                 raise ValueError(raw)
-            return value
+            return number
         if kind is int or text_kind == "int":
             return int(raw)
         if kind is float or text_kind == "float":
