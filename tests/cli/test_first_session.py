@@ -172,3 +172,47 @@ def test_every_setting_refuses_a_value_of_the_wrong_type_saying_what_it_must_be(
         assert str(err.value).startswith(f"invalid setting {f.name}='not-a-value': must be "), str(err.value)
         assert str(err.value).endswith(f"(from {var})")
         monkeypatch.delenv(var)
+
+
+# -- block reasons --------------------------------------------------------------------------------------
+
+
+def test_a_worker_that_dies_with_a_traceback_blocks_its_task_with_a_one_line_reason(
+        cli_home: Path, tmp_path: Path) -> None:
+    from dispatch.conftest import wait_for
+
+    script = tmp_path / "agent.sh"
+    script.write_text("echo 'starting the agent'\necho '-----'\n"
+                      "printf 'Traceback (most recent call last):\\n  File \"agent.py\", line 3, in <module>\\n"
+                      "    main()\\nKeyError: missing config key\\n' >&2\nexit 1\n")
+    run("profiles", "add", "p", "--command", f"sh {script}")
+    t = new_task("work", "--assignee", "p")
+    one = {"AGENTBOARD_FAILURE_LIMIT": "1"}
+
+    def blocked() -> dict[str, object] | None:
+        run("dispatch", env=one)
+        task = json.loads(run("show", t, "--json", env=one).stdout)
+        return task if task["status"] == "blocked" else None
+
+    task = wait_for(blocked, what="the task gives up")
+    reason = str(task["block_reason"])
+    assert "\n" not in reason and len(reason) <= 300
+    assert reason.startswith("gave up: 1 consecutive failures") and reason.endswith("KeyError: missing config key")
+    # diagnostics and show say that one line
+    (gave_up,) = [f for f in diagnostics("--task", t) if f["kind"] == "gave_up"]
+    assert "\n" not in str(gave_up["message"]) and "KeyError: missing config key" in str(gave_up["message"])
+    (line,) = [ln for ln in run("show", t, env=one).stdout.splitlines() if ln.startswith("blocked ")]
+    assert line.endswith("last output: KeyError: missing config key") and "starting the agent" not in line
+    # the run's log keeps the whole output
+    log = run("log", t, env=one).stdout
+    assert "starting the agent" in log and 'File "agent.py", line 3' in log
+
+
+def test_a_multi_line_block_reason_is_kept_to_its_first_line_on_the_task(cli_home: Path) -> None:
+    t = new_task("work")
+    run("block", t, "\n\nwaiting for the API key\nsteps tried:\n- env\n- config\n")
+    task = json.loads(run("show", t, "--json").stdout)
+    assert task["block_reason"] == "waiting for the API key"
+    events = [json.loads(line) for line in run("tail", t, "--once", "--json").stdout.splitlines() if line.strip()]
+    (blocked,) = [e for e in events if e["kind"] == "blocked"]
+    assert "- config" in blocked["payload"]["detail"]
