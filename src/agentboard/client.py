@@ -407,10 +407,13 @@ class Client:
         workdir_mode: str | None = None,
         settings: dict[str, Any] | None = None,
         actor: str | None = None,
+        create: bool = False,
     ) -> Row:
-        """Create a board; ``settings`` may override ``failure_limit`` and ``default_assignee``."""
+        """Create a board; ``settings`` may override ``failure_limit`` and ``default_assignee``;
+        ``workdir`` must exist unless ``create`` (then it is made)."""
         return boards.create(self.db, slug, name=name, description=description, icon=icon, color=color,
-                             workdir=workdir, workdir_mode=workdir_mode, settings=settings, actor=actor)
+                             workdir=workdir, workdir_mode=workdir_mode, settings=settings, actor=actor,
+                             create_dir=create)
 
     def add_profile(
         self,

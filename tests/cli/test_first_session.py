@@ -216,3 +216,56 @@ def test_a_multi_line_block_reason_is_kept_to_its_first_line_on_the_task(cli_hom
     events = [json.loads(line) for line in run("tail", t, "--once", "--json").stdout.splitlines() if line.strip()]
     (blocked,) = [e for e in events if e["kind"] == "blocked"]
     assert "- config" in blocked["payload"]["detail"]
+
+
+# -- a board's target directory ---------------------------------------------------------------------------
+
+
+def test_a_board_whose_target_directory_does_not_exist_is_refused_unless_create_is_given(
+        cli_home: Path, tmp_path: Path) -> None:
+    typo = tmp_path / "projcet"
+    before = json.loads(run("boards", "list", "--json").stdout)
+    p = run("boards", "create", "x", "--workdir", str(typo), check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert p.stderr.startswith(f"error: target directory {typo} does not exist") and "--create" in p.stderr
+    assert not typo.exists() and json.loads(run("boards", "list", "--json").stdout) == before
+    # a relative path is resolved first, and named as the absolute path it means
+    p = subprocess.run([*AB, "boards", "create", "y", "--workdir", "no-such-dir"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert p.returncode == 2 and f"target directory {tmp_path / 'no-such-dir'} does not exist" in p.stderr
+    # --create makes it
+    row = json.loads(run("boards", "create", "x", "--workdir", str(typo), "--create", "--json").stdout)
+    assert row["default_workdir"] == str(typo) and typo.is_dir()
+
+
+def test_the_rest_api_and_the_python_api_refuse_a_missing_target_directory_too(home: Path, tmp_path: Path) -> None:
+    from api.conftest import start_api
+
+    import agentboard
+    from agentboard.domain.errors import InvalidInput
+
+    missing = tmp_path / "nowhere"
+    with agentboard.connect(str(home)) as ab, start_api(ab) as api:
+        with pytest.raises(InvalidInput, match="does not exist"):
+            ab.create_board("py", workdir=str(missing))
+        r = api.as_admin.post("/api/boards", json={"slug": "web", "workdir": str(missing)})
+        assert r.status_code == 400 and f"target directory {missing} does not exist" in r.json()["error"]["message"]
+        assert not missing.exists() and [b["slug"] for b in ab.boards()] == ["default"]
+        r = api.as_admin.post("/api/boards", json={"slug": "web", "workdir": str(missing), "create": True})
+        assert r.status_code == 201 and missing.is_dir()
+        ab.create_board("py", workdir=str(tmp_path / "made"), create=True)
+        assert (tmp_path / "made").is_dir()
+
+
+def test_a_dispatch_never_makes_an_empty_folder_in_place_of_a_missing_target(cli_home: Path, tmp_path: Path) -> None:
+    target = tmp_path / "project"
+    target.mkdir()
+    run("boards", "create", "proj", "--workdir", str(target))
+    target.rmdir()  # moved away after the board was made
+    run("profiles", "add", "w", "--command", "true")
+    t = new_task("work", "--assignee", "w", "--board", "proj")
+    run("dispatch")
+    assert not target.exists()
+    task = json.loads(run("show", t, "--json").stdout)
+    assert task["status"] != "running"
+    assert any(f["kind"] == "target_missing" for f in diagnostics("--task", t))

@@ -46,10 +46,10 @@ def create_board(request: Request, data: BoardCreate, who: Principal = Depends(c
     if data.workdir is not None and data.workdir.strip():
         # the same target-directory check as `agentboard boards create --workdir`
         mode = "linked-existing" if Path(data.workdir.strip()).expanduser().exists() else "linked-new"
-        workdir = validate_target(st.db, data.workdir, mode, slug, home=st.settings.home)
+        workdir = validate_target(st.db, data.workdir, mode, slug, home=st.settings.home, create=data.create)
     out = boards.create(st.db, slug, name=data.name, description=data.description, icon=data.icon,
                         color=data.color, workdir=workdir, workdir_mode=mode, settings=settings,
-                        actor=who.name)
+                        actor=who.name, create_dir=data.create)
     return Json(out, status_code=201)
 
 
