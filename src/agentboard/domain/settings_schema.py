@@ -48,7 +48,8 @@ INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
 #: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
 BRANCH_RE = re.compile(r"^[A-Za-z0-9._/@+][A-Za-z0-9._/@+-]{0,199}$")
 #: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
-SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to")
+SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to",
+                   "supervision_budget")
 #: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
 REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 #: the fields a profile's add and update take
@@ -74,6 +75,8 @@ _EXPECTED = {
     "stuck_after": "a positive number of seconds",
     "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
     "reviewer_agent": "auto, on, off, llm, heuristic or profile:NAME",
+    "supervision_budget": "true (supervision runs count against the board's supervision budget) or false "
+                          "(against the board's budget)",
     "base": "a git branch name of the board's target repository",
     "integrate": "one of none, merge, squash, rebase, pr",
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",

@@ -140,13 +140,25 @@ def board_changes(**fields: Any) -> dict[str, Any]:
 
 def update_in(tx: Tx, slug: str, changes: dict[str, Any], actor: str | None) -> Row:
     """Store ``changes`` (from :func:`board_changes`) inside ``tx``; the board's row as stored."""
-    _get(tx, slug)
+    before = _get(tx, slug)
     if changes:
         sets = ", ".join(f"{k} = :{k}" for k in changes)
         tx.execute(f"UPDATE boards SET {sets} WHERE slug = :slug", {**changes, "slug": slug})
         kind = "board_renamed" if "name" in changes else "edited"
         tx.event(slug, None, kind, {"fields": sorted(changes)}, actor=actor)
+        if "settings" in changes and _own_supervision(before.get("settings")) != _own_supervision(changes["settings"]):
+            from . import budgets
+
+            budgets.rebuild_board_in(tx, slug)  # supervision runs moved between the two budgets
     return _get(tx, slug)
+
+
+def _own_supervision(settings: Any) -> bool:
+    try:
+        value = json.loads(settings) if isinstance(settings, str) else settings or {}
+    except ValueError:
+        return True
+    return not (isinstance(value, dict) and value.get("supervision_budget") is False)
 
 
 def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) -> Row:

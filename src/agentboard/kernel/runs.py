@@ -384,7 +384,8 @@ _LOCK_FOR_COMPLETE_PG = "SELECT t.* FROM tasks t WHERE t.id = :id AND t.board = 
 #: ``FOR SHARE``, so none can be linked after it).
 _COMPLETE_HINTS_PG = (
     "SELECT EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
-    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope = 'board' AND b.ref = t.board) OR b.scope = 'profile') "
+    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope IN ('board', 'supervision') AND b.ref = t.board) "
+    "OR b.scope = 'profile') "
     "AS budget_hint, EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
     "WHERE l.parent_id = t.id AND c.status = 'todo') AS children_hint "
     "FROM tasks t WHERE t.id = :id"
