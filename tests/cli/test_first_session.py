@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -269,3 +270,94 @@ def test_a_dispatch_never_makes_an_empty_folder_in_place_of_a_missing_target(cli
     task = json.loads(run("show", t, "--json").stdout)
     assert task["status"] != "running"
     assert any(f["kind"] == "target_missing" for f in diagnostics("--task", t))
+
+
+# -- supervision and the board's budget --------------------------------------------------------------------
+
+
+def test_supervision_runs_spend_their_own_budget_and_stay_out_of_the_boards_list(cli_home: Path) -> None:
+    from dispatch.conftest import wait_for
+
+    done = f"{sys.executable} -m agentboard complete --summary done"
+    run("profiles", "add", "boss", "--command", done)
+    run("profiles", "add", "w", "--command", done)
+    run("supervisor", "enable", "boss")
+    run("budget", "set", "--board", "default", "--max-runs", "1")
+    stuck = new_task("stuck", "--assignee", "w")
+    run("block", stuck, "which database should this use?")  # wakes the supervisor
+
+    def supervised() -> list[dict[str, object]]:
+        run("dispatch")
+        rows = json.loads(run("list", "--supervision", "--json").stdout)
+        return [r for r in rows if r["id"] != stuck and r["status"] == "done"]
+
+    (job,) = wait_for(supervised, what="the supervisor's task runs and completes")
+    # the board's list (and columns) leave it out unless asked for
+    assert job["id"] not in [r["id"] for r in json.loads(run("list", "--json").stdout)]
+    # the board's one run is still there for the work
+    work = new_task("the real work", "--assignee", "w")
+    wait_for(lambda: run("dispatch") and json.loads(run("show", work, "--json").stdout)["status"] == "done",
+             what="the work runs on the board's budget")
+    # budget show says what spent what
+    text = run("budget", "show").stdout
+    assert "board default (counts work): runs 1 run / 1 run" in text, text
+    assert "spent on board default (all time): work 1 run" in text
+    m = re.search(r"; supervision (\d+) runs?, .*, counted against its own supervision budget", text)
+    assert m and int(m.group(1)) >= 1, text
+    (board,) = [b for b in json.loads(run("budget", "show", "--board", "default", "--json").stdout)
+                if b["scope"] == "board"]
+    assert board["spent"]["runs"] == 1 and board["by"]["supervision"]["spent"]["runs"] == int(m.group(1))
+
+
+def test_with_supervision_budget_off_supervision_runs_count_against_the_board(cli_home: Path) -> None:
+    from dispatch.conftest import wait_for
+
+    done = f"{sys.executable} -m agentboard complete --summary done"
+    run("profiles", "add", "boss", "--command", done)
+    run("profiles", "add", "w", "--command", done)
+    run("supervisor", "enable", "boss")
+    assert "against the board's budget" in run("supervisor", "budget", "shared").stdout
+    run("budget", "set", "--board", "default", "--max-runs", "1")
+    stuck = new_task("stuck", "--assignee", "w")
+    run("block", stuck, "which database should this use?")
+
+    def supervised() -> list[dict[str, object]]:
+        run("dispatch")
+        rows = json.loads(run("list", "--supervision", "--json").stdout)
+        return [r for r in rows if r["id"] != stuck and r["status"] == "done"]
+
+    wait_for(supervised, what="the supervisor's task runs and completes")
+    work = new_task("the real work", "--assignee", "w")
+    run("dispatch")
+    task = json.loads(run("show", work, "--json").stdout)
+    assert (task["status"], task["block_kind"]) == ("blocked", "budget")
+    assert "board default (counts work and supervision): runs 1 run / 1 run" in run("budget", "show").stdout
+
+
+def test_the_board_view_hides_supervision_tasks_unless_asked(home: Path) -> None:
+    from api.conftest import start_api
+
+    import agentboard
+    from agentboard.kernel import supervision
+
+    with agentboard.connect(str(home)) as ab, start_api(ab) as api:
+        ab.add_profile("boss", command="true")
+        ab.add_profile("w", command="true")
+        supervision.set_supervisor(ab.db, "default", "boss")
+        board = ab.board()
+        stuck = board.create("stuck", assignee="w")["id"]
+        board.block(stuck, "which database should this use?")
+        supervision.take_due(ab.db, "default")
+        c = api.as_admin
+
+        def ids(view: dict[str, object]) -> set[str]:
+            return {t["id"] for col in view["columns"] for t in col["tasks"]}  # type: ignore[index, union-attr]
+
+        plain = c.get("/api/board", params={"board": "default"}).json()
+        full = c.get("/api/board", params={"board": "default", "supervision": True}).json()
+        extra = ids(full) - ids(plain)
+        assert len(extra) == 1 and stuck in ids(plain)
+        assert plain["hidden_supervision"] == 1 and full["total"] == plain["total"] + 1
+        listed = {t["id"] for t in c.get("/api/tasks", params={"board": "default"}).json()}
+        assert listed == {stuck}
+        assert {t["id"] for t in c.get("/api/tasks", params={"supervision": True}).json()} == {stuck} | extra
