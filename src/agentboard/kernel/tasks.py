@@ -163,9 +163,9 @@ def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -
         return {}
     if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
         return {}
-    from .profiles import unknown_profile_warning
-
-    return {"warnings": [unknown_profile_warning(tx, assignee)]}
+    # (the did-you-mean of a typo is the CLI's: reading every profile here would cost a round trip)
+    return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
+                         f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
 
 
 def create_in(tx: Tx, new: NewTask) -> Row:
