@@ -43,3 +43,33 @@ def test_every_setting_is_in_the_settings_reference() -> None:
     missing = [n for n in names if f"| `{n}` |" not in doc]
     assert len(names) > 50
     assert missing == [], f"not in docs/settings.md: {missing}"
+
+
+def _sections(doc: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    parts = doc.split("\n## ")
+    for part in parts[1:]:
+        heading, _, body = part.partition("\n")
+        out[heading.strip()] = body
+    return out
+
+
+def test_every_module_is_in_its_packages_section_of_the_architecture() -> None:
+    pkg_root = ROOT / "src" / "agentboard"
+    sections = _sections((ROOT / "docs" / "ARCHITECTURE.md").read_text())
+    missing: list[str] = []
+    for pkg in sorted(p for p in pkg_root.iterdir() if (p / "__init__.py").exists()):
+        heading = next((h for h in sections if h.startswith(f"{pkg.name}/")), None)
+        if heading is None:
+            missing.append(f"{pkg.name}/ (no section)")
+            continue
+        for mod in sorted(pkg.rglob("*.py")):
+            rel = mod.relative_to(pkg)
+            if mod.name == "__init__.py" or rel.parts[0] == "migrations":
+                continue
+            if f"`{mod.name}`" not in sections[heading]:
+                missing.append(f"{pkg.name}/{rel}")
+    for mod in sorted(pkg_root.glob("*.py")):
+        if mod.name not in ("__init__.py", "__main__.py") and mod.name not in sections:
+            missing.append(mod.name)
+    assert missing == [], f"modules not in docs/ARCHITECTURE.md: {missing}"
