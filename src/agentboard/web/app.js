@@ -5,10 +5,10 @@ import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
-import { linkedTask, renderNotifications } from "./notify.js";
+import { renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { renderSupervisor } from "./supervisor.js";
-import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
+import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, setMeta, state } from "./state.js";
 import { templateButton } from "./templates.js";
 
 const main = $("#main");
@@ -408,23 +408,47 @@ onUnauthorized(showLoggedOut);
 
 // ---- boot ------------------------------------------------------------------------------------
 
+/** What a link asks for: ``?board=SLUG`` shows that board; ``?task=ID`` opens that task on
+ * whichever board it lives (a ``board`` given with it that is not the task's gives way). The
+ * answer also says why a linked task cannot be opened. */
+async function followLink() {
+  const params = new URLSearchParams(location.search);
+  const board = params.get("board");
+  const task = params.get("task");
+  if (board) state.board = board;
+  if (!task) return { task: null, error: null };
+  try {
+    const detail = await api.get(`/api/tasks/${encodeURIComponent(task)}`, { events: 0 });
+    const t = detail.task && !detail.id ? detail.task : detail;
+    if (t.board) state.board = t.board;
+    return { task, error: null };
+  } catch (err) {
+    if (err.status === 401) throw err;
+    return { task: null, error: `Cannot open the linked task ${task}: ${err.message}` };
+  }
+}
+
 async function boot() {
   initDrawer($("#drawer"));
-  const linked = linkedTask();
-  if (linked && linked.board) state.board = linked.board;
+  let linked;
   try {
+    setMeta(await api.get("/api/meta"));
+    linked = await followLink();
     await loadBoards();
   } catch (err) {
     if (err.status !== 401) clear(main).appendChild(h("div.panel-error", { role: "alert" }, `Cannot load boards: ${err.message}`));
     return;
   }
   persist();
+  // the link has been followed: a reload shows what the person has moved on to since
+  if (location.search) history.replaceState(null, "", location.pathname + location.hash);
   await loadSide();
   renderTopbar();
   renderToolbar();
   setView("board");
   connectLive();
-  if (linked) openDrawer(linked.task);
+  if (linked.task) openDrawer(linked.task);
+  if (linked.error) toast(linked.error, "error", 10000);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") emit("reload");
   });

@@ -1,10 +1,34 @@
 // Shared client state and a tiny hook registry the views use to ask for reloads.
 
-export const STATUSES = ["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"];
+// The domain's statuses and the moves by hand each allows come from the server (GET /api/meta,
+// stated once in domain/states.py); setMeta fills these at boot, before anything renders.
 
-export const STATUS_LABEL = {
-  triage: "Triage", todo: "Todo", ready: "Ready", running: "Running", review: "Review",
-  blocked: "Blocked", done: "Done", archived: "Archived",
+/** Task statuses in lifecycle order. */
+export const STATUSES = [];
+
+/** status → its name on the board. */
+export const STATUS_LABEL = {};
+
+/** moves: {status: {target: verb}} (the transition table's moves by hand); goalStatuses. */
+export const meta = { moves: {}, goalStatuses: [] };
+
+export function setMeta(m) {
+  STATUSES.splice(0, STATUSES.length, ...m.statuses);
+  for (const s of m.statuses) STATUS_LABEL[s] = s[0].toUpperCase() + s.slice(1);
+  meta.moves = m.moves || {};
+  meta.goalStatuses = m.goal_statuses || [];
+}
+
+/** The targets a task in ``status`` may be moved to by hand, in lifecycle order. */
+export function movesFrom(status) {
+  return Object.keys(meta.moves[status] || {});
+}
+
+/** How a move by hand reads on a button: its verb, and the target when the verb has two. */
+export const VERB_LABEL = {
+  promote: "→ Ready", demote: "→ Todo", release: "Release", unblock: "Unblock", reopen: "Reopen",
+  restore: "Restore", reclaim: "Reclaim", request_changes: "Request changes", approve: "Approve",
+  complete: "Complete", block: "Block", archive: "Archive", request_review: "→ Review",
 };
 
 /** Moves that lose work in progress or close something: confirm them first. */
