@@ -519,11 +519,17 @@ function showLog(id, text) {
   if (atBottom) target.scrollTop = target.scrollHeight;
 }
 
+/** The last LOG_TAIL bytes of the worker's log; a cut log starts at its first whole line, under
+ * a note saying how much came before and where the whole log is. */
+const LOG_TAIL = 64 * 1024;
+
 async function fetchLog(id) {
-  const res = await api.get(taskPath(id, "/log"), scope({ tail: 200 }));
-  if (typeof res === "string") return res;
-  if (!res) return "";
-  if (Array.isArray(res.lines)) return res.lines.join("\n");
-  return res.text ?? res.log ?? res.content ?? "";
+  const res = await api.get(taskPath(id, "/log"), scope({ tail: LOG_TAIL }));
+  if (!res || typeof res !== "object") return "";
+  const text = res.text || "";
+  if (!res.truncated) return text;
+  const cut = text.indexOf("\n");
+  const shown = cut >= 0 ? text.slice(cut + 1) : text;
+  return `… earlier output left out (the whole log, ${Math.round(res.size / 1024)} KB: ${res.path})\n${shown}`;
 }
 
