@@ -314,3 +314,41 @@ def test_the_bulk_bar_offers_the_moves_of_the_selected_tasks(browser: Any, serve
     expect(page.locator(".toast", has_text="2 tasks updated")).to_be_visible(timeout=T)
     assert b.show(todo["id"])["status"] == b.show(ready["id"])["status"] == "blocked"
     close(page)
+
+
+# ---- supervision tasks ---------------------------------------------------------------------
+
+
+def test_supervision_tasks_stay_out_of_the_columns_until_the_filter_shows_them(browser: Any, server: Any,
+                                                                                kernel: Any) -> None:
+    from agentboard.kernel import supervision
+
+    if not any(b["slug"] == "watched" for b in kernel.boards()):
+        kernel.create_board("watched")
+    if not any(p["name"] == "overseer" for p in kernel.profiles()):
+        kernel.add_profile("overseer", command="true")
+    supervision.set_supervisor(kernel.db, "watched", "overseer", actor="alice")
+    b = kernel.board("watched")
+    stuck = b.create(uniq("Stuck on a question"), assignee="overseer")
+    b.block(stuck["id"], "which region should we deploy to?", actor="alice")
+    made = supervision.take_due(kernel.db, "watched")["tasks"]  # what the dispatcher's pass does
+    assert len(made) == 1
+    sup_id = made[0]["id"]
+    page = open_page(browser, server, 1400, path="/?board=watched")
+    expect(page.locator(f".card[data-id='{stuck['id']}']")).to_be_visible(timeout=T)
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_have_count(0)
+    toggle = page.locator("#toolbar .toggle-supervision")
+    expect(toggle).to_be_visible()
+    expect(toggle).to_have_text(re.compile(r"Supervision\s*\(1\)"))
+    shot(page, "supervision_hidden.png")
+    toggle.locator("input").check()
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_be_visible(timeout=T)
+    shot(page, "supervision_shown.png")
+    toggle.locator("input").uncheck()
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_have_count(0, timeout=T)
+    # a board without supervision tasks does not show the box at all
+    page.locator("select.board-switch").select_option("default")
+    expect(page.locator(".column[data-status='todo']")).to_be_visible(timeout=T)
+    expect(page.locator("#toolbar .toggle-supervision")).to_be_hidden(timeout=T)
+    supervision.set_supervisor(kernel.db, "watched", None, actor="alice")
+    close(page)

@@ -20,7 +20,8 @@ from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
-    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until"
+    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until, "
+    "purpose"
 )
 
 

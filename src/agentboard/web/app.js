@@ -33,6 +33,7 @@ async function loadBoard() {
     return;
   }
   if (seq !== reloadSeq) return;
+  hideSupervision(data);
   state.data = data;
   state.cards = new Map();
   for (const col of data.columns || []) {
@@ -44,7 +45,30 @@ async function loadBoard() {
   }
   if (state.view === "board") renderBoard(boardEl);
   updateFilterOptions();
-  $("#total").textContent = `${data.total ?? state.cards.size} tasks`;
+  const total = data.total ?? state.cards.size;
+  $("#total").textContent = `${total} task${total === 1 ? "" : "s"}`;
+}
+
+/** The supervisor's own tasks stay out of the columns unless "Supervision" is ticked (the
+ * toolbar offers the box only on a board that has some). */
+function hideSupervision(data) {
+  let hidden = 0;
+  for (const col of data.columns || []) {
+    const keep = (c) => state.showSupervision || c.purpose !== "supervision";
+    const tasks = col.tasks || [];
+    const shown = tasks.filter(keep);
+    if (shown.length === tasks.length) continue;
+    const gone = tasks.length - shown.length;
+    hidden += gone;
+    col.tasks = shown;
+    col.count = Math.max(0, (col.count || 0) - gone);
+    if (col.lanes) col.lanes = col.lanes.map((l) => ({ ...l, tasks: l.tasks.filter(keep) })).filter((l) => l.tasks.length);
+    if (typeof data.total === "number") data.total = Math.max(0, data.total - gone);
+  }
+  state.hiddenSupervision = hidden;
+  if (state.showSupervision) {
+    state.hiddenSupervision = (data.columns || []).reduce((n, col) => n + (col.tasks || []).filter((c) => c.purpose === "supervision").length, 0);
+  }
 }
 
 // A burst of events (or of local actions) becomes one reload.
@@ -190,6 +214,7 @@ function renderToolbar() {
     select("filter-goal", "goal", "goal"),
     check("toggle-archived", "Show archived", "showArchived"),
     check("toggle-lanes", "Lanes by profile", "lanes"),
+    check("toggle-supervision", "Supervision", "showSupervision"),
     h("span.spacer"),
     h("span#total.total", { id: "total" }),
     h("div#bulkbar.bulkbar", { id: "bulkbar", hidden: true, role: "toolbar", "aria-label": "bulk actions" }));
@@ -209,6 +234,15 @@ function fillSelect(el, placeholder, options, value) {
 
 function updateFilterOptions() {
   const f = state.filters;
+  const sup = $(".toggle-supervision");
+  if (sup) {
+    sup.hidden = !state.hiddenSupervision && !state.showSupervision;
+    sup.title = state.showSupervision
+      ? "the supervisor's own tasks are shown in the columns"
+      : `${state.hiddenSupervision} supervision task${state.hiddenSupervision === 1 ? "" : "s"} (the supervisor's own) left out of the columns`;
+    const count = sup.querySelector(".check-count") || sup.appendChild(h("span.check-count"));
+    count.textContent = state.hiddenSupervision ? `(${state.hiddenSupervision})` : "";
+  }
   const tenants = Array.from(state.tenants).sort();
   const assignees = new Set([...state.profiles.map((p) => p.name), ...state.assignees]);
   fillSelect($(".filter-tenant"), "All tenants", tenants.map((t) => [t, t]), f.tenant);

@@ -44,6 +44,8 @@ export const state = {
   view: "board",                    // board | goals | profiles
   filters: { search: "", tenant: "", assignee: "", goal: "" },
   showArchived: !!saved.showArchived,
+  showSupervision: !!saved.showSupervision,  // the supervisor's own tasks (purpose "supervision")
+  hiddenSupervision: 0,             // how many of them the last board view left out
   lanes: saved.lanes !== undefined ? !!saved.lanes : true,
   data: null,                       // the last board view
   cards: new Map(),                 // id → card, from the last board view
@@ -60,7 +62,7 @@ export const state = {
 export function persist() {
   try {
     localStorage.setItem("agentboard.ui", JSON.stringify({
-      board: state.board, showArchived: state.showArchived, lanes: state.lanes,
+      board: state.board, showArchived: state.showArchived, showSupervision: state.showSupervision, lanes: state.lanes,
     }));
   } catch { /* private mode: not fatal */ }
 }
