@@ -118,9 +118,27 @@ def test_the_status_lists_are_the_domains_served_once(api: Api) -> None:
     assert meta["statuses"] == list(states.STATUSES)
     assert meta["goal_statuses"] == list(states.GOAL_STATUSES)
     assert meta["moves"]["todo"] == {"ready": "promote", "blocked": "block", "archived": "archive"}
+    assert meta["verbs"]["assign"] == ["triage", "todo", "ready", "review", "blocked"]
     assert typing.get_args(Status) == states.STATUSES  # the request models' literal is the same list
     assert api.as_admin.get("/api/goals", params={"status": "finished"}).status_code == 422
     assert api.as_admin.get("/api/goals", params={"status": "verifying"}).status_code == 200
     spec = api.as_admin.get("/api/openapi.json").json()["paths"]["/api/goals"]["get"]["parameters"]
     status = next(p for p in spec if p["name"] == "status")
     assert "active, verifying, done, cancelled" in status["description"]
+
+
+def test_the_dashboard_repeats_no_status_list() -> None:
+    """The dashboard's scripts take the statuses and moves from ``GET /api/meta``: no list of
+    task statuses (four or more, as the columns or a move menu would need) is written out in
+    them."""
+    import re
+    from pathlib import Path
+
+    import agentboard
+
+    names = "|".join(states.STATUSES)
+    one = rf'"(?:{names})"'
+    listed = re.compile(rf"\[\s*{one}(?:\s*,\s*{one}){{3,}}")
+    web = Path(agentboard.__file__).parent / "web"
+    found = {f.name: m.group(0) for f in web.glob("*.js") for m in [listed.search(f.read_text())] if m}
+    assert found == {}

@@ -9,7 +9,7 @@ import { ago, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
-import { STATUS_LABEL, VERB_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
+import { STATUS_LABEL, VERB_LABEL, allows, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
 let root = null;          // the <aside> element
 let task = null;          // the last loaded detail
@@ -200,7 +200,7 @@ async function patch(fields) {
 function metaRow() {
   const names = profileNames();
   if (task.assignee && !names.includes(task.assignee)) names.unshift(task.assignee);
-  const assignee = h("select.meta-assignee", { "aria-label": "assignee", disabled: ["running", "done", "archived"].includes(task.status) },
+  const assignee = h("select.meta-assignee", { "aria-label": "assignee", disabled: !allows("assign", task.status) },
     h("option", { value: "" }, "unassigned"),
     names.map((n) => h("option", { value: n, selected: n === task.assignee }, n)));
   assignee.addEventListener("change", async () => {

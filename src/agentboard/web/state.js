@@ -10,18 +10,24 @@ export const STATUSES = [];
 export const STATUS_LABEL = {};
 
 /** moves: {status: {target: verb}} (the transition table's moves by hand); goalStatuses. */
-export const meta = { moves: {}, goalStatuses: [] };
+export const meta = { moves: {}, verbs: {}, goalStatuses: [] };
 
 export function setMeta(m) {
   STATUSES.splice(0, STATUSES.length, ...m.statuses);
   for (const s of m.statuses) STATUS_LABEL[s] = s[0].toUpperCase() + s.slice(1);
   meta.moves = m.moves || {};
+  meta.verbs = m.verbs || {};
   meta.goalStatuses = m.goal_statuses || [];
 }
 
 /** The targets a task in ``status`` may be moved to by hand, in lifecycle order. */
 export function movesFrom(status) {
   return Object.keys(meta.moves[status] || {});
+}
+
+/** Whether the transition table lets ``verb`` act on a task in ``status``. */
+export function allows(verb, status) {
+  return (meta.verbs[verb] || []).includes(status);
 }
 
 /** How a move by hand reads on a button: its verb, and the target when the verb has two. */

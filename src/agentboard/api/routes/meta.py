@@ -22,6 +22,8 @@ def meta(who: Principal = Depends(current)) -> Response:
         "statuses": list(states.STATUSES),
         "hand_targets": list(states.HAND_TARGETS),
         "moves": {s: states.hand_moves(s) for s in states.STATUSES},
+        # every verb and the statuses it may start from (creation left out)
+        "verbs": {v: [s for s in states.STATUSES if s in moves] for v, moves in states.TRANSITIONS.items()},
         "goal_statuses": list(states.GOAL_STATUSES),
         "block_kinds": list(states.BLOCK_KINDS),
         "person_block_kinds": sorted(states.PERSON_KINDS),
