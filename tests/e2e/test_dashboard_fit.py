@@ -114,6 +114,10 @@ def test_a_board_link_alone_shows_that_board_not_the_remembered_one(browser: Any
     expect(page.locator("select.board-switch")).to_have_value("plain", timeout=T)
     expect(page.locator(f".card[data-id='{here['id']}']")).to_be_visible(timeout=T)
     shot(page, "link_board_plain.png")
+    # a link to a board that is not there says so and shows one that is
+    page.goto(f"{server.url}/?board=nosuchboard")
+    expect(page.locator(".toast-error")).to_contain_text("nosuchboard", timeout=T)
+    expect(page.locator(".column[data-status='todo']")).to_be_visible()
     close(page)
 
 
@@ -351,4 +355,27 @@ def test_supervision_tasks_stay_out_of_the_columns_until_the_filter_shows_them(b
     expect(page.locator(".column[data-status='todo']")).to_be_visible(timeout=T)
     expect(page.locator("#toolbar .toggle-supervision")).to_be_hidden(timeout=T)
     supervision.set_supervisor(kernel.db, "watched", None, actor="alice")
+    close(page)
+
+
+def test_a_card_dragged_onto_a_column_it_cannot_move_to_stays_and_says_where_it_can_go(
+        browser: Any, server: Any, kernel: Any) -> None:
+    t = kernel.board().create(uniq("Not done yet"))  # todo, unassigned
+    page = open_page(browser, server, 1920)
+    source = page.locator(f".card[data-id='{t['id']}']")
+    expect(source).to_be_visible(timeout=T)
+    box = source.bounding_box()
+    target = page.locator(".column[data-status='done'] .column-body").bounding_box()
+    assert box and target
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 30)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 20, box["y"] + 40, steps=4)
+    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + 60, steps=12)
+    expect(page.locator(".column[data-status='done']")).to_have_class(re.compile("drop-refused"))
+    shot(page, "drag_refused.png")
+    page.mouse.up()
+    expect(page.locator(".toast-error")).to_contain_text("cannot move to Done", timeout=T)
+    expect(page.locator(".toast-error")).to_contain_text("Ready, Blocked")
+    expect(page.get_by_role("dialog")).to_have_count(0)  # nothing to confirm: nothing was asked of the server
+    assert kernel.board().show(t["id"])["status"] == "todo"
     close(page)

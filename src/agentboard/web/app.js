@@ -450,15 +450,15 @@ async function followLink() {
   const board = params.get("board");
   const task = params.get("task");
   if (board) state.board = board;
-  if (!task) return { task: null, error: null };
+  if (!task) return { task: null, error: null, board };
   try {
     const detail = await api.get(`/api/tasks/${encodeURIComponent(task)}`, { events: 0 });
     const t = detail.task && !detail.id ? detail.task : detail;
     if (t.board) state.board = t.board;
-    return { task, error: null };
+    return { task, error: null, board: t.board || board };
   } catch (err) {
     if (err.status === 401) throw err;
-    return { task: null, error: `Cannot open the linked task ${task}: ${err.message}` };
+    return { task: null, error: `Cannot open the linked task ${task}: ${err.message}`, board };
   }
 }
 
@@ -472,6 +472,9 @@ async function boot() {
   } catch (err) {
     if (err.status !== 401) clear(main).appendChild(h("div.panel-error", { role: "alert" }, `Cannot load boards: ${err.message}`));
     return;
+  }
+  if (linked.board && linked.board !== state.board && !linked.error) {
+    linked.error = `No board “${linked.board}” that this token sees; showing ${state.board}.`;
   }
   persist();
   // the link has been followed: a reload shows what the person has moved on to since
