@@ -24,7 +24,8 @@ from agentboard.domain.errors import AgentboardError
 from agentboard.kernel import attachments, tasks, transfer
 from agentboard.store import backup as store_backup
 from agentboard.store import transfer as rows
-from agentboard.store.engine import Database, open_database
+from agentboard.store.engine import Database
+from agentboard.store.migrate import open_database
 
 
 def _open(url: str, home: Path) -> Database:
