@@ -1,7 +1,7 @@
 """the supervisor's tasks, found without reading a board's others
 
-Revision ID: 0015
-Revises: 0009
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 
 - ``ix_tasks_supervision``: a partial index on ``(board, status)`` of the tasks whose
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision = "0009"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
