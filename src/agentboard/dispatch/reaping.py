@@ -456,8 +456,10 @@ class Reaper:
                 kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, **usage)
             except AgentboardError:
                 pass
-        decision = lifecycle.after_exit(self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace,
-                                        facts.exit_code, facts.log_file, facts.attempt)
+        decision = lifecycle.after_exit(
+            self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
+            facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
+                                                       facts.workspace))
         if decision.action == "handled":
             return
         if decision.action == "repair" and decision.prompt_file is not None:

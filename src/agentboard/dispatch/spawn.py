@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from ..config import Settings
 from ..protocol import project_env
+from . import isolation
 from .isolation import NONE, Confinement
 
 _LOG_KEEP = 3
@@ -177,10 +178,16 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
           header: str | None = None, exit_file: Path | None = None,
           confinement: Confinement = NONE) -> tuple[subprocess.Popen[bytes], int]:
     """Start a worker in its own session, its output appended to ``log``; ``exit_file``: wrap it
-    to record its exit status; ``confinement``: the OS user and sandbox it runs in."""
+    to record its exit status; ``confinement``: the OS user and sandbox it runs in (a sandbox
+    shows what the program needs, :func:`.isolation.needed_paths`; a program it would hide is an
+    :class:`.isolation.IsolationError`)."""
     wrapped = exit_file is not None
     if confinement.mode != "none":
-        argv = confinement.command([_resolve(argv[0], env), *argv[1:]], cwd, switch_in_argv=wrapped)
+        argv = [_resolve(argv[0], env), *argv[1:]]
+        if confinement.bwrap is not None:
+            isolation.check_program(argv, env, confinement)
+            confinement = confinement.showing(isolation.needed_paths(argv, env))
+        argv = confinement.command(argv, cwd, switch_in_argv=wrapped)
         env = confinement.environment(env, cwd)
     user, group, extra_groups = confinement.popen_ids(switch_in_argv=wrapped)
     if exit_file is not None:

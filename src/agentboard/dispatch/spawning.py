@@ -36,7 +36,7 @@ from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
-from ..protocol import boarddir, lifecycle
+from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
@@ -260,6 +260,29 @@ class Spawner:
                 raise workspaces.WorkspaceError(str(exc)) from None
             return b.branch, b.source
         return resolve
+
+    # -- verification ------------------------------------------------------------------------------
+
+    def verifying(self, board: str, task_id: str, run_id: int, profile: Row, workspace: Path) -> verify.Setup:
+        """How the checks of a run of ``profile`` run: under the profile's confinement (its
+        sandbox showing what the worker's sandbox shows, as its user) with the worker's
+        environment without its run token — or, when that confinement is not available here, not
+        at all (``unavailable`` says why)."""
+        settings = self.ctx.settings
+        try:
+            task = kd.task(self.ctx.db, board, task_id)
+            board_row = kboards.get(self.ctx.db, board)
+        except AgentboardError as exc:
+            return verify.Setup(None, None, f"the task cannot be read: {exc}")
+        env = spawn.worker_env(settings, board=board, task=task, run_id=run_id, workspace=workspace,
+                               branch=task.get("branch_name"), profile=profile, board_row=board_row)
+        try:
+            conf = isolation.resolve(profile.get("isolation"), settings)
+        except isolation.IsolationError as exc:
+            return verify.Setup(None, env, f"profile {profile.get('name')!r}: {exc}")
+        if conf.bwrap is not None:
+            conf = conf.showing(isolation.needed_paths(["/bin/sh"], env))
+        return verify.Setup(conf, env)
 
     # -- a repair attempt ---------------------------------------------------------------------------
 
