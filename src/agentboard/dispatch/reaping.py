@@ -385,6 +385,8 @@ class Reaper:
         jobs = self.ctx.jobs
         for e in chunk:  # before anything of the exit is read: nothing the worker left keeps running
             self.end_group(e)
+            if e.worker is not None and e.worker.collect is not None:  # a task repository's branch
+                e.worker.collect()
         try:
             done = self._plain_exits([e for e in chunk if e.row is not None])
         except Exception:

@@ -7,7 +7,13 @@
 - ``dir:<absolute path>``: an existing shared folder (created if missing); kept.
 - ``worktree[:<repo>]``: a git worktree at ``<repo>/.worktrees/<task id>`` on branch
   ``--branch`` or ``ab/<task id>``; the repo is the given path or the board's target directory.
-  Kept; never removed while it holds uncommitted or unpushed work.
+  Kept; never removed while it holds uncommitted or unpushed work. For a confined worker
+  (``isolation`` ``user`` or ``sandbox``) it is a **task repository** instead
+  (:func:`prepare` with ``own_repo``): a repository of its own in that folder that borrows the
+  target's objects read-only through ``objects/info/alternates``, on the same branch. The
+  worker commits there (its ``.git`` is its own, like the rest of its workspace) and can change
+  nothing of the target's ``.git``; when it exits the dispatcher fetches that one branch back
+  into the target (:func:`collect`), the worker's side of the fetch running in its confinement.
 
 A board whose target directory is a git repository runs its (scratch-by-default) tasks in
 per-task worktrees of it; a non-git target is used as a shared ``dir:`` workspace.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import stat
 from collections.abc import Callable
@@ -99,7 +106,8 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     return Workspace("scratch", scratch_path(home, task["board"], task_id, isolated=isolated))
 
 
-def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
+def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[str, str]] | None = None,
+            own_repo: bool = False) -> Workspace:
     """Create the workspace on disk (idempotent: a retry reuses it and keeps earlier work).
 
     ``foreign``: its worker runs as another OS user, so a ``.board`` or ``.mcp.json`` that an
@@ -108,8 +116,11 @@ def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[st
     ``base``: for a worktree whose branch does not exist yet, returns the branch to start it from
     and where that came from (``dispatch.branches.resolve``); without it the branch starts from
     the repository's ``HEAD``. A branch that exists is reused as it is (a retry keeps the commits
-    of the earlier attempts)."""
-    ws = _prepare(ws, base)
+    of the earlier attempts).
+
+    ``own_repo``: a new worktree is a task repository (see the module docstring) rather than a
+    linked worktree; one that exists keeps the layout it was made with."""
+    ws = _prepare(ws, base, own_repo)
     if foreign:
         for p in (ws.path / ".board", ws.path / ".mcp.json"):
             if p.is_symlink():
@@ -117,7 +128,7 @@ def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[st
     return ws
 
 
-def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
+def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, own_repo: bool = False) -> Workspace:
     if ws.kind in ("scratch", "dir"):
         try:
             existed = ws.path.is_dir()
@@ -149,6 +160,13 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -
             return ws
         ws.path.parent.mkdir(parents=True, exist_ok=True)
         has_branch = bool(gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{ws.branch}", check=False).strip())
+        if own_repo:
+            if not has_branch:
+                ws.base, ws.base_source = base() if base is not None else ("HEAD", "board")
+                gitutil.git(repo, "branch", "--no-track", ws.branch, ws.base)
+            _task_repo(repo, ws.path, ws.branch)
+            ws.created = True
+            return ws
         gitutil.git(repo, "worktree", "prune", check=False)
         if has_branch:
             gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch)
@@ -165,6 +183,54 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -
     return ws
 
 
+def _task_repo(repo: Path, path: Path, branch: str) -> None:
+    """Make the task repository at ``path``: its own ``.git`` (no hooks, no template), the
+    target's objects borrowed through alternates, ``branch`` at the target's tip of it and
+    checked out, the target's committer identity."""
+    sha = gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}").strip()
+    objects = gitutil.common_dir(repo) / "objects"
+    path.mkdir(parents=True, exist_ok=True)
+    gitutil.git(path, "init", "-q", "--template=", str(path))
+    (path / ".git" / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (path / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    gitutil.git(path, "update-ref", f"refs/heads/{branch}", sha)
+    gitutil.git(path, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
+    gitutil.git(path, "reset", "-q", "--hard", sha)
+    for key in ("user.name", "user.email"):
+        value = gitutil.git(repo, "config", "--get", key, check=False).strip()
+        if value:
+            gitutil.git(path, "config", key, value)
+    gitutil.add_excludes(path, EXCLUDES)
+
+
+def is_task_repo(path: Path) -> bool:
+    """``path`` is a task repository (its ``.git`` a folder of its own, not a linked worktree's
+    ``.git`` file) inside ``<repo>/.worktrees/``."""
+    return path.parent.name == ".worktrees" and (path / ".git").is_dir() and not (path / ".git").is_symlink()
+
+
+def borrowed_objects(path: Path) -> Path:
+    """The target's object folder that the task repository at ``path`` borrows."""
+    return gitutil.common_dir(path.parent.parent) / "objects"
+
+
+def collect(path: Path, branch: str, upload_pack: list[str], *, force: bool) -> None:
+    """Fetch ``branch`` of the task repository at ``path`` back into its target repository: that
+    one ref, its objects checked (``fetch.fsckObjects``), the worker's side of the fetch
+    (``git upload-pack``, which reads the task repository's configuration) run as
+    ``upload_pack`` — in the worker's confinement, with an empty environment. ``force``: the
+    branch may be rewritten (a task's own ``ab/<id>`` branch); else only fast-forwarded. Raises
+    :class:`WorkspaceError`."""
+    repo = path.parent.parent
+    refspec = f"{'+' if force else ''}refs/heads/{branch}:refs/heads/{branch}"
+    try:
+        gitutil.git(repo, "-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true", "fetch", "--quiet",
+                    "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--upload-pack",
+                    shlex.join(upload_pack), str(path), refspec)
+    except gitutil.GitError as exc:
+        raise WorkspaceError(f"fetching {branch} back from the task repository {path}: {exc}") from None
+
+
 def hand_over(ws: Workspace, uid: int, gid: int) -> None:
     """Give a worker that runs as another OS user what the dispatcher wrote for it: the
     ``.board/`` files, and a scratch workspace's folder itself (then 0700). Files the worker made
@@ -174,6 +240,8 @@ def hand_over(ws: Workspace, uid: int, gid: int) -> None:
         if ws.kind == "scratch":
             os.chown(ws.path, uid, gid, follow_symlinks=False)
             ws.path.chmod(0o700)
+        elif ws.kind == "worktree" and ws.created and is_task_repo(ws.path):
+            _chown_tree(ws.path, uid, gid)  # just made by the dispatcher: the worker's from now on
         for p in (ws.path / ".board", ws.path / ".mcp.json"):
             _chown_tree(p, uid, gid)
     except OSError as exc:
@@ -203,6 +271,11 @@ def worktree_dirty(path: Path) -> str | None:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
+    if is_task_repo(path):  # its commits count once they are on the target's branch
+        head = gitutil.git(path, "rev-parse", "-q", "--verify", "HEAD", check=False).strip()
+        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
+                           check=False).strip() if head else ""
+        return None if not head or kept == head else "commits not fetched back into the target repository"
     ahead = gitutil.unpushed_commits(path)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
@@ -225,6 +298,9 @@ def remove(ws_kind: str, path: Path, *, force: bool = False) -> str | None:
             why = worktree_dirty(path)
             if why:
                 return why
+        if is_task_repo(path):
+            shutil.rmtree(path, ignore_errors=True)
+            return None
         try:
             repo = path.parent.parent
             gitutil.git(repo, "worktree", "remove", "--force", str(path))
