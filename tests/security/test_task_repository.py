@@ -175,3 +175,23 @@ def test_a_rewritten_task_branch_comes_back_only_when_it_is_the_tasks_own(tmp_pa
         with pytest.raises(workspaces.WorkspaceError, match="fetching feature back"):
             workspaces.collect(ws.path, "feature", ["git", "upload-pack"], force=False)
         assert git(repo, "log", "-1", "--format=%s", "feature").strip() == "one"
+
+
+def test_rebase_integration_of_a_task_repositorys_branch_lands_commits_the_target_has(tmp_path: Path) -> None:
+    from agentboard.dispatch import integrate, workspaces
+
+    repo = target_repo(tmp_path)
+    ws = workspaces.prepare(workspaces.Workspace("worktree", repo / ".worktrees" / "t_3", branch="ab/t_3",
+                                                 repo=repo), own_repo=True)
+    (ws.path / "feature.txt").write_text("feature\n")
+    git(ws.path, "add", "feature.txt")
+    git(ws.path, "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-q", "-m", "feature")
+    workspaces.collect(ws.path, "ab/t_3", ["git", "upload-pack"], force=True)
+    (repo / "other.txt").write_text("meanwhile\n")  # the base moves on
+    git(repo, "add", "other.txt")
+    git(repo, "-c", "user.name=o", "-c", "user.email=o@x", "commit", "-q", "-m", "meanwhile")
+    done = integrate.integrate(repo, {"id": "t_3", "branch_name": "ab/t_3", "workspace_path": str(ws.path),
+                                      "title": "feature"}, "rebase", "main")
+    assert done.outcome == "rebased"
+    assert git(repo, "log", "--format=%s", "main").split("\n")[:2] == ["feature", "meanwhile"]
+    assert (repo / "feature.txt").read_text() == "feature\n"
