@@ -26,6 +26,7 @@ is never started with less isolation than its profile asks for.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -193,14 +194,15 @@ def _interpreter(program: str, env: Mapping[str, str]) -> str | None:
     return words[0]
 
 
-def agentboard_paths() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def agentboard_paths() -> tuple[str, ...]:
     """Where this agentboard lives: its interpreter's prefix and the folder of its package (an
-    editable install's source included)."""
+    editable install's source included). The same for the life of the process."""
     import agentboard
 
     out = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
            os.path.dirname(os.path.dirname(os.path.abspath(agentboard.__file__)))]
-    return list(dict.fromkeys(os.path.realpath(p) for p in out if p))
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in out if p))
 
 
 def needed_paths(argv: Sequence[str], env: Mapping[str, str], *, extra: Iterable[str | Path] = ()) -> list[str]:

@@ -187,20 +187,24 @@ def _task_repo(repo: Path, path: Path, branch: str) -> None:
     """Make the task repository at ``path``: its own ``.git`` (no hooks, no template), the
     target's objects borrowed through alternates, ``branch`` at the target's tip of it and
     checked out, the target's committer identity."""
-    sha = gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}").strip()
-    objects = gitutil.common_dir(repo) / "objects"
+    from ..protocol.boarddir import add_lines
+
+    common, sha = gitutil.git(repo, "rev-parse", "--git-common-dir", f"refs/heads/{branch}^{{commit}}").splitlines()
+    objects = (Path(common) if os.path.isabs(common) else (repo / common).resolve()) / "objects"
+    ident = gitutil.git(repo, "config", "--get-regexp", r"^user\.(name|email)$", check=False).splitlines()
     path.mkdir(parents=True, exist_ok=True)
-    gitutil.git(path, "init", "-q", "--template=", str(path))
-    (path / ".git" / "objects" / "info").mkdir(parents=True, exist_ok=True)
-    (path / ".git" / "objects" / "info" / "alternates").write_text(f"{objects}\n")
-    gitutil.git(path, "update-ref", f"refs/heads/{branch}", sha)
-    gitutil.git(path, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
-    gitutil.git(path, "reset", "-q", "--hard", sha)
-    for key in ("user.name", "user.email"):
-        value = gitutil.git(repo, "config", "--get", key, check=False).strip()
-        if value:
-            gitutil.git(path, "config", key, value)
-    gitutil.add_excludes(path, EXCLUDES)
+    gitutil.git(path, "init", "-q", "--template=", f"--initial-branch={branch}", str(path))
+    git_dir = path / ".git"
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    if ident:
+        with (git_dir / "config").open("a") as fh:
+            fh.write("[user]\n")
+            for line in ident:
+                key, _, value = line.partition(" ")
+                quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+                fh.write(f'\t{key.split(".", 1)[1]} = "{quoted}"\n')
+    add_lines(git_dir / "info" / "exclude", EXCLUDES)
+    gitutil.git(path, "reset", "-q", "--hard", sha)  # the branch is born at sha, checked out
 
 
 def is_task_repo(path: Path) -> bool:
