@@ -151,11 +151,18 @@ def test_gc_removes_a_task_repository_whose_branch_is_back_in_the_target_and_kee
     (ws.path / "new.txt").write_text("x\n")
     git(ws.path, "add", "new.txt")
     git(ws.path, "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-q", "-m", "new work")
+    git(ws.path, "pack-refs", "--all")  # the branch read from packed-refs
     assert workspaces.remove("worktree", ws.path) == "commits not fetched back into the target repository"
     workspaces.collect(ws.path, "ab/t_1", ["git", "upload-pack"], force=True)
     assert git(repo, "log", "-1", "--format=%s", "ab/t_1").strip() == "new work"
     assert workspaces.remove("worktree", ws.path) is None and not ws.path.exists()
     assert os.path.isdir(repo / ".git")
+    # a HEAD replaced by a link is not followed: the folder is kept, saying why
+    other = workspaces.prepare(workspaces.Workspace("worktree", repo / ".worktrees" / "t_4", branch="ab/t_4",
+                                                    repo=repo), own_repo=True)
+    (other.path / ".git" / "HEAD").unlink()
+    (other.path / ".git" / "HEAD").symlink_to(repo / ".git" / "HEAD")
+    assert workspaces.worktree_dirty(other.path) == "its HEAD cannot be read as a commit"
 
 
 @pytest.mark.parametrize("force", [False, True])

@@ -283,7 +283,8 @@ class Spawner:
         except isolation.IsolationError as exc:
             return verify.Setup(None, env, f"profile {profile.get('name')!r}: {exc}")
         if conf.bwrap is not None:
-            conf = conf.showing(isolation.needed_paths(["/bin/sh"], env))
+            extra = [workspaces.borrowed_objects(workspace)] if workspaces.is_task_repo(workspace) else []
+            conf = conf.showing(isolation.needed_paths(["/bin/sh"], env, extra=extra))
         return verify.Setup(conf, env)
 
     # -- a repair attempt ---------------------------------------------------------------------------
@@ -398,7 +399,7 @@ class Spawner:
         deadline = time.time() + at.deadline_seconds if at.deadline_seconds is not None else None
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline,
-                         collect=self._collector(at) if task_repo and at.workspace.branch else None)
+                         collect=self._collector(at) if task_repo and at.workspace.branch and not at.review else None)
         if self.on_spawn is not None and at.number == 0 and not at.review:
             self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -34,6 +35,7 @@ from typing import Any
 from . import gitutil
 
 EXCLUDES = [".board/", ".mcp.json"]
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 class WorkspaceError(Exception):
@@ -183,6 +185,22 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
     return ws
 
 
+def _git_new(path: Path, *args: str) -> str:
+    """git on the task repository being made at ``path`` (named explicitly, no configuration
+    but its own, no hook, no fsmonitor)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_TERMINAL_PROMPT="0")
+    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                           f"--git-dir={path / '.git'}", f"--work-tree={path}", *args],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise gitutil.GitError(f"git {' '.join(args)} failed in {path}: {msg[-1] if msg else proc.returncode}")
+    return proc.stdout
+
+
 def _task_repo(repo: Path, path: Path, branch: str) -> None:
     """Make the task repository at ``path``: its own ``.git`` (no hooks, no template), the
     target's objects borrowed through alternates, ``branch`` at the target's tip of it and
@@ -193,7 +211,9 @@ def _task_repo(repo: Path, path: Path, branch: str) -> None:
     objects = (Path(common) if os.path.isabs(common) else (repo / common).resolve()) / "objects"
     ident = gitutil.git(repo, "config", "--get-regexp", r"^user\.(name|email)$", check=False).splitlines()
     path.mkdir(parents=True, exist_ok=True)
-    gitutil.git(path, "init", "-q", "--template=", f"--initial-branch={branch}", str(path))
+    if (path / ".git").is_symlink():
+        (path / ".git").unlink()
+    _git_new(path, "init", "-q", "--template=", f"--initial-branch={branch}")
     git_dir = path / ".git"
     (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
     if ident:
@@ -204,7 +224,39 @@ def _task_repo(repo: Path, path: Path, branch: str) -> None:
                 quoted = value.replace("\\", "\\\\").replace('"', '\\"')
                 fh.write(f'\t{key.split(".", 1)[1]} = "{quoted}"\n')
     add_lines(git_dir / "info" / "exclude", EXCLUDES)
-    gitutil.git(path, "reset", "-q", "--hard", sha)  # the branch is born at sha, checked out
+    _git_new(path, "reset", "-q", "--hard", sha)  # the branch is born at sha, checked out
+
+
+def _read_data(path: Path, limit: int = 1 << 20) -> str:
+    """A small file of a workspace read as data (never through a symbolic link)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
+
+
+def task_repo_head(path: Path) -> str | None:
+    """The commit the task repository at ``path`` is on, read as data (its ``HEAD``, the branch
+    file or ``packed-refs``; nothing of its configuration is read); None when unreadable."""
+    git_dir = path / ".git"
+    try:
+        head = _read_data(git_dir / "HEAD").strip()
+        if not head.startswith("ref: "):
+            return head if _SHA.match(head) else None
+        ref = head[len("ref: "):]
+        if not ref.startswith("refs/heads/") or ".." in ref.split("/"):
+            return None
+        try:
+            sha = _read_data(git_dir / ref).strip()
+            return sha if _SHA.match(sha) else None
+        except FileNotFoundError:
+            pass
+        for line in _read_data(git_dir / "packed-refs", 64 << 20).splitlines():
+            parts = line.split(" ", 1)
+            if len(parts) == 2 and parts[1] == ref and _SHA.match(parts[0]):
+                return parts[0]
+    except OSError:
+        return None
+    return None
 
 
 def is_task_repo(path: Path) -> bool:
@@ -275,11 +327,13 @@ def worktree_dirty(path: Path) -> str | None:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
-    if is_task_repo(path):  # its commits count once they are on the target's branch
-        head = gitutil.git(path, "rev-parse", "-q", "--verify", "HEAD", check=False).strip()
+    if is_task_repo(path):  # its commits count once the target has them (fetched back)
+        head = task_repo_head(path)
         kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
                            check=False).strip() if head else ""
-        return None if not head or kept == head else "commits not fetched back into the target repository"
+        if head is None:
+            return "its HEAD cannot be read as a commit"
+        return None if kept == head else "commits not fetched back into the target repository"
     ahead = gitutil.unpushed_commits(path)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
