@@ -17,13 +17,12 @@ import site
 import subprocess
 import sys
 import tempfile
-import time
 import venv
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from testenv import wait_for
 
 import agentboard
 
@@ -38,16 +37,6 @@ touch {outside} 2>/dev/null && echo "wrote outside" || echo "outside refused"
 agentboard complete --summary "done from the sandbox: $(command -v agentboard)"
 """
 
-
-def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

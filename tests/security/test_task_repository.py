@@ -18,12 +18,11 @@ import os
 import shlex
 import subprocess
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for
 
 import agentboard
 
@@ -47,16 +46,6 @@ WORKER = textwrap.dedent('''\
     echo '{{"success": true, "summary": "committed"}}' > .board/result.json
 ''')
 
-
-def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def git(repo: Path, *args: str) -> str:

@@ -16,12 +16,11 @@ import json
 import os
 import shlex
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for
 
 import agentboard
 
@@ -68,16 +67,6 @@ WORKER = textwrap.dedent('''
         json.dump({"success": True, "summary": "wrote my tests"}, fh)
 ''')
 
-
-def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def verify_attack(home: Path, isolation: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, Any],
