@@ -158,6 +158,8 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
         if not gitutil.git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).strip():
             raise WorkspaceError(f"git repository {repo} has no commits yet; commit something first so a branch can start from it")
         gitutil.add_excludes(repo, EXCLUDES + [".worktrees/"])
+        if is_task_repo(ws.path):  # a retry of a confined worker: its task repository, as it is
+            return ws
         if (ws.path / ".git").exists():
             return ws
         ws.path.parent.mkdir(parents=True, exist_ok=True)
