@@ -43,6 +43,9 @@ def copy_template(template: Path, home: Path) -> Path:
     return home
 
 
+#: ``scripts/test --fast``: the edit-test loop; property tests take fewer examples
+FAST = os.environ.get("AGENTBOARD_TEST_FAST") == "1"
+
 PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
