@@ -191,3 +191,19 @@ def test_rebase_integration_of_a_task_repositorys_branch_lands_commits_the_targe
     assert done.outcome == "rebased"
     assert git(repo, "log", "--format=%s", "main").split("\n")[:2] == ["feature", "meanwhile"]
     assert (repo / "feature.txt").read_text() == "feature\n"
+
+
+def test_a_retry_of_a_confined_worker_reuses_its_task_repository_with_its_commits(tmp_path: Path) -> None:
+    from agentboard.dispatch import workspaces
+
+    repo = target_repo(tmp_path)
+
+    def plan() -> workspaces.Workspace:
+        return workspaces.Workspace("worktree", repo / ".worktrees" / "t_5", branch="ab/t_5", repo=repo)
+
+    first = workspaces.prepare(plan(), own_repo=True)
+    assert first.created
+    git(first.path, "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-q", "--allow-empty", "-m", "attempt 1")
+    again = workspaces.prepare(plan(), own_repo=True)
+    assert not again.created and workspaces.is_task_repo(again.path)
+    assert git(again.path, "log", "-1", "--format=%s").strip() == "attempt 1"
