@@ -427,6 +427,8 @@ class _Pass:
         chosen: list[Choice] = []
         taken: Counter[str] = Counter()
         now = time.time()
+        folders = {c["id"]: f for c in batch if (f := self._shared_folder(b, c)) is not None}
+        busy = kd.folders_in_use(db, sorted(set(folders.values()))) if folders else {}
         for c in batch:
             if len(chosen) >= room:
                 break
@@ -442,9 +444,31 @@ class _Pass:
             if last is not None and not self.dry_run and self.planner.reaper.previous_worker_alive(c, last):
                 self.report.skipped.append(Skipped("stopping the worker of its previous run first", c["id"]))
                 continue
+            folder = folders.get(c["id"])
+            if folder is not None:
+                holder = busy.get(folder)
+                if holder is not None and holder[0] != c["id"]:
+                    run = f" (run {holder[1]})" if holder[1] is not None else ""
+                    self._skip(("busy", c["id"], folder, holder[0]), slug, c["id"], "workspace_busy",
+                               f"its workspace dir:{folder} is in use by task {holder[0]}{run}: a shared folder "
+                               "runs one worker at a time, so each run has the folder's .board/ to itself")
+                    continue
+                busy[folder] = (c["id"], None)
             chosen.append(Choice(c, p))
             taken[p["name"]] += 1
         return chosen
+
+    def _shared_folder(self, b: Row, c: Row) -> str | None:
+        """The shared folder ready task ``c`` would run in (a ``dir:`` workspace, or the board's
+        non-git target directory), or None for a per-task workspace (scratch, worktree)."""
+        kind = c.get("workspace_kind") or "scratch"
+        if kind == "dir" and c.get("workspace_path"):
+            return os.path.normpath(str(c["workspace_path"]))
+        target = b.get("default_workdir")
+        if (kind == "scratch" and target and c.get("purpose") != "supervision" and not self.dry_run
+                and not is_git_target(target)):
+            return os.path.normpath(str(target))
+        return None
 
     def _profile_of(self, slug: str, c: Row, profiles: dict[str, Row]) -> Row | None:
         """The enabled profile that runs ready task ``c``; None (and a skip) when there is none."""

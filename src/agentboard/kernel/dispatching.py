@@ -120,6 +120,29 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
     return db.read(_r)
 
 
+def folders_in_use(db: Database, folders: list[str]) -> dict[str, tuple[str, int | None]]:
+    """Which of ``folders`` (shared ``dir:`` workspaces) an open run works in: folder → (task
+    id, run id). A running ``dir:`` task counts from its claim (before its spawn records the
+    run's workspace); any other open run (a review run, a run in a board's shared target
+    directory) by the workspace its spawn recorded."""
+    if not folders:
+        return {}
+
+    def _r(tx: Tx) -> dict[str, tuple[str, int | None]]:
+        params: dict[str, Any] = {}
+        inl = in_list("f", folders, params)
+        out: dict[str, tuple[str, int | None]] = {}
+        for row in tx.all("SELECT r.workspace_path AS f, r.task_id, r.id FROM task_runs r "
+                          "WHERE r.status = 'open' AND r.workspace_path IN " + inl, params):
+            out.setdefault(row["f"], (row["task_id"], row["id"]))
+        for row in tx.all("SELECT t.workspace_path AS f, t.id, t.current_run_id FROM tasks t "
+                          "WHERE t.status = 'running' AND t.workspace_kind = 'dir' AND t.workspace_path IN "
+                          + inl, params):
+            out.setdefault(row["f"], (row["id"], row["current_run_id"]))
+        return out
+    return db.read(_r)
+
+
 #: how a run that lost its agent's network starts its error (:func:`network_failures` counts them)
 NETWORK_ERROR = "network failure"
 
