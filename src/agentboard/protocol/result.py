@@ -200,11 +200,14 @@ def read(path: Path) -> Parsed:
     It is read without following any link beneath the workspace, and only when it is a regular
     file with one name and at most :data:`READ_LIMIT` bytes: a link, a hard link (another name of
     a file the worker may not read), a FIFO or a huge file is an invalid result whose error says
-    so (and is recorded on the run like any other)."""
+    so (and is recorded on the run like any other). A ``.board`` that is not a real folder holds
+    no result (``exists=False``); the next preparation replaces it."""
     from . import safefs
 
     try:
         raw = safefs.read_file(path, limit=READ_LIMIT)
+    except safefs.NotAFolder:  # .board/ is a link (or a file): there is no result of ours to read
+        return Parsed(False)
     except safefs.Unsafe as exc:
         return Parsed(True, None, [f"$: {path.name} refused: {exc.strerror}"])
     except OSError as exc:

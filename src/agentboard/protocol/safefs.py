@@ -55,6 +55,11 @@ class Unsafe(OSError):
     file, too large); the message says what and where."""
 
 
+class NotAFolder(Unsafe):
+    """A folder on the way beneath the workspace is a link or a file: the path does not exist as
+    far as the dispatcher is concerned."""
+
+
 class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
@@ -149,7 +154,7 @@ class Dir:
                 raise
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
-                    raise Unsafe(exc.errno, f"{self.path / os.path.join(*parts)} is reached through a "
+                    raise NotAFolder(exc.errno, f"{self.path / os.path.join(*parts)} is reached through a "
                                             "link or a file, not folders; refused") from None
                 raise
             if fd is not None:
@@ -181,7 +186,7 @@ class Dir:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
             if not create:
-                raise Unsafe(exc.errno, f"{path / name} is a link or a file, not a folder; refused") from None
+                raise NotAFolder(exc.errno, f"{path / name} is a link or a file, not a folder; refused") from None
             os.unlink(name, dir_fd=fd)  # a link (or a file) where our folder belongs: removed, not followed
             self.removed.append(str(path / name))
         try:
@@ -447,5 +452,5 @@ def has_openat2() -> bool:
     return bool(_openat2_ok)
 
 
-__all__ = ["BOARD_DIR", "READ_LIMIT", "Dir", "Unsafe", "exists", "exists_in", "has_openat2", "locate", "open_board",
+__all__ = ["BOARD_DIR", "READ_LIMIT", "Dir", "NotAFolder", "Unsafe", "exists", "exists_in", "has_openat2", "locate", "open_board",
            "open_root", "read_file", "remove", "walk_chown", "write_file"]
