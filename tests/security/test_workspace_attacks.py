@@ -143,11 +143,11 @@ def finished(ab: Any, task_id: str) -> Callable[[], bool]:
     return lambda: ab.board().show(task_id)["status"] in ("done", "blocked", "review")
 
 
-def _isolation(mode: str, home: Path, user: str | None) -> None:
+def _isolation(mode: str, at: Path, user: str | None) -> None:
     if mode == "user":
         require_root()
         assert user is not None
-        r = agentboard_cli(home, "init", "--worker-user", user)
+        r = agentboard_cli(at, "init", "--worker-user", user)
         assert r.returncode == 0, r.stderr
     elif mode == "sandbox":
         require_bwrap()
