@@ -9,11 +9,30 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
+    """Poll ``fn`` until it returns something truthy and return that; fail after ``timeout``.
+
+    The one polling helper of the suite. The timeout is a generous bound against a hang, never a
+    speed assertion.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
 
 PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
