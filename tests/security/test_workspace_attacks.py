@@ -15,12 +15,12 @@ import json
 import os
 import secrets
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for
 
 import agentboard
 
@@ -130,11 +130,7 @@ def drive(ab: Any, done: Callable[[], bool], timeout: float = 120.0) -> None:
     d = Dispatcher(ab.db, ab.settings)
     d.start()
     try:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError("gave up waiting for the dispatcher")
-            time.sleep(0.1)
+        wait_for(done, timeout=timeout, what="the dispatcher to finish the task")
     finally:
         d.stop()
 
