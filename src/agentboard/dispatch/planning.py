@@ -427,7 +427,11 @@ class _Pass:
         chosen: list[Choice] = []
         taken: Counter[str] = Counter()
         now = time.time()
-        folders = {c["id"]: f for c in batch if (f := self._shared_folder(b, c)) is not None}
+        target = b.get("default_workdir")
+        shared_target = (os.path.normpath(str(target)) if target and not self.dry_run
+                         and any((c.get("workspace_kind") or "scratch") == "scratch" for c in batch)
+                         and not is_git_target(target) else None)
+        folders = {c["id"]: f for c in batch if (f := _shared_folder(c, shared_target)) is not None}
         busy = kd.folders_in_use(db, sorted(set(folders.values()))) if folders else {}
         for c in batch:
             if len(chosen) >= room:
@@ -457,18 +461,6 @@ class _Pass:
             chosen.append(Choice(c, p))
             taken[p["name"]] += 1
         return chosen
-
-    def _shared_folder(self, b: Row, c: Row) -> str | None:
-        """The shared folder ready task ``c`` would run in (a ``dir:`` workspace, or the board's
-        non-git target directory), or None for a per-task workspace (scratch, worktree)."""
-        kind = c.get("workspace_kind") or "scratch"
-        if kind == "dir" and c.get("workspace_path"):
-            return os.path.normpath(str(c["workspace_path"]))
-        target = b.get("default_workdir")
-        if (kind == "scratch" and target and c.get("purpose") != "supervision" and not self.dry_run
-                and not is_git_target(target)):
-            return os.path.normpath(str(target))
-        return None
 
     def _profile_of(self, slug: str, c: Row, profiles: dict[str, Row]) -> Row | None:
         """The enabled profile that runs ready task ``c``; None (and a skip) when there is none."""
@@ -505,3 +497,15 @@ class _Pass:
         self.report.skipped.append(Skipped(reason, task_id))
         if not self.dry_run:
             self.ctx.notes.note(key, board, task_id, kind, {"reason": reason})
+
+
+def _shared_folder(c: Row, shared_target: str | None) -> str | None:
+    """The shared folder ready task ``c`` would run in: its ``dir:`` workspace, or the board's
+    non-git target directory (``shared_target``) for a scratch task that is not the supervisor's;
+    None for a per-task workspace (scratch, worktree)."""
+    kind = c.get("workspace_kind") or "scratch"
+    if kind == "dir" and c.get("workspace_path"):
+        return os.path.normpath(str(c["workspace_path"]))
+    if kind == "scratch" and shared_target and c.get("purpose") != "supervision":
+        return shared_target
+    return None
