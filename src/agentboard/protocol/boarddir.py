@@ -13,6 +13,7 @@ The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -21,6 +22,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +219,28 @@ def append_history(workspace: Path, section: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _board(workspace: Path, board: safefs.Dir | None) -> Iterator[safefs.Dir]:
+    """``board`` as it is (the caller closes it), else the workspace's ``.board/`` opened here."""
+    if board is not None:
+        yield board
+        return
+    with safefs.open_board(workspace) as bdir:
+        yield bdir
+
+
 # -- wiki/ ------------------------------------------------------------------------------------------
 
 
-def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = None) -> Path:
+def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = None, *,
+               board: safefs.Dir | None = None) -> Path:
     """Replace ``.board/wiki/`` with ``pages`` and an INDEX.md (``No wiki pages available`` when none).
 
     The old folder is removed without crossing any link in it (a link is unlinked, its target
-    untouched); a link standing in the folder's place is removed, not followed."""
+    untouched); a link standing in the folder's place is removed, not followed. ``board``: the
+    workspace's ``.board/`` opened already."""
     lines = ["# Wiki pages relevant to this task", ""]
-    with safefs.open_board(workspace) as bdir:
+    with _board(workspace, board) as bdir:
         bdir.remove("wiki")
         with bdir.sub("wiki", create=True) as wdir:
             if not pages:
@@ -244,12 +258,12 @@ def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = 
 # -- previous outputs --------------------------------------------------------------------------------
 
 
-def archive_outputs(workspace: Path) -> list[Path]:
+def archive_outputs(workspace: Path, *, board: safefs.Dir | None = None) -> list[Path]:
     """Move a previous run's ``result.json`` / ``review-verdict.json`` aside (into
     ``.board/archive/``) so they are never re-read. What is moved is the name itself: a link
-    moves as a link, never followed."""
+    moves as a link, never followed. ``board``: the workspace's ``.board/`` opened already."""
     moved = []
-    with safefs.open_board(workspace) as bdir:
+    with _board(workspace, board) as bdir:
         for name in ("result.json", "review-verdict.json"):
             if not bdir.exists(name):
                 continue

@@ -193,30 +193,34 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
     workspace.mkdir(parents=True, exist_ok=True)  # the dispatcher's own path (made by dispatch.workspaces)
-    boarddir.archive_outputs(workspace)  # opens .board/ (made, or a link in its place removed)
-    if loaded is None:
-        loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
-    elif isinstance(loaded, AgentboardError):
-        raise loaded
-    full = loaded.detail
-    if workspace_info:
-        from ..dispatch.diffs import with_git
+    # .board/ opened once (made, or a link in its place removed); every file written through it
+    with safefs.open_board(workspace) as board_fd:
+        boarddir.archive_outputs(workspace, board=board_fd)
+        if loaded is None:
+            loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
+        elif isinstance(loaded, AgentboardError):
+            raise loaded
+        full = loaded.detail
+        if workspace_info:
+            from ..dispatch.diffs import with_git
 
-        full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
-    context_md = render(full)
-    boarddir.write_text(bdir / "context.md", context_md)
-    boarddir.write_text(bdir / "task.json", boarddir.task_json_text(
-        boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
-    pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
-    boarddir.write_wiki(workspace, pages, None if pages else why)
-    boarddir.write_text(boarddir.history_path(workspace), boarddir.history_text(loaded.history))
-    safefs.remove(bdir / REPAIR_PROMPT_FILE)
-    env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
-    boarddir.write_mcp_json(workspace, env)
-    boarddir.git_exclude(workspace)
-    prompt = bdir / PROMPT_FILE
-    boarddir.write_text(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=settings.verify))
-    return prompt
+            full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
+        context_md = render(full)
+        board_fd.write_text("context.md", context_md)
+        board_fd.write_text("task.json", boarddir.task_json_text(
+            boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
+        pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
+        boarddir.write_wiki(workspace, pages, None if pages else why, board=board_fd)
+        board_fd.write_text("history.md", boarddir.history_text(loaded.history))
+        board_fd.remove(REPAIR_PROMPT_FILE)
+        env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
+        boarddir.write_mcp_json(workspace, env)
+        boarddir.git_exclude(workspace)
+        board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
+                                                                               verify_enabled=settings.verify))
+    if board_fd.removed:  # a worker's links (or files) where our folders belong: removed, never followed
+        log.warning("run %s of %s: removed %s", run_id, task["id"], ", ".join(board_fd.removed))
+    return bdir / PROMPT_FILE
 
 
 # -- after the exit ----------------------------------------------------------------------------------
