@@ -325,3 +325,31 @@ def test_two_tasks_sharing_a_dir_workspace_each_get_their_own_prompt_on_every_at
     for earlier, later in zip(runs, runs[1:], strict=False):
         if earlier["task_id"] != later["task_id"]:
             assert later["started_at"] >= earlier["ended_at"]  # one run in the folder at a time
+
+
+def test_a_task_waits_for_its_shared_folder_while_a_review_run_of_another_task_is_open_there(
+        ab: Any, tmp_path: Path) -> None:
+    from agentboard.dispatch.dispatcher import Dispatcher
+    from agentboard.kernel import runs as kr
+
+    ws = tmp_path / "shared"
+    ws.mkdir()
+    ran = tmp_path / "ran"
+    ab.add_profile("w", command=f"touch {ran}")
+    reviewed = ab.board().create("reviewed work", assignee="w", workspace=f"dir:{ws}", review=True)
+    claim = ab.board().claim(reviewed["id"])
+    ab.board().complete(reviewed["id"], summary="ready for review", run_id=claim["run_id"])
+    assert ab.board().show(reviewed["id"])["status"] == "review"
+    rid = kr.open_review_run(ab.db, "default", reviewed["id"], reviewer="profile:r", profile="w")
+    assert rid is not None
+    waiting = ab.board().create("next in the same folder", assignee="w", workspace=f"dir:{ws}")
+
+    d = Dispatcher(ab.db, ab.settings)
+    d.run_pass()
+    assert ab.board().show(waiting["id"])["status"] == "ready" and not ran.exists()
+    (busy,) = [e for e in ab.board().events(0, task_id=waiting["id"]) if e["kind"] == "workspace_busy"]
+    assert f"in use by task {reviewed['id']} (run {rid})" in busy["payload"]["reason"]
+
+    kr.close_review_run(ab.db, "default", reviewed["id"], rid, "crashed", error="the reviewer went away")
+    drive(ab, lambda: ab.board().show(waiting["id"])["status"] in ("done", "running", "blocked") or ran.exists())
+    assert ran.exists()  # the folder is free: it started
