@@ -29,7 +29,7 @@ from ..kernel import budgets as kbudgets
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import worker_protocol
-from ..protocol import boarddir, review, review_context
+from ..protocol import boarddir, review, review_context, safefs
 from ..store.engine import Row
 from . import adapters, liveness, spawn, workspaces
 from .runtime import Context
@@ -253,7 +253,7 @@ class Reviewing:
         except InvalidInput as exc:
             tail = spawn.log_tail(w.log_path, w.log_offset) if w is not None else ""
             detail = f"; last output: {tail}" if tail else ""
-            if exit_code not in (0, None) and not path.exists():
+            if exit_code not in (0, None) and not safefs.exists(path):
                 self._close(r, "crashed", f"the reviewer exited with status {exit_code} without a verdict{detail}",
                             exit_code=exit_code, usage=usage)
             else:
