@@ -34,6 +34,18 @@ def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "conditio
         time.sleep(0.05)
 
 
+def copy_template(template: Path, home: Path) -> Path:
+    """Put a copy of the migrated SQLite ``template`` in ``home`` (created if missing)."""
+    import shutil
+
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, home / "agentboard.db")
+    return home
+
+
+#: ``scripts/test --fast``: the edit-test loop; property tests take fewer examples
+FAST = os.environ.get("AGENTBOARD_TEST_FAST") == "1"
+
 PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -182,19 +183,22 @@ def authenticate(db: Database, token: str | None, via_cookie: bool = False) -> P
     return Principal.from_row(tokens_kernel.verify(db, token), via_cookie=via_cookie)
 
 
-_LOGIN_PAGE = (
-    "<!doctype html><meta charset=utf-8><title>agentboard: log in</title>"
-    "<body style='font-family:sans-serif;background:#111;color:#ddd;padding:2em'>"
-    "<h1>agentboard</h1><p>{msg}</p><p>Open the login URL that <code>agentboard serve</code> "
-    "printed (<code>/login?token=…</code>), or create a token with "
-    "<code>agentboard tokens create NAME</code> and open <code>/login?token=TOKEN</code>.</p>"
-)
+#: the page a browser without a valid token gets (``web/login.html``, self-contained)
+LOGIN_HTML = Path(__file__).resolve().parent.parent / "web" / "login.html"
 
 
 def login_page(message: str) -> bytes:
+    """The sign-in page: how a person gets in, led by why this browser is not in (the API's
+    wording for a missing token is for programs, so a person reads "not signed in")."""
     import html
 
-    return _LOGIN_PAGE.replace("{msg}", html.escape(message)).encode("utf-8")
+    if message.startswith("no token"):
+        why = '<p class="login-why">This browser is not signed in yet.</p>'
+    elif message.startswith("You are"):
+        why = f'<p class="login-why">{html.escape(message)}</p>'
+    else:
+        why = f'<p class="login-why login-refused">That token is not accepted: {html.escape(message)}.</p>'
+    return LOGIN_HTML.read_text(encoding="utf-8").replace("<!--why-->", why, 1).encode("utf-8")
 
 
 class AuthMiddleware:
