@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from .model import PROFILE_RE
-from .settings_schema import (
+from .settings_fields import (
     ADAPTERS,
     BOARD_KEYS,
     BRANCH_RE,

@@ -19,42 +19,58 @@ positive integer, ``env`` names that are valid environment variable names (``A=B
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from . import model
 from .errors import InvalidInput
+from .settings_fields import (  # the fields and their limits, defined once there
+    ADAPTERS as ADAPTERS,
+)
+from .settings_fields import (
+    BOARD_KEYS as BOARD_KEYS,
+)
+from .settings_fields import (
+    BRANCH_RE as BRANCH_RE,
+)
+from .settings_fields import (
+    COMMAND_MAX as COMMAND_MAX,
+)
+from .settings_fields import (
+    COUNT_MAX as COUNT_MAX,
+)
+from .settings_fields import (
+    DESCRIPTION_MAX as DESCRIPTION_MAX,
+)
+from .settings_fields import (
+    ENV_NAME_RE as ENV_NAME_RE,
+)
+from .settings_fields import (
+    INTEGRATE as INTEGRATE,
+)
+from .settings_fields import (
+    ISOLATION as ISOLATION,
+)
+from .settings_fields import (
+    MAX_CONCURRENCY_MAX as MAX_CONCURRENCY_MAX,
+)
+from .settings_fields import (
+    MODEL_MAX as MODEL_MAX,
+)
+from .settings_fields import (
+    PERMISSION as PERMISSION,
+)
+from .settings_fields import (
+    PROFILE_FIELDS as PROFILE_FIELDS,
+)
+from .settings_fields import (
+    REVIEWER_RE as REVIEWER_RE,
+)
+from .settings_fields import (
+    SUPERVISOR_KEYS as SUPERVISOR_KEYS,
+)
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-
-ADAPTERS = ("command", "claude", "codex", "gemini", "opencode")
-#: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
-ISOLATION = ("none", "user", "sandbox")
-#: what an agent CLI (``claude``, ``codex``, ``gemini``, ``opencode``) may do without asking (``dispatch/adapters.py``)
-PERMISSION = ("edit", "full", "read")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-#: the largest ``max_parallel`` / ``failure_limit``
-COUNT_MAX = 100_000
-MAX_CONCURRENCY_MAX = 10_000
-COMMAND_MAX = 10_000
-DESCRIPTION_MAX = 16 * 1024
-MODEL_MAX = 200
-#: the board settings whose values are typed (the others are kept as given)
-BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
-              "env_setup")
-#: what approval does with a worktree task's branch (``dispatch/integrate.py``)
-INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
-#: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
-BRANCH_RE = re.compile(r"^[A-Za-z0-9._/@+][A-Za-z0-9._/@+-]{0,199}$")
-#: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
-SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to",
-                   "supervision_budget")
-#: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
-REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
-#: the fields a profile's add and update take
-PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "permission", "description", "max_concurrency", "env", "skills",
-                            "model", "enabled", "orchestrator"))
 
 #: board settings keys that are not settings: what to use instead
 NOT_SETTINGS = {
