@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from . import gitutil
 
 EXCLUDES = [".board/", ".mcp.json"]
@@ -145,18 +146,22 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -
         if not gitutil.git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).strip():
             raise WorkspaceError(f"git repository {repo} has no commits yet; commit something first so a branch can start from it")
         gitutil.add_excludes(repo, EXCLUDES + [".worktrees/"])
-        if (ws.path / ".git").exists():
+        if os.path.lexists(ws.path / ".git"):
+            gitsafe.check_worktree_link(repo, ws.path)  # a retry: only the link git wrote is reused
             return ws
         ws.path.parent.mkdir(parents=True, exist_ok=True)
         has_branch = bool(gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{ws.branch}", check=False).strip())
         gitutil.git(repo, "worktree", "prune", check=False)
+        why = gitsafe.check_branch_name(ws.branch)
+        if why:
+            raise WorkspaceError(f"the task's branch {ws.branch!r} cannot be used: {why}")
         if has_branch:
-            gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch)
+            gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch, drivers_off=True)
         elif base is not None:
             ws.base, ws.base_source = base()
-            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base)
+            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base, drivers_off=True)
         else:
-            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path))
+            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), drivers_off=True)
         ws.created = True
     except gitutil.GitError as exc:
         raise WorkspaceError(str(exc)) from None
@@ -193,8 +198,10 @@ def _chown_tree(path: Path, uid: int, gid: int) -> None:
             _chown_tree(Path(entry.path), uid, gid)
 
 
-def worktree_dirty(path: Path) -> str | None:
-    """Why a worktree must be kept (uncommitted or unpushed work), or None when it is clean."""
+def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
+    """Why a worktree must be kept (uncommitted or unpushed work, or a ``.git`` that is not the
+    link git wrote), or None when it is clean. Read through ``gitsafe``: git never runs through
+    the worktree's own ``.git``."""
     if not path.exists():
         return None
     try:
@@ -203,7 +210,7 @@ def worktree_dirty(path: Path) -> str | None:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
-    ahead = gitutil.unpushed_commits(path)
+    ahead = gitutil.unpushed_commits(path, branch)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
     return None
@@ -214,22 +221,27 @@ def _excluded(line: str) -> bool:
     return name.startswith(".board/") or name == ".mcp.json"
 
 
-def remove(ws_kind: str, path: Path, *, force: bool = False) -> str | None:
+def remove(ws_kind: str, path: Path, *, force: bool = False, branch: str | None = None) -> str | None:
     """Remove a workspace; returns why it was kept instead (None when removed)."""
     if not path.exists():
         return None
     if ws_kind == "dir":
         return "dir workspaces are shared folders and are never removed"
     if ws_kind == "worktree":
+        repo = path.parent.parent
+        try:
+            gitsafe.check_worktree_link(repo, path)
+        except gitutil.GitError as exc:
+            return str(exc)
         if not force:
-            why = worktree_dirty(path)
+            why = worktree_dirty(path, branch)
             if why:
                 return why
         try:
-            repo = path.parent.parent
             gitutil.git(repo, "worktree", "remove", "--force", str(path))
         except gitutil.GitError as exc:
             return str(exc)
+        gitsafe.remove_view(repo, path)
         return None
     shutil.rmtree(path, ignore_errors=True)
     return None

@@ -19,12 +19,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..store.engine import Row
 from .result import RESULT_EXAMPLE, RESULT_SCHEMA, SCHEMA_VERSION
 
@@ -284,10 +284,11 @@ def mcp_server_entry(env: dict[str, str]) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "agentboard", "mcp"], "env": env}
 
 
-def _git(workspace: Path, *args: str) -> str | None:
+def _git(top: Path, *args: str) -> str | None:
+    """``git args`` on the checkout whose top folder is ``top``, through ``gitsafe`` (protected)."""
     try:
-        out = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        out = gitsafe.run(top, *args, check=False, timeout=20)
+    except (OSError, gitsafe.GitError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -312,7 +313,11 @@ def _maybe_in_git(workspace: Path) -> bool:
 def is_tracked(workspace: Path, name: str) -> bool:
     if not _maybe_in_git(workspace):
         return False
-    return bool(_git(workspace, "ls-files", "--", name))
+    top = gitsafe.toplevel(workspace)
+    if top is None:
+        return False
+    rel = os.path.relpath(os.path.join(os.path.abspath(workspace), name), top)
+    return bool(_git(top, "ls-files", "--", f":(top,literal){rel}"))
 
 
 def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
@@ -342,14 +347,13 @@ def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
     """Add ``patterns`` to the repository's ``info/exclude`` when ``workspace`` is in a git work tree."""
     if not _maybe_in_git(workspace):
         return None
-    if _git(workspace, "rev-parse", "--is-inside-work-tree") != "true":
+    top = gitsafe.toplevel(workspace)
+    if top is None:
         return None
-    rel = _git(workspace, "rev-parse", "--git-path", "info/exclude")
-    if not rel:
+    try:
+        exclude = gitsafe.common_dir(gitsafe.locate(top)[0]) / "info" / "exclude"
+    except gitsafe.GitError:
         return None
-    exclude = Path(rel)
-    if not exclude.is_absolute():
-        exclude = Path(workspace) / exclude
     add_lines(exclude, patterns)
     return exclude
 
