@@ -170,11 +170,8 @@ def driver_overrides(git_dir: str | Path) -> list[str]:
     """``-c`` settings that empty every filter driver and replace every merge driver the
     repository's configuration (its includes too) defines: attributes a worker writes can then
     only name drivers that do nothing a plain git would not do."""
-    proc = subprocess.run(
-        ["git", "--no-pager", f"--git-dir={git_dir}", "config", "-z", "--name-only", "--get-regexp",
-         r"^(filter|merge)\..*\.(clean|smudge|process|driver)$"],
-        capture_output=True, text=True, errors="replace", env=environment(), timeout=30,
-        stdin=subprocess.DEVNULL, cwd="/")
+    proc = run_in(git_dir, None, "config", "-z", "--name-only", "--get-regexp",
+                  r"^(filter|merge)\..*\.(clean|smudge|process|driver)$", check=False, timeout=30)
     if proc.returncode not in (0, 1):
         raise GitError(f"cannot read the configuration of {git_dir}: {proc.stderr.strip()[-200:]}")
     out: list[str] = []
@@ -511,34 +508,12 @@ def remove_view(repo: str | Path, worktree: str | Path) -> None:
 
 # -- names ---------------------------------------------------------------------------------------------
 
-_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
-
 
 def check_branch_name(name: str) -> str | None:
-    """Why ``name`` cannot be a task branch (None when it can): git's rules for a branch name
-    (``git check-ref-format --branch``) plus agentboard's own: no leading ``-`` or ``+`` (an
-    option, a forced push), not ``HEAD``, no ``@{``, no path component starting with ``.``, at
-    most 200 characters."""
-    if not name:
-        return "a branch name cannot be empty"
-    if len(name) > 200:
-        return "a branch name has at most 200 characters"
-    if name[0] in "-+":
-        return f"a branch name cannot start with {name[0]!r}"
-    if name in ("HEAD", "@") or name.startswith("refs/"):
-        return f"{name!r} is not a branch name"
-    if _BAD_REF_CHARS.search(name):
-        return "a branch name cannot hold spaces, control characters or any of ~ ^ : ? * [ \\"
-    if ".." in name or "@{" in name or "//" in name:
-        return "a branch name cannot hold '..', '@{' or '//'"
-    if name.endswith(("/", ".", ".lock")):
-        return "a branch name cannot end with '/', '.' or '.lock'"
-    if name.startswith("/"):
-        return "a branch name cannot start with '/'"
-    for part in name.split("/"):
-        if part.startswith(".") or part.endswith(".lock"):
-            return "no part of a branch name may start with '.' or end with '.lock'"
-    return None
+    """Why ``name`` cannot be a task branch (None when it can): ``domain.model.branch_problem``."""
+    from .domain.model import branch_problem
+
+    return branch_problem(name)
 
 
 __all__ = ["GitError", "PROTECTED", "UnsafeWorktree", "argv", "branch_tip", "check_branch_name",

@@ -88,7 +88,7 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         raise Refused(f"the base branch {base!r} does not exist in {repo}: set it with "
                       "`agentboard boards set SLUG --base BRANCH`")
     worktree = Path(task.get("workspace_path") or "")
-    if worktree.is_dir() and os.path.lexists(worktree / ".git"):
+    if task.get("workspace_path") and worktree.is_dir() and os.path.lexists(worktree / ".git"):
         pending = _changed(gitutil.worktree_status(repo, worktree, branch))
         if pending:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "

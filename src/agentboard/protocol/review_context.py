@@ -71,12 +71,15 @@ def work_diff(ws: WorkspaceFacts) -> Diff:
             tip = gitsafe.branch_tip(ws.repo, ws.branch) if gitsafe.check_branch_name(ws.branch) is None else None
             committed = _out(ws.repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color",
                              f"{base}...{tip}") if tip else ""
-            pending = ""
+            pending, refused = "", ""
             if path is not None and path.is_dir() and tip:
-                pending = gitsafe.worktree_diff(ws.repo, path, ws.branch, exclude=_NOT_WORK)
+                try:
+                    pending = gitsafe.worktree_diff(ws.repo, path, ws.branch, exclude=_NOT_WORK)
+                except gitsafe.GitError as exc:
+                    refused = f"; the uncommitted changes are not shown: {exc}"
             text = committed + (f"\n# not committed yet in {path}:\n{pending}" if pending else "")
             return Diff(text, f"`git diff {base}...{ws.branch}` in {ws.repo}"
-                        + (" plus the uncommitted changes in the worktree" if pending else ""))
+                        + (" plus the uncommitted changes in the worktree" if pending else "") + refused)
         top = gitsafe.toplevel(path) if path is not None and ws.kind == "dir" else None
         if path is not None and top is not None:
             git_dir, _ = gitsafe.locate(top)
