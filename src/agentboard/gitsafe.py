@@ -87,6 +87,10 @@ MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
 _ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
         "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "GIT_EDITOR": "true",
         "GIT_SEQUENCE_EDITOR": "true", "GIT_ASKPASS": "", "SSH_ASKPASS": "", "GIT_OPTIONAL_LOCKS": "1"}
+#: what a push on the target repository keeps from the owner's configuration and environment
+#: (``user_config``): how it reaches and authenticates to the remote
+_TRANSPORT_KEYS = ("core.sshCommand", "core.askPass", "credential.helper")
+_TRANSPORT_ENV = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "SSH_ASKPASS")
 _DRIVER_KEY = re.compile(r"^(filter|merge)\.(.+)\.([a-z]+)$")
 _HEX = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 #: where views live inside a repository's git folder
@@ -106,20 +110,23 @@ class UnsafeWorktree(GitError):
 
 def environment(*, user_config: bool = False) -> dict[str, str]:
     """The environment of a git call: the caller's minus every ``GIT_*`` variable, plus the
-    protected settings. ``user_config``: keep the user's global and system configuration (for
-    a push, which needs the owner's credentials; never for a call that reads a workspace)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    protected settings. ``user_config``: keep the user's global and system configuration and
+    the transport's variables (``GIT_SSH_COMMAND``, askpass) for a push on the target
+    repository, which needs the owner's credentials; never for a call that reads a workspace."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or (user_config and k in _TRANSPORT_ENV)}
     env.update(_ENV)
     if user_config:
-        env.pop("GIT_CONFIG_NOSYSTEM", None)
-        env.pop("GIT_CONFIG_GLOBAL", None)
+        for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_ASKPASS", "SSH_ASKPASS"):
+            env.pop(k, None)
+        env.update({k: v for k, v in os.environ.items() if k in _TRANSPORT_ENV})
     return env
 
 
 def argv(git_dir: str | Path, work_tree: str | Path | None, args: Sequence[str],
-         extra_config: Sequence[str] = ()) -> list[str]:
+         extra_config: Sequence[str] = (), *, user_config: bool = False) -> list[str]:
     out = ["git", "--no-pager"]
-    for item in (*PROTECTED, *extra_config):
+    protected = [c for c in PROTECTED if not (user_config and c.split("=", 1)[0] in _TRANSPORT_KEYS)]
+    for item in (*protected, *extra_config):
         out += ["-c", item]
     out.append(f"--git-dir={git_dir}")
     if work_tree is not None:
@@ -138,7 +145,7 @@ def run_in(git_dir: str | Path, work_tree: str | Path | None, *args: str, check:
     if drivers_off:
         config += driver_overrides(git_dir)
     try:
-        proc = subprocess.run(argv(git_dir, work_tree, args, config), capture_output=True, text=True,
+        proc = subprocess.run(argv(git_dir, work_tree, args, config, user_config=user_config), capture_output=True, text=True,
                               errors="replace", env=environment(user_config=user_config), timeout=timeout,
                               stdin=subprocess.DEVNULL if input is None else None, input=input, cwd="/")
     except FileNotFoundError:

@@ -347,3 +347,57 @@ def test_a_pull_request_push_names_the_branch_ref_on_both_sides(ab: Any, tmp_pat
     assert pushes and pushes[0].endswith("push -u origin refs/heads/ab/t_00000001:refs/heads/ab/t_00000001")
     assert all("core.hooksPath=/dev/null" in ln for ln in record.read_text().splitlines()), record.read_text()
     assert git(origin, "rev-parse", "ab/t_00000001").strip() == git(repo, "rev-parse", "ab/t_00000001").strip()
+
+
+def test_a_worktree_whose_administrative_folder_names_another_repository_is_refused(tmp_path: Path) -> None:
+    """A worker that may write its worktree's administrative folder (to commit) points its
+    ``commondir`` at a repository of its own: git through that link would read its config."""
+    from agentboard import gitsafe
+    from agentboard.dispatch import branches
+
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "one\n"})
+    wt = repo / ".worktrees" / "t_00000001"
+    git(repo, "worktree", "add", "-q", "-b", "ab/t_00000001", str(wt))
+    (wt / "notes.txt").write_text("two\n")
+    assert gitsafe.worktree_status(repo, wt, "ab/t_00000001") == [" M notes.txt"]
+    mine = make_repo(tmp_path / "mine")
+    (repo / ".git" / "worktrees" / "t_00000001" / "commondir").write_text(f"{mine / '.git'}\n")
+    with pytest.raises(gitsafe.UnsafeWorktree, match="commondir does not name"):
+        gitsafe.worktree_status(repo, wt, "ab/t_00000001")
+    facts = branches.facts({"workspace_kind": "worktree", "workspace_path": str(wt), "branch_name": "ab/t_00000001",
+                            "base_branch": "main"})
+    assert facts.exists and "commondir does not name" in (facts.note or "")
+    assert "commondir does not name" in facts.line()
+
+
+def test_a_planted_repository_in_a_dir_workspace_runs_none_of_its_programs(tmp_path: Path) -> None:
+    """A ``dir:`` workspace is the worker's folder: a ``.git`` it makes there is its own. The
+    review diff and the doctor's dirty check read it with every program-starting setting and
+    every driver its configuration names turned off."""
+    from agentboard.kernel.diagnostics import _git_dirty
+    from agentboard.protocol import review_context
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    ws = make_repo(tmp_path / "ws", {"notes.txt": "one\n", ".gitattributes": "* filter=evil diff=evil merge=evil\n"})
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {markers}/$(basename \"$0\")-ran\ncat\n")
+    prog.chmod(0o755)
+    for name in ("fsmonitor", "clean", "textconv", "pager", "external", "post-index-change"):
+        (tmp_path / name).symlink_to(prog)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "post-index-change").symlink_to(prog)
+    for key, value in (("core.fsmonitor", tmp_path / "fsmonitor"), ("core.hooksPath", hooks),
+                       ("filter.evil.clean", tmp_path / "clean"), ("diff.evil.textconv", tmp_path / "textconv"),
+                       ("core.pager", tmp_path / "pager"), ("diff.external", tmp_path / "external")):
+        git(ws, "config", key, str(value))
+    (ws / "notes.txt").write_text("two\n")
+    (ws / "new.txt").write_text("new\n")
+
+    diff = review_context.work_diff(review_context.WorkspaceFacts("dir", ws))
+    assert "-one\n+two" in diff.text and "+new" in diff.text
+    assert "notes.txt" in (_git_dirty(str(ws)) or "")
+    assert sorted(p.name for p in markers.iterdir()) == []
+    subprocess.run(["git", "-C", str(ws), "diff"], capture_output=True)  # git as it used to run
+    assert sorted(p.name for p in markers.iterdir()) != []
