@@ -467,20 +467,36 @@ def view_diff(git_dir: str | Path, work_tree: Path, *, exclude: Sequence[str] = 
 def new_file_diff(root: Path, name: str) -> str:
     """The diff git shows for the untracked file ``name`` under ``root`` (``git diff --no-index
     /dev/null name``), made without git and without following a symbolic link."""
-    path = root / name
+    parts = [p for p in name.split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        return ""
+    dirfd = -1
     try:
-        st = path.lstat()
+        # every folder on the way is opened without following a link: a worker that swaps one for
+        # a symbolic link meanwhile makes the open fail, never read outside its worktree
+        dirfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+            os.close(dirfd)
+            dirfd = nxt
+        leaf = parts[-1]
+        st = os.lstat(leaf, dir_fd=dirfd)
         if stat.S_ISLNK(st.st_mode):
-            data, mode = os.readlink(path).encode("utf-8", "surrogateescape"), "120000"
+            data, mode = os.readlink(leaf, dir_fd=dirfd).encode("utf-8", "surrogateescape"), "120000"
         elif stat.S_ISREG(st.st_mode):
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+            fd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dirfd)
             with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    return ""
                 data = fh.read(UNTRACKED_BYTES + 1)
             mode = "100755" if st.st_mode & 0o111 else "100644"
         else:
             return ""
     except OSError:
         return ""
+    finally:
+        if dirfd >= 0:
+            os.close(dirfd)
     head = f"diff --git a/{name} b/{name}\nnew file mode {mode}\n"
     if len(data) > UNTRACKED_BYTES:
         return head + f"# {name}: more than {UNTRACKED_BYTES} bytes, not shown\n"

@@ -401,3 +401,22 @@ def test_a_planted_repository_in_a_dir_workspace_runs_none_of_its_programs(tmp_p
     assert sorted(p.name for p in markers.iterdir()) == []
     subprocess.run(["git", "-C", str(ws), "diff"], capture_output=True)  # git as it used to run
     assert sorted(p.name for p in markers.iterdir()) != []
+
+
+def test_an_untracked_file_behind_a_folder_swapped_for_a_link_is_never_read(tmp_path: Path) -> None:
+    """Between git listing ``notes/a.txt`` as untracked and agentboard reading it for the diff,
+    the worker swaps ``notes`` for a link to a folder it may not read: the read must fail, not
+    follow the link (the server would show the file's text in the diff)."""
+    from agentboard import gitsafe
+
+    secret = tmp_path / "outside" / "a.txt"
+    secret.parent.mkdir()
+    secret.write_text("root's secret\n")
+    wt = tmp_path / "wt"
+    (wt / "notes").mkdir(parents=True)
+    (wt / "notes" / "a.txt").write_text("worker's note\n")
+    assert "+worker's note" in gitsafe.new_file_diff(wt, "notes/a.txt")
+    (wt / "notes").rename(wt / "moved")
+    (wt / "notes").symlink_to(secret.parent)
+    assert gitsafe.new_file_diff(wt, "notes/a.txt") == ""
+    assert "root's secret" not in gitsafe.new_file_diff(wt, "notes/../outside/a.txt")
