@@ -79,7 +79,6 @@ PROTECTED: tuple[str, ...] = (
     "gc.auto=0",
     "maintenance.auto=false",
     "protocol.ext.allow=never",
-    "protocol.file.allow=always",
 )
 #: what a merge driver is replaced by: git's own three-way merge of the same files
 MERGE_FILE = "git merge-file --marker-size=%L %A %O %B"
