@@ -420,3 +420,33 @@ def test_an_untracked_file_behind_a_folder_swapped_for_a_link_is_never_read(tmp_
     (wt / "notes").symlink_to(secret.parent)
     assert gitsafe.new_file_diff(wt, "notes/a.txt") == ""
     assert "root's secret" not in gitsafe.new_file_diff(wt, "notes/../outside/a.txt")
+
+
+def test_git_variables_in_the_servers_environment_redirect_no_call(tmp_path: Path, monkeypatch: Any) -> None:
+    """``GIT_DIR``, ``GIT_CONFIG_*`` or ``GIT_EXTERNAL_DIFF`` inherited by the server (from a
+    shell, a hook, a worker-written env file) neither redirect nor configure its git calls."""
+    from agentboard import gitsafe
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\ntouch {markers}/ran\nexit 0\n")
+    prog.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "one\n"})
+    wt = repo / ".worktrees" / "t_00000002"
+    git(repo, "worktree", "add", "-q", "-b", "ab/t_00000002", str(wt))
+    (wt / "notes.txt").write_text("two\n")
+    other = make_repo(tmp_path / "other", {"else.txt": "x\n"})
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{prog}'")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.hooksPath")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(tmp_path))
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", str(prog))
+    (tmp_path / "post-index-change").symlink_to(prog)
+    assert gitsafe.worktree_status(repo, wt, "ab/t_00000002") == [" M notes.txt"]
+    assert "+two" in gitsafe.worktree_diff(repo, wt, "ab/t_00000002")
+    assert list(markers.iterdir()) == []
+    subprocess.run(["git", "-C", str(wt), "diff"], capture_output=True)  # git as it used to run
+    assert list(markers.iterdir()) != []
