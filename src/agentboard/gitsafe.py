@@ -279,12 +279,15 @@ def toplevel(path: str | Path) -> Path | None:
     return None
 
 
-def check_worktree_link(repo: str | Path, worktree: str | Path) -> Path:
-    """Check that ``worktree``'s ``.git`` is the link ``git worktree add`` wrote in ``repo``:
-    a regular file (not a folder, not a symbolic link) reading ``gitdir: <repo's git
-    dir>/worktrees/<name>``, that folder a real one whose ``gitdir`` points back at the worktree
-    and whose ``commondir`` is the repository's. Returns the administrative folder; raises
-    :class:`UnsafeWorktree` saying what is wrong."""
+def check_worktree_link(repo: str | Path, worktree: str | Path) -> Path | None:
+    """Check ``worktree``'s ``.git`` before a call that concerns it. A linked worktree's must be
+    the link ``git worktree add`` wrote in ``repo``: a regular file reading ``gitdir: <repo's
+    git dir>/worktrees/<name>``, that folder a real one whose ``gitdir`` points back at the
+    worktree and whose ``commondir`` is the repository's; the administrative folder is
+    returned. A real folder (not a symbolic link) is a **task repository**, the confined
+    worker's own repository (``dispatch.workspaces``): None is returned, and no git runs in it
+    (it is read as data and through a view). Anything else raises :class:`UnsafeWorktree`
+    saying what is wrong."""
     wt = Path(os.path.abspath(worktree))
     dotgit = wt / ".git"
     common = Path(os.path.realpath(common_dir(git_dir_of(repo))))
@@ -294,8 +297,10 @@ def check_worktree_link(repo: str | Path, worktree: str | Path) -> Path:
         st = dotgit.lstat()
     except OSError:
         raise UnsafeWorktree(f"the worktree {wt} has no .git link") from None
+    if stat.S_ISDIR(st.st_mode):
+        return None
     if not stat.S_ISREG(st.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a file"
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a file"
         raise UnsafeWorktree(f"the worktree's .git ({dotgit}) is {kind}, not the link git worktree add wrote; {fix}")
     try:
         admin = _gitfile_target(dotgit)
@@ -325,7 +330,10 @@ def locate(where: str | Path) -> tuple[Path, Path]:
     pass :func:`check_worktree_link`."""
     wt = Path(os.path.abspath(where))
     if wt.parent.name == ".worktrees":
-        return check_worktree_link(wt.parent.parent, wt), wt
+        admin = check_worktree_link(wt.parent.parent, wt)
+        if admin is None:
+            raise UnsafeWorktree(f"{wt} is a task repository, its worker's own: agentboard runs no git in it")
+        return admin, wt
     return git_dir_of(wt), wt
 
 
@@ -389,9 +397,26 @@ def branch_tip(repo: str | Path, branch: str) -> str | None:
 
 
 def _admin_head(repo: str | Path, worktree: str | Path) -> str:
+    """The worktree's ``HEAD`` as data: a linked worktree's from its administrative folder, a
+    task repository's from its own ``.git`` (a branch it names resolved there, as data too)."""
     try:
         admin = check_worktree_link(repo, worktree)
-        return _read_small(admin / "HEAD").strip()
+        if admin is not None:
+            return _read_small(admin / "HEAD").strip()
+        own = Path(worktree) / ".git"
+        head = _read_small(own / "HEAD").strip()
+        ref = head[len("ref: "):] if head.startswith("ref: refs/heads/") else ""
+        if not ref or check_branch_name(ref[len("refs/heads/"):]) is not None:
+            return head
+        try:
+            return _read_small(own / ref).strip()
+        except FileNotFoundError:
+            pass
+        for line in _read_small(own / "packed-refs", 64 << 20).splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref and _HEX.match(sha):
+                return sha
+        return head
     except (OSError, GitError):
         return ""
 
@@ -410,7 +435,9 @@ def worktree_head(repo: str | Path, worktree: str | Path, branch: str) -> str | 
     commit of the branch it is on, or the commit it is detached at. Falls back to ``branch``."""
     text = _admin_head(repo, worktree)
     if _HEX.match(text):
-        return text
+        # a task repository's commit the target has not fetched back yet cannot be read here
+        known = run(repo, "cat-file", "-e", f"{text}^{{commit}}", check=False).returncode == 0
+        return text if known else (branch_tip(repo, branch) if branch else None)
     ref = worktree_head_ref(repo, worktree)
     if ref:
         return branch_tip(repo, ref[len("refs/heads/"):])
