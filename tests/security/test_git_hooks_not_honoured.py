@@ -10,7 +10,8 @@ honest work, leaves some uncommitted, then plants every way git has of starting 
 leaves a marker file. It plants them in a git folder of its own that replaces its worktree's
 ``.git`` (as a folder, as a symbolic link, as a ``gitdir:`` link), or, keeping the link git
 wrote, in its worktree's ``config.worktree`` (which git honours when the repository's owner has
-turned ``extensions.worktreeConfig`` on).
+turned ``extensions.worktreeConfig`` on). A ``.git`` folder is what a confined worker's task
+repository has: it is read as data and through a view, never run; the links are refused.
 
 Then every path of the server that runs git is taken: the task's context, ``GET
 /api/tasks/{id}``, its diff, the review context, gc's dirty check, approval with integration and
@@ -224,7 +225,9 @@ def test_a_worker_cannot_make_the_server_run_a_program_through_its_worktree_git(
     wait_for(lambda: board.show(tid)["status"] == "review", what="the hostile worker to report")
     wt = repo / ".worktrees" / tid
     assert (tools / "planted").exists()
-    unsafe = variant != "config.worktree"
+    # a .git folder is taken as a task repository (the worker's own: no git runs in it); a link
+    # elsewhere is refused; a kept link has its administrative folder's files ignored
+    unsafe = variant in ("symlink", "gitdir-link")
     refusal = ("not the link git worktree add wrote", "outside", "symbolic link")
 
     # the task's context, as a person's CLI and the worker's own `agentboard context` read it

@@ -320,19 +320,23 @@ def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
     the worktree's own ``.git``."""
     if not path.exists():
         return None
+    task_repo = is_task_repo(path)
+    if task_repo:  # its commits count once the target has them (fetched back)
+        head = task_repo_head(path)
+        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
+                           check=False).strip() if head else ""
+        if head is None:
+            return "its HEAD cannot be read as a commit"
+        if kept != head:
+            return "commits not fetched back into the target repository"
     try:
         lines = [ln for ln in gitutil.status_lines(path) if not _excluded(ln)]
     except gitutil.GitError as exc:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
-    if is_task_repo(path):  # its commits count once the target has them (fetched back)
-        head = task_repo_head(path)
-        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
-                           check=False).strip() if head else ""
-        if head is None:
-            return "its HEAD cannot be read as a commit"
-        return None if kept == head else "commits not fetched back into the target repository"
+    if task_repo:
+        return None
     ahead = gitutil.unpushed_commits(path, branch)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
