@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import gitsafe
+from ..protocol import safefs
 from . import gitutil
 
 EXCLUDES = [".board/", ".mcp.json"]
@@ -294,24 +295,27 @@ def hand_over(ws: Workspace, uid: int, gid: int) -> None:
             os.chown(ws.path, uid, gid, follow_symlinks=False)
             ws.path.chmod(0o700)
         elif ws.kind == "worktree" and ws.created and is_task_repo(ws.path):
-            _chown_tree(ws.path, uid, gid)  # just made by the dispatcher: the worker's from now on
-        for p in (ws.path / ".board", ws.path / ".mcp.json"):
-            _chown_tree(p, uid, gid)
+            with safefs.open_root(ws.path) as root:  # just made by the dispatcher: the worker's from now on
+                safefs.walk_chown(root, uid, gid)
+        _chown_ours(ws.path, uid, gid)
     except OSError as exc:
         raise WorkspaceError(f"cannot give workspace {ws.path} to the worker user: {exc.strerror or exc}") from None
 
 
-def _chown_tree(path: Path, uid: int, gid: int) -> None:
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1):
-        return
-    os.chown(path, uid, gid, follow_symlinks=False)
-    if stat.S_ISDIR(st.st_mode):
-        for entry in os.scandir(path):
-            _chown_tree(Path(entry.path), uid, gid)
+def _chown_ours(workspace: Path, uid: int, gid: int) -> None:
+    """``.board/`` (walked through directory descriptors, never crossing a link) and
+    ``.mcp.json`` (only a regular file with one name)."""
+    with safefs.open_root(workspace) as root:
+        try:
+            bdir = root.sub(".board")
+        except (FileNotFoundError, safefs.Unsafe):
+            pass
+        else:
+            with bdir:
+                safefs.walk_chown(bdir, uid, gid)
+        st = root.lstat(".mcp.json")
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            os.chown(".mcp.json", uid, gid, dir_fd=root.fd, follow_symlinks=False)
 
 
 def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
