@@ -4,10 +4,12 @@
   {prompt_file} {board}`` substituted; run directly, or by ``/bin/sh -c`` when it uses shell
   syntax (pipes, redirections, ``&&``, ``$VAR``).
 - ``claude``: Claude Code non-interactive: ``claude -p --output-format stream-json --verbose
-  <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>``; usage and cost come from
-  the final ``{"type": "result"}`` event.
+  <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>`` with
+  ``MCP_CONNECTION_NONBLOCKING=0`` (its first turn waits for the board's MCP server); usage and
+  cost come from the final ``{"type": "result"}`` event.
 - ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
-  ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides.
+  ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides, its
+  tools approved (``default_tools_approval_mode="approve"``) and required at start.
 - ``gemini``: Gemini CLI headless: ``gemini --output-format stream-json --approval-mode M
   --prompt=<prompt>`` in a trusted folder (``GEMINI_CLI_TRUST_WORKSPACE``); the MCP server and
   the allowed shell commands are in the workspace's ``.gemini/settings.json`` (kept out of git);
@@ -137,7 +139,10 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
-        return Launch([*argv, "--", prompt], adapter)
+        # `claude -p` otherwise takes its first turn while the MCP servers still connect, and a
+        # quick model then finds no kanban_* tools: wait for them
+        env = {} if "MCP_CONNECTION_NONBLOCKING" in (profile.get("env") or {}) else {"MCP_CONNECTION_NONBLOCKING": "0"}
+        return Launch([*argv, "--", prompt], adapter, env)
     if adapter == "gemini":
         _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
         argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
@@ -344,6 +349,11 @@ def _codex_mcp_overrides(mcp: Path) -> list[str]:
         if isinstance(env, dict) and env:
             inner = ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in env.items())
             out += ["-c", f"mcp_servers.{name}.env={{ {inner} }}"]
+        # the board's tools run without asking (with approval_policy "never" Codex otherwise
+        # refuses every MCP call), and the turn waits for the server to start (else a slow
+        # server is left out of the turn)
+        out += ["-c", f'mcp_servers.{name}.default_tools_approval_mode="approve"',
+                "-c", f"mcp_servers.{name}.required=true"]
     return out
 
 
@@ -472,6 +482,8 @@ class Outcome:
     error: str | None = None
     #: tool calls the agent made
     tool_uses: int = 0
+    #: tool calls the permission mode refused, each as ``Tool(what)`` (Claude Code reports them)
+    denied: list[str] = field(default_factory=list)
 
 
 def _read_log(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> str:
@@ -541,10 +553,19 @@ def _claude(events: list[dict[str, Any]], out: Outcome) -> None:
         cost = ev.get("total_cost_usd", ev.get("cost_usd"))
         out.cost_usd = float(cost) if isinstance(cost, int | float) else None
         out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
+        out.denied = [_denial(d) for d in ev.get("permission_denials") or [] if isinstance(d, dict)]
         out.is_error = bool(ev.get("is_error")) or ev.get("subtype") not in (None, "success")
         if out.is_error:
             out.error = _line(out.final_text or ev.get("subtype"))
     out.no_result = not any(ev.get("type") == "result" for ev in events)
+
+
+def _denial(d: dict[str, Any]) -> str:
+    """One refused tool call as ``Tool(its command or path)``."""
+    args = _obj(d.get("tool_input"))
+    what = next((str(args[k]) for k in ("command", "file_path", "path", "url", "pattern") if args.get(k)), "")
+    name = str(d.get("tool_name") or "a tool")
+    return f"{name}({what[:200]})" if what else name
 
 
 def _codex(events: list[dict[str, Any]], out: Outcome) -> None:
