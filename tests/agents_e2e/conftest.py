@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -78,6 +79,11 @@ class Model:
         if usage:
             data["usage"] = usage
         self.script_file.write_text(json.dumps(data))
+
+    def release(self) -> None:
+        """Let a reply held by ``{"hang": ...}`` go."""
+        data = json.loads(self.script_file.read_text())
+        self.script_file.write_text(json.dumps({**data, "release": True}))
 
     def requests(self, agentic: bool = True) -> list[dict[str, Any]]:
         if not self.log_file.exists():
@@ -165,8 +171,29 @@ class Board:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        for pid in self.own_processes():  # what a plain `dispatch` left serving, and its workers
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         for folder in self.codex_homes:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def own_processes(self) -> list[int]:
+        """The processes this test started that outlive a command: a background pass (its
+        AGENTBOARD_HOME is this home) and workers (their workspace is in this project)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"AGENTBOARD_HOME={self.home}".encode() in environ or any(
+                    e.startswith(f"AGENTBOARD_WORKSPACE={self.repo}".encode()) for e in environ):
+                found.append(int(entry.name))
+        return found
 
 
 def codex_config(url: str) -> str:

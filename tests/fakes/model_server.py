@@ -27,7 +27,8 @@ reply is a dict:
 - ``{"status": 429, "reset_in": SECONDS}``, ``{"status": 401}``, ``{"status": 500}``: an
   error response of the protocol's shape (never to be retried: ``x-should-retry: false``);
 - ``{"cut": true}``: a 200 whose stream stops in the middle;
-- ``{"hang": true}``: a 200 that never sends a byte (until the client goes away).
+- ``{"hang": REPLY}``: nothing at all until the script file says ``"release": true``, then REPLY
+  (a model that takes its time; the client may go away meanwhile).
 
 ``{cwd}`` in a path, a command or an argument is replaced by the working folder the CLI
 named in its request (its system prompt or environment context).
@@ -169,8 +170,10 @@ class Handler(BaseHTTPRequestHandler):
             self._error(route, reply)
             return
         if reply.get("hang"):
-            self._hang()
-            return
+            if not self._hang():
+                return
+            reply = _fill(dict(reply["hang"]), _cwd_of(body))
+            reply.setdefault("usage", DEFAULT_USAGE)
         {"anthropic": self._anthropic, "responses": self._responses, "chat": self._chat,
          "gemini": self._gemini}[route](body, reply)
 
@@ -207,16 +210,24 @@ class Handler(BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
-    def _hang(self) -> None:
-        self.connection.settimeout(1.0)
-        while True:  # until the client goes away
+    def _hang(self) -> bool:
+        """Send nothing until the script says ``"release": true`` (True) or the client goes away."""
+        self.connection.settimeout(0.1)
+        while True:
             try:
-                if not self.connection.recv(1):
-                    return
+                data = json.loads(self.script.path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            if data.get("release"):
+                self.connection.settimeout(None)
+                return True
+            try:
+                if not self.connection.recv(1, socket.MSG_PEEK):
+                    return False
             except TimeoutError:
                 continue
             except OSError:
-                return
+                return False
 
     def _error(self, route: str, reply: dict[str, Any]) -> None:
         status = int(reply["status"])
@@ -240,7 +251,12 @@ class Handler(BaseHTTPRequestHandler):
                                               status, "INTERNAL")}}, headers)
         else:
             code = {429: "rate_limit_exceeded", 401: "invalid_api_key", 500: "server_error"}.get(status, "error")
-            self._json(status, {"error": {"message": message, "type": code, "code": code}}, headers)
+            error: dict[str, Any] = {"message": message, "type": code, "code": code}
+            if status == 429 and route == "responses":  # a plan's usage limit, with when it resets
+                reset_in = int(reply.get("reset_in", 3600))
+                error.update({"type": "usage_limit_reached", "code": "usage_limit_reached", "plan_type": "plus",
+                              "resets_in_seconds": reset_in, "resets_at": int(time.time()) + reset_in})
+            self._json(status, {"error": error}, headers)
 
     # -- Anthropic Messages ------------------------------------------------------------------
 

@@ -454,6 +454,8 @@ _NETWORK = re.compile(
 _RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
 _RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
                        r"seconds?|secs?|d|h|m|s)(?![a-z])[\s,]*(?:and\s+)?)+)", re.I)
+#: Codex's "try again at 3:54 PM" (today or tomorrow) or "try again at Dec 2nd, 2026 3:54 PM", local time
+_RESET_AT = re.compile(r"try again at (?:([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th)?,? (\d{4}) )?(\d{1,2}):(\d{2}) ?([AP]M)", re.I)
 _RETRY_DELAY = re.compile(r"\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"|retry-after\"?\s*[:=]\s*\"?(\d+)", re.I)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 #: the longest cool-down a printed reset time may set
@@ -693,7 +695,8 @@ def _error_text(ev: dict[str, Any]) -> str:
 
 def reset_time(text: str, now: float | None = None) -> float | None:
     """When a rate limit ends, from what the CLI printed (Claude Code's ``limit reached|<epoch>``,
-    "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``), else None."""
+    "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``, Codex's "try again
+    at 3:54 PM"), else None."""
     import time
     at = time.time() if now is None else now
     m = _RESET_EPOCH.search(text)
@@ -712,7 +715,31 @@ def reset_time(text: str, now: float | None = None) -> float | None:
         secs = float(m.group(1) or m.group(2))
         if 0 < secs <= _RESET_MAX:
             return at + secs
+    m = _RESET_AT.search(text)
+    if m:
+        return _clock_time(m, at)
     return None
+
+
+def _clock_time(m: re.Match[str], at: float) -> float | None:
+    """The epoch of a local clock time a CLI printed (a time alone: its next occurrence)."""
+    import datetime as dt
+
+    month, day, year, hour, minute, half = m.groups()
+    hour_24 = int(hour) % 12 + (12 if half.upper() == "PM" else 0)
+    now = dt.datetime.fromtimestamp(at)
+    try:
+        if month:
+            date = dt.datetime.strptime(f"{month} {day} {year}", "%b %d %Y").date()
+        else:
+            date = now.date()
+        when = dt.datetime.combine(date, dt.time(hour_24, int(minute)))
+    except ValueError:
+        return None
+    if not month and when.timestamp() <= at:
+        when += dt.timedelta(days=1)
+    epoch = when.timestamp()
+    return epoch if at < epoch <= at + _RESET_MAX else None
 
 
 def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1024) -> tuple[int, int]:
