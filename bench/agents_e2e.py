@@ -178,7 +178,12 @@ def mcp_ready(runs: int) -> dict[str, list[float]]:
         proc = subprocess.Popen([sys.executable, "-m", "agentboard", "mcp"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env)
         assert proc.stdin is not None and proc.stdout is not None
-        send = lambda msg: (proc.stdin.write((json.dumps(msg) + "\n").encode()), proc.stdin.flush())  # type: ignore[union-attr]  # noqa: E731
+        stdin = proc.stdin
+
+        def send(msg: dict[str, Any], stdin: Any = stdin) -> None:
+            stdin.write((json.dumps(msg) + "\n").encode())
+            stdin.flush()
+
         send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
         proc.stdout.readline()
