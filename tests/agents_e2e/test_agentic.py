@@ -66,3 +66,24 @@ def test_decompose_with_codex_as_the_llm_command_makes_linked_tasks(board: Board
 
     titles = [t["title"] for t in board.json("list")]
     assert "Write the parser" in titles and "Test the parser" in titles, (out.stdout, titles)
+
+
+def test_a_claude_supervisor_wakes_on_a_blocked_task_and_escalates_it(board: Board, model: Model) -> None:
+    board.claude(model, "supervisor")
+    board("supervisor", "enable", "supervisor")
+    tid = str(board.json("create", "ship the release")["id"])
+    model.script(
+        {"calls": [{"mcp": "supervisor_escalate", "args": {"task_id": tid, "reason": "only a person holds the key",
+                                                           "to": "alice"}}]},
+        {"calls": [{"mcp": "kanban_complete", "args": {"summary": "escalated the blocked release to alice"}}]},
+        {"text": "done"})
+    board("block", tid, "needs the signing key")
+
+    board.start("dispatcher", "--interval", "1")
+
+    seen = wait_for(lambda: "only a person holds the key" in (
+        out := board("watch", "--since", "0", "--once", "--json").stdout) and out, timeout=180,
+        what="the supervisor's escalation")
+    assert tid in seen
+    woke = model.requests()[0]["body"]
+    assert tid in json.dumps(woke)  # the supervisor was told which task woke it

@@ -5,7 +5,8 @@
   syntax (pipes, redirections, ``&&``, ``$VAR``).
 - ``claude``: Claude Code non-interactive: ``claude -p --output-format stream-json --verbose
   <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>`` with
-  ``MCP_CONNECTION_NONBLOCKING=0`` (its first turn waits for the board's MCP server); usage and
+  ``MCP_CONNECTION_NONBLOCKING=0`` and ``MCP_CONNECT_TIMEOUT_MS=60000`` (its first turn waits
+  for the board's MCP server); usage and
   cost come from the final ``{"type": "result"}`` event.
 - ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
   ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides, its
@@ -139,9 +140,10 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
-        # `claude -p` otherwise takes its first turn while the MCP servers still connect, and a
-        # quick model then finds no kanban_* tools: wait for them
-        env = {} if "MCP_CONNECTION_NONBLOCKING" in (profile.get("env") or {}) else {"MCP_CONNECTION_NONBLOCKING": "0"}
+        # `claude -p` otherwise takes its first turn while the MCP servers still connect (and
+        # waits at most 5 s for them), and a quick model then finds no kanban_* tools: wait for them
+        given = profile.get("env") or {}
+        env = {k: v for k, v in _CLAUDE_MCP_WAIT.items() if k not in given}
         return Launch([*argv, "--", prompt], adapter, env)
     if adapter == "gemini":
         _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
@@ -280,6 +282,10 @@ def _probe_version(adapter: str, executable: str) -> tuple[int, int, int]:
 
 
 # -- permission modes --------------------------------------------------------------------------
+
+#: Claude Code's first turn waits for the MCP servers (up to a minute: a busy host starts
+#: ``agentboard mcp`` slowly)
+_CLAUDE_MCP_WAIT = {"MCP_CONNECTION_NONBLOCKING": "0", "MCP_CONNECT_TIMEOUT_MS": "60000"}
 
 _CODEX_PERMISSION = {
     "edit": ["--sandbox", "workspace-write", "-c", 'approval_policy="never"'],
