@@ -48,7 +48,8 @@ INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
 #: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
 BRANCH_RE = re.compile(r"^[A-Za-z0-9._/@+][A-Za-z0-9._/@+-]{0,199}$")
 #: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
-SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to")
+SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to",
+                   "supervision_budget")
 #: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
 REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
 #: the fields a profile's add and update take
@@ -63,8 +64,8 @@ NOT_SETTINGS = {
 
 #: what each known key holds, for the one-line message of a refused value
 _EXPECTED = {
-    "max_parallel": "a positive integer",
-    "failure_limit": "a positive integer",
+    "max_parallel": f"a whole number from 1 to {COUNT_MAX}",
+    "failure_limit": f"a whole number from 1 to {COUNT_MAX}",
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
     "reviewer": "profile:NAME, llm, heuristic or off",
@@ -73,6 +74,9 @@ _EXPECTED = {
     "block_loop_limit": "a positive integer",
     "stuck_after": "a positive number of seconds",
     "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
+    "reviewer_agent": "auto, on, off, llm, heuristic or profile:NAME",
+    "supervision_budget": "true (supervision runs count against the board's supervision budget) or false "
+                          "(against the board's budget)",
     "base": "a git branch name of the board's target repository",
     "integrate": "one of none, merge, squash, rebase, pr",
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
@@ -151,18 +155,22 @@ def env_name(name: str) -> str:
     return name
 
 
+#: what the installation-wide values that are also board settings must be (``config.py``)
+GLOBAL_EXPECTED = {k: _EXPECTED[k] for k in ("max_parallel", "failure_limit", "default_assignee", "reviewer_agent")}
+
+
 def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     """The installation-wide values that are also board settings (``max_parallel``,
-    ``failure_limit``, ``default_assignee``, ``reviewer`` — ``reviewer_agent`` in ``config.toml``
-    or the environment, where ``auto`` picks the default and ``on`` means ``llm`` —), checked
-    with the rules of a board's (without loading pydantic: every command reads them)."""
-    known = {k: v for k, v in values.items() if k in BOARD_KEYS and v is not None}
+    ``failure_limit``, ``default_assignee``, ``reviewer_agent`` — the board's ``reviewer``, where
+    ``auto`` picks the default and ``on`` means ``llm`` —), checked with the rules of a board's
+    (without loading pydantic: every command reads them)."""
+    known = {k: v for k, v in values.items() if (k in BOARD_KEYS or k == "reviewer_agent") and v is not None}
     for key, value in known.items():
         if key in ("max_parallel", "failure_limit"):
             ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= COUNT_MAX
         elif key == "default_assignee":
             ok = isinstance(value, str) and bool(model.PROFILE_RE.match(value.strip()))
-        elif key == "reviewer":
+        elif key in ("reviewer", "reviewer_agent"):
             ok = isinstance(value, str) and (value in ("auto", "on") or bool(REVIEWER_RE.match(value)))
         else:
             ok = isinstance(value, bool)
