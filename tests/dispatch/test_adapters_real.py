@@ -16,6 +16,7 @@ import select
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,7 +60,8 @@ def workspace(tmp_path: Path) -> tuple[Path, Path]:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / ".mcp.json").write_text(json.dumps(
-        {"mcpServers": {"agentboard": {"command": "agentboard", "args": ["mcp"], "env": {"AGENTBOARD_TASK": "t_1"}}}}))
+        {"mcpServers": {"agentboard": {"command": sys.executable, "args": ["-m", "agentboard", "mcp"],
+                                     "env": {"AGENTBOARD_TASK": "t_1"}}}}))
     prompt = tmp_path / "prompt.md"
     prompt.write_text("- Say hello, then report through kanban_complete.")
     return ws, prompt

@@ -31,7 +31,7 @@ def _exited(board, task_id: str) -> bool:
         return fh.read().split(")")[-1].split()[0] == "Z"
 
 
-def test_a_later_dispatch_reads_the_exit_status_of_an_earlier_ones_worker(ab, board):
+def test_the_exit_status_of_a_one_shot_passs_workers_is_recorded(ab, board):
     ab.add_profile("limited", command="sh -c 'exit 75'")
     ab.add_profile("broken", command="sh -c 'echo boom; exit 3'")
     limited = board.create("hits a rate limit", assignee="limited")["id"]
@@ -39,7 +39,7 @@ def test_a_later_dispatch_reads_the_exit_status_of_an_earlier_ones_worker(ab, bo
     first = _cli(ab, "dispatch")
     assert first.returncode == 0, first.stderr
     wait_for(lambda: _exited(board, limited) and _exited(board, broken), what="workers exited")
-    second = _cli(ab, "dispatch")
+    second = _cli(ab, "dispatch", "--max", "0")  # records what is left to record, starts nothing
     assert second.returncode == 0, second.stderr
     wait_for(lambda: board.runs(limited)[0]["outcome"] and board.runs(broken)[0]["outcome"], what="runs closed")
     rl, br = board.runs(limited)[0], board.runs(broken)[0]
@@ -69,10 +69,26 @@ def test_a_run_claimed_by_hand_is_left_to_its_claimer_until_its_claim_expires(ab
     assert "its claimer stopped heartbeating" in board.runs(t)[0]["error"]
 
 
-def test_a_one_shot_dispatch_serves_its_workers_api_until_they_exit(ab, board):
-    ab.add_profile("cli", command="sh -c 'sleep 0.5; agentboard complete --summary \"reported through the API\"'")
+def test_a_one_shot_dispatch_returns_while_its_worker_runs_and_serves_its_api_in_the_background(ab, board, tmp_path):
+    go = tmp_path / "go"
+    ab.add_profile("cli", command=f"sh -c 'while [ ! -e {go} ]; do sleep 0.05; done; "
+                   "agentboard complete --summary \"reported through the API\"'")
     t = board.create("report with the worker verb", assignee="cli")["id"]
     out = _cli(ab, "dispatch")
+    assert out.returncode == 0, out.stderr
+    assert f"spawned {t}" in out.stdout and "report to an API served in the background" in out.stderr
+    assert board.show(t)["status"] == "running"  # the worker waits for the go: the pass did not
+    go.write_text("")
+    wait_for(lambda: board.show(t)["status"] == "done", what="the worker's report")
+    run = wait_for(lambda: (r := board.runs(t)[0])["exit_code"] is not None and r, what="its exit recorded")
+    assert run["exit_code"] == 0 and run["summary"] == "reported through the API"
+    wait_for(lambda: not (ab.home / "api.json").exists(), what="the background API to stop")
+
+
+def test_a_one_shot_dispatch_with_wait_serves_its_workers_api_until_they_exit(ab, board):
+    ab.add_profile("cli", command="sh -c 'sleep 0.5; agentboard complete --summary \"reported through the API\"'")
+    t = board.create("report with the worker verb", assignee="cli")["id"]
+    out = _cli(ab, "dispatch", "--wait")
     assert out.returncode == 0, out.stderr
     assert "serving the API for 1 worker(s) until they exit" in out.stderr
     # the worker reported while the pass still served its API

@@ -48,19 +48,34 @@ def _print_pass(rep: PassReport) -> None:
         click.echo("nothing to do")
 
 
+#: the line a detached pass prints after its report (the command that started it stops reading there)
+_DETACHED_MARK = "\x00agentboard: pass done\x00"
+
+
 @click.command("dispatch")
 @click.option("--dry-run", is_flag=True, help="show what would be started, change nothing")
 @click.option("--max", "max_spawn", type=int, default=None, metavar="N", help="start at most N workers")
 @click.option("--all-boards", is_flag=True, help="every board, not just the current one")
+@click.option("--wait", is_flag=True,
+              help="wait until the workers this pass started exit, and record how they ended")
+@click.option("--detached-pass", "detached", is_flag=True, hidden=True)
 @board_option
 @json_option
 @handle_errors
-def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str | None, as_json: bool) -> None:
-    """One dispatcher pass now: handle exits and expired claims, then start ready tasks."""
-    from agentboard.api.serve import WorkerAPI, run_tokens
+def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool, detached: bool, board: str | None,
+             as_json: bool) -> None:
+    """One dispatcher pass now: handle exits and expired claims, then start ready tasks.
+
+    Returns once the workers are started (--wait: once they exit). With no `serve` or
+    `dispatcher` on this home, the pass serves its workers' API itself: in a background process
+    that ends when they exit, after recording how they ended."""
+    from agentboard.api.serve import WorkerAPI, run_tokens, running_api
     from agentboard.dispatch.dispatcher import Dispatcher
 
     boards = None if all_boards else [resolve_board(board)]
+    if not (dry_run or wait or detached) and running_api(settings().home) is None:
+        _run_detached(max_spawn, boards, as_json)
+        return
     api = None if dry_run else WorkerAPI(settings(), db()).start()
     try:
         d = Dispatcher(db(), settings(), boards=boards, one_shot=True, api_url=api.url if api else None,
@@ -72,28 +87,82 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, board: str 
         else:
             _print_pass(rep)
         sys.stdout.flush()
-        if api is not None and api.own:
-            _serve_until_workers_exit(d)
+        if api is None:
+            return
+        if detached:
+            _detach(d)
+        if wait or api.own:
+            _wait_for_workers(d, api.own and not detached)
     finally:
         if api is not None:
             api.stop()
 
 
-def _serve_until_workers_exit(d: Any) -> None:
-    """A one-shot pass that serves its workers' API itself keeps serving it until they exit."""
+def _run_detached(max_spawn: int | None, boards: list[str] | None, as_json: bool) -> None:
+    """Run the pass in a process of its own session that outlives this command: it prints the
+    pass's report (shown here), then serves its workers' API until they exit."""
+    import os
+    import subprocess
+
+    argv = [sys.executable, "-m", "agentboard", "dispatch", "--detached-pass"]
+    if max_spawn is not None:
+        argv += ["--max", str(max_spawn)]
+    argv += ["--all-boards"] if boards is None else ["--board", boards[0]]
+    if as_json:
+        argv.append("--json")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True,
+                            env=os.environ.copy())
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.decode("utf-8", "replace")
+        if line.rstrip("\n") == _DETACHED_MARK:
+            return
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    code = proc.wait()
+    if code:
+        sys.exit(code)
+
+
+def _detach(d: Any) -> None:
+    """The background side of a pass: say who serves the workers, then let go of the terminal."""
+    import os
+
+    left = [w for w in d.workers.all() if not w.poll()]
+    if left:
+        click.echo(f"{len(left)} worker(s) report to an API served in the background (pid {os.getpid()}) until "
+                   "they exit; `agentboard dispatch` again records how they ended", err=True)
+    sys.stdout.write(_DETACHED_MARK + "\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _wait_for_workers(d: Any, say: bool) -> None:
+    """Wait until the workers this pass started exit, then record how they ended (a pass that
+    starts nothing). ``say``: tell the person that this command serves their API meanwhile."""
     import time
 
     left = [w for w in d.workers.all() if not w.poll()]
-    if not left:
-        return
-    click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
-               "runs on this home); Ctrl-C stops it and they can then only report through "
-               ".board/result.json", err=True)
+    if left and say:
+        click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
+                   "runs on this home); Ctrl-C stops it and they can then only report through "
+                   ".board/result.json", err=True)
     try:
-        while any(not w.poll() for w in left):
-            time.sleep(0.1)
+        while True:
+            while any(not w.poll() for w in d.workers.all()):
+                time.sleep(0.1)
+            if not d.workers.all():
+                return
+            d.run_pass_report(max_spawn=0)  # their exits (a nudge or a repair attempt starts one more)
+            d.wait_idle(timeout=600)
+            if not any(not w.poll() for w in d.workers.all()):
+                return
     except KeyboardInterrupt:
-        pass
+        return
 
 
 @click.command("dispatcher")

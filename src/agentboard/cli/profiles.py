@@ -224,18 +224,21 @@ def rm(name: str, as_json: bool) -> None:
 @profiles.command("check")
 @click.argument("name", required=False)
 @click.option("--no-run", is_flag=True, help="do not start the agent CLI to check its flags")
+@click.option("--turn", is_flag=True,
+              help="also take one tiny real turn (\"reply with OK\"): login, model, latency, usage (spends tokens)")
 @json_option
 @handle_errors
-def check(name: str | None, no_run: bool, as_json: bool) -> None:
+def check(name: str | None, no_run: bool, turn: bool, as_json: bool) -> None:
     """Would a profile's agent start? Its executable and version, the command line it would run
     (prompt elided), whether the CLI accepts those flags (started with no credentials and no
-    network), MCP wiring and credentials — each with its fix. Exit 1 when a check fails."""
+    network), MCP wiring and credentials — each with its fix; --turn asks its real model for
+    one reply. Exit 1 when a check fails."""
     from agentboard.dispatch import profile_check
     from agentboard.kernel import profiles as kp
 
     db = common.db()
     rows = [kp.get(db, name)] if name else kp.list_profiles(db)
-    reports = [r.to_dict() for r in profile_check.check_profiles(rows, db.settings, run=not no_run)]
+    reports = [r.to_dict() for r in profile_check.check_profiles(rows, db.settings, run=not no_run, turn=turn)]
     if as_json:
         common.emit_json(reports[0] if name else reports)
     else:

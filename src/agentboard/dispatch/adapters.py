@@ -4,10 +4,13 @@
   {prompt_file} {board}`` substituted; run directly, or by ``/bin/sh -c`` when it uses shell
   syntax (pipes, redirections, ``&&``, ``$VAR``).
 - ``claude``: Claude Code non-interactive: ``claude -p --output-format stream-json --verbose
-  <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>``; usage and cost come from
-  the final ``{"type": "result"}`` event.
+  <permission flags> --mcp-config <workspace>/.mcp.json -- <prompt>`` with
+  ``MCP_CONNECTION_NONBLOCKING=0`` and ``MCP_CONNECT_TIMEOUT_MS=60000`` (its first turn waits
+  for the board's MCP server); usage and
+  cost come from the final ``{"type": "result"}`` event.
 - ``codex``: ``codex exec --json <sandbox flags> … -- <prompt>``; token usage comes from
-  ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides.
+  ``turn.completed`` events; the MCP server is passed as ``-c mcp_servers.…`` overrides, its
+  tools approved (``default_tools_approval_mode="approve"``) and required at start.
 - ``gemini``: Gemini CLI headless: ``gemini --output-format stream-json --approval-mode M
   --prompt=<prompt>`` in a trusted folder (``GEMINI_CLI_TRUST_WORKSPACE``); the MCP server and
   the allowed shell commands are in the workspace's ``.gemini/settings.json`` (kept out of git);
@@ -139,7 +142,11 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
-        return Launch([*argv, "--", prompt], adapter)
+        # `claude -p` otherwise takes its first turn while the MCP servers still connect (and
+        # waits at most 5 s for them), and a quick model then finds no kanban_* tools: wait for them
+        given = profile.get("env") or {}
+        env = {k: v for k, v in _CLAUDE_MCP_WAIT.items() if k not in given}
+        return Launch([*argv, "--", prompt], adapter, env)
     if adapter == "gemini":
         _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
         argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
@@ -278,6 +285,10 @@ def _probe_version(adapter: str, executable: str) -> tuple[int, int, int]:
 
 # -- permission modes --------------------------------------------------------------------------
 
+#: Claude Code's first turn waits for the MCP servers (up to a minute: a busy host starts
+#: ``agentboard mcp`` slowly)
+_CLAUDE_MCP_WAIT = {"MCP_CONNECTION_NONBLOCKING": "0", "MCP_CONNECT_TIMEOUT_MS": "60000"}
+
 _CODEX_PERMISSION = {
     "edit": ["--sandbox", "workspace-write", "-c", 'approval_policy="never"'],
     "full": ["--dangerously-bypass-approvals-and-sandbox"],
@@ -357,6 +368,11 @@ def _codex_mcp_overrides(mcp: Path) -> list[str]:
         if isinstance(env, dict) and env:
             inner = ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in env.items())
             out += ["-c", f"mcp_servers.{name}.env={{ {inner} }}"]
+        # the board's tools run without asking (with approval_policy "never" Codex otherwise
+        # refuses every MCP call), and the turn waits for the server to start (else a slow
+        # server is left out of the turn)
+        out += ["-c", f'mcp_servers.{name}.default_tools_approval_mode="approve"',
+                "-c", f"mcp_servers.{name}.required=true"]
     return out
 
 
@@ -454,6 +470,8 @@ _NETWORK = re.compile(
 _RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
 _RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
                        r"seconds?|secs?|d|h|m|s)(?![a-z])[\s,]*(?:and\s+)?)+)", re.I)
+#: Codex's "try again at 3:54 PM" (today or tomorrow) or "try again at Dec 2nd, 2026 3:54 PM", local time
+_RESET_AT = re.compile(r"try again at (?:([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th)?,? (\d{4}) )?(\d{1,2}):(\d{2}) ?([AP]M)", re.I)
 _RETRY_DELAY = re.compile(r"\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"|retry-after\"?\s*[:=]\s*\"?(\d+)", re.I)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 #: the longest cool-down a printed reset time may set
@@ -482,6 +500,8 @@ class Outcome:
     error: str | None = None
     #: tool calls the agent made
     tool_uses: int = 0
+    #: tool calls the permission mode refused, each as ``Tool(what)`` (Claude Code reports them)
+    denied: list[str] = field(default_factory=list)
 
 
 def _read_log(log_path: Path | None, since: int = 0, max_bytes: int = 4 * 1024 * 1024) -> str:
@@ -551,10 +571,19 @@ def _claude(events: list[dict[str, Any]], out: Outcome) -> None:
         cost = ev.get("total_cost_usd", ev.get("cost_usd"))
         out.cost_usd = float(cost) if isinstance(cost, int | float) else None
         out.final_text = ev.get("result") if isinstance(ev.get("result"), str) else None
+        out.denied = [_denial(d) for d in ev.get("permission_denials") or [] if isinstance(d, dict)]
         out.is_error = bool(ev.get("is_error")) or ev.get("subtype") not in (None, "success")
         if out.is_error:
             out.error = _line(out.final_text or ev.get("subtype"))
     out.no_result = not any(ev.get("type") == "result" for ev in events)
+
+
+def _denial(d: dict[str, Any]) -> str:
+    """One refused tool call as ``Tool(its command or path)``."""
+    args = _obj(d.get("tool_input"))
+    what = next((str(args[k]) for k in ("command", "file_path", "path", "url", "pattern") if args.get(k)), "")
+    name = str(d.get("tool_name") or "a tool")
+    return f"{name}({what[:200]})" if what else name
 
 
 def _codex(events: list[dict[str, Any]], out: Outcome) -> None:
@@ -682,7 +711,8 @@ def _error_text(ev: dict[str, Any]) -> str:
 
 def reset_time(text: str, now: float | None = None) -> float | None:
     """When a rate limit ends, from what the CLI printed (Claude Code's ``limit reached|<epoch>``,
-    "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``), else None."""
+    "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``, Codex's "try again
+    at 3:54 PM"), else None."""
     import time
     at = time.time() if now is None else now
     m = _RESET_EPOCH.search(text)
@@ -701,7 +731,31 @@ def reset_time(text: str, now: float | None = None) -> float | None:
         secs = float(m.group(1) or m.group(2))
         if 0 < secs <= _RESET_MAX:
             return at + secs
+    m = _RESET_AT.search(text)
+    if m:
+        return _clock_time(m, at)
     return None
+
+
+def _clock_time(m: re.Match[str], at: float) -> float | None:
+    """The epoch of a local clock time a CLI printed (a time alone: its next occurrence)."""
+    import datetime as dt
+
+    month, day, year, hour, minute, half = m.groups()
+    hour_24 = int(hour) % 12 + (12 if half.upper() == "PM" else 0)
+    now = dt.datetime.fromtimestamp(at)
+    try:
+        if month:
+            date = dt.datetime.strptime(f"{month} {day} {year}", "%b %d %Y").date()
+        else:
+            date = now.date()
+        when = dt.datetime.combine(date, dt.time(hour_24, int(minute)))
+    except ValueError:
+        return None
+    if not month and when.timestamp() <= at:
+        when += dt.timedelta(days=1)
+    epoch = when.timestamp()
+    return epoch if at < epoch <= at + _RESET_MAX else None
 
 
 def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1024) -> tuple[int, int]:

@@ -12,7 +12,11 @@ For each profile, in order, each with the fix when it fails:
   and settings and stop only where it needs its login or its service (``run=False`` skips it);
 - **MCP wiring**: the board's MCP server reaches the agent the way that CLI reads it;
 - **credentials**: whether a key or a login appears to be present (the profile's env, this
-  process's environment, the CLI's credential files in the worker's home).
+  process's environment, the CLI's credential files in the worker's home);
+- **turn** (``turn=True``, ``profiles check NAME --turn``): one tiny real turn ("reply with OK")
+  with the worker's environment and the profile's endpoint and credentials: the login works,
+  which model answered, how long it took, the usage (and cost when the CLI reports it). It
+  spends a few tokens.
 
 The same report backs ``agentboard profiles check``, ``GET /api/profiles/{name}/check`` and the
 dashboard's profiles page.
@@ -97,7 +101,7 @@ class Report:
 
 
 def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None = None,
-          home: str | None = None) -> Report:
+          home: str | None = None, turn: bool = False) -> Report:
     """The report of one profile (see the module's docstring). ``worker_uid``: the user its
     workers run as when not this process's (``isolation = user``); ``home``: their home."""
     adapter = str(profile.get("adapter") or "command")
@@ -129,7 +133,79 @@ def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None =
             report.items.append(_flags(adapter, launch, ws, Path(tmp) / "home"))
         report.items.append(_mcp(adapter, launch, ws))
         report.items.append(_credentials(adapter, env, home))
+    if turn:
+        took = take_turn(profile, worker_uid=worker_uid, home=home)
+        if took.ok:  # the CLI signed in: its credentials are where it looks (a key named in its config)
+            report.items = [Item(i.name, True, f"{i.detail}; but the turn signed in", None, warn=True)
+                            if i.name == "credentials" and not i.ok else i for i in report.items]
+        report.items.append(took)
     return report
+
+
+#: what ends a turn in each agent CLI's output
+TURN_END = {
+    "claude": ('"type":"result"',),
+    "codex": ('"turn.completed"', '"turn.failed"'),
+    "gemini": ('"type":"result"',),
+    "opencode": ('"type":"step_finish"', '"type":"error"'),
+}
+TURN_PROMPT = "Reply with OK and nothing else. Do not use any tool."
+
+
+def take_turn(profile: dict[str, Any], *, worker_uid: int | None = None, home: str | None = None,
+              timeout: float = RUN_TIMEOUT) -> Item:
+    """One real turn of the profile's agent CLI, as its workers would take it (their
+    environment, the profile's env, its model), asked to reply with OK."""
+    adapter = str(profile.get("adapter") or "command")
+    if adapter not in adapters.CLI_ADAPTERS:
+        return Item("turn", True, "not an agent CLI: nothing to ask", warn=True)
+    env = {**os.environ, **{k: str(v) for k, v in (profile.get("env") or {}).items()}}
+    if home:
+        env["HOME"] = home
+    with tempfile.TemporaryDirectory(prefix="agentboard-turn-") as tmp:
+        ws = Path(tmp)
+        (ws / ".board").mkdir()
+        prompt = ws / ".board" / "prompt.md"
+        prompt.write_text(TURN_PROMPT)
+        try:
+            launch = adapters.build(profile, task_id="t_00000000", run_id=0, workspace=ws, prompt_file=prompt,
+                                    board="default", path_env=env.get("PATH"), worker_uid=worker_uid)
+        except adapters.AdapterError as exc:
+            return Item("turn", False, str(exc), _fix_of(str(exc)))
+        env.update(launch.env)
+        started = time.monotonic()
+        output = run_until(launch.argv, env, ws, TURN_END[adapter], timeout)
+        took = time.monotonic() - started
+    name = adapters.NAMES[adapter]
+    events = adapters.json_events(output)
+    out = adapters.outcome_of(adapter, events, output)
+    if out.failure == "auth":
+        return Item("turn", False, f"{name} could not sign in: {out.error or 'no login'}", adapters.LOGIN[adapter])
+    if out.is_error or out.no_result:
+        said = out.error or " | ".join(output.strip().splitlines()[-2:])[:300] or "no output"
+        fix = ("wait for the limit to reset, or use another key" if out.failure == "rate_limit" else
+               "check the profile's endpoint (its env) and network" if out.failure == "network" else
+               "run the command line by hand to see why")
+        return Item("turn", False, f"{name} did not finish a turn in {took:.1f}s: {said}", fix)
+    model = _model_of(events) or str(profile.get("model") or "the CLI's default model")
+    usage = (f"{out.input_tokens} input / {out.output_tokens} output tokens"
+             if out.input_tokens is not None else "no usage reported")
+    cost = f", ${out.cost_usd:.4f}" if out.cost_usd else ""
+    reply = (out.final_text or "").strip().replace("\n", " ")[:60]
+    return Item("turn", True, f"signed in; {model} replied {reply!r} in {took:.1f}s; {usage}{cost}",
+                None if reply.upper().startswith("OK") else "the model answered, but not with OK: check the model",
+                warn=not reply.upper().startswith("OK"))
+
+
+def _model_of(events: list[dict[str, Any]]) -> str | None:
+    """The model the CLI named in its output (Claude Code's and Gemini CLI's init event)."""
+    for ev in events:
+        if ev.get("type") in ("system", "init") and isinstance(ev.get("model"), str):
+            return str(ev["model"])
+        msg = ev.get("message")
+        if ev.get("type") == "assistant" and isinstance(msg, dict) and isinstance(msg.get("model"), str):
+            return str(msg["model"])
+    return None
 
 
 def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env: str | None, ws: Path) -> bool:
@@ -328,13 +404,14 @@ def root_problem(profile: dict[str, Any], settings: Any) -> str | None:
             f"= full: `agentboard profiles set {profile.get('name')} --permission edit`, or `--isolation user`")
 
 
-def check_profiles(profiles: list[dict[str, Any]], settings: Any, *, run: bool = True) -> list[Report]:
+def check_profiles(profiles: list[dict[str, Any]], settings: Any, *, run: bool = True,
+                   turn: bool = False) -> list[Report]:
     """The reports of several profiles (their flag checks one after the other)."""
     out = []
     for p in profiles:
         uid, home = worker_identity(p, settings)
-        out.append(check(p, run=run, worker_uid=uid, home=home))
+        out.append(check(p, run=run, worker_uid=uid, home=home, turn=turn))
     return out
 
 
-__all__ = ["Item", "Report", "check", "check_profiles", "root_problem", "run_until", "worker_identity"]
+__all__ = ["Item", "Report", "check", "check_profiles", "root_problem", "run_until", "take_turn", "worker_identity"]

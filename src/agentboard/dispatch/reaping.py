@@ -140,7 +140,18 @@ class Reaper:
             kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, **_usage(out))
         except AgentboardError:
             pass
+        self.note_denied(w.board, w.task_id, w.run_id, out)
         self.review_entry(w)
+
+    def note_denied(self, board: str, task_id: str, run_id: int, out: adapters.Outcome) -> None:
+        """The tool calls the profile's permission mode refused, as a ``tools_denied`` event of
+        the run (a person sees what the agent could not do, and may widen the permission)."""
+        if not out.denied:
+            return
+        try:
+            kr.record_telemetry(self.ctx.db, board, task_id, "tools_denied", {"tools": out.denied[:20]}, run_id=run_id)
+        except AgentboardError as exc:
+            log.info("run %s: could not record its denied tools: %s", run_id, exc)
 
     def review_entry(self, w: spawn.Worker) -> None:
         """A worker that finished to review through the CLI or REST (its task was no longer running
@@ -458,6 +469,7 @@ class Reaper:
                 kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, **usage)
             except AgentboardError:
                 pass
+        self.note_denied(board, task_id, rid, out)
         decision = lifecycle.after_exit(
             self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
             facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
@@ -509,6 +521,8 @@ class Reaper:
         exit_code = facts.exit_code
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
+        if out.denied:
+            detail = f"; its permission mode refused {', '.join(out.denied[:5])}" + detail
         said = f": {out.error}" if out.error else ""
         if out.failure == "auth":
             self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. {adapters.LOGIN[facts.adapter]}, "
@@ -537,7 +551,8 @@ class Reaper:
                       "the worker exited 0 without reporting: no kanban_complete/kanban_block call, no "
                       "`agentboard complete`/`block`, no valid .board/result.json" + detail, exit_code=0)
             return
-        self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + detail, exit_code=exit_code)
+        self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + (f" ({facts.cli}{said})" if said else "") + detail,
+                  exit_code=exit_code)
 
     def _block(self, r: Row, kind: str, reason: str, until: float | None = None) -> None:
         """Block the running task ``r`` (its run closed), unless the run is no longer current."""
