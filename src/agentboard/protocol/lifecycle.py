@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from ..domain.errors import AgentboardError, StaleRun
 from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
-from . import boarddir, project_env, repair, result, review, verify
+from . import boarddir, project_env, repair, result, review, safefs, verify
 from .context import render
 
 log = logging.getLogger(__name__)
@@ -192,31 +193,35 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
-    bdir.mkdir(parents=True, exist_ok=True)
-    boarddir.archive_outputs(workspace)
-    if loaded is None:
-        loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
-    elif isinstance(loaded, AgentboardError):
-        raise loaded
-    full = loaded.detail
-    if workspace_info:
-        from ..dispatch.diffs import with_git
+    workspace.mkdir(parents=True, exist_ok=True)  # the dispatcher's own path (made by dispatch.workspaces)
+    # .board/ opened once (made, or a link in its place removed); every file written through it
+    with safefs.open_board(workspace) as board_fd:
+        boarddir.archive_outputs(workspace, board=board_fd)
+        if loaded is None:
+            loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
+        elif isinstance(loaded, AgentboardError):
+            raise loaded
+        full = loaded.detail
+        if workspace_info:
+            from ..dispatch.diffs import with_git
 
-        full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
-    context_md = render(full)
-    boarddir.write_text(bdir / "context.md", context_md)
-    boarddir.write_text(bdir / "task.json", boarddir.task_json_text(
-        boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
-    pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
-    boarddir.write_wiki(workspace, pages, None if pages else why)
-    boarddir.write_text(boarddir.history_path(workspace), boarddir.history_text(loaded.history))
-    (bdir / REPAIR_PROMPT_FILE).unlink(missing_ok=True)
-    env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
-    boarddir.write_mcp_json(workspace, env)
-    boarddir.git_exclude(workspace)
-    prompt = bdir / PROMPT_FILE
-    boarddir.write_text(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=settings.verify))
-    return prompt
+            full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
+        context_md = render(full)
+        board_fd.write_text("context.md", context_md)
+        board_fd.write_text("task.json", boarddir.task_json_text(
+            boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
+        pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
+        boarddir.write_wiki(workspace, pages, None if pages else why, board=board_fd)
+        board_fd.write_text("history.md", boarddir.history_text(loaded.history))
+        board_fd.remove(REPAIR_PROMPT_FILE)
+        env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
+        boarddir.write_mcp_json(workspace, env)
+        boarddir.git_exclude(workspace)
+        board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
+                                                                               verify_enabled=settings.verify))
+    if board_fd.removed:  # a worker's links (or files) where our folders belong: removed, never followed
+        log.warning("run %s of %s: removed %s", run_id, task["id"], ", ".join(board_fd.removed))
+    return bdir / PROMPT_FILE
 
 
 # -- after the exit ----------------------------------------------------------------------------------
@@ -225,7 +230,7 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
 def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
-    actor: str | None, exit_code: int | None = None,
+    actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -234,10 +239,16 @@ def _verify_and_complete(
                                     "reason": "verification is turned off (AGENTBOARD_VERIFY=0)",
                                     "commands": [{"command": c} for c in commands]}
     elif commands:
-        env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
-               **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
-        outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
-                             checks=host_access.board_checks(db, board))
+        setup = verifying() if verifying is not None else None
+        if setup is not None:
+            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
+                                 checks=host_access.board_checks(db, board), confinement=setup.confinement,
+                                 base_env=setup.base_env, unavailable=setup.unavailable)
+        else:
+            env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+                   **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
+            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
+                                 checks=host_access.board_checks(db, board))
         failed = outcome.failed
         if failed is not None:
             how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"
@@ -297,11 +308,11 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
         runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher")
     except StaleRun as exc:
         return ExitDecision(ExitAction.HANDLED, note=str(exc))
-    runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors,
-                                          "raw_result": str(raw) if raw.exists() else None})
+    kept = str(raw) if safefs.exists(raw) else None
+    runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors, "raw_result": kept})
     runs.record_telemetry(db, board, task_id, "result_degraded",
                           {"errors": parsed.errors, "attempts": attempt, "summary": summary[:400],
-                           "raw_result": str(raw) if raw.exists() else None}, run_id=run_id)
+                           "raw_result": kept}, run_id=run_id)
     boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
                             "the task went to review with a summary extracted from the worker's output.\n")
     rv = review.on_review_entered(db, settings, board, task_id)
@@ -309,10 +320,13 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
 
 
 def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
-               exit_code: int | None, log_path: Path | None, attempt: int = 0) -> ExitDecision:
+               exit_code: int | None, log_path: Path | None, attempt: int = 0,
+               verifying: Callable[[], verify.Setup] | None = None) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
-    ``attempt`` is 0 after the worker itself, N after the N-th repair attempt.
+    ``attempt`` is 0 after the worker itself, N after the N-th repair attempt. ``verifying``:
+    how the task's checks run — confined like the worker, with its environment
+    (``dispatch.spawning.Spawner.verifying``); without it they run as the dispatcher.
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
@@ -338,7 +352,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         return _verify_and_complete(
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
-            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code)
+            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
+            verifying=verifying)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
@@ -382,7 +397,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, exit_code=exit_code)
+                                    actor=actor, exit_code=exit_code, verifying=verifying)
     if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision

@@ -237,8 +237,7 @@ def prepare(workspace: Path, context_md: str, task_id: str, run_id: int) -> Path
     from . import boarddir
 
     bdir = boarddir.board_dir(workspace)
-    bdir.mkdir(parents=True, exist_ok=True)
-    boarddir.archive_outputs(workspace)
+    boarddir.archive_outputs(workspace)  # opens .board/ (made, or a link in its place removed)
     boarddir.write_text(bdir / CONTEXT_FILE, context_md)
     prompt = bdir / PROMPT_FILE
     boarddir.write_text(prompt, context_md + "\n" + answer_instructions(task_id, run_id))
