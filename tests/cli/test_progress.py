@@ -108,3 +108,14 @@ def test_backup_and_a_bulk_verb_show_a_bar_on_a_terminal(board_home: Path, tmp_p
     assert BAR in shown and "tasks" in shown
     r = piped(board_home, "restore", *ids)
     assert BAR not in r.stdout + r.stderr and len(r.stdout.strip().splitlines()) == len(ids)
+
+
+def test_gc_shows_a_bar_over_the_workspaces_on_a_terminal_and_none_when_piped(board_home: Path) -> None:
+    root = board_home / "boards" / "default" / "workspaces"
+    for i in range(6):
+        (root / f"t_{i:08x}").mkdir(parents=True)
+    shown, _ = on_terminal(board_home, "gc", "--dry-run")
+    assert "default: workspaces" in shown and BAR in shown and "would remove 6 scratch workspace(s)" in shown
+    r = piped(board_home, "gc")
+    assert r.stdout.startswith("removed 6 scratch workspace(s)") and BAR not in r.stdout + r.stderr
+    assert not any(root.iterdir())
