@@ -6,9 +6,10 @@ Tracing is on when ``otel_endpoint`` is set (``AGENTBOARD_OTEL_ENDPOINT``, or th
 packages are installed. Otherwise :data:`tracer` stays ``None`` and every hook is one ``is None``
 test: nothing is imported, nothing changes.
 
-Hooks: ``store.engine.Database.write``/``read`` (each kernel verb is one transaction, named after
-the kernel function), :class:`TraceMiddleware` (``api/app.py``), ``Dispatcher.run_pass_report``
-and ``WorkerRegistry.forget`` (a worker's run, from its start to its handled exit).
+Hooks: ``store.engine.Database.write``/``read``, wrapped when tracing starts (each kernel verb is
+one transaction, its span named after the kernel function), :class:`TraceMiddleware`
+(``api/app.py``), ``Dispatcher.run_pass_report`` and ``WorkerRegistry.forget`` (a worker's run,
+from its start to its handled exit).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def setup(settings: Any) -> bool:
         provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
         tracer = trace.get_tracer("agentboard", __version__)
+        _trace_transactions()
         log.info("exporting traces to %s", where)
         return True
 
@@ -123,6 +125,26 @@ def verb_span(fn: Callable[..., Any], kind: str, dialect: str) -> AbstractContex
     if tracer is None:
         return nullcontext()
     return tracer.start_as_current_span(verb_name(fn), attributes={"agentboard.tx": kind, "db.system": dialect})
+
+
+def _trace_transactions() -> None:
+    """Wrap ``Database.write`` and ``read`` (every kernel verb is one of them) in a span each.
+    Installed only when tracing starts, so an untraced process runs the store's own methods."""
+    from .store.engine import Database
+
+    for kind in ("write", "read"):
+        plain = getattr(Database, kind)
+        if getattr(plain, "_traced", False):
+            continue
+
+        def traced(self: Any, fn: Callable[..., Any], *args: Any, _plain: Any = plain, _kind: str = kind,
+                   **kwargs: Any) -> Any:
+            with verb_span(fn, _kind, self.dialect):
+                return _plain(self, fn, *args, **kwargs)
+
+        traced._traced = True  # type: ignore[attr-defined]
+        traced.__doc__ = plain.__doc__
+        setattr(Database, kind, traced)
 
 
 @contextmanager

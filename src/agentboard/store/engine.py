@@ -36,7 +36,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import tracing
 from ..config import Settings, default_home
 from ..domain.errors import AgentboardError, Unavailable
 
@@ -430,12 +429,6 @@ class Database:
 
     def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(tx, *args, **kwargs)`` in one write transaction, retrying lock contention."""
-        if tracing.tracer is not None:  # a kernel verb's span (agentboard[otel], docs/deploy.md)
-            with tracing.verb_span(fn, "write", self.dialect):
-                return self._write(fn, *args, **kwargs)
-        return self._write(fn, *args, **kwargs)
-
-    def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         deadline = time.monotonic() + _WRITE_DEADLINE
         attempt = 0
         while True:
@@ -480,12 +473,6 @@ class Database:
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(tx, ...)`` on a consistent snapshot."""
-        if tracing.tracer is not None:
-            with tracing.verb_span(fn, "read", self.dialect):
-                return self._read(fn, *args, **kwargs)
-        return self._read(fn, *args, **kwargs)
-
-    def _read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         deadline = time.monotonic() + _WRITE_DEADLINE
         while True:
             conn, token = self._acquire()
