@@ -161,3 +161,12 @@ def test_a_relative_writable_path_is_refused_with_a_one_line_message(cli_home: P
     assert r.returncode != 0
     assert r.stderr.strip().startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "u").exists()
+
+
+def test_run_as_a_module_the_units_name_the_install_of_that_python(cli_home: Path, tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "agentboard", "service", "units", "--dir", str(tmp_path / "u"),
+                        "--isolation", "none", "--json"], capture_output=True, text=True,
+                       env={**os.environ, "AGENTBOARD_HOME": str(cli_home), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["executable"] == [str(EXE)]
+    assert f"ExecStart={EXE} dispatcher" in (tmp_path / "u" / "agentboard-dispatcher.service").read_text()

@@ -58,6 +58,9 @@ def executable() -> list[str]:
     argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if argv0 is not None and argv0.name == "agentboard" and argv0.exists():
         return [str(argv0.absolute())]
+    beside = Path(sys.executable).absolute().parent / "agentboard"  # this interpreter's install
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
     found = shutil.which("agentboard")
     if found:
         return [str(Path(found).absolute())]
