@@ -85,6 +85,9 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     target = (board_row or {}).get("default_workdir")
     # the supervisor never implements: its tasks run in a scratch folder, never in the target
     if kind == "scratch" and target and task.get("purpose") != "supervision":
+        if not os.path.isdir(target):  # never an empty folder made in its place: the path may be a typo
+            raise WorkspaceError(f"the board's target directory {target} does not exist (moved or deleted?); "
+                                 f"restore it, or `mkdir -p {target}` for an empty one")
         if gitutil.toplevel(target) is not None:
             kind, path = "worktree", None
         else:

@@ -31,6 +31,48 @@ SUMMARY_MAX = 64 * 1024
 METADATA_MAX = 256 * 1024
 
 
+#: the longest a task's block reason is (one line; the full text stays in the run and its log)
+REASON_LINE_MAX = 300
+_DECORATION_RE = re.compile(r"^[\W_]*$")
+
+
+def reason_line(text: str | None, limit: int = REASON_LINE_MAX) -> str:
+    """A block reason as one line: the first meaningful line of ``text`` (not blank, not a
+    decoration such as ``----``, not a log header; for a Python traceback, the exception line),
+    whitespace collapsed, cut at ``limit`` characters with ``…``."""
+    lines = [ln.strip() for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln and not _DECORATION_RE.match(ln) and not ln.startswith("=== run ")]
+    if not lines:
+        return ""
+    first = lines[0]
+    for i, ln in enumerate(lines):
+        if ln.endswith("Traceback (most recent call last):"):
+            after = [x for x in lines[i + 1:] if not x.startswith(("File ", "^", "~"))]
+            exc = next((x for x in reversed(after) if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", x)),
+                       None)
+            if exc:
+                head = ln[: -len("Traceback (most recent call last):")].rstrip(" :;")
+                first = f"{head}: {exc}" if head else exc
+            break
+    first = " ".join(first.split())
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def error_line(error: str | None) -> str:
+    """A run's error as one line for a block reason: its own first line and, of the program
+    output it quotes (``...; last output: ...``), the line that says the most (a traceback's
+    exception, else the last meaningful line)."""
+    head, sep, output = (error or "").partition("; last output: ")
+    if not sep:
+        return reason_line(head)
+    if "Traceback (most recent call last):" in output:
+        said = reason_line(output[output.index("Traceback"):])
+    else:
+        lines = [ln for ln in output.splitlines() if ln.strip() and not _DECORATION_RE.match(ln.strip())]
+        said = reason_line(lines[-1] if lines else "")
+    return reason_line(head) + (f"; last output: {said}" if said else "")
+
+
 def elapsed(ts: float | None, now: float | None = None) -> str | None:
     """How long ago ``ts`` was, in its largest whole unit: ``12s``, ``5m``, ``3h``, ``2d``
     (None without a time)."""

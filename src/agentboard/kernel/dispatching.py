@@ -211,7 +211,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.current_run_id, t.parents_override = 0 AND EXISTS ("
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.purpose, t.current_run_id, t.parents_override = 0 AND EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))
@@ -259,7 +259,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     result = []
     for task_id in ids:  # keep the caller's order (priority, then age)
         if task_id in out:
-            task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id")}
+            task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id", "supervised")}
             result.append({**out[task_id], "task": task})
     return result
 
