@@ -201,6 +201,43 @@ def workspace(value: str | None) -> tuple[str, str | None]:
     return kind, norm
 
 
+_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+BRANCH_MAX = 200
+
+
+def branch_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a task branch (None when it can): git's rules for a branch name
+    (``git check-ref-format --branch``) plus agentboard's own: no leading ``-`` (an option) or
+    ``+`` (a forced push), not ``HEAD`` nor a full ref, no part starting with ``.``, no control,
+    format or bidirectional characters, at most :data:`BRANCH_MAX` characters."""
+    if not name:
+        return "a branch name cannot be empty"
+    if len(name) > BRANCH_MAX:
+        return f"a branch name has at most {BRANCH_MAX} characters"
+    if name[0] in "-+":
+        return f"a branch name cannot start with {name[0]!r}"
+    if name in ("HEAD", "@") or name.startswith("refs/"):
+        return f"{name!r} is not a branch name"
+    if _BAD_REF_CHARS.search(name) or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs") for c in name):
+        return "a branch name cannot hold spaces, control or format characters, or any of ~ ^ : ? * [ \\"
+    if ".." in name or "@{" in name or "//" in name:
+        return "a branch name cannot hold '..', '@{' or '//'"
+    if name.startswith("/") or name.endswith(("/", ".", ".lock")):
+        return "a branch name cannot start with '/' nor end with '/', '.' or '.lock'"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "no part of a branch name may start with '.' or end with '.lock'"
+    return None
+
+
+def branch_name(value: str) -> str:
+    """A task branch, checked (:func:`branch_problem`; raises ``InvalidInput`` saying why)."""
+    value = str(value).strip()
+    why = branch_problem(value)
+    if why:
+        raise InvalidInput(f"invalid branch {value!r}: {why} (e.g. feature/login-form)")
+    return value
+
+
 def priority(value: Any) -> int:
     try:
         return int(value)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..store.engine import Database, Row, Tx, in_list, sqlite_file
 from . import budgets
 from .profiles import command_problem
@@ -84,12 +84,12 @@ def _pid_alive(pid: int) -> bool:
 
 def _git_dirty(path: str) -> str | None:
     """What ``git status --porcelain`` lists in a git checkout (None when clean or not git)."""
-    if not (Path(path) / ".git").exists():
+    if not os.path.lexists(Path(path) / ".git"):
         return None
     try:
-        out = subprocess.run(["git", "-C", path, "status", "--porcelain"], capture_output=True, text=True,
-                             timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        out = gitsafe.run(path, "status", "--porcelain", "--ignore-submodules=all", check=False, timeout=20,
+                          drivers_off=True)
+    except (OSError, gitsafe.GitError):
         return None
     lines = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln[3:].startswith(".board")]
     return "; ".join(lines[:5]) + (f" (+{len(lines) - 5} more)" if len(lines) > 5 else "") if lines else None

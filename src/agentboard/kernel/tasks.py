@@ -141,7 +141,7 @@ class NewTask:
             triage=bool(triage),
             workspace_kind=ws_kind,
             workspace_path=ws_path,
-            branch=branch or None,
+            branch=_model.branch_name(branch) if branch else None,
             idempotency_key=idempotency_key or None,
             max_runtime=_model.duration(max_runtime),
             max_retries=None if max_retries is None else int(max_retries),
@@ -699,6 +699,8 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
             value = dump_json(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
+        elif key == "branch_name":
+            value = _model.branch_name(str(value)) if str(value).strip() else None
         elif key == "model":
             value = _model.model_name(str(value))  # an empty value clears it: the profile's model
         elif key in ("tenant", "goal_id") and value == "":

@@ -19,13 +19,13 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..store.engine import Row
 from . import safefs
 from .result import RESULT_EXAMPLE, RESULT_SCHEMA, SCHEMA_VERSION
@@ -282,10 +282,11 @@ def mcp_server_entry(env: dict[str, str]) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "agentboard", "mcp"], "env": env}
 
 
-def _git(workspace: Path, *args: str) -> str | None:
+def _git(top: Path, *args: str) -> str | None:
+    """``git args`` on the checkout whose top folder is ``top``, through ``gitsafe`` (protected)."""
     try:
-        out = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        out = gitsafe.run(top, *args, check=False, timeout=20)
+    except (OSError, gitsafe.GitError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -310,7 +311,11 @@ def _maybe_in_git(workspace: Path) -> bool:
 def is_tracked(workspace: Path, name: str) -> bool:
     if not _maybe_in_git(workspace):
         return False
-    return bool(_git(workspace, "ls-files", "--", name))
+    top = gitsafe.toplevel(workspace)
+    if top is None:
+        return False
+    rel = os.path.relpath(os.path.join(os.path.abspath(workspace), name), top)
+    return bool(_git(top, "ls-files", "--", f":(top,literal){rel}"))
 
 
 def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
@@ -350,14 +355,13 @@ def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
     """Add ``patterns`` to the repository's ``info/exclude`` when ``workspace`` is in a git work tree."""
     if not _maybe_in_git(workspace):
         return None
-    if _git(workspace, "rev-parse", "--is-inside-work-tree") != "true":
+    top = gitsafe.toplevel(workspace)
+    if top is None:
         return None
-    rel = _git(workspace, "rev-parse", "--git-path", "info/exclude")
-    if not rel:
+    try:
+        exclude = gitsafe.common_dir(gitsafe.locate(top)[0]) / "info" / "exclude"
+    except gitsafe.GitError:
         return None
-    exclude = Path(rel)
-    if not exclude.is_absolute():
-        exclude = Path(workspace) / exclude
     add_lines(exclude, patterns)
     return exclude
 
