@@ -117,6 +117,10 @@ class Settings:
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     max_request_bytes: int = 1024 * 1024
+    #: an OpenTelemetry collector's OTLP/HTTP address (``http://collector:4318``): spans of API
+    #: requests, kernel verbs, dispatcher passes and worker runs go there (``agentboard[otel]``);
+    #: unset, the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` is used when given
+    otel_endpoint: str | None = None
     #: the OS user that workers of ``isolation = user`` profiles run as (``agentboard init --worker-user``)
     worker_user: str | None = None
     worker_env_deny: tuple[str, ...] = WORKER_ENV_DENY

@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
+from .. import tracing
 from ..config import Settings
 from ..store.engine import Database
 from . import errors
@@ -106,6 +107,8 @@ def create_app(
 
     app.add_middleware(BodyLimitMiddleware, limit_for=limit_for)
     app.add_middleware(AuthMiddleware, db=db)  # outermost: nothing runs for a caller without a token
+    if tracing.setup(settings):  # agentboard[otel] and an endpoint: a span per request
+        app.add_middleware(tracing.TraceMiddleware)
     return app
 
 

@@ -28,7 +28,10 @@ def backup(path: str | None, as_json: bool) -> None:
     if not s.is_sqlite:
         raise InvalidInput(PG_HINT)
     dest = Path(path) if path else store_backup.default_destination(s.home)
-    info = store_backup.backup(s.home, s.db_path, dest.absolute())
+    from .output import progress
+
+    with progress("", as_json=as_json) as bar:
+        info = store_backup.backup(s.home, s.db_path, dest.absolute(), progress=bar)
     if info.integrity != "ok":
         common.fail(f"the copy in {dest} fails its integrity check ({info.integrity}); take it again", 1)
     common.emit(info.as_dict(), as_json,
@@ -75,7 +78,10 @@ def _restore_backup(path: Path, force: bool, as_json: bool) -> None:
     if held and not force:
         raise Conflict(f"{s.home} is a live home ({held} tasks); restoring would replace them. Pass --force "
                        "to restore anyway (the current database is kept in HOME/backups/pre-restore-<time>/)")
-    info = store_backup.restore(path.absolute(), s.home, s.db_path, keep_current=bool(held))
+    from .output import progress
+
+    with progress("", as_json=as_json) as bar:
+        info = store_backup.restore(path.absolute(), s.home, s.db_path, keep_current=bool(held), progress=bar)
     common.emit(info.as_dict(), as_json,
                 f"restored {info.tasks} tasks, {info.events} events, {info.files} attachment file(s) and "
                 f"{info.templates} template(s) from {path}")

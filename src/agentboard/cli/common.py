@@ -334,7 +334,22 @@ def run_bulk(
     if len(ids) == 1:
         _print_results([], ids, as_json, describe, one=on_its_board(db(), "", ids[0], *args, **kwargs))
         return
-    _print_results(bulk(on_its_board, db(), board or "", ids, *args, **kwargs), ids, as_json, describe)
+    from .output import progress
+
+    with progress("tasks", as_json=as_json) as bar:
+        done = 0
+
+        def counted(db_: Database, _board: str, task_id: str, *a: Any, **kw: Any) -> dict[str, Any]:
+            nonlocal done
+            try:
+                return on_its_board(db_, _board, task_id, *a, **kw)
+            finally:
+                done += 1
+                if bar is not None:
+                    bar("tasks", done, len(ids))
+
+        results = bulk(counted if bar is not None else on_its_board, db(), board or "", ids, *args, **kwargs)
+    _print_results(results, ids, as_json, describe)
 
 
 def run_each(apply: Callable[[str], dict[str, Any]], ids: list[str], *, as_json: bool = False,
@@ -346,13 +361,18 @@ def run_each(apply: Callable[[str], dict[str, Any]], ids: list[str], *, as_json:
     if len(ids) == 1:
         _print_results([], ids, as_json, describe, one=apply(ids[0]))
         return
+    from .output import progress
+
     results: list[dict[str, Any]] = []
-    for task_id in ids:
-        try:
-            task = apply(task_id)
-            results.append({"id": task_id, "ok": True, "status": task.get("status"), "task": task})
-        except AgentboardError as exc:
-            results.append({"id": task_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+    with progress("tasks", as_json=as_json) as bar:
+        for task_id in ids:
+            try:
+                task = apply(task_id)
+                results.append({"id": task_id, "ok": True, "status": task.get("status"), "task": task})
+            except AgentboardError as exc:
+                results.append({"id": task_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+            if bar is not None:
+                bar("tasks", len(results), len(ids))
     _print_results(results, ids, as_json, describe)
 
 

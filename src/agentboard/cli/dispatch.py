@@ -278,13 +278,16 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
     """Remove finished tasks' scratch workspaces, old logs and old events (never a dirty worktree)."""
     from agentboard.dispatch import gc as gcmod
 
+    from .output import progress
+
     s = settings()
-    rep = gcmod.collect(
-        db(), s.home, boards=None if all_boards else [resolve_board(board)],
-        log_retention_days=log_retention_days if log_retention_days is not None else s.log_retention_days,
-        event_retention_days=event_retention_days if event_retention_days is not None else s.event_retention_days,
-        dry_run=dry_run,
-    )
+    with progress("workspaces", as_json=as_json) as bar:
+        rep = gcmod.collect(
+            db(), s.home, boards=None if all_boards else [resolve_board(board)],
+            log_retention_days=log_retention_days if log_retention_days is not None else s.log_retention_days,
+            event_retention_days=event_retention_days if event_retention_days is not None else s.event_retention_days,
+            dry_run=dry_run, progress=bar,
+        )
     if as_json:
         emit_json(rep)
         return

@@ -68,6 +68,7 @@ COMMANDS: dict[str, str] = {
     "diagnostics": "agentboard.cli.diagnostics:diagnostics",
     "promote": "agentboard.cli.diagnostics:promote",
     "unguard": "agentboard.cli.diagnostics:unguard",
+    "service": "agentboard.cli.service:service",
 }
 
 

@@ -7,7 +7,8 @@ Rich is imported only when printing for a person on a terminal; piped output is 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -173,3 +174,64 @@ def event_line(ev: dict[str, Any], *, with_task: bool = True) -> str:
         parts.append(f"by={ev['actor']}")
     parts.extend(details)
     return "  ".join(parts)
+
+
+#: ``progress(phase, done, total)``: how far a long verb is (``total`` None: not known yet)
+ProgressFn = Callable[[str, int, int | None], None]
+
+
+def progress_shown(as_json: bool = False, *, data_on_stdout: bool = False) -> bool:
+    """Whether a long verb shows a progress bar: never with --json, only when its output goes
+    to a terminal (``data_on_stdout``: stdout carries the verb's data, e.g. ``export``; then the
+    bar's own stream, stderr, decides)."""
+    if as_json:
+        return False
+    try:
+        err = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return err and (data_on_stdout or is_tty())
+
+
+@contextmanager
+def progress(unit: str, *, as_json: bool = False, data_on_stdout: bool = False) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr (what is done, the rate, the time left) for a long verb, or
+    None when :func:`progress_shown` says no; the bar is gone when the block ends."""
+    if not progress_shown(as_json, data_on_stdout=data_on_stdout):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    class Rate(TransferSpeedColumn):
+        def render(self, task: Any) -> Any:
+            from rich.text import Text
+
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} {unit}/s" if speed is not None else f"? {unit}/s", style="progress.data.speed")
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                   TaskProgressColumn(), Rate(), TimeRemainingColumn(), console=Console(stderr=True),
+                   transient=True, redirect_stdout=False, redirect_stderr=False)
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int | None) -> None:
+        new = phase not in tasks
+        if new:
+            for other in tasks.values():
+                bar.update(other, visible=False)
+            tasks[phase] = bar.add_task(phase, total=total)
+        bar.update(tasks[phase], completed=done, total=total)
+        if new or done == total:  # in between, rich redraws ten times a second
+            bar.refresh()
+
+    with bar:
+        yield update

@@ -26,14 +26,17 @@ def export(board: str | None, since: str | None, output: str | None) -> None:
     from agentboard.domain.timespec import point_in_time
     from agentboard.kernel import transfer
 
+    from .output import progress
+
     slug = model.board_slug(board) if board else None
     cutoff = point_in_time(since, time.time(), past=True) if since else None
     if output is None:
-        transfer.export(common.db(), sys.stdout.write, board=slug, since=cutoff)
+        with progress("rows", data_on_stdout=True) as bar:
+            transfer.export(common.db(), sys.stdout.write, board=slug, since=cutoff, progress=bar)
         sys.stdout.flush()
         return
-    with open(output, "w", encoding="utf-8") as fh:
-        summary = transfer.export(common.db(), fh.write, board=slug, since=cutoff)
+    with open(output, "w", encoding="utf-8") as fh, progress("rows") as bar:
+        summary = transfer.export(common.db(), fh.write, board=slug, since=cutoff, progress=bar)
     total = sum(t["rows"] for t in summary.values())
     click.echo(f"exported {total} rows from {len(summary)} tables to {output}", err=True)
 
@@ -57,8 +60,11 @@ def import_(path: str, as_json: bool) -> None:
         source = Path(path)
         if not source.is_file():
             raise InvalidInput(f"no file {path}; give the path of an export (agentboard export > dump.jsonl)")
+    from .output import progress
+
     try:
-        report = transfer.import_dump(db, source, home=common.home())
+        with progress("rows", as_json=as_json) as bar:
+            report = transfer.import_dump(db, source, home=common.home(), progress=bar)
     finally:
         if spooled is not None:
             spooled.unlink(missing_ok=True)
@@ -118,8 +124,11 @@ def migrate_to(url: str, as_json: bool) -> None:
 
     target_settings = dataclasses.replace(s, database_url=url)
     target = open_home(target_settings)
+    from .output import progress
+
     try:
-        report, check = transfer.migrate(source, target, spool_dir=s.home)
+        with progress("rows", as_json=as_json) as bar:
+            report, check = transfer.migrate(source, target, spool_dir=s.home, progress=bar)
     finally:
         target.close()
     out = {**report.as_dict(), "verification": check.as_dict(), "url": url}

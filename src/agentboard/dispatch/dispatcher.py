@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import tracing
 from ..config import Settings
 from ..store.engine import Database
 from .planning import Planner
@@ -52,6 +53,7 @@ class Dispatcher:
     ) -> None:
         self.db = db
         self.settings = settings
+        tracing.setup(settings)
         self._waker: Waker | None = None
         self.ctx = Context(db, settings, host_id or settings.host_id, one_shot=one_shot, api_url=api_url,
                            token_factory=token_factory, wake=self.wake)
@@ -94,7 +96,10 @@ class Dispatcher:
             try:
                 self.passes += 1
                 self._next_due = 0.0
-                report, due = self.planner.run(max_spawn, dry_run)
+                with tracing.span("dispatcher.pass", **{"agentboard.host": self.host}) as span:
+                    report, due = self.planner.run(max_spawn, dry_run)
+                    if span is not None:
+                        span.set_attribute("agentboard.spawned", len(report.spawned))
                 self._next_due = due or 0.0
                 return report
             finally:

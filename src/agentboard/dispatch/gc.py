@@ -8,6 +8,7 @@ log of a running task.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,11 @@ _FINISHED = ("done", "archived")
 
 
 def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_retention_days: int = 30,
-            event_retention_days: int = 30, now: float | None = None, dry_run: bool = False) -> dict[str, Any]:
+            event_retention_days: int = 30, now: float | None = None, dry_run: bool = False,
+            progress: Callable[[str, int, int | None], None] | None = None) -> dict[str, Any]:
     """Remove what is no longer needed; with ``dry_run`` only report what would go (the lists
-    and counts are the same, nothing is touched)."""
+    and counts are the same, nothing is touched). ``progress(phase, done, total)``: the scratch
+    workspaces looked at, per board."""
     now = now or time.time()
     report: dict[str, Any] = {"workspaces_removed": [], "worktrees_removed": [], "kept": [], "logs_removed": 0,
                               "events_pruned": 0, "dry_run": dry_run, "wal_checkpointed": False}
@@ -32,7 +35,9 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
         dirs = [d for root in workspaces.scratch_roots(home, slug) if root.is_dir()
                 for d in root.iterdir() if d.is_dir()]
         status, busy = kd.gc_statuses(db, [d.name for d in dirs])
-        for d in dirs:
+        for n, d in enumerate(dirs, 1):
+            if progress is not None:
+                progress(f"{slug}: workspaces", n, len(dirs))
             st = status.get(d.name)
             if st is not None and st not in _FINISHED:
                 continue

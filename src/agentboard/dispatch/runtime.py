@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import tracing
 from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import runs as kr
@@ -63,8 +64,13 @@ class WorkerRegistry:
     def forget(self, run_id: int) -> None:
         """The worker of ``run_id`` is handled: stop tracking it."""
         with self._lock:
-            self._workers.pop(run_id, None)
+            w = self._workers.pop(run_id, None)
             self._orphan_since.pop(run_id, None)
+        if w is not None and tracing.tracer is not None:  # the run's span: start to handled exit
+            tracing.finished_span("worker.run", w.started, {
+                "agentboard.board": w.board, "agentboard.task": w.task_id, "agentboard.run": w.run_id,
+                "agentboard.profile": str((w.profile or {}).get("name") or ""),
+                "agentboard.attempt": w.attempt, "process.exit_code": w.exit_code})
 
     def all(self) -> list[Worker]:
         """A copy: jobs on the pool forget workers meanwhile."""

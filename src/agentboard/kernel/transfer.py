@@ -78,8 +78,13 @@ def _revision_number(rev: str) -> int:
         return 0
 
 
+#: ``progress(phase, done, total)`` of a long transfer, called every :data:`PROGRESS_EVERY` rows
+Progress = Callable[[str, int, "int | None"], None]
+PROGRESS_EVERY = 500
+
+
 def export(db: Database, write: Callable[[str], Any], *, board: str | None = None,
-           since: float | None = None) -> dict[str, dict[str, Any]]:
+           since: float | None = None, progress: Progress | None = None) -> dict[str, dict[str, Any]]:
     """Write the dump line by line through ``write`` (one consistent snapshot); returns the
     trailer's per-table row counts and checksums."""
 
@@ -96,11 +101,20 @@ def export(db: Database, write: Callable[[str], Any], *, board: str | None = Non
                   "tables": {t.name: list(t.columns.keys()) for t in chosen}}
         write(json.dumps(header, separators=(",", ":")) + "\n")
         summary: dict[str, dict[str, Any]] = {}
+        total = done = 0
+        if progress is not None:
+            total = sum(rows.count(tx, t, board=board if rows.board_scoped(t) else None, since=since)
+                        for t in chosen)
+            progress("exporting", 0, total)
         for t in chosen:
             digest = rows.Digest(t.name)
             scoped = board if rows.board_scoped(t) else None
             prefix = '{"table":' + rows.dumps(t.name) + ',"row":'
             for row in rows.iter_rows(tx, t, board=scoped, since=since):
+                if progress is not None:
+                    done += 1
+                    if done % PROGRESS_EVERY == 0:
+                        progress("exporting", done, total)
                 text = digest.add(row)
                 if t.name == "attachments":
                     write(prefix + text + ',"content":' + rows.dumps(_file_content(row)) + "}\n")
@@ -108,6 +122,8 @@ def export(db: Database, write: Callable[[str], Any], *, board: str | None = Non
                     write(prefix + text + "}\n")
             summary[t.name] = digest.as_dict()
         write(json.dumps({"end": True, "tables": summary}, separators=(",", ":")) + "\n")
+        if progress is not None:
+            progress("exporting", done, total)
         return summary
 
     return db.read(_r)
@@ -137,6 +153,7 @@ class _Scan:
     header: dict[str, Any]
     task_ids: set[str]
     trailer: dict[str, dict[str, Any]] | None
+    rows: int = 0
 
 
 def _scan(path: Path) -> _Scan:
@@ -160,6 +177,7 @@ def _scan(path: Path) -> _Scan:
                                f"({', '.join(sorted(extra))}); upgrade agentboard")
     task_ids: set[str] = set()
     trailer = None
+    n = 1
     for n, item in enumerate(it, 2):
         if not isinstance(item, dict):
             raise InvalidInput(f"{path}: line {n} is not an export row")
@@ -183,7 +201,7 @@ def _scan(path: Path) -> _Scan:
             task_ids.add(str(row.get("id")))
     if trailer is None:
         raise InvalidInput(f"{path} is cut short (no end line); export it again")
-    return _Scan(header, task_ids, trailer)
+    return _Scan(header, task_ids, trailer, n - 2)
 
 
 def _check_content(path: Path, n: int, content: object) -> None:
@@ -197,7 +215,8 @@ def _check_content(path: Path, n: int, content: object) -> None:
         raise InvalidInput(f"{path}: line {n}: an attachment's content is not base64 text") from None
 
 
-def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None = None) -> ImportReport:
+def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None = None,
+                progress: Progress | None = None) -> ImportReport:
     """Load the dump at ``path`` into ``db`` in one transaction (see the module doc)."""
     src = Path(path)
     scan = _scan(src)
@@ -214,11 +233,18 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
             raise Conflict(f"the target database already holds {len(others)} task(s) that are not in this "
                            f"export (e.g. {others[0]}); import into an empty database")
         pending: dict[str, list[Row]] = {}
+        done = 0
+        if progress is not None:
+            progress("importing", 0, scan.rows)
         for item in _lines(src):
             if "agentboard_export" in item:
                 continue
             if item.get("end"):
                 break
+            if progress is not None:
+                done += 1
+                if done % PROGRESS_EVERY == 0:
+                    progress("importing", done, scan.rows)
             name = item["table"]
             row = dict(item["row"])
             if name == "attachments":
@@ -230,6 +256,8 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
         for name, batch in pending.items():
             _flush(tx, name, batch, report)
         rows.reset_sequences(tx)
+        if progress is not None:
+            progress("importing", done, scan.rows)
 
     try:
         db.write(_w)
@@ -322,14 +350,15 @@ def verify(target: Database, expected: dict[str, dict[str, Any]], *, board: str 
                          for name, want in expected.items()})
 
 
-def migrate(source: Database, target: Database, *, spool_dir: Path) -> tuple[ImportReport, Verification]:
+def migrate(source: Database, target: Database, *, spool_dir: Path,
+            progress: Progress | None = None) -> tuple[ImportReport, Verification]:
     """Export ``source`` and import it into ``target``, then compare every table (row counts and
     checksums). The dump is spooled to a temporary file in ``spool_dir`` and removed afterwards."""
     fd, name = tempfile.mkstemp(prefix=".migrate-", suffix=".jsonl", dir=spool_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            expected = export(source, fh.write)
-        report = import_dump(target, name, home=source.settings.home)
+            expected = export(source, fh.write, progress=progress)
+        report = import_dump(target, name, home=source.settings.home, progress=progress)
         return report, verify(target, expected)
     finally:
         Path(name).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import shutil
 import sqlite3
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,12 @@ def _template_name(parts: tuple[str, ...]) -> str | None:
     return parts[0] if model.TEMPLATE_NAME_RE.match(parts[0].removesuffix(".toml")) else None
 
 
-def _copy_tree(src: Path, dest: Path, pick, mode: int = 0o600) -> int:  # type: ignore[no-untyped-def]
+#: ``progress(phase, done, total)`` of a backup or a restore (``total`` None: not counted)
+Progress = Callable[[str, int, "int | None"], None]
+
+
+def _copy_tree(src: Path, dest: Path, pick, mode: int = 0o600,  # type: ignore[no-untyped-def]
+               progress: Progress | None = None) -> int:
     """Copy the regular files below ``src`` that ``pick`` keeps to the same places below ``dest``
     (written beneath it, never through a link); how many."""
     n = 0
@@ -109,18 +115,20 @@ def _copy_tree(src: Path, dest: Path, pick, mode: int = 0o600) -> int:  # type: 
         rel = kept if isinstance(kept, tuple) else (kept,)
         files.write_beneath(dest, (src.name, *rel[:-1]), rel[-1], data, mode=mode)
         n += 1
+        if progress is not None:
+            progress(f"copying {src.name}", n, None)
     return n
 
 
-def _copy_files(src_home: Path, dest: Path) -> int:
-    return _copy_tree(src_home / "boards", dest, _attachment_parts)
+def _copy_files(src_home: Path, dest: Path, progress: Progress | None = None) -> int:
+    return _copy_tree(src_home / "boards", dest, _attachment_parts, progress=progress)
 
 
-def _copy_templates(src_home: Path, dest: Path) -> int:
-    return _copy_tree(src_home / "templates", dest, _template_name, mode=0o644)
+def _copy_templates(src_home: Path, dest: Path, progress: Progress | None = None) -> int:
+    return _copy_tree(src_home / "templates", dest, _template_name, mode=0o644, progress=progress)
 
 
-def backup(home: Path, db_file: Path, dest: Path) -> BackupInfo:
+def backup(home: Path, db_file: Path, dest: Path, progress: Progress | None = None) -> BackupInfo:
     """Back up the home whose database is ``db_file`` into the new folder ``dest``."""
     if not db_file.is_file():
         raise NotFound(f"no database at {db_file}; nothing to back up")
@@ -128,10 +136,14 @@ def backup(home: Path, db_file: Path, dest: Path) -> BackupInfo:
         raise Conflict(f"{dest} exists and is not empty; give a new folder")
     dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     out = dest / DB_NAME
+    if progress is not None:
+        progress("copying the database", 0, 1)
     _copy(db_file, out)
     out.chmod(0o600)
-    copied = _copy_files(home, dest)
-    templates = _copy_templates(home, dest)
+    if progress is not None:
+        progress("copying the database", 1, 1)
+    copied = _copy_files(home, dest, progress)
+    templates = _copy_templates(home, dest, progress)
     if (home / "config.toml").is_file():
         shutil.copy2(home / "config.toml", dest / "config.toml")
     integrity, tasks, events = check(out)
@@ -142,7 +154,8 @@ def default_destination(home: Path) -> Path:
     return home / "backups" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
 
 
-def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool) -> BackupInfo:
+def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool,
+            progress: Progress | None = None) -> BackupInfo:
     """Put the backup in ``backup_dir`` back as the home's database and attachment files. The
     current database, if any and ``keep_current``, is first copied to
     ``home/backups/pre-restore-<time>/``."""
@@ -160,6 +173,8 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool) 
     if keep_current and db_file.is_file():
         backup(home, db_file, home / "backups" / ("pre-restore-" + time.strftime("%Y%m%dT%H%M%S", time.gmtime())))
     home.mkdir(parents=True, exist_ok=True)
+    if progress is not None:
+        progress("restoring the database", 0, 1)
     source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
     try:
         target = sqlite3.connect(db_file, timeout=30)
@@ -170,10 +185,12 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool) 
     finally:
         source.close()
     _rehome_attachments(db_file, home)
+    if progress is not None:
+        progress("restoring the database", 1, 1)
     copied = templates = 0
     if backup_dir.is_dir():
-        copied = _copy_files(backup_dir, home)
-        templates = _copy_templates(backup_dir, home)
+        copied = _copy_files(backup_dir, home, progress)
+        templates = _copy_templates(backup_dir, home, progress)
     integrity, tasks, events = check(db_file)
     return BackupInfo(backup_dir, db_file, tasks, events, copied, integrity, templates)
 

@@ -76,6 +76,13 @@ def board_scoped(t: sa.Table) -> bool:
     return t.name == "boards" or "board" in t.columns
 
 
+def count(tx: Tx, t: sa.Table, *, board: str | None = None, since: float | None = None) -> int:
+    """How many rows :func:`iter_rows` gives (a progress bar's total)."""
+    params: dict[str, Any] = {}
+    where = _filter(t, board, since, params)
+    return int(tx.scalar(f"SELECT COUNT(*) FROM {t.name}{where}", params) or 0)  # noqa: S608
+
+
 def iter_rows(tx: Tx, t: sa.Table, *, board: str | None = None, since: float | None = None) -> Iterator[Row]:
     """The rows of ``t`` in primary-key order, normalized, read in batches on ``tx``'s snapshot."""
     params: dict[str, Any] = {}

@@ -1,0 +1,73 @@
+"""The installs people use, each from a clean clone of the repository: `pipx install .` and the
+venv line (`python3 -m venv V && V/bin/pip install .`). The installed `agentboard` runs its
+version and the demo. Slow (a whole install each), so marked `install`; CI runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.install, pytest.mark.timeout(1200), pytest.mark.xdist_group("install")]
+
+
+def clean_clone(tmp_path: Path) -> Path:
+    """A `git clone` of this repository's committed state: nothing untracked or built comes along."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        if os.environ.get("CI") == "true":
+            raise AssertionError("the install tests need the git repository and git")
+        pytest.skip("not a git checkout")
+    dest = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True, timeout=300)
+    assert not (dest / ".venv").exists() and not any(dest.glob("src/*.egg-info"))
+    return dest
+
+
+def base_python() -> str:
+    """The interpreter the test virtualenv was made from: a system Python, as a user has."""
+    return str(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def run_installed(exe: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AGENTBOARD_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["HOME"] = str(tmp_path / "person")
+    version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, env=env, timeout=120)
+    assert version.returncode == 0, version.stderr
+    from agentboard import __version__
+
+    assert version.stdout.strip() == f"agentboard {__version__}"
+    demo = subprocess.run([str(exe), "demo", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    out = json.loads(demo.stdout)
+    assert out["ok"] is True
+    assert out["tasks"] and all(t["status"] == "done" for t in out["tasks"])
+
+
+def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
+    clone = clean_clone(tmp_path)
+    env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
+           "PIPX_MAN_DIR": str(tmp_path / "man")}
+    r = subprocess.run([sys.executable, "-m", "pipx", "install", "--python", base_python(), str(clone)],
+                       capture_output=True, text=True, env=env, timeout=1100)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    exe = tmp_path / "bin" / "agentboard"
+    assert exe.exists()
+    run_installed(exe, tmp_path)
+
+
+def test_the_venv_line_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
+    clone = clean_clone(tmp_path)
+    venv = tmp_path / "V"
+    subprocess.run([base_python(), "-m", "venv", str(venv)], check=True, timeout=300)
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "."], cwd=clone, capture_output=True,
+                       text=True, timeout=1100)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    run_installed(venv / "bin" / "agentboard", tmp_path)
