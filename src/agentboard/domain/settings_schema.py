@@ -42,7 +42,7 @@ DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
 BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
-              "env_setup")
+              "review_before_integrate", "env_setup")
 #: what approval does with a worktree task's branch (``dispatch/integrate.py``)
 INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
 #: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
@@ -75,6 +75,7 @@ _EXPECTED = {
     "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
     "base": "a git branch name of the board's target repository",
     "integrate": "one of none, merge, squash, rebase, pr",
+    "review_before_integrate": "true or false",
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",
