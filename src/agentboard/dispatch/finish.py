@@ -14,8 +14,8 @@ A person's move to done passes two gates before anything changes, and is refused
 what to do) otherwise:
 
 - **review** — a task that requires review is done only by approving it in review: done on a
-  task in review *is* an approval; on a task that requires review and is not in review, it is
-  refused;
+  task in review *is* an approval; a running one goes to review (as its worker's report
+  would); on any other task that requires review it is refused;
 - **verification** — a task with checks (``verify`` commands) is done only when they passed
   after a worker's run (the dispatcher runs them, confined like the worker): a person's done
   on it is refused, saying so; clear the checks first to close it by hand. (A task in review has
@@ -59,7 +59,7 @@ def check_gates(db: Database, task: Row, *, fields: Mapping[str, Any] | None = N
     skip its review or its checks; ``fields``: edits applied in the same request first."""
     tid, status = task["id"], task["status"]
     review = bool((fields or {}).get("review_required", task.get("review_required")))
-    if review:
+    if review and status != states.RUNNING:  # a running one goes to review: that is its gate
         raise Conflict(f"task {tid} requires review, so it is done only by approving it in review (it is {status}): "
                        f"let it run to review, then `agentboard review {tid} --approve`")
     commands = _commands(task, fields)
@@ -124,6 +124,8 @@ def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str 
     if status == states.DONE or not states.can("complete", status):
         return apply(False)  # nothing to do, or the kernel says why it cannot
     check_gates(db, task, fields=fields)
+    if task.get("review_required"):
+        return apply(False)  # running → review (the kernel's complete)
     settings = kboards.get(db, board).get("settings") or {}
     if kbranches.integration_due(task, settings) != "integrate":
         return apply(False)

@@ -591,8 +591,8 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
     pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
                "usage": report.usage, "actor": actor}
     tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
-    payload = {"summary": first_line(report.summary), **({"integration": True} if integration else {})}
-    tx.event(board, task["id"], "verify_pending", payload, run_id=run_id, actor=actor)
+    kind = "integration_pending" if integration else "verify_pending"
+    tx.event(board, task["id"], kind, {"summary": first_line(report.summary)}, run_id=run_id, actor=actor)
     out = task_out(task)
     out.update(run_id=run_id, pending_verification=not integration, pending_integration=integration)
     return out
