@@ -101,6 +101,8 @@ def _describe_done(task: dict[str, Any]) -> str:
     if task.get("pending_integration"):
         return (f"{task['id']}: held until its branch is integrated (when this worker exits, the board "
                 "merges it into its base branch; the task is done once that succeeded)")
+    if task.get("pending") == "spawn":
+        return f"{task['id']}: received; applied when this worker exits"
     line = f"{task['id']}: {status(task['status'])}"
     promoted = task.get("promoted") or []
     if promoted:

@@ -159,13 +159,15 @@ def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: st
 
 def complete(db: Database, board: str, task_id: str, *, summary: str | None = None,
              metadata: dict[str, Any] | None = None, result: str | None = None,
-             usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None) -> Row:
+             usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
+             worker: bool = False) -> Row:
     """Finish a task. With ``run_id`` (a worker's report on its own run): the kernel's complete,
-    held until the dispatcher has verified and integrated it. Without (a person): done through
-    the review gate (a task in review is approved), the verification gate and integration."""
+    held until the dispatcher has verified and integrated it (``worker``: the report comes
+    through the worker's run token). Without (a person): done through the review gate (a task
+    in review is approved), the verification gate and integration."""
     if run_id is not None:
         return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
-                             run_id=run_id, actor=actor)
+                             run_id=run_id, actor=actor, await_spawn=worker)
     task = kd.task(db, board, task_id)
     if task["status"] == states.REVIEW:
         return approve(db, board, task_id, text=summary or "", actor=actor)

@@ -407,7 +407,8 @@ _COMPLETE_RUNNING_PG = (
     "block_kind = NULL, block_reason = NULL, "
     "last_outcome = CASE WHEN review_required = 1 AND :force = 0 THEN 'review_requested' ELSE 'completed' END, "
     "updated_at = :now WHERE id = :id AND board = :board AND status = 'running' AND current_run_id = :run "
-    "AND (:noverify = 1 OR verify = '[]') AND (:integrated = 1 OR workspace_kind != 'worktree') RETURNING *), "
+    "AND (:noverify = 1 OR verify = '[]') AND (:integrated = 1 OR workspace_kind != 'worktree') "
+    "AND (:await_spawn = 0 OR worker_pid IS NOT NULL) RETURNING *), "
     "r AS (UPDATE task_runs SET status = 'closed', outcome = t.last_outcome, ended_at = :now, summary = :s, "
     "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
     "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
@@ -430,7 +431,7 @@ _USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime"
 
 def _complete_running_pg(
     tx: Tx, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
-    verified: bool, exit_code: int | None, integrated: bool,
+    verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
 ) -> Row | None:
     """A running task's completion in two round trips and three statements (the general path
     takes six); None, with nothing written, when the swap does not apply."""
@@ -440,7 +441,7 @@ def _complete_running_pg(
     swapped = tx.execute(_COMPLETE_RUNNING_PG, {
         "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
         "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
-        "integrated": 1 if integrated else 0,
+        "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
         "s": report.summary, "m": meta, "ec": exit_code, "actor": actor,
         "payload": dump_json(_completed_payload(report, synthetic=False)), **up})
     # a statement of its own, after the swap: its snapshot sees a child whose creation committed
@@ -494,13 +495,13 @@ def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor
 def complete_in(
     tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
     actor: str | None = None, force_done: bool = False, verified: bool = False,
-    exit_code: int | None = None, integrated: bool = False,
+    exit_code: int | None = None, integrated: bool = False, await_spawn: bool = False,
 ) -> Row:
     """Complete a task inside the caller's transaction (see :func:`complete`)."""
     if (tx.db.dialect == "postgresql" and run_id is not None
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
         done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
-                                    integrated)
+                                    integrated, await_spawn)
         if done is not None:
             return done
     budgeted: bool | None = None
@@ -526,7 +527,11 @@ def complete_in(
         if _verification_pending(tx, task):
             return _hold_for_verification(tx, board, task, report, run_id, actor)
         if due == "integrate" and not integrated:
-            return _hold_for_verification(tx, board, task, report, run_id, actor, integration=True)
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="integration")
+        if await_spawn and task.get("worker_pid") is None:
+            # the worker reported before the dispatcher recorded its spawn (its workspace and
+            # branch): its exit applies the report
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
     if due == "integrate" and not integrated:
         raise Conflict(f"task {task_id}'s branch is integrated into the board's base branch when it is done: "
                        "finish it through agentboard (the dispatcher after its worker's run, `agentboard complete`, "
@@ -584,17 +589,20 @@ def _verification_pending(tx: Tx, task: Row) -> bool:
 
 
 def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None, *,
-                           integration: bool = False) -> Row:
+                           reason: str = "verification") -> Row:
     """Record the worker's success report on its run; the task stays running until the
     dispatcher has run the verify commands after the worker exits (protocol.lifecycle), or
-    (``integration``) has integrated the task's branch into the board's base branch."""
+    (``reason="integration"``) has integrated the task's branch into the board's base branch,
+    or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet."""
     pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
                "usage": report.usage, "actor": actor}
     tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
-    kind = "integration_pending" if integration else "verify_pending"
-    tx.event(board, task["id"], kind, {"summary": first_line(report.summary)}, run_id=run_id, actor=actor)
+    kind = "integration_pending" if reason == "integration" else "verify_pending"
+    tx.event(board, task["id"], kind, {"summary": first_line(report.summary), "until": reason}, run_id=run_id,
+             actor=actor)
     out = task_out(task)
-    out.update(run_id=run_id, pending_verification=not integration, pending_integration=integration)
+    out.update(run_id=run_id, pending=reason, pending_verification=reason == "verification",
+               pending_integration=reason == "integration")
     return out
 
 
@@ -603,6 +611,7 @@ def complete(
     metadata: dict[str, Any] | None = None, result: str | None = None,
     usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
     force_done: bool = False, verified: bool = False, exit_code: int | None = None, integrated: bool = False,
+    await_spawn: bool = False,
 ) -> Row:
     """Finish a task: running → done (or review); a person closing ready/blocked/review → done.
 
@@ -612,11 +621,13 @@ def complete(
 
     A worktree task whose board integrates finished work (``kernel.branches.integration_due``)
     becomes done only with ``integrated=True``: the caller has put its branch on the base branch
-    (``dispatch.finish``); a worker's report on it is held like a verification.
+    (``dispatch.finish``); a worker's report on it is held like a verification. ``await_spawn``:
+    the report comes from a worker the dispatcher started (its run token); before the dispatcher
+    has recorded the spawn, it is held the same way.
     """
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
     return db.write(complete_in, board, task_id, report, run_id=run_id, actor=actor, force_done=force_done,
-                    verified=verified, exit_code=exit_code, integrated=integrated)
+                    verified=verified, exit_code=exit_code, integrated=integrated, await_spawn=await_spawn)
 
 
 def request_review_in(

@@ -103,7 +103,7 @@ def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board:
     slug = write_board(request, who, board, task_id)
     out = finish.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
                           result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
-                          actor=actor_of(request, who, slug))
+                          actor=actor_of(request, who, slug), worker=_own(who, task_id))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
