@@ -528,7 +528,7 @@ def complete_in(
             return _hold_for_verification(tx, board, task, report, run_id, actor)
         if due == "integrate" and not integrated:
             return _hold_for_verification(tx, board, task, report, run_id, actor, reason="integration")
-        if await_spawn and task.get("worker_pid") is None:
+        if await_spawn and task.get("worker_pid") is None and _may_have_a_branch(tx, board, task):
             # the worker reported before the dispatcher recorded its spawn (its workspace and
             # branch): its exit applies the report
             return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
@@ -576,6 +576,16 @@ def complete_in(
         left_in(tx, board, task_id, actor)
         task["integration"] = "left"
     return _after_completed(tx, board, task, target, rid, actor, children=children)
+
+
+def _may_have_a_branch(tx: Tx, board: str, task: Row) -> bool:
+    """Whether the task runs (or may run) in a worktree: its own kind says so, or its board has a
+    target directory (the dispatcher then decides at the spawn)."""
+    if task.get("workspace_kind") == "worktree":
+        return True
+    if task.get("workspace_kind") not in (None, "scratch"):
+        return False
+    return tx.scalar("SELECT default_workdir FROM boards WHERE slug = :b", {"b": board}) is not None
 
 
 def _verification_pending(tx: Tx, task: Row) -> bool:
