@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import agentboard  # noqa: E402
 from agentboard.config import Settings  # noqa: E402
 from agentboard.kernel import transfer  # noqa: E402
+from agentboard.store import open_database  # noqa: E402
 from agentboard.store import transfer as store_transfer  # noqa: E402
-from agentboard.store.engine import open_database  # noqa: E402
 
 TARGETS = {"export_vs_raw": 0.25, "import_vs_raw": 0.15}
 

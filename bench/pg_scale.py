@@ -55,7 +55,7 @@ def _raw(url: str, k: int, barrier: Any, out: Any) -> None:
 def _kernel(url: str, home: str, board: str, k: int, tag: str, barrier: Any, out: Any) -> None:
     from agentboard.config import Settings
     from agentboard.kernel import runs, tasks
-    from agentboard.store.engine import open_database
+    from agentboard.store import open_database
 
     db = open_database(url, settings=Settings(home=Path(home)), migrate=False)
     for j in range(5):  # statements prepared before the clock starts

@@ -1,17 +1,24 @@
 """Shared fixtures: a fresh home per test on SQLite, and a fresh PostgreSQL database when asked.
 
+The suite migrates one template database per backend per test process (``sqlite_template``,
+``pg_template``) and gives each test a copy: a copied SQLite file, ``CREATE DATABASE …
+TEMPLATE`` on PostgreSQL. ``tests/kernel/test_migrations.py`` covers migrating a new database.
+
 PostgreSQL tests use AGENTBOARD_TEST_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test).
 Locally an unreachable server skips them with a reason; under CI=true it fails them.
 """
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fakes.fake_openai import FakeOpenAI
-from testenv import database_url, point_home_at, require_pg, scratch_database
+from testenv import copy_template, database_url, point_home_at, require_pg, scratch_database
 
 
 @pytest.fixture
@@ -27,11 +34,35 @@ def fake_llm(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI
         yield server
 
 
-@pytest.fixture
-def pg_database() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database; dropped afterwards. Yields its URL."""
+@pytest.fixture(scope="session")
+def sqlite_template() -> Iterator[Path]:
+    """A migrated SQLite database file (its log checkpointed), to copy into homes."""
+    import agentboard
+
+    folder = Path(tempfile.mkdtemp(prefix="ab-template-"))
+    agentboard.connect(str(folder)).close()
+    db = folder / "agentboard.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    yield db
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A migrated PostgreSQL database, the template of every test's own."""
+    import agentboard
+
     require_pg()
-    with scratch_database() as name:
+    with scratch_database(prefix="ab_tmpl_") as name:
+        agentboard.connect(database_url(name)).close()
+        yield name
+
+
+@pytest.fixture
+def pg_database(pg_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database of this test's own; dropped afterwards. Yields its URL."""
+    with scratch_database(template=pg_template) as name:
         yield database_url(name)
 
 
@@ -45,8 +76,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run a test once on SQLite and once on PostgreSQL. Yields the database URL in use."""
+    """Run a test once on SQLite and once on PostgreSQL, on a migrated copy of the template.
+    Yields the database URL in use."""
     if request.param == "sqlite":
+        if not (home / "agentboard.db").exists():
+            copy_template(request.getfixturevalue("sqlite_template"), home)
         yield f"sqlite:///{home / 'agentboard.db'}"
         return
     url = request.getfixturevalue("pg_database")

@@ -9,11 +9,42 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
+    """Poll ``fn`` until it returns something truthy and return that; fail after ``timeout``.
+
+    The one polling helper of the suite. The timeout is a generous bound against a hang, never a
+    speed assertion.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def copy_template(template: Path, home: Path) -> Path:
+    """Put a copy of the migrated SQLite ``template`` in ``home`` (created if missing)."""
+    import shutil
+
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, home / "agentboard.db")
+    return home
+
+
+#: ``scripts/test --fast``: the edit-test loop; property tests take fewer examples
+FAST = os.environ.get("AGENTBOARD_TEST_FAST") == "1"
 
 PG_URL = os.environ.get("AGENTBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

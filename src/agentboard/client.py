@@ -35,7 +35,8 @@ from .kernel import (
     runs,
     tasks,
 )
-from .store.engine import Database, Row, open_database
+from .store.engine import Database, Row
+from .store.migrate import open_database
 
 #: several rows (spelled once here: inside :class:`Board`, ``list`` is a method)
 Rows = list[Row]

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from testenv import copy_template
 
 import agentboard
 from agentboard.api import create_app
@@ -68,8 +69,9 @@ def start_api(ab: Any, **app_kw: Any) -> Api:
 
 
 @pytest.fixture
-def api(home: Path) -> Iterator[Api]:
-    """A server on a fresh SQLite home."""
+def api(home: Path, sqlite_template: Path) -> Iterator[Api]:
+    """A server on a fresh SQLite home (a copy of the suite's migrated template)."""
+    copy_template(sqlite_template, home)
     with agentboard.connect(str(home)) as client, start_api(client) as a:
         yield a
 

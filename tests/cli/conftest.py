@@ -9,7 +9,6 @@ from a copy of a freshly migrated database, which saves the migration per test.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from testenv import copy_template
 
 
 @dataclass
@@ -48,24 +48,10 @@ class _Entry:
             common.reset()
 
 
-@pytest.fixture(scope="session")
-def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import agentboard
-
-    root = tmp_path_factory.mktemp("template")
-    client = agentboard.connect(str(root))
-    client.close()
-    db = root / "agentboard.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return db
-
-
 @pytest.fixture
-def cli_home(home: Path, template_db: Path) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
+def cli_home(home: Path, sqlite_template: Path) -> Path:
+    copy_template(sqlite_template, home)
     (home / "boards").mkdir(exist_ok=True)
-    shutil.copyfile(template_db, home / "agentboard.db")
     return home
 
 

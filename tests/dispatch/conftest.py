@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for as wait_for
 
 FAKES = Path(__file__).parent.parent / "fakes"
 
@@ -17,18 +17,6 @@ FAKES = Path(__file__).parent.parent / "fakes"
 RESULT_OK = "sh -c " + shlex.quote(
     "echo '{\"success\": true, \"summary\": \"did {task_id}\"}' > .board/result.json"
 )
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    """Poll ``fn`` until it returns something truthy; fail (not a speed assertion) after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def statuses(board: Any, ids: list[str]) -> dict[str, str]:

@@ -121,13 +121,20 @@ def test_a_missing_login_blocks_the_task_for_a_person_naming_the_login_command_w
         ab, board, dispatcher, tmp_path, cli, login):
     ab.add_profile(cli, adapter=cli, command=replay_cli(tmp_path, cli, f"{cli}-auth.jsonl"))
     t = board.create("needs a login", assignee=cli, max_retries=5)
-    dispatcher()
-    wait_for(lambda: task_row(board, t["id"])["status"] == "blocked", what="the task to block")
+    d = dispatcher(start=False)  # passes driven by the test, so "no retry" means "none in these passes"
+
+    def blocked() -> bool:
+        d.run_pass()
+        return task_row(board, t["id"])["status"] == "blocked"
+
+    wait_for(blocked, what="the task to block")
     task = task_row(board, t["id"])
     assert task["block_kind"] == "needs_input"
     assert login in task["block_reason"] and "could not sign in" in task["block_reason"]
-    time.sleep(1.0)
+    for _ in range(3):
+        d.run_pass()
     assert len(board.runs(t["id"])) == 1
+    assert task_row(board, t["id"])["status"] == "blocked"
 
 
 def test_a_rate_limit_with_a_reset_time_blocks_the_task_until_then(ab, board, dispatcher, tmp_path):

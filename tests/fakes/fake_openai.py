@@ -9,6 +9,7 @@ Each request to ``POST /v1/chat/completions`` takes the next scripted reply; wit
 used up it answers ``default`` ("OK"). A reply is the assistant's text (a string) or a dict:
 ``{"status": 429}`` / ``{"status": 500}`` (an OpenAI-style error body), ``{"garbage": True}``
 (a 200 whose body is not JSON), ``{"delay": 2.0, "text": "..."}`` (answer after a pause),
+``{"hold": True, "text": "..."}`` (answer only once ``release()`` is called),
 ``{"text": "...", "usage": {...}}`` (extra usage fields, e.g. ``{"cost": 0.01}``). Replies
 carry usage: ``prompt_tokens`` = words of the prompt, ``completion_tokens`` = words of the
 answer. Any other path answers 404. ``requests`` holds the body of every POST that reached
@@ -36,6 +37,7 @@ class FakeOpenAI:
         self.headers: list[dict[str, str]] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._released = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -46,6 +48,10 @@ class FakeOpenAI:
         with self._lock:
             self._script.extend(replies)
         return self
+
+    def release(self) -> None:
+        """Let every held reply (``{"hold": True}``) answer, now and from now on."""
+        self._released.set()
 
     @property
     def url(self) -> str:
@@ -114,6 +120,7 @@ class FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self.stop()
 
     # -- answering -----------------------------------------------------------------------------
@@ -122,6 +129,8 @@ class FakeOpenAI:
         spec: dict[str, Any] = {"text": reply} if isinstance(reply, str) else dict(reply)
         if spec.get("delay"):
             time.sleep(float(spec["delay"]))
+        if spec.get("hold"):
+            self._released.wait(300)
         status = int(spec.get("status", 200))
         if status != 200:
             kind = "rate_limit_exceeded" if status == 429 else "server_error"

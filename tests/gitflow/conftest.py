@@ -8,28 +8,16 @@ import shlex
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for as wait_for
 
 
 def git(cwd: Path | str, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True).stdout
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
-    """Poll ``fn`` until it returns something truthy; fail after a generous ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def events(board: Any, task_id: str, kind: str | None = None) -> list[dict[str, Any]]:

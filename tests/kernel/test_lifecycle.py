@@ -16,7 +16,7 @@ import agentboard
 from agentboard.config import Settings
 from agentboard.domain.errors import Conflict, StaleRun
 from agentboard.kernel import boards, goals, links, runs, supervision, tasks
-from agentboard.store.engine import open_database
+from agentboard.store import open_database
 
 B = "default"
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, rule
 from kernelkit import check_invariants, snapshot
+from testenv import FAST
 
 import agentboard
 from agentboard.domain import states
@@ -191,7 +192,7 @@ class KernelMachine(RuleBasedStateMachine):
 
 
 KernelMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=50, deadline=None,
+    max_examples=40 if FAST else 300, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestKernelMachine = KernelMachine.TestCase

@@ -28,8 +28,8 @@ from agentboard.kernel import (
     transfer,
     wiki,
 )
+from agentboard.store import Database, open_database
 from agentboard.store import transfer as rows
-from agentboard.store.engine import Database, open_database
 
 
 def populate(db: Database, home: Path) -> dict[str, Any]:

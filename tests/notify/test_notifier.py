@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for as wait_until
 
 import agentboard
 from agentboard.kernel import notifications as kn
@@ -15,7 +16,7 @@ from agentboard.kernel import supervision
 from agentboard.notify import subscriptions
 from agentboard.notify.notifier import Notifier
 
-from .conftest import Receiver, wait_until
+from .conftest import Receiver
 
 #: no waiting: every cycle delivers what is pending
 IMMEDIATE = {"notify_batch_delay": 0.0, "notify_digest_window": 0.0, "notify_retry_base": 0.05}

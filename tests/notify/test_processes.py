@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for as wait_until
 
 import agentboard
 from agentboard.kernel import notifications as kn
 from agentboard.notify import subscriptions
 
-from .conftest import Receiver, wait_until
+from .conftest import Receiver
 
 pytestmark = pytest.mark.xdist_group("notify-processes")
 

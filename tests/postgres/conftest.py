@@ -6,23 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from testenv import database_url, require_pg, scratch_database
-
-import agentboard
+from testenv import database_url, scratch_database
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/postgres/" in str(item.path).replace("\\", "/"):
             item.add_marker(pytest.mark.postgres)
-
-
-@pytest.fixture(scope="session")
-def pg_template() -> Iterator[str]:
-    require_pg()
-    with scratch_database(prefix="ab_tmpl_") as name:
-        agentboard.connect(database_url(name)).close()
-        yield name
 
 
 @pytest.fixture

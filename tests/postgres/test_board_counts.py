@@ -8,7 +8,7 @@ import threading
 
 from agentboard.domain.errors import AgentboardError
 from agentboard.kernel import queries, runs, tasks
-from agentboard.store.engine import open_database
+from agentboard.store import open_database
 
 
 def test_counts_stay_exact_while_four_writers_and_a_reader_work_at_once(pg_url: str) -> None:

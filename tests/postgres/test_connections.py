@@ -17,7 +17,7 @@ import pytest
 from agentboard.config import Settings
 from agentboard.domain.errors import Unavailable
 from agentboard.kernel import queries, runs, tasks
-from agentboard.store.engine import Tx, open_database
+from agentboard.store import Tx, open_database
 
 FORK = mp.get_context("fork")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentboard.kernel import queries, tasks
-from agentboard.store.engine import Tx, open_database
+from agentboard.store import Tx, open_database
 
 FORK = mp.get_context("fork")
 WRITERS = 8

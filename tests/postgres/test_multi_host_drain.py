@@ -9,9 +9,10 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from testenv import wait_for as _wait_for
 
 import agentboard
 
@@ -19,17 +20,6 @@ HOSTS = 3
 TASKS = 150
 WORKER = "sh -c " + shlex.quote(
     "sleep 0.2; echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
-
-
-def _wait_for(fn: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def _host(url: str, root: Path, n: int) -> subprocess.Popen[bytes]:

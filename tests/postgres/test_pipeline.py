@@ -16,7 +16,7 @@ import pytest
 from agentboard.config import Settings
 from agentboard.domain.errors import Conflict, NotFound
 from agentboard.kernel import boards, queries, runs, tasks
-from agentboard.store.engine import Database, Tx, open_database
+from agentboard.store import Database, Tx, open_database
 
 
 def _db(url: str, tmp_path: Path) -> Database:
@@ -171,7 +171,7 @@ def test_a_process_that_exits_right_after_its_commit_still_wakes_the_listeners(p
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("LISTEN agentboard_events")
         code = ("import sys; from pathlib import Path; from agentboard.config import Settings; "
-                "from agentboard.kernel import tasks; from agentboard.store.engine import open_database; "
+                "from agentboard.kernel import tasks; from agentboard.store import open_database; "
                 f"db = open_database({pg_url!r}, settings=Settings(home=Path({str(tmp_path)!r})), migrate=False); "
                 "tasks.create(db, 'default', 'from a short-lived process', assignee='w'); sys.exit(0)")
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

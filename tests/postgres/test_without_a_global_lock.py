@@ -9,7 +9,7 @@ from typing import Any
 
 from agentboard.domain.errors import Conflict
 from agentboard.kernel import links, queries, runs, tasks
-from agentboard.store.engine import open_database
+from agentboard.store import open_database
 
 
 def _race(*fns: Any) -> list[Any]:

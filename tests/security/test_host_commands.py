@@ -9,8 +9,7 @@ dispatcher), on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import shlex
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from api.conftest import Api, start_api
+from testenv import wait_for
 
 from agentboard.kernel import boards, runs, tokens
 
@@ -31,17 +31,6 @@ def host(ab: Any) -> Iterator[Api]:
     ab.add_profile("worker", command=RESULT_OK)
     with start_api(ab) as api:
         yield api
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextmanager

@@ -1,2 +1,1 @@
-"""Agents the board itself runs: LLM access (:mod:`.llm`) and what is built on it
-(:mod:`.describe`, profile descriptions)."""
+"""What the board itself asks a language model (docs/ARCHITECTURE.md § agents/)."""

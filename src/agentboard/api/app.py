@@ -23,6 +23,7 @@ from .routes import (
     boards,
     goals,
     links,
+    meta,
     notify,
     operations,
     profiles,
@@ -88,7 +89,7 @@ def create_app(
     app.state.ab = state
     errors.install(app)
     for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
-                   budget_routes, diagnostics_routes):
+                   budget_routes, diagnostics_routes, meta):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.add_api_websocket_route("/api/events", events_socket)

@@ -9,9 +9,14 @@ header (CSRF). The routes then check the role and the board with :class:`Princip
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -182,19 +187,71 @@ def authenticate(db: Database, token: str | None, via_cookie: bool = False) -> P
     return Principal.from_row(tokens_kernel.verify(db, token), via_cookie=via_cookie)
 
 
-_LOGIN_PAGE = (
-    "<!doctype html><meta charset=utf-8><title>agentboard: log in</title>"
-    "<body style='font-family:sans-serif;background:#111;color:#ddd;padding:2em'>"
-    "<h1>agentboard</h1><p>{msg}</p><p>Open the login URL that <code>agentboard serve</code> "
-    "printed (<code>/login?token=…</code>), or create a token with "
-    "<code>agentboard tokens create NAME</code> and open <code>/login?token=TOKEN</code>.</p>"
-)
+#: the page a browser without a valid token gets (``web/login.html``, self-contained)
+LOGIN_HTML = Path(__file__).resolve().parent.parent / "web" / "login.html"
+
+
+class LoginThrottle:
+    """A per-client back-off on ``/login``: after ``limit`` failed logins within ``window``
+    seconds, every login from that client (a right token too) is answered 429 with
+    ``Retry-After`` until the oldest of those failures is ``window`` old. A successful login
+    forgets the client's failures. Clients are told apart by their address (behind a reverse
+    proxy they share one: the proxy should limit too). At most ``clients`` addresses are kept,
+    the least recently seen dropped first."""
+
+    def __init__(self, limit: int = 5, window: float = 300.0, clients: int = 10_000) -> None:
+        self.limit = limit
+        self.window = window
+        self.clients = clients
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        seen = self._failures.get(client)
+        if seen is None:
+            return deque()
+        while seen and seen[0] <= now - self.window:
+            seen.popleft()
+        if not seen:
+            del self._failures[client]
+        return seen
+
+    def retry_after(self, client: str, now: float | None = None) -> int | None:
+        """Seconds the client must wait before its next login, or ``None``: it may try now."""
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._recent(client, at)
+            if len(seen) < self.limit:
+                return None
+            return max(1, math.ceil(seen[-self.limit] + self.window - at))
+
+    def failed(self, client: str, now: float | None = None) -> None:
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._recent(client, at)
+            seen.append(at)
+            self._failures[client] = seen
+            self._failures.move_to_end(client)
+            while len(self._failures) > self.clients:
+                self._failures.popitem(last=False)
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)
 
 
 def login_page(message: str) -> bytes:
+    """The sign-in page: how a person gets in, led by why this browser is not in (the API's
+    wording for a missing token is for programs, so a person reads "not signed in")."""
     import html
 
-    return _LOGIN_PAGE.replace("{msg}", html.escape(message)).encode("utf-8")
+    if message.startswith("no token"):
+        why = '<p class="login-why">This browser is not signed in yet.</p>'
+    elif message.startswith("You are"):
+        why = f'<p class="login-why">{html.escape(message)}</p>'
+    else:
+        why = f'<p class="login-why login-refused">That token is not accepted: {html.escape(message)}.</p>'
+    return LOGIN_HTML.read_text(encoding="utf-8").replace("<!--why-->", why, 1).encode("utf-8")
 
 
 class AuthMiddleware:

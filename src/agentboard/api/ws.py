@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -24,9 +24,6 @@ from ..kernel import lookups, queries, tokens
 from ..store.engine import Database
 from .auth import Principal, authenticate, headers_of, same_origin, token_from
 from .errors import dumps
-
-if TYPE_CHECKING:
-    from .routes.common import AppState
 
 BATCH = 500
 AUTH_TIMEOUT = 10.0
@@ -169,8 +166,17 @@ async def _first_message_token(ws: WebSocket) -> str | None:
     return data.get("token") if isinstance(data, dict) and isinstance(data.get("token"), str) else None
 
 
+class _SocketState(Protocol):
+    """What the socket needs of the app's state (``routes.common.AppState``)."""
+
+    db: Database
+    hub: Hub
+
+    def require_board(self, slug: str) -> None: ...
+
+
 async def events_socket(ws: WebSocket) -> None:
-    state: AppState = ws.app.state.ab
+    state: _SocketState = ws.app.state.ab
     db: Database = state.db
     hub: Hub = state.hub
     await ws.accept()

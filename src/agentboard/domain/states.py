@@ -133,6 +133,49 @@ TRANSITIONS: Final[dict[str, dict[str | None, frozenset[str]]]] = {
 VERBS: Final[tuple[str, ...]] = tuple(TRANSITIONS)
 
 
+#: the statuses a person may ask a task to move to (the dashboard's drag and buttons, ``PATCH
+#: status``); running is the dispatcher's and triage is where tasks start
+HAND_TARGETS: Final[tuple[str, ...]] = (TODO, READY, REVIEW, BLOCKED, DONE, ARCHIVED)
+
+#: the verb a move by hand to ready or todo uses, by the status the task leaves
+_BACK_TO_QUEUE: Final[dict[str, str]] = {
+    ARCHIVED: "restore",
+    DONE: "reopen",
+    BLOCKED: "unblock",
+    TRIAGE: "release",
+    RUNNING: "reclaim",
+    REVIEW: "request_changes",
+}
+
+
+def hand_verb(current: str, target: str) -> str | None:
+    """The verb a move by hand from ``current`` to ``target`` runs (``kernel.tasks.set_status``
+    maps a requested status this way), or None when no verb is asked for that target."""
+    if target == current or target not in HAND_TARGETS:
+        return None
+    if target == ARCHIVED:
+        return "archive"
+    if target == BLOCKED:
+        return "block"
+    if target == DONE:
+        return "approve" if current == REVIEW else "complete"
+    if target == REVIEW:
+        return "request_review"
+    return _BACK_TO_QUEUE.get(current, "promote" if target == READY else "demote")
+
+
+def hand_moves(current: str) -> dict[str, str]:
+    """The moves by hand the transition table allows from ``current``: target -> verb, in
+    lifecycle order. The kernel may still refuse a move to ready (parents not done, no
+    assignee); ``kernel.queries.allowed_moves`` says so per task."""
+    out: dict[str, str] = {}
+    for target in STATUSES:
+        verb = hand_verb(current, target)
+        if verb is not None and target in TRANSITIONS[verb].get(current, ()):
+            out[target] = verb
+    return out
+
+
 #: how a verb reads in "cannot <phrase> task X …" when its name alone does not
 _PHRASES: Final[dict[str, str]] = {
     "request_changes": "request changes on",

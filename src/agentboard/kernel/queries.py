@@ -14,13 +14,14 @@ from typing import Any
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
 from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
-from .common import get_task, run_out, task_out
+from .common import default_assignee, get_task, pending_parents, ready_or_todo, run_out, task_out
 from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
-    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until"
+    "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until, "
+    "purpose"
 )
 
 
@@ -313,6 +314,28 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
     unless the goal is on the task's board).
     """
     return db.read(task_detail_in, board, task_id, events=events)
+
+
+def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:
+    """The moves by hand (``tasks.set_status``) the kernel accepts for ``task`` now, as
+    ``[{"status": target, "verb": verb}]`` in lifecycle order: the transition table's
+    (:func:`states.hand_moves`), less a move to ready the task cannot make yet (parents not
+    done, no assignee and no default one, or, for a verb that lets the task land in todo, a
+    ``not_before`` still ahead)."""
+    task_id = task["id"]
+    moves = states.hand_moves(task["status"])
+    verb = moves.get(states.READY)
+    if verb == "promote":
+        if pending_parents(tx, task_id) or not (task.get("assignee") or default_assignee(tx, board)):
+            del moves[states.READY]
+    elif verb is not None and ready_or_todo(tx, task_id, task.get("assignee"), board) != states.READY:
+        del moves[states.READY]
+    return [{"status": s, "verb": v} for s, v in moves.items()]
+
+
+def allowed_moves(db: Database, board: str, task_id: str) -> list[Row]:
+    """:func:`allowed_moves_in` for one task of ``board`` (what the dashboard offers)."""
+    return db.read(lambda tx: allowed_moves_in(tx, board, get_task(tx, board, task_id)))
 
 
 def runs(db: Database, board: str, task_id: str) -> list[Row]:

@@ -779,6 +779,9 @@ def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | Non
             raise Conflict(f"task {task_id} has parents that are not done: {', '.join(pending)}")
         if not out.get("assignee"):
             raise Conflict(f"task {task_id} has no assignee; assign a profile to make it ready")
+    if status == states.TODO and out["status"] == states.READY:
+        # the verb let the task land in ready (its parents are done): a person asked for todo
+        out = _move_todo_ready(tx, board, task_id, states.TODO, actor)
     return out
 
 

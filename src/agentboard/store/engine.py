@@ -666,19 +666,6 @@ def _home_for(url: str) -> Path:
     return default_home()
 
 
-def open_database(url: str, *, settings: Settings | None = None, migrate: bool = True) -> Database:
-    """Open (and if needed create or upgrade) the database at ``url``; its verbs follow
-    ``settings`` (the defaults of :class:`agentboard.config.Settings` when not given)."""
-    if url.startswith("sqlite:///"):
-        create_sqlite_file(Path(sqlite_file(url)))
-    db = Database(url, settings=settings)
-    if migrate:
-        from .migrate import ensure_schema
-
-        ensure_schema(db)
-    return db
-
-
 def create_sqlite_file(path: Path) -> None:
     """Create a new SQLite database file readable by its owner only (0600); SQLite gives its
     ``-wal`` and ``-shm`` files the same mode. An existing file is left as it is."""
@@ -718,4 +705,4 @@ def sqlite_file(url: str) -> str:
     return rest or ":memory:"
 
 
-__all__ = ["DISK_FULL", "PG_EVENT_HORIZON_SQL", "Database", "Tx", "pg_event_horizon", "disk_full", "dump_json", "in_list", "open_database", "sqlite_file"]
+__all__ = ["DISK_FULL", "PG_EVENT_HORIZON_SQL", "Database", "Tx", "pg_event_horizon", "disk_full", "dump_json", "in_list", "sqlite_file"]

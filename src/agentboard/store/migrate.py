@@ -7,12 +7,13 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..config import Settings
 from ..domain.errors import Unavailable
-from .engine import Database, sqlite_file
+from .engine import Database, create_sqlite_file, sqlite_file
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
-HEAD = "0009"
+HEAD = "0015"
 
 
 def current_revision(db: Database) -> str | None:
@@ -83,3 +84,14 @@ def ensure_schema(db: Database) -> None:
     with _migration_lock(db):
         if current_revision(db) != HEAD:
             upgrade(db)
+
+
+def open_database(url: str, *, settings: Settings | None = None, migrate: bool = True) -> Database:
+    """Open (and if needed create or upgrade) the database at ``url``; its verbs follow
+    ``settings`` (the defaults of :class:`agentboard.config.Settings` when not given)."""
+    if url.startswith("sqlite:///"):
+        create_sqlite_file(Path(sqlite_file(url)))
+    db = Database(url, settings=settings)
+    if migrate:
+        ensure_schema(db)
+    return db

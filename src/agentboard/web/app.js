@@ -5,10 +5,10 @@ import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
-import { linkedTask, renderNotifications } from "./notify.js";
+import { renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { renderSupervisor } from "./supervisor.js";
-import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, state } from "./state.js";
+import { autoDecompose, currentBoard, emit, listOf, llmStatus, on, persist, setMeta, state } from "./state.js";
 import { templateButton } from "./templates.js";
 
 const main = $("#main");
@@ -33,6 +33,7 @@ async function loadBoard() {
     return;
   }
   if (seq !== reloadSeq) return;
+  hideSupervision(data);
   state.data = data;
   state.cards = new Map();
   for (const col of data.columns || []) {
@@ -44,7 +45,30 @@ async function loadBoard() {
   }
   if (state.view === "board") renderBoard(boardEl);
   updateFilterOptions();
-  $("#total").textContent = `${data.total ?? state.cards.size} tasks`;
+  const total = data.total ?? state.cards.size;
+  $("#total").textContent = `${total} task${total === 1 ? "" : "s"}`;
+}
+
+/** The supervisor's own tasks stay out of the columns unless "Supervision" is ticked (the
+ * toolbar offers the box only on a board that has some). */
+function hideSupervision(data) {
+  let hidden = 0;
+  for (const col of data.columns || []) {
+    const keep = (c) => state.showSupervision || c.purpose !== "supervision";
+    const tasks = col.tasks || [];
+    const shown = tasks.filter(keep);
+    if (shown.length === tasks.length) continue;
+    const gone = tasks.length - shown.length;
+    hidden += gone;
+    col.tasks = shown;
+    col.count = Math.max(0, (col.count || 0) - gone);
+    if (col.lanes) col.lanes = col.lanes.map((l) => ({ ...l, tasks: l.tasks.filter(keep) })).filter((l) => l.tasks.length);
+    if (typeof data.total === "number") data.total = Math.max(0, data.total - gone);
+  }
+  state.hiddenSupervision = hidden;
+  if (state.showSupervision) {
+    state.hiddenSupervision = (data.columns || []).reduce((n, col) => n + (col.tasks || []).filter((c) => c.purpose === "supervision").length, 0);
+  }
 }
 
 // A burst of events (or of local actions) becomes one reload.
@@ -190,6 +214,7 @@ function renderToolbar() {
     select("filter-goal", "goal", "goal"),
     check("toggle-archived", "Show archived", "showArchived"),
     check("toggle-lanes", "Lanes by profile", "lanes"),
+    check("toggle-supervision", "Supervision", "showSupervision"),
     h("span.spacer"),
     h("span#total.total", { id: "total" }),
     h("div#bulkbar.bulkbar", { id: "bulkbar", hidden: true, role: "toolbar", "aria-label": "bulk actions" }));
@@ -209,6 +234,15 @@ function fillSelect(el, placeholder, options, value) {
 
 function updateFilterOptions() {
   const f = state.filters;
+  const sup = $(".toggle-supervision");
+  if (sup) {
+    sup.hidden = !state.hiddenSupervision && !state.showSupervision;
+    sup.title = state.showSupervision
+      ? "the supervisor's own tasks are shown in the columns"
+      : `${state.hiddenSupervision} supervision task${state.hiddenSupervision === 1 ? "" : "s"} (the supervisor's own) left out of the columns`;
+    const count = sup.querySelector(".check-count") || sup.appendChild(h("span.check-count"));
+    count.textContent = state.hiddenSupervision ? `(${state.hiddenSupervision})` : "";
+  }
   const tenants = Array.from(state.tenants).sort();
   const assignees = new Set([...state.profiles.map((p) => p.name), ...state.assignees]);
   fillSelect($(".filter-tenant"), "All tenants", tenants.map((t) => [t, t]), f.tenant);
@@ -408,23 +442,50 @@ onUnauthorized(showLoggedOut);
 
 // ---- boot ------------------------------------------------------------------------------------
 
+/** What a link asks for: ``?board=SLUG`` shows that board; ``?task=ID`` opens that task on
+ * whichever board it lives (a ``board`` given with it that is not the task's gives way). The
+ * answer also says why a linked task cannot be opened. */
+async function followLink() {
+  const params = new URLSearchParams(location.search);
+  const board = params.get("board");
+  const task = params.get("task");
+  if (board) state.board = board;
+  if (!task) return { task: null, error: null, board };
+  try {
+    const detail = await api.get(`/api/tasks/${encodeURIComponent(task)}`, { events: 0 });
+    const t = detail.task && !detail.id ? detail.task : detail;
+    if (t.board) state.board = t.board;
+    return { task, error: null, board: t.board || board };
+  } catch (err) {
+    if (err.status === 401) throw err;
+    return { task: null, error: `Cannot open the linked task ${task}: ${err.message}`, board };
+  }
+}
+
 async function boot() {
   initDrawer($("#drawer"));
-  const linked = linkedTask();
-  if (linked && linked.board) state.board = linked.board;
+  let linked;
   try {
+    setMeta(await api.get("/api/meta"));
+    linked = await followLink();
     await loadBoards();
   } catch (err) {
     if (err.status !== 401) clear(main).appendChild(h("div.panel-error", { role: "alert" }, `Cannot load boards: ${err.message}`));
     return;
   }
+  if (linked.board && linked.board !== state.board && !linked.error) {
+    linked.error = `No board “${linked.board}” that this token sees; showing ${state.board}.`;
+  }
   persist();
+  // the link has been followed: a reload shows what the person has moved on to since
+  if (location.search) history.replaceState(null, "", location.pathname + location.hash);
   await loadSide();
   renderTopbar();
   renderToolbar();
   setView("board");
   connectLive();
-  if (linked) openDrawer(linked.task);
+  if (linked.task) openDrawer(linked.task);
+  if (linked.error) toast(linked.error, "error", 10000);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") emit("reload");
   });

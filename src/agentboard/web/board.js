@@ -5,7 +5,7 @@ import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
-  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state,
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, movesFrom, profileNames, scope, state,
 } from "./state.js";
 
 const CREATABLE = new Set(["triage", "todo", "ready"]);
@@ -41,6 +41,20 @@ export async function confirmMove(status, count = 1, title = "", from = "") {
       message: "Approval accepts the reviewed work: the task becomes done, its children are released, "
         + "and its branch is merged or opened as a pull request when the board's integrate setting says so.",
       confirm: "Approve",
+    });
+    return ok ? {} : null;
+  }
+  if (from === "review" && (status === "ready" || status === "todo")) {
+    const feedback = await ask({
+      title: "Request changes", message: "What should the next attempt change?", input: "feedback", confirm: "Send back",
+    });
+    if (feedback === null) return null;
+    return { reason: feedback.trim() || "sent back from the dashboard" };
+  }
+  if (from === "running" && (status === "ready" || status === "todo")) {
+    const ok = await ask({
+      title: `Reclaim ${what}?`, message: `The worker's run is closed as reclaimed and the task goes back to ${STATUS_LABEL[status]}.`,
+      confirm: "Reclaim", danger: true,
     });
     return ok ? {} : null;
   }
@@ -290,9 +304,7 @@ function renderBulkBar() {
   // built once per toolbar and then only updated: a live reload must not swap the controls
   // out from under a user who is choosing from them
   if (!bulkParts || !bar.contains(bulkParts.count)) {
-    const status = h("select.bulk-status", { "aria-label": "bulk status" },
-      h("option", { value: "" }, "Move to…"),
-      ["todo", "ready", "blocked", "done"].map((s) => h("option", { value: s }, STATUS_LABEL[s])));
+    const status = h("select.bulk-status", { "aria-label": "bulk status" });
     const assignee = h("select.bulk-assignee", { "aria-label": "bulk reassign" });
     status.addEventListener("change", () => {
       const value = status.value;
@@ -304,15 +316,35 @@ function renderBulkBar() {
       assignee.value = "";
       if (value) bulk("assign", { assignee: value });
     });
-    bulkParts = { count: h("span.bulk-count"), status, assignee, names: "" };
+    const archive = h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive");
+    bulkParts = { count: h("span.bulk-count"), status, assignee, archive, names: "", moves: "" };
     clear(bar).append(
       bulkParts.count, status, assignee,
       bulkLlm("Specify", "specify"), bulkLlm("Decompose", "decompose"),
-      h("button.btn.btn-danger.bulk-archive", { type: "button", onclick: () => bulk("archive", {}) }, "Archive"),
+      archive,
       h("span.spacer"),
       h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
   }
   bulkParts.count.textContent = `${n} selected`;
+  // the moves the selected tasks allow (the transition table's, from the server): each target
+  // with how many of the selection may make it when not all may
+  const allow = new Map();
+  for (const id of state.selection) {
+    const card = state.cards.get(id);
+    for (const target of card ? movesFrom(card.status) : []) allow.set(target, (allow.get(target) || 0) + 1);
+  }
+  const targets = STATUSES.filter((s) => s !== "archived" && allow.has(s));
+  const sig = JSON.stringify([n, targets.map((s) => [s, allow.get(s)])]);
+  if (bulkParts.moves !== sig) {
+    bulkParts.moves = sig;
+    clear(bulkParts.status).append(
+      h("option", { value: "" }, targets.length ? "Move to…" : "No move for these"),
+      ...targets.map((s) => h("option", { value: s }, allow.get(s) === n ? STATUS_LABEL[s] : `${STATUS_LABEL[s]} (${allow.get(s)} of ${n})`)));
+    bulkParts.status.disabled = !targets.length;
+  }
+  const archivable = allow.get("archived") || 0;
+  bulkParts.archive.disabled = !archivable;
+  bulkParts.archive.textContent = archivable && archivable < n ? `Archive (${archivable} of ${n})` : "Archive";
   const names = profileNames();
   if (bulkParts.names !== names.join("\n")) {
     bulkParts.names = names.join("\n");
@@ -423,8 +455,16 @@ function onDragMove(ev) {
   const col = under && under.closest(".column");
   if (col !== drag.target) {
     if (drag.target) drag.target.classList.remove("drop-target");
-    drag.target = col && col.dataset.status !== drag.card.status ? col : null;
+    if (drag.refused) drag.refused.classList.remove("drop-refused");
+    drag.refused = null;
+    drag.target = null;
+    if (col && col.dataset.status !== drag.card.status) {
+      // only a column the task may move to (the transition table's moves by hand) takes it
+      if (movesFrom(drag.card.status).includes(col.dataset.status)) drag.target = col;
+      else drag.refused = col;
+    }
     if (drag.target) drag.target.classList.add("drop-target");
+    if (drag.refused) drag.refused.classList.add("drop-refused");
   }
 }
 
@@ -440,23 +480,28 @@ function cancelDrag() {
   if (drag.ghost) drag.ghost.remove();
   drag.el.classList.remove("dragging");
   if (drag.target) drag.target.classList.remove("drop-target");
+  if (drag.refused) drag.refused.classList.remove("drop-refused");
   document.body.classList.remove("is-dragging");
   drag = null;
 }
 
 function onDragEnd(ev) {
   if (!drag || ev.pointerId !== drag.id) return;
-  const { started, target, card, el } = drag;
+  const { started, target, refused, card, el } = drag;
   cancelDrag();
   if (!started) return;
   suppressClick = true;
   setTimeout(() => { suppressClick = false; }, 0);
-  if (!target) return;
-  const status = target.dataset.status;
-  if (status === "running") {
-    toast("A task cannot be moved to Running by hand; the dispatcher starts ready tasks.", "error");
+  if (refused) {
+    const to = refused.dataset.status;
+    const allowed = movesFrom(card.status).filter((s) => s !== "archived").map((s) => STATUS_LABEL[s]);
+    toast(to === "running"
+      ? "A task cannot be moved to Running by hand; the dispatcher starts ready tasks."
+      : `A ${STATUS_LABEL[card.status].toLowerCase()} task cannot move to ${STATUS_LABEL[to]}${allowed.length ? ` (it can move to ${allowed.join(", ")})` : ""}.`, "error");
     return;
   }
+  if (!target) return;
+  const status = target.dataset.status;
   // optimistic: once confirmed, show the card in its new column while the server decides
   moveTask(card.id, status, {
     onConfirmed: () => {

@@ -5,11 +5,11 @@ import { budgetBlock, diagnosticsBlock } from "./budgets.js";
 import { api } from "./api.js";
 import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
-import { ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { ago, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
-import { STATUS_LABEL, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
+import { STATUS_LABEL, VERB_LABEL, allows, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
 let root = null;          // the <aside> element
 let task = null;          // the last loaded detail
@@ -200,7 +200,7 @@ async function patch(fields) {
 function metaRow() {
   const names = profileNames();
   if (task.assignee && !names.includes(task.assignee)) names.unshift(task.assignee);
-  const assignee = h("select.meta-assignee", { "aria-label": "assignee", disabled: ["running", "done", "archived"].includes(task.status) },
+  const assignee = h("select.meta-assignee", { "aria-label": "assignee", disabled: !allows("assign", task.status) },
     h("option", { value: "" }, "unassigned"),
     names.map((n) => h("option", { value: n, selected: n === task.assignee }, n)));
   assignee.addEventListener("change", async () => {
@@ -259,29 +259,22 @@ function verifyField() {
 
 // ---- status actions --------------------------------------------------------------------------
 
+/** The task's moves: exactly those the server says it allows now (``moves`` of the detail,
+ * from the transition table), one button each; the LLM helpers on a triage task. */
 function actionRow() {
-  const s = task.status;
-  const btns = [];
-  const move = (label, status, cls = "") => btns.push(h(`button.btn.btn-sm${cls}`, {
-    type: "button", dataset: { action: status }, onclick: () => setStatus(status),
-  }, label));
-  if (s === "triage") {
-    move("Release → todo", "todo");
-    btns.push(llmButton("Specify", "specify"), llmButton("Decompose", "decompose"));
-  }
-  if (s === "todo") move("→ Ready", "ready");
-  if (s === "ready") move("→ Todo", "todo");
-  if (s === "running") btns.push(h("button.btn.btn-sm", { type: "button", onclick: reclaim }, "Reclaim"));
-  if (s === "review") {
-    move("Approve", "done", ".btn-ok");
-    btns.push(h("button.btn.btn-sm", { type: "button", onclick: requestChanges }, "Request changes"));
-  }
-  if (s === "blocked") move("Unblock", "ready");
-  if (["todo", "ready", "running"].includes(s)) move("Block", "blocked", ".btn-warn");
-  if (["todo", "ready", "blocked", "running"].includes(s)) move("Complete", "done", ".btn-ok");
-  if (s === "done") move("Reopen", "ready");
-  if (s === "archived") move("Restore", "todo");
-  if (s !== "archived") move("Archive", "archived", ".btn-danger");
+  const moves = task.moves || [];
+  const perVerb = {};
+  for (const m of moves) perVerb[m.verb] = (perVerb[m.verb] || 0) + 1;
+  const tone = { approve: ".btn-ok", complete: ".btn-ok", block: ".btn-warn", archive: ".btn-danger" };
+  const btns = moves.map((m) => {
+    const base = VERB_LABEL[m.verb] || m.verb.replace("_", " ");
+    const label = perVerb[m.verb] > 1 ? `${base} → ${STATUS_LABEL[m.status]}` : base;
+    return h(`button.btn.btn-sm${tone[m.verb] || ""}`, {
+      type: "button", dataset: { action: m.status, verb: m.verb }, title: `${m.verb.replace("_", " ")}: to ${m.status}`,
+      onclick: () => setStatus(m.status),
+    }, label);
+  });
+  if (task.status === "triage") btns.push(llmButton("Specify", "specify"), llmButton("Decompose", "decompose"));
   return h("div.action-row", btns);
 }
 
@@ -321,26 +314,6 @@ async function setStatus(status) {
   const extra = await confirmMove(status, 1, task.title, task.status);
   if (extra === null) return;
   if (await patch({ status, ...extra })) refreshDrawer();
-}
-
-async function reclaim() {
-  const ok = await ask({ title: "Reclaim this task?", message: "The worker's run is closed as reclaimed and the task goes back to Ready.", confirm: "Reclaim", danger: true });
-  if (!ok) return;
-  try {
-    await api.post(taskPath(task.id, "/reclaim"), {}, scope());
-    emit("reload");
-  } catch (err) { toast(err.message, "error"); }
-  refreshDrawer();
-}
-
-async function requestChanges() {
-  const feedback = await ask({ title: "Request changes", message: "What should the next attempt change?", input: "feedback", confirm: "Send back" });
-  if (feedback === null) return;
-  try {
-    await api.post(taskPath(task.id, "/review"), { verdict: "changes_requested", text: feedback }, scope());
-    emit("reload");
-  } catch (err) { toast(err.message, "error"); }
-  refreshDrawer();
 }
 
 // ---- description and result ----------------------------------------------------------------
@@ -546,11 +519,17 @@ function showLog(id, text) {
   if (atBottom) target.scrollTop = target.scrollHeight;
 }
 
+/** The last LOG_TAIL bytes of the worker's log; a cut log starts at its first whole line, under
+ * a note saying how much came before and where the whole log is. */
+const LOG_TAIL = 64 * 1024;
+
 async function fetchLog(id) {
-  const res = await api.get(taskPath(id, "/log"), scope({ tail: 200 }));
-  if (typeof res === "string") return res;
-  if (!res) return "";
-  if (Array.isArray(res.lines)) return res.lines.join("\n");
-  return res.text ?? res.log ?? res.content ?? "";
+  const res = await api.get(taskPath(id, "/log"), scope({ tail: LOG_TAIL }));
+  if (!res || typeof res !== "object") return "";
+  const text = res.text || "";
+  if (!res.truncated) return text;
+  const cut = text.indexOf("\n");
+  const shown = cut >= 0 ? text.slice(cut + 1) : text;
+  return `… earlier output left out (the whole log, ${Math.round(res.size / 1024)} KB: ${res.path})\n${shown}`;
 }
 

@@ -172,13 +172,3 @@ export async function renderNotifications(root) {
       h("td.notify-error", s.last_error || "—"),
       h("td", actions(s, again)))))));
 }
-
-// ---- links back to a task ---------------------------------------------------------------------
-
-/** The task a message linked to (``?board=…&task=…``): its board, and opens it once loaded. */
-export function linkedTask() {
-  const params = new URLSearchParams(location.search);
-  const task = params.get("task");
-  if (!task) return null;
-  return { board: params.get("board"), task };
-}

@@ -1,10 +1,40 @@
 // Shared client state and a tiny hook registry the views use to ask for reloads.
 
-export const STATUSES = ["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"];
+// The domain's statuses and the moves by hand each allows come from the server (GET /api/meta,
+// stated once in domain/states.py); setMeta fills these at boot, before anything renders.
 
-export const STATUS_LABEL = {
-  triage: "Triage", todo: "Todo", ready: "Ready", running: "Running", review: "Review",
-  blocked: "Blocked", done: "Done", archived: "Archived",
+/** Task statuses in lifecycle order. */
+export const STATUSES = [];
+
+/** status → its name on the board. */
+export const STATUS_LABEL = {};
+
+/** moves: {status: {target: verb}} (the transition table's moves by hand); goalStatuses. */
+export const meta = { moves: {}, verbs: {}, goalStatuses: [] };
+
+export function setMeta(m) {
+  STATUSES.splice(0, STATUSES.length, ...m.statuses);
+  for (const s of m.statuses) STATUS_LABEL[s] = s[0].toUpperCase() + s.slice(1);
+  meta.moves = m.moves || {};
+  meta.verbs = m.verbs || {};
+  meta.goalStatuses = m.goal_statuses || [];
+}
+
+/** The targets a task in ``status`` may be moved to by hand, in lifecycle order. */
+export function movesFrom(status) {
+  return Object.keys(meta.moves[status] || {});
+}
+
+/** Whether the transition table lets ``verb`` act on a task in ``status``. */
+export function allows(verb, status) {
+  return (meta.verbs[verb] || []).includes(status);
+}
+
+/** How a move by hand reads on a button: its verb, and the target when the verb has two. */
+export const VERB_LABEL = {
+  promote: "→ Ready", demote: "→ Todo", release: "Release", unblock: "Unblock", reopen: "Reopen",
+  restore: "Restore", reclaim: "Reclaim", request_changes: "Request changes", approve: "Approve",
+  complete: "Complete", block: "Block", archive: "Archive", request_review: "→ Review",
 };
 
 /** Moves that lose work in progress or close something: confirm them first. */
@@ -20,6 +50,8 @@ export const state = {
   view: "board",                    // board | goals | profiles
   filters: { search: "", tenant: "", assignee: "", goal: "" },
   showArchived: !!saved.showArchived,
+  showSupervision: !!saved.showSupervision,  // the supervisor's own tasks (purpose "supervision")
+  hiddenSupervision: 0,             // how many of them the last board view left out
   lanes: saved.lanes !== undefined ? !!saved.lanes : true,
   data: null,                       // the last board view
   cards: new Map(),                 // id → card, from the last board view
@@ -36,7 +68,7 @@ export const state = {
 export function persist() {
   try {
     localStorage.setItem("agentboard.ui", JSON.stringify({
-      board: state.board, showArchived: state.showArchived, lanes: state.lanes,
+      board: state.board, showArchived: state.showArchived, showSupervision: state.showSupervision, lanes: state.lanes,
     }));
   } catch { /* private mode: not fatal */ }
 }

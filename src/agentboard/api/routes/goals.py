@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from starlette.responses import Response
 
+from ...domain import states
 from ...domain.errors import InvalidInput
 from ...kernel import compound, goals, host_access
 from ..auth import Principal, current
@@ -16,13 +15,16 @@ from .common import Json, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["goals"])
 BoardQ = Query(default=None, max_length=64, description="board slug")
+#: the goal statuses are the domain's (``states.GOAL_STATUSES``); another value is a 422
+GoalStatusQ = Query(default=None, pattern=f"^({'|'.join(states.GOAL_STATUSES)})$",
+                    description=f"one of: {', '.join(states.GOAL_STATUSES)}",
+                    json_schema_extra={"enum": list(states.GOAL_STATUSES)})
 GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
 
 
 @router.get("/goals", responses=responses(400, 404))
 def list_goals(request: Request, board: str | None = BoardQ,
-               status: Literal["active", "verifying", "done", "cancelled"] | None = None,
-               who: Principal = Depends(current)) -> Response:
+               status: str | None = GoalStatusQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(goals.list_goals(state(request).db, slug, status=status))
 

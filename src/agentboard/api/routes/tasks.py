@@ -94,7 +94,10 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
     from ...dispatch.diffs import with_git
 
     slug = read_board(request, who, board, task_id)
-    return Json(with_git(queries.task_detail(state(request).db, slug, task_id, events=events)))
+    db = state(request).db
+    detail = with_git(queries.task_detail(db, slug, task_id, events=events))
+    detail["moves"] = queries.allowed_moves(db, slug, task_id)  # what the dashboard offers
+    return Json(detail)
 
 
 @router.get("/tasks/{task_id}/diff", responses=responses(400, 404))

@@ -1,0 +1,381 @@
+"""What a newcomer met in the dashboard (Chromium on a real server): the top bar at laptop, wide
+and phone widths with a board budget set, links to a board and to a task on another board, the
+page a browser without a token gets, the worker log box, and the drawer's moves (exactly those
+the server allows)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentboard.kernel import budgets
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+T = 10_000  # ms: the longest a user-visible change may take to appear
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # pragma: no cover - the browser fixture skips first
+    expect = None
+
+
+def uniq(label: str) -> str:
+    return f"{label} {uuid.uuid4().hex[:6]}"
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name))
+
+
+def coder(kernel: Any) -> None:
+    if not any(p["name"] == "coder" for p in kernel.profiles()):
+        kernel.add_profile("coder", command="true")
+
+
+def open_page(browser: Any, server: Any, width: int, height: int = 900, path: str = "", login: bool = True) -> Any:
+    """A new browser context at ``width`` (a phone's is touch-sized), logged in unless told not."""
+    phone = width < 500
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone,
+                                  device_scale_factor=2 if phone else 1)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.page_errors = errors
+    if login:
+        page.goto(server.login_url)
+        page.wait_for_selector(".column[data-status='todo']", timeout=15000)
+    if path:
+        page.goto(server.url + path)
+    return page
+
+
+def close(page: Any) -> None:
+    errors = page.page_errors
+    page.context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def inside(page: Any, locator: Any) -> bool:
+    """Whether the element is shown whole inside the viewport (not cut off at the right)."""
+    box = locator.bounding_box()
+    width = page.evaluate("window.innerWidth")
+    return bool(box) and box["width"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5
+
+
+# ---- the top bar ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1920, 390])
+def test_the_top_bar_fits_the_window_with_a_board_budget_set(browser: Any, server: Any, kernel: Any,
+                                                             width: int) -> None:
+    budgets.set_budget(kernel.db, "board", "default", budgets.Limits.build(max_cost=10.0, max_runs=20, per="month"))
+    try:
+        page = open_page(browser, server, width)
+        expect(page.locator("#topbar .budget-line").first).to_be_visible(timeout=T)
+        shot(page, f"topbar_{width}.png")
+        dispatch = page.locator("#topbar .dispatch-now")
+        help_btn = page.locator("#topbar .help-btn")
+        expect(dispatch).to_be_visible()
+        expect(help_btn).to_be_visible()
+        assert inside(page, dispatch), f"'Dispatch now' is cut off at {width} px"
+        assert inside(page, help_btn), f"'?' is cut off at {width} px"
+        cut = page.evaluate("""() => Array.from(document.querySelectorAll('#topbar *, #toolbar *'))
+            .filter((el) => el.offsetParent !== null && !el.closest('#bulkbar'))
+            .filter((el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.right > innerWidth + 0.5; })
+            .filter((el) => !el.closest('.tabs') || el.classList.contains('tabs'))
+            .map((el) => el.className || el.tagName)""")
+        assert not cut, f"cut off at the right at {width} px: {cut}"
+        sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert sideways <= 0, f"the page scrolls {sideways} px sideways at {width} px"
+        dispatch.click()
+        expect(page.locator(".toast", has_text="Dispatch")).to_be_visible(timeout=T)
+        close(page)
+    finally:
+        budgets.clear_budget(kernel.db, "board", "default")
+
+
+# ---- links ---------------------------------------------------------------------------------
+
+
+def test_a_board_link_alone_shows_that_board_not_the_remembered_one(browser: Any, server: Any, kernel: Any) -> None:
+    if not any(b["slug"] == "plain" for b in kernel.boards()):
+        kernel.create_board("plain")
+    here = kernel.board("plain").create(uniq("On the plain board"))
+    page = open_page(browser, server, 1400)  # remembers the default board
+    expect(page.locator("select.board-switch")).to_have_value("default", timeout=T)
+    page.goto(f"{server.url}/?board=plain")
+    expect(page.locator("select.board-switch")).to_have_value("plain", timeout=T)
+    expect(page.locator(f".card[data-id='{here['id']}']")).to_be_visible(timeout=T)
+    shot(page, "link_board_plain.png")
+    # a link to a board that is not there says so and shows one that is
+    page.goto(f"{server.url}/?board=nosuchboard")
+    expect(page.locator(".toast-error")).to_contain_text("nosuchboard", timeout=T)
+    expect(page.locator(".column[data-status='todo']")).to_be_visible()
+    close(page)
+
+
+def test_a_task_link_opens_the_task_on_its_own_board(browser: Any, server: Any, kernel: Any) -> None:
+    if not any(b["slug"] == "plain" for b in kernel.boards()):
+        kernel.create_board("plain")
+    there = kernel.board("plain").create(uniq("Linked from a message"))
+    page = open_page(browser, server, 1400)
+    # the link names another board than the task's: the task wins
+    page.goto(f"{server.url}/?board=default&task={there['id']}")
+    drawer = page.locator("#drawer")
+    expect(drawer.locator(".drawer-title")).to_have_text(there["title"], timeout=T)
+    expect(drawer.locator(".drawer-error")).to_have_count(0)
+    expect(page.locator("select.board-switch")).to_have_value("plain")
+    expect(page.locator(f".card[data-id='{there['id']}']")).to_be_visible(timeout=T)
+    shot(page, "link_task_other_board.png")
+    # a link to no task says so and still shows a board
+    page.goto(f"{server.url}/?task=t_00000000")
+    expect(page.locator(".toast-error")).to_contain_text("t_00000000", timeout=T)
+    expect(page.locator(".column[data-status='todo']")).to_be_visible()
+    close(page)
+
+
+# ---- the login page ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_browser_without_a_token_gets_a_page_saying_how_to_get_in(browser: Any, server: Any, width: int) -> None:
+    page = open_page(browser, server, width, login=False)
+    resp = page.goto(server.url + "/")
+    assert resp is not None and resp.status == 401
+    card = page.locator(".login-card")
+    expect(card).to_be_visible(timeout=T)
+    expect(card.get_by_role("heading")).to_have_text(re.compile("Sign in"))
+    expect(card).to_contain_text("agentboard serve")
+    expect(card).to_contain_text("/login?token=")
+    text = card.inner_text()
+    assert not text.lstrip().startswith("no token"), text
+    assert "Authorization: Bearer" not in text  # the API's wording is for programs, not for a person
+    # styled: the dashboard's dark card, a sans-serif face, nothing wider than the window
+    style = page.evaluate("""() => { const c = getComputedStyle(document.querySelector('.login-card'));
+        const b = getComputedStyle(document.body);
+        return { bg: b.backgroundColor, font: b.fontFamily, radius: c.borderTopLeftRadius }; }""")
+    assert style["bg"] != "rgba(0, 0, 0, 0)" and "serif" not in style["font"].replace("sans-serif", "")
+    assert style["radius"] != "0px"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot(page, f"login_page_{width}.png")
+    # a wrong token: the page says that token is not accepted, and how to get a good one
+    page.goto(server.url + "/login?token=not-a-token")
+    expect(page.locator(".login-card")).to_contain_text(re.compile("not accepted|not valid|invalid", re.I), timeout=T)
+    expect(page.locator(".login-card")).to_contain_text("agentboard tokens create")
+    shot(page, f"login_page_bad_token_{width}.png")
+    # and the login URL the server printed lets the person in
+    page.goto(server.login_url)
+    expect(page.locator(".column[data-status='todo']")).to_be_visible(timeout=T)
+    close(page)
+
+
+# ---- the worker log ------------------------------------------------------------------------
+
+
+def test_the_worker_log_box_shows_a_short_log_from_its_first_line(browser: Any, server: Any, kernel: Any) -> None:
+    coder(kernel)
+    b = kernel.board()
+    t = b.create(uniq("Short log"), assignee="coder")
+    run = b.claim(t["id"])
+    log = server.home / f"short-{t['id']}.log"
+    # a dozen lines a CLI prints (over 200 bytes: more than the box used to ask for)
+    lines = [f"line {i}: {'first' if i == 1 else 'then'} step of the agent, reading and editing files"
+             for i in range(1, 13)]
+    log.write_text("\n".join(lines) + "\n")
+    b.record_spawn(t["id"], run["run_id"], pid=4242, log_path=str(log))
+    page = open_page(browser, server, 1400)
+    page.locator(f".card[data-id='{t['id']}']").click()
+    tail = page.locator("#drawer .log-tail")
+    expect(tail).to_have_text("\n".join(lines) + "\n", timeout=T)
+    tail.scroll_into_view_if_needed()
+    shot(page, "worker_log_short.png")
+    box = page.evaluate("""() => { const p = document.querySelector('#drawer .log-tail');
+        const lh = parseFloat(getComputedStyle(p).lineHeight) || 16;
+        return { top: p.scrollTop, fits: p.scrollHeight <= p.clientHeight + 1, lines: p.clientHeight / lh }; }""")
+    assert box["top"] == 0 and box["fits"], f"the short log is scrolled or cut: {box}"
+    first = page.evaluate("""() => { const p = document.querySelector('#drawer .log-tail');
+        const r = document.createRange(); r.setStart(p.firstChild, 0); r.setEnd(p.firstChild, 6);
+        const a = r.getBoundingClientRect(), b = p.getBoundingClientRect();
+        return a.top >= b.top && a.bottom <= b.bottom; }""")
+    assert first, "the first line of the log is not inside the box"
+
+    # a long log gets a box a person can read: well over four lines, scrolled to its end
+    log.write_text("".join(f"progress {i}: still working through the files\n" for i in range(1, 401)))
+    b.heartbeat(t["id"], run_id=run["run_id"], note="more")
+    expect(tail).to_contain_text("progress 400:", timeout=T)
+    expect(tail).to_contain_text("progress 1: still")  # 17 KB: all of it
+    long = page.evaluate("""() => { const p = document.querySelector('#drawer .log-tail');
+        const lh = parseFloat(getComputedStyle(p).lineHeight) || 16;
+        return { lines: p.clientHeight / lh, end: p.scrollHeight - p.scrollTop - p.clientHeight }; }""")
+    assert long["lines"] >= 15, f"the log box shows only {long['lines']:.1f} lines"
+    assert long["end"] < 20
+    shot(page, "worker_log_long.png")
+    # a log larger than what the box fetches starts at a whole line, under a note saying so
+    log.write_text("".join(f"chunk {i}: {'x' * 90}\n" for i in range(1, 1201)))
+    b.heartbeat(t["id"], run_id=run["run_id"], note="much more")
+    expect(tail).to_contain_text("chunk 1200:", timeout=T)
+    text = tail.inner_text()
+    assert text.startswith("… earlier output left out") and str(log) in text.splitlines()[0]
+    assert re.match(r"chunk \d+: x", text.splitlines()[1]), text.splitlines()[1]
+    b.reclaim(t["id"])
+    b.archive(t["id"])
+    close(page)
+
+
+# ---- the drawer's moves --------------------------------------------------------------------
+
+
+def _task_in(kernel: Any, status: str) -> dict[str, Any]:
+    coder(kernel)
+    b = kernel.board()
+    review = status == "review"
+    t = b.create(uniq(f"A {status} task"), assignee=None if status == "todo" else "coder", review=review)
+    if status in ("running", "review"):
+        run = b.claim(t["id"])
+        if review:
+            b.complete(t["id"], summary="for review", run_id=run["run_id"])
+    elif status == "blocked":
+        b.block(t["id"], "waiting for the design")
+    elif status == "done":
+        b.complete(t["id"], summary="by hand")
+    assert b.show(t["id"])["status"] == status
+    return t
+
+
+EXPECTED = {  # what a person should be offered (labels as the buttons read)
+    "todo": ["Block", "Archive"],  # unassigned: it cannot be ready yet, and never "Complete"
+    "ready": ["→ Todo", "Block", "Complete", "Archive"],
+    "running": ["Reclaim → Todo", "Reclaim → Ready", "→ Review", "Block", "Complete", "Archive"],
+    "review": ["Request changes → Todo", "Request changes → Ready", "Approve", "Archive"],
+    "blocked": ["Unblock → Todo", "Unblock → Ready", "Complete", "Archive"],
+    "done": ["Reopen → Todo", "Reopen → Ready", "Archive"],
+}
+
+
+@pytest.mark.parametrize("status", list(EXPECTED))
+def test_the_drawer_shows_exactly_the_moves_the_server_allows(browser: Any, server: Any, kernel: Any,
+                                                              status: str) -> None:
+    t = _task_in(kernel, status)
+    allowed = server.api("GET", f"/api/tasks/{t['id']}")["moves"]
+    page = open_page(browser, server, 1400)
+    page.locator(f".card[data-id='{t['id']}']").click()
+    drawer = page.locator("#drawer")
+    buttons = drawer.locator(".action-row button[data-action]")
+    expect(buttons).to_have_count(len(allowed), timeout=T)
+    shown = [(b.get_attribute("data-action"), b.get_attribute("data-verb")) for b in buttons.all()]
+    assert shown == [(m["status"], m["verb"]) for m in allowed]
+    assert [b.inner_text() for b in buttons.all()] == EXPECTED[status]
+    shot(page, f"drawer_moves_{status}.png")
+    close(page)
+
+
+def test_a_move_from_the_drawer_succeeds_and_the_offer_follows_the_task(browser: Any, server: Any,
+                                                                       kernel: Any) -> None:
+    t = _task_in(kernel, "blocked")
+    page = open_page(browser, server, 1400)
+    page.locator(f".card[data-id='{t['id']}']").click()
+    drawer = page.locator("#drawer")
+    drawer.get_by_role("button", name="Unblock → Todo").click()
+    expect(drawer.locator(".status-label")).to_have_text("Todo", timeout=T)
+    assert kernel.board().show(t["id"])["status"] == "todo"
+    expect(drawer.get_by_role("button", name="→ Ready")).to_be_visible(timeout=T)
+    expect(drawer.get_by_role("button", name="Complete")).to_have_count(0)  # a todo task cannot be completed
+    drawer.get_by_role("button", name="→ Ready").click()
+    expect(drawer.locator(".status-label")).to_have_text("Ready", timeout=T)
+    assert kernel.board().show(t["id"])["status"] == "ready"
+    drawer.get_by_role("button", name="Complete").click()
+    page.get_by_role("dialog").get_by_role("button", name="Mark as done").click()
+    expect(drawer.locator(".status-label")).to_have_text("Done", timeout=T)
+    assert kernel.board().show(t["id"])["status"] == "done"
+    expect(drawer.get_by_role("button", name="Reopen → Ready")).to_be_visible()
+    shot(page, "drawer_move_done.png")
+    close(page)
+
+
+def test_the_bulk_bar_offers_the_moves_of_the_selected_tasks(browser: Any, server: Any, kernel: Any) -> None:
+    coder(kernel)
+    b = kernel.board()
+    todo = b.create(uniq("Bulk todo"))
+    ready = b.create(uniq("Bulk ready"), assignee="coder")
+    page = open_page(browser, server, 1400)
+    page.locator(f".card[data-id='{todo['id']}'] .card-check").check()
+    options = page.locator("#bulkbar .bulk-status option")
+    expect(options).to_have_text(["Move to…", "Ready", "Blocked"], timeout=T)
+    page.locator(f".card[data-id='{ready['id']}'] .card-check").check()
+    expect(options).to_have_text(["Move to…", "Todo (1 of 2)", "Ready (1 of 2)", "Blocked", "Done (1 of 2)"], timeout=T)
+    shot(page, "bulk_moves.png")
+    page.locator("#bulkbar .bulk-status").select_option("blocked")
+    dialog = page.get_by_role("dialog")
+    dialog.locator("input").fill("both wait for the release")
+    dialog.get_by_role("button", name="Block").click()
+    expect(page.locator(".toast", has_text="2 tasks updated")).to_be_visible(timeout=T)
+    assert b.show(todo["id"])["status"] == b.show(ready["id"])["status"] == "blocked"
+    close(page)
+
+
+# ---- supervision tasks ---------------------------------------------------------------------
+
+
+def test_supervision_tasks_stay_out_of_the_columns_until_the_filter_shows_them(browser: Any, server: Any,
+                                                                                kernel: Any) -> None:
+    from agentboard.kernel import supervision
+
+    if not any(b["slug"] == "watched" for b in kernel.boards()):
+        kernel.create_board("watched")
+    if not any(p["name"] == "overseer" for p in kernel.profiles()):
+        kernel.add_profile("overseer", command="true")
+    supervision.set_supervisor(kernel.db, "watched", "overseer", actor="alice")
+    b = kernel.board("watched")
+    stuck = b.create(uniq("Stuck on a question"), assignee="overseer")
+    b.block(stuck["id"], "which region should we deploy to?", actor="alice")
+    made = supervision.take_due(kernel.db, "watched")["tasks"]  # what the dispatcher's pass does
+    assert len(made) == 1
+    sup_id = made[0]["id"]
+    page = open_page(browser, server, 1400, path="/?board=watched")
+    expect(page.locator(f".card[data-id='{stuck['id']}']")).to_be_visible(timeout=T)
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_have_count(0)
+    toggle = page.locator("#toolbar .toggle-supervision")
+    expect(toggle).to_be_visible()
+    expect(toggle).to_have_text(re.compile(r"Supervision\s*\(1\)"))
+    shot(page, "supervision_hidden.png")
+    toggle.locator("input").check()
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_be_visible(timeout=T)
+    shot(page, "supervision_shown.png")
+    toggle.locator("input").uncheck()
+    expect(page.locator(f".card[data-id='{sup_id}']")).to_have_count(0, timeout=T)
+    # a board without supervision tasks does not show the box at all
+    page.locator("select.board-switch").select_option("default")
+    expect(page.locator(".column[data-status='todo']")).to_be_visible(timeout=T)
+    expect(page.locator("#toolbar .toggle-supervision")).to_be_hidden(timeout=T)
+    supervision.set_supervisor(kernel.db, "watched", None, actor="alice")
+    close(page)
+
+
+def test_a_card_dragged_onto_a_column_it_cannot_move_to_stays_and_says_where_it_can_go(
+        browser: Any, server: Any, kernel: Any) -> None:
+    t = kernel.board().create(uniq("Not done yet"))  # todo, unassigned
+    page = open_page(browser, server, 1920)
+    source = page.locator(f".card[data-id='{t['id']}']")
+    expect(source).to_be_visible(timeout=T)
+    box = source.bounding_box()
+    target = page.locator(".column[data-status='done'] .column-body").bounding_box()
+    assert box and target
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 30)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 20, box["y"] + 40, steps=4)
+    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + 60, steps=12)
+    expect(page.locator(".column[data-status='done']")).to_have_class(re.compile("drop-refused"))
+    shot(page, "drag_refused.png")
+    page.mouse.up()
+    expect(page.locator(".toast-error")).to_contain_text("cannot move to Done", timeout=T)
+    expect(page.locator(".toast-error")).to_contain_text("Ready, Blocked")
+    expect(page.get_by_role("dialog")).to_have_count(0)  # nothing to confirm: nothing was asked of the server
+    assert kernel.board().show(t["id"])["status"] == "todo"
+    close(page)
