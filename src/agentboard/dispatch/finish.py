@@ -42,6 +42,7 @@ from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
 from ..kernel import dispatching as kd
 from ..kernel import runs, tasks
+from ..kernel.common import done_gate
 from ..store.engine import Database, Row
 from . import branches, gitutil, integrate
 
@@ -49,25 +50,13 @@ from . import branches, gitutil, integrate
 Apply = Callable[[bool], Row]
 
 
-def _commands(task: Row, fields: Mapping[str, Any] | None) -> list[str]:
-    value = (fields or {}).get("verify", task.get("verify"))
-    return [c for c in (value or []) if str(c).strip()]
-
-
 def check_gates(db: Database, task: Row, *, fields: Mapping[str, Any] | None = None) -> None:
     """Refuse (:class:`Conflict`) a person's move of ``task`` (not in review) to done that would
-    skip its review or its checks; ``fields``: edits applied in the same request first."""
-    tid, status = task["id"], task["status"]
-    review = bool((fields or {}).get("review_required", task.get("review_required")))
-    if review and status != states.RUNNING:  # a running one goes to review: that is its gate
-        raise Conflict(f"task {tid} requires review, so it is done only by approving it in review (it is {status}): "
-                       f"let it run to review, then `agentboard review {tid} --approve`")
-    commands = _commands(task, fields)
-    if commands and db.settings.verify:
-        shown = ", ".join(f"`{c}`" for c in commands[:3]) + (" …" if len(commands) > 3 else "")
-        raise Conflict(f"task {tid} has checks ({shown}) that must pass before it is done; they run after a "
-                       f"worker's run (unblock or release it so it runs), or clear them to close it by hand "
-                       f"(`agentboard edit {tid} --verify ''`)")
+    skip its review or its checks (``kernel.common.done_gate``); ``fields``: edits applied in
+    the same request first."""
+    why = done_gate(task, verify_enabled=bool(db.settings.verify), fields=dict(fields or {}))
+    if why:
+        raise Conflict(why)
 
 
 def _integrate_or_refuse(db: Database, board: str, task: Row, settings: dict[str, Any]) -> integrate.Outcome | str:
