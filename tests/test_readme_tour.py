@@ -65,3 +65,9 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert "branch merged" in tour  # the approval merged it
     assert "a + b" in (project / "calc.py").read_text()
     assert "USAGE.md" in tour  # the documentation task's diff, made on the fix's branch
+    # the documentation task has no review: on a board set to merge, it is merged when it is done
+    assert re.search(r"^integration\s+merged$", tour, re.MULTILINE), tour
+    log = subprocess.run(["git", "-C", str(project), "log", "--format=%s", "main"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "document add()" in log, log
+    assert (project / "USAGE.md").is_file()

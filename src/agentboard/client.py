@@ -112,13 +112,20 @@ class Board:
         actor: str | None = None,
     ) -> Row:
         """Edit ``fields``, reassign (with ``assign=True``) and move to ``status`` in one
-        transaction: a refused step leaves the task as it was."""
-        return tasks.update(self.db, self.slug, task_id, fields=fields, assign=assign, assignee=assignee,
-                            status=status, reason=reason, actor=actor)
+        transaction: a refused step leaves the task as it was. Done passes the review and
+        verification gates and integrates the task's branch when the board says so."""
+        from .dispatch import finish
+
+        return finish.update(self.db, self.slug, task_id, fields=fields, assign=assign, assignee=assignee,
+                             status=status, reason=reason, actor=actor)
 
     def set_status(self, task_id: str, status: str, *, reason: str | None = None, actor: str | None = None) -> Row:
-        """Move a task to ``status`` through the verb that reaches it (the dashboard's drag)."""
-        return tasks.set_status(self.db, self.slug, task_id, status, reason=reason, actor=actor)
+        """Move a task to ``status`` through the verb that reaches it (the dashboard's drag). Done
+        on a task in review is its approval (which integrates its branch); on another task it
+        passes the review and verification gates (a 409-style ``Conflict`` says why not)."""
+        from .dispatch import finish
+
+        return finish.set_status(self.db, self.slug, task_id, status, reason=reason, actor=actor)
 
     def block(
         self, task_id: str, reason: str, *, kind: str = "manual", run_id: int | None = None,
@@ -179,12 +186,15 @@ class Board:
         usage: dict[str, Any] | None = None,
         run_id: int | None = None,
         actor: str | None = None,
-        force_done: bool = False,
     ) -> Row:
-        """Finish a task: running → done (or review when it requires one); a person may also
-        close a ready, blocked or review task."""
-        return runs.complete(self.db, self.slug, task_id, summary=summary, metadata=metadata, result=result,
-                             usage=usage, run_id=run_id, actor=actor, force_done=force_done)
+        """Finish a task: with ``run_id``, a worker's report on its run (running → done, or
+        review when it requires one; held for verification and integration); without, a person
+        closing a task: a task in review is approved, another passes the review and
+        verification gates, and the branch is integrated when the board says so."""
+        from .dispatch import finish
+
+        return finish.complete(self.db, self.slug, task_id, summary=summary, metadata=metadata, result=result,
+                               usage=usage, run_id=run_id, actor=actor)
 
     def request_review(
         self, task_id: str, *, summary: str | None = None, run_id: int | None = None, actor: str | None = None,
@@ -197,9 +207,9 @@ class Board:
         score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
     ) -> Row:
         """Apply a verdict to a task in review: ``approved``, ``changes_requested`` or ``rejected``."""
-        from .dispatch import integrate
+        from .dispatch import finish
 
-        return integrate.review(self.db, self.slug, task_id, verdict, text, reviewer=reviewer, score=score,
+        return finish.review(self.db, self.slug, task_id, verdict, text, reviewer=reviewer, score=score,
                                 findings=findings, actor=actor)
 
     def approve(self, task_id: str, *, text: str = "", actor: str | None = None) -> Row:

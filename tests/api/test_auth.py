@@ -222,12 +222,13 @@ def test_run_token_reads_its_board_and_writes_only_its_own_task(api_any: Api) ->
     # proposing follow-up work is allowed: it lands in triage
     proposed = worker.post("/api/tasks", json={"title": "found a bug", "triage": True})
     assert proposed.status_code == 201 and proposed.json()["status"] == "triage"
+    # a worker changes its task only through the worker verbs: no PATCH, no bulk action
     bulk = worker.post("/api/tasks/bulk", json={"ids": [ids["t1"], ids["t2"]], "action": "priority",
-                                                "priority": 2}).json()
-    assert [r["ok"] for r in bulk["results"]] == [True, False]
-    assert bulk["results"][1]["error"]["code"] == "forbidden"
+                                                "priority": 2})
+    assert bulk.status_code == 403 and bulk.json()["error"]["code"] == "forbidden"
+    assert worker.patch(f"/api/tasks/{ids['t1']}", json={"priority": 2}).status_code == 403
     # finishing its task closes the run; the token dies with it
-    done = worker.patch(f"/api/tasks/{ids['t1']}", json={"status": "done"})
+    done = worker.post(f"/api/tasks/{ids['t1']}/complete", json={"summary": "finished"})
     assert done.status_code == 200 and done.json()["status"] == "done"
     r = worker.get("/api/board")
     assert r.status_code == 401 and "closed" in r.json()["error"]["message"]

@@ -129,6 +129,7 @@ def show(slug: str | None, as_json: bool) -> None:
         ("current", row["current"]), ("archived", row["archived"] or None),
         ("base", (row.get("settings") or {}).get("base")),
         ("integrate", (row.get("settings") or {}).get("integrate")),
+        ("review before integrate", (row.get("settings") or {}).get("review_before_integrate")),
         ("env setup", (row.get("settings") or {}).get("env_setup")),
         ("created", when(row.get("created_at"))),
         ("tasks", ", ".join(f"{s} {n}" for s, n in row["counts"].items() if n) or "none"),
@@ -141,26 +142,36 @@ def show(slug: str | None, as_json: bool) -> None:
               help="the branch root tasks start from and approval integrates into (default: the target's "
                    "current branch; '' clears)")
 @click.option("--integrate", type=click.Choice(["none", "merge", "squash", "rebase", "pr"]), default=None,
-              help="what approval does with a task's branch (default none: the branch is left)")
+              help="what finishing a task does with its branch: on approval, and when a task without "
+                   "review is done (default none: the branch is left)")
+@click.option("--review-before-integrate/--integrate-unreviewed", "review_first", default=None,
+              help="integrate only tasks approved in review (a task without review keeps its branch); "
+                   "default: a task without review is integrated when it is done")
 @click.option("--env-setup", default=None, metavar="VENV",
               help="the project's virtualenv workers and verify commands use (absolute or relative to the "
                    "target directory; default: a detected .venv; '' clears)")
 @json_option
 @handle_errors
-def set_(slug: str | None, base: str | None, integrate: str | None, env_setup: str | None, as_json: bool) -> None:
-    """Set a board's git workflow: its base branch, what approval does with a task's branch,
-    the project's virtualenv (default: the current board)."""
+def set_(slug: str | None, base: str | None, integrate: str | None, review_first: bool | None,
+         env_setup: str | None, as_json: bool) -> None:
+    """Set a board's git workflow: its base branch, what finishing a task does with its branch
+    (and whether only reviewed tasks are integrated), the project's virtualenv (default: the
+    current board)."""
     from agentboard.dispatch import branches
     from agentboard.domain.errors import InvalidInput
 
-    if base is None and integrate is None and env_setup is None:
-        raise InvalidInput("nothing to set: give --base BRANCH, --integrate MODE or --env-setup VENV")
+    if base is None and integrate is None and env_setup is None and review_first is None:
+        raise InvalidInput("nothing to set: give --base BRANCH, --integrate MODE, --review-before-integrate "
+                           "or --env-setup VENV")
     slug = common.resolve_board(slug)
     row = branches.configure(common.db(), slug, base=base, integrate=integrate, env_setup=env_setup,
-                             actor=common.actor())
+                             review_before_integrate=review_first, actor=common.actor())
     st = row.get("settings") or {}
+    mode = st.get("integrate") or "none"
+    if mode != "none":
+        mode += " (reviewed tasks only)" if st.get("review_before_integrate") else " (every finished task)"
     common.emit(row, as_json, f"board {slug}: base {st.get('base') or '(the target’s current branch)'}, "
-                f"integrate {st.get('integrate') or 'none'}, env setup {st.get('env_setup') or '(detected .venv)'}")
+                f"integrate {mode}, env setup {st.get('env_setup') or '(detected .venv)'}")
 
 
 @boards.command("rename")

@@ -93,9 +93,9 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         _answer_review_run(task_id, verdict, text, score, as_json)
         return
     slug = common.task_board(task_id, board)
-    from agentboard.dispatch import integrate
+    from agentboard.dispatch import finish
 
-    task = integrate.review(common.db(), slug, task_id, verdict, text, score=score,
+    task = finish.review(common.db(), slug, task_id, verdict, text, score=score,
                             reviewer=common.actor(), actor=common.actor())
     if as_json:
         common.emit_json(task)

@@ -86,10 +86,10 @@ def _messages_text(out: dict[str, Any]) -> str:
 
 
 def _complete_one(db: Database, board: str, task_id: str, **kwargs: Any) -> dict[str, Any]:
-    from agentboard.kernel import runs
+    from agentboard.dispatch import finish
 
     run_id = common.worker_run_id(task_id)
-    return runs.complete(db, board, task_id, run_id=run_id, **kwargs)
+    return finish.complete(db, board, task_id, run_id=run_id, **kwargs)
 
 
 def _describe_done(task: dict[str, Any]) -> str:
@@ -98,6 +98,11 @@ def _describe_done(task: dict[str, Any]) -> str:
     if task.get("pending_verification"):
         return (f"{task['id']}: held until verification passes (the verify commands run when this worker "
                 "exits; the task completes only if they pass)")
+    if task.get("pending_integration"):
+        return (f"{task['id']}: held until its branch is integrated (when this worker exits, the board "
+                "merges it into its base branch; the task is done once that succeeded)")
+    if task.get("pending") == "spawn":
+        return f"{task['id']}: received; applied when this worker exits"
     line = f"{task['id']}: {status(task['status'])}"
     promoted = task.get("promoted") or []
     if promoted:

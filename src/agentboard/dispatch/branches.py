@@ -258,8 +258,9 @@ def check_settings(row: dict[str, Any], settings: dict[str, Any]) -> None:
             raise InvalidInput(f"{why}: give the folder of a virtualenv (python -m venv DIR)")
 
 
-def configure(db: Any, slug: str, *, actor: str | None = None, **changes: str | None) -> dict[str, Any]:
-    """Set a board's git settings (``base``, ``integrate``, ``env_setup``; ``""`` clears one),
+def configure(db: Any, slug: str, *, actor: str | None = None, **changes: str | bool | None) -> dict[str, Any]:
+    """Set a board's git settings (``base``, ``integrate``, ``review_before_integrate``,
+    ``env_setup``; ``""`` clears one),
     checked first (:func:`check_settings`); the board is unchanged when one is refused."""
     from ..kernel import boards as kboards
 

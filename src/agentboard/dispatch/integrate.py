@@ -1,4 +1,5 @@
-"""What approval does with a worktree task's branch (board setting ``integrate``).
+"""What finishing a worktree task does with its branch (board setting ``integrate``): the git
+work only; when it runs (approval, a task without review becoming done) is ``dispatch.finish``.
 
 - ``none`` (the default): the branch is left as it is (an ``integration_left`` event says so);
 - ``merge``: a merge commit of the branch onto the board's base branch;
@@ -9,8 +10,8 @@
 
 The new commit is made with ``git merge-tree`` / ``git commit-tree`` (rebase: in the task's
 worktree), so nothing is touched until it exists; then the base branch moves in one step (a
-fast-forward of the target's checkout when it has the base branch checked out). Approval is
-refused — the task is blocked ``needs_input`` with the reason and nothing changed — when the
+fast-forward of the target's checkout when it has the base branch checked out). Integration is
+refused (:class:`Refused`, nothing changed) when the
 task's worktree holds uncommitted work, the target's working tree has uncommitted changes in
 files the task changed, the base branch moved in a way that conflicts, or ``gh`` cannot be used.
 """
@@ -21,17 +22,12 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import gitsafe
-from ..domain import states
-from ..kernel import boards as kboards
-from ..kernel import branches as kbranches
-from ..kernel import dispatching as kd
-from ..store.engine import Database, Row
+from ..store.engine import Row
 from . import branches, gitutil
 
 MODES = ("none", "merge", "squash", "rebase", "pr")
@@ -207,49 +203,4 @@ def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[s
     return Outcome("pr_opened", url, {"base": base, "branch": branch, "files": touched[:50]})
 
 
-def approve(db: Database, board: str, task_id: str, apply: Callable[[], Row], *, actor: str | None = None) -> Row:
-    """Approve a task in review through ``apply`` (the kernel verdict), integrating its branch as
-    the board's ``integrate`` setting says: first the git work, then the verdict, then the
-    outcome. A refusal blocks the task ``needs_input`` instead of approving it."""
-    task = kd.task(db, board, task_id)
-    if task.get("status") != states.REVIEW or task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
-        return apply()
-    board_row = kboards.get(db, board)
-    repo = branches.repo_of(task)
-    mode = str((board_row.get("settings") or {}).get("integrate") or "none")
-    if repo is None or mode == "none":
-        out = apply()
-        kbranches.record_integration(db, board, task_id, "left", detail={"branch": task.get("branch_name")},
-                                     actor=actor)
-        return out
-    base = branches.board_base(repo, board_row.get("settings") or {})
-    try:
-        done = integrate(repo, task, mode, base)
-    except Refused as exc:
-        return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {exc}",
-                                            detail={"mode": mode, **exc.detail}, actor=actor)
-    except gitutil.GitError as exc:
-        return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {exc}",
-                                            detail={"mode": mode}, actor=actor)
-    out = apply()
-    kbranches.record_integration(db, board, task_id, done.outcome, pr_url=done.pr_url,
-                                 detail={"mode": mode, **done.detail}, actor=actor)
-    return {**out, "integration": done.outcome, "pr_url": done.pr_url or out.get("pr_url")}
-
-
-__all__ = ["MODES", "Outcome", "Refused", "approve", "gh_status", "integrate", "review"]
-
-
-def review(db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
-           score: int | None = None, findings: list[Any] | None = None, actor: str | None = None) -> Row:
-    """``kernel.runs.review`` with the board's integration on approval (:func:`approve`): the
-    one way every surface and the reviewer agent record a verdict."""
-    from ..kernel import runs
-
-    def apply() -> Row:
-        return runs.review(db, board, task_id, verdict, text, reviewer=reviewer, score=score, findings=findings,
-                           actor=actor)
-
-    if verdict != "approved":
-        return apply()
-    return approve(db, board, task_id, apply, actor=actor)
+__all__ = ["MODES", "Outcome", "Refused", "gh_status", "integrate"]

@@ -36,7 +36,7 @@ from ..kernel import tasks as ktasks
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle, review
 from ..store.engine import Row
-from . import adapters, liveness, spawn
+from . import adapters, finish, liveness, spawn
 from .report import Seen
 from .runtime import Context
 from .spawning import STOP_GRACE, Spawner, SpawnError
@@ -473,7 +473,8 @@ class Reaper:
         decision = lifecycle.after_exit(
             self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
             facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
-                                                       facts.workspace))
+                                                       facts.workspace),
+            complete=finish.complete_verified)
         if decision.action == "handled":
             return
         if decision.action == "repair" and decision.prompt_file is not None:

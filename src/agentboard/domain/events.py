@@ -35,8 +35,9 @@ BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_resto
          "purged", "schedule_added", "schedule_removed", "schedule_fired", "schedule_skipped",
          "schedule_failed")
 
-#: a task's branch: where it started, what approval did with it
-GIT: Final = ("integrated", "integration_refused", "integration_left")
+#: a task's branch: what finishing the task did with it (``integration_pending``: a worker's
+#: report waits for the dispatcher to integrate the branch after the worker exits)
+GIT: Final = ("integrated", "integration_refused", "integration_left", "integration_pending")
 
 #: budgets and diagnostics
 BUDGETS: Final = ("budget_changed", "unguarded")

@@ -19,7 +19,7 @@ DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
 BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
-              "env_setup")
+              "review_before_integrate", "env_setup")
 #: what approval does with a worktree task's branch (``dispatch/integrate.py``)
 INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
 #: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)

@@ -42,6 +42,8 @@ class BoardSettings(BaseModel):
     reviewer: Annotated[str, StringConstraints(pattern=REVIEWER_RE.pattern)] | None = None
     base: Annotated[str, StringConstraints(pattern=BRANCH_RE.pattern)] | None = None
     integrate: Literal["none", "merge", "squash", "rebase", "pr"] | None = None
+    #: only tasks approved in review are integrated; a task without review keeps its branch
+    review_before_integrate: bool | None = None
     env_setup: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
     supervisor: ProfileLike | None = None
     replan_after: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None

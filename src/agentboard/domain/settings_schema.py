@@ -95,6 +95,7 @@ _EXPECTED = {
                           "(against the board's budget)",
     "base": "a git branch name of the board's target repository",
     "integrate": "one of none, merge, squash, rebase, pr",
+    "review_before_integrate": "true or false",
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",

@@ -1,6 +1,7 @@
 """A worktree task's branch on the board: where it started and what approval did with it.
 
-Reads: the branches of a task's parents (:func:`parent_branches`). Writes: the outcome of
+Reads: the branches of a task's parents (:func:`parent_branches`); whether finishing a task
+integrates its branch (:func:`integration_due`, which the done transitions of ``runs`` check). Writes: the outcome of
 integrating an approved task's branch (:func:`record_integration`), and the refusal that blocks
 a task in review for a person (:func:`refuse_integration`).
 """
@@ -15,10 +16,45 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import InvalidInput
 from ..store.engine import Database, Row, Tx
-from .common import get_task, task_out
+from .common import board_settings, get_task, task_out
 
 #: what approval did with a task's branch (``tasks.integration``)
 OUTCOMES = ("merged", "squashed", "rebased", "pr_opened", "left", "refused")
+#: the board ``integrate`` modes that put a finished task's branch on the base branch
+INTEGRATING = ("merge", "squash", "rebase", "pr")
+
+
+def integration_due(task: Row, settings: dict[str, Any] | None, *, approval: bool = False) -> str | None:
+    """What finishing ``task`` does with its branch on a board with ``settings``: ``"integrate"``
+    (the board's ``integrate`` mode runs first; the task is done only once it succeeded),
+    ``"left"`` (the board integrates reviewed tasks only, ``review_before_integrate``: the
+    branch is kept and an ``integration_left`` event says so), or None (not a worktree task
+    with a branch, the board does not integrate, or the task goes to review instead).
+    ``approval``: the task is being approved in review."""
+    if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
+        return None
+    st = settings or {}
+    if st.get("integrate") not in INTEGRATING:
+        return None
+    if approval:
+        return "integrate"
+    if task.get("review_required"):
+        return None  # it goes to review; its approval integrates
+    return "left" if st.get("review_before_integrate") else "integrate"
+
+
+def integration_due_in(tx: Tx, board: str, task: Row, *, approval: bool = False) -> str | None:
+    """:func:`integration_due` with the board's settings read in ``tx`` (only for a worktree task)."""
+    if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
+        return None
+    return integration_due(task, board_settings(tx, board), approval=approval)
+
+
+def left_in(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
+    """A task without review finished on a board that integrates reviewed tasks only: its
+    branch is kept, and an ``integration_left`` event says why."""
+    _record(tx, board, task_id, "left", None,
+            {"reason": "the board integrates reviewed tasks only (review_before_integrate)"}, actor)
 
 
 def in_git_work_tree(path: str | None) -> bool:
@@ -106,4 +142,4 @@ def refuse_integration(db: Database, board: str, task_id: str, reason: str, *, d
     return db.write(_refuse, board, task_id, reason, dict(detail or {}), actor)
 
 
-__all__ = ["OUTCOMES", "check_worktree_task", "in_git_work_tree", "parent_branches", "record_integration", "refuse_integration"]
+__all__ = ["INTEGRATING", "OUTCOMES", "check_worktree_task", "integration_due", "integration_due_in", "left_in", "in_git_work_tree", "parent_branches", "record_integration", "refuse_integration"]

@@ -24,6 +24,30 @@ def task_out(row: Row) -> Row:
     return out
 
 
+def done_gate(task: Row, *, verify_enabled: bool, fields: dict[str, Any] | None = None) -> str | None:
+    """Why a person may not move ``task`` to done now (None when they may): a task that requires
+    review is done only by approving it in review (a running one goes to review instead); a task
+    with checks is done only when they passed after a worker's run. ``fields``: edits applied in
+    the same request first. The rule of ``dispatch.finish`` and of the moves the dashboard offers."""
+    tid, status = task["id"], task["status"]
+    if status in (states.REVIEW, states.DONE):
+        return None
+    fields = fields or {}
+    if fields.get("review_required", task.get("review_required")) and status != states.RUNNING:
+        return (f"task {tid} requires review, so it is done only by approving it in review (it is {status}): "
+                f"let it run to review, then `agentboard review {tid} --approve`")
+    commands = fields.get("verify", task.get("verify"))
+    if isinstance(commands, str):
+        commands = json.loads(commands) if commands else []
+    commands = [c for c in (commands or []) if str(c).strip()]
+    if commands and verify_enabled:
+        shown = ", ".join(f"`{c}`" for c in commands[:3]) + (" …" if len(commands) > 3 else "")
+        return (f"task {tid} has checks ({shown}) that must pass before it is done; they run after a worker's "
+                f"run (unblock or release it so it runs), or clear them to close it by hand "
+                f"(`agentboard edit {tid} --verify ''`)")
+    return None
+
+
 def run_out(row: Row) -> Row:
     out = dict(row)
     for key in ("metadata", "review"):

@@ -275,6 +275,20 @@ def claim_batch(
     return db.write(_claim_batch, board, list(task_ids), ttl, host, actor)
 
 
+def _keep_reported_workspace(tx: Tx, it: dict[str, Any]) -> None:
+    """A worker that reported (review, or a block) before its spawn was recorded: its run is
+    closed, but its work is in the workspace the spawn made, so the task keeps that workspace's
+    facts (kind, path, branch, base) — the approval of a task in review integrates its branch."""
+    tx.execute(
+        "UPDATE tasks SET workspace_path = COALESCE(:ws, workspace_path), workspace_kind = COALESCE(:wk, workspace_kind), "
+        "branch_name = COALESCE(:br, branch_name), base_branch = COALESCE(:bb, base_branch) "
+        "WHERE id = :id AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM task_runs r WHERE r.id = :r "
+        "AND r.task_id = :id AND r.status = 'closed' AND r.outcome IN ('review_requested', 'completed', 'blocked')) "
+        "AND NOT EXISTS (SELECT 1 FROM task_runs n WHERE n.task_id = :id AND n.id > :r)",
+        {"ws": it.get("workspace"), "wk": it.get("workspace_kind"), "br": it.get("branch"),
+         "bb": it.get("base_branch"), "id": it["task_id"], "r": int(it["run_id"])})
+
+
 def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Set-based ``runs.record_spawn`` for several workers: the same rows and events, with a
     compare-and-swap on each task's current run (a stale item writes nothing)."""
@@ -289,6 +303,7 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
     stale = []
     for it in items:
         if current.get(it["task_id"]) != int(it["run_id"]):
+            _keep_reported_workspace(tx, it)
             task = tx.one("SELECT id, status, current_run_id FROM tasks WHERE id = :t", {"t": it["task_id"]})
             error = (str(stale_error(task, int(it["run_id"]))) if task is not None
                      else f"task {it['task_id']} no longer exists")

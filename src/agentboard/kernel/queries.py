@@ -14,7 +14,15 @@ from typing import Any
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
 from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
-from .common import default_assignee, get_task, pending_parents, ready_or_todo, run_out, task_out
+from .common import (
+    default_assignee,
+    done_gate,
+    get_task,
+    pending_parents,
+    ready_or_todo,
+    run_out,
+    task_out,
+)
 from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
 
 CARD_COLUMNS = (
@@ -347,6 +355,8 @@ def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:
             del moves[states.READY]
     elif verb is not None and ready_or_todo(tx, task_id, task.get("assignee"), board) != states.READY:
         del moves[states.READY]
+    if states.DONE in moves and done_gate(task, verify_enabled=bool(tx.db.settings.verify)):
+        del moves[states.DONE]  # a person's done would skip its review or its checks (common.done_gate)
     return [{"status": s, "verb": v} for s, v in moves.items()]
 
 

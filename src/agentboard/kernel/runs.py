@@ -15,6 +15,7 @@ from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json, in_list
 from . import budgets, supervision
+from .branches import integration_due_in, left_in
 from .children import CLAIM_KEYS, check_created_in
 from .common import (
     board_settings,
@@ -394,7 +395,8 @@ _COMPLETE_HINTS_PG = (
 
 #: PostgreSQL: a worker's completion of its running task in one statement, with no separate row
 #: lock: the task's compare-and-swap (it matches only while the task is running this run with no
-#: verify commands waiting, ``:noverify``), its run closed and the run's row of the budget ledger
+#: verify commands waiting, ``:noverify``, and — unless ``:integrated`` — not a worktree task, whose
+#: branch may have to be integrated first), its run closed and the run's row of the budget ledger
 #: (a run is open until this statement closes it, so it has no ledger row yet) and the event
 #: (``completed`` or ``review_requested``, the run's outcome). No row back: nothing was written,
 #: and the general path below decides why.
@@ -406,7 +408,8 @@ _COMPLETE_RUNNING_PG = (
     "block_kind = NULL, block_reason = NULL, "
     "last_outcome = CASE WHEN review_required = 1 AND :force = 0 THEN 'review_requested' ELSE 'completed' END, "
     "updated_at = :now WHERE id = :id AND board = :board AND status = 'running' AND current_run_id = :run "
-    "AND (:noverify = 1 OR verify = '[]') RETURNING *), "
+    "AND (:noverify = 1 OR verify = '[]') AND (:integrated = 1 OR workspace_kind != 'worktree') "
+    "AND (:await_spawn = 0 OR worker_pid IS NOT NULL) RETURNING *), "
     "r AS (UPDATE task_runs SET status = 'closed', outcome = t.last_outcome, ended_at = :now, summary = :s, "
     "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
     "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
@@ -429,7 +432,7 @@ _USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime"
 
 def _complete_running_pg(
     tx: Tx, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
-    verified: bool, exit_code: int | None,
+    verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
 ) -> Row | None:
     """A running task's completion in two round trips and three statements (the general path
     takes six); None, with nothing written, when the swap does not apply."""
@@ -439,6 +442,7 @@ def _complete_running_pg(
     swapped = tx.execute(_COMPLETE_RUNNING_PG, {
         "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
         "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
+        "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
         "s": report.summary, "m": meta, "ec": exit_code, "actor": actor,
         "payload": dump_json(_completed_payload(report, synthetic=False)), **up})
     # a statement of its own, after the swap: its snapshot sees a child whose creation committed
@@ -492,12 +496,13 @@ def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor
 def complete_in(
     tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
     actor: str | None = None, force_done: bool = False, verified: bool = False,
-    exit_code: int | None = None,
+    exit_code: int | None = None, integrated: bool = False, await_spawn: bool = False,
 ) -> Row:
     """Complete a task inside the caller's transaction (see :func:`complete`)."""
     if (tx.db.dialect == "postgresql" and run_id is not None
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
-        done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code)
+        done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
+                                    integrated, await_spawn)
         if done is not None:
             return done
     budgeted: bool | None = None
@@ -514,12 +519,24 @@ def complete_in(
     cur = task["status"]
     if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
         raise stale_error(task, run_id)
-    if run_id is not None and not force_done and not verified and _verification_pending(tx, task):
-        return _hold_for_verification(tx, board, task, report, run_id, actor)
     if cur == states.RUNNING and task["review_required"] and not force_done:
         target = states.REVIEW
     else:
         target = states.DONE
+    due = integration_due_in(tx, board, task) if target == states.DONE else None
+    if run_id is not None and not force_done and not verified:
+        if _verification_pending(tx, task):
+            return _hold_for_verification(tx, board, task, report, run_id, actor)
+        if due == "integrate" and not integrated:
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="integration")
+        if await_spawn and task.get("worker_pid") is None and _may_have_a_branch(tx, board, task):
+            # the worker reported before the dispatcher recorded its spawn (its workspace and
+            # branch): its exit applies the report
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
+    if due == "integrate" and not integrated:
+        raise Conflict(f"task {task_id}'s branch is integrated into the board's base branch when it is done: "
+                       "finish it through agentboard (the dispatcher after its worker's run, `agentboard complete`, "
+                       "the API or the dashboard), which integrates it first")
     states.check("complete", cur, target, task_id)
     now = time.time()
     metadata = report.metadata
@@ -556,7 +573,20 @@ def complete_in(
     tx.event(board, task_id, kind, _completed_payload(report, synthetic=cur != states.RUNNING), run_id=rid,
              actor=actor, at=now)
     task.update(status=target, current_run_id=None, result=report.result or task.get("result"))
+    if due == "left":
+        left_in(tx, board, task_id, actor)
+        task["integration"] = "left"
     return _after_completed(tx, board, task, target, rid, actor, children=children)
+
+
+def _may_have_a_branch(tx: Tx, board: str, task: Row) -> bool:
+    """Whether the task runs (or may run) in a worktree: its own kind says so, or its board has a
+    target directory (the dispatcher then decides at the spawn)."""
+    if task.get("workspace_kind") == "worktree":
+        return True
+    if task.get("workspace_kind") not in (None, "scratch"):
+        return False
+    return tx.scalar("SELECT default_workdir FROM boards WHERE slug = :b", {"b": board}) is not None
 
 
 def _verification_pending(tx: Tx, task: Row) -> bool:
@@ -569,15 +599,21 @@ def _verification_pending(tx: Tx, task: Row) -> bool:
     return bool(commands) and tx.db.settings.verify
 
 
-def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None) -> Row:
+def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None, *,
+                           reason: str = "verification") -> Row:
     """Record the worker's success report on its run; the task stays running until the
-    dispatcher has run the verify commands after the worker exits (protocol.lifecycle)."""
+    dispatcher has run the verify commands after the worker exits (protocol.lifecycle), or
+    (``reason="integration"``) has integrated the task's branch into the board's base branch,
+    or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet."""
     pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
                "usage": report.usage, "actor": actor}
     tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
-    tx.event(board, task["id"], "verify_pending", {"summary": first_line(report.summary)}, run_id=run_id, actor=actor)
+    kind = "integration_pending" if reason == "integration" else "verify_pending"
+    tx.event(board, task["id"], kind, {"summary": first_line(report.summary), "until": reason}, run_id=run_id,
+             actor=actor)
     out = task_out(task)
-    out.update(run_id=run_id, pending_verification=True)
+    out.update(run_id=run_id, pending=reason, pending_verification=reason == "verification",
+               pending_integration=reason == "integration")
     return out
 
 
@@ -585,17 +621,24 @@ def complete(
     db: Database, board: str, task_id: str, *, summary: str | None = None,
     metadata: dict[str, Any] | None = None, result: str | None = None,
     usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
-    force_done: bool = False, verified: bool = False, exit_code: int | None = None,
+    force_done: bool = False, verified: bool = False, exit_code: int | None = None, integrated: bool = False,
+    await_spawn: bool = False,
 ) -> Row:
     """Finish a task: running → done (or review); a person closing ready/blocked/review → done.
 
     A worker's report (with its ``run_id``) on a task with ``verify`` commands is held on the run
     until the dispatcher has verified it; the dispatcher then completes with ``verified=True``.
     ``exit_code`` (the dispatcher, after the worker exited) is stored on the closed run.
+
+    A worktree task whose board integrates finished work (``kernel.branches.integration_due``)
+    becomes done only with ``integrated=True``: the caller has put its branch on the base branch
+    (``dispatch.finish``); a worker's report on it is held like a verification. ``await_spawn``:
+    the report comes from a worker the dispatcher started (its run token); before the dispatcher
+    has recorded the spawn, it is held the same way.
     """
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
     return db.write(complete_in, board, task_id, report, run_id=run_id, actor=actor, force_done=force_done,
-                    verified=verified, exit_code=exit_code)
+                    verified=verified, exit_code=exit_code, integrated=integrated, await_spawn=await_spawn)
 
 
 def request_review_in(
@@ -677,13 +720,18 @@ def _review_record(tx: Tx, board: str, task_id: str, v: Verdict, now: float) -> 
     return int(rid) if rid is not None else None
 
 
-def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None = None) -> Row:
+def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None = None,
+              integrated: bool = False) -> Row:
     """Apply a review verdict inside the caller's transaction (see :func:`review`)."""
     verdict, text, reviewer, score = v.verdict, v.text, v.reviewer, v.score
     task = get_task(tx, board, task_id, lock=True)
     now = time.time()
     if verdict == "approved":
         states.check("approve", task["status"], states.DONE, task_id)
+        if not integrated and integration_due_in(tx, board, task, approval=True) == "integrate":
+            raise Conflict(f"approving task {task_id} integrates its branch into the board's base branch: approve "
+                           "it through agentboard (`agentboard review --approve`, the API, the dashboard or "
+                           "Board.approve), which integrates it first")
         rid = _review_record(tx, board, task_id, v, now)
         tx.execute(
             "UPDATE tasks SET status = 'done', completed_at = :now, consecutive_failures = 0, "
@@ -729,10 +777,12 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
 def review(
     db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
     score: int | None = None, findings: list[Any] | None = None, actor: str | None = None,
+    integrated: bool = False,
 ) -> Row:
-    """Record a review verdict (a person's or the reviewer agent's) and apply it."""
+    """Record a review verdict (a person's or the reviewer agent's) and apply it. Approving a
+    worktree task on a board that integrates needs ``integrated=True`` (``dispatch.finish``)."""
     v = Verdict.build(verdict, text, reviewer=reviewer, score=score, findings=findings, actor=actor)
-    return db.write(review_in, board, task_id, v, actor=actor)
+    return db.write(review_in, board, task_id, v, actor=actor, integrated=integrated)
 
 
 def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:

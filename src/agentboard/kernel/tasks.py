@@ -714,13 +714,16 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
 # -- the dashboard's status drag -----------------------------------------------------------------
 
 
-def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None, actor: str | None = None) -> Row:
+def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None,
+               actor: str | None = None, integrated: bool = False) -> Row:
     """Map a requested status to the verb that reaches it; never a raw column write.
 
-    One transaction: a refused move changes nothing.
+    One transaction: a refused move changes nothing. A move to done that integrates the task's
+    branch needs ``integrated=True``: surfaces call ``dispatch.finish.set_status``, which runs
+    the gates and the integration first.
     """
     _check_status(status)
-    return db.write(_set_status, board, task_id, status, reason, actor)
+    return db.write(_set_status, board, task_id, status, reason, actor, integrated)
 
 
 def _check_status(status: str) -> None:
@@ -728,7 +731,8 @@ def _check_status(status: str) -> None:
         raise InvalidInput(f"unknown status {status!r}; use one of {', '.join(states.STATUSES)}")
 
 
-def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | None, actor: str | None) -> Row:
+def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | None, actor: str | None,
+                integrated: bool = False) -> Row:
     current = get_task(tx, board, task_id, lock=True)
     cur = current["status"]
     if cur == status:
@@ -742,8 +746,9 @@ def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | Non
         return _block(tx, board, task_id, why, "manual", None, actor)
     if status == states.DONE:
         if cur == states.REVIEW:
-            return review_in(tx, board, task_id, Verdict.build("approved", actor=actor), actor=actor)
-        return complete_in(tx, board, task_id, Report(), actor=actor)
+            return review_in(tx, board, task_id, Verdict.build("approved", actor=actor), actor=actor,
+                             integrated=integrated)
+        return complete_in(tx, board, task_id, Report(), actor=actor, integrated=integrated)
     if status == states.REVIEW:
         if cur != states.RUNNING:
             raise Conflict(f"only a running task can be handed to review (task {task_id} is {cur})")
@@ -786,6 +791,25 @@ def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | Non
     return out
 
 
+def _refuse_integration(tx: Tx, board: str, task_id: str, reason: str, run_id: int, detail: dict[str, Any],
+                        actor: str | None) -> Row:
+    out = _block(tx, board, task_id, reason, "needs_input", run_id, actor)
+    tx.execute("UPDATE tasks SET integration = 'refused', last_outcome = 'integration_refused' WHERE id = :id",
+               {"id": task_id})
+    tx.event(board, task_id, "integration_refused", {"reason": reason, **detail}, run_id=run_id, actor=actor)
+    out["integration"] = "refused"
+    return out
+
+
+def refuse_integration(db: Database, board: str, task_id: str, reason: str, *, run_id: int,
+                       detail: dict[str, Any] | None = None, actor: str | None = None) -> Row:
+    """A worker's run on a task without review succeeded (and was verified), but its branch
+    could not be integrated into the board's base branch: the run closes, the task is blocked
+    ``needs_input`` with the reason (an ``integration_refused`` event), and nothing in git changed."""
+    why = _block_reason(reason, "needs_input")
+    return db.write(_refuse_integration, board, task_id, why, run_id, dict(detail or {}), actor)
+
+
 # -- the dashboard's edit: fields, assignee and status together ----------------------------------
 
 
@@ -800,10 +824,12 @@ def update(
     status: str | None = None,
     reason: str | None = None,
     actor: str | None = None,
+    integrated: bool = False,
 ) -> Row:
     """Edit ``fields``, then (with ``assign=True``) set the assignee (None unassigns), then move
     to ``status`` — all in one transaction, so a refused step (say the status move) leaves none
-    of the others behind. Returns the task as the last step left it.
+    of the others behind. Returns the task as the last step left it. ``integrated``: as for
+    :func:`set_status`.
     """
     changes = _edit_changes(fields) if fields else {}
     name = _assignee(assignee) if assign else None
@@ -819,7 +845,7 @@ def update(
         if assign:
             task = _assign(tx, board, task_id, name, False, actor)
         if status is not None:
-            task = _set_status(tx, board, task_id, status, reason, actor)
+            task = _set_status(tx, board, task_id, status, reason, actor, integrated)
         return task_out(task)
 
     return db.write(_update)
@@ -873,5 +899,5 @@ block_reason = _block_reason
 
 __all__ = [
     "NewTask", "archive_in", "block_in", "block_reason", "release_in", "archive", "assign", "block", "bulk", "create", "create_in", "create_task", "edit",
-    "release", "reopen", "restore", "set_status", "unblock", "update",
+    "refuse_integration", "release", "reopen", "restore", "set_status", "unblock", "update",
 ]

@@ -188,8 +188,10 @@ class LocalOps:
 
     def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
                  result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
-        out = runs.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
-                            usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
+        from ..dispatch import finish
+
+        out = finish.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
+                              usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
         if out.get("status") == "review":
             out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out

@@ -31,6 +31,16 @@ from .context import render
 
 log = logging.getLogger(__name__)
 
+#: how a verified success becomes a completion (``board, task id`` and the keywords of
+#: ``runs.complete``): ``runs.complete(..., verified=True)`` unless the caller gives another —
+#: the dispatcher gives ``dispatch.finish.complete_verified``, which integrates a worktree task's
+#: branch first when its board says so
+Completer = Callable[..., Row]
+
+
+def _kernel_complete(db: Database, board: str, task_id: str, **kw: Any) -> Row:
+    return runs.complete(db, board, task_id, verified=True, **kw)
+
 PROMPT_FILE = "prompt.md"
 REPAIR_PROMPT_FILE = "repair-prompt.md"
 WIKI_PAGES = 5
@@ -231,6 +241,7 @@ def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
     actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
+    complete: Completer | None = None,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -270,10 +281,14 @@ def _verify_and_complete(
         runs.record_telemetry(db, board, task_id, "verified",
                               {"commands": [r.command for r in outcome.results]}, run_id=run_id)
     try:
-        done = runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result_line,
-                             usage=usage, run_id=run_id, actor=actor, verified=True, exit_code=exit_code)
+        done = (complete or _kernel_complete)(db, board, task_id, summary=summary, metadata=metadata,
+                                              result=result_line, usage=usage, run_id=run_id, actor=actor,
+                                              exit_code=exit_code)
     except StaleRun as exc:
         return ExitDecision(ExitAction.HANDLED, note=str(exc))
+    if done["status"] not in (states.DONE, states.REVIEW):  # its branch could not be integrated
+        return ExitDecision(ExitAction.HANDLED, note=f"verified, not integrated; task is {done['status']}: "
+                            f"{done.get('block_reason') or ''}")
     note = f"completed; task is {done['status']}"
     if done["status"] == states.REVIEW:
         rv = review.on_review_entered(db, settings, board, task_id)
@@ -321,12 +336,14 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
 
 def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
                exit_code: int | None, log_path: Path | None, attempt: int = 0,
-               verifying: Callable[[], verify.Setup] | None = None) -> ExitDecision:
+               verifying: Callable[[], verify.Setup] | None = None, *,
+               complete: Completer | None = None) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
     ``attempt`` is 0 after the worker itself, N after the N-th repair attempt. ``verifying``:
     how the task's checks run — confined like the worker, with its environment
     (``dispatch.spawning.Spawner.verifying``); without it they run as the dispatcher.
+    ``complete``: see :data:`Completer`.
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
@@ -353,7 +370,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
             usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
-            verifying=verifying)
+            verifying=verifying, complete=complete)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
@@ -397,7 +414,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, exit_code=exit_code, verifying=verifying)
+                                    actor=actor, exit_code=exit_code, verifying=verifying, complete=complete)
     if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision
@@ -424,7 +441,7 @@ def plan_plain_completions(db: Database, settings: Settings,
                            exits: list[tuple[str, str, int, Path, int | None]]) -> dict[int, PlainCompletion]:
     """Which of several exits ``(board, task id, run id, workspace, exit code)`` of first attempts
     are plain completions: the task is still running on that run with no pending report, no
-    verification and no review, and ``.board/result.json`` is valid, successful and carries
+    verification, no review and no branch (a worktree task goes through :func:`after_exit`), and ``.board/result.json`` is valid, successful and carries
     nothing else to apply (no follow-up suggestions, no wiki proposals). One read for all.
 
     Completing those (``kernel.dispatching.complete_runs``) has exactly the effect
@@ -437,7 +454,8 @@ def plan_plain_completions(db: Database, settings: Settings,
     for board, task_id, run_id, workspace, exit_code in exits:
         task, run = st[run_id].task, st[run_id].run
         if (task is None or run is None or task["status"] != states.RUNNING or task["current_run_id"] != run_id
-                or run.get("pending_report") or task.get("review_required")):
+                or run.get("pending_report") or task.get("review_required")
+                or task.get("workspace_kind") == "worktree"):  # its branch may be integrated first
             continue
         v = task.get("verify")
         if json.loads(v or "[]") if isinstance(v, str) else v:

@@ -138,9 +138,9 @@ def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any
     errs = validate_verdict(verdict)
     if errs:
         raise InvalidInput("review verdict is invalid: " + "; ".join(errs))
-    from ..dispatch import integrate
+    from ..dispatch import finish
 
-    return integrate.review(
+    return finish.review(
         db, board, task_id, verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
         score=verdict["score"], findings=verdict.get("findings") or [], actor=actor or reviewer,
     )

@@ -148,24 +148,30 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
 def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
     """Edit fields, reassign and change the status in one transaction: a refused step (say a
-    409 on the status) leaves the task as it was."""
+    409 on the status) leaves the task as it was. A person's edit: a run token changes its task
+    only through the worker verbs (complete, block, heartbeat, request review), so it gets a 403.
+    Done passes the review and verification gates and integrates (``dispatch.finish``)."""
+    if who.is_run:
+        raise Forbidden(_RUN_TOKEN_EDIT)
     slug = write_board(request, who, board, task_id)
     edits = _validate_patch(data, who)
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
                            "goal_id, verify or model")
-    db = state(request).db
+    from ...dispatch import finish
 
-    def apply() -> dict[str, Any]:
-        return tasks.update(db, slug, task_id, fields=edits, assign="assignee" in sent,
-                            assignee=data.assignee or None, status=data.status, reason=data.reason, actor=who.name)
+    return Json(finish.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
+                              assignee=data.assignee or None, status=data.status, reason=data.reason,
+                              actor=who.name))
 
-    if data.status == "done":  # approving a task in review integrates its branch (board setting)
-        from ...dispatch import integrate
 
-        return Json(integrate.approve(db, slug, task_id, apply, actor=who.name))
-    return Json(apply())
+#: why a run token's PATCH is refused
+_RUN_TOKEN_EDIT = ("a run token cannot edit a task or change its status: a worker finishes with complete, "
+                   "block or request-review (agentboard complete / kanban_complete) and its verification "
+                   "and review decide the rest")
+#: the bulk actions a run token may take (an orchestrator's unblock; ``kanban_unblock``)
+_RUN_BULK = frozenset({"unblock"})
 
 
 _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
@@ -176,6 +182,9 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
          who: Principal = Depends(current)) -> Response:
     """Apply one action to several tasks, each on its own board and in its own transaction:
     each id reports its own result, and a refused id leaves the others applied."""
+    if who.is_run and data.action not in _RUN_BULK:
+        raise Forbidden(f"a run token cannot {data.action} tasks in bulk: a worker finishes with complete, block or "
+                        "request-review, and proposes other work with `agentboard create --triage`")
     if board:
         read_board(request, who, board)
     if not who.is_run:
@@ -187,11 +196,12 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
     if data.action == "assign" and data.assignee and data.assignee.lower() not in ("none", "-"):
         model.profile_name(data.assignee)
     actor = who.name
+    from ...dispatch import finish
 
     def verb(db_: Database, _board: str, task_id: str) -> dict[str, Any]:
         board_ = write_board(request, who, board, task_id)
         if data.action == "status":
-            return tasks.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor)
+            return finish.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor)
         if data.action == "archive":
             return tasks.archive(db_, board_, task_id, actor=actor)
         if data.action == "restore":
@@ -229,10 +239,10 @@ def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
     slug = write_board(request, who, board, task_id)
     if who.is_run and not who.orchestrator:
         raise Forbidden("a worker cannot record a review verdict on its own task")
-    from ...dispatch import integrate
+    from ...dispatch import finish
 
-    out = integrate.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,
-                           score=data.score, findings=data.findings, actor=who.name)
+    out = finish.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,
+                        score=data.score, findings=data.findings, actor=who.name)
     return Json(out)
 
 

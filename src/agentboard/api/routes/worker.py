@@ -98,10 +98,12 @@ def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, boar
 def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
              who: Principal = Depends(current)) -> Response:
     """Finish a task: running → done (or review); held for verification when it has checks."""
+    from ...dispatch import finish
+
     slug = write_board(request, who, board, task_id)
-    out = runs.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
-                        result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
-                        actor=actor_of(request, who, slug))
+    out = finish.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
+                          result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
+                          actor=actor_of(request, who, slug), worker=_own(who, task_id))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 

@@ -1,0 +1,224 @@
+"""The roads to done: one function per action, called by every surface.
+
+The CLI, REST (single and bulk, so the dashboard too), MCP, the Python API, the reviewer agent
+and the dispatcher finish a task through these functions and nothing else:
+
+- :func:`review` / :func:`approve` — a verdict on a task in review; approval integrates;
+- :func:`complete` — a worker's report (with its run id: the kernel holds it for verification
+  and integration) or a person closing a task (without one: the gates below);
+- :func:`set_status` — the dashboard's move (bulk "Move to…", the Python API);
+- :func:`update` — PATCH's edit + assign + status in one transaction;
+- :func:`complete_verified` — the dispatcher, after a worker's exit and its verification.
+
+A person's move to done passes two gates before anything changes, and is refused (409, with
+what to do) otherwise:
+
+- **review** — a task that requires review is done only by approving it in review: done on a
+  task in review *is* an approval; a running one goes to review (as its worker's report
+  would); on any other task that requires review it is refused;
+- **verification** — a task with checks (``verify`` commands) is done only when they passed
+  after a worker's run (the dispatcher runs them, confined like the worker): a person's done
+  on it is refused, saying so; clear the checks first to close it by hand. (A task in review has
+  passed them already: its worker's report was verified before it entered review.)
+
+Then the board's ``integrate`` setting (:mod:`.integrate`): approval integrates the branch of a
+worktree task; a worktree task without review is integrated when it becomes done too (after
+its verification), unless the board sets ``review_before_integrate`` (its branch is left, an
+``integration_left`` event says so). The git work comes first, the kernel's transition
+second, so done means integrated: a refused integration blocks a task in review or a worker's
+verified run ``needs_input`` with the reason, and refuses a person's move with nothing changed.
+The kernel enforces the order: its done transitions of a task whose branch is due for
+integration refuse to run unless told ``integrated=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..domain import states
+from ..domain.errors import Conflict
+from ..kernel import boards as kboards
+from ..kernel import branches as kbranches
+from ..kernel import dispatching as kd
+from ..kernel import runs, tasks
+from ..kernel.common import done_gate
+from ..store.engine import Database, Row
+from . import branches, gitutil, integrate
+
+#: a kernel transition to run once the gates passed (``integrated``: the branch is on the base)
+Apply = Callable[[bool], Row]
+
+
+def check_gates(db: Database, task: Row, *, fields: Mapping[str, Any] | None = None) -> None:
+    """Refuse (:class:`Conflict`) a person's move of ``task`` (not in review) to done that would
+    skip its review or its checks (``kernel.common.done_gate``); ``fields``: edits applied in
+    the same request first."""
+    why = done_gate(task, verify_enabled=bool(db.settings.verify), fields=dict(fields or {}))
+    if why:
+        raise Conflict(why)
+
+
+def _integrate_or_refuse(db: Database, board: str, task: Row, settings: dict[str, Any]) -> integrate.Outcome | str:
+    """Integrate ``task``'s branch as the board says: the outcome, or why it was refused."""
+    mode = str(settings.get("integrate"))
+    repo = branches.repo_of(task)
+    if repo is None:
+        return f"it has no repository to {mode} its branch into"
+    base = branches.board_base(repo, settings)
+    try:
+        return integrate.integrate(repo, task, mode, base)
+    except integrate.Refused as exc:
+        return f"{exc}"
+    except gitutil.GitError as exc:
+        return f"{exc}"
+
+
+def _record(db: Database, board: str, task_id: str, out: Row, done: integrate.Outcome, mode: str,
+            actor: str | None) -> Row:
+    kbranches.record_integration(db, board, task_id, done.outcome, pr_url=done.pr_url,
+                                 detail={"mode": mode, **done.detail}, actor=actor)
+    return {**out, "integration": done.outcome, "pr_url": done.pr_url or out.get("pr_url")}
+
+
+def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | None) -> Row:
+    """Approve ``task`` (in review) through ``apply``: the branch first, then the verdict, then
+    the outcome; a refusal blocks the task ``needs_input`` instead of approving it."""
+    task_id = task["id"]
+    if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
+        return apply(False)
+    settings = kboards.get(db, board).get("settings") or {}
+    if kbranches.integration_due(task, settings, approval=True) != "integrate":
+        out = apply(False)
+        kbranches.record_integration(db, board, task_id, "left", detail={"branch": task.get("branch_name")},
+                                     actor=actor)
+        return {**out, "integration": "left"}
+    mode = str(settings.get("integrate"))
+    done = _integrate_or_refuse(db, board, task, settings)
+    if isinstance(done, str):
+        return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {done}",
+                                            detail={"mode": mode}, actor=actor)
+    return _record(db, board, task_id, apply(True), done, mode, actor)
+
+
+def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str | None = None,
+            fields: Mapping[str, Any] | None = None) -> Row:
+    """A person's move of a task to done through ``apply`` (the kernel transition): an approval
+    for a task in review; otherwise the gates (:func:`check_gates`), then the branch's
+    integration when it is due, then the move."""
+    task = kd.task(db, board, task_id)
+    status = task["status"]
+    if status == states.REVIEW:
+        return _approve(db, board, task, apply, actor)
+    if status == states.DONE or not states.can("complete", status):
+        return apply(False)  # nothing to do, or the kernel says why it cannot
+    check_gates(db, task, fields=fields)
+    if task.get("review_required"):
+        return apply(False)  # running → review (the kernel's complete)
+    settings = kboards.get(db, board).get("settings") or {}
+    if kbranches.integration_due(task, settings) != "integrate":
+        return apply(False)
+    mode = str(settings.get("integrate"))
+    done = _integrate_or_refuse(db, board, task, settings)
+    if isinstance(done, str):
+        raise Conflict(f"task {task_id} was not moved to done: the board integrates finished work ({mode}), "
+                       f"and its branch could not be integrated: {done}")
+    return _record(db, board, task_id, apply(True), done, mode, actor)
+
+
+# -- the actions -------------------------------------------------------------------------------
+
+
+def review(db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
+           score: int | None = None, findings: list[Any] | None = None, actor: str | None = None) -> Row:
+    """A verdict on a task in review (a person's or the reviewer agent's); approval integrates."""
+    def apply(integrated: bool) -> Row:
+        return runs.review(db, board, task_id, verdict, text, reviewer=reviewer, score=score, findings=findings,
+                           actor=actor, integrated=integrated)
+
+    if verdict != "approved":
+        return apply(False)
+    return _approve(db, board, kd.task(db, board, task_id), apply, actor)
+
+
+def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:
+    """Approve a task in review: its branch is integrated as the board says, then it is done."""
+    return review(db, board, task_id, "approved", text, actor=actor)
+
+
+def complete(db: Database, board: str, task_id: str, *, summary: str | None = None,
+             metadata: dict[str, Any] | None = None, result: str | None = None,
+             usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
+             worker: bool = False) -> Row:
+    """Finish a task. With ``run_id`` (a worker's report on its own run): the kernel's complete,
+    held until the dispatcher has verified and integrated it (``worker``: the report comes
+    through the worker's run token). Without (a person): done through the review gate (a task
+    in review is approved), the verification gate and integration."""
+    if run_id is not None:
+        return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
+                             run_id=run_id, actor=actor, await_spawn=worker)
+    task = kd.task(db, board, task_id)
+    if task["status"] == states.REVIEW:
+        return approve(db, board, task_id, text=summary or "", actor=actor)
+
+    def apply(integrated: bool) -> Row:
+        return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
+                             actor=actor, integrated=integrated)
+
+    return to_done(db, board, task_id, apply, actor=actor)
+
+
+def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None,
+               actor: str | None = None) -> Row:
+    """Move a task to ``status`` through the verb that reaches it; done passes :func:`to_done`."""
+    def apply(integrated: bool) -> Row:
+        return tasks.set_status(db, board, task_id, status, reason=reason, actor=actor, integrated=integrated)
+
+    if status != states.DONE:
+        return apply(False)
+    return to_done(db, board, task_id, apply, actor=actor)
+
+
+def update(db: Database, board: str, task_id: str, *, fields: Mapping[str, Any] | None = None, assign: bool = False,
+           assignee: str | None = None, status: str | None = None, reason: str | None = None,
+           actor: str | None = None) -> Row:
+    """Edit, reassign and move in one transaction (``kernel.tasks.update``); done passes
+    :func:`to_done` (with the edits of the same request taken into account)."""
+    def apply(integrated: bool) -> Row:
+        return tasks.update(db, board, task_id, fields=fields, assign=assign, assignee=assignee, status=status,
+                            reason=reason, actor=actor, integrated=integrated)
+
+    if status != states.DONE:
+        return apply(False)
+    return to_done(db, board, task_id, apply, actor=actor, fields=fields)
+
+
+def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, summary: str | None = None,
+                      metadata: dict[str, Any] | None = None, result: str | None = None,
+                      usage: dict[str, Any] | None = None, actor: str | None = None,
+                      exit_code: int | None = None) -> Row:
+    """The dispatcher's completion of a worker's verified success (``protocol.lifecycle``): a
+    worktree task without review whose board integrates has its branch integrated first; a
+    refusal closes the run and blocks the task ``needs_input`` with the reason."""
+    def apply(integrated: bool) -> Row:
+        return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
+                             run_id=run_id, actor=actor, verified=True, exit_code=exit_code, integrated=integrated)
+
+    task = kd.task(db, board, task_id)
+    if task.get("workspace_kind") != "worktree" or task.get("review_required"):
+        return apply(False)
+    settings = kboards.get(db, board).get("settings") or {}
+    if kbranches.integration_due(task, settings) != "integrate":
+        return apply(False)
+    if task["status"] != states.RUNNING or task.get("current_run_id") != run_id:
+        return apply(False)  # the kernel says the run is stale
+    mode = str(settings.get("integrate"))
+    done = _integrate_or_refuse(db, board, task, settings)
+    if isinstance(done, str):
+        return tasks.refuse_integration(db, board, task_id, f"the work is done but could not be integrated ({mode}): "
+                                        f"{done}", run_id=run_id, detail={"mode": mode}, actor="dispatcher")
+    return _record(db, board, task_id, apply(True), done, mode, "dispatcher")
+
+
+__all__ = ["approve", "check_gates", "complete", "complete_verified", "review", "set_status",
+           "to_done", "update"]
