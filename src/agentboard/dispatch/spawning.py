@@ -36,6 +36,7 @@ from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
+from ..observe import metrics
 from ..protocol import boarddir, lifecycle
 from ..store.engine import Row
 from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
@@ -169,7 +170,8 @@ class Spawner:
                 started.append(res)
         spawned, stale = self.record(slug, started)
         for s in spawned:
-            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace)
+            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
+                     extra={"board": s.board, "task": s.task, "run": s.run_id})
         return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
 
     def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]],
@@ -372,8 +374,10 @@ class Spawner:
         deadline = time.time() + at.deadline_seconds if at.deadline_seconds is not None else None
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline)
-        if self.on_spawn is not None and at.number == 0 and not at.review:
-            self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
+        if at.number == 0 and not at.review:
+            metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), w.started)
+            if self.on_spawn is not None:
+                self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
 
