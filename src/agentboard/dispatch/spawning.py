@@ -428,6 +428,7 @@ class Spawner:
         """Record the workers that could not start: three or more failing the same way in one
         pass block their tasks at once (systemic); the others count as one failure each."""
         out: list[SpawnFailed] = []
+        metrics.spawn_failed([f.board for f in failures])
         for f in [f for f in failures if f.kind]:  # not worth a retry: a person decides
             try:
                 ktasks.block(self.ctx.db, f.board, f.task_id, f.error, kind=f.kind or "needs_input", run_id=f.run_id,

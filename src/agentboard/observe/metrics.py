@@ -172,6 +172,14 @@ def runs_closed(db: Database, run_ids: Iterable[int]) -> None:
                                     "cost_usd": r.get("cost_usd")})
 
 
+def spawn_failed(boards: list[str]) -> None:
+    """Workers that could not be started, one board each."""
+    if not _ENABLED:
+        return
+    for board in boards:
+        SPAWN_FAILURES.labels(board).inc()
+
+
 def pass_done(host: str, started: float, ok: bool = True) -> None:
     """A dispatcher pass that started at ``started`` (``time.perf_counter()``) ended."""
     if not _ENABLED:
