@@ -66,12 +66,17 @@ def running_by_host(db: Database) -> dict[str, int]:
     return {str(r["worker_host"] or ""): int(r["n"]) for r in rows}
 
 
-def budget_blocked(db: Database) -> dict[str, int]:
-    """Tasks blocked by a spent budget, per board."""
-    rows = db.read(lambda tx: tx.all(
-        "SELECT board, COUNT(*) AS n FROM tasks WHERE status = 'blocked' AND block_kind = 'budget' "
-        "GROUP BY board"))
-    return {str(r["board"]): int(r["n"]) for r in rows}
+def budget_blocked(db: Database, boards: list[str]) -> dict[str, int]:
+    """Tasks blocked by a spent budget, per board (the blocked tasks of each board, through the
+    ``(board, status)`` index)."""
+    if not boards:
+        return {}
+    from ..store.engine import in_list
+
+    params: dict[str, Any] = {}
+    sql = ("SELECT board, COUNT(*) AS n FROM tasks WHERE board IN " + in_list("b", boards, params)
+           + " AND status = 'blocked' AND block_kind = 'budget' GROUP BY board")
+    return {str(r["board"]): int(r["n"]) for r in db.read(lambda tx: tx.all(sql, params))}
 
 
 def wakes_by_status(db: Database) -> dict[tuple[str, str], int]:

@@ -259,7 +259,7 @@ class DatabaseCollector(Collector):
                     f["tasks"].add_metric([board, status], counts.get((board, status), 0))
             for host, n in sorted(monitoring.running_by_host(db).items()):
                 f["workers"].add_metric([host], n)
-            blocked = monitoring.budget_blocked(db)
+            blocked = monitoring.budget_blocked(db, sorted(boards))
             for board in sorted(boards):
                 f["budget"].add_metric([board], blocked.get(board, 0))
             for (board, status), n in sorted(monitoring.wakes_by_status(db).items()):
