@@ -130,6 +130,9 @@ class Settings:
     worker_env_allow: tuple[str, ...] = WORKER_ENV_ALLOW
     #: Apprise URLs subscribed to every task a person creates (not the tasks agents create)
     notify_default: tuple[str, ...] = ()
+    #: hosts (names, IP addresses or networks such as 10.0.0.0/8) that notification targets
+    #: subscribed by members may reach besides public addresses
+    notify_allow_hosts: tuple[str, ...] = ()
     #: the dashboard's address as people reach it; messages link to the task there
     public_url: str | None = None
     #: run the notifier inside ``serve`` and ``dispatcher``

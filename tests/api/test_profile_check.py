@@ -1,4 +1,4 @@
-"""GET /api/profiles/{name}/check: the `profiles check` report over REST (administrators only)."""
+"""POST /api/profiles/{name}/check: the `profiles check` report over REST (administrators only)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ def test_the_api_gives_an_administrator_the_same_check_and_refuses_others(ab, tm
     ab.add_profile("oc", adapter="opencode", command=exe, model_name="anthropic/claude-sonnet-4-5",
                    env={"HOME": str(tmp_path), "ANTHROPIC_API_KEY": "x"})
     with start_api(ab) as a:
-        r = a.as_admin.get("/api/profiles/oc/check", params={"run": "false"})
+        r = a.as_admin.post("/api/profiles/oc/check", params={"run": "false"})
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["ok"] and body["profile"] == "oc"
         assert "flags accepted" not in by_name(body)
         assert "--model anthropic/claude-sonnet-4-5" in by_name(body)["command line"]["detail"]
         member = a.client(a.token("someone"))
-        assert member.get("/api/profiles/oc/check").status_code == 403
-        assert a.as_admin.get("/api/profiles/nobody/check").status_code == 404
+        assert member.post("/api/profiles/oc/check").status_code == 403
+        assert a.as_admin.post("/api/profiles/nobody/check").status_code == 404

@@ -1,4 +1,4 @@
-"""`agentboard profiles check` and GET /api/profiles/{name}/check against the real agent CLIs
+"""`agentboard profiles check` and POST /api/profiles/{name}/check against the real agent CLIs
 (installed by scripts/test into .cache/agentclis; skipped with a reason when missing, failed
 under CI=true)."""
 

@@ -9,6 +9,10 @@ header (CSRF). The routes then check the role and the board with :class:`Princip
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -186,6 +190,55 @@ def authenticate(db: Database, token: str | None, via_cookie: bool = False) -> P
 
 #: the page a browser without a valid token gets (``web/login.html``, self-contained)
 LOGIN_HTML = Path(__file__).resolve().parent.parent / "web" / "login.html"
+
+
+class LoginThrottle:
+    """A per-client back-off on ``/login``: after ``limit`` failed logins within ``window``
+    seconds, every login from that client (a right token too) is answered 429 with
+    ``Retry-After`` until the oldest of those failures is ``window`` old. A successful login
+    forgets the client's failures. Clients are told apart by their address (behind a reverse
+    proxy they share one: the proxy should limit too). At most ``clients`` addresses are kept,
+    the least recently seen dropped first."""
+
+    def __init__(self, limit: int = 5, window: float = 300.0, clients: int = 10_000) -> None:
+        self.limit = limit
+        self.window = window
+        self.clients = clients
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        seen = self._failures.get(client)
+        if seen is None:
+            return deque()
+        while seen and seen[0] <= now - self.window:
+            seen.popleft()
+        if not seen:
+            del self._failures[client]
+        return seen
+
+    def retry_after(self, client: str, now: float | None = None) -> int | None:
+        """Seconds the client must wait before its next login, or ``None``: it may try now."""
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._recent(client, at)
+            if len(seen) < self.limit:
+                return None
+            return max(1, math.ceil(seen[-self.limit] + self.window - at))
+
+    def failed(self, client: str, now: float | None = None) -> None:
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._recent(client, at)
+            seen.append(at)
+            self._failures[client] = seen
+            self._failures.move_to_end(client)
+            while len(self._failures) > self.clients:
+                self._failures.popitem(last=False)
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._failures.pop(client, None)
 
 
 def login_page(message: str) -> bytes:

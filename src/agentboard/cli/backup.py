@@ -20,7 +20,7 @@ PG_HINT = ("this home uses PostgreSQL: back it up with `pg_dump -Fc -f agentboar
 @handle_errors
 def backup(path: str | None, as_json: bool) -> None:
     """Copy the database (consistent, while the dispatcher and API keep writing), the attachment
-    files and config.toml into the new folder PATH (default: HOME/backups/<time>)."""
+    files, the templates and config.toml into the new folder PATH (default: HOME/backups/<time>)."""
     from agentboard.domain.errors import InvalidInput
     from agentboard.store import backup as store_backup
 
@@ -32,8 +32,8 @@ def backup(path: str | None, as_json: bool) -> None:
     if info.integrity != "ok":
         common.fail(f"the copy in {dest} fails its integrity check ({info.integrity}); take it again", 1)
     common.emit(info.as_dict(), as_json,
-                f"backed up {info.tasks} tasks, {info.events} events and {info.files} attachment file(s) to {dest} "
-                "(integrity ok)")
+                f"backed up {info.tasks} tasks, {info.events} events, {info.files} attachment file(s) and "
+                f"{info.templates} template(s) to {dest} (integrity ok)")
 
 
 @click.command("restore")
@@ -77,4 +77,5 @@ def _restore_backup(path: Path, force: bool, as_json: bool) -> None:
                        "to restore anyway (the current database is kept in HOME/backups/pre-restore-<time>/)")
     info = store_backup.restore(path.absolute(), s.home, s.db_path, keep_current=bool(held))
     common.emit(info.as_dict(), as_json,
-                f"restored {info.tasks} tasks, {info.events} events and {info.files} attachment file(s) from {path}")
+                f"restored {info.tasks} tasks, {info.events} events, {info.files} attachment file(s) and "
+                f"{info.templates} template(s) from {path}")

@@ -56,6 +56,9 @@ def add(target: str, task_id: str | None, goal_id: str | None, profile: str | No
                             actor=common.actor())
     what = "board " + slug if scope == "board" else f"{scope} {row['subject']}"
     common.emit(row, as_json, f"subscription {row['id']}: {row['target']} follows {what}")
+    click.echo("note: messages go out only while `agentboard serve` or `agentboard dispatcher` runs "
+               "(the notifier runs inside them); check the target now with `agentboard notify test "
+               f"{row['id']}`", err=True)
 
 
 @notify.command("list")

@@ -69,8 +69,9 @@ def import_(path: str, as_json: bool) -> None:
     if as_json:
         common.emit_json(out)
         return
-    total = sum(report.rows.values())
-    click.echo(f"imported {total} rows into {len(report.rows)} tables"
+    new, changed, unchanged = report.totals
+    click.echo(f"imported {new} new and {changed} changed rows into {len(report.rows)} tables"
+               + (f" ({unchanged} already here, unchanged)" if unchanged else "")
                + (f", {report.files_written} attachment file(s) written" if report.files_written else "")
                + (f"; {report.files_missing} attachment file(s) were missing from the export" if report.files_missing else ""))
     if check is not None and check.mismatched:

@@ -137,13 +137,14 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
 
 
 def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -> str:
-    """Replay the branch onto ``base`` in the task's worktree (a temporary one when it is gone);
+    """Replay the branch onto ``base`` in the task's worktree (a temporary one when it is gone or
+    is a task repository, whose commits are not the target's);
     a conflict aborts the rebase and refuses."""
     if _git(repo, "merge-base", "--is-ancestor", base_sha, branch).returncode == 0:
         return gitutil.git(repo, "rev-parse", "--verify", branch).strip()
     temp = None
     where = worktree
-    if not (worktree.is_dir() and (worktree / ".git").exists()):
+    if not (worktree.is_dir() and (worktree / ".git").is_file()):  # not a linked worktree (a task repository)
         temp = repo / ".worktrees" / f".rebase-{branch.replace('/', '-')}"
         gitutil.git(repo, "worktree", "add", str(temp), branch)
         where = temp

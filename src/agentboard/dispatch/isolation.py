@@ -11,7 +11,13 @@ the host.
   workspace and a private ``/tmp`` writable, the agentboard home hidden under an empty tmpfs, its
   own PID namespace, no capabilities, the network shared (it reaches the API on loopback). When
   the dispatcher runs as root and a worker user is configured, bubblewrap itself runs as that
-  user too (as for ``user``; this needs unprivileged user namespaces).
+  user too (as for ``user``; this needs unprivileged user namespaces). What the worker needs
+  that the private ``/tmp`` would hide is bound back read-only (:func:`needed_paths`): the
+  ``agentboard`` command and the installation it runs, the profile's program, its interpreter
+  and a script given to it, and the project's virtualenv. A program inside the home is refused.
+
+Verification (``protocol.verify``) runs a task's checks under the same confinement as the
+profile that did the work, with the worker's environment.
 
 A mode that cannot be honoured (not root, no worker user, no ``bwrap``) is an
 :class:`IsolationError`: the worker is not started and the reason is its spawn error; a worker
@@ -20,13 +26,16 @@ is never started with less isolation than its profile asks for.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config import Settings
@@ -56,6 +65,33 @@ class Confinement:
     home: Path | None = None
     #: ``setpriv``, to change user inside the exit-status wrapper of a one-shot dispatch
     setpriv: str | None = None
+    #: paths bound read-only into the sandbox over its private ``/tmp`` (:func:`needed_paths`)
+    visible: tuple[str, ...] = ()
+
+    @property
+    def confines(self) -> bool:
+        """False for ``none``: the process runs on the host as the dispatcher's user."""
+        return self.mode != "none"
+
+    def describe(self) -> str:
+        """One line saying what confines a process run with this confinement."""
+        if self.mode == "none":
+            return ("none: not confined (runs on the host as the dispatcher's user, with the worker's "
+                    "environment)")
+        who = f"as the worker user {self.user}" if self.user else "as the dispatcher's user"
+        if self.mode == "user":
+            return f"user: {who}, the home out of reach"
+        return f"sandbox: bubblewrap {who}, read-only host, the home hidden"
+
+    def showing(self, paths: Iterable[str | Path]) -> Confinement:
+        """This confinement with ``paths`` also visible (read-only) inside the sandbox."""
+        if self.bwrap is None:
+            return self
+        out = list(self.visible)
+        for p in paths:
+            if str(p) not in out:
+                out.append(str(p))
+        return replace(self, visible=tuple(out))
 
     @property
     def separate_user(self) -> bool:
@@ -78,6 +114,8 @@ class Confinement:
             # parent keeps a sandbox alive after that thread ends (pool and request threads do)
             out += ["/bin/sh", "-c", _WAIT, "agentboard-sandbox",
                     self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            for p in self.visible:  # before the home is hidden: nothing of the home shows through
+                out += ["--ro-bind-try", p, p]
             bind = ["--bind", ws, ws]
             hide = ["--tmpfs", str(self.home)] if self.home is not None else []
             # the later mount wins: a workspace inside the home is bound back over the hidden home;
@@ -109,6 +147,115 @@ class Confinement:
 
 
 NONE = Confinement()
+
+
+# -- what a sandboxed process must still see -------------------------------------------------------
+
+#: folders a sandbox replaces with its own empty ones
+_PRIVATE = ("/tmp",)
+
+
+def _private_root(path: str) -> str | None:
+    for root in _PRIVATE:
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return root
+    return None
+
+
+def _install_root(path: str) -> str:
+    """What to show for a file the sandbox would hide: its installation (the folder above a
+    ``bin/`` — a virtualenv, an npm or other prefix), else its folder; never a private root
+    itself (then only the file)."""
+    parent = os.path.dirname(path)
+    if os.path.basename(parent) == "bin":
+        prefix = os.path.dirname(parent)
+        if _private_root(prefix) not in (None, prefix):
+            return prefix
+    if _private_root(parent) in (None, parent):
+        return path
+    return parent
+
+
+def _interpreter(program: str, env: Mapping[str, str]) -> str | None:
+    """The interpreter named on a script's ``#!`` line (``env NAME`` looked up on PATH)."""
+    try:
+        with open(program, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        return shutil.which(names[0], path=env.get("PATH")) if names else None
+    return words[0]
+
+
+@functools.lru_cache(maxsize=1)
+def agentboard_paths() -> tuple[str, ...]:
+    """Where this agentboard lives: its interpreter's prefix and the folder of its package (an
+    editable install's source included). The same for the life of the process."""
+    import agentboard
+
+    out = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+           os.path.dirname(os.path.dirname(os.path.abspath(agentboard.__file__)))]
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in out if p))
+
+
+def needed_paths(argv: Sequence[str], env: Mapping[str, str], *, extra: Iterable[str | Path] = ()) -> list[str]:
+    """The paths a sandboxed worker needs that its private ``/tmp`` would hide: the program of
+    ``argv`` (as named and its real file), its ``#!`` interpreter, a script given to it, the
+    folders on its ``PATH`` (where ``agentboard`` is) and its ``VIRTUAL_ENV``, agentboard's own
+    installation, and ``extra``. Each as its installation folder (:func:`_install_root`)."""
+    wanted: list[str] = []
+    program = argv[0] if argv else ""
+    if program and os.sep not in program:
+        program = shutil.which(program, path=env.get("PATH")) or ""
+    files = [program] if program else []
+    if program:
+        interp = _interpreter(program, env)
+        if interp:
+            files.append(interp)
+    files += [a for a in argv[1:3] if os.path.isabs(a) and os.path.isfile(a)]
+    for f in files:
+        wanted += [os.path.abspath(f), os.path.realpath(f)]
+    wanted += [p for p in env.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    if env.get("VIRTUAL_ENV"):
+        wanted.append(env["VIRTUAL_ENV"])
+    wanted += agentboard_paths()
+    wanted += [str(p) for p in extra]
+    out: list[str] = []
+    for p in wanted:
+        p = os.path.normpath(p)
+        if _private_root(p) is None or not os.path.exists(p):
+            continue
+        if os.path.isdir(p):
+            if _private_root(p) == p:
+                continue
+            up = os.path.dirname(p)
+            root = up if os.path.basename(p) == "bin" and _private_root(up) not in (None, up) else p
+        else:
+            root = _install_root(p)
+        if root not in out and not any(root.startswith(o.rstrip("/") + "/") for o in out):
+            out = [o for o in out if not o.startswith(root.rstrip("/") + "/")] + [root]
+    return out
+
+
+def check_program(argv: Sequence[str], env: Mapping[str, str], conf: Confinement) -> None:
+    """:class:`IsolationError` when the sandbox of ``conf`` would hide the program ``argv``
+    runs (or the script given to it): it lies inside the agentboard home."""
+    if conf.bwrap is None or conf.home is None or not argv:
+        return
+    program = argv[0] if os.sep in argv[0] else (shutil.which(argv[0], path=env.get("PATH")) or argv[0])
+    home = os.path.realpath(conf.home)
+    for f in [program, *[a for a in argv[1:3] if os.path.isabs(a) and os.path.isfile(a)]]:
+        for p in {os.path.abspath(f), os.path.realpath(f)}:
+            if p == home or p.startswith(home.rstrip("/") + "/"):
+                raise IsolationError(f"the sandbox cannot see {f}: it is inside the agentboard home {conf.home}, "
+                                     "which a sandboxed worker never sees; install the program elsewhere")
 
 
 def resolve(mode: str | None, settings: Settings) -> Confinement:
@@ -152,6 +299,12 @@ def resolve(mode: str | None, settings: Settings) -> Confinement:
     # a sandbox run by the worker user needs no tmpfs over the home: the home is 0700, out of its reach
     hide = settings.home if uid is None else None
     return Confinement(mode, user, uid, gid, bwrap, hide, shutil.which("setpriv"))
+
+
+def run_argv(command: str, conf: Confinement, workspace: Path) -> list[str]:
+    """The command line that runs the shell ``command`` in ``workspace`` under ``conf`` (the
+    change of user, if any, through :meth:`Confinement.popen_ids`)."""
+    return conf.command(["/bin/sh", "-c", command], workspace)
 
 
 # -- setting up the worker user (`agentboard init --worker-user NAME`, as root) --------------------

@@ -388,6 +388,8 @@ class Reaper:
         jobs = self.ctx.jobs
         for e in chunk:  # before anything of the exit is read: nothing the worker left keeps running
             self.end_group(e)
+            if e.worker is not None and e.worker.collect is not None:  # a task repository's branch
+                e.worker.collect()
         try:
             done = self._plain_exits([e for e in chunk if e.row is not None])
         except Exception:
@@ -467,8 +469,10 @@ class Reaper:
                 kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, **usage)
             except AgentboardError:
                 pass
-        decision = lifecycle.after_exit(self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace,
-                                        facts.exit_code, facts.log_file, facts.attempt)
+        decision = lifecycle.after_exit(
+            self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
+            facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
+                                                       facts.workspace))
         if decision.action == "handled":
             return
         if decision.action == "repair" and decision.prompt_file is not None:

@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
 from ..protocol import project_env
+from . import isolation
 from .isolation import NONE, Confinement
 
 _LOG_KEEP = 3
@@ -155,6 +157,8 @@ class Worker:
     scanned: int = 0
     #: how far it has read the log for an agent CLI waiting for a network it cannot reach
     offline_scanned: int = 0
+    #: fetches the branch of its task repository back into the target (called once it exited)
+    collect: Callable[[], None] | None = None
 
     @property
     def pid(self) -> int:
@@ -175,12 +179,18 @@ class Worker:
 
 def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max_bytes: int,
           header: str | None = None, exit_file: Path | None = None,
-          confinement: Confinement = NONE) -> tuple[subprocess.Popen[bytes], int]:
+          confinement: Confinement = NONE, show: Sequence[Path] = ()) -> tuple[subprocess.Popen[bytes], int]:
     """Start a worker in its own session, its output appended to ``log``; ``exit_file``: wrap it
-    to record its exit status; ``confinement``: the OS user and sandbox it runs in."""
+    to record its exit status; ``confinement``: the OS user and sandbox it runs in (a sandbox
+    shows what the program needs, :func:`.isolation.needed_paths`; a program it would hide is an
+    :class:`.isolation.IsolationError`; ``show``: more paths it needs)."""
     wrapped = exit_file is not None
     if confinement.mode != "none":
-        argv = confinement.command([_resolve(argv[0], env), *argv[1:]], cwd, switch_in_argv=wrapped)
+        argv = [_resolve(argv[0], env), *argv[1:]]
+        if confinement.bwrap is not None:
+            isolation.check_program(argv, env, confinement)
+            confinement = confinement.showing(isolation.needed_paths(argv, env, extra=show))
+        argv = confinement.command(argv, cwd, switch_in_argv=wrapped)
         env = confinement.environment(env, cwd)
     user, group, extra_groups = confinement.popen_ids(switch_in_argv=wrapped)
     if exit_file is not None:

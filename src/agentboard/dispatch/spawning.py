@@ -21,6 +21,8 @@ pass thread registers the workers.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +39,7 @@ from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
 from ..observe import metrics
-from ..protocol import boarddir, lifecycle
+from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
@@ -238,8 +240,8 @@ class Spawner:
             if plan.kind == "scratch":
                 return workspaces.prepare(plan, foreign=foreign)
             base = self._base(board, task, plan) if plan.kind == "worktree" else None
-            with self._git_lock:
-                ws = workspaces.prepare(plan, foreign=foreign, base=base)
+            with self._git_lock:  # a confined worker commits in a task repository of its own
+                ws = workspaces.prepare(plan, foreign=foreign, base=base, own_repo=confinement.confines)
             if ws.kind == "worktree" and ws.base is None:
                 ws.base = task.get("base_branch")
             return ws
@@ -262,6 +264,30 @@ class Spawner:
                 raise workspaces.WorkspaceError(str(exc)) from None
             return b.branch, b.source
         return resolve
+
+    # -- verification ------------------------------------------------------------------------------
+
+    def verifying(self, board: str, task_id: str, run_id: int, profile: Row, workspace: Path) -> verify.Setup:
+        """How the checks of a run of ``profile`` run: under the profile's confinement (its
+        sandbox showing what the worker's sandbox shows, as its user) with the worker's
+        environment without its run token — or, when that confinement is not available here, not
+        at all (``unavailable`` says why)."""
+        settings = self.ctx.settings
+        try:
+            task = kd.task(self.ctx.db, board, task_id)
+            board_row = kboards.get(self.ctx.db, board)
+        except AgentboardError as exc:
+            return verify.Setup(None, None, f"the task cannot be read: {exc}")
+        env = spawn.worker_env(settings, board=board, task=task, run_id=run_id, workspace=workspace,
+                               branch=task.get("branch_name"), profile=profile, board_row=board_row)
+        try:
+            conf = isolation.resolve(profile.get("isolation"), settings)
+        except isolation.IsolationError as exc:
+            return verify.Setup(None, env, f"profile {profile.get('name')!r}: {exc}")
+        if conf.bwrap is not None:
+            extra = [workspaces.borrowed_objects(workspace)] if workspaces.is_task_repo(workspace) else []
+            conf = conf.showing(isolation.needed_paths(["/bin/sh"], env, extra=extra))
+        return verify.Setup(conf, env)
 
     # -- a repair attempt ---------------------------------------------------------------------------
 
@@ -361,11 +387,12 @@ class Spawner:
         try:
             if conf.uid is not None and conf.gid is not None:
                 workspaces.hand_over(at.workspace, conf.uid, conf.gid)
+            task_repo = at.workspace.kind == "worktree" and workspaces.is_task_repo(at.workspace.path)
             proc, offset = spawn.start(
                 ln.command.argv, cwd=at.workspace.path, env=ln.env, log=logp,
                 log_max_bytes=self.ctx.settings.log_max_bytes, header=_header(ln),
                 exit_file=spawn.exit_path(home, at.board, at.task_id, at.run_id) if self.ctx.one_shot else None,
-                confinement=conf)
+                confinement=conf, show=[workspaces.borrowed_objects(at.workspace.path)] if task_repo else ())
         except (workspaces.WorkspaceError, isolation.IsolationError) as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
         except OSError as exc:
@@ -373,13 +400,33 @@ class Spawner:
                              f"{exc.strerror or exc}", exc) from exc
         deadline = time.time() + at.deadline_seconds if at.deadline_seconds is not None else None
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
-                         attempt=at.number, deadline=deadline)
+                         attempt=at.number, deadline=deadline,
+                         collect=self._collector(at) if task_repo and at.workspace.branch and not at.review else None)
         if at.number == 0 and not at.review:
             metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), w.started)
             if self.on_spawn is not None:
                 self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
+
+    def _collector(self, at: Attempt) -> Callable[[], None]:
+        """What fetches the branch of ``at``'s task repository back into the target once its
+        worker exited (``workspaces.collect``): ``git upload-pack`` in the worker's confinement,
+        with an empty environment, as the worker's side of the fetch."""
+        path, branch = at.workspace.path, str(at.workspace.branch)
+        conf = at.confinement.showing(isolation.needed_paths([], {}, extra=[workspaces.borrowed_objects(path)]))
+        env_bin = shutil.which("env") or "/usr/bin/env"
+        argv = [env_bin, "-i", f"PATH={os.defpath}", "HOME=/nonexistent", "GIT_CONFIG_NOSYSTEM=1",
+                "GIT_CONFIG_GLOBAL=/dev/null", "git", "upload-pack"]
+
+        def collect() -> None:
+            try:
+                with self._git_lock:
+                    workspaces.collect(path, branch, conf.command(argv, path, switch_in_argv=True),
+                                       force=branch == f"ab/{at.task_id}")
+            except (workspaces.WorkspaceError, isolation.IsolationError) as exc:
+                log.warning("run %s of %s: %s", at.run_id, at.task_id, exc)
+        return collect
 
     def record(self, board: str, started: list[Started]) -> tuple[list[Spawned], list[spawn.Worker]]:
         """Record the pids of workers started on ``board`` (one transaction). Returns the

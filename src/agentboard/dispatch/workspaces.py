@@ -7,7 +7,13 @@
 - ``dir:<absolute path>``: an existing shared folder (created if missing); kept.
 - ``worktree[:<repo>]``: a git worktree at ``<repo>/.worktrees/<task id>`` on branch
   ``--branch`` or ``ab/<task id>``; the repo is the given path or the board's target directory.
-  Kept; never removed while it holds uncommitted or unpushed work.
+  Kept; never removed while it holds uncommitted or unpushed work. For a confined worker
+  (``isolation`` ``user`` or ``sandbox``) it is a **task repository** instead
+  (:func:`prepare` with ``own_repo``): a repository of its own in that folder that borrows the
+  target's objects read-only through ``objects/info/alternates``, on the same branch. The
+  worker commits there (its ``.git`` is its own, like the rest of its workspace) and can change
+  nothing of the target's ``.git``; when it exits the dispatcher fetches that one branch back
+  into the target (:func:`collect`), the worker's side of the fetch running in its confinement.
 
 A board whose target directory is a git repository runs its (scratch-by-default) tasks in
 per-task worktrees of it; a non-git target is used as a shared ``dir:`` workspace.
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shlex
 import shutil
 import stat
 from collections.abc import Callable
@@ -27,6 +35,7 @@ from typing import Any
 from . import gitutil
 
 EXCLUDES = [".board/", ".mcp.json"]
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 class WorkspaceError(Exception):
@@ -99,7 +108,8 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     return Workspace("scratch", scratch_path(home, task["board"], task_id, isolated=isolated))
 
 
-def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
+def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[str, str]] | None = None,
+            own_repo: bool = False) -> Workspace:
     """Create the workspace on disk (idempotent: a retry reuses it and keeps earlier work).
 
     ``foreign``: its worker runs as another OS user, so a ``.board`` or ``.mcp.json`` that an
@@ -108,8 +118,11 @@ def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[st
     ``base``: for a worktree whose branch does not exist yet, returns the branch to start it from
     and where that came from (``dispatch.branches.resolve``); without it the branch starts from
     the repository's ``HEAD``. A branch that exists is reused as it is (a retry keeps the commits
-    of the earlier attempts)."""
-    ws = _prepare(ws, base)
+    of the earlier attempts).
+
+    ``own_repo``: a new worktree is a task repository (see the module docstring) rather than a
+    linked worktree; one that exists keeps the layout it was made with."""
+    ws = _prepare(ws, base, own_repo)
     if foreign:
         for p in (ws.path / ".board", ws.path / ".mcp.json"):
             if p.is_symlink():
@@ -117,7 +130,7 @@ def prepare(ws: Workspace, *, foreign: bool = False, base: Callable[[], tuple[st
     return ws
 
 
-def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -> Workspace:
+def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, own_repo: bool = False) -> Workspace:
     if ws.kind in ("scratch", "dir"):
         try:
             existed = ws.path.is_dir()
@@ -145,10 +158,19 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -
         if not gitutil.git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).strip():
             raise WorkspaceError(f"git repository {repo} has no commits yet; commit something first so a branch can start from it")
         gitutil.add_excludes(repo, EXCLUDES + [".worktrees/"])
+        if is_task_repo(ws.path):  # a retry of a confined worker: its task repository, as it is
+            return ws
         if (ws.path / ".git").exists():
             return ws
         ws.path.parent.mkdir(parents=True, exist_ok=True)
         has_branch = bool(gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{ws.branch}", check=False).strip())
+        if own_repo:
+            if not has_branch:
+                ws.base, ws.base_source = base() if base is not None else ("HEAD", "board")
+                gitutil.git(repo, "branch", "--no-track", ws.branch, ws.base)
+            _task_repo(repo, ws.path, ws.branch)
+            ws.created = True
+            return ws
         gitutil.git(repo, "worktree", "prune", check=False)
         if has_branch:
             gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch)
@@ -165,6 +187,108 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None) -
     return ws
 
 
+def _git_new(path: Path, *args: str) -> str:
+    """git on the task repository being made at ``path`` (named explicitly, no configuration
+    but its own, no hook, no fsmonitor)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_TERMINAL_PROMPT="0")
+    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                           f"--git-dir={path / '.git'}", f"--work-tree={path}", *args],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise gitutil.GitError(f"git {' '.join(args)} failed in {path}: {msg[-1] if msg else proc.returncode}")
+    return proc.stdout
+
+
+def _task_repo(repo: Path, path: Path, branch: str) -> None:
+    """Make the task repository at ``path``: its own ``.git`` (no hooks, no template), the
+    target's objects borrowed through alternates, ``branch`` at the target's tip of it and
+    checked out, the target's committer identity."""
+    from ..protocol.boarddir import add_lines
+
+    common, sha = gitutil.git(repo, "rev-parse", "--git-common-dir", f"refs/heads/{branch}^{{commit}}").splitlines()
+    objects = (Path(common) if os.path.isabs(common) else (repo / common).resolve()) / "objects"
+    ident = gitutil.git(repo, "config", "--get-regexp", r"^user\.(name|email)$", check=False).splitlines()
+    path.mkdir(parents=True, exist_ok=True)
+    if (path / ".git").is_symlink():
+        (path / ".git").unlink()
+    _git_new(path, "init", "-q", "--template=", f"--initial-branch={branch}")
+    git_dir = path / ".git"
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    if ident:
+        with (git_dir / "config").open("a") as fh:
+            fh.write("[user]\n")
+            for line in ident:
+                key, _, value = line.partition(" ")
+                quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+                fh.write(f'\t{key.split(".", 1)[1]} = "{quoted}"\n')
+    add_lines(git_dir / "info" / "exclude", EXCLUDES)
+    _git_new(path, "reset", "-q", "--hard", sha)  # the branch is born at sha, checked out
+
+
+def _read_data(path: Path, limit: int = 1 << 20) -> str:
+    """A small file of a workspace read as data (never through a symbolic link)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
+
+
+def task_repo_head(path: Path) -> str | None:
+    """The commit the task repository at ``path`` is on, read as data (its ``HEAD``, the branch
+    file or ``packed-refs``; nothing of its configuration is read); None when unreadable."""
+    git_dir = path / ".git"
+    try:
+        head = _read_data(git_dir / "HEAD").strip()
+        if not head.startswith("ref: "):
+            return head if _SHA.match(head) else None
+        ref = head[len("ref: "):]
+        if not ref.startswith("refs/heads/") or ".." in ref.split("/"):
+            return None
+        try:
+            sha = _read_data(git_dir / ref).strip()
+            return sha if _SHA.match(sha) else None
+        except FileNotFoundError:
+            pass
+        for line in _read_data(git_dir / "packed-refs", 64 << 20).splitlines():
+            parts = line.split(" ", 1)
+            if len(parts) == 2 and parts[1] == ref and _SHA.match(parts[0]):
+                return parts[0]
+    except OSError:
+        return None
+    return None
+
+
+def is_task_repo(path: Path) -> bool:
+    """``path`` is a task repository (its ``.git`` a folder of its own, not a linked worktree's
+    ``.git`` file) inside ``<repo>/.worktrees/``."""
+    return path.parent.name == ".worktrees" and (path / ".git").is_dir() and not (path / ".git").is_symlink()
+
+
+def borrowed_objects(path: Path) -> Path:
+    """The target's object folder that the task repository at ``path`` borrows."""
+    return gitutil.common_dir(path.parent.parent) / "objects"
+
+
+def collect(path: Path, branch: str, upload_pack: list[str], *, force: bool) -> None:
+    """Fetch ``branch`` of the task repository at ``path`` back into its target repository: that
+    one ref, its objects checked (``fetch.fsckObjects``), the worker's side of the fetch
+    (``git upload-pack``, which reads the task repository's configuration) run as
+    ``upload_pack`` — in the worker's confinement, with an empty environment. ``force``: the
+    branch may be rewritten (a task's own ``ab/<id>`` branch); else only fast-forwarded. Raises
+    :class:`WorkspaceError`."""
+    repo = path.parent.parent
+    refspec = f"{'+' if force else ''}refs/heads/{branch}:refs/heads/{branch}"
+    try:
+        gitutil.git(repo, "-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true", "fetch", "--quiet",
+                    "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", "--upload-pack",
+                    shlex.join(upload_pack), str(path), refspec)
+    except gitutil.GitError as exc:
+        raise WorkspaceError(f"fetching {branch} back from the task repository {path}: {exc}") from None
+
+
 def hand_over(ws: Workspace, uid: int, gid: int) -> None:
     """Give a worker that runs as another OS user what the dispatcher wrote for it: the
     ``.board/`` files, and a scratch workspace's folder itself (then 0700). Files the worker made
@@ -174,6 +298,8 @@ def hand_over(ws: Workspace, uid: int, gid: int) -> None:
         if ws.kind == "scratch":
             os.chown(ws.path, uid, gid, follow_symlinks=False)
             ws.path.chmod(0o700)
+        elif ws.kind == "worktree" and ws.created and is_task_repo(ws.path):
+            _chown_tree(ws.path, uid, gid)  # just made by the dispatcher: the worker's from now on
         for p in (ws.path / ".board", ws.path / ".mcp.json"):
             _chown_tree(p, uid, gid)
     except OSError as exc:
@@ -203,6 +329,13 @@ def worktree_dirty(path: Path) -> str | None:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
+    if is_task_repo(path):  # its commits count once the target has them (fetched back)
+        head = task_repo_head(path)
+        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
+                           check=False).strip() if head else ""
+        if head is None:
+            return "its HEAD cannot be read as a commit"
+        return None if kept == head else "commits not fetched back into the target repository"
     ahead = gitutil.unpushed_commits(path)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
@@ -225,6 +358,9 @@ def remove(ws_kind: str, path: Path, *, force: bool = False) -> str | None:
             why = worktree_dirty(path)
             if why:
                 return why
+        if is_task_repo(path):
+            shutil.rmtree(path, ignore_errors=True)
+            return None
         try:
             repo = path.parent.parent
             gitutil.git(repo, "worktree", "remove", "--force", str(path))

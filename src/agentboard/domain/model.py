@@ -6,12 +6,24 @@ import os
 import re
 import secrets
 import time
+import unicodedata
 from typing import Any
 
 from .errors import InvalidInput
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 PROFILE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: ids as this version makes them (``t_`` / ``g_`` and 8 hex digits; longer hex is accepted)
+TASK_ID_RE = re.compile(r"^t_[0-9a-f]{8,32}$")
+GOAL_ID_RE = re.compile(r"^g_[0-9a-f]{8,32}$")
+WIKI_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
+#: a task-graph template's name (its file is ``NAME.toml``)
+TEMPLATE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+#: Unicode categories refused in names and one-line texts (titles, attachment names): control
+#: characters (newlines and tabs included), format characters (the bidirectional embeddings,
+#: overrides, isolates and marks U+202A-U+202E, U+2066-U+2069, U+200E/U+200F, zero-width
+#: characters, U+FEFF), surrogates, line and paragraph separators
+INVISIBLE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
 TITLE_MAX = 500
 BODY_MAX = 256 * 1024
 COMMENT_MAX = 64 * 1024
@@ -61,13 +73,40 @@ def profile_name(value: str) -> str:
     return name
 
 
+def visible(value: str, what: str) -> str:
+    """``value`` when it holds no character of :data:`INVISIBLE_CATEGORIES`: a name or title
+    that reaches a notification, a pull request or a terminal cannot display as another text
+    (``U+202E`` reversing it, a zero-width space hiding in it) or break a line. Refused, not
+    rewritten, naming the code point."""
+    for ch in value:
+        if unicodedata.category(ch) in INVISIBLE_CATEGORIES:
+            raise InvalidInput(
+                f"invalid {what} {value[:80]!r}: control and bidirectional-override characters, zero-width ones "
+                f"(here U+{ord(ch):04X}) are refused")
+    return value
+
+
 def title(value: str | None) -> str:
+    """A one-line title: not empty, at most :data:`TITLE_MAX` characters, nothing invisible."""
     text = (value or "").strip()
     if not text:
         raise InvalidInput("title is empty: give the task a short title")
     if len(text) > TITLE_MAX:
         raise InvalidInput(f"title is {len(text)} characters; the limit is {TITLE_MAX}")
-    return text
+    return visible(text, "title")
+
+
+def task_id(value: Any) -> str:
+    """A task id as stored (``t_`` and hex digits): what an import or a restore accepts."""
+    if not isinstance(value, str) or not TASK_ID_RE.match(value):
+        raise InvalidInput(f"invalid task id {str(value)[:40]!r}: task ids look like t_1a2b3c4d")
+    return value
+
+
+def goal_id(value: Any) -> str:
+    if not isinstance(value, str) or not GOAL_ID_RE.match(value):
+        raise InvalidInput(f"invalid goal id {str(value)[:40]!r}: goal ids look like g_1a2b3c4d")
+    return value
 
 
 def body(value: str | None, limit: int = BODY_MAX, what: str = "body") -> str:
@@ -128,7 +167,11 @@ def priority(value: Any) -> int:
 
 
 def attachment_name(value: str) -> str:
-    """A plain file name: no folders, no ``..``, not hidden. Anything else is refused, not rewritten."""
+    """A plain, printable file name: no folders, no ``..``, not hidden, nothing invisible
+    (:func:`visible`). Anything else is refused, not rewritten."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"invalid attachment name {value!r}: give a plain file name")
+    visible(value, "attachment name")
     name = (value or "").strip()
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         raise InvalidInput(f"invalid attachment name {value!r}: give a plain file name without folders")

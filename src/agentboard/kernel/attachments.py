@@ -7,7 +7,6 @@ import hashlib
 import os
 import tempfile
 import time
-import unicodedata
 from pathlib import Path
 
 from ..domain import model
@@ -20,21 +19,8 @@ def attachments_dir(home: Path, board: str, task_id: str) -> Path:
     return home / "boards" / board / "attachments" / task_id
 
 
-#: Unicode categories refused in attachment names: control characters, format characters
-#: (bidirectional overrides such as U+202E, zero-width characters), surrogates, line and
-#: paragraph separators
-_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
-
-
-def attachment_name(value: str) -> str:
-    """A plain, printable file name (:func:`agentboard.domain.model.attachment_name`, and no
-    control or bidirectional-override characters, which would make a name display as another)."""
-    for ch in value or "":
-        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
-            raise InvalidInput(
-                f"invalid attachment name {value!r}: control and bidirectional-override characters "
-                f"(here U+{ord(ch):04X}) are refused")
-    return model.attachment_name(value)
+#: a plain, printable file name (no control, bidirectional or zero-width characters)
+attachment_name = model.attachment_name
 
 
 def attach(

@@ -28,7 +28,7 @@ SCOPES = ("task", "goal", "board", "profile")
 #: the columns a person may see (never ``target``)
 _SHOWN = (
     "id, board, scope, subject, display, kinds, cursor, failures, next_attempt_at, "
-    "last_attempt_at, last_sent_at, last_error, parked_at, delivered, created_by, created_at"
+    "last_attempt_at, last_sent_at, last_error, parked_at, delivered, created_by, created_at, trusted"
 )
 
 
@@ -43,6 +43,7 @@ def subscription_out(row: Row) -> Row:
     out["kinds"] = kinds or list(event_kinds.NOTIFY_DEFAULT)
     out["default_kinds"] = not kinds
     out["parked"] = row.get("parked_at") is not None
+    out["trusted"] = bool(row.get("trusted"))
     return out
 
 
@@ -81,9 +82,11 @@ def _subject(tx: Tx, board: str, scope: str, subject: str) -> str:
 
 
 def subscribe_in(tx: Tx, board: str, scope: str, subject: str, target: str, display: str, *,
-                 kinds: Iterable[str] | None = None, actor: str | None = None) -> Row:
+                 kinds: Iterable[str] | None = None, actor: str | None = None, trusted: bool = True) -> Row:
     """Subscribe ``target`` inside the caller's transaction. It delivers events from now on;
-    the same target on the same subject again changes its kinds instead of adding a copy."""
+    the same target on the same subject again changes its kinds instead of adding a copy.
+    ``trusted``: subscribed by an administrator, the local CLI or the configuration (the
+    notifier delivers it to any address); otherwise it reaches public addresses only."""
     require_board(tx, board)
     subject = _subject(tx, board, scope, subject)
     if not target or not target.strip():
@@ -95,16 +98,18 @@ def subscribe_in(tx: Tx, board: str, scope: str, subject: str, target: str, disp
         "SELECT id FROM notify_subscriptions WHERE board = :b AND scope = :s AND subject = :j "
         "AND target = :t", params)
     if existing is not None:
-        tx.execute("UPDATE notify_subscriptions SET kinds = :k WHERE id = :id",
-                   {"k": dump_json(kind_list), "id": existing["id"]})
+        tx.execute("UPDATE notify_subscriptions SET kinds = :k, trusted = CASE WHEN :tr = 1 THEN 1 "
+                   "ELSE trusted END WHERE id = :id",
+                   {"k": dump_json(kind_list), "tr": int(trusted), "id": existing["id"]})
         sub_id = int(existing["id"])
     else:
         # from now on: the newest event id (this transaction's own event comes after it)
         cursor = int(tx.scalar("SELECT COALESCE(MAX(id), 0) FROM task_events") or 0)
         sub_id = int(tx.scalar(
             "INSERT INTO notify_subscriptions (board, scope, subject, target, display, kinds, cursor, "
-            "created_by, created_at) VALUES (:b, :s, :j, :t, :d, :k, :c, :a, :now) RETURNING id",
-            {**params, "d": display, "k": dump_json(kind_list), "c": cursor, "a": actor, "now": now}))
+            "created_by, created_at, trusted) VALUES (:b, :s, :j, :t, :d, :k, :c, :a, :now, :tr) RETURNING id",
+            {**params, "d": display, "k": dump_json(kind_list), "c": cursor, "a": actor, "now": now,
+             "tr": int(trusted)}))
     tx.event(board, subject if scope == "task" else None, "notify_subscribed",
              {"subscription": sub_id, "scope": scope, "subject": subject, "target": display,
               "kinds": kind_list}, actor=actor, at=now)
@@ -114,10 +119,11 @@ def subscribe_in(tx: Tx, board: str, scope: str, subject: str, target: str, disp
 
 
 def subscribe(db: Database, board: str, scope: str, subject: str, target: str, display: str, *,
-              kinds: Iterable[str] | None = None, actor: str | None = None) -> Row:
+              kinds: Iterable[str] | None = None, actor: str | None = None, trusted: bool = True) -> Row:
     """Subscribe ``target`` (an Apprise URL, ``display`` its masked form) to a task, goal, board
     or profile on ``board``."""
-    return db.write(subscribe_in, board, scope, subject, target, display, kinds=kinds, actor=actor)
+    return db.write(subscribe_in, board, scope, subject, target, display, kinds=kinds, actor=actor,
+                    trusted=trusted)
 
 
 def auto_subscribe_in(tx: Tx, board: str, task_id: str, targets: Sequence[tuple[str, str]],

@@ -31,7 +31,6 @@ anything is written; ``{{`` and ``}}`` are literal braces.
 from __future__ import annotations
 
 import dataclasses
-import re
 import string
 import time
 import tomllib
@@ -39,11 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..domain import model
 from ..domain.errors import InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx
 from .tasks import NewTask, create_in
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME_RE = model.TEMPLATE_NAME_RE
 #: the fields of a [[task]] table
 TASK_KEYS = ("key", "title", "body", "assignee", "parents", "priority", "verify", "review", "tenant", "skills",
              "triage", "workspace", "branch", "max_runtime", "max_retries")

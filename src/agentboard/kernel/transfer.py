@@ -12,14 +12,18 @@ The dump is one JSON object per line:
 
 Import upserts by primary key in one transaction, so a second import of the same dump changes
 nothing. It refuses a database that already holds tasks the dump does not, a dump from a newer
-schema, and an unknown table or column. Attachment files are written under the importing home.
-Import writes no event of its own: the event log after an import is the source's, id for id.
+schema, an unknown table or column, and any row whose ids, slugs or names do not have the
+domain's formats (``store.transfer.check_row``: a task id ``../../x`` is refused before anything
+is written). Attachment files are written under the importing home, folder by folder without
+following links (``store.files``). Import writes no event of its own: the event log after an
+import is the source's, id for id. The report counts rows that were new, changed and unchanged.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
+import binascii
+import contextlib
 import json
 import os
 import tempfile
@@ -29,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..domain.errors import Conflict, InvalidInput, Unavailable
+from ..domain.errors import AgentboardError, Conflict, InvalidInput, Unavailable
+from ..store import files
 from ..store import transfer as rows
 from ..store.engine import Database, Row, Tx
 from ..store.migrate import HEAD
@@ -40,15 +45,29 @@ FORMAT = 1
 
 @dataclass
 class ImportReport:
-    """What an import wrote: rows per table, attachment files written, and the checksums."""
+    """What an import did: rows written per table (``new`` ones and ``changed`` ones), rows
+    already there with the same values (``unchanged``, not written), attachment files written,
+    and the dump's checksums."""
 
     rows: dict[str, int] = field(default_factory=dict)
+    new: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
     files_written: int = 0
     files_missing: int = 0
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: attachment files this import created (removed again when it is refused)
+    created: list[Path] = field(default_factory=list)
+
+    @property
+    def totals(self) -> tuple[int, int, int]:
+        """``(new, changed, unchanged)`` rows over every table."""
+        new = sum(self.new.values())
+        return new, sum(self.rows.values()) - new, sum(self.unchanged.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "files_written": self.files_written, "files_missing": self.files_missing,
+        new, changed, unchanged = self.totals
+        return {"rows": self.rows, "new": new, "changed": changed, "unchanged": unchanged,
+                "files_written": self.files_written, "files_missing": self.files_missing,
                 "tables": self.expected}
 
 
@@ -141,17 +160,41 @@ def _scan(path: Path) -> _Scan:
                                f"({', '.join(sorted(extra))}); upgrade agentboard")
     task_ids: set[str] = set()
     trailer = None
-    for item in it:
+    for n, item in enumerate(it, 2):
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{path}: line {n} is not an export row")
         if item.get("end"):
             trailer = item.get("tables") or {}
             break
-        if item.get("table") not in known or not isinstance(item.get("row"), dict):
+        name, row = item.get("table"), item.get("row")
+        if not isinstance(name, str) or name not in known or not isinstance(row, dict):
             raise InvalidInput(f"{path}: a line names no known table: {str(item)[:80]}")
-        if item["table"] == "tasks":
-            task_ids.add(str(item["row"].get("id")))
+        unknown = set(row) - known[name]
+        if unknown:
+            raise InvalidInput(f"{path}: line {n} ({name}) has columns this version does not know "
+                               f"({', '.join(sorted(map(str, unknown)))[:200]}); upgrade agentboard")
+        try:
+            rows.check_row(name, row)
+        except AgentboardError as exc:
+            raise InvalidInput(f"{path}: line {n} is refused: {exc.message}") from None
+        if name == "attachments":
+            _check_content(path, n, item.get("content"))
+        if name == "tasks":
+            task_ids.add(str(row.get("id")))
     if trailer is None:
         raise InvalidInput(f"{path} is cut short (no end line); export it again")
     return _Scan(header, task_ids, trailer)
+
+
+def _check_content(path: Path, n: int, content: object) -> None:
+    if content is None:
+        return
+    if not isinstance(content, str):
+        raise InvalidInput(f"{path}: line {n}: an attachment's content is not base64 text")
+    try:
+        base64.b64decode(content, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{path}: line {n}: an attachment's content is not base64 text") from None
 
 
 def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None = None) -> ImportReport:
@@ -163,6 +206,8 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
 
     def _w(tx: Tx) -> None:
         report.rows.clear()
+        report.new.clear()
+        report.unchanged.clear()
         report.files_written = report.files_missing = 0
         others = [r["id"] for r in tx.all("SELECT id FROM tasks") if r["id"] not in scan.task_ids]
         if others:
@@ -186,14 +231,47 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
             _flush(tx, name, batch, report)
         rows.reset_sequences(tx)
 
-    db.write(_w)
+    try:
+        db.write(_w)
+    except AgentboardError:
+        _remove_new_files(report)
+        raise
+    except Exception as exc:  # a row the schema refuses (a constraint, a type): the dump is bad
+        _remove_new_files(report)
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise InvalidInput(f"{src}: the database refused its rows ({detail}); nothing was imported") from None
     return report
 
 
+def _remove_new_files(report: ImportReport) -> None:
+    """After a refused import: remove the attachment files it created (the rows are rolled back)."""
+    for path in report.created:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
 def _flush(tx: Tx, name: str, batch: list[Row], report: ImportReport) -> None:
-    if batch:
-        report.rows[name] = report.rows.get(name, 0) + rows.write_rows(tx, rows.table(name), batch)
-        batch.clear()
+    """Write the rows of ``batch`` that are new or differ from the stored ones; count each kind."""
+    if not batch:
+        return
+    t = rows.table(name)
+    stored = rows.present(tx, t, batch)
+    todo: list[Row] = []
+    new = same = 0
+    for row in batch:
+        old = stored.get(rows.key(t, row))
+        if old is None:
+            new += 1
+            todo.append(row)
+        elif all(old.get(k) == v for k, v in row.items()):
+            same += 1
+        else:
+            todo.append(row)
+    written = rows.write_rows(tx, t, todo) if todo else 0
+    for counts, n in ((report.rows, written), (report.new, new), (report.unchanged, same)):
+        if n:
+            counts[name] = counts.get(name, 0) + n
+    batch.clear()
 
 
 def _place_file(row: Row, content: str | None, home: Path, report: ImportReport) -> Row:
@@ -203,19 +281,19 @@ def _place_file(row: Row, content: str | None, home: Path, report: ImportReport)
         report.files_missing += 1
         return row
     data = base64.b64decode(content)
-    folder = attachments_dir(home, str(row["board"]), str(row["task_id"]))
-    dest = folder / Path(str(row["name"])).name
+    board, task_id, name = str(row["board"]), str(row["task_id"]), str(row["name"])
+    dest = attachments_dir(home, board, task_id) / name
     row["path"] = str(dest)
+    parts = ("boards", board, "attachments", task_id)
     try:
-        if dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest():
-            return row
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".import-", dir=folder)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
+        home.mkdir(parents=True, exist_ok=True)
+        with files.folder_beneath(home, parts) as dfd:
+            if files.same_content(dfd, name, data):
+                return row
+        existed = os.path.lexists(dest)
+        files.write_beneath(home, parts, name, data)
+        if not existed:
+            report.created.append(dest)
     except OSError as exc:
         raise Unavailable(f"cannot write attachment {dest}: {exc.strerror}") from None
     report.files_written += 1

@@ -18,7 +18,7 @@ from ..store.engine import Database, Row, Tx
 from .common import require_board
 
 STATUSES = ("published", "draft")
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
+SLUG_RE = model.WIKI_SLUG_RE
 WIKI_BODY_MAX = model.BODY_MAX
 MAX_TERMS = 40
 _WORD_RE = re.compile(r"[^\W_]{3,}", re.UNICODE)

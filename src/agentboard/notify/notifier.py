@@ -32,6 +32,7 @@ from ..kernel import queries
 from ..observe import metrics
 from ..store.engine import Database, Row
 from . import messages
+from .outbound import Policy
 from .send import send
 
 log = logging.getLogger("agentboard.notify")
@@ -204,11 +205,14 @@ class Notifier:
             batches = [(messages.single(e, contexts.get(e.get("task_id") or ""), s.public_url), int(e["id"]))
                        for e in matched]
         sent, done_to = 0, cursor
+        # a target not subscribed as trusted connects to public (or allowed) addresses only,
+        # checked on every connection (the setting read now: an allowance withdrawn applies)
+        rule = None if sub.get("trusted") else Policy.of(s.notify_allow_hosts)
         for message, last_id in batches:
             if not self._still_held(sub_id):
                 return True  # another notifier took it over: it delivers from the cursor
             error = send(sub["target"], message.title, message.body, timeout=s.notify_timeout,
-                         kind=message.kind)
+                         kind=message.kind, policy=rule)
             if error is not None:
                 report.failures += 1
                 failures = int(sub.get("failures") or 0) + 1

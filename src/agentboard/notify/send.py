@@ -1,16 +1,28 @@
-"""One delivery through Apprise: ``None`` when it succeeded, else what went wrong (no secrets)."""
+"""One delivery through Apprise: ``None`` when it succeeded, else what went wrong (no secrets).
+
+An untrusted target (``policy`` given, see :mod:`.outbound`) is delivered with every connection
+checked against the policy, and its failure is the generic :data:`.outbound.GENERIC_ERROR`."""
 
 from __future__ import annotations
 
 import logging
 
 from ..config import redact
+from .outbound import GENERIC_ERROR, Policy, guarded
 
 #: Apprise's notification types for the events
 INFO, SUCCESS, WARNING, FAILURE = "info", "success", "warning", "failure"
 
 
-def send(url: str, title: str, body: str, *, timeout: float, kind: str = INFO) -> str | None:
+def send(url: str, title: str, body: str, *, timeout: float, kind: str = INFO,
+         policy: Policy | None = None) -> str | None:
+    error = _send(url, title, body, timeout=timeout, kind=kind, policy=policy)
+    if error is not None and policy is not None:
+        return GENERIC_ERROR
+    return error
+
+
+def _send(url: str, title: str, body: str, *, timeout: float, kind: str, policy: Policy | None) -> str | None:
     import apprise
 
     plugin = apprise.Apprise.instantiate(url)
@@ -22,7 +34,7 @@ def send(url: str, title: str, body: str, *, timeout: float, kind: str = INFO) -
     sender = apprise.Apprise()
     sender.add(plugin)
     try:
-        with apprise.LogCapture(level=logging.WARNING) as captured:
+        with guarded(policy), apprise.LogCapture(level=logging.WARNING) as captured:
             ok = bool(sender.notify(body=body, title=title, notify_type=kind))
         log = captured.getvalue() if hasattr(captured, "getvalue") else ""
     except Exception as exc:  # a plugin raising instead of returning False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..config import redact
 from ..domain import notify_targets
 from ..domain.errors import InvalidInput
+from . import outbound
 
 
 def _plugin(url: str):  # type: ignore[no-untyped-def]
@@ -13,9 +14,11 @@ def _plugin(url: str):  # type: ignore[no-untyped-def]
     return apprise.Apprise.instantiate(url)
 
 
-def check(url: str) -> tuple[str, str]:
+def check(url: str, policy: outbound.Policy | None = None) -> tuple[str, str]:
     """``(url, display)`` for an Apprise URL Apprise can send to; refused with a one-line reason
-    otherwise. ``display`` hides the secrets (passwords, tokens, a web hook's path)."""
+    otherwise. ``display`` hides the secrets (passwords, tokens, a web hook's path). With
+    ``policy`` (a target someone other than an administrator aims) the target must also pass
+    :func:`outbound.check`: public addresses only, no plugin that reads local files."""
     text = (url or "").strip()
     if not text or "://" not in text:
         raise InvalidInput(
@@ -26,6 +29,8 @@ def check(url: str) -> tuple[str, str]:
         raise InvalidInput(
             f"Apprise cannot send to {notify_targets.mask(text)!r}: unknown service or missing parts; "
             "see https://github.com/caronc/apprise/wiki for the URL of each service")
+    if policy is not None:
+        outbound.check(text, policy)
     return text, display(text, plugin)
 
 

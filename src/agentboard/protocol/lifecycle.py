@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,7 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
 def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
-    actor: str | None, exit_code: int | None = None,
+    actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -234,10 +235,16 @@ def _verify_and_complete(
                                     "reason": "verification is turned off (AGENTBOARD_VERIFY=0)",
                                     "commands": [{"command": c} for c in commands]}
     elif commands:
-        env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
-               **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
-        outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
-                             checks=host_access.board_checks(db, board))
+        setup = verifying() if verifying is not None else None
+        if setup is not None:
+            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
+                                 checks=host_access.board_checks(db, board), confinement=setup.confinement,
+                                 base_env=setup.base_env, unavailable=setup.unavailable)
+        else:
+            env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+                   **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
+            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
+                                 checks=host_access.board_checks(db, board))
         failed = outcome.failed
         if failed is not None:
             how = "timed out" if failed.timed_out else f"exited with {failed.exit_code}"
@@ -309,10 +316,13 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
 
 
 def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
-               exit_code: int | None, log_path: Path | None, attempt: int = 0) -> ExitDecision:
+               exit_code: int | None, log_path: Path | None, attempt: int = 0,
+               verifying: Callable[[], verify.Setup] | None = None) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
-    ``attempt`` is 0 after the worker itself, N after the N-th repair attempt.
+    ``attempt`` is 0 after the worker itself, N after the N-th repair attempt. ``verifying``:
+    how the task's checks run — confined like the worker, with its environment
+    (``dispatch.spawning.Spawner.verifying``); without it they run as the dispatcher.
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
@@ -338,7 +348,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         return _verify_and_complete(
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
-            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code)
+            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
+            verifying=verifying)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
@@ -382,7 +393,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, exit_code=exit_code)
+                                    actor=actor, exit_code=exit_code, verifying=verifying)
     if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision

@@ -3,6 +3,11 @@
 Each command runs through the shell in its own process group with a timeout; a command that
 outlives it is killed with its children. The first failure stops the run of commands.
 
+The commands run the worker's code (its tests, its Makefile), so they run under the same
+confinement as the profile that did the work (``dispatch.isolation``): in its sandbox, as the
+worker user, with the worker's environment — never the dispatcher's. Under ``none`` they run
+on the host as the dispatcher's user: the record says so (``confinement`` in the summary).
+
 An entry ``check:NAME`` is a named check: it runs the command the board's admin configured
 under that name *now* (board setting ``checks``), so changing the check changes what runs; a
 name no longer configured fails verification with a message saying so.
@@ -10,6 +15,7 @@ name no longer configured fails verification with a message saying so.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -17,11 +23,28 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..kernel.host_access import CHECK_PREFIX, resolve_checks
 
 TAIL_BYTES = 4000
+
+log = logging.getLogger(__name__)
+
+
+class Confinement(Protocol):
+    """What verification needs of a worker's confinement (``dispatch.isolation.Confinement``)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def command(self, argv: list[str], workspace: Path, *, switch_in_argv: bool = False) -> list[str]: ...
+
+    def popen_ids(self, *, switch_in_argv: bool = False) -> tuple[int | None, int | None, list[int] | None]: ...
+
+    def environment(self, env: dict[str, str], workspace: Path) -> dict[str, str]: ...
+
+    def describe(self) -> str: ...
 
 
 @dataclass
@@ -45,6 +68,8 @@ class CommandResult:
 class Verification:
     results: list[CommandResult] = field(default_factory=list)
     skipped: bool = False
+    #: how the commands were confined (``Confinement.describe``); None: not said (a goal's checks)
+    confinement: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -56,11 +81,24 @@ class Verification:
 
     def summary(self) -> dict[str, Any]:
         """What goes into the run metadata: each command with its exit code and a short tail."""
-        return {
+        out = {
             "passed": self.passed,
             "skipped": self.skipped,
             "commands": [{**r.as_dict(), "output_tail": r.output_tail[-500:]} for r in self.results],
         }
+        if self.confinement is not None:
+            out["confinement"] = self.confinement
+        return out
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How a task's checks run: the worker's ``confinement`` and environment (``base_env``), or
+    why that confinement is ``unavailable`` (then they do not run)."""
+
+    confinement: Confinement | None
+    base_env: Mapping[str, str] | None
+    unavailable: str | None = None
 
 
 def _tail(data: bytes, limit: int = TAIL_BYTES) -> str:
@@ -68,11 +106,23 @@ def _tail(data: bytes, limit: int = TAIL_BYTES) -> str:
     return text[-limit:]
 
 
-def run_command(command: str, workspace: Path, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+def run_command(command: str, workspace: Path, timeout: float, env: dict[str, str] | None = None, *,
+                confinement: Confinement | None = None, base_env: Mapping[str, str] | None = None) -> CommandResult:
+    """Run one shell command in ``workspace``. Its environment: ``base_env`` (else the
+    dispatcher's own) with ``env`` on top; under ``confinement`` (a sandbox, another user) the
+    shell runs inside it."""
     started = time.monotonic()
+    full = {**(os.environ if base_env is None else base_env), **(env or {})}
+    argv: list[str] = ["/bin/sh", "-c", command]
+    user = group = extra_groups = None
+    if confinement is not None and confinement.mode != "none":
+        argv = confinement.command(argv, workspace)
+        user, group, extra_groups = confinement.popen_ids()
+        full = confinement.environment(full, workspace)
     proc = subprocess.Popen(
-        command, shell=True, cwd=str(workspace), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})},
+        argv, cwd=str(workspace), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True, env=full, user=user, group=group,
+        extra_groups=extra_groups,
     )
     timed_out = False
     try:
@@ -97,17 +147,25 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
 
 
 def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, str] | None = None,
-        checks: Mapping[str, str] | None = None) -> Verification:
+        checks: Mapping[str, str] | None = None, confinement: Confinement | None = None,
+        base_env: Mapping[str, str] | None = None, unavailable: str | None = None) -> Verification:
     """Run ``commands`` in order in ``workspace``; stop at the first failure. ``checks``: the
-    board's named checks, which ``check:NAME`` entries run."""
-    out = Verification()
+    board's named checks, which ``check:NAME`` entries run. ``confinement`` and ``base_env``:
+    the worker's (see the module docstring). ``unavailable``: why that confinement cannot be
+    had here — then nothing runs and the first command fails saying so."""
+    out = Verification(confinement=confinement.describe() if confinement is not None else None)
+    if confinement is not None or unavailable is not None:
+        log.info("verifying in %s: %s", workspace, unavailable or out.confinement)
     for label, command in resolve_checks(commands, checks or {}):
         if command is None:
             result = CommandResult(label, None, 0.0, f"[no check named {label[len(CHECK_PREFIX):]!r} is "
                                    "configured on the board any more; an admin adds it with "
                                    "`agentboard boards checks add`]")
+        elif unavailable is not None:
+            result = CommandResult(label, None, 0.0, f"[not run: it must run confined like the worker, and "
+                                   f"{unavailable}]")
         else:
-            result = run_command(command, workspace, timeout, env)
+            result = run_command(command, workspace, timeout, env, confinement=confinement, base_env=base_env)
             result.command = label
         out.results.append(result)
         if not result.passed:
@@ -115,4 +173,4 @@ def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, 
     return out
 
 
-__all__ = ["CommandResult", "Verification", "run", "run_command"]
+__all__ = ["CommandResult", "Confinement", "Setup", "Verification", "run", "run_command"]

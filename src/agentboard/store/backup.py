@@ -2,19 +2,30 @@
 
 A backup is a folder: ``agentboard.db`` (a consistent copy taken in one step of the backup API
 while the dispatcher and the API keep writing: it is the database as of one moment), the boards'
-attachment files, and ``config.toml`` when the home has one. PostgreSQL is backed up with
-``pg_dump`` (see docs/operations.md).
+attachment files, the home's task-graph templates (``templates/``), and ``config.toml`` when the
+home has one. PostgreSQL is backed up with ``pg_dump`` (see docs/operations.md).
+
+A restore trusts nothing in the folder it is given: every row's ids, slugs and names must have
+the domain's formats (``transfer.check_row``) before anything is replaced, only regular files
+are copied (links and hard-linked files are skipped), each only to its one place
+(``boards/SLUG/attachments/TASK/NAME``, ``templates/NAME.toml``), written beneath the home
+without following links (``store.files``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
+from . import files
+from .transfer import check_row, tables
 
 DB_NAME = "agentboard.db"
 
@@ -27,10 +38,12 @@ class BackupInfo:
     events: int
     files: int
     integrity: str
+    templates: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "database": str(self.database), "tasks": self.tasks,
-                "events": self.events, "files": self.files, "integrity": self.integrity}
+                "events": self.events, "files": self.files, "templates": self.templates,
+                "integrity": self.integrity}
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -63,17 +76,48 @@ def check(path: Path) -> tuple[str, int, int]:
     return integrity, tasks, events
 
 
-def _copy_files(src_home: Path, dest: Path) -> int:
+def _attachment_parts(parts: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``parts`` (relative to ``boards/``) when they are ``SLUG/attachments/TASK/NAME`` with
+    each in its domain format; ``None`` otherwise."""
+    if len(parts) != 4 or parts[1] != "attachments" or parts[3].startswith((".upload-", ".import-")):
+        return None
+    slug, _, task, name = parts
+    try:
+        check_row("attachments", {"board": slug, "task_id": task, "name": name})
+    except InvalidInput:
+        return None
+    return parts
+
+
+def _template_name(parts: tuple[str, ...]) -> str | None:
+    if len(parts) != 1 or not parts[0].endswith(".toml"):
+        return None
+    return parts[0] if model.TEMPLATE_NAME_RE.match(parts[0].removesuffix(".toml")) else None
+
+
+def _copy_tree(src: Path, dest: Path, pick, mode: int = 0o600) -> int:  # type: ignore[no-untyped-def]
+    """Copy the regular files below ``src`` that ``pick`` keeps to the same places below ``dest``
+    (written beneath it, never through a link); how many."""
     n = 0
-    for folder in sorted((src_home / "boards").glob("*/attachments")):
-        rel = folder.relative_to(src_home)
-        for f in folder.rglob("*"):
-            if f.is_file() and not f.name.startswith(".upload-"):
-                out = dest / rel / f.relative_to(folder)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(f, out)
-                n += 1
+    for parts, path in files.walk_regular(src):
+        kept = pick(parts)
+        if kept is None:
+            continue
+        data = files.read_regular(path)
+        if data is None:
+            continue
+        rel = kept if isinstance(kept, tuple) else (kept,)
+        files.write_beneath(dest, (src.name, *rel[:-1]), rel[-1], data, mode=mode)
+        n += 1
     return n
+
+
+def _copy_files(src_home: Path, dest: Path) -> int:
+    return _copy_tree(src_home / "boards", dest, _attachment_parts)
+
+
+def _copy_templates(src_home: Path, dest: Path) -> int:
+    return _copy_tree(src_home / "templates", dest, _template_name, mode=0o644)
 
 
 def backup(home: Path, db_file: Path, dest: Path) -> BackupInfo:
@@ -86,11 +130,12 @@ def backup(home: Path, db_file: Path, dest: Path) -> BackupInfo:
     out = dest / DB_NAME
     _copy(db_file, out)
     out.chmod(0o600)
-    files = _copy_files(home, dest)
+    copied = _copy_files(home, dest)
+    templates = _copy_templates(home, dest)
     if (home / "config.toml").is_file():
         shutil.copy2(home / "config.toml", dest / "config.toml")
     integrity, tasks, events = check(out)
-    return BackupInfo(dest, out, tasks, events, files, integrity)
+    return BackupInfo(dest, out, tasks, events, copied, integrity, templates)
 
 
 def default_destination(home: Path) -> Path:
@@ -102,11 +147,16 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool) 
     current database, if any and ``keep_current``, is first copied to
     ``home/backups/pre-restore-<time>/``."""
     src = backup_dir / DB_NAME if backup_dir.is_dir() else backup_dir
-    if not src.is_file():
-        raise NotFound(f"no backup at {backup_dir} (expected {backup_dir / DB_NAME})")
+    try:
+        regular = stat.S_ISREG(os.lstat(src).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        raise NotFound(f"no backup at {backup_dir} (expected the file {backup_dir / DB_NAME}, not a link)")
     integrity, _, _ = check(src)
     if integrity != "ok":
         raise InvalidInput(f"{src} fails its integrity check ({integrity}); pick another backup")
+    check_rows(src)
     if keep_current and db_file.is_file():
         backup(home, db_file, home / "backups" / ("pre-restore-" + time.strftime("%Y%m%dT%H%M%S", time.gmtime())))
     home.mkdir(parents=True, exist_ok=True)
@@ -120,18 +170,33 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool) 
     finally:
         source.close()
     _rehome_attachments(db_file, home)
-    files = 0
+    copied = templates = 0
     if backup_dir.is_dir():
-        boards = backup_dir / "boards"
-        if boards.is_dir():
-            for f in boards.rglob("*"):
-                if f.is_file():
-                    out = home / f.relative_to(backup_dir)
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(f, out)
-                    files += 1
+        copied = _copy_files(backup_dir, home)
+        templates = _copy_templates(backup_dir, home)
     integrity, tasks, events = check(db_file)
-    return BackupInfo(backup_dir, db_file, tasks, events, files, integrity)
+    return BackupInfo(backup_dir, db_file, tasks, events, copied, integrity, templates)
+
+
+def check_rows(path: Path) -> None:
+    """Refuse a backup whose database holds a row with an id, slug or name out of the domain's
+    formats (a task id ``../../x`` would put its attachments anywhere)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    try:
+        present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for t in tables():
+            if t.name not in present:
+                continue
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({t.name})")}
+            cols = [c for c in t.columns.keys() if c in have]
+            for r in conn.execute(f"SELECT {', '.join(chr(34) + c + chr(34) for c in cols)} FROM {t.name}"):  # noqa: S608
+                try:
+                    check_row(t.name, dict(r))
+                except InvalidInput as exc:
+                    raise InvalidInput(f"{path} is refused: {exc.message}; nothing was restored") from None
+    finally:
+        conn.close()
 
 
 def _rehome_attachments(db_file: Path, home: Path) -> None:

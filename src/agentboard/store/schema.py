@@ -325,6 +325,9 @@ notify_subscriptions = sa.Table(
     sa.Column("delivered", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("created_by", sa.Text),
     sa.Column("created_at", Ts, nullable=False),
+    # 1: subscribed by an unscoped administrator, the local CLI or ``notify_default``; 0: it may
+    # reach public addresses only (notify/outbound.py)
+    sa.Column("trusted", sa.Integer, nullable=False, server_default="0"),
     sa.UniqueConstraint("board", "scope", "subject", "target", name="ux_notify_subject_target"),
 )
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..domain import model
+from ..domain.errors import InvalidInput
 from .engine import Database, Row, Tx
 from .schema import metadata
 
@@ -100,6 +102,64 @@ _CONVERT: dict[str, type] = {"float": float, "int": int, "text": str}
 
 def _quote(name: str) -> str:
     return f'"{name}"'
+
+
+def _matching(pattern: Any, what: str) -> Any:
+    def check(value: Any) -> None:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise InvalidInput(f"invalid {what} {str(value)[:60]!r}")
+    return check
+
+
+def _attachment_name(value: Any) -> None:
+    model.attachment_name(value)
+    if value != str(value).strip():
+        raise InvalidInput(f"invalid attachment name {value!r}: spaces around it")
+
+
+_SLUG = _matching(model.SLUG_RE, "board slug")
+_TASK = _matching(model.TASK_ID_RE, "task id")
+_GOAL = _matching(model.GOAL_ID_RE, "goal id")
+
+#: the format of each column that names a board, a task, a goal, a profile or a file, by
+#: ``(table, column)`` (``None``: that column in every table). A row an import or a restore
+#: brings must pass them all: these values become folder and file names in the home and in
+#: workspaces, and ids that other rows and the dispatcher look up.
+COLUMN_FORMATS: dict[tuple[str | None, str], Any] = {
+    (None, "board"): _SLUG,
+    ("boards", "slug"): _SLUG,
+    ("tasks", "id"): _TASK,
+    (None, "task_id"): _TASK,
+    (None, "source_task_id"): _TASK,
+    (None, "clone_task_id"): _TASK,
+    ("task_links", "parent_id"): _TASK,
+    ("task_links", "child_id"): _TASK,
+    ("goals", "id"): _GOAL,
+    (None, "goal_id"): _GOAL,
+    ("profiles", "name"): _matching(model.PROFILE_RE, "profile name"),
+    ("attachments", "name"): _attachment_name,
+    ("wiki_pages", "slug"): _matching(model.WIKI_SLUG_RE, "wiki slug"),
+}
+
+
+def check_row(table_name: str, row: Row) -> None:
+    """Refuse a row whose ids, slugs or names do not have the domain's formats
+    (:data:`COLUMN_FORMATS`; an empty value stays allowed where the column may be empty)."""
+    t = metadata.tables.get(table_name)
+    for column, value in row.items():
+        if value is None and t is not None and column in t.c:
+            col = t.c[column]
+            if not col.nullable and col.server_default is None:
+                raise InvalidInput(f"{table_name}.{column} is empty; it needs a value")
+        if isinstance(value, dict | list):
+            raise InvalidInput(f"{table_name}.{column} holds a JSON {type(value).__name__}, not a value")
+        rule = COLUMN_FORMATS.get((table_name, column)) or COLUMN_FORMATS.get((None, column))
+        if rule is None or value is None:
+            continue
+        try:
+            rule(value)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{table_name}.{column}: {exc.message}") from None
 
 
 #: columns holding a file location in the home, which an import rewrites to the importing home
@@ -197,6 +257,34 @@ def write_rows(tx: Tx, t: sa.Table, rows: Iterable[Row]) -> int:
     return n
 
 
+def present(tx: Tx, t: sa.Table, batch: list[Row]) -> dict[tuple[Any, ...], Row]:
+    """The rows of ``t`` already stored under the primary keys of ``batch``, normalized as
+    :func:`iter_rows` reads them, by key (what an import compares before writing)."""
+    pk = _pk(t)
+    if not batch or any(k not in row for row in batch for k in pk):
+        return {}
+    cols = ", ".join(_quote(c.name) for c in t.columns)
+    convert = {c.name: _CONVERT[_kind(c)] for c in t.columns}
+    out: dict[tuple[Any, ...], Row] = {}
+    for i in range(0, len(batch), 200):
+        params: dict[str, Any] = {}
+        terms = []
+        for j, row in enumerate(batch[i : i + 200]):
+            parts = []
+            for n, k in enumerate(pk):
+                params[f"k{j}_{n}"] = row[k]
+                parts.append(f"{_quote(k)} = :k{j}_{n}")
+            terms.append("(" + " AND ".join(parts) + ")")
+        for r in tx.all(f"SELECT {cols} FROM {t.name} WHERE {' OR '.join(terms)}", params):  # noqa: S608
+            norm = {n: (v if v is None or type(v) is convert[n] else convert[n](v)) for n, v in r.items()}
+            out[tuple(norm[k] for k in pk)] = norm
+    return out
+
+
+def key(t: sa.Table, row: Row) -> tuple[Any, ...]:
+    return tuple(row.get(k) for k in _pk(t))
+
+
 def reset_sequences(tx: Tx) -> None:
     """PostgreSQL: move each id sequence past the largest id, so new rows after an import never
     collide with imported ones (SQLite takes the next rowid from the table itself)."""
@@ -214,6 +302,6 @@ def reset_sequences(tx: Tx) -> None:
 
 
 __all__ = [
-    "BATCH", "LOCAL_COLUMNS", "Digest", "dumps", "begin_snapshot", "board_scoped", "digests", "iter_rows",
+    "BATCH", "COLUMN_FORMATS", "LOCAL_COLUMNS", "check_row", "key", "present", "Digest", "dumps", "begin_snapshot", "board_scoped", "digests", "iter_rows",
     "reset_sequences", "table", "tables", "upsert_sql", "write_rows",
 ]

@@ -1,4 +1,4 @@
-// The profiles page's "Check" button: the report of GET /api/profiles/{name}/check (the same as
+// The profiles page's "Check" button: the report of POST /api/profiles/{name}/check (the same as
 // `agentboard profiles check NAME`), each check with its fix when it fails.
 
 import { api } from "./api.js";
@@ -14,7 +14,7 @@ export function profileCheck(p) {
     button.disabled = true;
     clear(out).appendChild(h("div.check-running", `Checking ${p.name}… (the agent CLI is started once, with no credentials and no network)`));
     try {
-      render(out, await api.get(`/api/profiles/${encodeURIComponent(p.name)}/check`));
+      render(out, await api.post(`/api/profiles/${encodeURIComponent(p.name)}/check`));
     } catch (err) {
       clear(out).appendChild(h("div.check-item.check-fail", { role: "alert" },
         h("span.check-mark", "✗"), h("span.check-name", "check"), h("span.check-detail", err.message)));

@@ -1,7 +1,10 @@
 """Notification subscriptions: what follows a task, goal, board or profile, and where it goes.
 
 Targets are Apprise URLs; every answer shows them masked (``target``), never in full. Run tokens
-may not subscribe (a worker's messages go through its task's events).
+may not subscribe (a worker's messages go through its task's events). A target named by anyone
+but an unscoped administrator reaches public addresses only (and the hosts of the
+``notify_allow_hosts`` setting), uses no plugin that reads local files, and its failures are
+told in generic words (``notify.outbound``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from starlette.responses import Response
 
 from ...domain.errors import Forbidden, NotFound
 from ...kernel import notifications as kn
+from ...kernel.host_access import Access
 from ...notify import subscriptions
 from ..auth import Principal, current
 from ..models import Body
@@ -41,6 +45,11 @@ class TargetTest(Body):
 def _person(who: Principal) -> None:
     if who.is_run:
         raise Forbidden("a run token may not manage notifications")
+
+
+def _trusted(who: Principal) -> bool:
+    """Whether the caller may aim the server at any address (an unscoped administrator)."""
+    return who.host == Access.ADMIN
 
 
 def _own_board(request: Request, who: Principal, sub_id: int, board: str | None) -> str:
@@ -74,7 +83,7 @@ def add_subscription(request: Request, data: SubscriptionCreate, board: str | No
     task_id = data.subject if data.scope == "task" else None
     slug = write_board(request, who, board, task_id)
     out = subscriptions.add(state(request).db, slug, data.scope, data.subject or slug, data.target,
-                            kinds=data.kinds, actor=who.name)
+                            kinds=data.kinds, actor=who.name, trusted=_trusted(who))
     return Json(out, status_code=201)
 
 
@@ -99,7 +108,7 @@ def test_subscription(request: Request, sub_id: int = SubId, board: str | None =
     """Send a test message to the subscription's target: ``{"ok", "target", "error"}``; a parked
     subscription that receives it is resumed."""
     slug = _own_board(request, who, sub_id, board)
-    return Json(subscriptions.test(state(request).db, slug, sub_id=sub_id))
+    return Json(subscriptions.test(state(request).db, slug, sub_id=sub_id, trusted=_trusted(who)))
 
 
 @router.post("/test", responses=responses(400, 403))
@@ -108,4 +117,4 @@ def test_target(request: Request, data: TargetTest, board: str | None = BoardQ,
     """Send a test message to an Apprise URL before subscribing it."""
     _person(who)
     write_board(request, who, board)
-    return Json(subscriptions.test(state(request).db, None, target=data.target))
+    return Json(subscriptions.test(state(request).db, None, target=data.target, trusted=_trusted(who)))

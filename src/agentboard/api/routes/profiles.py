@@ -1,5 +1,6 @@
-"""Profiles: the named agents. Anyone may read them (environment values hidden from
-non-administrators); only an administrator changes them."""
+"""Profiles: the named agents. People read them (environment values hidden from all but an
+unscoped administrator); a run token (a worker) sees no profile's command or environment.
+Only an administrator changes them."""
 
 from __future__ import annotations
 
@@ -20,10 +21,16 @@ Name = PathParam(min_length=1, max_length=64, description="profile name")
 
 
 def _shown(row: dict[str, Any], who: Principal) -> dict[str, Any]:
+    """A profile as ``who`` may see it: all of it for an unscoped administrator; environment
+    values masked for other people; for a run token (and a viewer) no command and no
+    environment at all (a worker has no business with another agent's command line)."""
     if who.role == "admin" and not who.boards:
         return row
     out = dict(row)
     out["env"] = {k: "***" for k in (row.get("env") or {})}
+    if who.role not in ("admin", "member"):
+        out["command"] = None
+        out["env"] = {}
     return out
 
 
@@ -55,13 +62,14 @@ def patch_profile(request: Request, data: ProfilePatch, name: str = Name,
     return Json(profiles.update(state(request).db, name, actor=who.name, **fields))
 
 
-@router.get("/profiles/{name}/check", responses=responses(403, 404))
+@router.post("/profiles/{name}/check", responses=responses(403, 404))
 def check_profile(request: Request, name: str = Name, run: bool = True,
                   who: Principal = Depends(current)) -> Response:
     """Would this profile's agent start (``profiles check``): executable and version, the command
     line (prompt elided), the flags accepted by the CLI (``run=false`` skips starting it), MCP
     wiring, credentials; each failed check with its fix. Starting a program on the host: an
-    administrator's."""
+    administrator's, and a POST, so a browser session needs the CSRF header (``X-Agentboard: 1``)
+    or a same-origin ``Origin``: a link or an image on another site cannot start it."""
     who.check_admin()
     from ...dispatch import profile_check
 

@@ -13,7 +13,7 @@ from ... import __version__
 from ...config import Settings, shown
 from ...domain.errors import AgentboardError, Unavailable
 from ...kernel import queries, tokens
-from ..auth import COOKIE, Principal, authenticate, current, login_page
+from ..auth import COOKIE, LoginThrottle, Principal, authenticate, current, login_page
 from ..models import TokenCreate
 from .common import Json, read_board, responses, state
 
@@ -107,13 +107,30 @@ def revoke_token(request: Request, name: str = PathParam(min_length=1, max_lengt
 login_router = APIRouter(include_in_schema=False)
 
 
+def _throttle(request: Request) -> LoginThrottle:
+    app_state = request.app.state
+    throttle = getattr(app_state, "login_throttle", None)
+    if throttle is None:
+        throttle = app_state.login_throttle = LoginThrottle()
+    return throttle  # type: ignore[no-any-return]
+
+
 @login_router.get("/login")
 async def login(request: Request, token: str = Query(default="", max_length=300)) -> Response:
-    """Check the token, keep it in an HttpOnly cookie, and go to the dashboard."""
+    """Check the token, keep it in an HttpOnly cookie, and go to the dashboard. Too many failed
+    logins from one client in a short time: 429 with ``Retry-After`` (:class:`LoginThrottle`)."""
+    throttle = _throttle(request)
+    client = request.client.host if request.client else "unknown"
+    wait = throttle.retry_after(client)
+    if wait is not None:
+        return Response(login_page(f"Too many failed logins from this address; try again in {wait} seconds."),
+                        status_code=429, media_type="text/html", headers={"Retry-After": str(wait)})
     try:
         await run_in_threadpool(authenticate, state(request).db, token)
     except AgentboardError as exc:
+        throttle.failed(client)
         return Response(login_page(exc.message), status_code=401, media_type="text/html")
+    throttle.succeeded(client)
     resp = RedirectResponse("/", status_code=303)
     resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
                     secure=request.url.scheme == "https", max_age=30 * 24 * 3600)
