@@ -13,6 +13,7 @@ its own dispatcher can tell a load balancer whether any dispatcher works on its 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..store.engine import Database, Tx
@@ -29,73 +30,64 @@ def ping(db: Database) -> None:
     db.read(lambda tx: tx.scalar("SELECT 1"))
 
 
-def task_counts(db: Database) -> tuple[dict[tuple[str, str], int], list[str]]:
-    """Tasks per ``(board, status)``, and (PostgreSQL) the boards whose count deltas have grown
-    past the fold threshold (the caller folds them with
-    :func:`agentboard.kernel.maintenance.compact_task_counts`)."""
+@dataclass
+class Snapshot:
+    """What one scrape reads, on one snapshot."""
+
+    #: tasks per ``(board, status)``
+    tasks: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: every board that is not archived, and every board holding tasks
+    boards: list[str] = field(default_factory=list)
+    #: running tasks per worker host
+    running: dict[str, int] = field(default_factory=dict)
+    #: tasks blocked by a spent budget, per board
+    budget_blocked: dict[str, int] = field(default_factory=dict)
+    #: the supervisor's wakes per ``(board, status)``
+    wakes: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: per board: subscriptions (not parked) behind the newest event, and parked targets
+    notify: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: PostgreSQL: boards whose count deltas grew past the fold threshold (the caller folds them
+    #: with :func:`agentboard.kernel.maintenance.compact_task_counts`)
+    fold: list[str] = field(default_factory=list)
+
+
+def snapshot(db: Database) -> Snapshot:
+    """The board-wide figures of a scrape, in one read transaction."""
+    from ..store.engine import in_list
     from .maintenance import COUNT_DELTAS_FOLD_AT
 
-    def _r(tx: Tx) -> tuple[dict[tuple[str, str], int], list[str]]:
-        out: dict[tuple[str, str], int] = {}
-        fold: list[str] = []
-        if tx.db.dialect == "postgresql":
+    def _r(tx: Tx) -> Snapshot:
+        snap = Snapshot()
+        if tx.db.dialect == "postgresql":  # the triggers' running counts (docs/kernel.md)
             rows = tx.all("SELECT board, status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas "
                           "GROUP BY board, status")
             per_board: dict[str, int] = {}
             for r in rows:
                 per_board[r["board"]] = per_board.get(r["board"], 0) + int(r["k"])
-            fold = [b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT]
-        else:
+            snap.fold = [b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT]
+        else:  # the (board, status) index, read whole
             rows = tx.all("SELECT board, status, COUNT(*) AS n FROM tasks GROUP BY board, status")
         for r in rows:
-            out[(str(r["board"]), str(r["status"]))] = int(r["n"] or 0)
-        return out, fold
+            snap.tasks[(str(r["board"]), str(r["status"]))] = int(r["n"] or 0)
+        slugs = {str(r["slug"]) for r in tx.all("SELECT slug FROM boards WHERE archived = 0")}
+        snap.boards = sorted(slugs | {b for b, _ in snap.tasks})
+        snap.running = {str(r["worker_host"] or ""): int(r["n"]) for r in tx.all(
+            "SELECT worker_host, COUNT(*) AS n FROM tasks WHERE status = 'running' GROUP BY worker_host")}
+        if snap.boards:  # each board's blocked tasks, through the (board, status) index
+            params: dict[str, Any] = {}
+            snap.budget_blocked = {str(r["board"]): int(r["n"]) for r in tx.all(
+                "SELECT board, COUNT(*) AS n FROM tasks WHERE board IN " + in_list("b", snap.boards, params)
+                + " AND status = 'blocked' AND block_kind = 'budget' GROUP BY board", params)}
+        snap.wakes = {(str(r["board"]), str(r["status"])): int(r["n"]) for r in tx.all(
+            "SELECT board, status, COUNT(*) AS n FROM supervisor_wakes GROUP BY board, status")}
+        snap.notify = {str(r["board"]): (int(r["behind"] or 0), int(r["parked"] or 0)) for r in tx.all(
+            "SELECT board, "
+            "SUM(CASE WHEN parked_at IS NULL AND cursor < (SELECT COALESCE(MAX(id), 0) FROM task_events) "
+            "THEN 1 ELSE 0 END) AS behind, "
+            "SUM(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END) AS parked "
+            "FROM notify_subscriptions GROUP BY board")}
+        return snap
     return db.read(_r)
-
-
-def board_slugs(db: Database) -> list[str]:
-    """Every board that is not archived (each gets its zero counts)."""
-    return [str(r["slug"]) for r in db.read(
-        lambda tx: tx.all("SELECT slug FROM boards WHERE archived = 0 ORDER BY slug"))]
-
-
-def running_by_host(db: Database) -> dict[str, int]:
-    """Running tasks per worker host (the ``ix_tasks_running_host`` index)."""
-    rows = db.read(lambda tx: tx.all(
-        "SELECT worker_host, COUNT(*) AS n FROM tasks WHERE status = 'running' GROUP BY worker_host"))
-    return {str(r["worker_host"] or ""): int(r["n"]) for r in rows}
-
-
-def budget_blocked(db: Database, boards: list[str]) -> dict[str, int]:
-    """Tasks blocked by a spent budget, per board (the blocked tasks of each board, through the
-    ``(board, status)`` index)."""
-    if not boards:
-        return {}
-    from ..store.engine import in_list
-
-    params: dict[str, Any] = {}
-    sql = ("SELECT board, COUNT(*) AS n FROM tasks WHERE board IN " + in_list("b", boards, params)
-           + " AND status = 'blocked' AND block_kind = 'budget' GROUP BY board")
-    return {str(r["board"]): int(r["n"]) for r in db.read(lambda tx: tx.all(sql, params))}
-
-
-def wakes_by_status(db: Database) -> dict[tuple[str, str], int]:
-    """The supervisor's wakes per ``(board, status)`` (the ``ix_wakes_status`` index)."""
-    rows = db.read(lambda tx: tx.all(
-        "SELECT board, status, COUNT(*) AS n FROM supervisor_wakes GROUP BY board, status"))
-    return {(str(r["board"]), str(r["status"])): int(r["n"]) for r in rows}
-
-
-def notify_state(db: Database) -> dict[str, tuple[int, int]]:
-    """Per board: ``(behind, parked)``: subscriptions not parked whose cursor is behind the
-    newest event (the notifier's backlog), and parked targets."""
-    rows = db.read(lambda tx: tx.all(
-        "SELECT board, "
-        "SUM(CASE WHEN parked_at IS NULL AND cursor < (SELECT COALESCE(MAX(id), 0) FROM task_events) "
-        "THEN 1 ELSE 0 END) AS behind, "
-        "SUM(CASE WHEN parked_at IS NOT NULL THEN 1 ELSE 0 END) AS parked "
-        "FROM notify_subscriptions GROUP BY board"))
-    return {str(r["board"]): (int(r["behind"] or 0), int(r["parked"] or 0)) for r in rows}
 
 
 def closed_runs(db: Database, run_ids: list[int]) -> list[Row]:

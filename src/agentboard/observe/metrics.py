@@ -252,25 +252,22 @@ class DatabaseCollector(Collector):
         f = self._families()
         db = self.db
         try:
-            counts, fold = monitoring.task_counts(db)
-            boards = set(monitoring.board_slugs(db)) | {b for b, _ in counts}
-            for board in sorted(boards):
+            snap = monitoring.snapshot(db)
+            for board in snap.boards:
                 for status in states.STATUSES:
-                    f["tasks"].add_metric([board, status], counts.get((board, status), 0))
-            for host, n in sorted(monitoring.running_by_host(db).items()):
+                    f["tasks"].add_metric([board, status], snap.tasks.get((board, status), 0))
+                f["budget"].add_metric([board], snap.budget_blocked.get(board, 0))
+            for host, n in sorted(snap.running.items()):
                 f["workers"].add_metric([host], n)
-            blocked = monitoring.budget_blocked(db, sorted(boards))
-            for board in sorted(boards):
-                f["budget"].add_metric([board], blocked.get(board, 0))
-            for (board, status), n in sorted(monitoring.wakes_by_status(db).items()):
+            for (board, status), n in sorted(snap.wakes.items()):
                 f["wakes"].add_metric([board, status], n)
-            for board, (behind, parked) in sorted(monitoring.notify_state(db).items()):
+            for board, (behind, parked) in sorted(snap.notify.items()):
                 f["backlog"].add_metric([board], behind)
                 f["parked"].add_metric([board], parked)
             for mark in monitoring.dispatcher_passes(db):
                 f["seen"].add_metric([mark["host"]], mark["at"])
             f["up"].add_metric([], 1)
-            for board in fold:  # the board view folds too; a board nobody looks at is folded here
+            for board in snap.fold:  # the board view folds too; a board nobody looks at is folded here
                 try:
                     maintenance.compact_task_counts(db, board)
                 except Exception:
