@@ -90,7 +90,8 @@ def test_a_serve_and_a_dispatcher_report_the_board_they_ran_in_metrics_health_ch
     ab.close()
     env = {"AGENTBOARD_METRICS_TOKEN": "scrape-secret-123", "AGENTBOARD_STOP_NUDGE": "false",
            "AGENTBOARD_DISPATCH_INTERVAL": "5"}
-    serve = Proc(home, "serve", "--port", "0", "--no-dispatch", "--metrics-bind", "127.0.0.1:0", env=env)
+    serve = Proc(home, "serve", "--port", "0", "--no-dispatch", "--metrics-bind", "127.0.0.1:0",
+                 "--log-format", "json", "--log-level", "info", env=env)
     disp = None
     try:
         url = serve.find(r"(http://\S+)/login\?token=")
@@ -156,6 +157,8 @@ def test_a_serve_and_a_dispatcher_report_the_board_they_ran_in_metrics_health_ch
     spawned_lines = [d for d in lines if d["event"].startswith("spawned ")]
     assert {d["task"] for d in spawned_lines} >= set(ids)
     assert "scrape-secret-123" not in "".join(disp.err + serve.err)
+    served_lines = [json.loads(line) for line in serve.err if line.startswith("{")]
+    assert served_lines and all({"time", "level", "event", "host"} <= set(d) for d in served_lines)
 
 
 @pytest.mark.postgres
