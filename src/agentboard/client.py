@@ -302,10 +302,13 @@ class Board:
         include_archived: bool = False,
         limit: int = 200,
         offset: int = 0,
+        supervision: bool = False,
     ) -> Rows:
-        """Tasks matching the filters, highest priority first, then oldest."""
+        """Tasks matching the filters, highest priority first, then oldest (the supervisor's own
+        tasks only with ``supervision``)."""
         return queries.list_tasks(self.db, self.slug, assignee=assignee, status=status, tenant=tenant, goal=goal,
-                                  search=search, include_archived=include_archived, limit=limit, offset=offset)
+                                  search=search, include_archived=include_archived, limit=limit, offset=offset,
+                                  supervision=supervision)
 
     def show(self, task_id: str) -> Row:
         """One task with its surroundings (parents, children, comments, runs, recent events)."""
@@ -321,10 +324,13 @@ class Board:
         include_archived: bool = False,
         per_column: int = 100,
         lanes: bool = False,
+        supervision: bool = False,
     ) -> Row:
-        """The board as columns of cards, one per status."""
+        """The board as columns of cards, one per status (the supervisor's own tasks only with
+        ``supervision``)."""
         return queries.board_view(self.db, self.slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
-                                  include_archived=include_archived, per_column=per_column, lanes=lanes)
+                                  include_archived=include_archived, per_column=per_column, lanes=lanes,
+                                  supervision=supervision)
 
     def events(
         self, cursor: int = 0, *, task_id: str | None = None, kinds: Iterable[str] | None = None, limit: int = 500,
@@ -408,10 +414,13 @@ class Client:
         workdir_mode: str | None = None,
         settings: dict[str, Any] | None = None,
         actor: str | None = None,
+        create: bool = False,
     ) -> Row:
-        """Create a board; ``settings`` may override ``failure_limit`` and ``default_assignee``."""
+        """Create a board; ``settings`` may override ``failure_limit`` and ``default_assignee``;
+        ``workdir`` must exist unless ``create`` (then it is made)."""
         return boards.create(self.db, slug, name=name, description=description, icon=icon, color=color,
-                             workdir=workdir, workdir_mode=workdir_mode, settings=settings, actor=actor)
+                             workdir=workdir, workdir_mode=workdir_mode, settings=settings, actor=actor,
+                             create_dir=create)
 
     def add_profile(
         self,

@@ -194,10 +194,40 @@ _BOOL_TRUE = {"1", "true", "yes", "on"}
 _BOOL_FALSE = {"0", "false", "no", "off", ""}
 
 
-def _coerce(name: str, kind: Any, raw: Any) -> Any:
+def expected(name: str, kind: Any) -> str:
+    """What setting ``name`` (of type ``kind``) must be, as the one-line message of a refused
+    value says it: its range or its choices where it has them, else its type."""
+    from .domain.notify_targets import SETTINGS_EXPECTED
+    from .domain.settings_schema import GLOBAL_EXPECTED
+
+    if name in GLOBAL_EXPECTED:
+        return GLOBAL_EXPECTED[name]
+    if name in SETTINGS_EXPECTED:
+        return SETTINGS_EXPECTED[name]
+    if name in RANGES:
+        low, high = RANGES[name]
+        return f"a whole number from {low} to {high}"
+    text_kind = str(kind)
+    if kind is bool or text_kind == "bool":
+        return "true or false (also 1/0, yes/no, on/off)"
+    if kind is int or text_kind == "int":
+        return "a whole number"
+    if kind is float or text_kind == "float":
+        return "a number"
+    if text_kind.startswith("tuple[float"):
+        return "a list of numbers (a TOML array, or comma-separated)"
+    return "text"
+
+
+#: integer settings with a range of their own (the others: see :func:`expected`)
+RANGES: dict[str, tuple[int, int]] = {"api_port": (1, 65535)}
+
+
+def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
     if raw is None:
         return None
     text_kind = str(kind)
+    where = f" (from {source})" if source else ""
     try:
         if kind is bool or text_kind == "bool":
             if isinstance(raw, bool):
@@ -208,6 +238,11 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
             if value in _BOOL_FALSE:
                 return False
             raise ValueError(raw)
+        if name in RANGES:
+            number = int(raw)
+            if not RANGES[name][0] <= number <= RANGES[name][1]:
+                raise ValueError(raw)
+            return number
         if kind is int or text_kind == "int":
             return int(raw)
         if kind is float or text_kind == "float":
@@ -218,7 +253,7 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
                 return tuple(float(str(i).strip()) for i in items if str(i).strip())
             return tuple(str(i).strip() for i in items if str(i).strip())
     except ValueError:
-        raise InvalidInput(f"invalid setting {name}={raw!r}") from None
+        raise InvalidInput(f"invalid setting {name}={raw!r}: must be {expected(name, kind)}{where}") from None
     return raw
 
 
@@ -244,6 +279,7 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
         if "agentboard" in data and isinstance(data.get("llm"), dict):
             file_values.setdefault("llm", data["llm"])
     settings = Settings(home=root)
+    sources: dict[str, str] = {}
     extra: dict[str, Any] = {}
     for key, value in file_values.items():
         if isinstance(value, dict):
@@ -252,26 +288,35 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
         if f.name in ("home", "extra", "llm_uses"):
             continue
         raw: Any = None
+        source: str | None = None
         env = os.environ.get("AGENTBOARD_" + f.name.upper())
         if f.name in overrides and overrides[f.name] is not None:
             raw = overrides[f.name]
         elif env is not None:
-            raw = env
+            raw, source = env, "AGENTBOARD_" + f.name.upper()
         elif f.name in file_values:
-            raw = file_values[f.name]
+            raw, source = file_values[f.name], str(cfg)
         elif f.name == "llm_api_key":
             raw = os.environ.get("OPENAI_API_KEY")
         if raw is not None:
-            setattr(settings, f.name, _coerce(f.name, f.type, raw))
+            setattr(settings, f.name, _coerce(f.name, f.type, raw, source))
+            if source:
+                sources[f.name] = source
     settings.llm_uses = llm_uses(extra.pop("llm", {}), cfg)
     settings.extra = extra
     from .domain.notify_targets import SETTINGS_EXPECTED, check_settings
-
-    check_settings({k: getattr(settings, k) for k in SETTINGS_EXPECTED})
     from .domain.settings_schema import global_settings  # pydantic loads only when settings do
 
-    global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
-                     "default_assignee": settings.default_assignee or None, "reviewer": settings.reviewer_agent})
+    try:
+        check_settings({k: getattr(settings, k) for k in SETTINGS_EXPECTED})
+        global_settings({"max_parallel": settings.max_parallel, "failure_limit": settings.failure_limit,
+                         "default_assignee": settings.default_assignee or None,
+                         "reviewer_agent": settings.reviewer_agent})
+    except InvalidInput as exc:  # say where the refused value came from
+        key = str(exc).removeprefix("invalid setting ").split("=", 1)[0]
+        if key in sources:
+            raise InvalidInput(f"{exc} (from {sources[key]})") from None
+        raise
     return settings
 
 

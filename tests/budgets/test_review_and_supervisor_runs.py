@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dispatch.conftest import events, wait_for
 
 from agentboard.kernel import budgets
@@ -62,8 +63,9 @@ def test_a_spent_task_budget_holds_its_review_run_and_raising_it_lets_the_llm_re
     assert spent["cost"] == 0.25 and spent["tokens"] == review_run["input_tokens"] + review_run["output_tokens"] > 0
 
 
-def test_the_supervisors_own_running_task_is_stopped_by_a_spent_board_budget(ab: Any, dispatcher: Any,
-                                                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize("own", [True, False], ids=["supervision-budget", "shared-board-budget"])
+def test_the_supervisors_own_running_task_is_stopped_by_the_budget_its_runs_count_against(
+        ab: Any, dispatcher: Any, tmp_path: Path, own: bool) -> None:
     from agentboard.kernel import supervision
 
     looper = Path(__file__).with_name("looper.py")
@@ -71,6 +73,7 @@ def test_the_supervisors_own_running_task_is_stopped_by_a_spent_board_budget(ab:
     ab.add_profile("boss", command=f"{shlex.quote(sys.executable)} {shlex.quote(str(looper))} {shlex.quote(str(marker))}")
     board = ab.board()
     supervision.set_supervisor(ab.db, "default", "boss")
+    supervision.set_budget_scope(ab.db, "default", own)
     stuck = board.create("stuck", assignee="boss")
     board.block(stuck["id"], "which database should this use?", kind="needs_input")
     dispatcher(budget_stop_grace=8.0, dispatch_interval=1.0)
@@ -80,9 +83,10 @@ def test_the_supervisors_own_running_task_is_stopped_by_a_spent_board_budget(ab:
 
     wait_for(lambda: any(w["status"] == "running" for w in working()), what="the supervisor runs on its wake")
     (job,) = working()
-    # the supervisor's LLM calls are on its own task; the board's budget counts them
+    # the supervisor's LLM calls are on its own task; its supervision budget counts them (or,
+    # with the board's supervision_budget setting off, the board's budget)
     budgets.record_llm_usage(ab.db, "default", job["id"], {"use": "supervisor", "cost_usd": 0.2})
-    budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_cost=0.1))
+    budgets.set_budget(ab.db, "supervision" if own else "board", "default", budgets.Limits.build(max_cost=0.1))
     wait_for(lambda: marker.exists(), what="the supervisor's heartbeat answer says stop")
     wait_for(lambda: _task(board, job["id"])["status"] == "blocked", what="the supervisor's task is stopped")
     assert _task(board, job["id"])["block_kind"] == "budget"

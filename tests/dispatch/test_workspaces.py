@@ -57,7 +57,10 @@ def test_target_validation(ab, tmp_path):
     with pytest.raises(InvalidInput, match="not empty"):
         targets.validate_target(ab.db, str(repo), "linked-new")
     fresh = tmp_path / "new" / "place"
-    assert targets.validate_target(ab.db, str(fresh), "linked-new") == str(fresh) and fresh.is_dir()
+    with pytest.raises(InvalidInput, match=f"target directory {fresh} does not exist"):
+        targets.validate_target(ab.db, str(fresh), "linked-new")
+    assert not fresh.exists()
+    assert targets.validate_target(ab.db, str(fresh), "linked-new", create=True) == str(fresh) and fresh.is_dir()
     ab.create_board("one", workdir=str(repo), workdir_mode="linked-existing")
     with pytest.raises(Conflict, match="already the target directory of board 'one'"):
         targets.validate_target(ab.db, str(repo), "linked-existing", "two")

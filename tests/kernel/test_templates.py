@@ -115,7 +115,7 @@ def test_bad_templates_are_refused_with_the_reason(home: Path) -> None:
 def test_a_board_targets_template_wins_over_the_homes(home: Path, tmp_path: Path) -> None:
     db = agentboard.connect(str(home)).db
     target = tmp_path / "repo"
-    boards.create(db, "proj", workdir=str(target))
+    boards.create(db, "proj", workdir=str(target), create_dir=True)
     write(home / "templates", "triage", '[[task]]\ntitle = "home triage"\n')
     write(target / ".agentboard" / "templates", "triage", '[[task]]\ntitle = "repo triage on {board}"\n')
     out = templates.run(db, "proj", "triage", home=home)

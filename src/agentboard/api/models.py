@@ -39,6 +39,8 @@ class BoardCreate(Body):
     icon: str | None = Field(default=None, max_length=64)
     color: str | None = Field(default=None, max_length=64)
     workdir: str | None = Field(default=None, max_length=4096)
+    #: create ``workdir`` when it does not exist (a missing one is refused otherwise)
+    create: bool = False
     settings: dict[str, Any] | None = None
 
 

@@ -61,11 +61,13 @@ def list_(archived: bool, as_json: bool) -> None:
 @click.option("--workdir-mode", type=click.Choice(["linked-new", "linked-existing"]), default=None,
               help="linked-new: an empty or new folder; linked-existing: take over an existing one "
                    "(default: linked-existing when DIR exists)")
+@click.option("--create", "create_dir", is_flag=True,
+              help="create DIR when it does not exist (a missing DIR is refused otherwise)")
 @click.option("--switch", "switch_", is_flag=True, help="make it the current board")
 @json_option
 @handle_errors
 def create(slug: str, name: str | None, description: str, icon: str | None, color: str | None,
-           workdir: str | None, workdir_mode: str | None, switch_: bool, as_json: bool) -> None:
+           workdir: str | None, workdir_mode: str | None, create_dir: bool, switch_: bool, as_json: bool) -> None:
     """Create a board."""
     import os
 
@@ -76,10 +78,10 @@ def create(slug: str, name: str | None, description: str, icon: str | None, colo
         from agentboard.dispatch.targets import validate_target
 
         workdir_mode = workdir_mode or ("linked-existing" if os.path.exists(workdir) else "linked-new")
-        workdir = validate_target(common.db(), workdir, workdir_mode, slug, home=common.home())
+        workdir = validate_target(common.db(), workdir, workdir_mode, slug, home=common.home(), create=create_dir)
     row = kb.create(common.db(), slug, name=name, description=description, icon=icon, color=color,
                     workdir=workdir or None, workdir_mode=workdir_mode if workdir else None,
-                    actor=common.actor())
+                    actor=common.actor(), create_dir=create_dir)
     if switch_:
         _save_current(row["slug"])
     if as_json:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from . import common
@@ -34,10 +36,20 @@ def diagnostics(board: str | None, task_id: str | None, as_json: bool) -> None:
         click.echo("nothing wrong found")
         return
     for f in found:
-        where = f["task_id"] or f["board"] or "database"
-        click.echo(f"{f['severity']}: [{f['kind']}] {where}: {f['message']}")
+        click.echo(f"{f['severity']}: [{f['kind']}] {_where(f, task_id)}: {f['message']}")
         if f["fix"]:
             click.echo(f"  fix: {f['fix']}")
+
+
+def _where(f: dict[str, Any], task_id: str | None) -> str:
+    """What a finding is about: a task's id, or ``goal G``, ``board B``, ``profile P`` (in a task's
+    view: ``its goal G`` and so on), or ``database``."""
+    concerns, subject = f.get("concerns"), f.get("subject")
+    if concerns is None:
+        return "database"
+    if concerns == "task":
+        return str(subject)
+    return ("its " if task_id else "") + f"{concerns} {subject}"
 
 
 @click.command("promote")

@@ -24,9 +24,12 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _warn_root(p: dict[str, Any]) -> None:
-    """A warning on stderr when this host's dispatcher could not start the profile's agent."""
+    """Warnings on stderr when this host's dispatcher could not start the profile's agent (its
+    program or script missing, Claude Code as root)."""
     from agentboard.dispatch.profile_check import root_problem
 
+    for warning in p.get("warnings") or ():
+        click.echo(f"warning: {warning}", err=True)
     problem = root_problem(p, common.db().settings)
     if problem:
         click.echo(f"warning: {problem}", err=True)

@@ -57,6 +57,22 @@ def disable(board: str | None, as_json: bool) -> None:
     common.emit(out, as_json, f"board {out['board']}: no supervisor")
 
 
+@supervisor.command("budget")
+@click.argument("scope", type=click.Choice(["own", "shared"]))
+@board_option
+@json_option
+@handle_errors
+def budget_scope(scope: str, board: str | None, as_json: bool) -> None:
+    """Which budget the board's supervision runs spend: `own` (the default: its supervision
+    budget, `budget set --supervision SLUG`) or `shared` (the board's budget, like its work)."""
+    from agentboard.kernel import supervision
+
+    out = supervision.set_budget_scope(common.db(), _board(board), scope == "own", actor=common.actor())
+    where = (f"its own supervision budget (`agentboard budget set --supervision {out['board']} ...`)"
+             if out["supervision_budget"] else "the board's budget, with its work")
+    common.emit(out, as_json, f"board {out['board']}: supervision runs count against {where}")
+
+
 @supervisor.command("status")
 @board_option
 @json_option

@@ -25,16 +25,13 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
     """A task for a name that is no profile is fine for a person, but the dispatcher skips it."""
     if not assignee or assignee == "none":
         return
-    from agentboard.domain.errors import NotFound
     from agentboard.kernel import profiles
 
-    try:
-        profiles.get(common.db(), assignee)
-    except NotFound:
+    warning = profiles.assignee_warning(common.db(), assignee)
+    if warning:
         from .output import warn
 
-        warn(f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
-             f"added (`agentboard profiles add {assignee} --command ...`); fine if a person does it")
+        warn(warning)
 
 
 def _not_before(value: str | None) -> float | None:
@@ -122,14 +119,15 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
 @click.option("--goal", default=None, metavar="G")
 @click.option("--search", default=None, metavar="Q")
 @click.option("--archived", is_flag=True, help="include archived tasks")
+@click.option("--supervision", is_flag=True, help="include the supervisor's own tasks")
 @click.option("--limit", default=200, type=int, metavar="N")
 @board_option
 @json_option
 @handle_errors
 def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: str | None,
-          goal: str | None, search: str | None, archived: bool, limit: int, board: str | None,
+          goal: str | None, search: str | None, archived: bool, supervision: bool, limit: int, board: str | None,
           as_json: bool) -> None:
-    """List tasks, highest priority first."""
+    """List tasks, highest priority first (the supervisor's own tasks with --supervision)."""
     from agentboard.kernel import queries
 
     if mine:
@@ -138,12 +136,13 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     if api is not None:
         slug = common.resolve_board(board)
         rows = api.list_tasks(slug, assignee=assignee, status=common.split_ids(statuses) or None,
-                              tenant=tenant, goal=goal, search=search, include_archived=archived, limit=limit)
+                              tenant=tenant, goal=goal, search=search, include_archived=archived, limit=limit,
+                              **({"supervision": True} if supervision else {}))
     else:
         slug = common.existing_board(board)
         rows = queries.list_tasks(
             common.db(), slug, assignee=assignee, status=list(statuses) or None, tenant=tenant,
-            goal=goal, search=search, include_archived=archived, limit=limit,
+            goal=goal, search=search, include_archived=archived, limit=limit, supervision=supervision,
         )
     if as_json:
         common.emit_json(rows)

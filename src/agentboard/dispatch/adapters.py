@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..protocol import safefs
+
 PLACEHOLDERS = ("task_id", "run_id", "workspace", "prompt_file", "board")
 _SHELL_CHARS = re.compile(r"[|&;<>`$()*?~]")
 # the longest prompt passed inline; longer ones are read from the prompt file by the agent
@@ -133,7 +135,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     if adapter == "claude":
         argv = [*base, "-p", "--output-format", "stream-json", "--verbose",
                 *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"))]
-        if mcp.exists():
+        if safefs.exists(mcp):
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
@@ -302,7 +304,7 @@ def _claude_permission(permission: str, as_root: bool, servers: list[str], profi
 
 def _mcp_servers(mcp: Path) -> list[str]:
     try:
-        servers = json.loads(mcp.read_text()).get("mcpServers", {})
+        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return []
     return [str(n) for n in servers if re.fullmatch(r"[A-Za-z0-9_-]+", str(n))] if isinstance(servers, dict) else []
@@ -316,9 +318,20 @@ def _check_shell_first(first: str, path_env: str | None, workspace: Path) -> Non
     resolve_executable(first, path_env, workspace)
 
 
+def _workspace_text(path: Path) -> str:
+    """A file the dispatcher wrote in the workspace (``.mcp.json``, a prompt), read without
+    following a link and refused when hard-linked (``protocol.safefs``): the worker may have
+    replaced it. A missing or refused file reads as empty."""
+    try:
+        data = safefs.read_file(path, limit=safefs.READ_LIMIT)
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace") if data is not None else ""
+
+
 def _prompt_text(prompt_file: Path) -> str:
     try:
-        text = prompt_file.read_text()
+        text = _workspace_text(prompt_file)
     except OSError:
         text = ""
     if not text or len(text.encode()) > _INLINE_PROMPT_MAX:
@@ -329,7 +342,7 @@ def _prompt_text(prompt_file: Path) -> str:
 
 def _codex_mcp_overrides(mcp: Path) -> list[str]:
     try:
-        servers = json.loads(mcp.read_text()).get("mcpServers", {})
+        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return []
     out: list[str] = []
@@ -353,7 +366,7 @@ _GEMINI_APPROVAL = {"edit": "auto_edit", "full": "yolo", "read": "default"}
 def _mcp_spec(mcp: Path) -> dict[str, dict[str, Any]]:
     """The MCP servers of the workspace's ``.mcp.json`` (name → command, args, env)."""
     try:
-        servers = json.loads(mcp.read_text()).get("mcpServers", {})
+        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return {}
     if not isinstance(servers, dict):
@@ -371,15 +384,12 @@ def _mcp_spec(mcp: Path) -> dict[str, dict[str, Any]]:
 def _write_config(workspace: Path, name: str, data: dict[str, Any]) -> Path:
     """Write an agent CLI's config file in the workspace (a bare name: under ``.board/``),
     owner-only: it holds the run token of the MCP server's environment."""
-    path = workspace / (name if "/" in name else f".board/{name}")
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2)
-        os.replace(tmp, path)
+    rel = name if "/" in name else f".board/{name}"
+    path = workspace / rel
+    folder, _, fname = rel.rpartition("/")
+    try:  # folders opened without following links; a link or hard link at the name is replaced
+        with safefs.open_root(workspace) as root, root.sub(folder, create=True) as d:
+            d.write_text(fname, json.dumps(data, indent=2), mode=0o600)
     except OSError as exc:
         raise AdapterError(f"cannot write the agent's config file {path}: {exc.strerror or exc}") from None
     return path
@@ -390,7 +400,7 @@ def _write_gemini_settings(workspace: Path, data: dict[str, Any]) -> Path:
     tracks (it would show in the task's diff)."""
     from ..protocol import boarddir
 
-    if (workspace / GEMINI_SETTINGS).exists() and boarddir.is_tracked(workspace, GEMINI_SETTINGS):
+    if safefs.exists_in(workspace, GEMINI_SETTINGS) and boarddir.is_tracked(workspace, GEMINI_SETTINGS):
         raise AdapterError(f"the repository tracks {GEMINI_SETTINGS}, where the gemini adapter puts the board's MCP "
                            "server: untrack it, or give the task a scratch workspace")
     path = _write_config(workspace, GEMINI_SETTINGS, data)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from . import gitutil
 
 #: the suffix of a task's integration branch (``ab/<task id>-base``)
@@ -58,7 +59,14 @@ class Base:
 
 
 def has_branch(repo: str | Path, name: str) -> bool:
-    return bool(gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{name}", check=False).strip())
+    return tip(repo, name) is not None
+
+
+def tip(repo: str | Path, name: str) -> str | None:
+    """The commit of branch ``name`` in ``repo`` (None when it has no such branch)."""
+    if not name or gitsafe.check_branch_name(name) is not None:
+        return None
+    return gitsafe.branch_tip(repo, name)
 
 
 def current_branch(repo: str | Path) -> str | None:
@@ -115,26 +123,20 @@ def resolve(repo: str | Path, task_id: str, board_settings: dict[str, Any] | Non
         tree, conflicts = merge_tree(repo, head, other)
         if conflicts:
             raise MergeConflict(conflicts, branches)
-        head = gitutil.git(repo, "commit-tree", tree, "-p", head, "-p", other, "-m",
+        head = gitutil.git(repo, *gitutil.identity(repo), "commit-tree", tree, "-p", head, "-p", other, "-m",
                            f"Integrate {', '.join(branches)} for {task_id}").strip()
     gitutil.git(repo, "branch", name, head)
     return Base(name, "integration", parents)
 
 
 def _is_ancestor(repo: str | Path, a: str, b: str) -> bool:
-    import subprocess
-
-    proc = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", a, b], capture_output=True,
-                          stdin=subprocess.DEVNULL)
-    return proc.returncode == 0
+    return gitsafe.run(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
 
 
 def merge_tree(repo: str | Path, ours: str, theirs: str) -> tuple[str, list[str]]:
     """Merge two commits without touching any checkout: ``(tree id, conflicting files)``."""
-    import subprocess
-
-    proc = subprocess.run(["git", "-C", str(repo), "merge-tree", "--write-tree", "--name-only", "--no-messages",
-                           ours, theirs], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = gitsafe.run(repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs,
+                       check=False, drivers_off=True)
     lines = proc.stdout.splitlines()
     if proc.returncode not in (0, 1) or not lines:
         raise gitutil.GitError(f"git merge-tree failed in {repo}: {(proc.stderr or '').strip()[-300:]}")
@@ -173,7 +175,8 @@ class Facts:
             return self.note or "no branch yet"
         return (f"{self.branch} on {self.base}: {self.ahead} ahead, {self.behind} behind; "
                 f"{self.files} file(s) +{self.insertions} -{self.deletions}"
-                + (f"; {self.uncommitted} uncommitted change(s)" if self.uncommitted else ""))
+                + (f"; {self.uncommitted} uncommitted change(s)" if self.uncommitted else "")
+                + (f"; {self.note}" if self.note else ""))
 
 
 def repo_of(task: dict[str, Any]) -> Path | None:
@@ -197,15 +200,16 @@ def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
         out.note = "not a worktree task" if task.get("workspace_kind") != "worktree" else "no branch yet"
         return out
     try:
-        if not has_branch(repo, branch):
+        sha = tip(repo, branch)
+        if sha is None:
             out.note = f"branch {branch} does not exist (yet) in {repo}"
             return out
         out.exists = True
         base = base or board_base(repo, None)
         out.base = base
-        counts = gitutil.git(repo, "rev-list", "--left-right", "--count", f"{base}...{branch}").split()
+        counts = gitutil.git(repo, "rev-list", "--left-right", "--count", f"{base}...{sha}", "--").split()
         out.behind, out.ahead = int(counts[0]), int(counts[1])
-        stat = gitutil.git(repo, "diff", "--numstat", f"{base}...{branch}")
+        stat = gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--numstat", f"{base}...{sha}")
         for ln in stat.splitlines():
             parts = ln.split("\t")
             if len(parts) >= 3:
@@ -214,7 +218,7 @@ def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
                 out.deletions += int(parts[1]) if parts[1].isdigit() else 0
         wt = Path(task.get("workspace_path") or "")
         if wt.is_dir():
-            out.uncommitted = len([ln for ln in gitutil.status_lines(wt)
+            out.uncommitted = len([ln for ln in gitsafe.worktree_status(repo, wt, branch, tip=sha)
                                    if not ln[3:].startswith((".board/", ".mcp.json"))])
     except (gitutil.GitError, ValueError, IndexError) as exc:
         out.note = str(exc)
@@ -222,7 +226,7 @@ def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
 
 
 __all__ = ["Base", "BaseMissing", "Facts", "check_settings", "configure", "MergeConflict", "board_base", "check_base", "current_branch", "facts", "has_branch",
-           "merge_tree", "repo_of", "resolve"]
+           "merge_tree", "repo_of", "resolve", "tip"]
 
 
 def check_settings(row: dict[str, Any], settings: dict[str, Any]) -> None:

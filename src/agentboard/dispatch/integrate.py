@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..domain import states
 from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
@@ -55,20 +56,14 @@ class Outcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _git(repo: str | Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL, timeout=120)
+def _git(repo: str | Path, *args: str, drivers_off: bool = False,
+         user_config: bool = False) -> subprocess.CompletedProcess[str]:
+    return gitsafe.run(repo, *args, check=False, timeout=120, drivers_off=drivers_off, user_config=user_config)
 
 
 def _identity(repo: Path) -> list[str]:
-    """``-c user.name=… -c user.email=…`` when the repository has no committer identity."""
-    out: list[str] = []
-    if not _git(repo, "config", "user.name").stdout.strip():
-        out += ["-c", "user.name=agentboard"]
-    if not _git(repo, "config", "user.email").stdout.strip():
-        out += ["-c", "user.email=agentboard@localhost"]
-    return out
+    """``-c user.name=… -c user.email=…``: the repository's or the user's committer identity, else agentboard's."""
+    return gitutil.identity(repo)
 
 
 def _changed(lines: list[str]) -> list[str]:
@@ -93,13 +88,14 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         raise Refused(f"the base branch {base!r} does not exist in {repo}: set it with "
                       "`agentboard boards set SLUG --base BRANCH`")
     worktree = Path(task.get("workspace_path") or "")
-    if worktree.is_dir() and (worktree / ".git").exists():
-        pending = _changed(gitutil.status_lines(worktree))
+    if task.get("workspace_path") and worktree.is_dir() and os.path.lexists(worktree / ".git"):
+        pending = _changed(gitutil.worktree_status(repo, worktree, branch))
         if pending:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
                           "commit them on the branch or discard them, then approve again",
                           {"files": pending[:50]})
-    touched = [f for f in gitutil.git(repo, "diff", "--name-only", f"{base}...{branch}").splitlines() if f]
+    touched = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only",
+                                      f"{base}...{branch}", "--").splitlines() if f]
     checked_out = branches.current_branch(repo) == base
     if checked_out:
         dirty = set(_changed(gitutil.status_lines(repo)))
@@ -137,35 +133,35 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
 
 
 def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -> str:
-    """Replay the branch onto ``base`` in the task's worktree (a temporary one when it is gone or
-    is a task repository, whose commits are not the target's);
-    a conflict aborts the rebase and refuses."""
+    """Replay the branch's commits onto ``base`` in a detached worktree of our own (never in the
+    task's worktree, whose worker controls it); a conflict aborts the rebase and refuses."""
     if _git(repo, "merge-base", "--is-ancestor", base_sha, branch).returncode == 0:
         return gitutil.git(repo, "rev-parse", "--verify", branch).strip()
-    temp = None
-    where = worktree
-    if not (worktree.is_dir() and (worktree / ".git").is_file()):  # not a linked worktree (a task repository)
-        temp = repo / ".worktrees" / f".rebase-{branch.replace('/', '-')}"
-        gitutil.git(repo, "worktree", "add", str(temp), branch)
-        where = temp
+    temp = repo / ".worktrees" / f".rebase-{branch.replace('/', '-')}"
+    if os.path.lexists(temp):
+        _git(repo, "worktree", "remove", "--force", str(temp))
+    _git(repo, "worktree", "prune")
+    head = gitutil.git(repo, "rev-parse", "--verify", f"refs/heads/{branch}").strip()
+    gitutil.git(repo, "worktree", "add", "--detach", str(temp), head, drivers_off=True)
+    where = temp
     try:
-        proc = _git(where, *_identity(repo), "rebase", base_sha)
+        proc = _git(where, *_identity(repo), "rebase", base_sha, drivers_off=True)
         if proc.returncode != 0:
-            files = [f for f in _git(where, "diff", "--name-only", "--diff-filter=U").stdout.splitlines() if f]
-            _git(where, "rebase", "--abort")
+            files = [f for f in _git(where, "diff", "--no-ext-diff", "--name-only", "--diff-filter=U").stdout.splitlines()
+                     if f]
+            _git(where, "rebase", "--abort", drivers_off=True)
             raise Refused(f"the base branch {base} moved in a way that conflicts with the task's branch "
                           f"({', '.join(files[:10]) or proc.stderr.strip()[-200:]}); rebase {branch} by hand and "
                           "approve again", {"files": files})
         return gitutil.git(where, "rev-parse", "HEAD").strip()
     finally:
-        if temp is not None:
-            _git(repo, "worktree", "remove", "--force", str(temp))
+        _git(repo, "worktree", "remove", "--force", str(temp))
 
 
 def _land(repo: Path, base: str, old: str, new: str, checked_out: bool) -> None:
     """Move ``base`` from ``old`` to ``new`` in one step (the checkout follows when it has it)."""
     if checked_out:
-        proc = _git(repo, "merge", "--ff-only", "-q", new)
+        proc = _git(repo, "merge", "--ff-only", "-q", new, drivers_off=True)
         if proc.returncode != 0:
             raise Refused(f"the target {repo} could not fast-forward {base}: {proc.stderr.strip()[-300:]}; "
                           "commit or stash its changes, then approve again")
@@ -195,7 +191,7 @@ def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[s
     if not _git(repo, "remote", "get-url", "origin").stdout.strip():
         raise Refused(f"the target {repo} has no remote named origin to push {branch} to: add one "
                       "(`git remote add origin URL`), then approve again")
-    push = _git(repo, "push", "-u", "origin", branch)
+    push = _git(repo, "push", "-u", "origin", f"refs/heads/{branch}:refs/heads/{branch}", user_config=True)
     if push.returncode != 0:
         raise Refused(f"pushing {branch} to origin failed: {push.stderr.strip()[-300:]}")
     title = f"{task.get('title') or task['id']} ({task['id']})"

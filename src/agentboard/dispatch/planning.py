@@ -427,6 +427,12 @@ class _Pass:
         chosen: list[Choice] = []
         taken: Counter[str] = Counter()
         now = time.time()
+        target = b.get("default_workdir")
+        shared_target = (os.path.normpath(str(target)) if target and not self.dry_run
+                         and any((c.get("workspace_kind") or "scratch") == "scratch" for c in batch)
+                         and not is_git_target(target) else None)
+        folders = {c["id"]: f for c in batch if (f := _shared_folder(c, shared_target)) is not None}
+        busy = kd.folders_in_use(db, sorted(set(folders.values()))) if folders else {}
         for c in batch:
             if len(chosen) >= room:
                 break
@@ -442,6 +448,16 @@ class _Pass:
             if last is not None and not self.dry_run and self.planner.reaper.previous_worker_alive(c, last):
                 self.report.skipped.append(Skipped("stopping the worker of its previous run first", c["id"]))
                 continue
+            folder = folders.get(c["id"])
+            if folder is not None:
+                holder = busy.get(folder)
+                if holder is not None and holder[0] != c["id"]:
+                    run = f" (run {holder[1]})" if holder[1] is not None else ""
+                    self._skip(("busy", c["id"], folder, holder[0]), slug, c["id"], "workspace_busy",
+                               f"its workspace dir:{folder} is in use by task {holder[0]}{run}: a shared folder "
+                               "runs one worker at a time, so each run has the folder's .board/ to itself")
+                    continue
+                busy[folder] = (c["id"], None)
             chosen.append(Choice(c, p))
             taken[p["name"]] += 1
         return chosen
@@ -481,3 +497,15 @@ class _Pass:
         self.report.skipped.append(Skipped(reason, task_id))
         if not self.dry_run:
             self.ctx.notes.note(key, board, task_id, kind, {"reason": reason})
+
+
+def _shared_folder(c: Row, shared_target: str | None) -> str | None:
+    """The shared folder ready task ``c`` would run in: its ``dir:`` workspace, or the board's
+    non-git target directory (``shared_target``) for a scratch task that is not the supervisor's;
+    None for a per-task workspace (scratch, worktree)."""
+    kind = c.get("workspace_kind") or "scratch"
+    if kind == "dir" and c.get("workspace_path"):
+        return os.path.normpath(str(c["workspace_path"]))
+    if kind == "scratch" and shared_target and c.get("purpose") != "supervision":
+        return shared_target
+    return None

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..kernel.profiles import command_problem
 from . import adapters
 
 #: the environment variables that hold each agent CLI's credentials
@@ -144,7 +145,14 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
                                  f"agentboard profiles set {report.profile} --command '...'"))
         return False
     if adapter == "command":
-        return True  # a command line: building it below finds its program (or says why not)
+        # a command line: building it below finds its program; a script given to an interpreter
+        # (``sh /path/run.sh``) is checked here, or the check would pass a command that cannot run
+        problem = command_problem(command, adapter, path_env=path_env)
+        if problem is not None and problem.startswith("script "):
+            report.items.append(Item("executable", False, problem,
+                                     f"agentboard profiles set {report.profile} --command '...'"))
+            return False
+        return True
     try:
         path = adapters.resolve_executable(first, path_env, ws)
     except adapters.AdapterError as exc:

@@ -19,6 +19,7 @@ why and waits for a person.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from ..kernel import budgets as kbudgets
 from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import worker_protocol
-from ..protocol import boarddir, review, review_context
+from ..protocol import boarddir, review, review_context, safefs
 from ..store.engine import Row
 from . import adapters, liveness, spawn, workspaces
 from .runtime import Context
@@ -118,11 +119,20 @@ class Reviewing:
         if reviewer.mode not in ("profile", "llm"):
             return []  # off or heuristic: the hand-off itself decides (``review.on_review_entered``)
         rows = kd.review_candidates(ctx.db, slug, room + 8)
+        shared = {c["id"]: os.path.normpath(str(c["workspace_path"])) for c in rows
+                  if c.get("workspace_kind") == "dir" and c.get("workspace_path")}
+        busy = kd.folders_in_use(ctx.db, sorted(set(shared.values()))) if shared else {}
         out: list[Started] = []
         for c in rows:
             if len(out) >= room:
                 break
             task_id = c["id"]
+            folder = shared.get(task_id)
+            if folder is not None:  # a shared folder runs one worker (or reviewer) at a time
+                holder = busy.get(folder)
+                if holder is not None and holder[0] != task_id:
+                    continue
+                busy[folder] = (task_id, None)
             try:
                 why = review.own_work(reviewer, c.get("worker_profile")) or self._gave_up(board, c)
                 if why:
@@ -243,7 +253,7 @@ class Reviewing:
         except InvalidInput as exc:
             tail = spawn.log_tail(w.log_path, w.log_offset) if w is not None else ""
             detail = f"; last output: {tail}" if tail else ""
-            if exit_code not in (0, None) and not path.exists():
+            if exit_code not in (0, None) and not safefs.exists(path):
                 self._close(r, "crashed", f"the reviewer exited with status {exit_code} without a verdict{detail}",
                             exit_code=exit_code, usage=usage)
             else:

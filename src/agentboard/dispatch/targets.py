@@ -1,6 +1,7 @@
 """Board target directories: validation of ``boards create … --workdir DIR``.
 
-``linked-new``: an absolute path that does not exist yet or is an empty folder (created here).
+``linked-new``: an absolute path that does not exist yet (created here when asked: ``--create``)
+or is an empty folder.
 ``linked-existing``: take over an existing folder, validated once: it exists and is a
 directory; it is not a system or sensitive location; it is not another board's target; and if
 it is a git repository, its working tree is clean (so an agent's commit cannot sweep up the
@@ -13,6 +14,7 @@ import os
 from pathlib import Path
 
 from ..domain.errors import Conflict, InvalidInput
+from ..kernel import boards as kboards
 from ..kernel import dispatching as kd
 from ..kernel.host_access import sensitive_reason
 from ..store.engine import Database
@@ -24,9 +26,10 @@ __all__ = ["MODES", "is_git_target", "sensitive_reason", "validate_target"]
 
 
 def validate_target(db: Database, path: str, mode: str | None = None, board: str | None = None,
-                    *, home: Path | None = None, create: bool = True) -> str:
+                    *, home: Path | None = None, create: bool = False) -> str:
     """Check a board target directory; return its normalized absolute path.
 
+    A folder that does not exist is refused (naming it) unless ``create``: then it is made.
     ``mode`` None picks ``linked-existing`` when the folder exists, else ``linked-new``.
     Raises :class:`InvalidInput` (or :class:`Conflict` when another board already owns it)
     with the reason.
@@ -40,6 +43,7 @@ def validate_target(db: Database, path: str, mode: str | None = None, board: str
         raise InvalidInput(f"target directory {path!r} contains '..': give a plain absolute path")
     norm = os.path.normpath(raw)
     p = Path(norm)
+    kboards.check_workdir(norm, create=create)
     if mode is None:
         mode = "linked-existing" if p.exists() else "linked-new"
     if mode not in MODES:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
+from ..protocol import safefs
 from . import gitutil
 
 EXCLUDES = [".board/", ".mcp.json"]
@@ -84,6 +86,9 @@ def plan(home: Path, board_row: dict[str, Any] | None, task: dict[str, Any], *, 
     target = (board_row or {}).get("default_workdir")
     # the supervisor never implements: its tasks run in a scratch folder, never in the target
     if kind == "scratch" and target and task.get("purpose") != "supervision":
+        if not os.path.isdir(target):  # never an empty folder made in its place: the path may be a typo
+            raise WorkspaceError(f"the board's target directory {target} does not exist (moved or deleted?); "
+                                 f"restore it, or `mkdir -p {target}` for an empty one")
         if gitutil.toplevel(target) is not None:
             kind, path = "worktree", None
         else:
@@ -160,7 +165,8 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
         gitutil.add_excludes(repo, EXCLUDES + [".worktrees/"])
         if is_task_repo(ws.path):  # a retry of a confined worker: its task repository, as it is
             return ws
-        if (ws.path / ".git").exists():
+        if os.path.lexists(ws.path / ".git"):
+            gitsafe.check_worktree_link(repo, ws.path)  # a retry: only the link git wrote is reused
             return ws
         ws.path.parent.mkdir(parents=True, exist_ok=True)
         has_branch = bool(gitutil.git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{ws.branch}", check=False).strip())
@@ -172,13 +178,16 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
             ws.created = True
             return ws
         gitutil.git(repo, "worktree", "prune", check=False)
+        why = gitsafe.check_branch_name(ws.branch)
+        if why:
+            raise WorkspaceError(f"the task's branch {ws.branch!r} cannot be used: {why}")
         if has_branch:
-            gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch)
+            gitutil.git(repo, "worktree", "add", str(ws.path), ws.branch, drivers_off=True)
         elif base is not None:
             ws.base, ws.base_source = base()
-            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base)
+            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base, drivers_off=True)
         else:
-            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path))
+            gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), drivers_off=True)
         ws.created = True
     except gitutil.GitError as exc:
         raise WorkspaceError(str(exc)) from None
@@ -188,19 +197,9 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
 
 
 def _git_new(path: Path, *args: str) -> str:
-    """git on the task repository being made at ``path`` (named explicitly, no configuration
-    but its own, no hook, no fsmonitor)."""
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", GIT_TERMINAL_PROMPT="0")
-    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-                           f"--git-dir={path / '.git'}", f"--work-tree={path}", *args],
-                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise gitutil.GitError(f"git {' '.join(args)} failed in {path}: {msg[-1] if msg else proc.returncode}")
-    return proc.stdout
+    """git on the task repository being made at ``path``, named explicitly, through ``gitsafe``
+    (protected: no configuration but its own, no hook, no fsmonitor, no driver)."""
+    return gitsafe.run_in(path / ".git", path, *args, timeout=300).stdout
 
 
 def _task_repo(repo: Path, path: Path, branch: str) -> None:
@@ -299,44 +298,53 @@ def hand_over(ws: Workspace, uid: int, gid: int) -> None:
             os.chown(ws.path, uid, gid, follow_symlinks=False)
             ws.path.chmod(0o700)
         elif ws.kind == "worktree" and ws.created and is_task_repo(ws.path):
-            _chown_tree(ws.path, uid, gid)  # just made by the dispatcher: the worker's from now on
-        for p in (ws.path / ".board", ws.path / ".mcp.json"):
-            _chown_tree(p, uid, gid)
+            with safefs.open_root(ws.path) as root:  # just made by the dispatcher: the worker's from now on
+                safefs.walk_chown(root, uid, gid)
+        _chown_ours(ws.path, uid, gid)
     except OSError as exc:
         raise WorkspaceError(f"cannot give workspace {ws.path} to the worker user: {exc.strerror or exc}") from None
 
 
-def _chown_tree(path: Path, uid: int, gid: int) -> None:
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1):
-        return
-    os.chown(path, uid, gid, follow_symlinks=False)
-    if stat.S_ISDIR(st.st_mode):
-        for entry in os.scandir(path):
-            _chown_tree(Path(entry.path), uid, gid)
+def _chown_ours(workspace: Path, uid: int, gid: int) -> None:
+    """``.board/`` (walked through directory descriptors, never crossing a link) and
+    ``.mcp.json`` (only a regular file with one name)."""
+    with safefs.open_root(workspace) as root:
+        try:
+            bdir = root.sub(".board")
+        except (FileNotFoundError, safefs.Unsafe):
+            pass
+        else:
+            with bdir:
+                safefs.walk_chown(bdir, uid, gid)
+        st = root.lstat(".mcp.json")
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            os.chown(".mcp.json", uid, gid, dir_fd=root.fd, follow_symlinks=False)
 
 
-def worktree_dirty(path: Path) -> str | None:
-    """Why a worktree must be kept (uncommitted or unpushed work), or None when it is clean."""
+def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
+    """Why a worktree must be kept (uncommitted or unpushed work, or a ``.git`` that is not the
+    link git wrote), or None when it is clean. Read through ``gitsafe``: git never runs through
+    the worktree's own ``.git``."""
     if not path.exists():
         return None
+    task_repo = is_task_repo(path)
+    if task_repo:  # its commits count once the target has them (fetched back)
+        head = task_repo_head(path)
+        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
+                           check=False).strip() if head else ""
+        if head is None:
+            return "its HEAD cannot be read as a commit"
+        if kept != head:
+            return "commits not fetched back into the target repository"
     try:
         lines = [ln for ln in gitutil.status_lines(path) if not _excluded(ln)]
     except gitutil.GitError as exc:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
-    if is_task_repo(path):  # its commits count once the target has them (fetched back)
-        head = task_repo_head(path)
-        kept = gitutil.git(path.parent.parent, "rev-parse", "-q", "--verify", f"{head}^{{commit}}",
-                           check=False).strip() if head else ""
-        if head is None:
-            return "its HEAD cannot be read as a commit"
-        return None if kept == head else "commits not fetched back into the target repository"
-    ahead = gitutil.unpushed_commits(path)
+    if task_repo:
+        return None
+    ahead = gitutil.unpushed_commits(path, branch)
     if ahead:
         return f"{ahead} commit(s) not on any other branch or remote"
     return None
@@ -347,25 +355,30 @@ def _excluded(line: str) -> bool:
     return name.startswith(".board/") or name == ".mcp.json"
 
 
-def remove(ws_kind: str, path: Path, *, force: bool = False) -> str | None:
+def remove(ws_kind: str, path: Path, *, force: bool = False, branch: str | None = None) -> str | None:
     """Remove a workspace; returns why it was kept instead (None when removed)."""
     if not path.exists():
         return None
     if ws_kind == "dir":
         return "dir workspaces are shared folders and are never removed"
     if ws_kind == "worktree":
+        repo = path.parent.parent
+        try:
+            gitsafe.check_worktree_link(repo, path)
+        except gitutil.GitError as exc:
+            return str(exc)
         if not force:
-            why = worktree_dirty(path)
+            why = worktree_dirty(path, branch)
             if why:
                 return why
         if is_task_repo(path):
             shutil.rmtree(path, ignore_errors=True)
             return None
         try:
-            repo = path.parent.parent
             gitutil.git(repo, "worktree", "remove", "--force", str(path))
         except gitutil.GitError as exc:
             return str(exc)
+        gitsafe.remove_view(repo, path)
         return None
     shutil.rmtree(path, ignore_errors=True)
     return None

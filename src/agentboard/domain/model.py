@@ -31,6 +31,48 @@ SUMMARY_MAX = 64 * 1024
 METADATA_MAX = 256 * 1024
 
 
+#: the longest a task's block reason is (one line; the full text stays in the run and its log)
+REASON_LINE_MAX = 300
+_DECORATION_RE = re.compile(r"^[\W_]*$")
+
+
+def reason_line(text: str | None, limit: int = REASON_LINE_MAX) -> str:
+    """A block reason as one line: the first meaningful line of ``text`` (not blank, not a
+    decoration such as ``----``, not a log header; for a Python traceback, the exception line),
+    whitespace collapsed, cut at ``limit`` characters with ``…``."""
+    lines = [ln.strip() for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln and not _DECORATION_RE.match(ln) and not ln.startswith("=== run ")]
+    if not lines:
+        return ""
+    first = lines[0]
+    for i, ln in enumerate(lines):
+        if ln.endswith("Traceback (most recent call last):"):
+            after = [x for x in lines[i + 1:] if not x.startswith(("File ", "^", "~"))]
+            exc = next((x for x in reversed(after) if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", x)),
+                       None)
+            if exc:
+                head = ln[: -len("Traceback (most recent call last):")].rstrip(" :;")
+                first = f"{head}: {exc}" if head else exc
+            break
+    first = " ".join(first.split())
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def error_line(error: str | None) -> str:
+    """A run's error as one line for a block reason: its own first line and, of the program
+    output it quotes (``...; last output: ...``), the line that says the most (a traceback's
+    exception, else the last meaningful line)."""
+    head, sep, output = (error or "").partition("; last output: ")
+    if not sep:
+        return reason_line(head)
+    if "Traceback (most recent call last):" in output:
+        said = reason_line(output[output.index("Traceback"):])
+    else:
+        lines = [ln for ln in output.splitlines() if ln.strip() and not _DECORATION_RE.match(ln.strip())]
+        said = reason_line(lines[-1] if lines else "")
+    return reason_line(head) + (f"; last output: {said}" if said else "")
+
+
 def elapsed(ts: float | None, now: float | None = None) -> str | None:
     """How long ago ``ts`` was, in its largest whole unit: ``12s``, ``5m``, ``3h``, ``2d``
     (None without a time)."""
@@ -157,6 +199,43 @@ def workspace(value: str | None) -> tuple[str, str | None]:
     if ".." in path.split(os.sep):
         raise InvalidInput(f"workspace path {path!r} contains '..': give a plain absolute path")
     return kind, norm
+
+
+_BAD_REF_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+BRANCH_MAX = 200
+
+
+def branch_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a task branch (None when it can): git's rules for a branch name
+    (``git check-ref-format --branch``) plus agentboard's own: no leading ``-`` (an option) or
+    ``+`` (a forced push), not ``HEAD`` nor a full ref, no part starting with ``.``, no control,
+    format or bidirectional characters, at most :data:`BRANCH_MAX` characters."""
+    if not name:
+        return "a branch name cannot be empty"
+    if len(name) > BRANCH_MAX:
+        return f"a branch name has at most {BRANCH_MAX} characters"
+    if name[0] in "-+":
+        return f"a branch name cannot start with {name[0]!r}"
+    if name in ("HEAD", "@") or name.startswith("refs/"):
+        return f"{name!r} is not a branch name"
+    if _BAD_REF_CHARS.search(name) or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Zs") for c in name):
+        return "a branch name cannot hold spaces, control or format characters, or any of ~ ^ : ? * [ \\"
+    if ".." in name or "@{" in name or "//" in name:
+        return "a branch name cannot hold '..', '@{' or '//'"
+    if name.startswith("/") or name.endswith(("/", ".", ".lock")):
+        return "a branch name cannot start with '/' nor end with '/', '.' or '.lock'"
+    if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
+        return "no part of a branch name may start with '.' or end with '.lock'"
+    return None
+
+
+def branch_name(value: str) -> str:
+    """A task branch, checked (:func:`branch_problem`; raises ``InvalidInput`` saying why)."""
+    value = str(value).strip()
+    why = branch_problem(value)
+    if why:
+        raise InvalidInput(f"invalid branch {value!r}: {why} (e.g. feature/login-form)")
+    return value
 
 
 def priority(value: Any) -> int:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from .model import PROFILE_RE
-from .settings_schema import (
+from .settings_fields import (
     ADAPTERS,
     BOARD_KEYS,
     BRANCH_RE,
@@ -48,6 +48,7 @@ class BoardSettings(BaseModel):
     block_loop_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     stuck_after: Annotated[int, Field(ge=1, le=10**9)] | None = None
     escalate_to: Annotated[str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")] | None = None
+    supervision_budget: bool | None = None
 
     @field_validator("base")
     @classmethod

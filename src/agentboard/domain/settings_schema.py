@@ -19,41 +19,58 @@ positive integer, ``env`` names that are valid environment variable names (``A=B
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from . import model
 from .errors import InvalidInput
+from .settings_fields import (  # the fields and their limits, defined once there
+    ADAPTERS as ADAPTERS,
+)
+from .settings_fields import (
+    BOARD_KEYS as BOARD_KEYS,
+)
+from .settings_fields import (
+    BRANCH_RE as BRANCH_RE,
+)
+from .settings_fields import (
+    COMMAND_MAX as COMMAND_MAX,
+)
+from .settings_fields import (
+    COUNT_MAX as COUNT_MAX,
+)
+from .settings_fields import (
+    DESCRIPTION_MAX as DESCRIPTION_MAX,
+)
+from .settings_fields import (
+    ENV_NAME_RE as ENV_NAME_RE,
+)
+from .settings_fields import (
+    INTEGRATE as INTEGRATE,
+)
+from .settings_fields import (
+    ISOLATION as ISOLATION,
+)
+from .settings_fields import (
+    MAX_CONCURRENCY_MAX as MAX_CONCURRENCY_MAX,
+)
+from .settings_fields import (
+    MODEL_MAX as MODEL_MAX,
+)
+from .settings_fields import (
+    PERMISSION as PERMISSION,
+)
+from .settings_fields import (
+    PROFILE_FIELDS as PROFILE_FIELDS,
+)
+from .settings_fields import (
+    REVIEWER_RE as REVIEWER_RE,
+)
+from .settings_fields import (
+    SUPERVISOR_KEYS as SUPERVISOR_KEYS,
+)
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
-
-ADAPTERS = ("command", "claude", "codex", "gemini", "opencode")
-#: how a profile's workers are isolated from the host (``dispatch/isolation.py``)
-ISOLATION = ("none", "user", "sandbox")
-#: what an agent CLI (``claude``, ``codex``, ``gemini``, ``opencode``) may do without asking (``dispatch/adapters.py``)
-PERMISSION = ("edit", "full", "read")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-#: the largest ``max_parallel`` / ``failure_limit``
-COUNT_MAX = 100_000
-MAX_CONCURRENCY_MAX = 10_000
-COMMAND_MAX = 10_000
-DESCRIPTION_MAX = 16 * 1024
-MODEL_MAX = 200
-#: the board settings whose values are typed (the others are kept as given)
-BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
-              "env_setup")
-#: what approval does with a worktree task's branch (``dispatch/integrate.py``)
-INTEGRATE = ("none", "merge", "squash", "rebase", "pr")
-#: a git branch name as a board's ``base`` (no spaces, no leading '-'; '..' is refused apart)
-BRANCH_RE = re.compile(r"^[A-Za-z0-9._/@+][A-Za-z0-9._/@+-]{0,199}$")
-#: the supervisor's board settings (typed like the keys above; see docs/supervisor.md)
-SUPERVISOR_KEYS = ("supervisor", "replan_after", "block_loop_limit", "stuck_after", "escalate_to")
-#: a ``reviewer`` setting: a profile (``profile:NAME``), one LLM call, the test heuristic, or none
-REVIEWER_RE = re.compile(r"^(llm|off|heuristic|profile:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$")
-#: the fields a profile's add and update take
-PROFILE_FIELDS = frozenset(("command", "adapter", "isolation", "permission", "description", "max_concurrency", "env", "skills",
-                            "model", "enabled", "orchestrator"))
 
 #: board settings keys that are not settings: what to use instead
 NOT_SETTINGS = {
@@ -63,8 +80,8 @@ NOT_SETTINGS = {
 
 #: what each known key holds, for the one-line message of a refused value
 _EXPECTED = {
-    "max_parallel": "a positive integer",
-    "failure_limit": "a positive integer",
+    "max_parallel": f"a whole number from 1 to {COUNT_MAX}",
+    "failure_limit": f"a whole number from 1 to {COUNT_MAX}",
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
     "reviewer": "profile:NAME, llm, heuristic or off",
@@ -73,6 +90,9 @@ _EXPECTED = {
     "block_loop_limit": "a positive integer",
     "stuck_after": "a positive number of seconds",
     "escalate_to": "the name of a person (1-64 letters, digits, '.', '-', '_' or '@')",
+    "reviewer_agent": "auto, on, off, llm, heuristic or profile:NAME",
+    "supervision_budget": "true (supervision runs count against the board's supervision budget) or false "
+                          "(against the board's budget)",
     "base": "a git branch name of the board's target repository",
     "integrate": "one of none, merge, squash, rebase, pr",
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
@@ -151,18 +171,22 @@ def env_name(name: str) -> str:
     return name
 
 
+#: what the installation-wide values that are also board settings must be (``config.py``)
+GLOBAL_EXPECTED = {k: _EXPECTED[k] for k in ("max_parallel", "failure_limit", "default_assignee", "reviewer_agent")}
+
+
 def global_settings(values: dict[str, Any]) -> dict[str, Any]:
     """The installation-wide values that are also board settings (``max_parallel``,
-    ``failure_limit``, ``default_assignee``, ``reviewer`` — ``reviewer_agent`` in ``config.toml``
-    or the environment, where ``auto`` picks the default and ``on`` means ``llm`` —), checked
-    with the rules of a board's (without loading pydantic: every command reads them)."""
-    known = {k: v for k, v in values.items() if k in BOARD_KEYS and v is not None}
+    ``failure_limit``, ``default_assignee``, ``reviewer_agent`` — the board's ``reviewer``, where
+    ``auto`` picks the default and ``on`` means ``llm`` —), checked with the rules of a board's
+    (without loading pydantic: every command reads them)."""
+    known = {k: v for k, v in values.items() if (k in BOARD_KEYS or k == "reviewer_agent") and v is not None}
     for key, value in known.items():
         if key in ("max_parallel", "failure_limit"):
             ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= COUNT_MAX
         elif key == "default_assignee":
             ok = isinstance(value, str) and bool(model.PROFILE_RE.match(value.strip()))
-        elif key == "reviewer":
+        elif key in ("reviewer", "reviewer_agent"):
             ok = isinstance(value, str) and (value in ("auto", "on") or bool(REVIEWER_RE.match(value)))
         else:
             ok = isinstance(value, bool)

@@ -82,11 +82,21 @@ def _create(tx: Tx, slug: str, fields: dict[str, Any], actor: str | None) -> Row
     return _get(tx, slug)
 
 
+def check_workdir(path: str, *, create: bool = False) -> None:
+    """A board's target directory must exist: a missing one is refused (a typo in the path would
+    otherwise give the agents an empty folder to work in), unless ``create`` says to make it."""
+    if not create and not os.path.lexists(path):
+        raise InvalidInput(f"target directory {path} does not exist: check the path, or add --create to create "
+                           "it (REST: \"create\": true)")
+
+
 def create(
     db: Database, slug: str, *, name: str | None = None, description: str = "", icon: str | None = None,
     color: str | None = None, workdir: str | None = None, workdir_mode: str | None = None,
-    settings: dict[str, Any] | None = None, actor: str | None = None,
+    settings: dict[str, Any] | None = None, actor: str | None = None, create_dir: bool = False,
 ) -> Row:
+    """Create a board. ``workdir``: its target directory (absolute), which must exist unless
+    ``create_dir`` (then it is made, with its parents)."""
     slug = model.board_slug(slug)
     if workdir is not None:
         if not os.path.isabs(workdir):
@@ -94,6 +104,7 @@ def create(
         workdir = os.path.normpath(workdir)
         if workdir_mode not in (None, "linked-new", "linked-existing"):
             raise InvalidInput("workdir mode must be linked-new or linked-existing")
+        check_workdir(workdir, create=create_dir)
     fields = {
         "name": (name or slug).strip() or slug,
         "description": description or "",
@@ -103,6 +114,11 @@ def create(
         "workdir_mode": workdir_mode if workdir else None,
         "settings": dump_json(check_settings(settings_schema.board_settings(settings or {}))),
     }
+    if workdir is not None and create_dir and not os.path.lexists(workdir):
+        try:
+            os.makedirs(workdir)
+        except OSError as exc:
+            raise InvalidInput(f"cannot create target directory {workdir}: {exc.strerror or exc}") from None
     return board_out(db.write(_create, slug, fields, actor))
 
 
@@ -124,13 +140,25 @@ def board_changes(**fields: Any) -> dict[str, Any]:
 
 def update_in(tx: Tx, slug: str, changes: dict[str, Any], actor: str | None) -> Row:
     """Store ``changes`` (from :func:`board_changes`) inside ``tx``; the board's row as stored."""
-    _get(tx, slug)
+    before = _get(tx, slug)
     if changes:
         sets = ", ".join(f"{k} = :{k}" for k in changes)
         tx.execute(f"UPDATE boards SET {sets} WHERE slug = :slug", {**changes, "slug": slug})
         kind = "board_renamed" if "name" in changes else "edited"
         tx.event(slug, None, kind, {"fields": sorted(changes)}, actor=actor)
+        if "settings" in changes and _own_supervision(before.get("settings")) != _own_supervision(changes["settings"]):
+            from . import budgets
+
+            budgets.rebuild_board_in(tx, slug)  # supervision runs moved between the two budgets
     return _get(tx, slug)
+
+
+def _own_supervision(settings: Any) -> bool:
+    try:
+        value = json.loads(settings) if isinstance(settings, str) else settings or {}
+    except ValueError:
+        return True
+    return not (isinstance(value, dict) and value.get("supervision_budget") is False)
 
 
 def update(db: Database, slug: str, *, actor: str | None = None, **fields: Any) -> Row:

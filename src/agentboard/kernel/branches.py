@@ -82,6 +82,9 @@ def _refuse(tx: Tx, board: str, task_id: str, reason: str, detail: dict[str, Any
     task = get_task(tx, board, task_id, lock=True)
     states.check("integration_refused", task["status"], states.BLOCKED, task_id)
     now = time.time()
+    full, reason = reason, model.reason_line(reason) or reason  # the task's reason is one line
+    if full != reason:
+        detail = {**detail, "detail": full}  # the whole text stays in the event
     tx.execute(
         "UPDATE tasks SET status = 'blocked', block_kind = 'needs_input', block_reason = :r, integration = 'refused', "
         "last_outcome = 'integration_refused', updated_at = :now WHERE id = :id",

@@ -1,8 +1,15 @@
 """Budgets: limits on what a task, a goal, a board or a profile may spend, checked before a spawn.
 
-A budget is one row per scope (``task``, ``goal``, ``board``, ``profile`` and its id) with any of
-four limits — runs, total runtime (seconds), tokens (input + output) and cost (USD) — and, for a
-board or a profile, an optional window (``day`` or ``month``, UTC calendar).
+A budget is one row per scope (``task``, ``goal``, ``board``, ``profile`` and its id, and
+``supervision`` and a board's slug) with any of four limits — runs, total runtime (seconds),
+tokens (input + output) and cost (USD) — and, for a board, its supervision or a profile, an
+optional window (``day`` or ``month``, UTC calendar).
+
+Supervision has a scope of its own: with the board setting ``supervision_budget`` (default on),
+the runs of the board's supervision tasks (``purpose = 'supervision'``) count against its
+``supervision`` budget instead of its ``board`` budget, so the supervisor cannot spend the runs
+meant for the work (and a spent work budget does not silence the supervisor). Turned off, they
+count against the board's budget like any task.
 
 What was spent is the ``budget_usage`` ledger: a row per closed run (one run, its runtime, its
 tokens and cost) and per LLM helper call, written in the transaction that closes the run or
@@ -31,15 +38,18 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, in_list
-from .common import ready_or_todo
+from .common import board_settings, ready_or_todo
 
-SCOPES: tuple[str, ...] = ("task", "goal", "board", "profile")
+SCOPES: tuple[str, ...] = ("task", "goal", "board", "profile", "supervision")
 #: the windows a budget may have (``""``: no window, everything ever spent counts)
 PERS: tuple[str, ...] = ("", "day", "month")
 METRICS: tuple[str, ...] = ("runs", "runtime", "tokens", "cost")
 LIMIT_OF: dict[str, str] = {"runs": "max_runs", "runtime": "max_runtime", "tokens": "max_tokens", "cost": "max_cost"}
 #: the ledger column a scope is found by
-_SCOPE_COL: dict[str, str] = {"task": "task_id", "goal": "goal_id", "board": "board", "profile": "profile"}
+_SCOPE_COL: dict[str, str] = {"task": "task_id", "goal": "goal_id", "board": "board", "profile": "profile",
+                               "supervision": "board"}
+#: ``tasks.purpose`` of the supervisor's tasks (``kernel.supervision.SUPERVISION``)
+SUPERVISION = "supervision"
 #: how many recent runs of a profile its expected cost of one run is the median of
 EXPECTED_RUNS = 20
 WARN_AT = 0.8
@@ -118,9 +128,27 @@ def amount(metric: str, value: float) -> str:
 
 
 def scope_name(b: Row) -> str:
-    name = {"task": "task", "goal": "goal", "board": "board", "profile": "profile"}[b["scope"]]
     per = {"day": " (per day)", "month": " (per month)"}.get(b.get("per") or "", "")
-    return f"the {name} {b['ref']} budget{per}"
+    if b["scope"] == "supervision":
+        return f"the supervision budget of board {b['ref']}{per}"
+    return f"the {b['scope']} {b['ref']} budget{per}"
+
+
+def own_scope(tx: Tx, board: str) -> bool:
+    """Whether the board's supervision runs count against its own ``supervision`` budget (the
+    board setting ``supervision_budget``, default on) rather than the board's."""
+    return board_settings(tx, board).get("supervision_budget") is not False
+
+
+def _supervised(tx: Tx, task_id: str | None, board: str | None, purpose: str | None = None,
+                known: bool = False) -> bool:
+    """Whether a run of ``task_id`` counts against its board's supervision budget, not the
+    board's (``purpose``: the task's, when the caller has it; ``known``: it does)."""
+    if not task_id or not board:
+        return False
+    if not known:
+        purpose = tx.scalar("SELECT purpose FROM tasks WHERE id = :t", {"t": task_id})
+    return purpose == SUPERVISION and own_scope(tx, board)
 
 
 # -- reading spend -----------------------------------------------------------------------------
@@ -135,16 +163,34 @@ def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None) -
     return {m: float(row.get(m) or 0) for m in METRICS}
 
 
+#: the ledger rows of a board's supervision tasks
+_SUPERVISION_ROWS = "task_id IN (SELECT id FROM tasks WHERE board = :ref AND purpose = 'supervision')"
+
+
 def _rebuild_totals(tx: Tx, scope: str, ref: str, per: str, now: float) -> None:
     """A budget set or changed: its current window's total summed from the ledger once."""
     key, start = window(per, now)
     col = _SCOPE_COL[scope]
+    only = ""
+    if scope == "supervision":
+        only = " AND " + _SUPERVISION_ROWS
+    elif scope == "board" and own_scope(tx, ref):
+        only = " AND (task_id IS NULL OR NOT " + _SUPERVISION_ROWS + ")"
     tx.execute("DELETE FROM budget_totals WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     tx.execute(
         f"INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
         f"SELECT :s, :r, :w, COALESCE(SUM(runs), 0), COALESCE(SUM(runtime), 0), COALESCE(SUM(tokens), 0), "
-        f"COALESCE(SUM(cost_usd), 0) FROM budget_usage WHERE {col} = :ref AND at >= :start",
+        f"COALESCE(SUM(cost_usd), 0) FROM budget_usage WHERE {col} = :ref AND at >= :start{only}",
         {"s": scope, "r": ref, "w": key, "ref": ref, "start": start})
+
+
+def rebuild_board_in(tx: Tx, board: str) -> None:
+    """The board's ``supervision_budget`` setting changed: its board and supervision budgets'
+    totals summed again under the new rule."""
+    now = time.time()
+    for b in tx.all("SELECT scope, ref, per FROM budgets WHERE scope IN ('board', 'supervision') AND ref = :r",
+                    {"r": board}):
+        _rebuild_totals(tx, b["scope"], b["ref"], b["per"], now)
 
 
 _ADD_TOTAL = (
@@ -178,23 +224,75 @@ def _ratio(b: Row, spent: dict[str, float]) -> tuple[float, str | None]:
 
 
 def _for_task(tx: Tx, task_id: str, profile: str | None = None) -> list[Row]:
-    """The budgets a task counts against (its own, its goal's, its board's, its profile's)."""
-    row = tx.one("SELECT id, board, goal_id, assignee FROM tasks WHERE id = :t", {"t": task_id})
+    """The budgets a task counts against (its own, its goal's, its board's — or its board's
+    supervision budget —, its profile's)."""
+    row = tx.one("SELECT id, board, goal_id, assignee, purpose FROM tasks WHERE id = :t", {"t": task_id})
     if row is None:
         return []
-    return _matching(tx, task_id, row["goal_id"], row["board"], profile or row["assignee"])
+    return _matching(tx, task_id, row["goal_id"], row["board"], profile or row["assignee"], purpose=row["purpose"],
+                     known=True)
 
 
-def _matching(tx: Tx, task_id: str | None, goal_id: str | None, board: str | None, profile: str | None) -> list[Row]:
+def _matching(tx: Tx, task_id: str | None, goal_id: str | None, board: str | None, profile: str | None,
+              *, purpose: str | None = None, known: bool = False, facts: Row | None = None) -> list[Row]:
+    """The budgets a run of ``task_id`` counts against. ``purpose``: the task's, when the caller
+    has it (``known``); else it is read only if the board has a board or supervision budget.
+    ``facts``: gets ``supervised`` (whether the run counts against the supervision budget) when
+    the board has either."""
     params: dict[str, Any] = {}
     ors = []
-    for scope, ref in (("task", task_id), ("goal", goal_id), ("board", board), ("profile", profile)):
+    for scope, ref in (("task", task_id), ("goal", goal_id), ("profile", profile)):
         if ref:
             params[scope] = ref
             ors.append(f"(scope = '{scope}' AND ref = :{scope})")
+    if board:
+        params["board"] = board
+        ors.append("(scope IN ('board', 'supervision') AND ref = :board)")
     if not ors:
         return []
-    return tx.all("SELECT * FROM budgets WHERE " + " OR ".join(ors), params)
+    rows = tx.all("SELECT * FROM budgets WHERE " + " OR ".join(ors), params)
+    if any(r["scope"] in ("board", "supervision") for r in rows):
+        sup = _supervised(tx, task_id, board, purpose, known)
+        rows = [r for r in rows if r["scope"] != ("board" if sup else "supervision")]
+        if facts is not None:
+            facts["supervised"] = sup
+    return rows
+
+
+def _split_in(tx: Tx, board: str, since: float) -> dict[str, dict[str, float]]:
+    """What the board's work and its supervision spent since ``since`` (from the ledger)."""
+    rows = tx.all(
+        "SELECT CASE WHEN u.task_id IN (SELECT id FROM tasks WHERE board = :b AND purpose = 'supervision') "
+        "THEN 'supervision' ELSE 'work' END AS spender, COALESCE(SUM(u.runs), 0) AS runs, "
+        "COALESCE(SUM(u.runtime), 0) AS runtime, COALESCE(SUM(u.tokens), 0) AS tokens, "
+        "COALESCE(SUM(u.cost_usd), 0) AS cost FROM budget_usage u WHERE u.board = :b2 AND u.at >= :since "
+        "GROUP BY 1", {"b": board, "b2": board, "since": since})
+    out = {k: {m: 0.0 for m in METRICS} for k in ("work", "supervision")}
+    for r in rows:
+        out[str(r["spender"])] = {m: float(r[m] or 0) for m in METRICS}
+    return out
+
+
+def _split_out(split: dict[str, dict[str, float]]) -> dict[str, Row]:
+    return {k: {"spent": v, "text": ", ".join(amount(m, v[m]) for m in METRICS if m != "runtime" or v[m])}
+            for k, v in split.items()}
+
+
+def spending(db: Database, board: str, *, per: str = "") -> Row:
+    """What spent what on a board in a window (``per``: ``""`` everything, ``day``, ``month``):
+    its work and its supervision (the runs of its supervision tasks), and which budget each
+    counts against."""
+    if per not in PERS:
+        raise InvalidInput(f"invalid window {per!r}: use day or month (or leave it out for no window)")
+
+    def _r(tx: Tx) -> Row:
+        now = time.time()
+        key, start = window(per, now)
+        own = own_scope(tx, board)
+        return {"board": board, "window": key if per else None, "supervision_budget": own,
+                "supervision_counts_against": "supervision" if own else "board",
+                **_split_out(_split_in(tx, board, start))}
+    return db.read(_r)
 
 
 def _budget_out(tx: Tx, b: Row, now: float) -> Row:
@@ -214,7 +312,20 @@ def _budget_out(tx: Tx, b: Row, now: float) -> Row:
             "spent": spent, "lines": lines, "ratio": ratio, "metric": metric,
             "exhausted": metric is not None and ratio >= 1.0,
             "warning": metric is not None and WARN_AT <= ratio < 1.0,
-            "updated_at": b.get("updated_at")}
+            "updated_at": b.get("updated_at"),
+            # what counts against it: a board's budget without its supervision (by default), and
+            # what the board's work and its supervision spent in the window
+            **(_board_facts(tx, b, start) if b["scope"] in ("board", "supervision") else {})}
+
+
+def _board_facts(tx: Tx, b: Row, start: float) -> Row:
+    own = own_scope(tx, b["ref"])
+    if b["scope"] == "board":
+        counts = "work" if own else "work and supervision"
+    else:
+        counts = "supervision" if own else "nothing (the board's supervision_budget setting is off)"
+    return {"counts": counts,
+            "by": _split_out(_split_in(tx, b["ref"], start))}
 
 
 # -- writing limits ------------------------------------------------------------------------------
@@ -222,6 +333,10 @@ def _budget_out(tx: Tx, b: Row, now: float) -> Row:
 
 def _scope_board(tx: Tx, scope: str, ref: str) -> str | None:
     """The board of a scope (None for a profile); NotFound when it does not exist."""
+    if scope == "supervision":
+        if tx.one("SELECT slug FROM boards WHERE slug = :r", {"r": ref}) is None:
+            raise NotFound(f"no board {ref!r}")
+        return ref
     if scope == "task":
         row = tx.one("SELECT board FROM tasks WHERE id = :r", {"r": ref})
         if row is None:
@@ -361,7 +476,8 @@ _RUN_USAGE = (
 _RUN_USAGE_PG = (
     "WITH ins AS (" + _RUN_USAGE + ") SELECT ins.*, EXISTS (SELECT 1 FROM budgets b WHERE "
     "(b.scope = 'task' AND b.ref = ins.task_id) OR (b.scope = 'goal' AND b.ref = ins.goal_id) OR "
-    "(b.scope = 'board' AND b.ref = ins.board) OR (b.scope = 'profile' AND b.ref = ins.profile)) AS budgeted FROM ins"
+    "(b.scope IN ('board', 'supervision') AND b.ref = ins.board) OR (b.scope = 'profile' AND b.ref = ins.profile)) "
+    "AS budgeted FROM ins"
 )
 
 
@@ -510,8 +626,12 @@ def _in_flight(tx: Tx, scope: str, ref: str) -> int:
     if scope == "goal":
         # through the small index of running tasks, not the goal's (which holds all its tasks)
         sql = "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND COALESCE(goal_id, '') = :r"
+    elif scope == "supervision":
+        sql = "SELECT COUNT(*) FROM tasks WHERE board = :r AND status = 'running' AND purpose = 'supervision'"
     elif scope == "board":
         sql = "SELECT COUNT(*) FROM tasks WHERE board = :r AND status = 'running'"
+        if own_scope(tx, ref):
+            sql += " AND COALESCE(purpose, '') <> 'supervision'"
     else:
         sql = "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND assignee = :r"
     return int(tx.scalar(sql, {"r": ref}) or 0)
@@ -538,7 +658,9 @@ def expected_in(tx: Tx, profile: str | None) -> tuple[dict[str, float], str]:
 
 
 def _in_scope(scope: str, ref: str, t: Row) -> bool:
-    key = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee"}[scope]
+    key = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee", "supervision": "board"}[scope]
+    if scope in ("board", "supervision") and "supervised" in t:  # set by gate_in for the board's rows
+        return t.get(key) == ref and bool(t["supervised"]) == (scope == "supervision")
     return bool(t.get(key)) and t.get(key) == ref
 
 
@@ -546,7 +668,10 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
     """Why a run of ``task`` (``id``, ``board``, ``goal_id``, ``assignee``: the profile) must not
     start now, or None. ``also``: tasks this transaction is starting too (their runs count as
     under way)."""
-    budgets = _matching(tx, task["id"], task.get("goal_id"), task["board"], task.get("assignee"))
+    # ``supervised`` is kept on the row: which of the board's two scopes it counts against, read
+    # by _in_scope when the row is among the ``also`` of a later task
+    budgets = _matching(tx, task["id"], task.get("goal_id"), task["board"], task.get("assignee"),
+                        purpose=task.get("purpose"), known="purpose" in task, facts=task)
     budgets = [b for b in budgets if any(b.get(LIMIT_OF[m]) is not None for m in METRICS)]
     if not budgets:
         return None
@@ -645,7 +770,7 @@ def release_in(tx: Tx, boards: list[str] | None = None, *, actor: str | None = N
     if not boards:
         return []
     params: dict[str, Any] = {}
-    rows = tx.all("SELECT id, board, goal_id, assignee FROM tasks WHERE board IN " + in_list("b", boards, params)
+    rows = tx.all("SELECT id, board, goal_id, assignee, purpose FROM tasks WHERE board IN " + in_list("b", boards, params)
                   + " AND status = 'blocked' AND block_kind = 'budget' ORDER BY priority DESC, created_at", params)
     released: list[str] = []
     let_through: list[Row] = []
@@ -715,12 +840,18 @@ def running_over_budget(db: Database) -> list[Row]:
             ratio, metric = _ratio(b, spent)
             if metric is None or ratio < 1.0:
                 continue
-            col = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee"}[b["scope"]]
+            col = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee",
+                   "supervision": "board"}[b["scope"]]
+            which = ""
+            if b["scope"] == "supervision":
+                which = " AND purpose = 'supervision'"
+            elif b["scope"] == "board" and own_scope(tx, b["ref"]):
+                which = " AND COALESCE(purpose, '') <> 'supervision'"
             limit = float(b[LIMIT_OF[metric]])
             reason = (f"{scope_name(b)} is spent: {metric} {amount(metric, spent[metric])} of "
                       f"{amount(metric, limit)}; stopped")
             for r in tx.all(f"SELECT id, board, current_run_id, worker_pid FROM tasks WHERE {col} = :r "
-                            "AND status = 'running'", {"r": b["ref"]}):
+                            f"AND status = 'running'{which}", {"r": b["ref"]}):
                 out.setdefault(r["id"], {**r, "reason": reason})
         return list(out.values())
     return db.read(_r)
@@ -752,7 +883,7 @@ def stop_run(db: Database, board: str, task_id: str, run_id: int, reason: str) -
 
 __all__ = [
     "LIMIT_OF", "METRICS", "PERS", "SCOPES", "Limits", "account_run_in", "account_usage_in", "amount", "block_in",
-    "clear_budget", "expected_in", "for_task", "gate_batch_in", "gate_in", "record_llm_usage", "release",
+    "clear_budget", "expected_in", "for_task", "own_scope", "rebuild_board_in", "spending", "gate_batch_in", "gate_in", "record_llm_usage", "release",
     "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
     "usage_numbers", "window",
 ]

@@ -3,8 +3,14 @@
 :func:`diagnose` reads the board (one read transaction) and looks at the host where it must (a
 profile's command on ``PATH``, a worker's pid, the board's target directory, the SQLite file).
 Each finding has a ``kind``, a one-line ``message``, the ``fix`` command that clears it (None
-when no command can: install a program, restore a backup) and, when the fix has a REST
-equivalent, the ``action`` (method, path, body) the dashboard's button calls.
+when no command can: install a program, restore a backup), when the fix has a REST equivalent,
+the ``action`` (method, path, body) the dashboard's button calls, and what it is about:
+``concerns`` (``task``, ``goal``, ``board``, ``profile``, or None for the database) and
+``subject`` (that task's, goal's, board's or profile's id or name).
+
+A task's view (``task_id``) holds only what concerns that task: its own findings, and those of
+its goal, its board and its profile (a spent budget of one of them, the board's target
+directory, the profile's command) — never another task's.
 """
 
 from __future__ import annotations
@@ -12,15 +18,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..store.engine import Database, Row, Tx, in_list, sqlite_file
 from . import budgets
+from .profiles import command_problem
 
 #: block kinds with a finding of their own (not reported again as "blocked for long")
 _OWN_BLOCK_KINDS = ("gave_up", "budget")
@@ -36,24 +42,34 @@ class Finding:
     task_id: str | None = None
     severity: str = "warning"
     facts: dict[str, Any] = field(default_factory=dict)
+    #: what the finding is about: ``task``, ``goal``, ``board``, ``profile`` (None: the database)
+    concerns: str | None = None
+    #: the id or name of that task, goal, board or profile
+    subject: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.concerns is None:
+            if self.task_id:
+                self.concerns, self.subject = "task", self.task_id
+            elif self.board:
+                self.concerns, self.subject = "board", self.board
 
 
 def _q(s: str) -> str:
     return shlex.quote(s)
 
 
-def _command_found(command: str) -> bool:
+def _profile_problem(p: Row) -> str | None:
+    env = p.get("env")
     try:
-        argv = shlex.split(command)
-    except ValueError:
-        return False
-    if not argv:
-        return False
-    words = [a for a in argv if "=" not in a.split("/")[0]] or argv  # skip VAR=value prefixes
-    exe = words[0]
-    if exe in ("sh", "bash", "env") or "/" not in exe:
-        return shutil.which(exe) is not None
-    return os.path.isfile(exe) and os.access(exe, os.X_OK)
+        path = (json.loads(env) if isinstance(env, str) else env or {}).get("PATH")
+    except (ValueError, AttributeError):
+        path = None
+    return command_problem(p.get("command"), str(p.get("adapter") or "command"), path_env=path)
+
+
+def _profile_fix(name: str) -> str:
+    return f"agentboard profiles set {_q(name)} --command '/full/path/to/the/program ...'"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -68,12 +84,12 @@ def _pid_alive(pid: int) -> bool:
 
 def _git_dirty(path: str) -> str | None:
     """What ``git status --porcelain`` lists in a git checkout (None when clean or not git)."""
-    if not (Path(path) / ".git").exists():
+    if not os.path.lexists(Path(path) / ".git"):
         return None
     try:
-        out = subprocess.run(["git", "-C", path, "status", "--porcelain"], capture_output=True, text=True,
-                             timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        out = gitsafe.run(path, "status", "--porcelain", "--ignore-submodules=all", check=False, timeout=20,
+                          drivers_off=True)
+    except (OSError, gitsafe.GitError):
         return None
     lines = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln[3:].startswith(".board")]
     return "; ".join(lines[:5]) + (f" (+{len(lines) - 5} more)" if len(lines) > 5 else "") if lines else None
@@ -87,6 +103,8 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
         only = " AND t.id = :tid"
         params["tid"] = task_id
     return {
+        "task": tx.one("SELECT id, board, goal_id, assignee, status FROM tasks WHERE id = :tid", {"tid": task_id})
+        if task_id else None,
         "boards": tx.all("SELECT slug, default_workdir, settings FROM boards WHERE slug IN " + inb, dict(params)),
         "profiles": {r["name"]: r for r in tx.all("SELECT * FROM profiles")},
         "running_per_profile": {r["assignee"]: int(r["n"]) for r in tx.all(
@@ -101,7 +119,7 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
             "SELECT t.id, t.board, t.claim_expires, t.claim_lock, t.worker_pid, t.worker_host, t.current_run_id "
             "FROM tasks t WHERE t.status = 'running' AND t.board IN " + inb + only, dict(params)),
         "blocked": tx.all(
-            "SELECT t.id, t.board, t.block_kind, t.block_reason, t.updated_at, t.last_failure_error "
+            "SELECT t.id, t.board, t.assignee, t.block_kind, t.block_reason, t.updated_at, t.last_failure_error "
             "FROM tasks t WHERE t.status = 'blocked' AND t.board IN " + inb + only, dict(params)),
         "default_assignee": {b: _board_default(tx, b, settings) for b in boards},
     }
@@ -150,6 +168,13 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
     data = db.read(_reads, boards, task_id, now, settings)
     found: list[Finding] = []
     profiles: dict[str, Row] = data["profiles"]
+    problems: dict[str, str | None] = {}
+
+    def problem_of(name: str) -> str | None:
+        if name not in problems:
+            problems[name] = _profile_problem(profiles[name])
+        return problems[name]
+
     cap_wait = float(settings.cap_wait_minutes) * 60
     for t in data["ready"]:
         tid, slug = t["id"], t["board"]
@@ -164,12 +189,12 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
         elif not p["enabled"]:
             found.append(Finding("profile_disabled", slug, f"{tid} is ready for profile {name!r}, which is disabled",
                                  f"agentboard profiles set {_q(name)} --enabled",
-                                 {"method": "PATCH", "path": f"/api/profiles/{name}", "body": {"enabled": True}}, tid))
-        elif not _command_found(p["command"]):
-            found.append(Finding("command_not_found", slug, f"{tid} is ready for profile {name!r}, whose command "
-                                 f"{p['command']!r} is not found on PATH",
-                                 f"agentboard profiles set {_q(name)} --command '/full/path/to/the/program ...'",
-                                 None, tid))
+                                 {"method": "PATCH", "path": f"/api/profiles/{name}", "body": {"enabled": True}}, tid,
+                                 concerns="profile", subject=name))
+        elif problem_of(name):
+            found.append(Finding("command_not_found", slug, f"{tid} is ready for profile {name!r}, which cannot "
+                                 f"start: {problem_of(name)} (command {p['command']!r})", _profile_fix(name), None,
+                                 tid, severity="error", concerns="profile", subject=name))
         elif (p.get("max_concurrency") and data["running_per_profile"].get(name, 0) >= int(p["max_concurrency"])
               and now - float(t["updated_at"] or now) > cap_wait):
             cap = int(p["max_concurrency"])
@@ -200,8 +225,17 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
     long_after = float(settings.blocked_alert_hours) * 3600
     for b in data["blocked"]:
         tid, slug = b["id"], b["board"]
+        name = b["assignee"] or data["default_assignee"].get(slug)
+        broken = problem_of(name) if name and name in profiles else None
+        if broken and b["block_kind"] in ("gave_up", "manual", "needs_input", None):
+            # unblocking would only fail again: the profile is what to fix
+            found.append(Finding("command_not_found", slug, f"{tid} is blocked and its profile {name!r} cannot "
+                                 f"start: {broken} (command {profiles[str(name)]['command']!r}); fix the profile, "
+                                 "then unblock the task", _profile_fix(str(name)), None, tid, severity="error",
+                                 concerns="profile", subject=name))
         if b["block_kind"] == "gave_up":
-            found.append(Finding("gave_up", slug, f"{tid} tripped its circuit breaker: {b['block_reason']}",
+            found.append(Finding("gave_up", slug, f"{tid} tripped its circuit breaker: {b['block_reason']}"
+                                 + (f" (its profile {name!r} cannot start: fix that first)" if broken else ""),
                                  f"agentboard unblock {tid}",
                                  {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid))
         elif b["block_kind"] != "budget" and now - float(b["updated_at"] or now) > long_after:
@@ -211,16 +245,29 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  f"agentboard unblock {tid}",
                                  {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid,
                                  severity="info"))
-    found.extend(_budget_findings(db, boards, data["blocked"]))
+    task = data["task"]
+    if task is not None and task["status"] == "todo" and not any(f.concerns == "profile" for f in found):
+        name = task["assignee"] or data["default_assignee"].get(task["board"])
+        if name and name in profiles and problem_of(name):
+            found.append(Finding("command_not_found", task["board"], f"{task['id']} will be run by profile {name!r}, "
+                                 f"which cannot start: {problem_of(name)} (command {profiles[name]['command']!r})",
+                                 _profile_fix(name), None, task["id"], severity="error", concerns="profile",
+                                 subject=name))
+    if task is not None:
+        found.extend(_budget_findings(db, [task["board"]], data["blocked"], budgets.for_task(db, task["id"])))
+    else:
+        found.extend(_budget_findings(db, boards, data["blocked"]))
     if not tasks_only and task_id is None:
         found.extend(_notify_findings(db, boards))
         found.extend(_supervisor_findings(db, boards))
     if tasks_only:
         found = [f for f in found if f.task_id]
-    elif task_id is None:
+    else:
         for b in data["boards"]:
-            found.extend(_target(b))
-        found.extend(_database(db, settings))
+            if task_id is None or (task is not None and b["slug"] == task["board"]):
+                found.extend(_target(b))
+        if task_id is None:
+            found.extend(_database(db, settings))
     order = {"error": 0, "warning": 1, "info": 2}
     found.sort(key=lambda f: (order.get(f.severity, 3), f.board or "", f.kind, f.task_id or ""))
     return [asdict(f) for f in found]
@@ -248,7 +295,10 @@ def _assign_action(tid: str, profiles: dict[str, Row]) -> dict[str, Any] | None:
     return {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"assignee": enabled[0]}}
 
 
-def _budget_findings(db: Database, boards: list[str], blocked: list[Row]) -> list[Finding]:
+def _budget_findings(db: Database, boards: list[str], blocked: list[Row],
+                     only: list[Row] | None = None) -> list[Finding]:
+    """Spent budgets (of ``boards``, or ``only`` these: a task's own, its goal's, board's and
+    profile's) and the tasks of ``blocked`` a budget holds."""
     out: list[Finding] = []
     held: dict[str, list[str]] = {}
     for b in blocked:
@@ -256,7 +306,7 @@ def _budget_findings(db: Database, boards: list[str], blocked: list[Row]) -> lis
             held.setdefault(b["board"], []).append(b["id"])
     seen: set[tuple[str, str]] = set()
     for slug in boards:
-        for bud in budgets.show(db, board=slug):
+        for bud in (only if only is not None else budgets.show(db, board=slug)):
             key = (bud["scope"], bud["ref"])
             if key in seen or not bud["exhausted"]:
                 continue
@@ -267,7 +317,8 @@ def _budget_findings(db: Database, boards: list[str], blocked: list[Row]) -> lis
                                f"the {bud['scope']} {bud['ref']} budget is spent ({m} {line}); its tasks are not started",
                                f"agentboard budget clear --{bud['scope']} {_q(bud['ref'])}",
                                {"method": "DELETE", "path": f"/api/budgets/{bud['scope']}/{bud['ref']}", "body": None},
-                               bud["ref"] if bud["scope"] == "task" else None, facts={"budget": bud}))
+                               bud["ref"] if bud["scope"] == "task" else None, facts={"budget": bud},
+                               concerns=bud["scope"], subject=bud["ref"]))
     for slug, ids in held.items():
         if not any(f.board == slug for f in out):
             out.append(Finding("budget_blocked", slug, f"{len(ids)} task(s) blocked by a budget that cannot afford "
@@ -322,11 +373,11 @@ def _target(b: Row) -> list[Finding]:
     slug = b["slug"]
     if not Path(path).is_dir():
         return [Finding("target_missing", slug, f"board {slug!r} works in {path}, which does not exist",
-                        f"mkdir -p {_q(path)}")]
+                        f"mkdir -p {_q(path)}", concerns="board", subject=slug)]
     dirty = _git_dirty(path)
     if dirty:
         return [Finding("target_dirty", slug, f"board {slug!r} works in {path}, which has uncommitted changes: "
-                        f"{dirty}", f"git -C {_q(path)} stash --include-untracked")]
+                        f"{dirty}", f"git -C {_q(path)} stash --include-untracked", concerns="board", subject=slug)]
     return []
 
 

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +121,30 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
     return db.read(_r)
 
 
+def folders_in_use(db: Database, folders: list[str]) -> dict[str, tuple[str, int | None]]:
+    """Which of ``folders`` (shared ``dir:`` workspaces, normalized paths) an open run works in:
+    folder → (task id, run id). An open run of a ``dir:`` task (a worker's or a review run)
+    counts from the moment it opens, before its spawn records where it runs; any other open run
+    (one in a board's shared target directory) by the workspace its spawn recorded. Reads only
+    running tasks and tasks in review (what a pass reads anyway)."""
+    if not folders:
+        return {}
+    wanted = set(folders)
+
+    def _r(tx: Tx) -> dict[str, tuple[str, int | None]]:
+        out: dict[str, tuple[str, int | None]] = {}
+        for status in ("running", "review"):
+            for row in tx.all(
+                    "SELECT t.id, t.workspace_kind, t.workspace_path, r.id AS run_id, r.workspace_path AS run_ws "
+                    "FROM tasks t JOIN task_runs r ON r.task_id = t.id AND r.status = 'open' "
+                    f"WHERE t.status = '{status}'", {}):
+                for where in (row["run_ws"], row["workspace_path"] if row["workspace_kind"] == "dir" else None):
+                    if where and os.path.normpath(where) in wanted:
+                        out.setdefault(os.path.normpath(where), (row["id"], row["run_id"]))
+        return out
+    return db.read(_r)
+
+
 #: how a run that lost its agent's network starts its error (:func:`network_failures` counts them)
 NETWORK_ERROR = "network failure"
 
@@ -186,7 +211,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.current_run_id, t.parents_override = 0 AND EXISTS ("
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.purpose, t.current_run_id, t.parents_override = 0 AND EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))
@@ -234,7 +259,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     result = []
     for task_id in ids:  # keep the caller's order (priority, then age)
         if task_id in out:
-            task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id")}
+            task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id", "supervised")}
             result.append({**out[task_id], "task": task})
     return result
 

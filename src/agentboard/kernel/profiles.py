@@ -3,12 +3,114 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import shutil
 import time
 from typing import Any
 
 from ..domain import model, settings_schema
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
+
+#: programs that run the script named after their options (``sh run.sh``, ``python3 agent.py``)
+_INTERPRETER_RE = re.compile(r"^(sh|bash|dash|zsh|ksh|fish|python(\d+(\.\d+)?)?|pypy3?|node|nodejs|deno|bun|ruby|"
+                             r"perl|php|Rscript|tsx|ts-node|uv)$")
+#: options after which an interpreter runs code given inline or a module, not a script file
+_INLINE_FLAGS = frozenset(("-c", "-m", "-e", "-E", "--eval", "-p", "--print", "-r", "run", "eval"))
+#: shell builtins a command line may start with (no program to find)
+_BUILTINS = frozenset(("cd", "echo", "printf", "exec", "exit", "test", "[", "set", "export", "true", "false", "read",
+                       ":", ".", "eval", "if", "for", "while", "{", "(", "trap", "sleep"))
+
+
+def command_problem(command: str | None, adapter: str = "command", *, path_env: str | None = None) -> str | None:
+    """Why this host could not start a profile's command, or None: its program is not on ``PATH``
+    (or its path does not exist or is not executable), or the script given to an interpreter
+    (``sh /path/run.sh``, ``python3 /path/agent.py``) does not exist. Paths relative to the
+    workspace and placeholders cannot be checked here and pass."""
+    text = (command or "").strip() or (adapter if adapter != "command" else "")
+    if not text:
+        return "the profile has no command"
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        return f"cannot parse the command: {exc}"
+    while words and ("=" in words[0].split("/")[0] or words[0] == "env"):  # VAR=value prefixes, env
+        words = words[1:]
+    if not words:
+        return None
+    exe = words[0]
+    if "{" in exe or exe in _BUILTINS or re.search(r"[;&|<>`$()]", exe):
+        return None
+    path_env = path_env if path_env is not None else os.environ.get("PATH")
+    if "/" in exe:
+        if not os.path.isabs(exe):
+            return None  # relative to the workspace
+        if not os.path.exists(exe):
+            return f"program {exe!r} does not exist"
+        if os.path.isdir(exe) or not os.access(exe, os.X_OK):
+            return f"program {exe!r} is not an executable file (chmod +x it)"
+    elif shutil.which(exe, path=path_env) is None:
+        return f"program {exe!r} was not found on PATH"
+    if not _INTERPRETER_RE.match(os.path.basename(exe)):
+        return None
+    for word in words[1:]:
+        if word in _INLINE_FLAGS or re.search(r"[;&|<>`$]", word):
+            return None
+        if word.startswith("-"):
+            continue
+        if "{" in word or not os.path.isabs(word):
+            return None  # a placeholder, or a path relative to the workspace
+        if not os.path.isfile(word):
+            return f"script {word!r} (run by {os.path.basename(exe)}) does not exist"
+        return None
+    return None
+
+
+def command_warning(profile: Row) -> str | None:
+    """The one-line warning about a profile whose command this host could not start, or None."""
+    problem = command_problem(profile.get("command"), str(profile.get("adapter") or "command"),
+                              path_env=(_env(profile).get("PATH")))
+    if problem is None:
+        return None
+    return (f"profile {profile['name']}: {problem}; the dispatcher cannot start it until it exists "
+            f"(`agentboard profiles set {profile['name']} --command ...`)")
+
+
+def _env(profile: Row) -> dict[str, Any]:
+    env = profile.get("env")
+    if isinstance(env, str):
+        try:
+            env = json.loads(env or "{}")
+        except ValueError:
+            env = {}
+    return env if isinstance(env, dict) else {}
+
+
+def did_you_mean(name: str, names: list[str]) -> str:
+    """``" (did you mean 'fixer'?)"`` when a profile name is close to ``name`` (a typo), else ``""``."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
+def unknown_profile_warning(tx: Tx, name: str) -> str:
+    """The warning about a task assigned to ``name``, which is no profile (with the profile its
+    name is a typo of, if one is close)."""
+    hint = did_you_mean(name, [str(r["name"]) for r in tx.all("SELECT name FROM profiles")])
+    return (f"no profile named {name!r}{hint}: the dispatcher will not start this task until one is added "
+            f"(`agentboard profiles add {name} --command ...`); fine if a person does it")
+
+
+def assignee_warning(db: Database, name: str) -> str | None:
+    """:func:`unknown_profile_warning` when ``name`` is no profile, else None."""
+    def _r(tx: Tx) -> str | None:
+        if tx.one("SELECT name FROM profiles WHERE name = :n", {"n": name}) is not None:
+            return None
+        return unknown_profile_warning(tx, name)
+    return db.read(_r)
 
 
 def profile_out(row: Row) -> Row:
@@ -101,7 +203,15 @@ def add(
         tx.event("default", None, "profile_changed", {"profile": name, "action": "added"}, actor=actor, at=now)
         return _get(tx, name)
 
-    return profile_out(db.write(_w))
+    return _with_warnings(profile_out(db.write(_w)))
+
+
+def _with_warnings(p: Row) -> Row:
+    """An added or changed profile, with ``warnings``: what would stop the dispatcher starting it
+    (its program or script missing on this host). The change is kept: the program may be
+    installed later, or exist only on the dispatcher's host."""
+    warning = command_warning(p)
+    return {**p, "warnings": [warning] if warning else []}
 
 
 def update(db: Database, name: str, *, actor: str | None = None, **fields: Any) -> Row:
@@ -118,7 +228,8 @@ def update(db: Database, name: str, *, actor: str | None = None, **fields: Any) 
             tx.event("default", None, "profile_changed", {"profile": name, "action": "updated", "fields": sorted(changes)}, actor=actor, at=now)
         return _get(tx, name)
 
-    return profile_out(db.write(_w))
+    out = profile_out(db.write(_w))
+    return _with_warnings(out) if "command" in changes or "adapter" in changes or "env" in changes else out
 
 
 def remove(db: Database, name: str, *, actor: str | None = None) -> Row:

@@ -44,10 +44,12 @@ def _statuses(status: str | Iterable[str] | None) -> list[str]:
 def _filters(
     board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
-    include_archived: bool = False,
+    include_archived: bool = False, supervision: bool = True,
 ) -> tuple[str, dict[str, Any]]:
     where = ["board = :board"]
     params: dict[str, Any] = {"board": board}
+    if not supervision:
+        where.append(NOT_SUPERVISION)
     sts = _statuses(status)
     if sts:
         where.append("status IN " + in_list("s", sts, params))
@@ -72,13 +74,18 @@ def _filters(
     return " AND ".join(where), params
 
 
+#: the filter that leaves the supervisor's own tasks out (``tasks.purpose``)
+NOT_SUPERVISION = "COALESCE(purpose, '') <> 'supervision'"
+
+
 def list_tasks(
     db: Database, board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
-    include_archived: bool = False, limit: int = 200, offset: int = 0,
+    include_archived: bool = False, limit: int = 200, offset: int = 0, supervision: bool = False,
 ) -> list[Row]:
+    """A board's tasks; the supervisor's own tasks only with ``supervision``."""
     where, params = _filters(board, assignee=assignee, status=status, tenant=tenant, goal=goal,
-                             search=search, include_archived=include_archived)
+                             search=search, include_archived=include_archived, supervision=supervision)
     if limit < 0 or offset < 0:
         raise InvalidInput("limit and offset must not be negative")
     params.update(lim=int(limit), off=int(offset))
@@ -95,20 +102,30 @@ def list_tasks(
 def board_view(
     db: Database, board: str, *, tenant: str | None = None, assignee: str | None = None,
     goal: str | None = None, search: str | None = None, include_archived: bool = False,
-    per_column: int = 100, lanes: bool = False,
+    per_column: int = 100, lanes: bool = False, supervision: bool = False,
 ) -> Row:
-    """Columns by status with counts and the first ``per_column`` cards of each."""
+    """Columns by status with counts and the first ``per_column`` cards of each. The
+    supervisor's own tasks are left out unless ``supervision`` (``hidden_supervision``: how
+    many were left out)."""
     cols = [s for s in states.STATUSES if include_archived or s != states.ARCHIVED]
 
     def _r(tx: Tx) -> Row:
         where, params = _filters(board, assignee=assignee, tenant=tenant, goal=goal, search=search,
-                                 include_archived=True)
+                                 include_archived=True, supervision=supervision)
         counts = {s: 0 for s in cols}
-        if tx.db.dialect == "postgresql" and where == "board = :board":
+        hidden = 0
+        if not supervision:  # the supervisor's tasks, counted through their own small index
+            sup = {r["status"]: int(r["n"]) for r in tx.all(
+                "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board AND purpose = 'supervision' "
+                "GROUP BY status", {"board": board})}
+            hidden = sum(n for s, n in sup.items() if s in counts)
+        if tx.db.dialect == "postgresql" and where in ("board = :board", "board = :board AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
             rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
                           "GROUP BY status", params)
             fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+            if not supervision:
+                rows = [{**r, "n": int(r["n"]) - sup.get(r["status"], 0)} for r in rows]
         else:
             rows = tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params)
         for r in rows:
@@ -148,7 +165,7 @@ def board_view(
                 for card in col["tasks"]:
                     by.setdefault(card["assignee"] or "(unassigned)", []).append(card)
                 col["lanes"] = [{"assignee": k, "tasks": v} for k, v in sorted(by.items())]
-        return {"board": board, "columns": columns, "total": sum(counts.values())}
+        return {"board": board, "columns": columns, "total": sum(counts.values()), "hidden_supervision": hidden}
 
     fold: list[bool] = []
     out = db.read(_r)

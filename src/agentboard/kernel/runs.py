@@ -384,7 +384,8 @@ _LOCK_FOR_COMPLETE_PG = "SELECT t.* FROM tasks t WHERE t.id = :id AND t.board = 
 #: ``FOR SHARE``, so none can be linked after it).
 _COMPLETE_HINTS_PG = (
     "SELECT EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
-    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope = 'board' AND b.ref = t.board) OR b.scope = 'profile') "
+    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope IN ('board', 'supervision') AND b.ref = t.board) "
+    "OR b.scope = 'profile') "
     "AS budget_hint, EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
     "WHERE l.parent_id = t.id AND c.status = 'todo') AS children_hint "
     "FROM tasks t WHERE t.id = :id"
@@ -715,10 +716,10 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
         tx.execute(
             "UPDATE tasks SET status = 'blocked', block_kind = 'rejected', block_reason = :r, "
             "last_outcome = 'rejected', updated_at = :now WHERE id = :id",
-            {"r": text, "now": now, "id": task_id},
+            {"r": model.reason_line(text) or text, "now": now, "id": task_id},
         )
         tx.event(board, task_id, "rejected", {"reviewer": reviewer, "reason": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
-        task.update(status=states.BLOCKED, block_kind="rejected", block_reason=text)
+        task.update(status=states.BLOCKED, block_kind="rejected", block_reason=model.reason_line(text) or text)
         task = supervision.on_blocked(tx, board, task, "rejected", text, actor)
     else:
         raise InvalidInput(f"unknown verdict {verdict!r}: use approved, changes_requested or rejected")
@@ -897,7 +898,8 @@ def return_to_queue(
             f"{violations} protocol violations in a row" if violations >= 3
             else f"{failures} consecutive failures reached the {source} of {limit}"
         )
-        reason = f"gave up: {why}; last error: {error or outcome}"
+        # one line: the run keeps the whole error, its log the whole output
+        reason = model.reason_line(f"gave up: {why}; last error: {model.error_line(error) or outcome}")
         tx.execute(
             f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, {_CLEAR_CLAIM}, "
             "consecutive_failures = :f, protocol_violations = :pv, last_failure_error = :e, "
@@ -979,13 +981,15 @@ def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, 
             {"now": now, "e": reason, "r": rid},
         )
         budgets.account_run_in(tx, rid, actor=actor)
+    line = model.reason_line(reason) or reason
     tx.execute(
-        f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, {_CLEAR_CLAIM}, "
+        f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :line, {_CLEAR_CLAIM}, "
         "last_failure_error = :r, last_outcome = 'gave_up', updated_at = :now WHERE id = :id",
-        {"r": reason, "now": now, "id": task_id},
+        {"line": line, "r": reason, "now": now, "id": task_id},
     )
-    tx.event(board, task_id, "gave_up", {"reason": reason, "systemic": True}, run_id=rid, actor=actor, at=now)
-    task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=reason, current_run_id=None)
+    tx.event(board, task_id, "gave_up", {"reason": line, "systemic": True, **({"detail": reason} if line != reason
+                                                                               else {})}, run_id=rid, actor=actor, at=now)
+    task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=line, current_run_id=None)
     task = supervision.on_gave_up(tx, board, task, actor)
     return task_out(task)
 

@@ -675,6 +675,28 @@ def set_supervisor(db: Database, board: str, profile: str | None, *, actor: str 
     return db.write(_w)
 
 
+def set_budget_scope(db: Database, board: str, own: bool, *, actor: str | None = None) -> Row:
+    """Whether the board's supervision runs count against its own ``supervision`` budget (``own``,
+    the default) or against the board's budget like any task (board setting
+    ``supervision_budget``). The totals of both budgets are summed again under the new rule."""
+    from . import budgets
+
+    def _w(tx: Tx) -> Row:
+        row = require_board(tx, board)
+        settings = board_settings(tx, board)
+        before = settings.get("supervision_budget") is not False
+        if own:
+            settings.pop("supervision_budget", None)
+        else:
+            settings["supervision_budget"] = False
+        if before != own:
+            tx.execute("UPDATE boards SET settings = :s WHERE slug = :b", {"s": dump_json(settings), "b": board})
+            tx.event(board, None, "edited", {"fields": ["settings"], "supervision_budget": own}, actor=actor)
+            budgets.rebuild_board_in(tx, board)
+        return {"board": row["slug"], "supervision_budget": own}
+    return db.write(_w)
+
+
 def wake_out(row: Row) -> Row:
     out = dict(row)
     out["detail"] = _detail(row)

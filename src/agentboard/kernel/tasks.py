@@ -141,7 +141,7 @@ class NewTask:
             triage=bool(triage),
             workspace_kind=ws_kind,
             workspace_path=ws_path,
-            branch=branch or None,
+            branch=_model.branch_name(branch) if branch else None,
             idempotency_key=idempotency_key or None,
             max_runtime=_model.duration(max_runtime),
             max_retries=None if max_retries is None else int(max_retries),
@@ -163,6 +163,7 @@ def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -
         return {}
     if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
         return {}
+    # (the did-you-mean of a typo is the CLI's: reading every profile here would cost a round trip)
     return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
                          f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
 
@@ -418,15 +419,18 @@ def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int
     now = time.time()
     closed = None
     if task["status"] == states.RUNNING:
-        # a run stopped by a rate limit keeps that as its outcome
+        # a run stopped by a rate limit keeps that as its outcome; the run keeps the whole text
         closed = _close_open_run(tx, task, "rate_limited" if kind == "rate_limited" else "blocked", now,
                                  summary=reason)
+    full, reason = reason, model.reason_line(reason) or reason  # the task's reason is one line
     tx.execute(
         f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, block_on = NULL, {_CLEAR_CLAIM}, "
         "cooldown_until = :u, updated_at = :now WHERE id = :id",
         {"k": kind, "r": reason, "u": until, "now": now, "id": task_id},
     )
     payload: dict[str, Any] = {"reason": reason, "kind": kind}
+    if full != reason:
+        payload["detail"] = full
     if until is not None:
         payload["until"] = until
     tx.event(board, task_id, "blocked", payload, run_id=closed, actor=actor, at=now)
@@ -695,6 +699,8 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
             value = dump_json(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
+        elif key == "branch_name":
+            value = _model.branch_name(str(value)) if str(value).strip() else None
         elif key == "model":
             value = _model.model_name(str(value))  # an empty value clears it: the profile's model
         elif key in ("tenant", "goal_id") and value == "":

@@ -16,22 +16,26 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..store.engine import Row
+from . import safefs
 from .result import RESULT_EXAMPLE, RESULT_SCHEMA, SCHEMA_VERSION
 
 BOARD_DIR = ".board"
 MCP_FILE = ".mcp.json"
 EXCLUDES = [".board/", ".mcp.json"]
 NO_WIKI = "No wiki pages available"
+
+log = logging.getLogger("agentboard.protocol")
 
 
 def board_dir(workspace: Path) -> Path:
@@ -51,43 +55,16 @@ def history_path(workspace: Path) -> Path:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one, never a
-    half-written one), creating the folder.
+    """Write the workspace file ``path`` atomically (a reader sees the old file or the new one,
+    never a half-written one), creating its folders.
 
-    The temporary file is created exclusively (never through a link) and then renamed over ``path``:
-    a symbolic link a worker left at either name is replaced, never followed, so a dispatcher
-    writing into a workspace cannot be steered into writing elsewhere.
+    ``path`` is a file under a workspace's ``.board/`` or directly in a workspace
+    (``safefs.locate``). Every folder beneath the workspace is opened without following links
+    (a link a worker planted where a folder belongs is removed), and the file is a fresh one
+    renamed over the name: a link or a hard link left at the name is replaced, never written
+    through, so a dispatcher writing into a workspace cannot be steered into writing elsewhere.
     """
-    tmp = path.with_name("." + path.name + ".tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    data = text.encode("utf-8")
-    try:
-        fd = os.open(tmp, flags, 0o644)
-    except FileNotFoundError:  # the folder is not there yet (usually it is: no mkdir then)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _open_fresh(tmp, flags)
-    except FileExistsError:
-        fd = _open_fresh(tmp, flags)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _open_fresh(tmp: Path, flags: int) -> int:
-    try:
-        return os.open(tmp, flags, 0o644)
-    except FileExistsError:  # a leftover, or a link a worker planted: removed, never followed
-        tmp.unlink()
-        return os.open(tmp, flags, 0o644)
+    safefs.write_file(path, text)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -228,52 +205,73 @@ def history_text(events: list[Row]) -> str:
 
 def append_history(workspace: Path, section: str) -> Path:
     path = history_path(workspace)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a symbolic link left by a worker is replaced, never read through (it could point anywhere)
-    mine = path.exists() and not path.is_symlink()
-    existing = path.read_text(encoding="utf-8") if mine else history_text([])
-    if existing.rstrip().endswith("(nothing yet)"):
-        existing = existing.rstrip()[: -len("(nothing yet)")].rstrip() + "\n"
-    write_text(path, existing.rstrip() + "\n\n" + section.rstrip() + "\n")
+    with safefs.open_board(workspace) as bdir:
+        try:
+            existing = bdir.read_text("history.md")
+        except safefs.Unsafe as exc:  # a link or hard link a worker left: replaced, never read through
+            log.warning("%s; it is rewritten", exc)
+            existing = None
+        if existing is None:
+            existing = history_text([])
+        if existing.rstrip().endswith("(nothing yet)"):
+            existing = existing.rstrip()[: -len("(nothing yet)")].rstrip() + "\n"
+        bdir.write_text("history.md", existing.rstrip() + "\n\n" + section.rstrip() + "\n")
     return path
+
+
+@contextlib.contextmanager
+def _board(workspace: Path, board: safefs.Dir | None) -> Iterator[safefs.Dir]:
+    """``board`` as it is (the caller closes it), else the workspace's ``.board/`` opened here."""
+    if board is not None:
+        yield board
+        return
+    with safefs.open_board(workspace) as bdir:
+        yield bdir
 
 
 # -- wiki/ ------------------------------------------------------------------------------------------
 
 
-def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = None) -> Path:
-    """Replace ``.board/wiki/`` with ``pages`` and an INDEX.md (``No wiki pages available`` when none)."""
-    wdir = board_dir(workspace) / "wiki"
-    if wdir.exists():
-        shutil.rmtree(wdir)
-    wdir.mkdir(parents=True)
+def write_wiki(workspace: Path, pages: list[dict[str, Any]], note: str | None = None, *,
+               board: safefs.Dir | None = None) -> Path:
+    """Replace ``.board/wiki/`` with ``pages`` and an INDEX.md (``No wiki pages available`` when none).
+
+    The old folder is removed without crossing any link in it (a link is unlinked, its target
+    untouched); a link standing in the folder's place is removed, not followed. ``board``: the
+    workspace's ``.board/`` opened already."""
     lines = ["# Wiki pages relevant to this task", ""]
-    if not pages:
-        lines.append(NO_WIKI + (f" ({note})" if note else ""))
-    else:
-        lines.append("The board's published pages that best match this task, most relevant first:")
-        lines.append("")
-        for p in pages:
-            write_text(wdir / f"{p['slug']}.md", f"# {p['title']}\n\n{p['body'].rstrip()}\n")
-            lines.append(f"- [{p['title']}]({p['slug']}.md)")
-    write_text(wdir / "INDEX.md", "\n".join(lines) + "\n")
-    return wdir
+    with _board(workspace, board) as bdir:
+        bdir.remove("wiki")
+        with bdir.sub("wiki", create=True) as wdir:
+            if not pages:
+                lines.append(NO_WIKI + (f" ({note})" if note else ""))
+            else:
+                lines.append("The board's published pages that best match this task, most relevant first:")
+                lines.append("")
+                for p in pages:
+                    wdir.write_text(f"{p['slug']}.md", f"# {p['title']}\n\n{p['body'].rstrip()}\n")
+                    lines.append(f"- [{p['title']}]({p['slug']}.md)")
+            wdir.write_text("INDEX.md", "\n".join(lines) + "\n")
+    return board_dir(workspace) / "wiki"
 
 
 # -- previous outputs --------------------------------------------------------------------------------
 
 
-def archive_outputs(workspace: Path) -> list[Path]:
-    """Move a previous run's ``result.json`` / ``review-verdict.json`` aside so they are never re-read."""
+def archive_outputs(workspace: Path, *, board: safefs.Dir | None = None) -> list[Path]:
+    """Move a previous run's ``result.json`` / ``review-verdict.json`` aside (into
+    ``.board/archive/``) so they are never re-read. What is moved is the name itself: a link
+    moves as a link, never followed. ``board``: the workspace's ``.board/`` opened already."""
     moved = []
-    bdir = board_dir(workspace)
-    for name in ("result.json", "review-verdict.json"):
-        src = bdir / name
-        if src.exists():
-            dest = bdir / "archive" / f"{src.stem}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6}.json"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            src.replace(dest)
-            moved.append(dest)
+    with _board(workspace, board) as bdir:
+        for name in ("result.json", "review-verdict.json"):
+            if not bdir.exists(name):
+                continue
+            stem = name.rsplit(".", 1)[0]
+            dest = f"{stem}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**6}.json"
+            with bdir.sub("archive", create=True) as archive:
+                bdir.rename(name, archive, dest)
+            moved.append(board_dir(workspace) / "archive" / dest)
     return moved
 
 
@@ -284,10 +282,11 @@ def mcp_server_entry(env: dict[str, str]) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "agentboard", "mcp"], "env": env}
 
 
-def _git(workspace: Path, *args: str) -> str | None:
+def _git(top: Path, *args: str) -> str | None:
+    """``git args`` on the checkout whose top folder is ``top``, through ``gitsafe`` (protected)."""
     try:
-        out = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        out = gitsafe.run(top, *args, check=False, timeout=20)
+    except (OSError, gitsafe.GitError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
@@ -312,29 +311,43 @@ def _maybe_in_git(workspace: Path) -> bool:
 def is_tracked(workspace: Path, name: str) -> bool:
     if not _maybe_in_git(workspace):
         return False
-    return bool(_git(workspace, "ls-files", "--", name))
+    top = gitsafe.toplevel(workspace)
+    if top is None:
+        return False
+    rel = os.path.relpath(os.path.join(os.path.abspath(workspace), name), top)
+    return bool(_git(top, "ls-files", "--", f":(top,literal){rel}"))
 
 
 def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
     """Point MCP-capable agents at ``agentboard mcp``, keeping any other servers already listed.
 
-    A ``.mcp.json`` tracked by the repository is left alone (it would show in the diff).
+    A ``.mcp.json`` tracked by the repository is left alone (it would show in the diff). An
+    existing file is merged only when it is a regular file with one name: a link or a hard link
+    (it could name a file the worker may not read) is replaced, its content never read.
     """
     path = Path(workspace) / MCP_FILE
-    if path.exists() and is_tracked(workspace, MCP_FILE):
-        return None
-    data: dict[str, Any] = {}
-    if path.exists():
+    with safefs.open_root(workspace) as root:
+        if root.exists(MCP_FILE) and is_tracked(workspace, MCP_FILE):
+            return None
+        data: dict[str, Any] = {}
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            data = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            data = {}
-    found = data.get("mcpServers")
-    servers: dict[str, Any] = found if isinstance(found, dict) else {}
-    servers["agentboard"] = mcp_server_entry(env)
-    data["mcpServers"] = servers
-    write_json(path, data)
+            raw = root.read_bytes(MCP_FILE, limit=MCP_READ_LIMIT)
+        except safefs.Unsafe as exc:
+            log.warning("%s; it is replaced", exc)
+            raw = None
+        except OSError:
+            raw = None
+        if raw is not None:
+            try:
+                loaded = json.loads(raw.decode("utf-8"))
+                data = loaded if isinstance(loaded, dict) else {}
+            except ValueError:
+                data = {}
+        found = data.get("mcpServers")
+        servers: dict[str, Any] = found if isinstance(found, dict) else {}
+        servers["agentboard"] = mcp_server_entry(env)
+        data["mcpServers"] = servers
+        root.write_text(MCP_FILE, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
     return path
 
 
@@ -342,33 +355,46 @@ def git_exclude(workspace: Path, patterns: list[str] = EXCLUDES) -> Path | None:
     """Add ``patterns`` to the repository's ``info/exclude`` when ``workspace`` is in a git work tree."""
     if not _maybe_in_git(workspace):
         return None
-    if _git(workspace, "rev-parse", "--is-inside-work-tree") != "true":
+    top = gitsafe.toplevel(workspace)
+    if top is None:
         return None
-    rel = _git(workspace, "rev-parse", "--git-path", "info/exclude")
-    if not rel:
+    try:
+        exclude = gitsafe.common_dir(gitsafe.locate(top)[0]) / "info" / "exclude"
+    except gitsafe.GitError:
         return None
-    exclude = Path(rel)
-    if not exclude.is_absolute():
-        exclude = Path(workspace) / exclude
     add_lines(exclude, patterns)
     return exclude
 
 
 def add_lines(path: Path, lines: list[str]) -> None:
-    """Append to a line-based file (a git exclude file) the lines it does not hold yet.
+    """Append to a git exclude file (``<git dir>/info/exclude``) the lines it does not hold yet.
 
-    A symbolic link at ``path`` is left alone: appending through it could write anywhere.
+    The git folder must exist; ``info/`` is opened (or made) beneath it without following a link,
+    and the file is read only when it is a regular file with one name, then replaced atomically:
+    a link or hard link left there is replaced, never written through. Nothing is written when
+    the git folder is missing or not a folder.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
+    path = Path(path)
+    try:
+        root = safefs.open_root(path.parent.parent)
+    except OSError:
         return
-    current = path.read_text().splitlines() if path.exists() else []
-    missing = [line for line in lines if line not in current]
-    if missing:
-        with path.open("a") as fh:
-            if current and current[-1] != "":
-                fh.write("\n")
-            fh.write("\n".join(missing) + "\n")
+    try:
+        with root, root.sub(path.parent.name, create=True) as info:
+            try:
+                current_text = info.read_text(path.name, limit=MCP_READ_LIMIT) or ""
+            except safefs.Unsafe:
+                current_text = ""
+            current = current_text.splitlines()
+            missing = [line for line in lines if line not in current]
+            if missing:
+                sep = "\n" if current_text and not current_text.endswith("\n") else ""
+                info.write_text(path.name, current_text + sep + "\n".join(missing) + "\n")
+    except OSError as exc:
+        log.info("cannot add to %s: %s", path, exc)
+
+
+MCP_READ_LIMIT = 1024 * 1024
 
 
 __all__ = [

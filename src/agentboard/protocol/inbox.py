@@ -14,7 +14,6 @@ judged a crash or a protocol violation.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from ..domain.errors import AgentboardError
 from ..kernel import inbox as kinbox
 from ..kernel import runs
 from ..store.engine import Database, Row
-from . import boarddir
+from . import boarddir, safefs
 
 log = logging.getLogger("agentboard.protocol")
 
@@ -36,9 +35,9 @@ def inbox_path(workspace: Path) -> Path:
     return boarddir.board_dir(workspace) / INBOX_FILE
 
 
-def _cursor(workspace: Path, run_id: int) -> int:
+def _cursor(bdir: safefs.Dir, run_id: int) -> int:
     try:
-        run_s, _, last = (boarddir.board_dir(workspace) / CURSOR_FILE).read_text().strip().partition(" ")
+        run_s, _, last = (bdir.read_text(CURSOR_FILE, limit=256) or "").strip().partition(" ")
         return int(last) if int(run_s) == run_id else -1
     except (OSError, ValueError):
         return -1
@@ -65,10 +64,12 @@ def sync(db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
         if rid is None or not ws or not local(r):
             continue
         workspace = Path(ws)
-        if not boarddir.board_dir(workspace).is_dir():
+        try:  # a .board/ that is not a real folder (a link a worker planted) is skipped
+            with safefs.open_board(workspace, create=False) as bdir:
+                cursors[int(rid)] = max(_cursor(bdir, int(rid)), 0)
+        except OSError:
             continue
         where[int(rid)] = workspace
-        cursors[int(rid)] = max(_cursor(workspace, int(rid)), 0)
     if not cursors:
         return 0
     n = 0
@@ -76,14 +77,14 @@ def sync(db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
         workspace = where[rid]
         path = inbox_path(workspace)
         try:
-            fresh = _cursor(workspace, rid) < 0
-            with open(path, "w" if fresh else "a", encoding="utf-8") as fh:
+            with safefs.open_board(workspace, create=False) as bdir:
+                fresh = _cursor(bdir, rid) < 0
+                text = "".join(_entry(m) for m in msgs)
                 if fresh:
-                    fh.write(HEADER)
-                fh.write("".join(_entry(m) for m in msgs))
-            tmp = boarddir.board_dir(workspace) / (CURSOR_FILE + ".tmp")
-            tmp.write_text(f"{rid} {msgs[-1]['id']}\n")
-            os.replace(tmp, boarddir.board_dir(workspace) / CURSOR_FILE)
+                    bdir.write_text(INBOX_FILE, HEADER + text)
+                else:  # a link or hard link the worker left there is replaced, never written through
+                    bdir.append_text(INBOX_FILE, text, header=HEADER)
+                bdir.write_text(CURSOR_FILE, f"{rid} {msgs[-1]['id']}\n")
             n += len(msgs)
         except OSError as exc:
             log.info("cannot append to %s: %s", path, exc)
@@ -113,9 +114,12 @@ def nudge(db: Database, settings: Settings, board: str, task_id: str, run_id: in
     bdir = boarddir.board_dir(Path(workspace))
     from .lifecycle import PROMPT_FILE
 
-    try:
-        original = (bdir / PROMPT_FILE).read_text(encoding="utf-8")
-    except OSError:
+    try:  # the worker could have replaced it by a link or a hard link: never read through one
+        original = safefs.read_file(bdir / PROMPT_FILE)
+    except OSError as exc:
+        log.info("no nudge for run %s: %s", run_id, exc)
+        return None
+    if original is None:
         return None
     try:
         if not runs.mark_nudged(db, board, task_id, run_id, exit_code=exit_code):
@@ -124,5 +128,5 @@ def nudge(db: Database, settings: Settings, board: str, task_id: str, run_id: in
         return None
     status = f" with status {exit_code}" if exit_code not in (None, 0) else ""
     prompt = bdir / NUDGE_PROMPT_FILE
-    boarddir.write_text(prompt, original + NUDGE.format(run_id=run_id, status=status))
+    boarddir.write_text(prompt, original.decode("utf-8", "replace") + NUDGE.format(run_id=run_id, status=status))
     return prompt

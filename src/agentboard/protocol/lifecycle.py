@@ -26,7 +26,7 @@ from ..domain.errors import AgentboardError, StaleRun
 from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
-from . import boarddir, project_env, repair, result, review, verify
+from . import boarddir, project_env, repair, result, review, safefs, verify
 from .context import render
 
 log = logging.getLogger(__name__)
@@ -193,31 +193,35 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
-    bdir.mkdir(parents=True, exist_ok=True)
-    boarddir.archive_outputs(workspace)
-    if loaded is None:
-        loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
-    elif isinstance(loaded, AgentboardError):
-        raise loaded
-    full = loaded.detail
-    if workspace_info:
-        from ..dispatch.diffs import with_git
+    workspace.mkdir(parents=True, exist_ok=True)  # the dispatcher's own path (made by dispatch.workspaces)
+    # .board/ opened once (made, or a link in its place removed); every file written through it
+    with safefs.open_board(workspace) as board_fd:
+        boarddir.archive_outputs(workspace, board=board_fd)
+        if loaded is None:
+            loaded = worker_protocol.prepare_inputs(db, board, task["id"], wiki_on=settings.wiki_context)
+        elif isinstance(loaded, AgentboardError):
+            raise loaded
+        full = loaded.detail
+        if workspace_info:
+            from ..dispatch.diffs import with_git
 
-        full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
-    context_md = render(full)
-    boarddir.write_text(bdir / "context.md", context_md)
-    boarddir.write_text(bdir / "task.json", boarddir.task_json_text(
-        boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
-    pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
-    boarddir.write_wiki(workspace, pages, None if pages else why)
-    boarddir.write_text(boarddir.history_path(workspace), boarddir.history_text(loaded.history))
-    (bdir / REPAIR_PROMPT_FILE).unlink(missing_ok=True)
-    env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
-    boarddir.write_mcp_json(workspace, env)
-    boarddir.git_exclude(workspace)
-    prompt = bdir / PROMPT_FILE
-    boarddir.write_text(prompt, context_md + "\n" + protocol_instructions(full, run_id, verify_enabled=settings.verify))
-    return prompt
+            full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
+        context_md = render(full)
+        board_fd.write_text("context.md", context_md)
+        board_fd.write_text("task.json", boarddir.task_json_text(
+            boarddir.task_document(full, run_id, verify_enabled=settings.verify)))
+        pages, why = _wiki_pages(db, settings, board, full, loaded.any_published)
+        boarddir.write_wiki(workspace, pages, None if pages else why, board=board_fd)
+        board_fd.write_text("history.md", boarddir.history_text(loaded.history))
+        board_fd.remove(REPAIR_PROMPT_FILE)
+        env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
+        boarddir.write_mcp_json(workspace, env)
+        boarddir.git_exclude(workspace)
+        board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
+                                                                               verify_enabled=settings.verify))
+    if board_fd.removed:  # a worker's links (or files) where our folders belong: removed, never followed
+        log.warning("run %s of %s: removed %s", run_id, task["id"], ", ".join(board_fd.removed))
+    return bdir / PROMPT_FILE
 
 
 # -- after the exit ----------------------------------------------------------------------------------
@@ -304,11 +308,11 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
         runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher")
     except StaleRun as exc:
         return ExitDecision(ExitAction.HANDLED, note=str(exc))
-    runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors,
-                                          "raw_result": str(raw) if raw.exists() else None})
+    kept = str(raw) if safefs.exists(raw) else None
+    runs.update_run(db, run_id, metadata={"degraded": True, "errors": parsed.errors, "raw_result": kept})
     runs.record_telemetry(db, board, task_id, "result_degraded",
                           {"errors": parsed.errors, "attempts": attempt, "summary": summary[:400],
-                           "raw_result": str(raw) if raw.exists() else None}, run_id=run_id)
+                           "raw_result": kept}, run_id=run_id)
     boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
                             "the task went to review with a summary extracted from the worker's output.\n")
     rv = review.on_review_entered(db, settings, board, task_id)

@@ -189,14 +189,31 @@ def parse_text(text: str) -> Parsed:
     return Parsed(True, data if isinstance(data, dict) else None, errors, text)
 
 
+#: the largest result file read; a larger one is refused (it is the worker's, and could be anything)
+READ_LIMIT = 1024 * 1024
+
+
 def read(path: Path) -> Parsed:
-    """Read and validate a result file; a missing file is ``exists=False``."""
-    if not path.exists():
-        return Parsed(False)
+    """Read and validate a result file in a workspace (``<workspace>/.board/result.json``); a
+    missing file is ``exists=False``.
+
+    It is read without following any link beneath the workspace, and only when it is a regular
+    file with one name and at most :data:`READ_LIMIT` bytes: a link, a hard link (another name of
+    a file the worker may not read), a FIFO or a huge file is an invalid result whose error says
+    so (and is recorded on the run like any other). A ``.board`` that is not a real folder holds
+    no result (``exists=False``); the next preparation replaces it."""
+    from . import safefs
+
     try:
-        raw = path.read_bytes()
+        raw = safefs.read_file(path, limit=READ_LIMIT)
+    except safefs.NotAFolder:  # .board/ is a link (or a file): there is no result of ours to read
+        return Parsed(False)
+    except safefs.Unsafe as exc:
+        return Parsed(True, None, [f"$: {path.name} refused: {exc.strerror}"])
     except OSError as exc:
         return Parsed(True, None, [f"$: cannot read {path.name}: {exc.strerror}"])
+    if raw is None:
+        return Parsed(False)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -113,10 +113,17 @@ def write_verdict(workspace: Path, data: dict[str, Any]) -> Path:
 
 def read_verdict(path: Path) -> dict[str, Any]:
     """Read and validate a ``review-verdict.json``; raise :class:`InvalidInput` naming every error."""
+    from . import safefs
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = safefs.read_file(path, limit=1024 * 1024)  # no link followed, no hard link read
+        if raw is None:
+            raise FileNotFoundError(path)
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InvalidInput(f"no review verdict at {path}") from None
+    except safefs.Unsafe as exc:
+        raise InvalidInput(f"{path.name} refused: {exc.strerror}") from None
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"{path.name}: not valid JSON ({exc})") from None
     errs = validate_verdict(data)

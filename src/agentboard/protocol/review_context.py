@@ -14,18 +14,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import gitsafe
 from ..kernel import queries
 from ..store.engine import Database, Row
 
 CONTEXT_FILE = "review-context.md"
 PROMPT_FILE = "review-prompt.md"
 #: untracked files shown in a diff, at most
-UNTRACKED_MAX = 50
+UNTRACKED_MAX = gitsafe.UNTRACKED_MAX
 GIT_TIMEOUT = 60.0
 _CRITERIA = re.compile(r"^#{1,6}\s*acceptance criteria\s*$", re.IGNORECASE | re.MULTILINE)
 _HEADING = re.compile(r"^#{1,6}\s", re.MULTILINE)
@@ -55,46 +55,40 @@ class Diff:
     note: str = ""
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"}
-    return subprocess.run(["git", "-C", str(cwd), "--no-pager", *args], capture_output=True, text=True,
-                          errors="replace", env=env, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-
-
-def _out(cwd: Path, *args: str) -> str:
-    proc = _git(cwd, *args)
+def _out(repo: Path, *args: str) -> str:
+    proc = gitsafe.run(repo, *args, check=False, timeout=GIT_TIMEOUT)
     return proc.stdout if proc.returncode in (0, 1) else ""
 
 
-def _in_git(path: Path) -> bool:
-    return path.is_dir() and _git(path, "rev-parse", "--is-inside-work-tree").stdout.strip() == "true"
-
-
-def _uncommitted(path: Path) -> str:
-    """The working tree of ``path`` against its ``HEAD``, untracked files included (the
-    dispatcher's own ``.board/`` and ``.mcp.json`` left out)."""
-    parts = [_out(path, "diff", "HEAD", "--", ".", *[f":(exclude){p}" for p in _NOT_WORK])]
-    untracked = [ln for ln in _out(path, "ls-files", "--others", "--exclude-standard").splitlines()
-                 if ln and not ln.startswith(_NOT_WORK)]
-    for name in untracked[:UNTRACKED_MAX]:
-        parts.append(_out(path, "diff", "--no-index", "--", "/dev/null", name))
-    if len(untracked) > UNTRACKED_MAX:
-        parts.append(f"# ... and {len(untracked) - UNTRACKED_MAX} more untracked files\n")
-    return "".join(p for p in parts if p)
-
-
 def work_diff(ws: WorkspaceFacts) -> Diff:
-    """The diff of the reviewed work (uncut): see the module docstring."""
+    """The diff of the reviewed work (uncut): see the module docstring. Every git call goes
+    through :mod:`agentboard.gitsafe`: the committed work is read in the repository, what is not
+    committed yet through the worktree's view (never through the worktree's own ``.git``)."""
     path = ws.path
-    if ws.kind == "worktree" and ws.repo is not None and ws.branch and _in_git(ws.repo):
-        base = ws.base or _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
-        committed = _out(ws.repo, "diff", f"{base}...{ws.branch}")
-        pending = _uncommitted(path) if path is not None and _in_git(path) else ""
-        text = committed + (f"\n# not committed yet in {path}:\n{pending}" if pending else "")
-        return Diff(text, f"`git diff {base}...{ws.branch}` in {ws.repo}"
-                    + (" plus the uncommitted changes in the worktree" if pending else ""))
-    if path is not None and ws.kind == "dir" and _in_git(path):
-        return Diff(_uncommitted(path), f"the working tree of {path} against HEAD (`git diff HEAD`, untracked files included)")
+    try:
+        if ws.kind == "worktree" and ws.repo is not None and ws.branch and gitsafe.toplevel(ws.repo) is not None:
+            base = ws.base or _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
+            tip = gitsafe.branch_tip(ws.repo, ws.branch) if gitsafe.check_branch_name(ws.branch) is None else None
+            committed = _out(ws.repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color",
+                             f"{base}...{tip}") if tip else ""
+            pending, refused = "", ""
+            if path is not None and path.is_dir() and tip:
+                try:
+                    pending = gitsafe.worktree_diff(ws.repo, path, ws.branch, exclude=_NOT_WORK)
+                except gitsafe.GitError as exc:
+                    refused = f"; the uncommitted changes are not shown: {exc}"
+            text = committed + (f"\n# not committed yet in {path}:\n{pending}" if pending else "")
+            return Diff(text, f"`git diff {base}...{ws.branch}` in {ws.repo}"
+                        + (" plus the uncommitted changes in the worktree" if pending else "") + refused)
+        top = gitsafe.toplevel(path) if path is not None and ws.kind == "dir" else None
+        if path is not None and top is not None:
+            git_dir, _ = gitsafe.locate(top)
+            rel = os.path.relpath(os.path.abspath(path), top)
+            text = gitsafe.view_diff(git_dir, top, exclude=_NOT_WORK, drivers_off=True,
+                                     prefix="" if rel == "." else rel + "/")
+            return Diff(text, f"the working tree of {path} against HEAD (`git diff HEAD`, untracked files included)")
+    except gitsafe.GitError as exc:
+        return Diff("", f"none: git was not run on the workspace ({exc})")
     return Diff("", "none: the workspace is not in a git repository")
 
 
@@ -237,8 +231,7 @@ def prepare(workspace: Path, context_md: str, task_id: str, run_id: int) -> Path
     from . import boarddir
 
     bdir = boarddir.board_dir(workspace)
-    bdir.mkdir(parents=True, exist_ok=True)
-    boarddir.archive_outputs(workspace)
+    boarddir.archive_outputs(workspace)  # opens .board/ (made, or a link in its place removed)
     boarddir.write_text(bdir / CONTEXT_FILE, context_md)
     prompt = bdir / PROMPT_FILE
     boarddir.write_text(prompt, context_md + "\n" + answer_instructions(task_id, run_id))

@@ -92,6 +92,13 @@ tasks = sa.Table(
         postgresql_where=sa.text("goal_id IS NOT NULL"),
     ),
     sa.Index(
+        "ix_tasks_supervision",
+        "board",
+        "status",
+        sqlite_where=sa.text("purpose = 'supervision'"),
+        postgresql_where=sa.text("purpose = 'supervision'"),
+    ),
+    sa.Index(
         "ix_tasks_running_host",
         "worker_host",
         sqlite_where=sa.text("status = 'running'"),

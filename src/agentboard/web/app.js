@@ -25,7 +25,7 @@ async function loadBoard() {
   try {
     data = await api.get("/api/board", {
       board: state.board, tenant: f.tenant, assignee: f.assignee, goal: f.goal, search: f.search,
-      include_archived: state.showArchived, lanes: state.lanes,
+      include_archived: state.showArchived, lanes: state.lanes, supervision: state.showSupervision,
     });
   } catch (err) {
     if (seq !== reloadSeq) return;
@@ -52,7 +52,7 @@ async function loadBoard() {
 /** The supervisor's own tasks stay out of the columns unless "Supervision" is ticked (the
  * toolbar offers the box only on a board that has some). */
 function hideSupervision(data) {
-  let hidden = 0;
+  let hidden = data.hidden_supervision || 0;  // the API leaves them out unless asked (supervision=true)
   for (const col of data.columns || []) {
     const keep = (c) => state.showSupervision || c.purpose !== "supervision";
     const tasks = col.tasks || [];

@@ -46,10 +46,10 @@ def create_board(request: Request, data: BoardCreate, who: Principal = Depends(c
     if data.workdir is not None and data.workdir.strip():
         # the same target-directory check as `agentboard boards create --workdir`
         mode = "linked-existing" if Path(data.workdir.strip()).expanduser().exists() else "linked-new"
-        workdir = validate_target(st.db, data.workdir, mode, slug, home=st.settings.home)
+        workdir = validate_target(st.db, data.workdir, mode, slug, home=st.settings.home, create=data.create)
     out = boards.create(st.db, slug, name=data.name, description=data.description, icon=data.icon,
                         color=data.color, workdir=workdir, workdir_mode=mode, settings=settings,
-                        actor=who.name)
+                        actor=who.name, create_dir=data.create)
     return Json(out, status_code=201)
 
 
@@ -105,21 +105,23 @@ def board_view(
     search: str | None = Query(default=None, max_length=500),
     include_archived: bool = False, lanes: bool = False,
     per_column: int = Query(default=100, ge=1, le=1000),
+    supervision: bool = Query(default=False, description="include the supervisor's own tasks"),
     who: Principal = Depends(current),
 ) -> Response:
-    """Columns by status with counts and the first ``per_column`` cards of each."""
+    """Columns by status with counts and the first ``per_column`` cards of each; the supervisor's
+    own tasks only with ``supervision`` (``hidden_supervision`` counts those left out)."""
     slug = read_board(request, who, board)
     db = state(request).db
     # every change to a board appends an event, so the newest event id versions the view: a
     # dashboard fleet polling or reloading on a burst is answered from the rendered bytes
-    key = (db.url, slug, tenant, assignee, goal, search, include_archived, lanes, per_column)
+    key = (db.url, slug, tenant, assignee, goal, search, include_archived, lanes, per_column, supervision)
     top = queries.last_event_id(db)
     hit = _VIEW_CACHE.get(key)
     if hit is not None and hit[0] == top:
         return Response(hit[1], media_type="application/json")
     body = dumps(fanout.mark_backoff(db, slug, queries.board_view(
         db, slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
-        include_archived=include_archived, per_column=per_column, lanes=lanes)))
+        include_archived=include_archived, per_column=per_column, lanes=lanes, supervision=supervision)))
     with _VIEW_LOCK:
         if len(_VIEW_CACHE) >= 64:
             _VIEW_CACHE.pop(next(iter(_VIEW_CACHE)))

@@ -15,8 +15,9 @@ from ..auth import Principal, current
 from .common import Json, read_board, responses, state
 
 router = APIRouter(prefix="/api", tags=["budgets"])
-Scope = Literal["task", "goal", "board", "profile"]
-Ref = PathParam(min_length=1, max_length=64, description="the task id, goal id, board slug or profile name")
+Scope = Literal["task", "goal", "board", "profile", "supervision"]
+Ref = PathParam(min_length=1, max_length=64,
+                description="the task id, goal id, board slug (board, supervision) or profile name")
 
 
 class BudgetBody(BaseModel):
@@ -39,7 +40,7 @@ def _scope_board(request: Request, who: Principal, scope: str, ref: str) -> str 
         slug = lookups.goal_board(db, ref)
         who.check_read(slug)
         return slug
-    if scope == "board":
+    if scope in ("board", "supervision"):
         return read_board(request, who, ref)
     return None
 

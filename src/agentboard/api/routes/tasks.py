@@ -59,12 +59,13 @@ def list_tasks(
     include_archived: bool = False,
     limit: int = Query(default=200, ge=0, le=5000),
     offset: int = Query(default=0, ge=0),
+    supervision: bool = Query(default=False, description="include the supervisor's own tasks"),
     who: Principal = Depends(current),
 ) -> Response:
     slug = read_board(request, who, board)
     return Json(queries.list_tasks(
         state(request).db, slug, status=status, assignee=assignee, tenant=tenant, goal=goal,
-        search=search, include_archived=include_archived, limit=limit, offset=offset))
+        search=search, include_archived=include_archived, limit=limit, offset=offset, supervision=supervision))
 
 
 @router.post("/tasks", status_code=201, responses=responses(400, 404, 409))
