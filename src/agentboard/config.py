@@ -121,6 +121,13 @@ class Settings:
     #: requests, kernel verbs, dispatcher passes and worker runs go there (``agentboard[otel]``);
     #: unset, the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` is used when given
     otel_endpoint: str | None = None
+    #: ``GET /metrics`` also accepts this bearer token (for a scraper; an admin token always works)
+    metrics_token: str | None = None
+    #: observe the per-process metrics (off: only the board-wide ones, read at scrape time)
+    metrics: bool = True
+    #: the log of ``serve`` and ``dispatcher``: text, json (one object per line), or auto (json
+    #: when stderr is not a terminal)
+    log_format: str = "text"
     #: the OS user that workers of ``isolation = user`` profiles run as (``agentboard init --worker-user``)
     worker_user: str | None = None
     worker_env_deny: tuple[str, ...] = WORKER_ENV_DENY
@@ -344,7 +351,7 @@ def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
 
 
 #: settings whose value is a secret: shown as ``***`` when set
-SECRET_SETTINGS = ("llm_api_key", "notify_default")
+SECRET_SETTINGS = ("llm_api_key", "notify_default", "metrics_token")
 _MASK = "***"
 # user:password@ in a URL (the user stays, the password goes)
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):[^/?#\s]*@")

@@ -23,6 +23,7 @@ from .limits import BodyLimitMiddleware
 from .routes import (
     boards,
     goals,
+    health,
     links,
     meta,
     notify,
@@ -93,6 +94,7 @@ def create_app(
                    budget_routes, diagnostics_routes, meta):
         app.include_router(module.router)
     app.include_router(system.login_router)
+    app.include_router(health.router)
     app.add_api_websocket_route("/api/events", events_socket)
 
     folder = web_dir or WEB_DIR

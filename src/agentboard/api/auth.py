@@ -31,8 +31,9 @@ from .errors import error_body
 COOKIE = "agentboard_token"
 CSRF_HEADER = "x-agentboard"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-#: paths that authenticate themselves (the login URL carries its token)
-OPEN_PATHS = frozenset({"/login", "/logout"})
+#: paths that authenticate themselves (the login URL carries its token; ``/metrics`` takes an
+#: admin or the metrics token) or need none (the health checks of a load balancer)
+OPEN_PATHS = frozenset({"/login", "/logout", "/healthz", "/readyz", "/metrics"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

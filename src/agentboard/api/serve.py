@@ -67,12 +67,13 @@ def _config(app: ASGIApp, **kw: Any) -> uvicorn.Config:
 class BackgroundServer:
     """uvicorn serving ``app`` on ``host:port`` (0: any free port) in a daemon thread."""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
+                 **config: Any) -> None:
         self.sock = bind(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.url = url_for(host, self.port)
-        self.server = uvicorn.Server(_config(app, log_level=log_level))
+        self.server = uvicorn.Server(_config(app, log_level=log_level, **config))
         self.thread = threading.Thread(target=self._run, name="agentboard-api", daemon=True)
 
     def _run(self) -> None:
@@ -116,8 +117,10 @@ class _Server(uvicorn.Server):
 
 
 def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info",
-                  on_shutdown: Callable[[], None] | None = None) -> None:
-    server = _Server(_config(app, log_level=log_level), on_shutdown)
+                  on_shutdown: Callable[[], None] | None = None, **config: Any) -> None:
+    """Serve until a signal stops it (``log_config=None``: leave the logging set up by
+    :func:`agentboard.observe.logs.setup` alone)."""
+    server = _Server(_config(app, log_level=log_level, **config), on_shutdown)
     server.run(sockets=[sock])
 
 

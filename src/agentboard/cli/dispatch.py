@@ -169,10 +169,17 @@ def _wait_for_workers(d: Any, say: bool) -> None:
 @click.option("--board", "boards", multiple=True, metavar="SLUG", help="only these boards (default: all)")
 @click.option("--interval", type=float, default=None, help="fallback pass interval in seconds (default 60)")
 @click.option("--quiet", is_flag=True, help="log only warnings")
+@click.option("--log-format", type=click.Choice(["text", "json", "auto"]), default=None,
+              help="text, json (one object per line) or auto (json when stderr is not a terminal); "
+                   "default: the log_format setting, text")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="N",
+              help="serve /metrics, /healthz and /readyz without a token on this port")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="the address of --metrics-port (0.0.0.0 for a scrape network)")
 @handle_errors
-def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> None:
+def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log_format: str | None,
+               metrics_port: int | None, metrics_host: str) -> None:
     """Run the dispatcher until SIGTERM/SIGINT; workers keep running when it stops."""
-    import logging
     import signal
     import threading
 
@@ -180,9 +187,10 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     from agentboard.config import redact
     from agentboard.dispatch.dispatcher import Dispatcher
 
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    from .serve import observe_setup, start_metrics
+
     s = settings()
+    observe_setup(s, log_format, "WARNING" if quiet else "INFO")
     if interval:
         s.dispatch_interval = interval
     api = WorkerAPI(s, db()).start()
@@ -197,6 +205,10 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
     click.echo(f"dispatcher on {redact(s.url) if not s.is_sqlite else s.home} as host {d.host} "
                f"(max_parallel {s.max_parallel}); workers report to "
                f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", err=True)
+    metrics_server = None
+    if metrics_port is not None:
+        metrics_server = start_metrics(f"[{metrics_host}]:{metrics_port}", s, db(), d,
+                                       "warning" if quiet else "info")
     d.start()
     from agentboard.notify.notifier import start_notifier
 
@@ -209,6 +221,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool) -> 
         if notifier is not None:
             notifier.stop()
         api.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
         left = d.workers.running()
         note = "; they report through .board/result.json until then" if left and api.own else ""
         click.echo(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "

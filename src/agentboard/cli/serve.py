@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -35,8 +36,14 @@ def _save_token(path: os.PathLike[str], token: str) -> None:
 @click.option("--no-dispatch", is_flag=True, help="do not run the dispatcher in this process")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="warning", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json", "auto"]), default=None,
+              help="text, json (one object per line) or auto (json when stderr is not a terminal); "
+                   "default: the log_format setting, text")
+@click.option("--metrics-bind", default=None, metavar="HOST:PORT",
+              help="also serve /metrics, /healthz and /readyz without a token on this address (a scrape network)")
 @handle_errors
-def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str) -> None:
+def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str, log_format: str | None,
+          metrics_bind: str | None) -> None:
     """Serve the dashboard and API; prints a URL that logs the browser in."""
     from agentboard.api import create_app
     from agentboard.api.serve import (
@@ -53,6 +60,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
 
     settings = common.settings()
     db = common.db()
+    observed = observe_setup(settings, log_format, log_level.upper())
     explicit = host is not None
     address = host if host is not None else settings.api_host
     if not is_loopback(address) and not explicit:
@@ -78,6 +86,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
         dispatcher = Dispatcher(db, settings, api_url=url, token_factory=run_tokens(db))
 
     app = create_app(settings, db, dispatcher=dispatcher)
+    metrics_server = start_metrics(metrics_bind, settings, db, dispatcher, log_level) if metrics_bind else None
     if not is_loopback(address):
         click.echo(f"warning: listening on {address}, reachable from other machines; every route still "
                    "needs a token, but traffic is plain HTTP (put TLS in front of it)", err=True)
@@ -89,8 +98,49 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str)
 
     notifier = start_notifier(db, settings)
     try:
-        serve_forever(app, sock, log_level=log_level, on_shutdown=lambda: forget(settings.home))
+        serve_forever(app, sock, log_level=log_level, on_shutdown=lambda: forget(settings.home), **observed)
     finally:
         forget(settings.home)
+        if metrics_server is not None:
+            metrics_server.stop()
         if notifier is not None:
             notifier.stop()
+
+
+def observe_setup(settings: Any, log_format: str | None, level: str) -> dict[str, Any]:
+    """The log format and the metrics switch of ``serve`` and ``dispatcher``; returns the
+    uvicorn options that keep that logging."""
+    import logging
+
+    from agentboard.observe import logs, metrics
+
+    metrics.set_enabled(settings.metrics)
+    logs.setup(log_format or settings.log_format, getattr(logging, level), settings.host_id)
+    return {"log_config": None}
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9100`` for IPv6; ``:9100`` is 127.0.0.1)."""
+    from agentboard.domain.errors import InvalidInput
+
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InvalidInput(f"--metrics-bind {text!r}: give HOST:PORT, e.g. 0.0.0.0:9100")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def start_metrics(bind_to: str, settings: Any, db: Any, dispatcher: Any, log_level: str) -> Any:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` without a token on ``bind_to``."""
+    from agentboard.api.routes.health import open_app
+    from agentboard.api.serve import BackgroundServer, is_loopback
+    from agentboard.domain.errors import Unavailable
+
+    host, port = parse_bind(bind_to)
+    try:
+        server = BackgroundServer(open_app(settings, db, dispatcher), host, port, log_level=log_level,
+                                  log_config=None).start()
+    except OSError as exc:
+        raise Unavailable(f"cannot listen on {host}:{port} for metrics: {exc.strerror or exc}") from None
+    note = "" if is_loopback(host) else " (no token: keep this address on a scrape network)"
+    click.echo(f"metrics and health checks at {server.url}/metrics{note}", err=True)
+    return server

@@ -21,6 +21,8 @@ from typing import Any
 
 from .. import tracing
 from ..config import Settings
+from ..observe import metrics
+from ..observe.health import PassMarks
 from ..store.engine import Database
 from .planning import Planner
 from .reaping import Reaper
@@ -67,6 +69,9 @@ class Dispatcher:
         #: under the pass lock, read by the loop thread after its own pass
         self._next_due = 0.0
         self.passes = 0
+        #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
+        self.last_pass_at = 0.0
+        self._marks = PassMarks(db, self.ctx.host, boards)
 
     @property
     def host(self) -> str:
@@ -96,11 +101,16 @@ class Dispatcher:
             try:
                 self.passes += 1
                 self._next_due = 0.0
+                started = time.perf_counter()
                 with tracing.span("dispatcher.pass", **{"agentboard.host": self.host}) as span:
                     report, due = self.planner.run(max_spawn, dry_run)
                     if span is not None:
                         span.set_attribute("agentboard.spawned", len(report.spawned))
                 self._next_due = due or 0.0
+                if not dry_run:
+                    self.last_pass_at = time.time()
+                    metrics.pass_done(self.host, started)
+                    self._marks.passed(self.last_pass_at)
                 return report
             finally:
                 if not persistent:
@@ -169,6 +179,7 @@ class Dispatcher:
                 self.run_pass_report()
             except Exception:  # a pass must never kill the loop
                 log.exception("dispatcher pass failed")
+                metrics.pass_done(self.host, started, ok=False)
                 self._next_due = time.time() + RETRY_AFTER_FAILURE
             if self._stop.is_set():
                 break

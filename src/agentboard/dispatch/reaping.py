@@ -33,6 +33,7 @@ from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
+from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle, review
 from ..store.engine import Row
@@ -141,6 +142,7 @@ class Reaper:
         except AgentboardError:
             pass
         self.note_denied(w.board, w.task_id, w.run_id, out)
+        metrics.runs_closed(self.ctx.db, [w.run_id])
         self.review_entry(w)
 
     def note_denied(self, board: str, task_id: str, run_id: int, out: adapters.Outcome) -> None:
@@ -340,6 +342,7 @@ class Reaper:
             w.poll()
             self.ctx.workers.forget(w.run_id)
         self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
+        metrics.runs_closed(self.ctx.db, [r["current_run_id"]])
 
     def _offline(self, w: spawn.Worker) -> bool:
         """An agent CLI worker whose new output shows it waiting for a network it cannot reach."""
@@ -451,12 +454,20 @@ class Reaper:
                 if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
                     done.add(rid)
                     self.ctx.workers.forget(rid)
+                    r, w = candidates[rid]
+                    if state == "completed":
+                        prof = w.profile or {}
+                        metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed", time.time() - w.started,
+                                           r.get("model") or prof.get("model"), plans[rid].usage)
+        metrics.runs_closed(db, done)  # (the stale ones: read back)
         return done
 
     def handle_exit(self, r: Row, w: spawn.Worker | None) -> None:
         """The worker of the running task ``r`` is gone: apply what it left behind."""
-        with self.ctx.workers.exiting(r["current_run_id"]):
+        with self.ctx.workers.exiting(r["current_run_id"]), logs.context(board=r["board"], task=r["id"],
+                                                                          run=r["current_run_id"]):
             self._handle_exit(r, w)
+        metrics.runs_closed(self.ctx.db, [r["current_run_id"]])
 
     def _handle_exit(self, r: Row, w: spawn.Worker | None) -> None:
         rid, board, task_id = r["current_run_id"], r["board"], r["id"]

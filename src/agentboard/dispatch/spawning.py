@@ -38,6 +38,7 @@ from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
+from ..observe import metrics
 from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
@@ -171,7 +172,8 @@ class Spawner:
                 started.append(res)
         spawned, stale = self.record(slug, started)
         for s in spawned:
-            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace)
+            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
+                     extra={"board": s.board, "task": s.task, "run": s.run_id})
         return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
 
     def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]],
@@ -400,8 +402,10 @@ class Spawner:
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline,
                          collect=self._collector(at) if task_repo and at.workspace.branch and not at.review else None)
-        if self.on_spawn is not None and at.number == 0 and not at.review:
-            self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
+        if at.number == 0 and not at.review:
+            metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), w.started)
+            if self.on_spawn is not None:
+                self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
 
@@ -471,6 +475,7 @@ class Spawner:
         """Record the workers that could not start: three or more failing the same way in one
         pass block their tasks at once (systemic); the others count as one failure each."""
         out: list[SpawnFailed] = []
+        metrics.spawn_failed([f.board for f in failures])
         for f in [f for f in failures if f.kind]:  # not worth a retry: a person decides
             try:
                 ktasks.block(self.ctx.db, f.board, f.task_id, f.error, kind=f.kind or "needs_input", run_id=f.run_id,

@@ -102,7 +102,7 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
     """Ready tasks out of cooldown, highest priority first, then oldest."""
     def _r(tx: Tx) -> list[Row]:
         rows = tx.all(
-            "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.completed_at, "
+            "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.updated_at, t.completed_at, "
             "t.consecutive_failures, t.last_failure_error, t.last_outcome, t.workspace_kind, "
             "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, t.model, "
             "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "

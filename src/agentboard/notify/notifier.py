@@ -29,6 +29,7 @@ from ..config import Settings
 from ..domain import events as event_kinds
 from ..kernel import notifications as kn
 from ..kernel import queries
+from ..observe import metrics
 from ..store.engine import Database, Row
 from . import messages
 from .outbound import Policy
@@ -111,6 +112,7 @@ class Notifier:
             except Exception:  # the loop outlives a database hiccup; the next cycle retries
                 log.exception("notifier cycle failed")
                 report = CycleReport()
+            metrics.notify_cycle(report.messages, report.failures, len(report.parked))
             if report.claimed and not self._stop.is_set():
                 continue  # there may be more due at once
             self._wake.wait(self.settings.notify_poll_interval)

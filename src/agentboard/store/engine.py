@@ -243,6 +243,11 @@ class Database:
         self._engine: sa.Engine | None = None
         self._engine_lock = threading.Lock()
         self._notifier: Notifier | None = None
+        #: PostgreSQL pool: checkouts that found every connection busy, seconds they waited,
+        #: checkouts that timed out (read by the metrics)
+        self.pool_waits = 0
+        self.pool_wait_seconds = 0.0
+        self.pool_timeouts = 0
         if self.dialect == "postgresql":
             self._engine = self._make_engine()
         _open.add(self)
@@ -326,6 +331,13 @@ class Database:
         if self._engine is not None:
             self._engine.dispose()
 
+    def pool_state(self) -> tuple[int | None, int | None]:
+        """PostgreSQL: this process's pooled connections ``(in use, idle)``; SQLite: ``(None, None)``."""
+        if self.dialect != "postgresql" or self._engine is None:
+            return None, None
+        pool: Any = self._engine.pool
+        return int(pool.checkedout()), int(pool.checkedin())
+
     def pg_sql(self, sql: str) -> str:
         out = self._pg_cache.get(sql)
         if out is None:
@@ -357,12 +369,18 @@ class Database:
                 local.generation = self._generation
                 local.busy = True
                 return conn, local
+        pool: Any = self.engine.pool
+        st = self.settings
+        waited = self.dialect == "postgresql" and pool.checkedout() >= st.pg_pool_size + st.pg_max_overflow and time.monotonic()
         try:
             proxy = self.engine.raw_connection()
+            if waited:
+                self.pool_waits += 1
+                self.pool_wait_seconds += time.monotonic() - waited
         except Exception as exc:
             name = type(exc).__name__
             if name == "TimeoutError":  # sqlalchemy.exc.TimeoutError: the pool is exhausted
-                st = self.settings
+                self.pool_timeouts += 1
                 raise Unavailable(
                     f"all {st.pg_pool_size + st.pg_max_overflow} database connections of this process "
                     f"stayed busy for {st.pg_pool_timeout:g}s; try again, or raise "
