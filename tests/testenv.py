@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
+def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
     """Poll ``fn`` until it returns something truthy and return that; fail after ``timeout``.
 
     The one polling helper of the suite. The timeout is a generous bound against a hang, never a
@@ -41,6 +41,22 @@ def copy_template(template: Path, home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, home / "agentboard.db")
     return home
+
+
+#: the real agent CLIs from npm (``scripts/test`` installs them into ``.cache/agentclis``)
+CLIS = Path(__file__).resolve().parents[1] / ".cache" / "agentclis" / "node_modules" / ".bin"
+
+
+def real_cli(name: str) -> str:
+    """The path of the real ``name`` CLI; skipped with the reason when it is missing (failed under
+    ``CI=true``, where it must be there)."""
+    path = CLIS / name
+    if not path.exists():
+        reason = f"the real {name} CLI is not installed in {CLIS.parent.parent} (scripts/test installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return str(path)
 
 
 #: ``scripts/test --fast``: the edit-test loop; property tests take fewer examples

@@ -22,41 +22,18 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import real_cli as real_cli
+from testenv import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIS = ROOT / ".cache" / "agentclis" / "node_modules" / ".bin"
 FAKES = ROOT / "tests" / "fakes"
 #: Codex refuses to create its sandbox helper under the temp folder: its homes live here
 CODEX_HOMES = ROOT / ".cache" / "agents_e2e"
-
-
-def real_cli(name: str) -> str:
-    path = CLIS / name
-    if not path.exists():
-        reason = f"the real {name} CLI is not installed in {CLIS.parent.parent} (scripts/test installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return str(path)
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "condition") -> Any:
-    """Poll ``fn`` until it returns something truthy; fail after ``timeout`` (not a speed check)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 class Model:

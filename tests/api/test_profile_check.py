@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
+from testenv import real_cli
 
 from .conftest import start_api
-
-CLIS = Path(__file__).resolve().parents[2] / ".cache" / "agentclis" / "node_modules" / ".bin"
-
-
-def real_cli(name: str) -> str:
-    path = CLIS / name
-    if not path.exists():
-        reason = f"the real {name} CLI is not installed in {CLIS.parent.parent} (scripts/test installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return str(path)
 
 
 def by_name(report: dict) -> dict[str, dict]:

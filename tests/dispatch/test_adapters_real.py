@@ -21,27 +21,17 @@ import time
 from pathlib import Path
 
 import pytest
+from testenv import real_cli
 
 from agentboard.dispatch import adapters
 
 from .conftest import wait_for
 
-CLIS = Path(__file__).resolve().parents[2] / ".cache" / "agentclis" / "node_modules" / ".bin"
 # what a CLI prints when it refuses its command line
 REFUSALS = ("unexpected argument", "unknown option", "cannot be used with root", "error: invalid value",
             "Usage: codex exec", "Unknown argument", "Not enough arguments", "Invalid values",
             "Configuration is invalid", "Invalid configuration", "Skipping", "not running in a trusted directory",
             "overridden")
-
-
-def real_cli(name: str) -> str:
-    path = CLIS / name
-    if not path.exists():
-        reason = f"the real {name} CLI is not installed in {CLIS.parent.parent} (scripts/test installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return str(path)
 
 
 def offline_env(home: Path) -> dict[str, str]:

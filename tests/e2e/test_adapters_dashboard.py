@@ -3,12 +3,12 @@ profiles page's check."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import real_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
@@ -18,7 +18,6 @@ except ImportError:  # the browser fixture skips (or fails under CI) with the re
     expect = None  # type: ignore[assignment]
 
 T = 10_000
-CLIS = Path(__file__).resolve().parents[2] / ".cache" / "agentclis" / "node_modules" / ".bin"
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
@@ -55,12 +54,8 @@ def test_a_tasks_own_model_shows_on_its_card_and_is_changed_in_the_drawer(page: 
 
 
 def test_the_profiles_page_checks_a_profile_against_its_real_cli(page: Any, kernel: Any, tmp_path: Path) -> None:
-    codex = CLIS / "codex"
-    if not codex.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the real codex CLI is not installed in {CLIS} (scripts/test installs it)")
-        pytest.skip(f"the real codex CLI is not installed in {CLIS}")
-    kernel.add_profile("codex-check", adapter="codex", command=str(codex), env={"HOME": str(tmp_path)})
+    codex = real_cli("codex")
+    kernel.add_profile("codex-check", adapter="codex", command=codex, env={"HOME": str(tmp_path)})
     page.get_by_role("button", name="Profiles", exact=True).click()
     row = page.locator(".profile[data-name='codex-check']")
     row.get_by_role("button", name="Check").click()
