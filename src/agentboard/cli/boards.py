@@ -244,10 +244,10 @@ def _named_list(key: str, board: str | None, as_json: bool) -> None:
 
 
 def _named_set(key: str, name: str, value: str | None, board: str | None, as_json: bool) -> None:
-    from agentboard.kernel import host_access
+    from agentboard.kernel import boards as kb
 
     slug = common.resolve_board(board)
-    named = host_access.set_named(common.db(), slug, key, name, value, actor=common.actor())
+    named = kb.set_named(common.db(), slug, key, name, value, actor=common.actor())
     what = key.rstrip("s")
     common.emit(named, as_json, f"board {slug}: named {what} {name!r} " + ("removed" if value is None else "set"))
 

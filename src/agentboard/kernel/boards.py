@@ -12,6 +12,8 @@ from typing import Any
 from ..domain import model, settings_schema
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
+from . import host_access
+from .common import board_settings
 from .host_access import check_settings
 
 _SCOPED_TABLES = (
@@ -275,3 +277,32 @@ def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | No
             if folder is not None and folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
     return board_out(row)
+
+
+def set_named(db: Database, board: str, key: str, name: str, value: str | None, *,
+              actor: str | None = None) -> dict[str, str]:
+    """Add or replace (``value``) or remove (None) one named check (``key="checks"``) or named
+    path (``key="paths"``) in the board's settings, in one transaction. Returns the new set."""
+    if key not in host_access.HOST_SETTINGS:
+        raise InvalidInput(f"unknown host setting {key!r}: use {' or '.join(host_access.HOST_SETTINGS)}")
+    slug = model.board_slug(board)
+    name = host_access.entry_name(name, key.rstrip("s"))
+    if value is not None:
+        value = host_access.check_command(value) if key == "checks" else host_access.path_spec(value)
+        if key == "paths":
+            host_access.refuse_sensitive(value.partition(":")[2], db.settings.home)
+
+    def _w(tx: Tx) -> dict[str, str]:
+        settings = board_settings(tx, slug)
+        named = host_access.named(settings, key)
+        if value is None:
+            if name not in named:
+                raise InvalidInput(f"board {slug!r} has no named {key.rstrip('s')} {name!r}")
+            named.pop(name)
+        else:
+            named[name] = value
+        settings[key] = named
+        update_in(tx, slug, board_changes(settings=settings), actor)
+        return named
+
+    return db.write(_w)

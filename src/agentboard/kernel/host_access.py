@@ -139,7 +139,7 @@ def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
                                + ("command" if key == "checks" else "workspace"))
         out[key] = {entry_name(str(k), what): norm(v) for k, v in value.items()}
     for spec in (out.get("paths") or {}).values():
-        _refuse_sensitive(spec.partition(":")[2], None)  # the agentboard home: when a task uses it
+        refuse_sensitive(spec.partition(":")[2], None)  # the agentboard home: when a task uses it
     return out
 
 
@@ -149,7 +149,7 @@ def host_settings_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> boo
     return any((old.get(k) or {}) != (new.get(k) or {}) for k in HOST_SETTINGS)
 
 
-def _named(settings: Mapping[str, Any], key: str) -> dict[str, str]:
+def named(settings: Mapping[str, Any], key: str) -> dict[str, str]:
     value = settings.get(key)
     if not isinstance(value, dict):
         return {}
@@ -158,43 +158,12 @@ def _named(settings: Mapping[str, Any], key: str) -> dict[str, str]:
 
 def board_checks(db: Database, board: str) -> dict[str, str]:
     """The board's named checks, ``{name: command}``."""
-    return db.read(lambda tx: _named(board_settings(tx, board), "checks"))
+    return db.read(lambda tx: named(board_settings(tx, board), "checks"))
 
 
 def board_paths(db: Database, board: str) -> dict[str, str]:
     """The board's named paths, ``{name: "dir:/abs" | "worktree:/abs"}``."""
-    return db.read(lambda tx: _named(board_settings(tx, board), "paths"))
-
-
-def set_named(db: Database, board: str, key: str, name: str, value: str | None, *,
-              actor: str | None = None) -> dict[str, str]:
-    """Add or replace (``value``) or remove (None) one named check (``key="checks"``) or named
-    path (``key="paths"``) in the board's settings, in one transaction. Returns the new set."""
-    from . import boards
-
-    if key not in HOST_SETTINGS:
-        raise InvalidInput(f"unknown host setting {key!r}: use {' or '.join(HOST_SETTINGS)}")
-    slug = model.board_slug(board)
-    name = entry_name(name, key.rstrip("s"))
-    if value is not None:
-        value = check_command(value) if key == "checks" else path_spec(value)
-        if key == "paths":
-            _refuse_sensitive(value.partition(":")[2], db.settings.home)
-
-    def _w(tx: Tx) -> dict[str, str]:
-        settings = board_settings(tx, slug)
-        named = _named(settings, key)
-        if value is None:
-            if name not in named:
-                raise InvalidInput(f"board {slug!r} has no named {key.rstrip('s')} {name!r}")
-            named.pop(name)
-        else:
-            named[name] = value
-        settings[key] = named
-        boards.update_in(tx, slug, boards.board_changes(settings=settings), actor)
-        return named
-
-    return db.write(_w)
+    return db.read(lambda tx: named(board_settings(tx, board), "paths"))
 
 
 # -- what a task asks for ----------------------------------------------------------------------------
@@ -239,7 +208,7 @@ def checked_verify(tx: Tx, board: str, verify: Iterable[str]) -> None:
     names = [n for n in (check_name(v) for v in verify) if n is not None]
     if not names:
         return
-    checks = _named(board_settings(tx, board), "checks")
+    checks = named(board_settings(tx, board), "checks")
     for name in names:
         if name not in checks:
             have = ", ".join(sorted(checks)) or "none"
@@ -251,18 +220,18 @@ def placed(tx: Tx, board: str, kind: str, path: str | None) -> tuple[str, str | 
     """Where a task's workspace is, checked: ``path:NAME`` becomes the named path configured on
     ``board``; a ``dir:`` or ``worktree:`` path must not be a sensitive location."""
     if kind == "path":
-        paths = _named(board_settings(tx, board), "paths")
+        paths = named(board_settings(tx, board), "paths")
         if path not in paths:
             have = ", ".join(sorted(paths)) or "none"
             raise InvalidInput(f"board {board!r} has no named path {path!r} (it has: {have}); "
                                f"an admin adds one with `agentboard boards paths add {path} /absolute/path`")
         kind, path = model.workspace(path_spec(paths[path]))
     if kind in ("dir", "worktree") and path:
-        _refuse_sensitive(path, tx.db.settings.home)
+        refuse_sensitive(path, tx.db.settings.home)
     return kind, path
 
 
-def _refuse_sensitive(path: str, home: Path | None) -> None:
+def refuse_sensitive(path: str, home: Path | None) -> None:
     why = sensitive_reason(Path(path), home)
     if why:
         raise InvalidInput(f"cannot use {path} as a workspace: {why}")
@@ -290,5 +259,5 @@ __all__ = [
     "CHECK_PREFIX", "HOST_SETTINGS", "PATH_PREFIX", "Access", "authorize", "board_checks",
     "board_paths", "check_command", "check_name", "check_settings", "checked_verify",
     "decoded_verify", "entry_name", "host_settings_changed", "path_spec", "placed",
-    "resolve_checks", "sensitive_reason", "set_named",
+    "resolve_checks", "sensitive_reason",
 ]
