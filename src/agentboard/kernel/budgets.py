@@ -38,6 +38,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, in_list
+from . import hooks
 from .common import board_settings, ready_or_todo
 
 SCOPES: tuple[str, ...] = ("task", "goal", "board", "profile", "supervision")
@@ -734,17 +735,7 @@ def block_in(tx: Tx, task: Row, reason: str, *, actor: str | None = "dispatcher"
                "WHERE id = :id AND status = 'ready'", {"r": reason, "now": now, "id": task["id"]})
     if tx.rowcount == 1:
         tx.event(task["board"], task["id"], "blocked", {"reason": reason, "kind": "budget"}, actor=actor, at=now)
-        _wake_supervisor(tx, task["board"], task["id"], actor)
-
-
-def _wake_supervisor(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
-    """A budget block wakes the board's supervisor like any block (not counted as a block loop:
-    the task did nothing wrong); a supervision task's own block wakes nobody."""
-    from . import supervision
-
-    row = tx.one("SELECT * FROM tasks WHERE id = :id", {"id": task_id})
-    if row is not None:
-        supervision.enqueue(tx, board, "blocked", task_id, actor=actor, task=row, detail={"kind": "budget"})
+        hooks.budget_blocked(tx, task["board"], task["id"], actor)
 
 
 def gate_batch_in(tx: Tx, rows: list[Row], *, actor: str | None = "dispatcher") -> list[Row]:
@@ -871,7 +862,7 @@ def _stop_run(tx: Tx, board: str, task_id: str, run_id: int, reason: str) -> boo
         "updated_at = :now WHERE id = :id", {"r": reason, "now": now, "id": task_id})
     tx.event(board, task_id, "blocked", {"reason": reason, "kind": "budget", "stopped": True}, run_id=run_id,
              actor="dispatcher", at=now)
-    _wake_supervisor(tx, board, task_id, "dispatcher")
+    hooks.budget_blocked(tx, board, task_id, "dispatcher")
     return True
 
 

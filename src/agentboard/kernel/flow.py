@@ -6,7 +6,7 @@ import time
 
 from ..domain import states
 from ..store.engine import EVENT_COLUMNS, Tx, dump_json
-from . import supervision
+from . import hooks
 from .common import default_assignee
 
 _READY_CHILDREN = (
@@ -119,7 +119,13 @@ def settle_goal(tx: Tx, board: str, goal_id: str | None, actor: str | None = Non
     )
     if not row or not row["done"] or row["open"]:
         return False
-    return supervision.goal_tasks_done(tx, board, goal_id, actor)
+    now = time.time()
+    tx.execute("UPDATE goals SET status = 'verifying' WHERE id = :g AND status = 'active'", {"g": goal_id})
+    if not tx.rowcount:
+        return False
+    tx.event(board, None, "goal_verifying", {"goal_id": goal_id}, actor=actor, at=now)
+    hooks.goal_verifying(tx, board, goal_id, actor)
+    return True
 
 
 def reopen_goal(tx: Tx, goal_id: str | None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json, in_list
-from . import budgets, supervision
+from . import budgets, hooks
 from .branches import integration_due_in, left_in
 from .children import CLAIM_KEYS, check_created_in
 from .common import (
@@ -757,7 +757,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
         )
         tx.event(board, task_id, "changes_requested", {"reviewer": reviewer, "feedback": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
         task.update(status=target)
-        supervision.on_sent_back(tx, board, task, actor)
+        hooks.sent_back(tx, board, task, actor)
     elif verdict == "rejected":
         states.check("reject", task["status"], states.BLOCKED, task_id)
         rid = _review_record(tx, board, task_id, v, now)
@@ -768,7 +768,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
         )
         tx.event(board, task_id, "rejected", {"reviewer": reviewer, "reason": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
         task.update(status=states.BLOCKED, block_kind="rejected", block_reason=model.reason_line(text) or text)
-        task = supervision.on_blocked(tx, board, task, "rejected", text, actor)
+        task = hooks.blocked(tx, board, task, "rejected", text, actor)
     else:
         raise InvalidInput(f"unknown verdict {verdict!r}: use approved, changes_requested or rejected")
     return task_out(task)
@@ -960,7 +960,7 @@ def return_to_queue(
                                              "protocol_violations": violations, "last_error": error or outcome},
                  run_id=rid, actor=actor, at=now)
         task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=reason, current_run_id=None)
-        task = supervision.on_gave_up(tx, board, task, actor)
+        task = hooks.gave_up(tx, board, task, actor)
     else:
         tx.execute(
             f"UPDATE tasks SET status = :s, {_CLEAR_CLAIM}, consecutive_failures = :f, "
@@ -971,9 +971,9 @@ def return_to_queue(
         )
         task.update(status=target, current_run_id=None)
         if outcome == "verify_failed":
-            supervision.on_sent_back(tx, board, task, actor)
+            hooks.sent_back(tx, board, task, actor)
         elif count_failure:
-            supervision.on_failed(tx, board, task, outcome, failures, actor)
+            hooks.failed(tx, board, task, outcome, failures, actor)
     task.update(current_run_id=None, consecutive_failures=failures, closed_run_id=rid)
     return task_out(task)
 
@@ -1040,7 +1040,7 @@ def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, 
     tx.event(board, task_id, "gave_up", {"reason": line, "systemic": True, **({"detail": reason} if line != reason
                                                                                else {})}, run_id=rid, actor=actor, at=now)
     task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=line, current_run_id=None)
-    task = supervision.on_gave_up(tx, board, task, actor)
+    task = hooks.gave_up(tx, board, task, actor)
     return task_out(task)
 
 
@@ -1054,7 +1054,7 @@ def record_telemetry(db: Database, board: str, task_id: str | None, kind: str, p
     """Append a telemetry event that changes no state (respawn_guarded, reclaim_deferred, …)."""
     def _w(tx: Tx) -> None:
         tx.event(board, task_id, kind, payload or {}, run_id=run_id, actor=actor)
-        supervision.on_telemetry(tx, board, task_id, kind, actor)
+        hooks.telemetry(tx, board, task_id, kind, actor)
     db.write(_w)
 
 

@@ -1,10 +1,11 @@
 """The supervisor's side of the kernel: wakes, replan proposals, the block loop, goals that
 verify, and the writes of the supervisor's tools.
 
-A board names its supervisor profile in its settings (``supervisor = NAME``). The kernel's hooks
-(:func:`on_blocked`, :func:`on_gave_up`, :func:`on_sent_back`, :func:`on_failed`,
-:func:`on_telemetry`, :func:`goal_tasks_done`) run inside the transaction of the change that calls
-them and enqueue a **wake**: one pending row per ``(board, reason, subject)`` (a partial unique
+A board names its supervisor profile in its settings (``supervisor = NAME``). Its handlers of
+the kernel's hooks (``kernel/hooks.py``: :func:`on_blocked`, :func:`on_gave_up`,
+:func:`on_sent_back`, :func:`on_failed`, :func:`on_telemetry`, :func:`on_goal_verifying`,
+:func:`on_budget_blocked`) run inside the transaction of the change that fires them and enqueue a
+**wake**: one pending row per ``(board, reason, subject)`` (a partial unique
 index coalesces the rest), never for a change the supervisor itself made (actor
 ``supervisor:<profile>``) and never about the supervisor's own tasks.
 
@@ -27,7 +28,9 @@ from typing import Any
 from ..domain import model, states
 from ..domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json, in_list
+from . import hooks
 from .common import board_settings, get_task, require_board, task_out
+from .tasks import NewTask, archive_in, block_in, block_reason, create_in, release_in
 
 #: ``tasks.purpose`` of the supervisor's own tasks
 SUPERVISION = "supervision"
@@ -109,6 +112,7 @@ def enqueue(
 # -- the hooks ---------------------------------------------------------------------------------
 
 
+@hooks.on("blocked")
 def on_blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str | None) -> Row:
     """A task was blocked (any kind) in this transaction: detect a block loop (the task goes to
     triage), else enqueue a ``blocked`` (or ``gave_up``) wake. Returns the task as it now is."""
@@ -136,6 +140,7 @@ def on_blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str
     return task
 
 
+@hooks.on("gave_up")
 def on_gave_up(tx: Tx, board: str, task: Row, actor: str | None) -> Row:
     """The breaker gave up on a task: the block hook, then a replan proposal (no LLM decides)."""
     if task.get("purpose") == SUPERVISION:
@@ -145,6 +150,7 @@ def on_gave_up(tx: Tx, board: str, task: Row, actor: str | None) -> Row:
     return task
 
 
+@hooks.on("sent_back")
 def on_sent_back(tx: Tx, board: str, task: Row, actor: str | None) -> None:
     """Review or verification sent a task back: wake at the ``replan_after``-th time, propose a
     replan when it happens more often than that."""
@@ -159,6 +165,7 @@ def on_sent_back(tx: Tx, board: str, task: Row, actor: str | None) -> None:
         propose_replan(tx, board, task, f"review or verification sent it back {n} times (limit {limit})", actor)
 
 
+@hooks.on("failed")
 def on_failed(tx: Tx, board: str, task: Row, outcome: str, failures: int, actor: str | None) -> None:
     """A run crashed, went stale or timed out: wake when it happens again (two in a row)."""
     reason = REPEATED_OUTCOMES.get(outcome)
@@ -167,6 +174,7 @@ def on_failed(tx: Tx, board: str, task: Row, outcome: str, failures: int, actor:
     enqueue(tx, board, reason, task["id"], actor=actor, task=task, detail={"outcome": outcome, "failures": failures})
 
 
+@hooks.on("telemetry")
 def on_telemetry(tx: Tx, board: str, task_id: str | None, kind: str, actor: str | None) -> None:
     """Telemetry that wakes: a result that never validated (``result_degraded``)."""
     if kind != "result_degraded" or not task_id:
@@ -176,16 +184,20 @@ def on_telemetry(tx: Tx, board: str, task_id: str | None, kind: str, actor: str 
         enqueue(tx, board, "degraded", task_id, actor=actor, task=row)
 
 
-def goal_tasks_done(tx: Tx, board: str, goal_id: str, actor: str | None) -> bool:
-    """All of an active goal's tasks are done: the goal goes to ``verifying`` (never to done on
-    counts alone) and the supervisor is woken to check its acceptance."""
-    now = time.time()
-    tx.execute("UPDATE goals SET status = 'verifying' WHERE id = :g AND status = 'active'", {"g": goal_id})
-    if not tx.rowcount:
-        return False
-    tx.event(board, None, "goal_verifying", {"goal_id": goal_id}, actor=actor, at=now)
+@hooks.on("goal_verifying")
+def on_goal_verifying(tx: Tx, board: str, goal_id: str, actor: str | None) -> None:
+    """All of an active goal's tasks are done and the goal is ``verifying`` (never done on counts
+    alone): the supervisor is woken to check its acceptance."""
     enqueue(tx, board, "goal_verifying", goal_id, actor=actor, detail={"goal_id": goal_id})
-    return True
+
+
+@hooks.on("budget_blocked")
+def on_budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
+    """A budget block wakes the board's supervisor like any block (not counted as a block loop:
+    the task did nothing wrong); a supervision task's own block wakes nobody."""
+    row = tx.one("SELECT * FROM tasks WHERE id = :id", {"id": task_id})
+    if row is not None:
+        enqueue(tx, board, "blocked", task_id, actor=actor, task=row, detail={"kind": "budget"})
 
 
 # -- replan proposals --------------------------------------------------------------------------
@@ -219,8 +231,6 @@ def _history_text(history: list[Row]) -> str:
 def propose_replan(tx: Tx, board: str, task: Row, why: str, actor: str | None) -> str | None:
     """Create a replan proposal for ``task`` in triage, in its goal, with its failure history as
     the body, and wake the supervisor; None when one is already waiting in triage."""
-    from .tasks import NewTask, create_in
-
     if supervisor_of(tx, board) is None:  # the deterministic road belongs to a supervised board
         return None
     prefix = f"replan:{task['id']}:"
@@ -370,8 +380,6 @@ def _take_due(tx: Tx, board: str, limit: int) -> Row:
         "SELECT DISTINCT w.subject FROM supervisor_wakes w JOIN tasks t ON t.id = w.task_id "
         f"WHERE w.board = :b AND w.status = 'running' AND w.subject IN {in_list('s', list(live), params)} "
         "AND t.status NOT IN ('done', 'archived')", params)}
-    from .tasks import NewTask, create_in
-
     for subject, wakes in live.items():
         if subject in busy:  # the supervisor is on it already: these wait for the next spawn
             out["waiting"] += len(wakes)
@@ -565,8 +573,6 @@ def _own_proposal(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
 def release_proposal(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
     """Release a proposal from triage (the supervisor: only its own and the replan proposals).
     The released task meets every gate like any other task."""
-    from .tasks import release_in
-
     def _w(tx: Tx) -> Row:
         _own_proposal(tx, board, task_id, actor)
         return release_in(tx, board, task_id, actor)
@@ -575,8 +581,6 @@ def release_proposal(db: Database, board: str, task_id: str, *, actor: str | Non
 
 def discard_proposal(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
     """Archive a proposal (the supervisor: only its own and the replan proposals)."""
-    from .tasks import archive_in
-
     def _w(tx: Tx) -> Row:
         _own_proposal(tx, board, task_id, actor)
         return archive_in(tx, board, task_id, actor)
@@ -587,8 +591,6 @@ def escalate(db: Database, board: str, task_id: str, reason: str, *, to: str | N
              actor: str | None = None) -> Row:
     """Hand a task to a person: blocked with kind ``needs_input``, addressed to ``to`` (default:
     the board's ``escalate_to``)."""
-    from .tasks import block_in, block_reason
-
     why = block_reason(reason, "needs_input")
 
     def _w(tx: Tx) -> Row:
@@ -629,8 +631,6 @@ def goal_verdict(db: Database, board: str, goal_id: str, *, passed: bool, eviden
             tx.execute("UPDATE goals SET status = 'active', evidence = :e WHERE id = :g",
                        {"e": evidence, "g": goal_id})
             if propose:
-                from .tasks import NewTask, create_in
-
                 body = (f"Goal {goal_id} ({g['title']}) had all its tasks done, but its acceptance check "
                         f"failed:\n\n{evidence}\n\nPropose and release the missing work.")
                 proposal = create_in(tx, NewTask(
@@ -799,8 +799,8 @@ def overview(db: Database, board: str) -> Row:
 
 __all__ = [
     "ACTOR_PREFIX", "REASONS", "REPLAN_ACTOR", "SUPERVISION", "WAKE_STATUSES", "discard_proposal", "due_work", "enqueue",
-    "escalate", "failure_history", "goal_tasks_done", "goal_verdict", "handle", "is_supervisor_actor", "log",
-    "moot_reason", "on_blocked", "on_failed", "on_gave_up", "on_sent_back", "on_telemetry", "overview", "panel",
+    "escalate", "failure_history", "goal_verdict", "handle", "is_supervisor_actor", "log",
+    "moot_reason", "on_blocked", "on_budget_blocked", "on_failed", "on_gave_up", "on_goal_verifying", "on_sent_back", "on_telemetry", "overview", "panel",
     "propose_replan", "reconcile", "release_proposal", "set_supervisor", "status", "supervisor_actor",
     "supervisor_of", "sweep_candidates", "sweep_enqueue", "take_due", "wakes",
 ]

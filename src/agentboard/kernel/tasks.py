@@ -11,7 +11,7 @@ from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
 from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
-from . import budgets, supervision
+from . import budgets, hooks
 from .branches import check_worktree_task
 from .common import (
     default_assignee,
@@ -436,7 +436,7 @@ def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int
     tx.event(board, task_id, "blocked", payload, run_id=closed, actor=actor, at=now)
     task.update(status=states.BLOCKED, block_kind=kind, block_reason=reason, current_run_id=None, block_on=None,
                 cooldown_until=until)
-    task = supervision.on_blocked(tx, board, task, kind, reason, actor)
+    task = hooks.blocked(tx, board, task, kind, reason, actor)
     return task_out(task)
 
 
@@ -473,7 +473,7 @@ def _wait(tx: Tx, board: str, task: Row, reason: str, on: str, actor: str | None
     if other["status"] in states.SATISFIED:  # nothing to wait for: it resumes at once
         promote_children(tx, board, on, actor)
         task = get_task(tx, board, task_id)
-    supervision.on_blocked(tx, board, task, "dependency", reason, actor)
+    hooks.blocked(tx, board, task, "dependency", reason, actor)
     return task_out(task)
 
 

@@ -1,0 +1,104 @@
+"""What a transition sets off elsewhere in the kernel, inside the transition's own transaction.
+
+The verbs (``tasks``, ``runs``, ``flow``, ``budgets``) say *that* something happened — a task
+was blocked or given up on, review or verification sent it back, a run failed, telemetry came
+in, a goal's tasks are all done, a budget blocked a task — and the modules that act on it
+subscribe here with :func:`on`. The verbs never import those modules, so the modules may use
+the verbs freely (the supervisor creates and blocks tasks through ``kernel/tasks.py``).
+
+Subscribers are imported on the first fire (:data:`SUBSCRIBERS`), so a command that never
+changes a task does not load them. Every handler runs in the caller's transaction: what it
+writes commits or rolls back with the transition.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..store.engine import Row, Tx
+
+#: the modules that subscribe (imported before the first fire)
+SUBSCRIBERS = ("agentboard.kernel.supervision",)
+#: the points a module may subscribe to
+POINTS = ("blocked", "gave_up", "sent_back", "failed", "telemetry", "goal_verifying", "budget_blocked")
+
+Handler = Callable[..., Any]
+_handlers: dict[str, list[Handler]] = {p: [] for p in POINTS}
+_loaded = False
+_load_lock = threading.Lock()
+
+
+def on(point: str) -> Callable[[Handler], Handler]:
+    """Subscribe the decorated function to ``point`` (one of :data:`POINTS`)."""
+    if point not in _handlers:
+        raise ValueError(f"unknown hook point {point!r}: one of {', '.join(POINTS)}")
+
+    def register(fn: Handler) -> Handler:
+        if fn not in _handlers[point]:
+            _handlers[point].append(fn)
+        return fn
+
+    return register
+
+
+def _of(point: str) -> Sequence[Handler]:
+    global _loaded
+    if not _loaded:
+        with _load_lock:
+            if not _loaded:
+                for name in SUBSCRIBERS:
+                    importlib.import_module(name)
+                _loaded = True
+    return _handlers[point]
+
+
+def blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str | None) -> Row:
+    """A task was blocked (any kind). Returns the task as the handlers left it (a block loop
+    sends it to triage)."""
+    for fn in _of("blocked"):
+        task = fn(tx, board, task, kind, reason, actor)
+    return task
+
+
+def gave_up(tx: Tx, board: str, task: Row, actor: str | None) -> Row:
+    """The circuit breaker gave up on a task (it is blocked). Returns the task as it now is."""
+    for fn in _of("gave_up"):
+        task = fn(tx, board, task, actor)
+    return task
+
+
+def sent_back(tx: Tx, board: str, task: Row, actor: str | None) -> None:
+    """Review or verification sent a task back."""
+    for fn in _of("sent_back"):
+        fn(tx, board, task, actor)
+
+
+def failed(tx: Tx, board: str, task: Row, outcome: str, failures: int, actor: str | None) -> None:
+    """A run crashed, went stale or timed out (``failures`` in a row)."""
+    for fn in _of("failed"):
+        fn(tx, board, task, outcome, failures, actor)
+
+
+def telemetry(tx: Tx, board: str, task_id: str | None, kind: str, actor: str | None) -> None:
+    """A worker's telemetry event of ``kind`` was recorded."""
+    for fn in _of("telemetry"):
+        fn(tx, board, task_id, kind, actor)
+
+
+def goal_verifying(tx: Tx, board: str, goal_id: str, actor: str | None) -> None:
+    """All of a goal's tasks are done: the goal is now ``verifying``."""
+    for fn in _of("goal_verifying"):
+        fn(tx, board, goal_id, actor)
+
+
+def budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
+    """A budget blocked a task (not counted as the task's own block)."""
+    for fn in _of("budget_blocked"):
+        fn(tx, board, task_id, actor)
+
+
+__all__ = ["POINTS", "SUBSCRIBERS", "blocked", "budget_blocked", "failed", "gave_up", "goal_verifying", "on",
+           "sent_back", "telemetry"]
