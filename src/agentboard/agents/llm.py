@@ -10,7 +10,7 @@ Two backends, chosen per use (:data:`USES`) from the settings:
 - **command** — ``llm_command``, e.g. ``claude -p --output-format json`` or
   ``codex exec --json -``: split like a shell would (no shell runs it), the prompt on stdin, the
   answer on stdout, the board's ``AGENTBOARD_*`` variables left out of its environment. Claude Code's JSON result envelope and Codex's JSONL events are read by
-  :func:`agentboard.dispatch.adapters.outcome_of` (the same reading as a worker's log); any other
+  :func:`agentboard.agentcli.outcome_of` (the same reading as a worker's log); any other
   output is the answer as plain text. The command runs in its own session; at the timeout its
   whole process group is killed.
 
@@ -253,7 +253,7 @@ def _endpoint_usage(usage: Any) -> dict[str, float] | None:
 
 
 def _argv(command: str) -> list[str]:
-    from ..dispatch.adapters import AdapterError, resolve_executable
+    from ..agentcli import AdapterError, resolve_executable
 
     try:
         argv = shlex.split(command)
@@ -338,7 +338,7 @@ _CODEX_EVENTS = {"thread.started", "turn.started", "turn.completed", "turn.faile
 def read_command_output(stdout: str) -> CommandOutput:
     """Claude Code's ``--output-format json`` result (or its stream / array of messages),
     Codex's ``exec --json`` events, or else the plain text of ``stdout``."""
-    from ..dispatch.adapters import json_events, outcome_of
+    from ..agentcli import json_events, outcome_of
 
     events = json_events(stdout)
     whole = stdout.strip()

@@ -272,7 +272,9 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
         common.emit(doc, as_json, str(doc["markdown"]).rstrip("\n"))
         return
     slug = common.task_board(tid, board)
-    text = build_worker_context(common.db(), slug, tid).rstrip("\n")
+    from agentboard.dispatch.diffs import with_git
+
+    text = build_worker_context(common.db(), slug, tid, enrich=with_git).rstrip("\n")
     common.emit({"task_id": tid, "board": slug, "markdown": text + "\n"}, as_json, text)
 
 

@@ -41,7 +41,7 @@ from ..kernel.worker_protocol import PrepareInputs
 from ..observe import metrics
 from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
-from . import adapters, branches, breaker, gitutil, isolation, liveness, spawn, workspaces
+from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
 from .runtime import Context
 
@@ -219,7 +219,7 @@ class Spawner:
                     "base_branch": ws.base}
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
                                                  api_url=self.ctx.api_url, token=token, loaded=loaded,
-                                                 workspace_info=info))
+                                                 workspace_info=info, enrich=diffs.with_git))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
         return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement,

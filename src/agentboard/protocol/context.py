@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..domain import model
@@ -196,11 +197,12 @@ def load_context(db: Database, board: str, task_id: str) -> Row:
     return queries.task_detail(db, board, task_id, events=0)
 
 
-def build_worker_context(db: Database, board: str, task_id: str) -> str:
-    """The worker context of ``task_id`` as markdown (with its branch facts)."""
-    from ..dispatch.diffs import with_git
-
-    return render(with_git(load_context(db, board, task_id)))
+def build_worker_context(db: Database, board: str, task_id: str, *,
+                         enrich: Callable[[Row], Row] | None = None) -> str:
+    """The worker context of ``task_id`` as markdown; ``enrich`` adds what the task's read does
+    not hold (the surfaces pass ``dispatch.diffs.with_git``: the branch facts)."""
+    detail = load_context(db, board, task_id)
+    return render(enrich(detail) if enrich is not None else detail)
 
 
 __all__ = ["BODY_CAP", "COMMENTS_SHOWN", "REVIEWS_SHOWN", "RUNS_SHOWN", "build_worker_context", "load_context",

@@ -193,13 +193,15 @@ def prepare_reads(db: Database, settings: Settings, board: str,
 def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
             api_url: str | None = None, token: str | None = None,
             loaded: PrepareInputs | AgentboardError | None = None,
-            workspace_info: dict[str, Any] | None = None) -> Path:
+            workspace_info: dict[str, Any] | None = None,
+            enrich: Callable[[Row], Row] | None = None) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
     file before a worker starts; keep them out of git; return the prompt file path.
 
     ``loaded``: this task's entry of :func:`prepare_reads` (read already), else it is read here.
     ``workspace_info``: the workspace just prepared (``workspace_kind``, ``workspace_path``,
-    ``branch_name``, ``base_branch``), shown in the context before the spawn records it.
+    ``branch_name``, ``base_branch``), shown in the context before the spawn records it, with
+    what ``enrich`` adds (the dispatcher passes ``dispatch.diffs.with_git``: the branch facts).
     """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
@@ -213,9 +215,9 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
             raise loaded
         full = loaded.detail
         if workspace_info:
-            from ..dispatch.diffs import with_git
-
-            full = with_git({**full, **{k: v for k, v in workspace_info.items() if v is not None}})
+            full = {**full, **{k: v for k, v in workspace_info.items() if v is not None}}
+            if enrich is not None:
+                full = enrich(full)
         context_md = render(full)
         board_fd.write_text("context.md", context_md)
         board_fd.write_text("task.json", boarddir.task_json_text(

@@ -17,6 +17,7 @@ from fastapi import Path as PathParam
 from pydantic import Field
 from starlette.responses import Response
 
+from ...dispatch.diffs import with_git
 from ...kernel import queries, runs, tasks
 from ...protocol import review
 from ...protocol.context import build_worker_context
@@ -132,7 +133,7 @@ def context(request: Request, task_id: str = TaskId, board: str | None = TaskBoa
             who: Principal = Depends(current)) -> Response:
     """The worker context markdown: ``{"task_id", "board", "markdown"}``."""
     slug = read_board(request, who, board, task_id)
-    text = build_worker_context(state(request).db, slug, task_id).rstrip("\n")
+    text = build_worker_context(state(request).db, slug, task_id, enrich=with_git).rstrip("\n")
     return Json({"task_id": task_id, "board": slug, "markdown": text + "\n"})
 
 
