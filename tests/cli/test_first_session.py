@@ -4,7 +4,6 @@ subprocess on a real home (and the REST API on a real server where the dashboard
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,15 +11,7 @@ from pathlib import Path
 
 import pytest
 
-AB = [sys.executable, "-m", "agentboard"]
-
-
-def run(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    p = subprocess.run([*AB, *args], capture_output=True, text=True, env=full_env, timeout=120)
-    if check and p.returncode != 0:
-        raise AssertionError(f"agentboard {' '.join(args)} exited {p.returncode}: {p.stderr}")
-    return p
+from .test_subprocess import AB, run
 
 
 def new_task(title: str, *args: str) -> str:
