@@ -132,15 +132,19 @@ def test_a_long_block_reason_keeps_the_card_short(page: Any, kernel: Any) -> Non
     page.reload()
     short = card(page, t["title"])
     expect(short.locator(".card-reason")).to_be_visible(timeout=T)
-    # three lines of the reason at most; the whole reason is on hover and in the drawer
+    # the reason is one line: three lines of the card at most, the same line on hover and in the drawer
     line = float(short.locator(".card-reason").evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
     assert short.locator(".card-reason").bounding_box()["height"] <= 3 * line + 8
-    assert reason in (short.locator(".card-reason").get_attribute("title") or "")
+    first = "gave up: 2 consecutive failures; last output:"
+    assert first in (short.locator(".card-reason").get_attribute("title") or "")
+    assert "line 1 of the log" not in (short.locator(".card-reason").get_attribute("title") or "")
     short.click()
     notice = page.locator("#drawer .notice-blocked")
-    expect(notice).to_contain_text("line 59 of the log", timeout=T)
-    # the worker's output keeps its lines in the drawer
-    assert "line 1 of the log\nline 2 of the log" in notice.inner_text()
+    expect(notice).to_contain_text(first, timeout=T)
+    assert "line 59 of the log" not in notice.inner_text()
+    # the whole text is kept with the block's event
+    blocked = [e for e in b.events(0, limit=100000) if e["task_id"] == t["id"] and e["kind"] == "blocked"]
+    assert blocked[-1]["payload"]["detail"] == reason
 
 
 def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any) -> None:

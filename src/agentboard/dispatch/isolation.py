@@ -196,12 +196,14 @@ def _interpreter(program: str, env: Mapping[str, str]) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def agentboard_paths() -> tuple[str, ...]:
-    """Where this agentboard lives: its interpreter's prefix and the folder of its package (an
-    editable install's source included). The same for the life of the process."""
+    """Where this agentboard lives: its interpreter's prefix, the folder of its package (an
+    editable install's source included) and the folders its imports come from (``sys.path``:
+    site-packages reached through a ``.pth`` file, say). The same for the life of the process."""
     import agentboard
 
     out = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-           os.path.dirname(os.path.dirname(os.path.abspath(agentboard.__file__)))]
+           os.path.dirname(os.path.dirname(os.path.abspath(agentboard.__file__))),
+           *[p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]]
     return tuple(dict.fromkeys(os.path.realpath(p) for p in out if p))
 
 
