@@ -19,8 +19,10 @@ def _runs(board: Board, task_id: str) -> list[dict]:
     return [r for r in board.runs(task_id) if not r.get("synthetic")]
 
 
-def _diff_files(board: Board, task_id: str) -> set[str]:
-    return {f["path"] for f in board.json("diff", task_id)["files"]}
+def _diff_with(board: Board, task_id: str, paths: set[str]) -> dict | None:
+    """The task's diff once it lists ``paths``, else None."""
+    diff = board.json("diff", task_id)
+    return diff if paths <= {f["path"] for f in diff["files"]} else None
 
 
 def test_a_codex_worker_under_the_dispatcher_process_writes_runs_heartbeats_and_completes_through_mcp(
@@ -34,7 +36,11 @@ def test_a_codex_worker_under_the_dispatcher_process_writes_runs_heartbeats_and_
                     what="the task to finish")
     assert task["status"] == "done", task
     assert "codex added hello.txt and its size" in str(task)
-    assert {"hello.txt", "size.txt"} <= _diff_files(board, tid)  # the change is on the task's branch
+    # the change is in the task's worktree, on its branch (read while the worker may still be
+    # finishing its turn: the diff is of a live worktree)
+    diff = wait_for(lambda: _diff_with(board, tid, {"hello.txt", "size.txt"}), timeout=60,
+                    what="the worker's files in the task's diff")
+    assert "uncommitted changes" in diff["how"]
     worktree = board.repo / ".worktrees" / tid
     assert (worktree / "size.txt").read_text().strip() == str(len("hello from codex\n"))
     run = wait_for(lambda: (r := _runs(board, tid)[0]).get("exit_code") is not None and r,
