@@ -32,8 +32,9 @@ from testenv import wait_for as wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"
-#: Codex refuses to create its sandbox helper under the temp folder: its homes live here
-CODEX_HOMES = ROOT / ".cache" / "agents_e2e"
+#: Codex refuses to create its sandbox helper under the temp folder (and a checkout may be there):
+#: its homes live in the user's cache
+CODEX_HOMES = Path.home() / ".cache" / "agentboard-tests" / "codex-homes"
 
 
 class Model:
