@@ -124,7 +124,9 @@ def verb_span(fn: Callable[..., Any], kind: str, dialect: str) -> AbstractContex
     """The span of one kernel transaction (``kind``: write or read)."""
     if tracer is None:
         return nullcontext()
-    return tracer.start_as_current_span(verb_name(fn), attributes={"agentboard.tx": kind, "db.system": dialect})
+    span: AbstractContextManager[Any] = tracer.start_as_current_span(
+        verb_name(fn), attributes={"agentboard.tx": kind, "db.system": dialect})
+    return span
 
 
 def _trace_transactions() -> None:
