@@ -21,7 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 log = logging.getLogger("agentboard.tracing")
 
@@ -32,7 +35,7 @@ _done = False
 _names: dict[Any, str] = {}
 
 
-def endpoint(settings: Any) -> str | None:
+def endpoint(settings: Settings) -> str | None:
     """Where spans go: the setting, else the standard variables (None: tracing is off)."""
     configured = getattr(settings, "otel_endpoint", None)
     if configured:
@@ -49,7 +52,7 @@ def traces_url(base: str) -> str:
     return base if base.endswith("/v1/traces") else base + "/v1/traces"
 
 
-def setup(settings: Any) -> bool:
+def setup(settings: Settings) -> bool:
     """Start exporting spans (once per process). False when off or the extra is missing."""
     global tracer, _done
     with _lock:
