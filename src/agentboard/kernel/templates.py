@@ -167,7 +167,7 @@ def board_target(db: Database, board: str) -> str | None:
     """The board's target folder (where its own templates live), if it has one."""
     from .boards import get
 
-    return get(db, board).get("default_workdir")  # type: ignore[no-any-return]
+    return get(db, board).get("default_workdir")
 
 
 class _Values(dict[str, str]):
