@@ -395,6 +395,3 @@ def shown(settings: Settings) -> dict[str, Any]:
     return out
 
 
-def env(name: str) -> str | None:
-    """Worker-side identity set by the dispatcher (AGENTBOARD_TASK, _RUN_ID, _BOARD...)."""
-    return os.environ.get(name) or None

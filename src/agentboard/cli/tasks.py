@@ -12,8 +12,8 @@ from .common import board_option, handle_errors, json_option, task_board_option
 
 
 def _mine() -> str:
-    who = (os.environ.get("AGENTBOARD_PROFILE") or os.environ.get("AGENTBOARD_ACTOR")
-           or os.environ.get("USER") or "")
+    me = common.me()
+    who = me.profile or me.actor or os.environ.get("USER") or ""
     if not who:
         from agentboard.domain.errors import InvalidInput
 
@@ -359,8 +359,8 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
 
     if len(args) == 2:
         task_id, text = args[0], args[1]
-    elif len(args) == 1 and os.environ.get("AGENTBOARD_TASK"):
-        task_id, text = os.environ["AGENTBOARD_TASK"], args[0]
+    elif len(args) == 1 and common.me().task:
+        task_id, text = str(common.me().task), args[0]
     elif len(args) == 1:
         raise InvalidInput("give the task id and the text: agentboard comment ID \"text\"")
     else:

@@ -23,6 +23,7 @@ from typing import Any
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import AgentboardError, StaleRun
+from ..domain.worker_env import WorkerEnv
 from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
@@ -71,23 +72,6 @@ class ExitDecision:
 
 
 # -- before the spawn ------------------------------------------------------------------------------
-
-
-def worker_mcp_env(board: str, task: Row, run_id: int, workspace: Path, *,
-                   api_url: str | None = None, token: str | None = None) -> dict[str, str]:
-    """The worker identity the MCP server needs (written into ``.mcp.json``): the task, the run,
-    the board, and the API's URL with the run token — never the home or the database URL."""
-    env = {
-        "AGENTBOARD_TASK": str(task["id"]),
-        "AGENTBOARD_RUN_ID": str(run_id),
-        "AGENTBOARD_BOARD": board,
-        "AGENTBOARD_WORKSPACE": str(workspace),
-        "AGENTBOARD_PROFILE": str(task.get("assignee") or ""),
-    }
-    if api_url and token:
-        env["AGENTBOARD_API_URL"] = api_url
-        env["AGENTBOARD_TOKEN"] = token
-    return env
 
 
 NO_MATCH = "no published page matches this task"
@@ -191,7 +175,7 @@ def prepare_reads(db: Database, settings: Settings, board: str,
 
 
 def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
-            api_url: str | None = None, token: str | None = None,
+            api_url: str | None = None, token: str | None = None, identity: WorkerEnv | None = None,
             loaded: PrepareInputs | AgentboardError | None = None,
             workspace_info: dict[str, Any] | None = None,
             enrich: Callable[[Row], Row] | None = None) -> Path:
@@ -226,8 +210,9 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
         boarddir.write_wiki(workspace, pages, None if pages else why, board=board_fd)
         board_fd.write_text("history.md", boarddir.history_text(loaded.history))
         board_fd.remove(REPAIR_PROMPT_FILE)
-        env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
-        boarddir.write_mcp_json(workspace, env)
+        if identity is None:
+            identity = WorkerEnv.for_run(board, full, run_id, workspace, api_url=api_url, token=token)
+        boarddir.write_mcp_json(workspace, identity.to_env())
         boarddir.git_exclude(workspace)
         board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
                                                                                verify_enabled=settings.verify))
@@ -258,7 +243,7 @@ def _verify_and_complete(
                                  checks=host_access.board_checks(db, board), confinement=setup.confinement,
                                  base_env=setup.base_env, unavailable=setup.unavailable)
         else:
-            env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+            env = {**WorkerEnv(task=task_id, run_id=run_id).to_env(),
                    **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
             outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
                                  checks=host_access.board_checks(db, board))
@@ -479,5 +464,5 @@ def plan_plain_completions(db: Database, settings: Settings,
 
 __all__ = [
     "ExitAction", "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
-    "protocol_instructions", "worker_mcp_env",
+    "protocol_instructions",
 ]
