@@ -68,6 +68,10 @@ def _not_before(value: str | None) -> float | None:
               help="wait in todo until TIME (ISO-8601 in UTC, epoch seconds, or 30m / 2h / 1d from now)")
 @click.option("--model", "model_name", default=None, metavar="M",
               help="the model the agent CLI runs this task with (over the profile's)")
+@click.option("--race", "race", default=None, metavar="P1,P2[:MODEL],…",
+              help="a race: one attempt per profile (a profile may repeat; :MODEL overrides its model)")
+@click.option("--race-until", "race_until", default=None, type=click.Choice(["all", "first-pass"]),
+              help="all (default): review every finished attempt; first-pass: the first that passes wins")
 @board_option
 @json_option
 @handle_errors
@@ -76,7 +80,7 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
            triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
            max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
            verify: tuple[str, ...], checks: tuple[str, ...], not_before: str | None, model_name: str | None,
-           board: str | None,
+           race: str | None, race_until: str | None, board: str | None,
            as_json: bool) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
     from agentboard.domain import model
@@ -92,7 +96,20 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
             "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
             "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
             "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
-            "review": review, "verify": all_verify or None, "not_before": not_before, "model": model_name})
+            "review": review, "verify": all_verify or None, "not_before": not_before, "model": model_name,
+            **({"race": race, "race_until": race_until} if race else {})})
+    elif race or race_until:
+        from agentboard.kernel import races
+
+        if not race:
+            raise click.UsageError("--race-until needs --race P1,P2[:MODEL],…")
+        new = tasks.NewTask.build(
+            slug, title, body=text, assignee=assignee, parents=common.split_ids(parents), tenant=tenant, goal=goal,
+            priority=model.priority(priority), triage=triage, workspace=workspace, branch=branch,
+            idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries, skills=skills,
+            review=review, verify=all_verify, actor=common.actor(), not_before=_not_before(not_before),
+            model=model_name)
+        task = races.create(common.db(), new, races.parse(race), race_until)
     else:
         task = tasks.create(
             common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
@@ -109,6 +126,9 @@ def create(title: str, body: str | None, body_file: str | None, assignee: str | 
     from .output import status
 
     click.echo(f"{task['id']}  {status(task['status'])}  {task['title']}{note}")
+    if task.get("attempts"):
+        click.echo(f"  race ({task.get('race_until')}): " + ", ".join(
+            f"{a['n']}: {a['profile']}" + (f":{a['model']}" if a.get("model") else "") for a in task["attempts"]))
 
 
 @click.command("list")
