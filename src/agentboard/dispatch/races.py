@@ -7,7 +7,6 @@ A winner whose branch cannot be integrated blocks the race ``needs_input`` with 
 from __future__ import annotations
 
 import logging
-
 import time
 from typing import Any
 

@@ -37,7 +37,8 @@ from ..store.engine import Database, Row, Tx, in_list
 from . import budgets
 from .common import get_task, task_out
 from .runs import Verdict, request_review_in, review_in
-from .tasks import NewTask, _archive, _block, create_in as create_task_in
+from .tasks import NewTask, _archive, _block
+from .tasks import create_in as create_task_in
 
 #: when a race is settled: when every attempt has finished, or at the first that passes
 UNTIL: tuple[str, ...] = ("all", "first-pass")
