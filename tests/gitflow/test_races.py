@@ -173,3 +173,46 @@ def test_a_budget_too_small_for_every_attempt_refuses_the_race_naming_the_limit(
     assert board.list() == []
     ok = cli(ab.home, "create", "Fix the notes", "--board", "race", "--race", "good,bad")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_function(ab, tmp_path, dispatcher):
+    import httpx
+
+    from agentboard.api import create_app
+    from agentboard.api.serve import BackgroundServer
+    from agentboard.kernel import tokens
+
+    board, repo = race_board(ab, tmp_path, integrate="squash")
+    admin = tokens.create(ab.db, "admin", role="admin")["token"]
+    server = BackgroundServer(create_app(ab.settings, ab.db)).start()
+    try:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
+            bad = http.post("/api/tasks", params={"board": "race"},
+                            json={"title": "Fix the notes", "race": "good,nobody"})
+            assert bad.status_code == 400 and "no profile named 'nobody'" in bad.json()["error"]["message"]
+            made = http.post("/api/tasks", params={"board": "race"},
+                             json={"title": "Fix the notes", "race": ["good", "bad:m2"], "verify": [CHECK],
+                                   "max_retries": 1})
+            assert made.status_code == 201, made.text
+            tid = made.json()["id"]
+            assert [(a["profile"], a["model"]) for a in made.json()["attempts"]] == [("good", None), ("bad", "m2")]
+            dispatcher()
+            wait_for(lambda: board.show(tid)["status"] == "review", what="the race to reach review", timeout=60)
+            race = http.get(f"/api/tasks/{tid}/attempts").json()
+            assert race["badge"] == "race 1/2 passed" and race["can_pick"] == [1]
+            assert [a["verification"] for a in race["attempts"]] == ["passed", "failed"]
+            detail = http.get(f"/api/tasks/{tid}").json()
+            assert detail["race"]["badge"] == "race 1/2 passed"
+            approve = http.post(f"/api/tasks/{tid}/review", json={"verdict": "approved"})
+            assert approve.status_code == 409 and "pick" in approve.json()["error"]["message"]
+            wrong = http.post(f"/api/tasks/{tid}/pick", json={"n": 2})
+            assert wrong.status_code == 409
+            picked = http.post(f"/api/tasks/{tid}/pick", json={"n": 1})
+            assert picked.status_code == 200, picked.text
+            assert (picked.json()["status"], picked.json()["integration"], picked.json()["picked"]) == \
+                ("done", "squashed", 1)
+            assert (repo / "notes.txt").read_text() == "good\n"
+            # the board shows the race as one card: its attempts are not cards of their own
+            assert [t["id"] for t in board.list()] == [tid]
+    finally:
+        server.stop()

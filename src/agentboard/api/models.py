@@ -74,6 +74,10 @@ class TaskCreate(Body):
     not_before: float | str | None = None
     model: str | None = Field(default=None, max_length=200,
                               description="the model the agent CLI runs this task with (over its profile's)")
+    race: str | list[str] | None = Field(
+        default=None, description="a race: one attempt per entry, \"P1,P2:MODEL\" or a list (docs/races.md)")
+    race_until: Literal["all", "first-pass"] | None = Field(
+        default=None, description="all (default): review every finished attempt; first-pass: the first that passes wins")
 
 
 class TaskPatch(Body):

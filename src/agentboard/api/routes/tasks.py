@@ -78,6 +78,19 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         slug = write_board(request, who, board)
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
     host_access.authorize(who.host, verify=data.verify, workspace=data.workspace, branch=data.branch)
+    if data.race is not None or data.race_until is not None:
+        from ...kernel import races
+
+        if not data.race:
+            raise InvalidInput("race_until needs race: \"P1,P2[:MODEL],…\"")
+        new = tasks.NewTask.build(
+            slug, data.title, body=data.body, assignee=data.assignee or None, parents=data.parents,
+            tenant=data.tenant, goal=data.goal, priority=data.priority, triage=data.triage,
+            workspace=data.workspace, branch=data.branch, idempotency_key=data.idempotency_key,
+            max_runtime=data.max_runtime, max_retries=data.max_retries, skills=data.skills, review=data.review,
+            verify=data.verify, actor=who.name, not_before=not_before_of(data.not_before, time.time()),
+            model=data.model)
+        return Json(races.create(state(request).db, new, races.parse(data.race), data.race_until), status_code=201)
     task = tasks.create(
         state(request).db, slug, data.title, body=data.body, assignee=data.assignee or None,
         parents=data.parents, tenant=data.tenant, goal=data.goal, priority=data.priority,
