@@ -158,7 +158,12 @@ class Ops(Protocol):
                    limit: int) -> list[dict[str, Any]]: ...
 
     def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]: ...
+               goal: str | None, priority: int, race: str | None = None,
+               race_until: str | None = None) -> dict[str, Any]: ...
+
+    def attempts(self, task_id: str) -> dict[str, Any]: ...
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]: ...
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]: ...
 
@@ -235,9 +240,26 @@ class LocalOps:
                                   search=search, limit=limit)
 
     def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]:
+               goal: str | None, priority: int, race: str | None = None,
+               race_until: str | None = None) -> dict[str, Any]:
+        if race or race_until:
+            from ..kernel import races
+
+            new = tasks.NewTask.build(self.board, title, body=body, assignee=assignee or None, parents=parents,
+                                      skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
+            return races.create(self.db, new, races.parse(race), race_until)
         return tasks.create(self.db, self.board, title, body=body, assignee=assignee, parents=parents,
                             skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
+
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        from ..dispatch import races
+
+        return races.view(self.db, self.board_of(task_id), task_id)
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        from ..dispatch import finish
+
+        return finish.pick(self.db, self.board_of(task_id), task_id, n, actor=self.scope.actor)
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return links.link(self.db, self.board_of(child_id), parent_id, child_id, actor=self.scope.actor)
@@ -298,9 +320,17 @@ class RemoteOps:
                                    limit=limit)
 
     def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]:
+               goal: str | None, priority: int, race: str | None = None,
+               race_until: str | None = None) -> dict[str, Any]:
         return self.api.create(self.board, {"title": title, "assignee": assignee, "body": body, "parents": parents,
-                                            "skills": skills, "goal": goal, "priority": priority})
+                                            "skills": skills, "goal": goal, "priority": priority, "race": race,
+                                            "race_until": race_until})
+
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        return self.api.call("GET", f"/api/tasks/{task_id}/attempts")  # type: ignore[no-any-return]
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        return self.api.call("POST", f"/api/tasks/{task_id}/pick", json={"n": n})  # type: ignore[no-any-return]
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return self.api.link(parent_id, child_id)
@@ -421,11 +451,25 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             return _guard(lambda: {"tasks": ops.list_tasks(status, assignee, goal, search, limit)})
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
-                                 "skills, goal, body and priority.")
+                                 "skills, goal, body and priority. race \"P1,P2:MODEL\" makes it a race: one "
+                                 "attempt per profile, each on its own branch; race_until all (default) or "
+                                 "first-pass.")
         def kanban_create(title: str, assignee: str, body: str | None = None,
                           parents: list[str] | None = None, skills: list[str] | None = None,
-                          goal: str | None = None, priority: int = 0) -> CallToolResult:
-            return _guard(lambda: ops.create(title, assignee, body, parents or [], skills or [], goal, priority))
+                          goal: str | None = None, priority: int = 0, race: str | None = None,
+                          race_until: str | None = None) -> CallToolResult:
+            return _guard(lambda: ops.create(title, assignee, body, parents or [], skills or [], goal, priority,
+                                             race, race_until))
+
+        @server.tool(description="(orchestrators) A race's attempts side by side: profile, model, outcome, "
+                                 "verification, diff stat, duration, tokens, cost, summary; which may be picked.")
+        def kanban_attempts(task_id: str) -> CallToolResult:
+            return _guard(lambda: ops.attempts(task_id))
+
+        @server.tool(description="(orchestrators) Pick attempt n as the winner of a race: its branch becomes "
+                                 "the task's and is integrated as the board says.")
+        def kanban_pick(task_id: str, n: int) -> CallToolResult:
+            return _guard(lambda: ops.pick(task_id, n))
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:
