@@ -188,7 +188,7 @@ def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_funct
     try:
         with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
             bad = http.post("/api/tasks", params={"board": "race"},
-                            json={"title": "Fix the notes", "race": "good,nobody"})
+                            json={"title": "Fix the notes", "race": ["good,nobody"]})
             assert bad.status_code == 400 and "no profile named 'nobody'" in bad.json()["error"]["message"]
             made = http.post("/api/tasks", params={"board": "race"},
                              json={"title": "Fix the notes", "race": ["good", "bad:m2"], "verify": [CHECK],

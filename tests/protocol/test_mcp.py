@@ -198,7 +198,7 @@ def test_an_orchestrator_creates_a_race_reads_its_attempts_and_may_pick_only_a_p
     ab.add_profile("writer", command="true")
     t = board.create("plan the release", assignee="lead")
     run = board.claim(t["id"])
-    created_call = ("kanban_create", {"title": "write notes", "assignee": "writer", "race": "writer,writer:m2",
+    created_call = ("kanban_create", {"title": "write notes", "assignee": "writer", "race": ["writer", "writer:m2"],
                                       "race_until": "first-pass"})
     _, (created,) = _session(_env(t["id"], run["run_id"], profile="lead"), [created_call])
     race = _data(created)

@@ -9,8 +9,9 @@ The race's own task is never started by the dispatcher.
 
 The verbs, one transaction each, an event per change:
 
-- :func:`create_in` — the race task and its attempts (``race_created``); refused when a budget
-  cannot afford every attempt, naming the limit.
+- creating a race is creating its task with ``race`` (``tasks.create_in`` →
+  ``attempts.open_race_in``: ``race_created``); refused when a budget cannot afford every
+  attempt, naming the limit.
 - :func:`settle` — what a dispatcher pass does for a board's races: a ready race starts all its
   attempts at once (``race_started``; or is blocked naming the budget that cannot afford them),
   the attempts' rows follow their tasks and runs (``attempt_started``, ``attempt_finished``), a
@@ -28,117 +29,26 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..domain.races import Entry
 from ..store.engine import Database, Row, Tx, in_list
-from . import budgets
+from .attempts import gate
 from .common import get_task, task_out
 from .runs import Verdict, request_review_in, review_in
 from .tasks import NewTask, _archive, _block
 from .tasks import create_in as create_task_in
 
-#: when a race is settled: when every attempt has finished, or at the first that passes
-UNTIL: tuple[str, ...] = ("all", "first-pass")
 #: ``tasks.purpose`` of an attempt's own task
 ATTEMPT = "attempt"
-#: the most attempts one race may have
-MAX_ATTEMPTS = 8
 #: attempt states: not started yet, under way (retries included), ended by itself, stopped by
 #: the race (another won, or it was blocked), or cancelled with the race
 STATES: tuple[str, ...] = ("pending", "running", "finished", "stopped", "cancelled")
 ACTIVE: tuple[str, ...] = ("pending", "running")
 #: block kinds that only pause an attempt (it resumes by itself)
 _PAUSED = frozenset({"rate_limited", "budget", "dependency"})
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One attempt of a race: the profile that runs it, and the model it runs with (None: the
-    profile's)."""
-
-    profile: str
-    model: str | None = None
-
-
-def parse(spec: str | Sequence[str] | None) -> tuple[Entry, ...]:
-    """``P1,P2:MODEL,…`` (or a list of such items) as entries; raises ``InvalidInput``."""
-    if spec is None:
-        return ()
-    items = [spec] if isinstance(spec, str) else list(spec)
-    parts = [p.strip() for item in items for p in str(item).split(",")]
-    parts = [p for p in parts if p]
-    entries = []
-    for p in parts:
-        name, _, mdl = p.partition(":")
-        entries.append(Entry(model.profile_name(name), model.model_name(mdl) if mdl.strip() else None))
-    if len(entries) < 2:
-        raise InvalidInput("a race needs at least two attempts: --race P1,P2[:MODEL],… (a profile may appear twice)")
-    if len(entries) > MAX_ATTEMPTS:
-        raise InvalidInput(f"a race has at most {MAX_ATTEMPTS} attempts ({len(entries)} given)")
-    return tuple(entries)
-
-
-def until_of(value: str | None) -> str:
-    """The ``--race-until`` value (default ``all``); raises ``InvalidInput``."""
-    v = (value or "all").strip().lower()
-    if v not in UNTIL:
-        raise InvalidInput(f"invalid --race-until {value!r}: use all or first-pass")
-    return v
-
-
-def _gate(tx: Tx, task: Row, entries: Sequence[Entry]) -> str | None:
-    """Why the budgets cannot afford one run of every attempt together (None: they can)."""
-    rows: list[Row] = []
-    for i, e in enumerate(entries, 1):
-        row: Row = {"id": task["id"], "board": task["board"], "goal_id": task.get("goal_id"),
-                    "assignee": e.profile, "purpose": None}
-        why = budgets.gate_in(tx, row, also=list(rows))
-        if why:
-            return f"attempt {i} of {len(entries)} ({e.profile}) cannot start: {why}"
-        rows.append(row)
-    return None
-
-
-def create_in(tx: Tx, new: NewTask, entries: Sequence[Entry], until: str) -> Row:
-    """Create a race: the task ``new`` describes (assigned to the first entry's profile) and one
-    pending attempt per entry."""
-    if not entries:
-        raise InvalidInput("a race needs at least two attempts")
-    until = until_of(until)
-    if new.triage:
-        raise InvalidInput("a race cannot start in triage; leave out --triage")
-    names = sorted({e.profile for e in entries})
-    params: dict[str, Any] = {}
-    known = {r["name"] for r in tx.all("SELECT name FROM profiles WHERE name IN " + in_list("p", names, params),
-                                       params)}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise InvalidInput(f"no profile named {', '.join(repr(n) for n in missing)}: a race runs only profiles "
-                           "that exist (agentboard profiles list)")
-    task = create_task_in(tx, replace(new, assignee=entries[0].profile))
-    if task.get("existing"):
-        return task
-    why = _gate(tx, task, entries)
-    if why:
-        raise Conflict(f"the race was not created: {why}")
-    tx.execute("UPDATE tasks SET race_until = :u WHERE id = :id", {"u": until, "id": task["id"]})
-    base = task.get("branch_name") or f"ab/{task['id']}"
-    rows = [{"t": task["id"], "n": i, "b": task["board"], "p": e.profile, "m": e.model, "br": f"{base}-a{i}"}
-            for i, e in enumerate(entries, 1)]
-    tx.executemany("INSERT INTO attempts (task_id, n, board, profile, model, branch, state) "
-                   "VALUES (:t, :n, :b, :p, :m, :br, 'pending')", rows)
-    attempts = [{"n": r["n"], "profile": r["p"], "model": r["m"], "branch": r["br"], "state": "pending"}
-                for r in rows]
-    tx.event(task["board"], task["id"], "race_created", {"until": until, "attempts": attempts}, actor=new.actor)
-    return {**task, "race_until": until, "attempts": attempts}
-
-
-def create(db: Database, new: NewTask, entries: Sequence[Entry], until: str | None = None) -> Row:
-    """Create a race in one transaction (see :func:`create_in`)."""
-    return db.write(create_in, new, tuple(entries), until_of(until))
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -313,7 +223,7 @@ def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
     """Start every attempt of a ready race at once, or block the race naming the budget that
     cannot afford them all."""
     entries = [Entry(r["profile"], r["model"]) for r in rows]
-    why = _gate(tx, race, entries)
+    why = gate(tx, race, entries)
     if why:
         _block(tx, board, race["id"], f"the race's attempts were not started: {why}; raise the limit, then "
                f"unblock it", "needs_input", None, actor)
@@ -504,5 +414,5 @@ def entries_of(items: Iterable[Row]) -> list[Entry]:
     return [Entry(str(r["profile"]), r.get("model")) for r in items]
 
 
-__all__ = ["ATTEMPT", "Entry", "MAX_ATTEMPTS", "UNTIL", "attempts", "check_pick", "comparison", "create", "create_in",
-           "is_unpicked_race", "parse", "pick", "refuse", "settle", "settle_one", "until_of"]
+__all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "is_unpicked_race", "pick", "refuse", "settle",
+           "settle_one"]

@@ -22,12 +22,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
+from pydantic import Field
 
 from .. import config
+from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
@@ -110,6 +112,12 @@ def _guard(fn: Callable[[], Any]) -> CallToolResult:
         return _err(exc.code, exc.message)
 
 
+def _about(name: str) -> Any:
+    """A create tool parameter's help and limits, from the one table of new-task fields (the
+    limits are checked by the kernel, which answers the same ``invalid_input`` as every surface)."""
+    return Field(description=task_fields.BY_NAME[name].describe())
+
+
 def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification",
             "warnings")
@@ -157,9 +165,7 @@ class Ops(Protocol):
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
                    limit: int) -> list[dict[str, Any]]: ...
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int, race: str | None = None,
-               race_until: str | None = None) -> dict[str, Any]: ...
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]: ...
 
     def attempts(self, task_id: str) -> dict[str, Any]: ...
 
@@ -239,17 +245,8 @@ class LocalOps:
         return queries.list_tasks(self.db, self.board, status=status, assignee=assignee, goal=goal,
                                   search=search, limit=limit)
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int, race: str | None = None,
-               race_until: str | None = None) -> dict[str, Any]:
-        if race or race_until:
-            from ..kernel import races
-
-            new = tasks.NewTask.build(self.board, title, body=body, assignee=assignee or None, parents=parents,
-                                      skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
-            return races.create(self.db, new, races.parse(race), race_until)
-        return tasks.create(self.db, self.board, title, body=body, assignee=assignee, parents=parents,
-                            skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return tasks.create(self.db, self.board, title, actor=self.scope.actor, **fields)
 
     def attempts(self, task_id: str) -> dict[str, Any]:
         from ..dispatch import races
@@ -319,12 +316,8 @@ class RemoteOps:
         return self.api.list_tasks(self.board, status=status, assignee=assignee, goal=goal, search=search,
                                    limit=limit)
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int, race: str | None = None,
-               race_until: str | None = None) -> dict[str, Any]:
-        return self.api.create(self.board, {"title": title, "assignee": assignee, "body": body, "parents": parents,
-                                            "skills": skills, "goal": goal, "priority": priority, "race": race,
-                                            "race_until": race_until})
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return self.api.create(self.board, {"title": title, **fields})
 
     def attempts(self, task_id: str) -> dict[str, Any]:
         return self.api.call("GET", f"/api/tasks/{task_id}/attempts")  # type: ignore[no-any-return]
@@ -451,15 +444,19 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             return _guard(lambda: {"tasks": ops.list_tasks(status, assignee, goal, search, limit)})
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
-                                 "skills, goal, body and priority. race \"P1,P2:MODEL\" makes it a race: one "
-                                 "attempt per profile, each on its own branch; race_until all (default) or "
-                                 "first-pass.")
-        def kanban_create(title: str, assignee: str, body: str | None = None,
-                          parents: list[str] | None = None, skills: list[str] | None = None,
-                          goal: str | None = None, priority: int = 0, race: str | None = None,
-                          race_until: str | None = None) -> CallToolResult:
-            return _guard(lambda: ops.create(title, assignee, body, parents or [], skills or [], goal, priority,
-                                             race, race_until))
+                                 "skills, goal, body and priority; race makes it a race of one attempt per "
+                                 "profile, each on its own branch (race_until: all or first-pass).")
+        def kanban_create(title: Annotated[str, _about("title")], assignee: Annotated[str, _about("assignee")],
+                          body: Annotated[str | None, _about("body")] = None,
+                          parents: Annotated[list[str] | None, _about("parents")] = None,
+                          skills: Annotated[list[str] | None, _about("skills")] = None,
+                          goal: Annotated[str | None, _about("goal")] = None,
+                          priority: Annotated[int, _about("priority")] = 0,
+                          race: Annotated[list[str] | None, _about("race")] = None,
+                          race_until: Annotated[str | None, _about("race_until")] = None) -> CallToolResult:
+            given = {"assignee": assignee, "body": body, "parents": parents, "skills": skills, "goal": goal,
+                     "priority": priority, "race": race, "race_until": race_until}
+            return _guard(lambda: ops.create(title, {k: v for k, v in given.items() if v is not None}))
 
         @server.tool(description="(orchestrators) A race's attempts side by side: profile, model, outcome, "
                                  "verification, diff stat, duration, tokens, cost, summary; which may be picked.")
