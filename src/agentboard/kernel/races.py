@@ -263,14 +263,15 @@ def _failures(rows: Sequence[Row]) -> str:
 
 
 def comparison(rows: Sequence[Row]) -> str:
-    """The attempts side by side, as a markdown table (the race's review comment)."""
-    lines = ["| attempt | profile | model | outcome | verification | tokens | cost | summary |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The attempts side by side, one line each (the race's review comment)."""
+    lines = []
     for r in rows:
         tokens = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
-        summary = model.reason_line(str(r.get("summary") or r.get("error") or "")).replace("|", "\\|")
-        lines.append(f"| {r['n']} | {r['profile']} | {r.get('model') or ''} | {r.get('outcome') or r['state']} | "
-                     f"{r.get('verification') or ''} | {tokens} | ${float(r.get('cost_usd') or 0):.4f} | {summary} |")
+        summary = model.reason_line(str(r.get("summary") or r.get("error") or ""))
+        verified = f", verification {r['verification']}" if r.get("verification") else ""
+        lines.append(f"- **#{r['n']} {r['profile']}{':' + str(r['model']) if r.get('model') else ''}**: "
+                     f"{r.get('outcome') or r['state']}{verified}; {tokens} tokens, "
+                     f"${float(r.get('cost_usd') or 0):.4f}" + (f" — {summary}" if summary else ""))
     return "\n".join(lines)
 
 
