@@ -35,11 +35,14 @@ from .kernel import (
     runs,
     tasks,
 )
+from .kernel.rows import BoardStats, BoardView, RunRow, TaskCard
 from .store.engine import Database, Row
 from .store.migrate import open_database
 
 #: several rows (spelled once here: inside :class:`Board`, ``list`` is a method)
 Rows = list[Row]
+TaskCards = list[TaskCard]
+RunRows = list[RunRow]
 
 
 class Board:
@@ -313,7 +316,7 @@ class Board:
         limit: int = 200,
         offset: int = 0,
         supervision: bool = False,
-    ) -> Rows:
+    ) -> TaskCards:
         """Tasks matching the filters, highest priority first, then oldest (the supervisor's own
         tasks only with ``supervision``)."""
         return queries.list_tasks(self.db, self.slug, assignee=assignee, status=status, tenant=tenant, goal=goal,
@@ -335,7 +338,7 @@ class Board:
         per_column: int = 100,
         lanes: bool = False,
         supervision: bool = False,
-    ) -> Row:
+    ) -> BoardView:
         """The board as columns of cards, one per status (the supervisor's own tasks only with
         ``supervision``)."""
         return queries.board_view(self.db, self.slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
@@ -348,11 +351,11 @@ class Board:
         """The board's events after ``cursor`` (an event id), oldest first."""
         return queries.events_after(self.db, self.slug, cursor, task_id=task_id, kinds=kinds, limit=limit)
 
-    def runs(self, task_id: str) -> Rows:
+    def runs(self, task_id: str) -> RunRows:
         """A task's runs, oldest first."""
         return queries.runs(self.db, self.slug, task_id)
 
-    def stats(self) -> Row:
+    def stats(self) -> BoardStats:
         """Counts by status, by assignee and of recent outcomes."""
         return queries.stats(self.db, self.slug)
 

@@ -47,11 +47,13 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     (repo / "b.txt").write_text("new\n")
     in_git = b.create("in a repository", assignee="worker", workspace=f"dir:{repo}")
     idea = b.create("an idea", triage=True)
+    b.create("for someone without a profile", assignee="someone")
     b.comment(done["id"], "a note for @worker", author="alice")
     attachment = b.attach(done["id"], "notes.txt", data=b"hello")
     c.patch(f"/api/tasks/{child['id']}", json={"goal_id": goal["id"]}).raise_for_status()
     c.put("/api/budgets/board/default", json={"max_runs": 10, "max_cost": 5}).raise_for_status()
     wiki.add(api.db, "default", "notes", title="Notes", body="hello", publish=True)
+    wiki.add(api.db, "default", "draft", title="A draft", body="soon")
     folder = home / "templates"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pair.toml").write_text('description = "two steps"\n[[task]]\nkey = "a"\ntitle = "First {what}"\n'
@@ -61,6 +63,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     sub = c.post("/api/notify/subscriptions", json={"target": "json://127.0.0.1:9/x"})
     sub.raise_for_status()
     c.post("/api/tokens", json={"name": "reader", "role": "viewer"}).raise_for_status()
+    c.post("/api/tokens", json={"name": "gone"}).raise_for_status()
+    c.delete("/api/tokens/gone").raise_for_status()
     c.post("/api/supervisor/enable", json={"profile": "worker"}).raise_for_status()
     c.post("/api/supervisor/proposals", json={"title": "a proposal", "goal": goal["id"]}).raise_for_status()
     c.post(f"/api/supervisor/tasks/{blocked['id']}/escalate", json={"reason": "a person decides"}).raise_for_status()

@@ -24,6 +24,16 @@ from .test_auth import _writes
 
 pytestmark = pytest.mark.xdist_group("api-openapi")
 
+#: read routes read again with options that change what they answer
+VARIANTS = {
+    "/api/board": ["lanes=true&include_archived=true&supervision=true"],
+    "/api/boards": ["include_archived=true"],
+    "/api/tasks": ["supervision=true&include_archived=true"],
+    "/api/tokens": ["include_revoked=true"],
+    "/api/diagnostics": ["tasks_only=true"],
+    "/api/wiki": ["status=draft"],
+}
+
 #: the ids of :func:`fill` a ``{task_id}`` route is read with (tasks in every state it makes)
 TASK_KEYS = ("task_id", "parent", "child", "review", "running", "blocked", "changed", "in_git", "idea")
 
@@ -102,8 +112,10 @@ def test_every_read_route_answers_what_its_document_declares(filled: tuple[Api, 
         unknown = params - set(ids)
         assert not unknown, f"GET {path}: give tests/api/boardfill.py's fill() an id for {sorted(unknown)}"
         rounds = [dict(ids, task_id=ids[k]) for k in TASK_KEYS] if params == {"task_id"} else [ids]
-        for values in rounds:
-            r = c.get(fill_path(path, values))
+        urls = [fill_path(path, values) for values in rounds]
+        urls += [f"{path}?{query}" for query in VARIANTS.get(path, [])]
+        for url in urls:
+            r = c.get(url)
             assert r.status_code == 200, f"GET {path}: {r.status_code} {r.text[:300]}"
             if _json_schema(spec, "GET", path, 200) is None:
                 assert r.headers["content-type"].startswith("application/octet-stream"), path

@@ -16,9 +16,12 @@ from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from ..kernel.rows import (
+    AssigneeRow,
     AttachmentRow,
+    BoardColumn,
     BoardRow,
-    BoardTask,
+    BoardStats,
+    BoardView,
     CommentRow,
     CreatedTask,
     EventRow,
@@ -29,57 +32,10 @@ from ..kernel.rows import (
     RunRow,
     TaskCard,
     TaskRow,
+    TenantRow,
     WakeRow,
     WikiPage,
 )
-
-# -- boards and the board view ----------------------------------------------------------------------
-
-
-class BoardColumn(TypedDict):
-    status: str
-    count: int
-    tasks: list[BoardTask]
-
-
-class BoardView(TypedDict):
-    """``GET /api/board``: the columns of the dashboard."""
-
-    board: str
-    columns: list[BoardColumn]
-    total: int
-    hidden_supervision: int
-
-
-class BoardStats(TypedDict):
-    board: str
-    by_status: dict[str, int]
-    by_assignee: dict[str, dict[str, int]]
-    by_goal: dict[str, dict[str, int]]
-    total: int
-    runs: int
-    cost_usd: float | None
-    input_tokens: int | None
-    output_tokens: int | None
-    outcomes: dict[str, int]
-
-
-class AssigneeRow(TypedDict):
-    """An assignee of the board: a profile, or a name tasks carry that no profile has."""
-
-    name: str
-    profile: bool
-    description: NotRequired[str]
-    adapter: NotRequired[str]
-    enabled: NotRequired[bool]
-    counts: dict[str, int]
-    total: int
-
-
-class TenantRow(TypedDict):
-    tenant: str | None
-    n: int
-
 
 # -- a task ---------------------------------------------------------------------------------------
 
@@ -694,7 +650,7 @@ FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 
 __all__ = [
-    "AssigneeRow", "AttachmentRow", "BoardRow", "BoardStats", "BoardView", "BudgetCleared", "BudgetRow", "BulkAnswer",
+    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardView", "BudgetCleared", "BudgetRow", "BulkAnswer",
     "CommentRow", "ConfigView", "DispatchPass", "EventRow", "ExistingTask", "FILE_RESPONSE", "Finding", "GoalBlocker", "GoalDetail",
     "GoalRow", "GoalVerdict", "Heartbeat", "InboxAnswer", "LinkRow", "LlmBulkAnswer", "LlmOutcome", "Me", "MetaView", "CreatedTask",
     "NotifyTest", "ProfileCheck", "ProfileRow", "PurgedTask", "RemovedAttachment", "RunRow", "ScheduleRow",

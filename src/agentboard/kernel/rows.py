@@ -142,6 +142,14 @@ class TaskCard(TypedDict):
     purpose: str | None
 
 
+class DecomposeBackoff(TypedDict):
+    """Why a triage card's specify or decompose waits: its failed attempts and when it retries."""
+
+    attempts: int
+    retry_at: float
+    error: str | None
+
+
 class BoardTask(TaskCard):
     """A card on the board view, with the counts its badges show."""
 
@@ -149,6 +157,9 @@ class BoardTask(TaskCard):
     parent_count: int
     child_count: int
     children_done: int
+    #: set when the assignee names no profile (nothing will run it)
+    assignee_unknown: NotRequired[bool]
+    decompose_backoff: NotRequired[DecomposeBackoff]
 
 
 class RunReview(TypedDict):
@@ -325,5 +336,58 @@ class WakeRow(TypedDict):
     note: str | None
 
 
-__all__ = ["AttachmentRow", "BoardRow", "BoardTask", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalRow", "CreatedTask",
-           "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "WakeRow", "WikiPage"]
+class Lane(TypedDict):
+    """The running column's cards of one assignee (``lanes=true``)."""
+
+    assignee: str
+    tasks: list[BoardTask]
+
+
+class BoardColumn(TypedDict):
+    status: str
+    count: int
+    tasks: list[BoardTask]
+    lanes: NotRequired[list[Lane]]
+
+
+class BoardView(TypedDict):
+    """``GET /api/board``: the columns of the dashboard."""
+
+    board: str
+    columns: list[BoardColumn]
+    total: int
+    hidden_supervision: int
+
+
+class BoardStats(TypedDict):
+    board: str
+    by_status: dict[str, int]
+    by_assignee: dict[str, dict[str, int]]
+    by_goal: dict[str, dict[str, int]]
+    total: int
+    runs: int
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    outcomes: dict[str, int]
+
+
+class AssigneeRow(TypedDict):
+    """An assignee of the board: a profile, or a name tasks carry that no profile has."""
+
+    name: str
+    profile: bool
+    description: str
+    adapter: str | None
+    enabled: bool
+    counts: dict[str, int]
+    total: int
+
+
+class TenantRow(TypedDict):
+    tenant: str
+    n: int
+
+
+__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalRow", "CreatedTask",
+           "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "TenantRow", "WakeRow", "WikiPage"]
