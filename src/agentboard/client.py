@@ -35,7 +35,7 @@ from .kernel import (
     runs,
     tasks,
 )
-from .kernel.rows import BoardStats, BoardView, RunRow, TaskCard
+from .kernel.rows import BoardRow, BoardStats, BoardView, GoalRow, RunRow, TaskCard
 from .store.engine import Database, Row
 from .store.migrate import open_database
 
@@ -43,6 +43,8 @@ from .store.migrate import open_database
 Rows = list[Row]
 TaskCards = list[TaskCard]
 RunRows = list[RunRow]
+GoalRows = list[GoalRow]
+BoardRows = list[BoardRow]
 
 
 class Board:
@@ -298,7 +300,7 @@ class Board:
         return goals.create(self.db, self.slug, title, body=body, acceptance=acceptance, priority=priority,
                             verify=verify, actor=actor)
 
-    def goals(self, *, status: str | None = None) -> Rows:
+    def goals(self, *, status: str | None = None) -> GoalRows:
         """The board's goals with their progress."""
         return goals.list_goals(self.db, self.slug, status=status)
 
@@ -411,7 +413,7 @@ class Client:
         """The board ``slug`` (default: ``default``)."""
         return Board(self, model.board_slug(slug or "default"))
 
-    def boards(self, *, include_archived: bool = False) -> Rows:
+    def boards(self, *, include_archived: bool = False) -> BoardRows:
         """Every board, with task counts."""
         return boards.list_boards(self.db, include_archived=include_archived)
 

@@ -27,6 +27,7 @@ from ..kernel.rows import (
     EventRow,
     ExistingTask,
     GoalBlocker,
+    GoalDetail,
     GoalRow,
     ReviewRow,
     RunRow,
@@ -264,21 +265,6 @@ class InboxAnswer(TypedDict):
 
 
 # -- goals ----------------------------------------------------------------------------------------
-
-
-class GoalTask(TypedDict):
-    id: str
-    title: str
-    status: str
-    assignee: str | None
-    priority: int
-    block_reason: str | None
-
-
-class GoalDetail(GoalRow):
-    """``GET /api/goals/{id}``: the goal, its progress and its tasks."""
-
-    tasks: list[GoalTask]
 
 
 @with_config(ConfigDict(extra="allow"))

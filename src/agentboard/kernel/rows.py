@@ -289,6 +289,21 @@ class GoalRow(TypedDict):
     done: NotRequired[int]
 
 
+class GoalTask(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    priority: int
+    block_reason: str | None
+
+
+class GoalDetail(GoalRow):
+    """``GET /api/goals/{id}``: the goal, its progress and its tasks."""
+
+    tasks: list[GoalTask]
+
+
 class BoardRow(TypedDict):
     slug: str
     name: str
@@ -389,5 +404,5 @@ class TenantRow(TypedDict):
     n: int
 
 
-__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalRow", "CreatedTask",
+__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "CreatedTask",
            "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "TenantRow", "WakeRow", "WikiPage"]
