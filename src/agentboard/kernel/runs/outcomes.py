@@ -216,3 +216,5 @@ def update_run(db: Database, run_id: int, **fields: Any) -> None:
         raise InvalidInput(f"cannot set run fields {sorted(bad)}")
     if "metadata" in fields and not isinstance(fields["metadata"], str):
         fields["metadata"] = dump_json(fields["metadata"])
+    if fields:
+        db.write(_update_run, run_id, fields)

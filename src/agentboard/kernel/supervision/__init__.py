@@ -15,6 +15,7 @@ others become one **supervision task** per subject (``tasks.purpose = 'supervisi
 to the supervisor profile, its body the context: wake ids, subjects, the failure history), which
 the dispatcher starts like any task, under the same caps. The supervisor marks its wakes handled
 (:func:`handle`); a wake it leaves open expires (:func:`reconcile`), re-fires once, then is
+escalated to a person.
 
 The code lives in four modules: ``waking`` (wakes enqueued by the hooks, replan proposals),
 ``sweep`` (taking due wakes, expiry, the sweep), ``tools`` (the supervisor's writes) and ``reads``
