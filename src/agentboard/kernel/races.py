@@ -38,8 +38,9 @@ from ..store.engine import Database, Row, Tx, in_list
 from .attempts import gate
 from .common import get_task, task_out
 from .runs import Verdict, request_review_in, review_in
-from .tasks import NewTask, _archive, _block
-from .tasks import create_in as create_task_in
+from .tasks.creation import NewTask
+from .tasks.creation import create_in as create_task_in
+from .tasks.moves import _archive, _block
 
 #: ``tasks.purpose`` of an attempt's own task
 ATTEMPT = "attempt"
