@@ -89,9 +89,11 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         slug = read_board(request, who, board)
     else:
         slug = write_board(request, who, board)
+    fields = data.new_task_fields()
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
-    host_access.authorize(who.host, verify=data.verify, workspace=data.workspace, branch=data.branch)
-    task = tasks.create(state(request).db, slug, data.title, actor=who.name, **data.new_task_fields())
+    host_access.authorize(who.host, verify=fields.get("verify"), workspace=fields.get("workspace"),
+                          branch=fields.get("branch"))
+    task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
     return Json(task, status_code=201)
 
 
