@@ -24,9 +24,13 @@ from .test_auth import _writes
 
 pytestmark = pytest.mark.xdist_group("api-openapi")
 
-#: read routes read again with options that change what they answer
+#: read routes read again with options that change what they answer (``{name}``: an id of :func:`fill`)
 VARIANTS = {
     "/api/board": ["lanes=true&include_archived=true&supervision=true"],
+    "/api/budgets": ["scope=task&ref={child}", "scope=profile&ref=worker", "scope=board&ref=default"],
+    "/api/goals": ["status=active"],
+    "/api/supervisor/wakes": ["status=pending"],
+    "/api/tasks/{task_id}": ["events=0"],
     "/api/boards": ["include_archived=true"],
     "/api/tasks": ["supervision=true&include_archived=true"],
     "/api/tokens": ["include_revoked=true"],
@@ -111,7 +115,7 @@ def _read_every_route(api: Api, ids: dict[str, Any], spec: dict[str, Any]) -> in
         assert not unknown, f"GET {path}: give tests/api/boardfill.py's fill() an id for {sorted(unknown)}"
         rounds = [dict(ids, task_id=ids[k]) for k in TASK_KEYS] if params == {"task_id"} else [ids]
         urls = [fill_path(path, values) for values in rounds]
-        urls += [f"{path}?{query}" for query in VARIANTS.get(path, [])]
+        urls += [fill_path(f"{path}?{query}", ids) for query in VARIANTS.get(path, [])]
         for url in urls:
             r = api.as_admin.get(url)
             assert r.status_code == 200, f"GET {url}: {r.status_code} {r.text[:300]}"
