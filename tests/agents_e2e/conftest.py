@@ -7,7 +7,8 @@ adapter's defaults is the endpoint:
 
 - Claude Code: ``--env ANTHROPIC_BASE_URL=<server> --env ANTHROPIC_API_KEY=<any>``;
 - Codex: ``--env CODEX_HOME=<dir>`` whose ``config.toml`` names the server as its model
-  provider (``wire_api = "responses"``), with the provider's key in ``--env``.
+  provider (``wire_api = "responses"``), with the provider's key in ``--env``;
+- Gemini CLI: ``--env GOOGLE_GEMINI_BASE_URL=<server> --env GEMINI_API_KEY=<any>``.
 
 `scripts/test` installs the four CLIs into `.cache/agentclis`; locally a missing one skips its
 tests with a reason, under CI=true it fails them.
@@ -132,6 +133,11 @@ class Board:
     def codex(self, model: Model, name: str = "codex1", *more: str) -> str:
         self("profiles", "add", name, "--adapter", "codex", "--command", real_cli("codex"),
              "--env", f"CODEX_HOME={self.codex_home(model)}", "--env", "SCRIPTED_API_KEY=sk-scripted", *more)
+        return name
+
+    def gemini(self, model: Model, name: str = "gemini1", *more: str) -> str:
+        self("profiles", "add", name, "--adapter", "gemini", "--command", real_cli("gemini"),
+             "--env", f"GOOGLE_GEMINI_BASE_URL={model.url}", "--env", "GEMINI_API_KEY=sk-scripted", *more)
         return name
 
     def codex_home(self, model: Model) -> Path:

@@ -51,6 +51,7 @@ from typing import Any
 
 DEFAULT_USAGE = {"input_tokens": 1200, "output_tokens": 30}
 _CWD = [re.compile(r"<cwd>([^<\n]+)</cwd>"), re.compile(r"Primary working directory: (\S+)"),
+        re.compile(r"Workspace Directories:\*\*\n\s*- (/\S+)"),
         re.compile(r"Working directory: (\S+)"), re.compile(r"working directory is:? ?`?(/[^\s`'\"]+)"),
         re.compile(r"current working directory[^/\n]*?(/[^\s`'\"]+)", re.I)]
 
@@ -64,7 +65,7 @@ class Script:
         self.used = 0
         self.lock = threading.Lock()
 
-    def next_reply(self, agentic: bool, body: dict[str, Any], route: str) -> dict[str, Any]:
+    def next_reply(self, agentic: bool, body: dict[str, Any], route: str, self_path: str = "") -> dict[str, Any]:
         with self.lock:
             try:
                 data = json.loads(self.path.read_text())
@@ -78,8 +79,8 @@ class Script:
                 self.used += 1
             reply.setdefault("usage", data.get("usage") or DEFAULT_USAGE)
             with self.log.open("a") as fh:
-                fh.write(json.dumps({"at": time.time(), "route": route, "turn": index, "agentic": agentic,
-                                     "body": body}) + "\n")
+                fh.write(json.dumps({"at": time.time(), "route": route, "path": self_path, "turn": index,
+                                     "agentic": agentic, "body": body}) + "\n")
             return reply
 
 
@@ -164,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"no route {path}"}})
             return
-        reply = self.script.next_reply(bool(_tool_names(body)), body, route)
+        reply = self.script.next_reply(bool(_tool_names(body)), body, route, self.path)
         reply = _fill(reply, _cwd_of(body))
         if reply.get("status"):
             self._error(route, reply)
@@ -379,7 +380,12 @@ class Handler(BaseHTTPRequestHandler):
     def _gemini(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
         usage = reply["usage"]
         parts: list[dict[str, Any]] = []
-        if reply.get("text") or not reply.get("calls"):
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        if schema and not reply.get("calls") and config.get("responseMimeType") == "application/json":
+            # a side request that wants JSON (Gemini CLI's model router): the smallest valid answer
+            parts.append({"text": json.dumps(_example(schema))})
+        elif reply.get("text") or not reply.get("calls"):
             parts.append({"text": str(reply.get("text") or "OK")})
         for call in reply.get("calls") or []:
             name, args = _gemini_call(call)
@@ -448,13 +454,24 @@ def _chat_call(call: dict[str, Any], i: int) -> dict[str, Any]:
             "function": {"name": name, "arguments": json.dumps(args)}}
 
 
+def _example(schema: dict[str, Any]) -> Any:
+    """The smallest value that fits a JSON schema (OpenAPI-style upper-case types too)."""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type") or "object").lower()
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {k: _example(v) for k, v in props.items() if k in (schema.get("required") or props)}
+    return {"string": "scripted", "integer": 10, "number": 0.5, "boolean": False, "array": []}.get(kind)
+
+
 def _gemini_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if "write" in call:
         return "write_file", {"file_path": call["write"]["path"], "content": call["write"]["content"]}
     if "shell" in call:
         return "run_shell_command", {"command": call["shell"], "description": "run a command"}
     if "mcp" in call:
-        return str(call["mcp"]), dict(call.get("args") or {})
+        return f"mcp_agentboard_{call['mcp']}", dict(call.get("args") or {})
     return str(call["tool"]), dict(call.get("input") or {})
 
 
