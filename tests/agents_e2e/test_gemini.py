@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .conftest import Board, Model, branch_files
@@ -39,3 +40,29 @@ def test_a_gemini_worker_writes_commits_heartbeats_and_completes_through_mcp_in_
     assert run["input_tokens"] and run["input_tokens"] >= 5 * 800 and run["output_tokens"] >= 5 * 20
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
     assert tid in beats and "wrote hello.txt" in beats
+
+
+def test_a_gemini_worker_without_a_valid_key_waits_for_a_person_with_the_login_command(
+        board: Board, model: Model) -> None:
+    model.script({"status": 401})
+    profile = board.gemini(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
+    assert "could not sign in" in str(task) and "GEMINI_API_KEY" in str(task), task
+
+
+def test_a_rate_limited_gemini_worker_blocks_its_task_until_the_reset_time(board: Board, model: Model) -> None:
+    model.script({"status": 429, "reset_in": 7200})
+    profile = board.gemini(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+    before = time.time()
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "rate_limited", task
+    assert before + 7100 < float(task["cooldown_until"]) < time.time() + 7300, task

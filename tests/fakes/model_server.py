@@ -247,9 +247,18 @@ class Handler(BaseHTTPRequestHandler):
             kind = {429: "rate_limit_error", 401: "authentication_error", 500: "api_error"}.get(status, "api_error")
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
         elif route == "gemini":
-            self._json(status, {"error": {"code": status, "message": message,
-                                          "status": {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED"}.get(
-                                              status, "INTERNAL")}}, headers)
+            error = {"code": status, "message": message,
+                     "status": {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED"}.get(status, "INTERNAL")}
+            if status == 429:  # as the Gemini API says it: the quota, and when to retry
+                reset_in = int(reply.get("reset_in", 3600))
+                error["message"] = (f"You exceeded your current quota, please check your plan and billing details. "
+                                    f"Please retry in {reset_in}s.")
+                error["details"] = [
+                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                         "quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}]},
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{reset_in}s"}]
+            self._json(status, {"error": error}, headers)
         else:
             code = {429: "rate_limit_exceeded", 401: "invalid_api_key", 500: "server_error"}.get(status, "error")
             error: dict[str, Any] = {"message": message, "type": code, "code": code}
