@@ -116,6 +116,8 @@ class TaskCreate(Body):
     verify: list[str] = _task_field("verify")
     not_before: float | str | None = _task_field("not_before")
     model: str | None = _task_field("model")
+    race: list[str] = _task_field("race")
+    race_until: str | None = _task_field("race_until")
 
     def new_task_fields(self) -> dict[str, Any]:
         """The new-task fields given, checked by ``task_fields.checked`` (before the host-access

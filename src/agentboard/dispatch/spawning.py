@@ -221,7 +221,8 @@ class Spawner:
             at = Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement, board_row=board)
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
                                                  identity=self.identity(at, token), loaded=loaded,
-                                                 workspace_info=info, enrich=diffs.with_git))
+                                                 workspace_info=info,
+                                                 enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
         return self.launch(at, prompt_file, token)
