@@ -198,7 +198,7 @@ class LocalOps:
         out = finish.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
                               usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
         if out.get("status") == "review":
-            out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+            out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def block(self, task_id: str, reason: str) -> dict[str, Any]:
@@ -220,7 +220,9 @@ class LocalOps:
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
                                   actor=self.scope.actor)
-        out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+        from ..dispatch import finish
+
+        out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]:

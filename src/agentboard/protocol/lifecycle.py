@@ -228,7 +228,7 @@ def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
     actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
-    complete: Completer | None = None,
+    complete: Completer | None = None, apply_verdict: review.VerdictApplier,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -278,7 +278,7 @@ def _verify_and_complete(
                             f"{done.get('block_reason') or ''}")
     note = f"completed; task is {done['status']}"
     if done["status"] == states.REVIEW:
-        rv = review.on_review_entered(db, settings, board, task_id)
+        rv = review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
         note += f"; review: {rv.get('action')}"
     return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
 
@@ -303,7 +303,8 @@ def _ingest(db: Database, settings: Settings, board: str, task_id: str, data: di
 
 
 def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
-             log_path: Path | None, parsed: result.Parsed, attempt: int) -> ExitDecision:
+             log_path: Path | None, parsed: result.Parsed, attempt: int,
+             apply_verdict: review.VerdictApplier) -> ExitDecision:
     summary = repair.extract_summary(log_path, parsed.raw)
     raw = boarddir.result_path(workspace)
     try:
@@ -317,20 +318,22 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
                            "raw_result": kept}, run_id=run_id)
     boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
                             "the task went to review with a summary extracted from the worker's output.\n")
-    rv = review.on_review_entered(db, settings, board, task_id)
+    rv = review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
     return ExitDecision(ExitAction.HANDLED, note=f"result degraded to review; review: {rv.get('action')}")
 
 
 def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
                exit_code: int | None, log_path: Path | None, attempt: int = 0,
                verifying: Callable[[], verify.Setup] | None = None, *,
-               complete: Completer | None = None) -> ExitDecision:
+               complete: Completer | None = None, apply_verdict: review.VerdictApplier) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
     ``attempt`` is 0 after the worker itself, N after the N-th repair attempt. ``verifying``:
     how the task's checks run — confined like the worker, with its environment
     (``dispatch.spawning.Spawner.verifying``); without it they run as the dispatcher.
-    ``complete``: see :data:`Completer`.
+    ``complete``: see :data:`Completer`. ``apply_verdict``: how a heuristic reviewer's verdict
+    is applied when the task lands in review (the dispatcher's ``dispatch.finish.review``, the
+    one road to done).
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
@@ -340,7 +343,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         return ExitDecision(ExitAction.HANDLED, note=f"task {task_id} or run {run_id} no longer exists")
     if task["status"] != states.RUNNING or task["current_run_id"] != run_id:
         if task["status"] == states.REVIEW and run.get("outcome") == "review_requested":
-            review.on_review_entered(db, settings, board, task_id)
+            review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
         return ExitDecision(ExitAction.HANDLED, note=f"run {run_id} is already closed (task is {task['status']})")
     # the exit code is stored by the call that closes the run (complete / fail); the other paths
     # store it first
@@ -357,7 +360,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
             usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
-            verifying=verifying, complete=complete)
+            verifying=verifying, complete=complete, apply_verdict=apply_verdict)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
@@ -381,7 +384,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
                            actor="dispatcher", ttl=int(deadline) + settings.claim_ttl)
             return ExitDecision(ExitAction.REPAIR, prompt_file=prompt, deadline_seconds=deadline,
                                 note=f"result.json invalid ({len(parsed.errors)} errors); repair attempt {n}")
-        return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt)
+        return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt, apply_verdict)
 
     data = parsed.data or {}
     if attempt > 0:
@@ -401,7 +404,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, exit_code=exit_code, verifying=verifying, complete=complete)
+                                    actor=actor, exit_code=exit_code, verifying=verifying, complete=complete,
+                                    apply_verdict=apply_verdict)
     if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision
