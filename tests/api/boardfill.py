@@ -48,6 +48,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     in_git = b.create("in a repository", assignee="worker", workspace=f"dir:{repo}")
     idea = b.create("an idea", triage=True)
     b.create("for someone without a profile", assignee="someone")
+    race = c.post("/api/tasks", json={"title": "a race", "race": ["worker", "worker"]})
+    race.raise_for_status()
     b.comment(done["id"], "a note for @worker", author="alice")
     attachment = b.attach(done["id"], "notes.txt", data=b"hello")
     c.patch(f"/api/tasks/{child['id']}", json={"goal_id": goal["id"]}).raise_for_status()
@@ -77,7 +79,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
             "name": "pair", "page": "notes", "attachment_id": attachment["id"], "sub_id": sub.json()["id"],
             "schedule_id": sched.json()["id"], "scope": "board", "ref": "default",
             "parent": parent["id"], "child": child["id"], "review": reviewed["id"], "running": running["id"],
-            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"]}
+            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"],
+            "race": race.json()["id"]}
 
 
 def fill_path(path: str, ids: dict[str, Any]) -> str:

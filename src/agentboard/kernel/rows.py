@@ -67,6 +67,9 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
+    #: a race: ``all`` / ``first-pass`` on the race's task; on an attempt's own task, its race
+    race_until: str | None
+    race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
     closed_run_id: NotRequired[int]
     run_id: NotRequired[int | None]
@@ -101,6 +104,21 @@ class CreatedTask(TypedDict):
     current_run_id: int | None
     consecutive_failures: int
     not_before: float | None
+    #: the assignee names no profile: the dispatcher will not start the task until one is added
+    warnings: NotRequired[list[str]]
+    #: a race: when it ends, and its attempts
+    race_until: NotRequired[str]
+    attempts: NotRequired[list[NewAttempt]]
+
+
+class NewAttempt(TypedDict):
+    """An attempt of a race just created."""
+
+    n: int
+    profile: str
+    model: str | None
+    branch: str
+    state: str
 
 
 class ExistingTask(TaskRow):
@@ -140,6 +158,27 @@ class TaskCard(TypedDict):
     model: str | None
     cooldown_until: float | None
     purpose: str | None
+    race_until: str | None
+
+
+class RaceAttemptCard(TypedDict):
+    """One attempt as a race's card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """What a race's card shows: its attempts and its badge (``race 1/3 passed``)."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class DecomposeBackoff(TypedDict):
@@ -160,6 +199,7 @@ class BoardTask(TaskCard):
     #: set when the assignee names no profile (nothing will run it)
     assignee_unknown: NotRequired[bool]
     decompose_backoff: NotRequired[DecomposeBackoff]
+    race: NotRequired[RaceCard]
 
 
 class RunReview(TypedDict):
@@ -203,6 +243,8 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
+    #: the race attempt the run belongs to
+    race_attempt: int | None
 
 
 class EventRow(TypedDict):
@@ -319,6 +361,7 @@ class TaskDetail(TaskRow):
     reviews: list[ReviewRow]
     #: None when the goal is on another board
     goal: NotRequired[TaskGoal | None]
+    race: NotRequired[RaceCard]
 
 
 class GoalBlocker(TypedDict):
@@ -555,7 +598,8 @@ __all__ = [
     "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
     "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
     "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
-    "GoalTask", "Lane", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "ReviewRow", "RunReview", "RunRow",
-    "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview", "SupervisorPanel", "SupervisorStatus",
-    "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow", "WakeRow", "WikiPage"
+    "GoalTask", "Lane", "NewAttempt", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
+    "RaceCard", "ReviewRow", "RunReview", "RunRow", "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview",
+    "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow",
+    "WakeRow", "WikiPage"
 ]
