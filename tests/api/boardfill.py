@@ -47,9 +47,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     (repo / "b.txt").write_text("new\n")
     in_git = b.create("in a repository", assignee="worker", workspace=f"dir:{repo}")
     idea = b.create("an idea", triage=True)
+    race = b.create("a race", assignee="worker", race=["worker", "worker:other-model"])
     b.create("for someone without a profile", assignee="someone")
-    race = c.post("/api/tasks", json={"title": "a race", "race": ["worker", "worker"]})
-    race.raise_for_status()
     b.comment(done["id"], "a note for @worker", author="alice")
     attachment = b.attach(done["id"], "notes.txt", data=b"hello")
     c.patch(f"/api/tasks/{child['id']}", json={"goal_id": goal["id"]}).raise_for_status()
@@ -80,7 +79,7 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
             "schedule_id": sched.json()["id"], "scope": "board", "ref": "default",
             "parent": parent["id"], "child": child["id"], "review": reviewed["id"], "running": running["id"],
             "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"],
-            "race": race.json()["id"]}
+            "race": race["id"]}
 
 
 def fill_path(path: str, ids: dict[str, Any]) -> str:

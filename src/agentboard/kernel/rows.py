@@ -67,7 +67,7 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
-    #: a race: ``all`` / ``first-pass`` on the race's task; on an attempt's own task, its race
+    #: a race's ``all``/``first-pass``; on an attempt's own task, the race it belongs to
     race_until: str | None
     race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
@@ -159,10 +159,12 @@ class TaskCard(TypedDict):
     cooldown_until: float | None
     purpose: str | None
     race_until: str | None
+    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    race: NotRequired[RaceCard]
 
 
 class RaceAttemptCard(TypedDict):
-    """One attempt as a race's card shows it."""
+    """One attempt of a race as its card shows it."""
 
     n: int
     profile: str
@@ -170,12 +172,12 @@ class RaceAttemptCard(TypedDict):
     state: str
     outcome: str | None
     verification: str | None
-    cost_usd: float
+    cost_usd: float | None
     picked: bool
 
 
 class RaceCard(TypedDict):
-    """What a race's card shows: its attempts and its badge (``race 1/3 passed``)."""
+    """A race's attempts and its badge (``race 1/3 passed``)."""
 
     attempts: list[RaceAttemptCard]
     badge: str
@@ -199,7 +201,6 @@ class BoardTask(TaskCard):
     #: set when the assignee names no profile (nothing will run it)
     assignee_unknown: NotRequired[bool]
     decompose_backoff: NotRequired[DecomposeBackoff]
-    race: NotRequired[RaceCard]
 
 
 class RunReview(TypedDict):
@@ -243,7 +244,7 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
-    #: the race attempt the run belongs to
+    #: the race attempt this run belongs to
     race_attempt: int | None
 
 
@@ -359,9 +360,10 @@ class TaskDetail(TaskRow):
     runs: list[RunRow]
     attachments: list[DetailAttachment]
     reviews: list[ReviewRow]
+    #: a race's attempts and badge
+    race: NotRequired[RaceCard]
     #: None when the goal is on another board
     goal: NotRequired[TaskGoal | None]
-    race: NotRequired[RaceCard]
 
 
 class GoalBlocker(TypedDict):
