@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import copy_template
 
 from agentboard.dispatch import finish
 from agentboard.domain.errors import InvalidInput
@@ -75,7 +76,8 @@ def _cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.Complet
                           input=stdin, timeout=60)
 
 
-def test_wiki_cli(home: Path, tmp_path: Path) -> None:
+def test_wiki_cli(home: Path, tmp_path: Path, sqlite_template: Path) -> None:
+    copy_template(sqlite_template, home)
     page = tmp_path / "deploy.md"
     page.write_text("Use the blue/green switch.\n")
     assert _cli(home, "wiki", "list").stdout.strip() == "No wiki pages."
