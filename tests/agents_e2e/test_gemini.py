@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .conftest import Board, Model, branch_files
+from .conftest import Board, Model, branch_files, real_cli
 
 WORK = [
     {"calls": [{"write": {"path": "{cwd}/hello.txt", "content": "hello from gemini"}}]},
@@ -66,3 +66,17 @@ def test_a_rate_limited_gemini_worker_blocks_its_task_until_the_reset_time(board
     task = board.task(tid)
     assert task["status"] == "blocked" and task["block_kind"] == "rate_limited", task
     assert before + 7100 < float(task["cooldown_until"]) < time.time() + 7300, task
+
+
+def test_a_gemini_profile_with_an_endpoint_and_no_key_waits_for_a_person_without_asking_the_model(
+        board: Board, model: Model) -> None:
+    board("profiles", "add", "nokey", "--adapter", "gemini", "--command", real_cli("gemini"),
+          "--env", f"GOOGLE_GEMINI_BASE_URL={model.url}")
+    tid = str(board.json("create", "add hello.txt", "--assignee", "nokey")["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
+    assert "GEMINI_API_KEY" in str(task), task
+    assert model.requests(agentic=False) == []
