@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .conftest import Board, Model, branch_files, real_cli
+from .conftest import Board, Model, branch_files, real_cli, wait_for
 
 WORK = [
     {"calls": [{"write": {"path": "{cwd}/hello.txt", "content": "hello from gemini"}}]},
@@ -40,6 +40,23 @@ def test_a_gemini_worker_writes_commits_heartbeats_and_completes_through_mcp_in_
     assert run["input_tokens"] and run["input_tokens"] >= 5 * 800 and run["output_tokens"] >= 5 * 20
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
     assert tid in beats and "wrote hello.txt" in beats
+
+
+def test_a_gemini_worker_under_the_dispatcher_process_reaches_review_with_its_summary(
+        board: Board, model: Model) -> None:
+    model.script(WORK[0], {"calls": [{"mcp": "kanban_complete", "args": {"summary": "hello.txt for review"}}]},
+                 {"text": "over to review"})
+    profile = board.gemini(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile, "--review")["id"])
+
+    board.start("dispatcher", "--interval", "1")
+    task = wait_for(lambda: (t := board.task(tid))["status"] in ("review", "done", "blocked") and t,
+                    what="the task to leave running")
+    assert task["status"] == "review" and "hello.txt for review" in str(task), task
+    run = wait_for(lambda: (r := _runs(board, tid)[0]).get("exit_code") is not None and r,
+                   what="the worker's exit to be recorded")
+    assert run["exit_code"] == 0 and run["input_tokens"] and len(_runs(board, tid)) == 1
+    assert (board.repo / ".worktrees" / tid / "hello.txt").read_text() == "hello from gemini"
 
 
 def test_a_gemini_worker_without_a_valid_key_waits_for_a_person_with_the_login_command(
