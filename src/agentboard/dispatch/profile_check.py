@@ -66,7 +66,7 @@ REFUSALS = ("unexpected argument", "unknown option", "Unknown argument", "Not en
 STARTED = {
     "claude": ('"type":"result"',),
     "codex": ('"turn.started"', '"thread.started"'),
-    "gemini": ('"type":"init"', "Please set an Auth method", "fetch failed"),
+    "gemini": ('"type":"init"', "Please set an Auth method", "must specify the GEMINI_API_KEY", "fetch failed"),
     "opencode": ('"type":"error"', '"type":"step_start"', "Unable to connect", "ProviderModelNotFoundError"),
 }
 #: seconds the flag check gives a CLI to reach its login or its service
