@@ -18,9 +18,9 @@ BAD = ("printf 'bad\\n' > notes.txt && git commit -qam 'bad change' && "
 CHECK = "grep -q good notes.txt"
 
 
-def race_board(ab: Any, tmp_path: Path, integrate: str = "merge") -> tuple[Any, Path]:
+def race_board(ab: Any, tmp_path: Path, integrate: str = "merge", **settings: Any) -> tuple[Any, Path]:
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
-    ab.create_board("race", workdir=str(repo), settings={"integrate": integrate})
+    ab.create_board("race", workdir=str(repo), settings={"integrate": integrate, **settings})
     ab.add_profile("good", command=sh(GOOD))
     ab.add_profile("bad", command=sh(BAD))
     return ab.board("race"), repo
@@ -74,7 +74,8 @@ def test_first_pass_picks_the_first_passing_attempt_and_stops_the_others(ab, tmp
     ab.add_profile("slow", command=sh("sleep 120"))
     tid = create_race(ab, "--race", "slow,good", "--race-until", "first-pass")
     dispatcher()
-    wait_for(lambda: board.show(tid)["status"] == "done", what="the first passing attempt to win", timeout=60)
+    wait_for(lambda: board.show(tid)["integration"] == "merged", what="the first passing attempt to win",
+             timeout=60)
     race = attempts(ab, tid)
     by_n = {a["n"]: a for a in race["attempts"]}
     assert by_n[2]["picked"] and not by_n[1]["picked"]
@@ -216,3 +217,20 @@ def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_funct
             assert [t["id"] for t in board.list()] == [tid]
     finally:
         server.stop()
+
+
+def test_the_reviewer_agent_reads_every_attempts_diff_and_picks_the_winner(ab, tmp_path, dispatcher):
+    board, repo = race_board(ab, tmp_path, reviewer="profile:judge")
+    judge = ("n=$(awk '/^### Attempt /{n=$3} /^[+]good/{print n; exit}' .board/review-context.md) && "
+             "printf '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"attempt %s writes good\", "
+             "\"pick\": %s}' \"$n\" \"$n\" > .board/review-verdict.json")
+    ab.add_profile("judge", command=sh(judge))
+    tid = create_race(ab, "--race", "bad,good")
+    dispatcher()
+    # done, then the integration's record (finish.pick records it right after the transition)
+    wait_for(lambda: board.show(tid)["integration"] == "merged", what="the reviewer to pick the winner", timeout=90)
+    t = board.show(tid)
+    assert (t["branch_name"], t["integration"]) == (f"ab/{tid}-a2", "merged")
+    assert (repo / "notes.txt").read_text() == "good\n"
+    won = events(board, tid, "race_won")
+    assert [(e["payload"]["n"], e["actor"]) for e in won] == [(2, "judge")]
