@@ -146,6 +146,13 @@ def test_every_attempt_failing_blocks_the_race_with_each_failure_and_integrates_
     assert events(board, tid, "race_failed")
     refused = cli(ab.home, "pick", tid, "1")
     assert refused.returncode != 0
+    # unblocked, the race runs its failed attempts again, each from its own branch
+    out = cli(ab.home, "unblock", tid)
+    assert out.returncode == 0, out.stderr
+    wait_for(lambda: events(board, tid, "race_started")[-1]["payload"].get("again") == [1, 2],
+             what="the race to start again")
+    wait_for(lambda: board.show(tid)["status"] == "blocked", what="the race to fail again", timeout=60)
+    assert {a["runs"] for a in attempts(ab, tid)["attempts"]} == {2}
 
 
 def test_archiving_a_running_race_stops_every_attempt(ab, tmp_path, dispatcher):
