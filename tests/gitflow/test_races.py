@@ -241,3 +241,20 @@ def test_the_reviewer_agent_reads_every_attempts_diff_and_picks_the_winner(ab, t
     assert (repo / "notes.txt").read_text() == "good\n"
     won = events(board, tid, "race_won")
     assert [(e["payload"]["n"], e["actor"]) for e in won] == [(2, "judge")]
+
+
+def test_a_race_whose_budget_shrank_before_it_started_is_blocked_naming_the_limit(ab, tmp_path, dispatcher):
+    board, repo = race_board(ab, tmp_path)
+    parent = board.create("Decide what to fix", assignee="alice")  # a person: never dispatched
+    tid = create_race(ab, "--race", "good,bad", "--parent", parent["id"])
+    assert board.show(tid)["status"] == "todo"
+    out = cli(ab.home, "budget", "set", "--profile", "bad", "--max-runs", "0")
+    assert out.returncode == 0, out.stderr
+    dispatcher()
+    board.complete(parent["id"], summary="decided")
+    wait_for(lambda: board.show(tid)["status"] == "blocked", what="the race to be refused", timeout=60)
+    t = board.show(tid)
+    assert "attempt 2 of 2 (bad) cannot start" in t["block_reason"] and "max-runs" in t["block_reason"]
+    # no attempt started: not one task was made for them, not one run
+    assert all(a["state"] == "pending" and a["attempt_task_id"] is None for a in attempts(ab, tid)["attempts"])
+    assert events(board, tid, "race_refused")
