@@ -67,6 +67,10 @@ def test_a_race_until_all_goes_to_review_and_the_pick_integrates_exactly_the_win
     t = board.show(tid)
     assert (t["status"], t["branch_name"], t["integration"]) == ("done", by_n[2]["branch"], "merged")
     assert [e["payload"]["n"] for e in events(board, tid, "race_won")] == [2]
+    shown = cli(ab.home, "show", tid).stdout
+    assert "race 1/2 passed (until all): 1 bad failed, 2 good done *picked*" in shown
+    listed = cli(ab.home, "attempts", tid).stdout
+    assert "race 1/2 passed" in listed and "wrote the good line" in listed
 
 
 def test_first_pass_picks_the_first_passing_attempt_and_stops_the_others(ab, tmp_path, dispatcher):
