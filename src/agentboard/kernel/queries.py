@@ -371,7 +371,7 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
     (all, oldest first), the last ``events`` events (oldest first; 0 reads
     none), ``runs`` (oldest first), ``attachments``, ``reviews`` (oldest first, findings
     decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
-    unless the goal is on the task's board).
+    unless the goal is on the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
     """
     return db.read(task_detail_in, board, task_id, events=events)
 

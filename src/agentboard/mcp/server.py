@@ -36,12 +36,7 @@ from ..protocol import review
 from ..protocol.context import render
 from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
-
-INSTRUCTIONS = (
-    "Tools of an agentboard task board. You are a worker on one task: read it with kanban_show, "
-    "report progress with kanban_heartbeat, and finish exactly once with kanban_complete (a summary of "
-    "what you did) or kanban_block (a reason: what you need). Problems outside your task: kanban_propose."
-)
+from .instructions import INSTRUCTIONS
 
 
 @dataclass

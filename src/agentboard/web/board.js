@@ -6,10 +6,8 @@ import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
-  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, movesFrom, profileNames, scope, state,
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, meta as domainMeta, movesFrom, profileNames, scope, state,
 } from "./state.js";
-
-const CREATABLE = new Set(["triage", "todo", "ready"]);
 
 // ---- icons (inline SVG, no external assets) ----------------------------------------------------
 
@@ -148,7 +146,7 @@ function renderColumn(col) {
   if (col.count > col.tasks.length) {
     body.appendChild(h("div.column-more", `showing ${col.tasks.length} of ${col.count} — filter to narrow`));
   }
-  const addBtn = CREATABLE.has(status)
+  const addBtn = domainMeta.createStatuses.includes(status)
     ? h("button.icon-btn.column-add", {
       type: "button", title: `New task in ${STATUS_LABEL[status]}`, "aria-label": `New task in ${STATUS_LABEL[status]}`,
       onclick: () => openCreate(status),
