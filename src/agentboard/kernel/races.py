@@ -67,9 +67,10 @@ def _race(tx: Tx, board: str, task_id: str, *, lock: bool = False) -> Row:
 
 
 def attempts(db: Database, board: str, task_id: str) -> Row:
-    """A race: its task and its attempts, each with its own task's workspace and status."""
+    """A race: its task and its attempts, each with its own task's workspace and status (a task
+    that is no race has none)."""
     def _r(tx: Tx) -> Row:
-        task = task_out(_race(tx, board, task_id))
+        task = task_out(get_task(tx, board, task_id))
         rows = _attempts(tx, task_id)
         ids = [r["attempt_task_id"] for r in rows if r["attempt_task_id"]]
         params: dict[str, Any] = {}
@@ -376,6 +377,8 @@ def settle_one(db: Database, board: str, task_id: str, *, actor: str = "dispatch
 def check_pick(db: Database, board: str, task_id: str, n: int) -> Row:
     """The race and attempt ``n`` if it may be picked now; raises ``Conflict``/``NotFound``."""
     race = attempts(db, board, task_id)
+    if not race.get("race_until"):
+        raise InvalidInput(f"task {task_id} is not a race (create one with `agentboard create TITLE --race P1,P2`)")
     rows = race["attempts"]
     why = _pick_refusal(race, rows, int(n))
     if why:

@@ -67,10 +67,43 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
+    #: a race (``all``/``first-pass``); on an attempt's own task, the race it runs for
+    race_until: str | None
+    race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
     closed_run_id: NotRequired[int]
     run_id: NotRequired[int | None]
     promoted: NotRequired[list[str]]
+
+
+class CreatedAttempt(TypedDict):
+    """An attempt of a race as its creation returns it."""
+
+    n: int
+    profile: str
+    model: str | None
+    branch: str
+    state: str
+
+
+class RaceAttemptCard(TypedDict):
+    """An attempt as a race's card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """What a race's card and detail show: its attempts and ``race 1/3 passed``."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class CreatedTask(TypedDict):
@@ -101,6 +134,9 @@ class CreatedTask(TypedDict):
     current_run_id: int | None
     consecutive_failures: int
     not_before: float | None
+    #: a race: when it ends and its attempts
+    race_until: NotRequired[str]
+    attempts: NotRequired[list[CreatedAttempt]]
 
 
 class ExistingTask(TaskRow):
@@ -140,6 +176,7 @@ class TaskCard(TypedDict):
     model: str | None
     cooldown_until: float | None
     purpose: str | None
+    race_until: str | None
 
 
 class DecomposeBackoff(TypedDict):
@@ -160,6 +197,7 @@ class BoardTask(TaskCard):
     #: set when the assignee names no profile (nothing will run it)
     assignee_unknown: NotRequired[bool]
     decompose_backoff: NotRequired[DecomposeBackoff]
+    race: NotRequired[RaceCard]
 
 
 class RunReview(TypedDict):
@@ -203,6 +241,8 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
+    #: the race attempt the run belongs to (``attempts.n``)
+    race_attempt: int | None
 
 
 class EventRow(TypedDict):
@@ -319,6 +359,7 @@ class TaskDetail(TaskRow):
     reviews: list[ReviewRow]
     #: None when the goal is on another board
     goal: NotRequired[TaskGoal | None]
+    race: NotRequired[RaceCard]
 
 
 class GoalBlocker(TypedDict):
