@@ -67,7 +67,7 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
-    #: a race (``all``/``first-pass``); on an attempt's own task, the race it runs for
+    #: a race's ``all``/``first-pass``; on an attempt's own task, the race it belongs to
     race_until: str | None
     race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
@@ -84,26 +84,6 @@ class CreatedAttempt(TypedDict):
     model: str | None
     branch: str
     state: str
-
-
-class RaceAttemptCard(TypedDict):
-    """An attempt as a race's card shows it."""
-
-    n: int
-    profile: str
-    model: str | None
-    state: str
-    outcome: str | None
-    verification: str | None
-    cost_usd: float
-    picked: bool
-
-
-class RaceCard(TypedDict):
-    """What a race's card and detail show: its attempts and ``race 1/3 passed``."""
-
-    attempts: list[RaceAttemptCard]
-    badge: str
 
 
 class CreatedTask(TypedDict):
@@ -177,6 +157,28 @@ class TaskCard(TypedDict):
     cooldown_until: float | None
     purpose: str | None
     race_until: str | None
+    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    race: NotRequired[RaceCard]
+
+
+class RaceAttemptCard(TypedDict):
+    """One attempt of a race as its card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float | None
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """A race's attempts and its badge (``race 1/3 passed``)."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class DecomposeBackoff(TypedDict):
@@ -197,7 +199,6 @@ class BoardTask(TaskCard):
     #: set when the assignee names no profile (nothing will run it)
     assignee_unknown: NotRequired[bool]
     decompose_backoff: NotRequired[DecomposeBackoff]
-    race: NotRequired[RaceCard]
 
 
 class RunReview(TypedDict):
@@ -241,7 +242,7 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
-    #: the race attempt the run belongs to (``attempts.n``)
+    #: the race attempt this run belongs to
     race_attempt: int | None
 
 
@@ -357,9 +358,10 @@ class TaskDetail(TaskRow):
     runs: list[RunRow]
     attachments: list[DetailAttachment]
     reviews: list[ReviewRow]
+    #: a race's attempts and badge
+    race: NotRequired[RaceCard]
     #: None when the goal is on another board
     goal: NotRequired[TaskGoal | None]
-    race: NotRequired[RaceCard]
 
 
 class GoalBlocker(TypedDict):
