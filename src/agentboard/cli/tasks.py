@@ -158,6 +158,10 @@ def _print_detail(t: dict[str, Any]) -> None:
         ("review", "required" if t.get("review_required") else None),
         ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
         ("model", t.get("model")),
+        ("race", f"{t['race']['badge']} (until {t.get('race_until')}): " + ", ".join(
+            f"{a['n']} {a['profile']}{':' + a['model'] if a.get('model') else ''} {a.get('outcome') or a['state']}"
+            + (" *picked*" if a.get("picked") else "") for a in t["race"]["attempts"])
+         + f"; agentboard attempts {t['id']}" if t.get("race") else None),
         ("current run", t.get("current_run_id")), ("result", t.get("result")),
         ("failures", t.get("consecutive_failures") or None),
         ("created", f"{age(t.get('created_at'))} ago by {t.get('created_by') or '-'}"),

@@ -76,6 +76,16 @@ class TaskRow(TypedDict):
     promoted: NotRequired[list[str]]
 
 
+class CreatedAttempt(TypedDict):
+    """An attempt of a race as its creation returns it."""
+
+    n: int
+    profile: str
+    model: str | None
+    branch: str
+    state: str
+
+
 class CreatedTask(TypedDict):
     """A task as its creation returns it (the columns creation sets)."""
 
@@ -106,19 +116,9 @@ class CreatedTask(TypedDict):
     not_before: float | None
     #: the assignee names no profile: the dispatcher will not start the task until one is added
     warnings: NotRequired[list[str]]
-    #: a race: when it ends, and its attempts
+    #: a race: when it ends and its attempts
     race_until: NotRequired[str]
-    attempts: NotRequired[list[NewAttempt]]
-
-
-class NewAttempt(TypedDict):
-    """An attempt of a race just created."""
-
-    n: int
-    profile: str
-    model: str | None
-    branch: str
-    state: str
+    attempts: NotRequired[list[CreatedAttempt]]
 
 
 class ExistingTask(TaskRow):
@@ -600,7 +600,7 @@ __all__ = [
     "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
     "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
     "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
-    "GoalTask", "Lane", "NewAttempt", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
+    "GoalTask", "Lane", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
     "RaceCard", "ReviewRow", "RunReview", "RunRow", "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview",
     "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow",
     "WakeRow", "WikiPage"

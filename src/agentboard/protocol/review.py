@@ -43,6 +43,8 @@ VERDICT_SCHEMA: dict[str, Any] = {
         "score": {"type": "integer", "minimum": 0, "maximum": 100},
         "verdict": {"enum": list(VERDICTS)},
         "summary": {"type": "string"},
+        # a race (docs/races.md): the attempt an approval picks as the winner
+        "pick": {"type": "integer", "minimum": 1},
         "findings": {
             "type": "array",
             "items": {
@@ -77,6 +79,9 @@ def validate_verdict(data: Any) -> list[str]:
         errs.append("$.summary: required, a string")
     elif v in ("changes_requested", "rejected") and not summary.strip():
         errs.append(f"$.summary: a {v} verdict needs a summary saying why")
+    pick = data.get("pick")
+    if "pick" in data and (isinstance(pick, bool) or not isinstance(pick, int) or pick < 1):
+        errs.append(f"$.pick: must be the number of an attempt (1 or more), got {json.dumps(pick)}")
     findings = data.get("findings", [])
     if not isinstance(findings, list):
         errs.append("$.findings: must be an array")
