@@ -456,6 +456,8 @@ def _complete_running_pg(
     if isinstance(usage, str):
         usage = json.loads(usage)
     tx.events_written(board)
+    if usage:
+        hooks.run_closed(tx, run_id)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
@@ -488,6 +490,7 @@ def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor
                      children: bool) -> Row:
     """What follows a task becoming done (promotion of its children, its goal), and the answer."""
     if target == states.DONE:
+        hooks.task_done(tx, board, task["id"])
         task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
     task["run_id"] = rid
     return task_out(task)
@@ -739,6 +742,8 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"now": now, "id": task_id},
         )
         tx.event(board, task_id, "approved", {"reviewer": reviewer, "score": score, "summary": first_line(text)}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
+        hooks.task_done(tx, board, task_id)
         task.update(status=states.DONE)
         after_satisfied(tx, board, task, actor)
     elif verdict == "changes_requested":
@@ -756,6 +761,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"s": target, "now": now, "id": task_id},
         )
         tx.event(board, task_id, "changes_requested", {"reviewer": reviewer, "feedback": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
         task.update(status=target)
         hooks.sent_back(tx, board, task, actor)
     elif verdict == "rejected":
@@ -767,6 +773,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"r": model.reason_line(text) or text, "now": now, "id": task_id},
         )
         tx.event(board, task_id, "rejected", {"reviewer": reviewer, "reason": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
         task.update(status=states.BLOCKED, block_kind="rejected", block_reason=model.reason_line(text) or text)
         task = hooks.blocked(tx, board, task, "rejected", text, actor)
     else:
@@ -1070,6 +1077,8 @@ def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
             return float(fields[key] or 0) - float(before[key] or 0) if key in fields else 0.0
         budgets.run_updated_in(tx, run_id, tokens=int(diff("input_tokens") + diff("output_tokens")),
                                cost_usd=diff("cost_usd"), exited="exit_code" in fields)
+        if diff("input_tokens") or diff("output_tokens") or diff("cost_usd"):
+            hooks.run_usage(tx, run_id, int(diff("input_tokens")), int(diff("output_tokens")), diff("cost_usd"))
     elif "exit_code" in fields:
         budgets.run_updated_in(tx, run_id, exited=True)
 
