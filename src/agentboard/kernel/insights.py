@@ -96,12 +96,12 @@ def since_days(value: str | int | None) -> int | None:
             try:
                 seconds = model.duration(text) or 0
             except InvalidInput:
-                raise InvalidInput(f"invalid --since {value!r}: use a number of days such as 7d, 2w or 30d") from None
+                raise InvalidInput(f"invalid since {value!r}: use a number of days such as 7d, 2w or 30d") from None
             days = math.ceil(seconds / DAY)
     if days <= 0:
-        raise InvalidInput(f"invalid --since {value!r}: a window of at least one day, such as 7d")
+        raise InvalidInput(f"invalid since {value!r}: a window of at least one day, such as 7d")
     if days > 36600:
-        raise InvalidInput(f"invalid --since {value!r}: at most 36600 days")
+        raise InvalidInput(f"invalid since {value!r}: at most 36600 days")
     return days
 
 
@@ -268,7 +268,7 @@ class Query:
     def build(cls, by: str | None = None, since: str | int | None = None) -> Query:
         by = by or "profile"
         if by not in BYS:
-            raise InvalidInput(f"invalid --by {by!r}: use profile, model or board")
+            raise InvalidInput(f"invalid by {by!r}: use profile, model or board")
         return cls(by=by, since=since_days(since))
 
 
