@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -136,6 +137,12 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def measure(url: str | None, n: int, repeats: int, folder: Path) -> dict[str, Any]:
+    result = _measure(url, n, repeats, folder)
+    print(json.dumps(result), file=sys.stderr, flush=True)  # each result as soon as it is known
+    return result
+
+
+def _measure(url: str | None, n: int, repeats: int, folder: Path) -> dict[str, Any]:
     client = agentboard.connect(url) if url else agentboard.connect(str(folder / f"home-{n}"))
     db = client.db
     now = time.time()
@@ -171,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     args = ap.parse_args(argv)
+    # the bulk load and the rebuild are single statements over millions of rows (setup, not reads)
+    os.environ.setdefault("AGENTBOARD_PG_STATEMENT_TIMEOUT", "3600")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(Path(__file__).parent))
     from _shared import DEFAULT_PG, drop_pg, fresh_pg, load_average

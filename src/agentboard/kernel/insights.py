@@ -67,6 +67,8 @@ def run_usage_in(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cos
 def rebuild_in(tx: Tx, board: str | None = None) -> None:
     """Rebuild the rollups (of one board, or all) from the runs, tasks and reviews recorded."""
     params = {"board": board} if board else {}
+    if tx.db.dialect == "postgresql":  # one pass over every run: not cut by the statement timeout
+        tx.execute("SET LOCAL statement_timeout = 0")
     for sql in rollups.rebuild_statements(tx.db.dialect, board=board is not None):
         tx.execute(sql, params)
 

@@ -189,6 +189,8 @@ def rebuild(conn: Any, dialect: str) -> None:
     """Rebuild every rollup on a SQLAlchemy connection (the migration's backfill)."""
     import sqlalchemy as sa
 
+    if dialect == "postgresql":  # one pass over every run: not cut by the sessions' statement timeout
+        conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
     for sql in rebuild_statements(dialect):
         conn.execute(sa.text(sql))
 
