@@ -56,8 +56,33 @@ def _history(kernel: Any, slug: str, tasks: int = 60) -> None:
             tx.execute("UPDATE task_runs SET started_at = started_at - :b - :t / 3, ended_at = ended_at - :b "
                        "WHERE task_id = :id", {"b": back, "t": took, "id": tid})
         b.db.write(_w)
+    _races(kernel, slug)
     insights.rebuild(kernel.db, slug)
     assert runs  # the verbs above are the kernel's
+
+
+def _races(kernel: Any, slug: str) -> None:
+    """Twelve races of three attempts (one per profile), claude winning most: rows of the races'
+    ``attempts`` table (made here on a database that does not have it yet)."""
+    import time
+
+    def _w(tx: Any) -> None:
+        if not insights._has_attempts(tx):
+            tx.execute("CREATE TABLE attempts (task_id VARCHAR(16) NOT NULL, n INTEGER NOT NULL, "
+                       "board VARCHAR(64) NOT NULL, profile TEXT NOT NULL, model VARCHAR(200), branch TEXT, "
+                       "state VARCHAR(16) NOT NULL DEFAULT 'pending', outcome VARCHAR(32), verification VARCHAR(8), "
+                       "picked INTEGER NOT NULL DEFAULT 0, started_at DOUBLE PRECISION, finished_at DOUBLE PRECISION, "
+                       "input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0, "
+                       "cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0, summary TEXT, run_id BIGINT, "
+                       "PRIMARY KEY (task_id, n))")
+        winners = ["claude"] * 7 + ["codex"] * 4 + ["gemini"]
+        now = time.time()
+        tx.executemany(
+            "INSERT INTO attempts (task_id, n, board, profile, state, picked, started_at) "
+            "VALUES (:t, :n, :b, :p, 'finished', :w, :at)",
+            [{"t": f"t_race{r:04d}", "n": n + 1, "b": slug, "p": p, "w": 1 if p == winners[r] else 0,
+              "at": now - r * DAY} for r in range(12) for n, p in enumerate(PROFILES)])
+    kernel.db.write(_w)
 
 
 def _shot(name: str) -> Any:
@@ -72,7 +97,10 @@ def test_the_insights_page_draws_every_chart_from_the_run_history(page: Any, ker
     page.locator("nav.tabs button[data-view='insights']").click()
     for chart in ("chart-throughput", "chart-cycle", "chart-cost", "chart-scatter"):
         expect(page.locator(f"#{chart}[data-drawn='1'] canvas")).to_be_visible(timeout=T)
-    expect(page.locator("#chart-races")).to_contain_text("No races yet")
+    expect(page.locator("#chart-races[data-drawn='1'] canvas")).to_be_visible(timeout=T)
+    won = page.evaluate("() => Chart.getChart(document.querySelector('#chart-races canvas')).data.datasets[1].data")
+    assert won == [7, 4, 1]
+    page.locator("#chart-races").screenshot(path=str(_shot("insights_races.png")))
     tiles = page.locator(".insight-tiles")
     data = kernel.board("busy").insights(by="board", since="30d")["timeline"]
     expect(tiles.locator(".tile-done .insight-value")).to_have_text(str(data["tasks_done"]))

@@ -210,3 +210,40 @@ def test_percentiles_come_from_the_bucket_holding_the_rank() -> None:
     assert 64 <= insights.percentile(hist, 0.5) < 128  # type: ignore[operator]
     assert 4096 <= insights.percentile(hist, 0.95) < 8192  # type: ignore[operator]
     assert insights.percentile([0] * rollups.BUCKETS, 0.5) is None
+
+
+def _attempts_table(board: Any) -> None:
+    """The races' ``attempts`` table (its columns as races record them), made here only on a
+    database that does not have it yet."""
+    def _w(tx: Any) -> None:
+        if insights._has_attempts(tx):
+            return
+        tx.execute("CREATE TABLE attempts (task_id VARCHAR(16) NOT NULL, n INTEGER NOT NULL, board VARCHAR(64) NOT NULL, "
+                   "profile TEXT NOT NULL, model VARCHAR(200), branch TEXT, state VARCHAR(16) NOT NULL DEFAULT 'pending', "
+                   "outcome VARCHAR(32), verification VARCHAR(8), picked INTEGER NOT NULL DEFAULT 0, started_at DOUBLE PRECISION, "
+                   "finished_at DOUBLE PRECISION, input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0, "
+                   "cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0, summary TEXT, run_id BIGINT, PRIMARY KEY (task_id, n))")
+    board.db.write(_w)
+
+
+def test_races_entered_and_won_count_each_profiles_attempts_and_picks(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true", model_name="m-a")
+    ab.add_profile("beta", command="true", model_name="m-b")
+    _attempts_table(board)
+    now = time.time()
+    # race r1: alpha (picked) against beta; race r2: alpha against beta on model m-x (picked);
+    # race r3, ten days ago: alpha twice, the second picked
+    rows = [("r1", 1, "alpha", None, 1, now), ("r1", 2, "beta", None, 0, now),
+            ("r2", 1, "alpha", None, 0, now), ("r2", 2, "beta", "m-x", 1, now),
+            ("r3", 1, "alpha", None, 0, now - 10 * DAY), ("r3", 2, "alpha", None, 1, now - 10 * DAY)]
+    board.db.write(lambda tx: tx.executemany(
+        "INSERT INTO attempts (task_id, n, board, profile, model, state, picked, started_at) "
+        "VALUES (:t, :n, :b, :p, :m, 'finished', :w, :at)",
+        [{"t": t, "n": n, "b": board.slug, "p": p, "m": m, "w": w, "at": at} for t, n, p, m, w, at in rows]))
+    g = _groups(board, "profile")
+    assert (g["alpha"]["races_entered"], g["alpha"]["races_won"]) == (4, 2)
+    assert (g["beta"]["races_entered"], g["beta"]["races_won"]) == (2, 1)
+    recent = _groups(board, "profile", "7d")
+    assert (recent["alpha"]["races_entered"], recent["alpha"]["races_won"]) == (2, 1)
+    models = _groups(board, "model")
+    assert (models["m-a"]["races_entered"], models["m-b"]["races_entered"], models["m-x"]["races_won"]) == (4, 1, 1)

@@ -246,7 +246,7 @@ function races(Chart, canvas, agents) {
     data: {
       labels: rows.map((g) => profileName(g.key)),
       datasets: [
-        { label: "entered", data: rows.map((g) => g.races_entered), backgroundColor: "#34353f" },
+        { label: "entered", data: rows.map((g) => g.races_entered), backgroundColor: "#6e707b" },
         { label: "won", data: rows.map((g) => g.races_won), backgroundColor: "#4cb782" },
       ],
     },
