@@ -101,10 +101,11 @@ def budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
         fn(tx, board, task_id, actor)
 
 
-def run_closed(tx: Tx, run_id: int) -> None:
-    """A worker's or reviewer's run was closed (once per run; not a person's synthetic run)."""
+def run_closed(tx: Tx, run_id: int, *, done: bool = False) -> None:
+    """A worker's or reviewer's run was closed (once per run; not a person's synthetic run).
+    ``done``: its close made its task done, and ``task_done`` is not fired for it."""
     for fn in _of("run_closed"):
-        fn(tx, run_id)
+        fn(tx, run_id, done=done)
 
 
 def task_done(tx: Tx, board: str, task_id: str) -> None:

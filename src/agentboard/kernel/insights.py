@@ -40,9 +40,9 @@ def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None) -
 
 
 @hooks.on("run_closed")
-def run_closed_in(tx: Tx, run_id: int) -> None:
-    """A run closed: its outcome, attempt, usage and duration."""
-    _add(tx, rollups.RUN, int(run_id))
+def run_closed_in(tx: Tx, run_id: int, *, done: bool = False) -> None:
+    """A run closed: its outcome, attempt, usage and duration (and, ``done``, its task done)."""
+    _add(tx, rollups.RUN_DONE if done else rollups.RUN, int(run_id))
 
 
 @hooks.on("task_done")

@@ -456,12 +456,13 @@ def _complete_running_pg(
     if isinstance(usage, str):
         usage = json.loads(usage)
     tx.events_written(board)
-    if usage:
-        hooks.run_closed(tx, run_id)
+    done = task["status"] == states.DONE
+    if usage:  # the run and, when it made its task done, that too: one upsert
+        hooks.run_closed(tx, run_id, done=done)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
-                            children=bool(hints.get("children_hint", True)))
+                            children=bool(hints.get("children_hint", True)), done_counted=bool(usage) and done)
 
 
 def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
@@ -487,10 +488,12 @@ def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
 
 
 def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
-                     children: bool) -> Row:
-    """What follows a task becoming done (promotion of its children, its goal), and the answer."""
+                     children: bool, done_counted: bool = False) -> Row:
+    """What follows a task becoming done (promotion of its children, its goal), and the answer.
+    ``done_counted``: the ``run_closed`` hook already said the run made its task done."""
     if target == states.DONE:
-        hooks.task_done(tx, board, task["id"])
+        if not done_counted:
+            hooks.task_done(tx, board, task["id"])
         task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
     task["run_id"] = rid
     return task_out(task)

@@ -5,7 +5,8 @@ histograms (run durations and task cycle times). Each row is added to by one sta
 ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` — built here from the facts of one source:
 
 - :data:`RUN`: a closed run (runs, first attempts and their success, verifications, failures by
-  class, tokens, cost, its duration's bucket);
+  class, tokens, cost, its duration's bucket); :data:`RUN_DONE` the same and :data:`DONE`'s
+  facts at once, for a run whose close made its task done;
 - :data:`DONE`: a task that reached done (a done task, its cycle time's bucket), counted for
   the profile and model of its last worker run;
 - :data:`REVIEW`: a review verdict (reviewed, approved), counted for the reviewed run's profile;
@@ -122,6 +123,13 @@ def _done_source(dialect: str) -> tuple[str, dict[str, str]]:
     return frm, cols
 
 
+def _run_done_source(dialect: str) -> tuple[str, dict[str, str]]:
+    """A run that closed and made its task done in the same transaction: both in one row (the
+    run is the task's last worker run, and both happened at the same moment)."""
+    frm, cols = _run_source(dialect)
+    return frm, {**cols, "done": "1", **{f"c{i}": _in_bucket(_CYCLE, i) for i in range(BUCKETS)}}
+
+
 def _review_source(dialect: str) -> tuple[str, dict[str, str]]:
     frm = ("reviews v LEFT JOIN task_runs r ON r.id = v.run_id LEFT JOIN tasks t ON t.id = v.task_id "
            "LEFT JOIN profiles p ON p.name = COALESCE(r.profile, t.assignee)")
@@ -140,11 +148,13 @@ def _usage_source(dialect: str) -> tuple[str, dict[str, str]]:
     return frm, {**keep, "input_tokens": ":d_in", "output_tokens": ":d_out", "cost_usd": ":d_cost"}
 
 
-RUN, DONE, REVIEW, USAGE = "run", "done", "review", "usage"
-_SOURCES = {RUN: _run_source, DONE: _done_source, REVIEW: _review_source, USAGE: _usage_source}
+RUN, RUN_DONE, DONE, REVIEW, USAGE = "run", "run_done", "done", "review", "usage"
+_SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, REVIEW: _review_source,
+            USAGE: _usage_source}
 #: the one-row filter of each source (the hooks' statements)
 _ONE = {
     RUN: "r.id = :id AND r.synthetic = 0",
+    RUN_DONE: "r.id = :id AND r.synthetic = 0",
     DONE: "t.id = :id",
     REVIEW: "v.id = (SELECT MAX(id) FROM reviews WHERE task_id = :id)",
     USAGE: "r.id = :id AND r.synthetic = 0 AND r.status = 'closed'",
@@ -170,9 +180,14 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
     if board and not one:
         where += f" AND {_BOARD_OF[source]} = :board"
     names = [*KEYS, *COUNTS]
-    exprs = [cols[k] for k in KEYS] + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
+    if one:  # at most one row: no aggregation to plan
+        exprs = [cols[k] for k in KEYS] + [cols.get(c, "0") for c in COUNTS]
+        group = ""
+    else:
+        exprs = [cols[k] for k in KEYS] + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
+        group = f" GROUP BY {', '.join(cols[k] for k in KEYS)}"
     sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
-           f"WHERE {where} GROUP BY {', '.join(cols[k] for k in KEYS)} "
+           f"WHERE {where}{group} "
            f"ON CONFLICT ({', '.join(KEYS)}) DO UPDATE SET "
            + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
     _cache[key] = sql
@@ -195,5 +210,5 @@ def rebuild(conn: Any, dialect: str) -> None:
         conn.execute(sa.text(sql))
 
 
-__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "USAGE", "bucket_bounds",
+__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "USAGE", "bucket_bounds",
            "bucket_of", "rebuild", "rebuild_statements", "statement"]
