@@ -4,7 +4,7 @@ Setup (not timed as an insight): a migrated database, then the history in bulk S
 side (a recursive CTE on SQLite, ``generate_series`` on PostgreSQL), never through the kernel:
 tasks spread over a year across six profiles and three models, two runs each (first attempts
 that pass, fail verification, crash or time out; second attempts that finish), a review for one
-task in five, and race attempts when the database has the ``attempts`` table. The rollups are
+task in five, and three race attempts for one task in a hundred (``attempts``). The rollups are
 then rebuilt from the runs (``kernel.insights.rebuild``, what migration 0018 runs), timed.
 
 Timed, median of repeats, each through ``kernel.insights.read`` (what the CLI, REST and the
@@ -97,17 +97,16 @@ def populate(db: Any, n: int, now: float) -> dict[str, Any]:
         f"SELECT {tid3}, '{BOARD}', NULL, 'reviewer', "
         "CASE WHEN i % 20 < 15 THEN 'approved' ELSE 'changes_requested' END, "
         f"{created} + 500 FROM {frm3} WHERE i % 5 = 0"))
-    has_attempts = db.read(lambda tx: insights._has_attempts(tx))
-    if has_attempts:
-        races = max(1, n // 100)
-        pre4, frm4, tid4 = _seq(d, races)
-        step("attempts", pre4 + (
-            "INSERT INTO attempts (task_id, n, board, profile, state, picked, started_at, finished_at) "
-            f"SELECT {tid4}, k.n, '{BOARD}', "
-            "CASE (i + k.n) % 6 " + " ".join(f"WHEN {j} THEN '{p}'" for j, p in enumerate(PROFILES)) + " END, "
-            f"'finished', CASE WHEN k.n = 1 + i % 3 THEN 1 ELSE 0 END, {now} - (i % 300) * 86400, "
-            f"{now} - (i % 300) * 86400 + 900 FROM {frm4} CROSS JOIN (SELECT 1 AS n UNION ALL SELECT 2 "
-            "UNION ALL SELECT 3) k"))
+    # one race in a hundred tasks, three attempts each
+    races = max(1, n // 100)
+    pre4, frm4, tid4 = _seq(d, races)
+    step("attempts", pre4 + (
+        "INSERT INTO attempts (task_id, n, board, profile, state, picked, started_at, finished_at) "
+        f"SELECT {tid4}, k.n, '{BOARD}', "
+        "CASE (i + k.n) % 6 " + " ".join(f"WHEN {j} THEN '{p}'" for j, p in enumerate(PROFILES)) + " END, "
+        f"'finished', CASE WHEN k.n = 1 + i % 3 THEN 1 ELSE 0 END, {now} - (i % 300) * 86400, "
+        f"{now} - (i % 300) * 86400 + 900 FROM {frm4} CROSS JOIN (SELECT 1 AS n UNION ALL SELECT 2 "
+        "UNION ALL SELECT 3) k"))
     for p in PROFILES:
         db.write(lambda tx, p=p: tx.execute(
             "INSERT INTO profiles (name, command, model, created_at, updated_at) VALUES (:n, 'true', :m, :t, :t)",
@@ -122,7 +121,6 @@ def populate(db: Any, n: int, now: float) -> dict[str, Any]:
             conn.autocommit = False
     else:
         db.write(lambda tx: tx.execute("ANALYZE"))
-    spans["race_attempts"] = has_attempts
     return spans
 
 

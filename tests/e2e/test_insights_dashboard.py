@@ -63,18 +63,10 @@ def _history(kernel: Any, slug: str, tasks: int = 60) -> None:
 
 def _races(kernel: Any, slug: str) -> None:
     """Twelve races of three attempts (one per profile), claude winning most: rows of the races'
-    ``attempts`` table (made here on a database that does not have it yet)."""
+    ``attempts`` table, written straight (a race through the verbs is tests/kernel/test_insights.py's)."""
     import time
 
     def _w(tx: Any) -> None:
-        if not insights._has_attempts(tx):
-            tx.execute("CREATE TABLE attempts (task_id VARCHAR(16) NOT NULL, n INTEGER NOT NULL, "
-                       "board VARCHAR(64) NOT NULL, profile TEXT NOT NULL, model VARCHAR(200), branch TEXT, "
-                       "state VARCHAR(16) NOT NULL DEFAULT 'pending', outcome VARCHAR(32), verification VARCHAR(8), "
-                       "picked INTEGER NOT NULL DEFAULT 0, started_at DOUBLE PRECISION, finished_at DOUBLE PRECISION, "
-                       "input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0, "
-                       "cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0, summary TEXT, run_id BIGINT, "
-                       "PRIMARY KEY (task_id, n))")
         winners = ["claude"] * 7 + ["codex"] * 4 + ["gemini"]
         now = time.time()
         tx.executemany(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentboard.domain.errors import InvalidInput
-from agentboard.kernel import insights, runs
+from agentboard.kernel import insights, races, runs
 from agentboard.store import rollups
 
 DAY = 86400
@@ -212,38 +212,45 @@ def test_percentiles_come_from_the_bucket_holding_the_rank() -> None:
     assert insights.percentile([0] * rollups.BUCKETS, 0.5) is None
 
 
-def _attempts_table(board: Any) -> None:
-    """The races' ``attempts`` table (its columns as races record them), made here only on a
-    database that does not have it yet."""
-    def _w(tx: Any) -> None:
-        if insights._has_attempts(tx):
-            return
-        tx.execute("CREATE TABLE attempts (task_id VARCHAR(16) NOT NULL, n INTEGER NOT NULL, board VARCHAR(64) NOT NULL, "
-                   "profile TEXT NOT NULL, model VARCHAR(200), branch TEXT, state VARCHAR(16) NOT NULL DEFAULT 'pending', "
-                   "outcome VARCHAR(32), verification VARCHAR(8), picked INTEGER NOT NULL DEFAULT 0, started_at DOUBLE PRECISION, "
-                   "finished_at DOUBLE PRECISION, input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0, "
-                   "cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0, summary TEXT, run_id BIGINT, PRIMARY KEY (task_id, n))")
-    board.db.write(_w)
+
+def _race(board: Any, title: str, entries: str, winner: int, *, fail: tuple[int, ...] = ()) -> str:
+    """A race through the race verbs: started, each attempt's task run (those in ``fail`` crash
+    once, then finish), settled, attempt ``winner`` picked."""
+    tid = board.create(title, race=entries.split(","))["id"]
+    races.settle(board.db, board.slug)
+    for a in races.attempts(board.db, board.slug, tid)["attempts"]:
+        at = a["attempt_task_id"]
+        r = board.claim(at)["run_id"]
+        if a["n"] in fail:
+            board.fail(at, "crashed", run_id=r, error="boom")
+            r = board.claim(at)["run_id"]
+        board.complete(at, run_id=r, usage={"cost_usd": 0.1})
+    races.settle(board.db, board.slug)
+    races.pick(board.db, board.slug, tid, winner)
+    assert board.show(tid)["status"] == "done"
+    return tid
 
 
-def test_races_entered_and_won_count_each_profiles_attempts_and_picks(board: Any, ab: Any) -> None:
+def test_races_entered_and_won_and_a_races_done_credit_the_picked_attempt(board: Any, ab: Any) -> None:
     ab.add_profile("alpha", command="true", model_name="m-a")
     ab.add_profile("beta", command="true", model_name="m-b")
-    _attempts_table(board)
-    now = time.time()
-    # race r1: alpha (picked) against beta; race r2: alpha against beta on model m-x (picked);
-    # race r3, ten days ago: alpha twice, the second picked
-    rows = [("r1", 1, "alpha", None, 1, now), ("r1", 2, "beta", None, 0, now),
-            ("r2", 1, "alpha", None, 0, now), ("r2", 2, "beta", "m-x", 1, now),
-            ("r3", 1, "alpha", None, 0, now - 10 * DAY), ("r3", 2, "alpha", None, 1, now - 10 * DAY)]
-    board.db.write(lambda tx: tx.executemany(
-        "INSERT INTO attempts (task_id, n, board, profile, model, state, picked, started_at) "
-        "VALUES (:t, :n, :b, :p, :m, 'finished', :w, :at)",
-        [{"t": t, "n": n, "b": board.slug, "p": p, "m": m, "w": w, "at": at} for t, n, p, m, w, at in rows]))
+    _race(board, "first race", "alpha,beta", 1)
+    _race(board, "second race", "alpha,beta:m-x", 2, fail=(1,))
+    _race(board, "third race", "alpha,alpha", 2)
     g = _groups(board, "profile")
     assert (g["alpha"]["races_entered"], g["alpha"]["races_won"]) == (4, 2)
     assert (g["beta"]["races_entered"], g["beta"]["races_won"]) == (2, 1)
-    recent = _groups(board, "profile", "7d")
-    assert (recent["alpha"]["races_entered"], recent["alpha"]["races_won"]) == (2, 1)
+    # the attempts' runs are their profiles' runs; the done tasks are the races, credited to the winners
+    assert (g["alpha"]["runs"], g["beta"]["runs"]) == (5, 2)
+    assert (g["alpha"]["tasks_done"], g["beta"]["tasks_done"]) == (2, 1)
+    assert g["alpha"]["first_attempt_success_rate"] == pytest.approx(3 / 4)
+    assert "" not in g  # no done race is left to nobody
     models = _groups(board, "model")
-    assert (models["m-a"]["races_entered"], models["m-b"]["races_entered"], models["m-x"]["races_won"]) == (4, 1, 1)
+    assert (models["m-a"]["races_entered"], models["m-b"]["races_entered"]) == (4, 1)
+    assert (models["m-x"]["races_won"], models["m-x"]["tasks_done"]) == (1, 1)
+    tl = insights.read(board.db, board.slug, insights.Query.build("board", "1d"))["timeline"]
+    # three races done; the attempts' own tasks are not the board's tasks done, nor in progress
+    assert tl["tasks_done"] == 3 and tl["days"][-1]["work_in_progress"] == 0
+    kept = _rollup_rows(board)
+    insights.rebuild(board.db)
+    assert _rollup_rows(board) == kept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -85,6 +86,9 @@ def create(title: str, body_file: str | None, checks: tuple[str, ...], board: st
     from .output import status
 
     click.echo(f"{task['id']}  {status(task['status'])}  {task['title']}{note}")
+    if task.get("attempts"):
+        click.echo(f"  race ({task.get('race_until')}): " + ", ".join(
+            f"{a['n']}: {a['profile']}" + (f":{a['model']}" if a.get("model") else "") for a in task["attempts"]))
 
 
 @click.command("list")
@@ -109,6 +113,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     if mine:
         assignee = _mine()
     api = common.remote()
+    rows: Sequence[Mapping[str, Any]]
     if api is not None:
         slug = common.resolve_board(board)
         rows = api.list_tasks(slug, assignee=assignee, status=common.split_ids(statuses) or None,

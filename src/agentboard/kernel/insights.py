@@ -5,7 +5,7 @@ subscribes to the kernel's hooks and adds one row's worth of facts, in the trans
 closes a run (``run_closed``), finishes a task (``task_done``), records a review verdict
 (``reviewed``) or learns a closed run's usage late (``run_usage``) — one upsert each, sent
 unread on PostgreSQL. A read sums a few rows per day, so its cost does not grow with the number
-of tasks or runs. Races come from the ``attempts`` table.
+of tasks or runs. Races entered and won come from the ``attempts`` table (a few rows per race).
 
 Percentiles (durations, cycle times) are estimated from the rollups' bucketed histograms: the
 bucket holding the rank, and a position inside it on a log scale (within a factor of 2, usually
@@ -180,24 +180,18 @@ def _group_out(key: str, r: Row, races: dict[str, tuple[int, int]]) -> Row:
     }
 
 
-def _has_attempts(tx: Tx) -> bool:
-    # the attempts table comes with races (a migration of its own): until a database has it,
-    # no profile has entered a race
-    if tx.db.dialect == "postgresql":
-        return tx.scalar("SELECT to_regclass('attempts') IS NOT NULL") is True
-    return tx.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'") is not None
-
-
 def _races(tx: Tx, board: str, by: str, first_day: int | None) -> dict[str, tuple[int, int]]:
     """``{profile or model: (attempts entered, attempts picked)}`` on the board (in the window:
     attempts that started in it)."""
-    if by == "board" or not _has_attempts(tx):
+    if by == "board":
         return {}
-    key = "a.profile" if by == "profile" else "COALESCE(a.model, p.model, '')"
+    # the model an attempt ran with: its own task's (the race's entry or the race's model), else its profile's
+    key = "a.profile" if by == "profile" else "COALESCE(t.model, a.model, p.model, '')"
     where = "a.board = :b" + (" AND a.started_at >= :since" if first_day is not None else "")
     rows = tx.all(
         f"SELECT {key} AS k, COUNT(*) AS entered, SUM(CASE WHEN a.picked = 1 THEN 1 ELSE 0 END) AS won "
-        f"FROM attempts a LEFT JOIN profiles p ON p.name = a.profile WHERE {where} GROUP BY {key}",
+        f"FROM attempts a LEFT JOIN tasks t ON t.id = a.attempt_task_id LEFT JOIN profiles p ON p.name = a.profile "
+        f"WHERE {where} GROUP BY {key}",
         {"b": board, "since": (first_day or 0) * DAY})
     return {str(r["k"] or ""): (int(r["entered"] or 0), int(r["won"] or 0)) for r in rows}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
@@ -24,12 +24,13 @@ from .common import (
     task_out,
 )
 from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
+from .rows import AssigneeRow, BoardStats, BoardView, RunRow, TaskCard, TenantRow
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
     "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until, "
-    "purpose"
+    "purpose, race_until"
 )
 
 
@@ -54,7 +55,7 @@ def _filters(
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
     include_archived: bool = False, supervision: bool = True,
 ) -> tuple[str, dict[str, Any]]:
-    where = ["board = :board"]
+    where = ["board = :board", NOT_ATTEMPT]
     params: dict[str, Any] = {"board": board}
     if not supervision:
         where.append(NOT_SUPERVISION)
@@ -84,13 +85,16 @@ def _filters(
 
 #: the filter that leaves the supervisor's own tasks out (``tasks.purpose``)
 NOT_SUPERVISION = "COALESCE(purpose, '') <> 'supervision'"
+#: the filter that leaves a race's attempts out (their own tasks: ``kernel.races``); the race's
+#: card and ``attempts`` show them
+NOT_ATTEMPT = "race_of IS NULL"
 
 
 def list_tasks(
     db: Database, board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
     include_archived: bool = False, limit: int = 200, offset: int = 0, supervision: bool = False,
-) -> list[Row]:
+) -> list[TaskCard]:
     """A board's tasks; the supervisor's own tasks only with ``supervision``."""
     where, params = _filters(board, assignee=assignee, status=status, tenant=tenant, goal=goal,
                              search=search, include_archived=include_archived, supervision=supervision)
@@ -104,14 +108,14 @@ def list_tasks(
             "ORDER BY priority DESC, created_at, id LIMIT :lim OFFSET :off",
             params,
         )
-    return [task_out(r) for r in db.read(_r)]
+    return [cast(TaskCard, task_out(r)) for r in db.read(_r)]
 
 
 def board_view(
     db: Database, board: str, *, tenant: str | None = None, assignee: str | None = None,
     goal: str | None = None, search: str | None = None, include_archived: bool = False,
     per_column: int = 100, lanes: bool = False, supervision: bool = False,
-) -> Row:
+) -> BoardView:
     """Columns by status with counts and the first ``per_column`` cards of each. The
     supervisor's own tasks are left out unless ``supervision`` (``hidden_supervision``: how
     many were left out)."""
@@ -127,13 +131,20 @@ def board_view(
                 "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board AND purpose = 'supervision' "
                 "GROUP BY status", {"board": board})}
             hidden = sum(n for s, n in sup.items() if s in counts)
-        if tx.db.dialect == "postgresql" and where in ("board = :board", "board = :board AND " + NOT_SUPERVISION):
+        base = f"board = :board AND {NOT_ATTEMPT}"
+        if tx.db.dialect == "postgresql" and where in (base, base + " AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
             rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
                           "GROUP BY status", params)
             fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
             if not supervision:
                 rows = [{**r, "n": int(r["n"]) - sup.get(r["status"], 0)} for r in rows]
+            # the races' attempts, through their own small index
+            att = {r["status"]: int(r["n"]) for r in tx.all(
+                "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board AND race_of IS NOT NULL "
+                "GROUP BY status", {"board": board})}
+            if att:
+                rows = [{**r, "n": int(r["n"]) - att.get(r["status"], 0)} for r in rows]
         else:
             rows = tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params)
         for r in rows:
@@ -165,6 +176,9 @@ def board_view(
             ids.extend(c["id"] for c in cards)
             columns.append({"status": s, "count": counts[s], "tasks": cards})
         extras = _card_extras(tx, ids, {c["id"]: c for col in columns for c in col["tasks"]})
+        races = [c["id"] for col in columns for c in col["tasks"] if c.get("race_until")]
+        for tid, race in race_cards(tx, races).items():
+            extras.setdefault(tid, {})["race"] = race
         for col in columns:
             for card in col["tasks"]:
                 card.update(extras.get(card["id"], {}))
@@ -179,6 +193,24 @@ def board_view(
     out = db.read(_r)
     if any(fold):
         compact_task_counts(db, board)
+    return cast(BoardView, out)
+
+
+def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
+    """What a race's card shows: its attempts (profile, model, state, outcome, verification,
+    picked, cost) and its badge (``race 1/3 passed``)."""
+    if not ids:
+        return {}
+    params: dict[str, Any] = {}
+    out: dict[str, Row] = {}
+    for r in tx.all("SELECT task_id, n, profile, model, state, outcome, verification, picked, cost_usd "
+                    "FROM attempts WHERE task_id IN " + in_list("i", ids, params) + " ORDER BY task_id, n", params):
+        race = out.setdefault(r["task_id"], {"attempts": []})
+        race["attempts"].append({k: r[k] for k in ("n", "profile", "model", "state", "outcome", "verification",
+                                                   "cost_usd")} | {"picked": bool(r["picked"])})
+    for race in out.values():
+        passed = sum(1 for a in race["attempts"] if a["outcome"] == "done")
+        race["badge"] = f"race {passed}/{len(race['attempts'])} passed"
     return out
 
 
@@ -312,8 +344,11 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
                         f"{in_list('g', goal_ids, gp)} AND board = :b", gp):
             g["acceptance"] = _decoded(g["acceptance"])
             goals[g["id"]] = g
+    races = race_cards(tx, [i for i in ids if found[i].get("race_until")])
     for task_id in ids:
         task = found[task_id]
+        if task_id in races:
+            task["race"] = races[task_id]
         task["parents"] = [{**q, "handoff": handoffs.get(q["id"]) if q["status"] == states.DONE else None}
                            for q in parents.get(task_id, [])]
         task["children"] = children.get(task_id, [])
@@ -336,7 +371,7 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
     (all, oldest first), the last ``events`` events (oldest first; 0 reads
     none), ``runs`` (oldest first), ``attachments``, ``reviews`` (oldest first, findings
     decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
-    unless the goal is on the task's board).
+    unless the goal is on the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
     """
     return db.read(task_detail_in, board, task_id, events=events)
 
@@ -365,14 +400,14 @@ def allowed_moves(db: Database, board: str, task_id: str) -> list[Row]:
     return db.read(lambda tx: allowed_moves_in(tx, board, get_task(tx, board, task_id)))
 
 
-def runs(db: Database, board: str, task_id: str) -> list[Row]:
+def runs(db: Database, board: str, task_id: str) -> list[RunRow]:
     def _r(tx: Tx) -> list[Row]:
         get_task(tx, board, task_id)
         return [run_out(r) for r in tx.all("SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
-    return db.read(_r)
+    return cast("list[RunRow]", db.read(_r))
 
 
-def get_run(db: Database, board: str, run_id: int) -> Row:
+def get_run(db: Database, board: str, run_id: int) -> RunRow:
     from ..domain.errors import NotFound
 
     def _r(tx: Tx) -> Row:
@@ -380,7 +415,7 @@ def get_run(db: Database, board: str, run_id: int) -> Row:
         if row is None:
             raise NotFound(f"no run {run_id} on board {board!r}")
         return run_out(row)
-    return db.read(_r)
+    return cast(RunRow, db.read(_r))
 
 
 def _event_out(row: Row) -> Row:
@@ -486,7 +521,7 @@ def last_event_id(db: Database, board: str | None = None) -> int:
     return db.read(_r)
 
 
-def stats(db: Database, board: str) -> Row:
+def stats(db: Database, board: str) -> BoardStats:
     def _r(tx: Tx) -> Row:
         by_status = {s: 0 for s in states.STATUSES}
         for r in tx.all("SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b GROUP BY status", {"b": board}):
@@ -512,10 +547,10 @@ def stats(db: Database, board: str) -> Row:
                 "total": sum(by_status.values()), "runs": int(runs.get("runs") or 0),
                 "cost_usd": float(runs.get("cost") or 0), "input_tokens": int(runs.get("input_tokens") or 0),
                 "output_tokens": int(runs.get("output_tokens") or 0), "outcomes": outcomes}
-    return db.read(_r)
+    return cast(BoardStats, db.read(_r))
 
 
-def assignees(db: Database, board: str) -> list[Row]:
+def assignees(db: Database, board: str) -> list[AssigneeRow]:
     """Every profile and every assignee seen on the board, with task counts by status."""
     def _r(tx: Tx) -> list[Row]:
         out: dict[str, Row] = {}
@@ -531,13 +566,13 @@ def assignees(db: Database, board: str) -> list[Row]:
         for e in out.values():
             e["total"] = sum(e["counts"].values())
         return sorted(out.values(), key=lambda e: e["name"])
-    return db.read(_r)
+    return cast("list[AssigneeRow]", db.read(_r))
 
 
-def tenants(db: Database, board: str) -> list[Row]:
-    return db.read(lambda tx: tx.all(
+def tenants(db: Database, board: str) -> list[TenantRow]:
+    return cast("list[TenantRow]", db.read(lambda tx: tx.all(
         "SELECT tenant, COUNT(*) AS n FROM tasks WHERE board = :b AND tenant IS NOT NULL AND status != 'archived' "
-        "GROUP BY tenant ORDER BY tenant", {"b": board}))
+        "GROUP BY tenant ORDER BY tenant", {"b": board})))
 
 
 def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, Row]:

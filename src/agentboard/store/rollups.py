@@ -8,7 +8,8 @@ histograms (run durations and task cycle times). Each row is added to by one sta
   class, tokens, cost, its duration's bucket); :data:`RUN_DONE` the same and :data:`DONE`'s
   facts at once, for a run whose close made its task done;
 - :data:`DONE`: a task that reached done (a done task, its cycle time's bucket), counted for
-  the profile and model of its last worker run;
+  the profile and model of its last worker run, or of a race's picked attempt (an attempt's own
+  task is no task of the board's: its runs count, its done does not);
 - :data:`REVIEW`: a review verdict (reviewed, approved), counted for the reviewed run's profile;
 - :data:`USAGE`: tokens and cost learned after the run closed.
 
@@ -80,6 +81,8 @@ _PASSED = "r.outcome IN ('completed', 'review_requested')"
 _CHECKED = "COALESCE(t.verify, '[]') NOT IN ('[]', '')"
 _RUN_DURATION = "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END"
 _CYCLE = "CASE WHEN t.completed_at > t.created_at THEN t.completed_at - t.created_at ELSE 0 END"
+#: a task of the board's own, not an attempt of a race (whose done is the race's)
+_OWN_TASK = "(t.purpose IS NULL OR t.purpose != 'attempt')"
 
 
 def _failure(c: str) -> str:
@@ -100,7 +103,7 @@ def _run_source(dialect: str) -> tuple[str, dict[str, str]]:
         "first_ok": f"CASE WHEN r.attempt = 1 AND {_PASSED} THEN 1 ELSE 0 END",
         "verified_total": f"CASE WHEN r.outcome = 'verify_failed' OR ({_PASSED} AND {_CHECKED}) THEN 1 ELSE 0 END",
         "verified_pass": f"CASE WHEN {_PASSED} AND {_CHECKED} THEN 1 ELSE 0 END",
-        "started": "CASE WHEN r.attempt = 1 THEN 1 ELSE 0 END",
+        "started": f"CASE WHEN r.attempt = 1 AND {_OWN_TASK} THEN 1 ELSE 0 END",
         "input_tokens": "COALESCE(r.input_tokens, 0)", "output_tokens": "COALESCE(r.output_tokens, 0)",
         "cost_usd": "COALESCE(r.cost_usd, 0)", "duration_s": _RUN_DURATION,
         **{f"f_{c}": _failure(c) for c in FAILURE_CLASSES},
@@ -109,14 +112,23 @@ def _run_source(dialect: str) -> tuple[str, dict[str, str]]:
     return frm, cols
 
 
+#: who is credited with a done task or a review: a race's picked attempt (its profile, and the
+#: model its own task ran with), else the task's last worker run; nobody ('') when neither
+_CREDITED_PROFILE = ("CASE WHEN a.task_id IS NOT NULL THEN a.profile WHEN r.id IS NULL THEN '' "
+                     "ELSE COALESCE(r.profile, t.assignee, '') END")
+_CREDITED_MODEL = ("CASE WHEN a.task_id IS NOT NULL THEN COALESCE(wt.model, a.model, p.model, '') "
+                   "WHEN r.id IS NULL THEN '' ELSE COALESCE(t.model, p.model, '') END")
+_PICKED = ("LEFT JOIN attempts a ON a.task_id = t.id AND a.picked = 1 "
+           "LEFT JOIN tasks wt ON wt.id = a.attempt_task_id "
+           "LEFT JOIN profiles p ON p.name = COALESCE(a.profile, r.profile, t.assignee)")
+
+
 def _done_source(dialect: str) -> tuple[str, dict[str, str]]:
     last = (f"(SELECT MAX(x.id) FROM task_runs x WHERE x.task_id = t.id AND x.synthetic = 0 AND {_WORKER_RUN})")
-    frm = (f"tasks t LEFT JOIN task_runs r ON r.id = {last} "
-           "LEFT JOIN profiles p ON p.name = COALESCE(r.profile, t.assignee)")
+    frm = f"tasks t LEFT JOIN task_runs r ON r.id = {last} {_PICKED}"
     cols = {
         "board": "t.board", "day": _day(dialect, "t.completed_at"),
-        "profile": "CASE WHEN r.id IS NULL THEN '' ELSE COALESCE(r.profile, t.assignee, '') END",
-        "model": "CASE WHEN r.id IS NULL THEN '' ELSE COALESCE(t.model, p.model, '') END",
+        "profile": _CREDITED_PROFILE, "model": _CREDITED_MODEL,
         "done": "1", "started": "CASE WHEN r.id IS NULL THEN 1 ELSE 0 END",
         **{f"c{i}": _in_bucket(_CYCLE, i) for i in range(BUCKETS)},
     }
@@ -127,16 +139,15 @@ def _run_done_source(dialect: str) -> tuple[str, dict[str, str]]:
     """A run that closed and made its task done in the same transaction: both in one row (the
     run is the task's last worker run, and both happened at the same moment)."""
     frm, cols = _run_source(dialect)
-    return frm, {**cols, "done": "1", **{f"c{i}": _in_bucket(_CYCLE, i) for i in range(BUCKETS)}}
+    own = f"CASE WHEN {_OWN_TASK} THEN 1 ELSE 0 END"
+    return frm, {**cols, "done": own, **{f"c{i}": f"{own} * {_in_bucket(_CYCLE, i)}" for i in range(BUCKETS)}}
 
 
 def _review_source(dialect: str) -> tuple[str, dict[str, str]]:
-    frm = ("reviews v LEFT JOIN task_runs r ON r.id = v.run_id LEFT JOIN tasks t ON t.id = v.task_id "
-           "LEFT JOIN profiles p ON p.name = COALESCE(r.profile, t.assignee)")
+    frm = f"reviews v LEFT JOIN task_runs r ON r.id = v.run_id LEFT JOIN tasks t ON t.id = v.task_id {_PICKED}"
     cols = {
         "board": "v.board", "day": _day(dialect, "v.created_at"),
-        "profile": "CASE WHEN r.id IS NULL THEN '' ELSE COALESCE(r.profile, t.assignee, '') END",
-        "model": "CASE WHEN r.id IS NULL THEN '' ELSE COALESCE(t.model, p.model, '') END",
+        "profile": _CREDITED_PROFILE, "model": _CREDITED_MODEL,
         "reviewed": "1", "approved": "CASE WHEN v.verdict = 'approved' THEN 1 ELSE 0 END",
     }
     return frm, cols
@@ -155,14 +166,14 @@ _SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, RE
 _ONE = {
     RUN: "r.id = :id AND r.synthetic = 0",
     RUN_DONE: "r.id = :id AND r.synthetic = 0",
-    DONE: "t.id = :id",
+    DONE: f"t.id = :id AND {_OWN_TASK}",
     REVIEW: "v.id = (SELECT MAX(id) FROM reviews WHERE task_id = :id)",
     USAGE: "r.id = :id AND r.synthetic = 0 AND r.status = 'closed'",
 }
 #: every row of each source (the rebuild's statements; ``:board`` may narrow it)
 _ALL = {
     RUN: "r.synthetic = 0 AND r.status = 'closed'",
-    DONE: "t.completed_at IS NOT NULL AND t.status IN ('done', 'archived')",
+    DONE: f"t.completed_at IS NOT NULL AND t.status IN ('done', 'archived') AND {_OWN_TASK}",
     REVIEW: "1 = 1",
 }
 _BOARD_OF = {RUN: "r.board", DONE: "t.board", REVIEW: "v.board"}

@@ -1,7 +1,7 @@
 """insight rollups: per board, day, profile and model, what the runs did
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-01
 
 - ``run_rollups``: one row per (board, UTC day, profile, model) with counts, sums and two
@@ -18,7 +18,7 @@ from alembic import op
 from agentboard.store import rollups
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
