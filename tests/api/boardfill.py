@@ -47,6 +47,7 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     (repo / "b.txt").write_text("new\n")
     in_git = b.create("in a repository", assignee="worker", workspace=f"dir:{repo}")
     idea = b.create("an idea", triage=True)
+    race = b.create("a race", assignee="worker", race=["worker", "worker:other-model"])
     b.create("for someone without a profile", assignee="someone")
     b.comment(done["id"], "a note for @worker", author="alice")
     attachment = b.attach(done["id"], "notes.txt", data=b"hello")
@@ -77,7 +78,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
             "name": "pair", "page": "notes", "attachment_id": attachment["id"], "sub_id": sub.json()["id"],
             "schedule_id": sched.json()["id"], "scope": "board", "ref": "default",
             "parent": parent["id"], "child": child["id"], "review": reviewed["id"], "running": running["id"],
-            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"]}
+            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"],
+            "race": race["id"]}
 
 
 def fill_path(path: str, ids: dict[str, Any]) -> str:

@@ -568,6 +568,9 @@ class MetaView(TypedDict):
     goal_statuses: list[str]
     block_kinds: list[str]
     person_block_kinds: list[str]
+    hand_create_statuses: list[str]
+    wake_statuses: list[str]
+    verdicts: list[str]
 
 
 #: the answer of ``GET /api/tasks/{id}/attachments/{attachment_id}``: the file's bytes

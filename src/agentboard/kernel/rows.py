@@ -67,6 +67,9 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
+    #: a race's ``all``/``first-pass``; on an attempt's own task, the race it belongs to
+    race_until: str | None
+    race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
     closed_run_id: NotRequired[int]
     run_id: NotRequired[int | None]
@@ -140,6 +143,29 @@ class TaskCard(TypedDict):
     model: str | None
     cooldown_until: float | None
     purpose: str | None
+    race_until: str | None
+    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    race: NotRequired[RaceCard]
+
+
+class RaceAttemptCard(TypedDict):
+    """One attempt of a race as its card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float | None
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """A race's attempts and its badge (``race 1/3 passed``)."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class DecomposeBackoff(TypedDict):
@@ -203,6 +229,8 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
+    #: the race attempt this run belongs to
+    race_attempt: int | None
 
 
 class EventRow(TypedDict):
@@ -317,6 +345,8 @@ class TaskDetail(TaskRow):
     runs: list[RunRow]
     attachments: list[DetailAttachment]
     reviews: list[ReviewRow]
+    #: a race's attempts and badge
+    race: NotRequired[RaceCard]
     #: None when the goal is on another board
     goal: NotRequired[TaskGoal | None]
 
