@@ -35,6 +35,7 @@ VARIANTS = {
     "/api/tasks": ["supervision=true&include_archived=true"],
     "/api/tokens": ["include_revoked=true"],
     "/api/diagnostics": ["tasks_only=true"],
+    "/api/insights": ["by=board&since=7d", "by=model&since=30d"],
     "/api/wiki": ["status=draft"],
 }
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from . import rollups as _rollups
+
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -502,6 +504,19 @@ budget_totals = sa.Table(
     sa.Column("runtime", sa.Double, nullable=False, server_default="0"),
     sa.Column("tokens", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+)
+
+# the insight rollups (0018): per board, UTC day, profile and model, what its runs did; one
+# upsert per closed run, done task and review verdict, in that transaction (store/rollups.py)
+run_rollups = sa.Table(
+    "run_rollups",
+    metadata,
+    sa.Column("board", sa.String(64), primary_key=True),
+    sa.Column("day", sa.Integer, primary_key=True),
+    sa.Column("profile", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
+                server_default="0") for c in _rollups.COUNTS),
 )
 
 meta = sa.Table(
