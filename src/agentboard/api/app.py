@@ -22,6 +22,7 @@ from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
 from .routes import (
     boards,
+    chat,
     goals,
     health,
     links,
@@ -91,7 +92,7 @@ def create_app(
     app.state.ab = state
     errors.install(app)
     for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
-                   budget_routes, diagnostics_routes, meta):
+                   budget_routes, diagnostics_routes, meta, chat):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.include_router(health.router)

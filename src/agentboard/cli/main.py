@@ -69,6 +69,7 @@ COMMANDS: dict[str, str] = {
     "promote": "agentboard.cli.diagnostics:promote",
     "unguard": "agentboard.cli.diagnostics:unguard",
     "service": "agentboard.cli.service:service",
+    "chat": "agentboard.cli.chat:chat",
 }
 
 
