@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from .conftest import PUBLIC_URL, Chat
 
@@ -110,3 +111,18 @@ def test_a_member_limited_to_a_board_cannot_see_tasks_of_another(chat: Chat) -> 
     created = chat.slash('create "ops work"', user="UOPS").json()
     assert "Created" in created["text"]
     assert [t["title"] for t in chat.tasks("ops")] == ["ops work"]
+
+
+def test_a_slow_command_answers_at_once_and_its_result_comes_through_the_response_url(chat: Chat, monkeypatch: Any) -> None:
+    from agentboard.api.routes import chat as routes
+
+    from .test_discord import holding_the_write_lock
+
+    chat.link("slack", "U111")
+    monkeypatch.setattr(routes, "GRACE", 0.2)
+    with holding_the_write_lock(chat):
+        r = chat.slash('create "Slow task"', channel="C777")
+        assert r.json()["text"] == "Working on it…"
+    [later] = chat.fake.wait("/respond/U111/C777")
+    [task] = chat.tasks()
+    assert later.body["response_type"] == "in_channel" and f"Created {task['id']}" in later.body["text"]

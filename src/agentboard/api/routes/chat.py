@@ -136,6 +136,10 @@ def _answer(st: AppState, platform: str, user: str, text: str, origin: Origin | 
     return actions.run_text(ctx, text)
 
 
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body or b"{}")
@@ -181,7 +185,7 @@ async def slack_events(request: Request) -> SlackEventAnswer:
     payload = _json(body)
     if payload.get("type") == "url_verification":
         return SlackEventAnswer(challenge=str(payload.get("challenge") or ""))
-    event = payload.get("event") if isinstance(payload.get("event"), dict) else {}
+    event = _obj(payload.get("event"))
     if payload.get("type") != "event_callback" or event.get("type") != "app_mention" or event.get("bot_id"):
         return SlackEventAnswer()
     # Slack sends an event again when it saw no answer in time (a new signature each time)
@@ -222,10 +226,10 @@ async def discord_interaction(request: Request) -> DiscordAnswer:
         return DiscordAnswer(type=PONG)
     if payload.get("type") != APPLICATION_COMMAND:
         raise InvalidInput(f"unsupported interaction type {payload.get('type')!r}")
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
-    member = payload.get("member") if isinstance(payload.get("member"), dict) else {}
-    person = member.get("user") or payload.get("user") or {}
-    user = str(person.get("id") or "") if isinstance(person, dict) else ""
+    data = _obj(payload.get("data"))
+    member = _obj(payload.get("member"))
+    person = _obj(member.get("user") or payload.get("user"))
+    user = str(person.get("id") or "")
     channel = str(payload.get("channel_id") or "")
     origin = Origin("discord", channel, channel) if channel else None
     app_id, token = str(payload.get("application_id") or ""), str(payload.get("token") or "")
@@ -251,12 +255,12 @@ async def telegram_webhook(request: Request) -> TelegramAnswer:
     update = _json(await request.body())
     if not verify.telegram_first(rt.guard, update.get("update_id")):
         return TelegramAnswer(ignored="this update was already received")
-    message = update.get("message") if isinstance(update.get("message"), dict) else {}
+    message = _obj(update.get("message"))
     text = str(message.get("text") or "")
     if not text.split(" ", 1)[0].split("@", 1)[0].lower() == "/kanban":
         return TelegramAnswer(ignored="not a /kanban command")
-    sender = message.get("from") if isinstance(message.get("from"), dict) else {}
-    chat = message.get("chat") if isinstance(message.get("chat"), dict) else {}
+    sender = _obj(message.get("from"))
+    chat = _obj(message.get("chat"))
     user, chat_id = str(sender.get("id") or ""), str(chat.get("id") or "")
     message_id = str(message.get("message_id") or "")
     origin = Origin("telegram", chat_id, message_id) if chat_id else None
