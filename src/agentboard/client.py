@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from . import config as _config
 from .domain import model
+from .domain.task_fields import NewTaskFields
 from .kernel import (
     attachments,
     boards,
@@ -52,38 +53,14 @@ class Board:
 
     # -- tasks ----------------------------------------------------------------------------------
 
-    def create(
-        self,
-        title: str,
-        *,
-        body: str | None = None,
-        assignee: str | None = None,
-        parents: Iterable[str] = (),
-        tenant: str | None = None,
-        goal: str | None = None,
-        priority: int = 0,
-        triage: bool = False,
-        workspace: str | None = None,
-        branch: str | None = None,
-        idempotency_key: str | None = None,
-        max_runtime: str | int | None = None,
-        max_retries: int | None = None,
-        skills: Iterable[str] = (),
-        review: bool = False,
-        verify: Iterable[str] = (),
-        actor: str | None = None,
-        model: str | None = None,
-    ) -> Row:
+    def create(self, title: str, *, actor: str | None = None, **fields: Unpack[NewTaskFields]) -> Row:
         """Create a task: ``ready`` when it has an assignee and every parent is done, else ``todo``
         (``triage=True``: ``triage``). With an ``idempotency_key`` already in use by a task that
-        is not archived, that task comes back with ``existing: True``. ``model``: the model the
-        agent CLI runs this task with, over its profile's."""
-        return tasks.create(
-            self.db, self.slug, title, body=body, assignee=assignee, parents=parents, tenant=tenant,
-            goal=goal, priority=priority, triage=triage, workspace=workspace, branch=branch,
-            idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
-            skills=skills, review=review, verify=verify, actor=actor, model=model,
-        )
+        is not archived, that task comes back with ``existing: True``. ``fields``: those of
+        :data:`agentboard.domain.task_fields.FIELDS` (``body``, ``assignee``, ``parents``,
+        ``priority``, ``workspace``, ``branch``, ``max_retries``, ``verify``, ``model``, ...), with
+        their limits; a value over one raises ``InvalidInput``."""
+        return tasks.create(self.db, self.slug, title, actor=actor, **fields)
 
     def release(self, task_id: str, *, actor: str | None = None) -> Row:
         """Move a ``triage`` task into the queue (``ready`` or ``todo``)."""

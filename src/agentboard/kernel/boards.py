@@ -155,9 +155,10 @@ def update_in(tx: Tx, slug: str, changes: dict[str, Any], actor: str | None) -> 
     return _get(tx, slug)
 
 
-def _own_supervision(settings: Any) -> bool:
+def _own_supervision(settings: object) -> bool:
+    """``settings``: a board's settings (a JSON text or a mapping; None for none)."""
     try:
-        value = json.loads(settings) if isinstance(settings, str) else settings or {}
+        value: object = json.loads(settings) if isinstance(settings, str) else settings or {}
     except ValueError:
         return True
     return not (isinstance(value, dict) and value.get("supervision_budget") is False)

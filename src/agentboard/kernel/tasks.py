@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
-from ..domain import model, states
+from ..domain import model, states, task_fields
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ..domain.notify_targets import mask as mask_target
+from ..domain.task_fields import NewTaskFields
 from ..store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
 from . import budgets, hooks
 from .branches import check_worktree_task
@@ -98,60 +99,35 @@ class NewTask:
     model: str | None = None
 
     @classmethod
-    def build(
-        cls,
-        board: str,
-        title: str,
-        *,
-        body: str | None = None,
-        assignee: str | None = None,
-        parents: Iterable[str] = (),
-        tenant: str | None = None,
-        goal: str | None = None,
-        priority: int = 0,
-        triage: bool = False,
-        workspace: str | None = None,
-        branch: str | None = None,
-        idempotency_key: str | None = None,
-        max_runtime: str | int | None = None,
-        max_retries: int | str | None = None,
-        skills: Iterable[str] = (),
-        review: bool = False,
-        verify: Iterable[str] = (),
-        actor: str | None = None,
-        check_board: bool = True,
-        not_before: float | None = None,
-        model: str | None = None,
-    ) -> NewTask:
-        """Check and normalize what a caller gave :func:`create` (raises ``InvalidInput``)."""
-        if assignee is not None:
-            assignee = _model.profile_name(assignee) if assignee.strip() else None
-        ws_kind, ws_path = _model.workspace(workspace)
-        if max_retries is not None and int(max_retries) < 1:
-            raise InvalidInput("--max-retries must be at least 1")
+    def build(cls, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
+              **fields: Unpack[NewTaskFields]) -> NewTask:
+        """Check and normalize what a caller gave :func:`create` through the one table of
+        new-task fields (:mod:`agentboard.domain.task_fields`; raises ``InvalidInput``)."""
+        given = task_fields.checked({"title": title, **fields})
+        ws_kind, ws_path = _model.workspace(given.get("workspace"))
         return cls(
             board=board,
-            title=_model.title(title),
-            body=_model.body(body),
-            assignee=assignee,
-            parents=tuple(parents),
-            tenant=tenant or None,
-            goal=goal or None,
-            priority=_model.priority(priority),
-            triage=bool(triage),
+            title=given["title"],
+            body=given.get("body") or "",
+            assignee=given.get("assignee"),
+            parents=given.get("parents") or (),
+            tenant=given.get("tenant"),
+            goal=given.get("goal"),
+            priority=given.get("priority") or 0,
+            triage=bool(given.get("triage")),
             workspace_kind=ws_kind,
             workspace_path=ws_path,
-            branch=_model.branch_name(branch) if branch else None,
-            idempotency_key=idempotency_key or None,
-            max_runtime=_model.duration(max_runtime),
-            max_retries=None if max_retries is None else int(max_retries),
-            skills=tuple(s for s in skills if s),
-            review=bool(review),
-            verify=tuple(v for v in verify if v and v.strip()),
+            branch=given.get("branch"),
+            idempotency_key=given.get("idempotency_key"),
+            max_runtime=given.get("max_runtime"),
+            max_retries=given.get("max_retries"),
+            skills=given.get("skills") or (),
+            review=bool(given.get("review")),
+            verify=given.get("verify") or (),
             actor=actor,
             check_board=check_board,
-            not_before=None if not_before is None else float(not_before),
-            model=_model.model_name(model),
+            not_before=given.get("not_before"),
+            model=given.get("model"),
         )
 
 
@@ -303,41 +279,11 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     }
 
 
-def create(
-    db: Database,
-    board: str,
-    title: str,
-    *,
-    body: str | None = None,
-    assignee: str | None = None,
-    parents: Iterable[str] = (),
-    tenant: str | None = None,
-    goal: str | None = None,
-    priority: int = 0,
-    triage: bool = False,
-    workspace: str | None = None,
-    branch: str | None = None,
-    idempotency_key: str | None = None,
-    max_runtime: str | int | None = None,
-    max_retries: int | None = None,
-    skills: Iterable[str] = (),
-    review: bool = False,
-    verify: Iterable[str] = (),
-    actor: str | None = None,
-    check_board: bool = True,
-    not_before: float | None = None,
-    model: str | None = None,
-) -> Row:
+def create(db: Database, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
+           **fields: Unpack[NewTaskFields]) -> Row:
     """Create a task; ready iff every parent is done and it has an assignee (and its
-    ``not_before`` time, if any, has come)."""
-    new = NewTask.build(
-        board, title, body=body, assignee=assignee, parents=parents, tenant=tenant, goal=goal,
-        priority=priority, triage=triage, workspace=workspace, branch=branch,
-        idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
-        skills=skills, review=review, verify=verify, actor=actor, check_board=check_board, model=model,
-        not_before=not_before,
-    )
-    return create_task(db, new)
+    ``not_before`` time, if any, has come). ``fields``: :data:`agentboard.domain.task_fields.FIELDS`."""
+    return create_task(db, NewTask.build(board, title, actor=actor, check_board=check_board, **fields))
 
 
 def create_task(db: Database, new: NewTask) -> Row:

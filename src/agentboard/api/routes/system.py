@@ -112,7 +112,7 @@ def _throttle(request: Request) -> LoginThrottle:
     throttle = getattr(app_state, "login_throttle", None)
     if throttle is None:
         throttle = app_state.login_throttle = LoginThrottle()
-    return throttle  # type: ignore[no-any-return]
+    return throttle
 
 
 @login_router.get("/login")

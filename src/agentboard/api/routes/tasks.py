@@ -8,7 +8,6 @@ and create routes are scoped by ``?board=``.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from starlette.responses import FileResponse, Response
 from ...domain import model
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
 from ...kernel import attachments, comments, host_access, queries, runs, tasks
-from ...kernel.schedules import not_before_of
 from ...store.engine import Database
 from ..auth import Principal, current
 from ..models import (
@@ -78,13 +76,7 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         slug = write_board(request, who, board)
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
     host_access.authorize(who.host, verify=data.verify, workspace=data.workspace, branch=data.branch)
-    task = tasks.create(
-        state(request).db, slug, data.title, body=data.body, assignee=data.assignee or None,
-        parents=data.parents, tenant=data.tenant, goal=data.goal, priority=data.priority,
-        triage=data.triage, workspace=data.workspace, branch=data.branch,
-        idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
-        max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
-        actor=who.name, not_before=not_before_of(data.not_before, time.time()), model=data.model)
+    task = tasks.create(state(request).db, slug, data.title, actor=who.name, **data.new_task_fields())
     return Json(task, status_code=201)
 
 
