@@ -99,14 +99,19 @@ def find(db: Database, platform: str, user_id: str) -> Row | None:
     """The link of a chat user, or ``None`` when they are not linked."""
     if platform not in PLATFORMS or not USER_RE.match(user_id or ""):
         return None
-    row = db.read(lambda tx: tx.one(
-        "SELECT * FROM chat_links WHERE platform = :p AND user_id = :u", {"p": platform, "u": user_id}))
+    def _r(tx: Tx) -> Row | None:
+        return tx.one("SELECT * FROM chat_links WHERE platform = :p AND user_id = :u", {"p": platform, "u": user_id})
+
+    row = db.read(_r)
     return None if row is None else _out(row)
 
 
 def thread_of(db: Database, task_id: str) -> Row | None:
     """The chat thread ``task_id`` was created from, or ``None``."""
-    return db.read(lambda tx: tx.one("SELECT * FROM chat_threads WHERE task_id = :t", {"t": task_id}))
+    def _r(tx: Tx) -> Row | None:
+        return tx.one("SELECT * FROM chat_threads WHERE task_id = :t", {"t": task_id})
+
+    return db.read(_r)
 
 
 def create_in_thread(db: Database, new: NewTask, *, platform: str, channel: str, thread: str,

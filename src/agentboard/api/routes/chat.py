@@ -114,9 +114,9 @@ class Runtime:
 
 def _runtime(request: Request) -> Runtime:
     rt = getattr(request.app.state, "chat", None)
-    if rt is None:
+    if not isinstance(rt, Runtime):
         rt = request.app.state.chat = Runtime()
-    return rt  # type: ignore[no-any-return]
+    return rt
 
 
 def caller(platform: str, link: dict[str, Any]) -> Principal:
