@@ -140,7 +140,9 @@ def _create(ctx: Context, cmd: Command) -> Answer:
     lines = [_line(task), *task.get("warnings", [])]
     if ctx.origin is not None:
         lines.append("Its news will be posted in this thread.")
-    return _about(task, f"Created {task['id']}", lines=lines)
+    answer = _about(task, f"Created {task['id']}", lines=lines)
+    answer.created = not task.get("existing")
+    return answer
 
 
 def _list(ctx: Context, cmd: Command) -> Answer:
