@@ -36,11 +36,16 @@ from .kernel import (
     runs,
     tasks,
 )
+from .kernel.rows import BoardRow, BoardStats, BoardView, GoalRow, RunRow, TaskCard
 from .store.engine import Database, Row
 from .store.migrate import open_database
 
 #: several rows (spelled once here: inside :class:`Board`, ``list`` is a method)
 Rows = list[Row]
+TaskCards = list[TaskCard]
+RunRows = list[RunRow]
+GoalRows = list[GoalRow]
+BoardRows = list[BoardRow]
 
 
 class Board:
@@ -272,7 +277,7 @@ class Board:
         return goals.create(self.db, self.slug, title, body=body, acceptance=acceptance, priority=priority,
                             verify=verify, actor=actor)
 
-    def goals(self, *, status: str | None = None) -> Rows:
+    def goals(self, *, status: str | None = None) -> GoalRows:
         """The board's goals with their progress."""
         return goals.list_goals(self.db, self.slug, status=status)
 
@@ -290,7 +295,7 @@ class Board:
         limit: int = 200,
         offset: int = 0,
         supervision: bool = False,
-    ) -> Rows:
+    ) -> TaskCards:
         """Tasks matching the filters, highest priority first, then oldest (the supervisor's own
         tasks only with ``supervision``)."""
         return queries.list_tasks(self.db, self.slug, assignee=assignee, status=status, tenant=tenant, goal=goal,
@@ -312,7 +317,7 @@ class Board:
         per_column: int = 100,
         lanes: bool = False,
         supervision: bool = False,
-    ) -> Row:
+    ) -> BoardView:
         """The board as columns of cards, one per status (the supervisor's own tasks only with
         ``supervision``)."""
         return queries.board_view(self.db, self.slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
@@ -325,11 +330,11 @@ class Board:
         """The board's events after ``cursor`` (an event id), oldest first."""
         return queries.events_after(self.db, self.slug, cursor, task_id=task_id, kinds=kinds, limit=limit)
 
-    def runs(self, task_id: str) -> Rows:
+    def runs(self, task_id: str) -> RunRows:
         """A task's runs, oldest first."""
         return queries.runs(self.db, self.slug, task_id)
 
-    def stats(self) -> Row:
+    def stats(self) -> BoardStats:
         """Counts by status, by assignee and of recent outcomes."""
         return queries.stats(self.db, self.slug)
 
@@ -385,7 +390,7 @@ class Client:
         """The board ``slug`` (default: ``default``)."""
         return Board(self, model.board_slug(slug or "default"))
 
-    def boards(self, *, include_archived: bool = False) -> Rows:
+    def boards(self, *, include_archived: bool = False) -> BoardRows:
         """Every board, with task counts."""
         return boards.list_boards(self.db, include_archived=include_archived)
 

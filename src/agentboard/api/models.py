@@ -91,8 +91,11 @@ class TaskCreate(Body):
     model: str | None = _task_field("model")
 
     def new_task_fields(self) -> dict[str, Any]:
-        """The new-task fields given (for ``tasks.create``; the title apart)."""
-        return {k: v for k, v in self.model_dump().items() if k != "title" and v is not None}
+        """The new-task fields given, checked by ``task_fields.checked`` (before the host-access
+        check reads them, so an over-long value is refused alike here and on every surface);
+        the title apart, for ``tasks.create``."""
+        given = {k: v for k, v in self.model_dump().items() if v is not None}
+        return {k: v for k, v in task_fields.checked(given).items() if k != "title"}
 
 
 class TaskPatch(Body):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -109,6 +110,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     if mine:
         assignee = _mine()
     api = common.remote()
+    rows: Sequence[Mapping[str, Any]]
     if api is not None:
         slug = common.resolve_board(board)
         rows = api.list_tasks(slug, assignee=assignee, status=common.split_ids(statuses) or None,

@@ -121,7 +121,8 @@ def parse(name: str, path: Path) -> Template:
         key = str(item.get("key") or f"task{n}")
         if key in keys:
             raise InvalidInput(f"template {name}: two tasks have the key {key!r}")
-        for parent in item.get("parents") or []:
+        # keys or ids, as many and as long as a task's parents
+        for parent in task_fields.check("parents", item.get("parents") or []):
             if not str(parent).startswith("t_") and str(parent) not in keys:
                 raise InvalidInput(f"template {name}: task {key!r} names parent {parent!r}, which is not the key "
                                    "of a task above it (nor a task id)")

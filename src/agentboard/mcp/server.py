@@ -19,7 +19,7 @@ where domain errors are mapped for MCP.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -163,7 +163,7 @@ class Ops(Protocol):
     def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]: ...
 
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
-                   limit: int) -> list[dict[str, Any]]: ...
+                   limit: int) -> Sequence[Mapping[str, Any]]: ...
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -237,7 +237,7 @@ class LocalOps:
                             actor=self.scope.actor)
 
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
-                   limit: int) -> list[dict[str, Any]]:
+                   limit: int) -> Sequence[Mapping[str, Any]]:
         return queries.list_tasks(self.db, self.board, status=status, assignee=assignee, goal=goal,
                                   search=search, limit=limit)
 
