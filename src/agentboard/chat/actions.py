@@ -13,9 +13,9 @@ pick verb: a handler that checks ``check_write`` on the task's board and calls i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..config import Settings
 from ..dispatch import finish
@@ -113,7 +113,7 @@ def _writable(ctx: Context, task_id: str) -> str:
     return slug
 
 
-def _line(task: Row) -> str:
+def _line(task: Mapping[str, Any]) -> str:
     who = f" @{task['assignee']}" if task.get("assignee") else ""
     return f"{task['id']} [{task['status']}] {task['title']}{who}"
 
