@@ -193,7 +193,7 @@ async def slack_events(request: Request) -> SlackEventAnswer:
     if payload.get("type") != "event_callback" or event.get("type") != "app_mention" or event.get("bot_id"):
         return SlackEventAnswer()
     # Slack sends an event again when it saw no answer in time (a new signature each time)
-    if not rt.guard.first(f"slack-event:{payload.get('event_id')}"):
+    if payload.get("event_id") and not rt.guard.first(f"slack-event:{payload['event_id']}"):
         return SlackEventAnswer()
     channel = str(event.get("channel") or "")
     origin = Origin("slack", channel, str(event.get("thread_ts") or event.get("ts") or ""))
@@ -257,6 +257,8 @@ async def telegram_webhook(request: Request) -> TelegramAnswer:
     verify.telegram(st.settings.chat_telegram_secret_token,
                     request.headers.get("x-telegram-bot-api-secret-token"))
     update = _json(await request.body())
+    if not isinstance(update.get("update_id"), int):
+        raise InvalidInput("a Telegram update needs its update_id")
     if not verify.telegram_first(rt.guard, update.get("update_id")):
         return TelegramAnswer(ignored="this update was already received")
     message = _obj(update.get("message"))
