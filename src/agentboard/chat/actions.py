@@ -140,9 +140,7 @@ def _create(ctx: Context, cmd: Command) -> Answer:
     lines = [_line(task), *task.get("warnings", [])]
     if ctx.origin is not None:
         lines.append("Its news will be posted in this thread.")
-    answer = _about(task, f"Created {task['id']}", lines=lines)
-    answer.created = not task.get("existing")
-    return answer
+    return _about(task, f"Created {task['id']}", lines=lines)
 
 
 def _list(ctx: Context, cmd: Command) -> Answer:

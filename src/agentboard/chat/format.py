@@ -24,8 +24,6 @@ class Answer:
     task_id: str | None = None
     ok: bool = True
     private: bool = False
-    #: the task this command created (its thread may move to the answer's own thread)
-    created: bool = False
 
     def plain(self) -> str:
         return "\n".join([self.headline, *self.lines])

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from ..config import Settings
-from ..kernel import chat_links
-from ..store.engine import Database
 from . import format as fmt
 from .platforms import PlatformError, discord, slack, telegram
 
@@ -67,27 +65,6 @@ def post(settings: Settings, origin: Origin, answer: fmt.Answer) -> None:
         discord.channel_message(settings, origin.thread or origin.channel, message)
     else:
         telegram.send_message(settings, origin.channel, fmt.telegram(answer, url), origin.thread or None)
-
-
-def start_thread(db: Database, settings: Settings, origin: Origin, answer: fmt.Answer) -> fmt.Answer:
-    """A Slack slash command has no thread: the answer to a ``create`` is posted by the bot in
-    the channel, its message becomes the task's thread (``kernel.chat_links.move_thread``), and
-    the asker is told privately. Without a bot token, or when Slack refuses the post, the answer
-    stays the slash command's own (the task's news then go to the channel)."""
-    if origin.platform != "slack" or origin.thread or not answer.created or not answer.task_id \
-            or not settings.chat_slack_bot_token:
-        return answer
-    answer.lines = [line for line in answer.lines if not line.startswith("Its news")]
-    answer.lines.append("Its news will be posted in this thread.")
-    try:
-        ts = slack.post_message(settings, origin.channel, fmt.slack(answer, settings.public_url))
-    except PlatformError:
-        return answer
-    if ts:
-        thread = Origin(origin.platform, origin.channel, ts)
-        chat_links.move_thread(db, answer.task_id, ts, target=thread.target, display=thread.display)
-    return fmt.Answer(headline=f"Created {answer.task_id}", lines=["Posted in the channel; its news follow "
-                      "in that message's thread."], board=answer.board, task_id=answer.task_id, private=True)
 
 
 def send(settings: Settings, target: str, title: str, body: str) -> str | None:

@@ -135,24 +135,3 @@ def create_in_thread(db: Database, new: NewTask, *, platform: str, channel: str,
         return task
 
     return db.write(_w)
-
-
-def move_thread(db: Database, task_id: str, thread: str, *, target: str, display: str) -> Row:
-    """The task's chat thread becomes ``thread`` in the same channel (a Slack slash command's
-    answer, posted by the bot, starts the thread its news go to): the thread row and the task
-    subscription to it change together."""
-    if not thread or len(thread) > 256:
-        raise InvalidInput("a chat thread id has 1 to 256 characters")
-
-    def _w(tx: Tx) -> Row:
-        row = tx.one("SELECT * FROM chat_threads WHERE task_id = :t", {"t": task_id})
-        if row is None:
-            raise NotFound(f"task {task_id} was not created from a chat thread")
-        tx.execute("UPDATE chat_threads SET thread = :th WHERE task_id = :t", {"th": thread, "t": task_id})
-        tx.execute("UPDATE notify_subscriptions SET target = :new, display = :d WHERE board = :b AND scope = 'task' "
-                   "AND subject = :t AND target LIKE :old",
-                   {"new": target, "d": display, "b": row["board"], "t": task_id,
-                    "old": f"chat://{row['platform']}/%"})
-        return {**row, "thread": thread}
-
-    return db.write(_w)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from ...chat import actions, verify
 from ...chat import format as fmt
 from ...chat.platforms import PlatformError, discord, slack, telegram
-from ...chat.threads import Origin, start_thread
+from ...chat.threads import Origin
 from ...domain.errors import InvalidInput
 from ...kernel import chat_links
 from ..auth import Principal
@@ -168,11 +168,7 @@ async def slack_command(request: Request) -> SlackMessage:
         if response_url:
             slack.respond(response_url, fmt.slack(answer, url))
 
-    def work() -> fmt.Answer:
-        answer = _answer(st, "slack", user, form.get("text", ""), origin)
-        return answer if origin is None else start_thread(st.db, st.settings, origin, answer)
-
-    answer = await rt.within(GRACE, work, later)
+    answer = await rt.within(GRACE, lambda: _answer(st, "slack", user, form.get("text", ""), origin), later)
     if answer is None:
         return SlackMessage(response_type="ephemeral", text="Working on it…")
     return SlackMessage(**fmt.slack(answer, url))
