@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import SLACK_SECRET, TELEGRAM_BOT, FakePlatforms
+from .conftest import DISCORD_APP, SLACK_SECRET, TELEGRAM_BOT, FakePlatforms
 
 
 def ab(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -41,6 +41,12 @@ signing_secret = "{SLACK_SECRET}"
 bot_token = "xoxb-test"
 api_base = "{fake.url}/slack/api"
 
+[chat.discord]
+public_key = "{"ab" * 32}"
+application_id = "{DISCORD_APP}"
+bot_token = "discord-bot"
+api_base = "{fake.url}/discord/api/v10"
+
 [chat.telegram]
 secret_token = "s3cret"
 bot_token = "{TELEGRAM_BOT}"
@@ -51,7 +57,8 @@ api_base = "{fake.url}/telegram"
     rows = {r["platform"]: r for r in json.loads(out.stdout)}
     assert rows["slack"]["on"] and rows["slack"]["credentials"] == "ok" and "Acme" in rows["slack"]["detail"]
     assert rows["telegram"]["credentials"] == "ok" and "@agentboard_bot" in rows["telegram"]["detail"]
-    assert not rows["discord"]["on"] and rows["discord"]["credentials"] == "missing"
+    assert rows["discord"]["on"] and rows["discord"]["credentials"] == "ok" and DISCORD_APP in rows["discord"]["detail"]
+    assert fake.named("/applications/@me")[0].headers["authorization"] == "Bot discord-bot"
     assert fake.named("/auth.test")[0].headers["authorization"] == "Bearer xoxb-test"
 
     fake.refuse = True
