@@ -66,6 +66,9 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     c.post("/api/tokens", json={"name": "gone"}).raise_for_status()
     c.delete("/api/tokens/gone").raise_for_status()
     c.post("/api/supervisor/enable", json={"profile": "worker"}).raise_for_status()
+    woke = b.create("stuck after the supervisor came", assignee="worker")
+    b.block(woke["id"], "the tests fail")
+    assert c.get("/api/supervisor/wakes").json(), "a block on a supervised board wakes its supervisor"
     c.post("/api/supervisor/proposals", json={"title": "a proposal", "goal": goal["id"]}).raise_for_status()
     c.post(f"/api/supervisor/tasks/{blocked['id']}/escalate", json={"reason": "a person decides"}).raise_for_status()
     c.put("/api/budgets/profile/worker", json={"max_cost": 2, "per": "day"}).raise_for_status()

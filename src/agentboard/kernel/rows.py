@@ -255,6 +255,72 @@ class ReviewRow(TypedDict):
     created_at: float
 
 
+class ParentLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    result: str | None
+    handoff: RunRow | None
+
+
+class ChildLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+
+
+class DetailComment(TypedDict):
+    id: int
+    author: str | None
+    body: str
+    kind: str
+    created_at: float
+
+
+class DetailEvent(TypedDict):
+    id: int
+    task_id: str | None
+    run_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    actor: str | None
+    created_at: float
+
+
+class DetailAttachment(TypedDict):
+    id: int
+    name: str
+    path: str
+    size: int
+    sha256: str
+    created_at: float
+
+
+class TaskGoal(TypedDict):
+    id: str
+    title: str
+    status: str
+    body: str
+    acceptance: list[str]
+
+
+class TaskDetail(TaskRow):
+    """A task with its surroundings (``queries.task_detail``): links, comments, events, runs,
+    attachments, reviews, and its goal."""
+
+    parents: list[ParentLink]
+    children: list[ChildLink]
+    comments: list[DetailComment]
+    events: list[DetailEvent]
+    runs: list[RunRow]
+    attachments: list[DetailAttachment]
+    reviews: list[ReviewRow]
+    #: None when the goal is on another board
+    goal: NotRequired[TaskGoal | None]
+
+
 class GoalBlocker(TypedDict):
     """A blocked task holding a goal back."""
 
@@ -404,5 +470,10 @@ class TenantRow(TypedDict):
     n: int
 
 
-__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "CreatedTask",
-           "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "TenantRow", "WakeRow", "WikiPage"]
+__all__ = [
+    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
+    "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
+    "DetailEvent", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "Lane",
+    "ParentLink", "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow",
+    "TenantRow", "WakeRow", "WikiPage"
+]

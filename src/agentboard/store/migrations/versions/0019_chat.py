@@ -1,7 +1,7 @@
 """the board from chat: who may act from a chat platform, and the thread a task came from
 
 Revision ID: 0019
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-01
 
 - ``chat_links``: a chat user (``platform``, ``user_id``) mapped to a role (admin, member,
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
