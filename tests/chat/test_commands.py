@@ -22,6 +22,7 @@ from agentboard.domain.errors import InvalidInput
     ("unblock t_1a2b3c4d", Command("unblock", task_id="t_1a2b3c4d")),
     ("APPROVE t_1a2b3c4d", Command("approve", task_id="t_1a2b3c4d")),
     ("reject t_1a2b3c4d the tests fail", Command("reject", task_id="t_1a2b3c4d", text="the tests fail")),
+    ("pick t_1a2b3c4d 2", Command("pick", task_id="t_1a2b3c4d", n=2)),
     ("dispatch", Command("dispatch")),
     ("", Command("help")),
     ("/kanban", Command("help")),
@@ -39,13 +40,16 @@ def test_each_command_reads_the_same_on_every_platform(text: str, expected: Comm
     ("unblock t_1 now please", "usage: /kanban unblock ID"),
     ("reject t_1", "usage: /kanban reject ID reason"),
     ("dispatch now", "usage: /kanban dispatch"),
+    ("pick t_1", "usage: /kanban pick ID N"),
+    ("pick t_1 two", "usage: /kanban pick ID N"),
+    ("pick t_1 0", "usage: /kanban pick ID N"),
 ])
 def test_a_malformed_command_is_refused_with_its_usage(text: str, says: str) -> None:
     with pytest.raises(InvalidInput, match=says):
         parse(text)
 
 
-def test_help_lists_every_command_and_no_race_pick_until_races_exist() -> None:
+def test_help_lists_every_command() -> None:
     text = usage()
     assert all(f"/kanban {spec.usage}" in text for spec in COMMANDS.values())
-    assert "pick" not in COMMANDS
+    assert "/kanban pick ID N" in text

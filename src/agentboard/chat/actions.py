@@ -7,8 +7,7 @@ asks it the same question the matching REST route asks (``check_read`` for a rea
 unscoped admin. Every change is an event whose actor is ``chat:<platform>:<user>``.
 
 Adding a command: its :class:`~agentboard.chat.commands.Spec` in ``commands.COMMANDS`` and a
-handler in :data:`HANDLERS` here. A race's ``pick ID N`` belongs here once the kernel has a
-pick verb: a handler that checks ``check_write`` on the task's board and calls it.
+handler in :data:`HANDLERS` here.
 """
 
 from __future__ import annotations
@@ -214,6 +213,14 @@ def _reject(ctx: Context, cmd: Command) -> Answer:
     return _verdict(ctx, cmd, "rejected")
 
 
+def _pick(ctx: Context, cmd: Command) -> Answer:
+    task_id = str(cmd.task_id)
+    slug = _writable(ctx, task_id)
+    task = finish.pick(ctx.db, slug, task_id, int(cmd.n or 0), actor=ctx.actor)
+    how = f" ({task['integration']})" if task.get("integration") else ""
+    return _about(task, f"Picked attempt {cmd.n} of {task_id}", lines=[_line(task) + how])
+
+
 def _dispatch(ctx: Context, cmd: Command) -> Answer:
     ctx.who.check_admin()  # a pass starts work on every board
     if ctx.dispatcher is None:
@@ -227,5 +234,5 @@ def _dispatch(ctx: Context, cmd: Command) -> Answer:
 
 HANDLERS: dict[str, Handler] = {
     "create": _create, "list": _list, "show": _show, "comment": _comment, "block": _block,
-    "unblock": _unblock, "approve": _approve, "reject": _reject, "dispatch": _dispatch, "help": _help,
+    "unblock": _unblock, "approve": _approve, "reject": _reject, "pick": _pick, "dispatch": _dispatch, "help": _help,
 }

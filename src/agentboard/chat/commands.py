@@ -2,7 +2,7 @@
 
 Adding a command: a :class:`Spec` in :data:`COMMANDS` (its usage line and what it reads after
 the verb) and its handler in :data:`agentboard.chat.actions.HANDLERS`; ``help`` lists
-:data:`COMMANDS` by itself. (``pick ID N``, a race's winner, joins once the kernel has races.)
+:data:`COMMANDS` by itself.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Spec:
     text_required: bool = False
     status: bool = False
     create: bool = False
+    number: bool = False  # a whole number after the id (``pick ID N``)
     writes: bool = True
 
 
@@ -39,6 +40,8 @@ COMMANDS: dict[str, Spec] = {
     "approve": Spec("approve ID", "approve a task in review (done, its branch integrated)", takes_id=True),
     "reject": Spec("reject ID reason", "reject a task in review (blocked)", takes_id=True, text="reason",
                    text_required=True),
+    "pick": Spec("pick ID N", "pick attempt N as the winner of a race (its branch integrated)", takes_id=True,
+                 number=True),
     "dispatch": Spec("dispatch", "run one dispatcher pass now (admins)"),
     "help": Spec("help", "these commands", writes=False),
 }
@@ -57,6 +60,7 @@ class Command:
     title: str | None = None
     profile: str | None = None
     goal: str | None = None
+    n: int | None = None
 
     @property
     def spec(self) -> Spec:
@@ -100,6 +104,10 @@ def parse(text: str) -> Command:
         return Command(verb)
     task_id, _, after = rest.partition(" ")
     after = after.strip()
+    if spec.number:
+        if not task_id or not after.isdigit() or int(after) < 1:
+            raise InvalidInput(f"usage: /kanban {spec.usage} (N: the attempt's number, 1 or more)")
+        return Command(verb, task_id=task_id.strip(), n=int(after))
     if not task_id or (spec.text is None and after) or (spec.text_required and not after):
         raise InvalidInput(f"usage: /kanban {spec.usage}")
     return Command(verb, task_id=task_id.strip(), text=after or None)
