@@ -525,3 +525,28 @@ meta = sa.Table(
     sa.Column("key", sa.String(128), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
+
+# a chat user (Slack, Discord, Telegram) and what they may do, as an API token (0019)
+chat_links = sa.Table(
+    "chat_links",
+    metadata,
+    sa.Column("platform", sa.String(16), primary_key=True),
+    sa.Column("user_id", sa.String(64), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    # one board, or NULL: every board
+    sa.Column("board", sa.String(64)),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+)
+
+# the chat thread a task was created from: its notifications go back there (0019)
+chat_threads = sa.Table(
+    "chat_threads",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("platform", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("thread", sa.String(256), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
+)
