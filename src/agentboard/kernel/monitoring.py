@@ -1,9 +1,8 @@
 """What monitoring reads at scrape time, each one cheap read, and the dispatchers' pass marks.
 
 The reads serve ``GET /metrics`` and ``GET /readyz`` (``observe/``): they read running counts
-(PostgreSQL's ``task_count_deltas``), indexed subsets (running tasks by host, blocked tasks,
-wakes by status) or small tables, never a pass over every task on PostgreSQL. On SQLite the task
-counts are one ``GROUP BY`` on the ``(board, status)`` index (docs/metrics.md gives the cost).
+(PostgreSQL's ``task_count_deltas``, SQLite's ``task_counts``), indexed subsets (running tasks by
+host, blocked tasks, wakes by status) or small tables, never a pass over every task.
 
 A dispatcher marks that it passes with :func:`mark_pass` (at most every
 :data:`PASS_MARK_EVERY` seconds, a row of ``agentboard_meta`` per host), so a ``serve`` without
@@ -65,8 +64,8 @@ def snapshot(db: Database) -> Snapshot:
             for r in rows:
                 per_board[r["board"]] = per_board.get(r["board"], 0) + int(r["k"])
             snap.fold = [b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT]
-        else:  # the (board, status) index, read whole
-            rows = tx.all("SELECT board, status, COUNT(*) AS n FROM tasks GROUP BY board, status")
+        else:  # the triggers' counter rows (0020)
+            rows = tx.all("SELECT board, status, n FROM task_counts WHERE n != 0")
         for r in rows:
             snap.tasks[(str(r["board"]), str(r["status"]))] = int(r["n"] or 0)
         slugs = {str(r["slug"]) for r in tx.all("SELECT slug FROM boards WHERE archived = 0")}
