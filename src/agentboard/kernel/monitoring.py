@@ -2,7 +2,7 @@
 
 The reads serve ``GET /metrics`` and ``GET /readyz`` (``observe/``): they read running counts
 (PostgreSQL's ``task_count_deltas``, SQLite's ``task_counts``), indexed subsets (running tasks by
-host, blocked tasks, wakes by status) or small tables, never a pass over every task.
+host, budget-blocked tasks, wakes by status) or small tables, never a pass over every task.
 
 A dispatcher marks that it passes with :func:`mark_pass` (at most every
 :data:`PASS_MARK_EVERY` seconds, a row of ``agentboard_meta`` per host), so a ``serve`` without
@@ -52,7 +52,6 @@ class Snapshot:
 
 def snapshot(db: Database) -> Snapshot:
     """The board-wide figures of a scrape, in one read transaction."""
-    from ..store.engine import in_list
     from .maintenance import COUNT_DELTAS_FOLD_AT
 
     def _r(tx: Tx) -> Snapshot:
@@ -72,11 +71,9 @@ def snapshot(db: Database) -> Snapshot:
         snap.boards = sorted(slugs | {b for b, _ in snap.tasks})
         snap.running = {str(r["worker_host"] or ""): int(r["n"]) for r in tx.all(
             "SELECT worker_host, COUNT(*) AS n FROM tasks WHERE status = 'running' GROUP BY worker_host")}
-        if snap.boards:  # each board's blocked tasks, through the (board, status) index
-            params: dict[str, Any] = {}
-            snap.budget_blocked = {str(r["board"]): int(r["n"]) for r in tx.all(
-                "SELECT board, COUNT(*) AS n FROM tasks WHERE board IN " + in_list("b", snap.boards, params)
-                + " AND status = 'blocked' AND block_kind = 'budget' GROUP BY board", params)}
+        snap.budget_blocked = {str(r["board"]): int(r["n"]) for r in tx.all(  # their own partial index
+            "SELECT board, COUNT(*) AS n FROM tasks WHERE status = 'blocked' AND block_kind = 'budget' "
+            "GROUP BY board")}
         snap.wakes = {(str(r["board"]), str(r["status"])): int(r["n"]) for r in tx.all(
             "SELECT board, status, COUNT(*) AS n FROM supervisor_wakes GROUP BY board, status")}
         snap.notify = {str(r["board"]): (int(r["behind"] or 0), int(r["parked"] or 0)) for r in tx.all(

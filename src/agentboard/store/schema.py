@@ -98,6 +98,12 @@ tasks = sa.Table(
         sqlite_where=sa.text("purpose = 'supervision'"),
         postgresql_where=sa.text("purpose = 'supervision'"),
     ),
+    sa.Index(  # the tasks a spent budget blocks, per board (/metrics; 0020)
+        "ix_tasks_budget_blocked",
+        "board",
+        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+    ),
     sa.Index(
         "ix_tasks_running_host",
         "worker_host",

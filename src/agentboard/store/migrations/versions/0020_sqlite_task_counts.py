@@ -1,4 +1,4 @@
-"""running task counts on SQLite too
+"""running task counts on SQLite too, and budget-blocked tasks found without reading the blocked
 
 Revision ID: 0020
 Revises: 0016
@@ -10,10 +10,14 @@ Create Date: 2026-12-01
   SQLite has one writer at a time, so one counter row per status makes no writer wait for
   another; PostgreSQL keeps its append-only ``task_count_deltas`` (0013). Seeded from the
   existing tasks.
+- ``ix_tasks_budget_blocked`` (both): a partial index on ``board`` of the tasks blocked by a
+  spent budget, so ``agentboard_budget_blocked_tasks`` never reads a large board's other blocked
+  tasks.
 """
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
@@ -25,7 +29,12 @@ _UP = "INSERT INTO task_counts (board, status, n) VALUES ({b}, {s}, 1) ON CONFLI
 _DOWN = "UPDATE task_counts SET n = n - 1 WHERE board = {b} AND status = {s};"
 
 
+_BUDGET_BLOCKED = "status = 'blocked' AND block_kind = 'budget'"
+
+
 def upgrade() -> None:
+    op.create_index("ix_tasks_budget_blocked", "tasks", ["board"], sqlite_where=sa.text(_BUDGET_BLOCKED),
+                    postgresql_where=sa.text(_BUDGET_BLOCKED))
     if op.get_bind().dialect.name != "sqlite":
         return
     op.execute("CREATE TABLE task_counts (board VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, "
@@ -42,6 +51,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_tasks_budget_blocked", table_name="tasks")
     if op.get_bind().dialect.name != "sqlite":
         return
     for trigger in ("tasks_count_insert", "tasks_count_delete", "tasks_count_update"):
