@@ -104,6 +104,12 @@ tasks = sa.Table(
         sqlite_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
         postgresql_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
     ),
+    sa.Index(  # other hosts' lapsed claims, found by a pass without reading every running task (0020)
+        "ix_tasks_running_claims",
+        "claim_expires",
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    ),
     sa.Index(
         "ix_tasks_running_host",
         "worker_host",

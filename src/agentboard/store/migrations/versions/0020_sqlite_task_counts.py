@@ -13,6 +13,9 @@ Create Date: 2026-12-01
 - ``ix_tasks_budget_blocked`` (both): a partial index on ``board`` of the tasks blocked by a
   spent budget, so ``agentboard_budget_blocked_tasks`` never reads a large board's other blocked
   tasks.
+- ``ix_tasks_running_claims`` (both): a partial index on ``claim_expires`` of the running tasks,
+  so a dispatcher pass finds other hosts' lapsed claims with one indexed read instead of
+  reading every running task of the fleet.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ _BUDGET_BLOCKED = "status = 'blocked' AND block_kind = 'budget'"
 def upgrade() -> None:
     op.create_index("ix_tasks_budget_blocked", "tasks", ["board"], sqlite_where=sa.text(_BUDGET_BLOCKED),
                     postgresql_where=sa.text(_BUDGET_BLOCKED))
+    op.create_index("ix_tasks_running_claims", "tasks", ["claim_expires"], sqlite_where=sa.text("status = 'running'"),
+                    postgresql_where=sa.text("status = 'running'"))
     if op.get_bind().dialect.name != "sqlite":
         return
     op.execute("CREATE TABLE task_counts (board VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, "
@@ -52,6 +57,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_tasks_budget_blocked", table_name="tasks")
+    op.drop_index("ix_tasks_running_claims", table_name="tasks")
     if op.get_bind().dialect.name != "sqlite":
         return
     for trigger in ("tasks_count_insert", "tasks_count_delete", "tasks_count_update"):
