@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from . import config as _config
 from .domain import model
+from .domain.task_fields import NewTaskFields
 from .kernel import (
     attachments,
     boards,
@@ -35,11 +36,16 @@ from .kernel import (
     runs,
     tasks,
 )
+from .kernel.rows import BoardRow, BoardStats, BoardView, GoalRow, RunRow, TaskCard
 from .store.engine import Database, Row
 from .store.migrate import open_database
 
 #: several rows (spelled once here: inside :class:`Board`, ``list`` is a method)
 Rows = list[Row]
+TaskCards = list[TaskCard]
+RunRows = list[RunRow]
+GoalRows = list[GoalRow]
+BoardRows = list[BoardRow]
 
 
 class Board:
@@ -52,38 +58,14 @@ class Board:
 
     # -- tasks ----------------------------------------------------------------------------------
 
-    def create(
-        self,
-        title: str,
-        *,
-        body: str | None = None,
-        assignee: str | None = None,
-        parents: Iterable[str] = (),
-        tenant: str | None = None,
-        goal: str | None = None,
-        priority: int = 0,
-        triage: bool = False,
-        workspace: str | None = None,
-        branch: str | None = None,
-        idempotency_key: str | None = None,
-        max_runtime: str | int | None = None,
-        max_retries: int | None = None,
-        skills: Iterable[str] = (),
-        review: bool = False,
-        verify: Iterable[str] = (),
-        actor: str | None = None,
-        model: str | None = None,
-    ) -> Row:
+    def create(self, title: str, *, actor: str | None = None, **fields: Unpack[NewTaskFields]) -> Row:
         """Create a task: ``ready`` when it has an assignee and every parent is done, else ``todo``
         (``triage=True``: ``triage``). With an ``idempotency_key`` already in use by a task that
-        is not archived, that task comes back with ``existing: True``. ``model``: the model the
-        agent CLI runs this task with, over its profile's."""
-        return tasks.create(
-            self.db, self.slug, title, body=body, assignee=assignee, parents=parents, tenant=tenant,
-            goal=goal, priority=priority, triage=triage, workspace=workspace, branch=branch,
-            idempotency_key=idempotency_key, max_runtime=max_runtime, max_retries=max_retries,
-            skills=skills, review=review, verify=verify, actor=actor, model=model,
-        )
+        is not archived, that task comes back with ``existing: True``. ``fields``: those of
+        :data:`agentboard.domain.task_fields.FIELDS` (``body``, ``assignee``, ``parents``,
+        ``priority``, ``workspace``, ``branch``, ``max_retries``, ``verify``, ``model``, ...), with
+        their limits; a value over one raises ``InvalidInput``."""
+        return tasks.create(self.db, self.slug, title, actor=actor, **fields)
 
     def release(self, task_id: str, *, actor: str | None = None) -> Row:
         """Move a ``triage`` task into the queue (``ready`` or ``todo``)."""
@@ -295,7 +277,7 @@ class Board:
         return goals.create(self.db, self.slug, title, body=body, acceptance=acceptance, priority=priority,
                             verify=verify, actor=actor)
 
-    def goals(self, *, status: str | None = None) -> Rows:
+    def goals(self, *, status: str | None = None) -> GoalRows:
         """The board's goals with their progress."""
         return goals.list_goals(self.db, self.slug, status=status)
 
@@ -313,7 +295,7 @@ class Board:
         limit: int = 200,
         offset: int = 0,
         supervision: bool = False,
-    ) -> Rows:
+    ) -> TaskCards:
         """Tasks matching the filters, highest priority first, then oldest (the supervisor's own
         tasks only with ``supervision``)."""
         return queries.list_tasks(self.db, self.slug, assignee=assignee, status=status, tenant=tenant, goal=goal,
@@ -335,7 +317,7 @@ class Board:
         per_column: int = 100,
         lanes: bool = False,
         supervision: bool = False,
-    ) -> Row:
+    ) -> BoardView:
         """The board as columns of cards, one per status (the supervisor's own tasks only with
         ``supervision``)."""
         return queries.board_view(self.db, self.slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
@@ -348,11 +330,11 @@ class Board:
         """The board's events after ``cursor`` (an event id), oldest first."""
         return queries.events_after(self.db, self.slug, cursor, task_id=task_id, kinds=kinds, limit=limit)
 
-    def runs(self, task_id: str) -> Rows:
+    def runs(self, task_id: str) -> RunRows:
         """A task's runs, oldest first."""
         return queries.runs(self.db, self.slug, task_id)
 
-    def stats(self) -> Row:
+    def stats(self) -> BoardStats:
         """Counts by status, by assignee and of recent outcomes."""
         return queries.stats(self.db, self.slug)
 
@@ -408,7 +390,7 @@ class Client:
         """The board ``slug`` (default: ``default``)."""
         return Board(self, model.board_slug(slug or "default"))
 
-    def boards(self, *, include_archived: bool = False) -> Rows:
+    def boards(self, *, include_archived: bool = False) -> BoardRows:
         """Every board, with task counts."""
         return boards.list_boards(self.db, include_archived=include_archived)
 

@@ -21,7 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 log = logging.getLogger("agentboard.tracing")
 
@@ -32,7 +35,7 @@ _done = False
 _names: dict[Any, str] = {}
 
 
-def endpoint(settings: Any) -> str | None:
+def endpoint(settings: Settings) -> str | None:
     """Where spans go: the setting, else the standard variables (None: tracing is off)."""
     configured = getattr(settings, "otel_endpoint", None)
     if configured:
@@ -49,7 +52,7 @@ def traces_url(base: str) -> str:
     return base if base.endswith("/v1/traces") else base + "/v1/traces"
 
 
-def setup(settings: Any) -> bool:
+def setup(settings: Settings) -> bool:
     """Start exporting spans (once per process). False when off or the extra is missing."""
     global tracer, _done
     with _lock:
@@ -124,7 +127,9 @@ def verb_span(fn: Callable[..., Any], kind: str, dialect: str) -> AbstractContex
     """The span of one kernel transaction (``kind``: write or read)."""
     if tracer is None:
         return nullcontext()
-    return tracer.start_as_current_span(verb_name(fn), attributes={"agentboard.tx": kind, "db.system": dialect})
+    span: AbstractContextManager[Any] = tracer.start_as_current_span(
+        verb_name(fn), attributes={"agentboard.tx": kind, "db.system": dialect})
+    return span
 
 
 def _trace_transactions() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from ..domain import task_fields
 
 Status = Literal["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"]
 
@@ -53,27 +55,47 @@ class BoardPatch(Body):
     archived: bool | None = None
 
 
+def _task_field(name: str) -> Any:
+    """A new-task field's default, help and documented limits (from
+    :mod:`agentboard.domain.task_fields`). The limits are checked by ``task_fields.checked`` in
+    the kernel — a 400 with the same message on every surface — not by pydantic here."""
+    f = task_fields.BY_NAME[name]
+    extra: dict[str, JsonValue] = dict(f.json_limits())
+    if name == "title":
+        return Field(description=f.describe(), json_schema_extra=extra)
+    if f.kind == "list":
+        return Field(default_factory=list, description=f.describe(), json_schema_extra=extra)
+    return Field(default=False if f.kind == "flag" else None, description=f.describe(), json_schema_extra=extra)
+
+
 class TaskCreate(Body):
-    title: str = Field(max_length=2000)
-    body: str | None = None
-    assignee: str | None = Field(default=None, max_length=200)
-    parents: list[str] = Field(default_factory=list, max_length=200)
-    tenant: str | None = Field(default=None, max_length=200)
-    goal: str | None = Field(default=None, max_length=64)
-    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    triage: bool = False
-    workspace: str | None = Field(default=None, max_length=4096)
-    branch: str | None = Field(default=None, max_length=255)
-    idempotency_key: str | None = Field(default=None, max_length=255)
-    max_runtime: str | int | None = None
-    max_retries: int | None = Field(default=None, ge=1, le=1000)
-    skills: list[str] = Field(default_factory=list, max_length=100)
-    review: bool = False
-    verify: list[str] = Field(default_factory=list, max_length=100)
-    #: wait in todo until then: epoch seconds, ISO-8601 (UTC unless an offset), or 30m / 2h / 1d from now
-    not_before: float | str | None = None
-    model: str | None = Field(default=None, max_length=200,
-                              description="the model the agent CLI runs this task with (over its profile's)")
+    """A new task: one field per entry of ``task_fields.FIELDS`` (a test keeps them equal)."""
+
+    title: str = _task_field("title")
+    body: str | None = _task_field("body")
+    assignee: str | None = _task_field("assignee")
+    parents: list[str] = _task_field("parents")
+    tenant: str | None = _task_field("tenant")
+    goal: str | None = _task_field("goal")
+    priority: int | None = _task_field("priority")
+    triage: bool = _task_field("triage")
+    workspace: str | None = _task_field("workspace")
+    branch: str | None = _task_field("branch")
+    idempotency_key: str | None = _task_field("idempotency_key")
+    max_runtime: str | int | None = _task_field("max_runtime")
+    max_retries: int | None = _task_field("max_retries")
+    skills: list[str] = _task_field("skills")
+    review: bool = _task_field("review")
+    verify: list[str] = _task_field("verify")
+    not_before: float | str | None = _task_field("not_before")
+    model: str | None = _task_field("model")
+
+    def new_task_fields(self) -> dict[str, Any]:
+        """The new-task fields given, checked by ``task_fields.checked`` (before the host-access
+        check reads them, so an over-long value is refused alike here and on every surface);
+        the title apart, for ``tasks.create``."""
+        given = {k: v for k, v in self.model_dump().items() if v is not None}
+        return {k: v for k, v in task_fields.checked(given).items() if k != "title"}
 
 
 class TaskPatch(Body):

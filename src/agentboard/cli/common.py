@@ -54,7 +54,7 @@ class Group(click.Group):
 
 def group(name: str) -> Callable[[Callable[..., Any]], Group]:
     """``@common.group("boards")``: a sub-command group with -h/--help and full command summaries."""
-    return click.group(name, cls=Group, context_settings=HELP_OPTIONS)  # type: ignore[return-value]
+    return click.group(name, cls=Group, context_settings=HELP_OPTIONS)
 
 
 def in_worker() -> bool:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import common
 from .common import handle_errors, json_option, task_board_option
+
+if TYPE_CHECKING:
+    from agentboard.store.engine import Database
 
 
 @click.command("archive")
@@ -39,7 +42,7 @@ def archive(task_ids: tuple[str, ...], purge: bool, force: bool, board: str | No
         raise InvalidInput("give at least one task id: agentboard archive --purge ID...")
     s = common.settings()
 
-    def one(db: Any, slug: str, task_id: str, **_: Any) -> dict[str, Any]:
+    def one(db: Database, slug: str, task_id: str, **_: Any) -> dict[str, Any]:
         out = kernel_purge.purge(db, slug, task_id, force=force, actor=common.actor(), home=s.home)
         out["worker_stopped"] = stop_if_local(out.get("worker"), s.host_id)
         return out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import click
 
 from . import common
@@ -19,6 +22,7 @@ def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
 
     tid = common.worker_task(task_id)
     api = common.remote()
+    rows: Sequence[Mapping[str, Any]]
     if api is not None:
         rows = api.runs(tid, board=board)
     else:
@@ -28,7 +32,7 @@ def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
         return
     from .output import age, clip, duration, table
 
-    def took(r: dict) -> str:  # type: ignore[type-arg]
+    def took(r: Mapping[str, Any]) -> str:
         if r.get("ended_at") and r.get("started_at"):
             return duration(r["ended_at"] - r["started_at"])
         return "running" if r.get("status") == "open" else "-"

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import common
 from .common import handle_errors
+
+if TYPE_CHECKING:
+    from agentboard.api.serve import BackgroundServer
+    from agentboard.config import Settings
+    from agentboard.store.engine import Database
 
 TOKEN_FILE = "serve-token"
 
@@ -107,7 +112,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
             notifier.stop()
 
 
-def observe_setup(settings: Any, log_format: str | None, level: str) -> dict[str, Any]:
+def observe_setup(settings: Settings, log_format: str | None, level: str) -> dict[str, Any]:
     """The log format and the metrics switch of ``serve`` and ``dispatcher``; returns the
     uvicorn options that keep that logging."""
     import logging
@@ -129,7 +134,7 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def start_metrics(bind_to: str, settings: Any, db: Any, dispatcher: Any, log_level: str) -> Any:
+def start_metrics(bind_to: str, settings: Settings, db: Database, dispatcher: Any, log_level: str) -> BackgroundServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` without a token on ``bind_to``."""
     from agentboard.api.routes.health import open_app
     from agentboard.api.serve import BackgroundServer, is_loopback

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -34,73 +35,49 @@ def _warn_if_not_a_profile(assignee: str | None) -> None:
         warn(warning)
 
 
-def _not_before(value: str | None) -> float | None:
-    import time
+def _field_options(fn: Any) -> Any:
+    """The options of ``create``, one per new-task field (``domain/task_fields.py``): a list's
+    is repeatable (``--parent A --parent B`` or ``--parent A,B``), a flag takes no value."""
+    from agentboard.domain import task_fields
 
-    from agentboard.kernel.schedules import not_before_of
-
-    return not_before_of(value, time.time())
+    for f in reversed(task_fields.FIELDS):
+        if f.cli_option is None:
+            continue
+        if f.kind == "flag":
+            fn = click.option(f.cli_option, f.name, is_flag=True, help=f.help)(fn)
+        else:
+            fn = click.option(f.cli_option, f.name, default=None, multiple=f.kind == "list", metavar=f.metavar,
+                              help=f.describe())(fn)
+    return fn
 
 
 @click.command("create")
 @click.argument("title")
-@click.option("--body", default=None, help="markdown description")
+@_field_options
 @click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
-@click.option("--assignee", default=None, metavar="PROFILE")
-@click.option("--parent", "parents", multiple=True, metavar="ID", help="a task this one waits for (repeatable)")
-@click.option("--tenant", default=None)
-@click.option("--goal", default=None, metavar="G")
-@click.option("--priority", default="0", metavar="N", help="higher runs first")
-@click.option("--triage", is_flag=True, help="park it in triage (never dispatched until released)")
-@click.option("--workspace", default=None, metavar="KIND",
-              help="scratch | worktree | worktree:<path> | dir:<absolute path> | path:<name of a "
-                   "board's named path>")
-@click.option("--branch", default=None, metavar="NAME")
-@click.option("--idempotency-key", default=None, metavar="KEY")
-@click.option("--max-runtime", default=None, metavar="DUR", help="30s, 30m, 2h, 1d or seconds")
-@click.option("--max-retries", default=None, type=int, metavar="N")
-@click.option("--skill", "skills", multiple=True, metavar="S")
-@click.option("--review", is_flag=True, help="require a review before done")
-@click.option("--verify", "verify", multiple=True, metavar="CMD", help="a shell command that must pass")
 @click.option("--check", "checks", multiple=True, metavar="NAME",
               help="a named check of the board that must pass (repeatable; `boards checks list`)")
-@click.option("--not-before", "not_before", default=None, metavar="TIME",
-              help="wait in todo until TIME (ISO-8601 in UTC, epoch seconds, or 30m / 2h / 1d from now)")
-@click.option("--model", "model_name", default=None, metavar="M",
-              help="the model the agent CLI runs this task with (over the profile's)")
 @board_option
 @json_option
 @handle_errors
-def create(title: str, body: str | None, body_file: str | None, assignee: str | None,
-           parents: tuple[str, ...], tenant: str | None, goal: str | None, priority: str,
-           triage: bool, workspace: str | None, branch: str | None, idempotency_key: str | None,
-           max_runtime: str | None, max_retries: int | None, skills: tuple[str, ...], review: bool,
-           verify: tuple[str, ...], checks: tuple[str, ...], not_before: str | None, model_name: str | None,
-           board: str | None,
-           as_json: bool) -> None:
+def create(title: str, body_file: str | None, checks: tuple[str, ...], board: str | None, as_json: bool,
+           **fields: Any) -> None:
     """Create a task (ready when every parent is done and it has an assignee)."""
-    from agentboard.domain import model
+    from agentboard.domain import task_fields
     from agentboard.kernel import host_access, tasks
 
     slug = common.resolve_board(board)
-    text = common.read_text(body, body_file)
-    all_verify = [*verify, *(host_access.CHECK_PREFIX + c for c in checks)]
+    fields["body"] = common.read_text(fields["body"], body_file)
+    fields["parents"] = common.split_ids(fields["parents"])
+    fields["verify"] = [*fields["verify"], *(host_access.CHECK_PREFIX + c for c in checks)]
+    given = task_fields.checked({"title": title, **{k: v for k, v in fields.items() if v not in (None, (), [])}})
+    title = given.pop("title")
     api = common.remote()
     if api is not None:  # a worker: only a proposal in triage, unless it is an orchestrator
-        task = api.create(slug, {
-            "title": title, "body": text, "assignee": assignee, "parents": common.split_ids(parents),
-            "tenant": tenant, "goal": goal, "priority": model.priority(priority), "triage": triage,
-            "workspace": workspace, "branch": branch, "idempotency_key": idempotency_key,
-            "max_runtime": max_runtime, "max_retries": max_retries, "skills": list(skills),
-            "review": review, "verify": all_verify or None, "not_before": not_before, "model": model_name})
+        task = api.create(slug, {"title": title, **{k: list(v) if isinstance(v, tuple) else v
+                                                    for k, v in given.items()}})
     else:
-        task = tasks.create(
-            common.db(), slug, title, body=text, assignee=assignee, parents=common.split_ids(parents),
-            tenant=tenant, goal=goal, priority=model.priority(priority), triage=triage, workspace=workspace,
-            branch=branch, idempotency_key=idempotency_key, max_runtime=max_runtime,
-            max_retries=max_retries, skills=skills, review=review, verify=all_verify,
-            actor=common.actor(), not_before=_not_before(not_before), model=model_name,
-        )
+        task = tasks.create(common.db(), slug, title, actor=common.actor(), **given)
         _warn_if_not_a_profile(task["assignee"])
     if as_json:
         common.emit_json(task)
@@ -133,6 +110,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
     if mine:
         assignee = _mine()
     api = common.remote()
+    rows: Sequence[Mapping[str, Any]]
     if api is not None:
         slug = common.resolve_board(board)
         rows = api.list_tasks(slug, assignee=assignee, status=common.split_ids(statuses) or None,

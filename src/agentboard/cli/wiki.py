@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from .common import (
 )
 
 
-def _line(p: dict[str, Any]) -> str:
+def _line(p: Mapping[str, Any]) -> str:
     src = f"  (from {p['source_task_id']})" if p.get("source_task_id") else ""
     return f"{p['slug']:<32} {p['status']:<9} {p['title']}{src}"
 

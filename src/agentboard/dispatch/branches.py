@@ -22,10 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import gitsafe
 from . import gitutil
+
+if TYPE_CHECKING:
+    from ..store.engine import Database
 
 #: the suffix of a task's integration branch (``ab/<task id>-base``)
 INTEGRATION_SUFFIX = "-base"
@@ -258,7 +261,7 @@ def check_settings(row: dict[str, Any], settings: dict[str, Any]) -> None:
             raise InvalidInput(f"{why}: give the folder of a virtualenv (python -m venv DIR)")
 
 
-def configure(db: Any, slug: str, *, actor: str | None = None, **changes: str | bool | None) -> dict[str, Any]:
+def configure(db: Database, slug: str, *, actor: str | None = None, **changes: str | bool | None) -> dict[str, Any]:
     """Set a board's git settings (``base``, ``integrate``, ``review_before_integrate``,
     ``env_setup``; ``""`` clears one),
     checked first (:func:`check_settings`); the board is unchanged when one is refused."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import Settings
 from ..kernel.profiles import command_problem
 from . import adapters
 
@@ -375,7 +376,7 @@ def _nonempty(path: Path, adapter: str) -> bool:
     return bool(text.strip())
 
 
-def worker_identity(profile: dict[str, Any], settings: Any) -> tuple[int | None, str | None]:
+def worker_identity(profile: dict[str, Any], settings: Settings) -> tuple[int | None, str | None]:
     """The user a profile's workers run as, and its home, when not this process's."""
     from . import isolation
 
@@ -392,7 +393,7 @@ def worker_identity(profile: dict[str, Any], settings: Any) -> tuple[int | None,
         return conf.uid, None
 
 
-def root_problem(profile: dict[str, Any], settings: Any) -> str | None:
+def root_problem(profile: dict[str, Any], settings: Settings) -> str | None:
     """Why this host's dispatcher could not start the profile's agent as the user its workers
     run as (Claude Code's refusal of ``permission = full`` as root), with the setting to change."""
     if str(profile.get("adapter") or "") != "claude" or str(profile.get("permission") or "edit") != "full":
@@ -404,7 +405,7 @@ def root_problem(profile: dict[str, Any], settings: Any) -> str | None:
             f"= full: `agentboard profiles set {profile.get('name')} --permission edit`, or `--isolation user`")
 
 
-def check_profiles(profiles: list[dict[str, Any]], settings: Any, *, run: bool = True,
+def check_profiles(profiles: list[dict[str, Any]], settings: Settings, *, run: bool = True,
                    turn: bool = False) -> list[Report]:
     """The reports of several profiles (their flag checks one after the other)."""
     out = []

@@ -83,12 +83,16 @@ class ProfileFields(BaseModel):
         return None if value is None else [s.strip() for s in value if s.strip()]
 
 
+def _annotation(model: type[BaseModel], name: str) -> object:
+    return model.model_fields[name].annotation
+
+
 # the lists the schema module names without loading pydantic
 assert frozenset(ProfileFields.model_fields) == PROFILE_FIELDS
-assert ProfileFields.model_fields["adapter"].annotation == Literal[ADAPTERS] | None
-assert ProfileFields.model_fields["isolation"].annotation == Literal[ISOLATION] | None
-assert ProfileFields.model_fields["permission"].annotation == Literal[PERMISSION] | None
+assert _annotation(ProfileFields, "adapter") == Literal[ADAPTERS] | None
+assert _annotation(ProfileFields, "isolation") == Literal[ISOLATION] | None
+assert _annotation(ProfileFields, "permission") == Literal[PERMISSION] | None
 assert tuple(BoardSettings.model_fields) == BOARD_KEYS + SUPERVISOR_KEYS
-assert BoardSettings.model_fields["integrate"].annotation == Literal[INTEGRATE] | None
+assert _annotation(BoardSettings, "integrate") == Literal[INTEGRATE] | None
 
 __all__ = ["BoardSettings", "ProfileFields"]

@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..domain import model, settings_schema
 from ..domain.errors import Conflict, InvalidInput, NotFound
@@ -15,6 +15,7 @@ from ..store.engine import Database, Row, Tx, dump_json
 from . import host_access
 from .common import board_settings
 from .host_access import check_settings
+from .rows import BoardRow
 
 _SCOPED_TABLES = (
     "task_events", "task_comments", "task_runs", "task_links", "attachments", "reviews",
@@ -49,7 +50,7 @@ def get(db: Database, slug: str) -> Row:
     return board_out(db.read(_get, slug))
 
 
-def list_boards(db: Database, *, include_archived: bool = False) -> list[Row]:
+def list_boards(db: Database, *, include_archived: bool = False) -> list[BoardRow]:
     def _r(tx: Tx) -> list[Row]:
         sql = (
             "SELECT b.*, (SELECT COUNT(*) FROM tasks t WHERE t.board = b.slug AND t.status != 'archived') AS task_count "
@@ -58,7 +59,7 @@ def list_boards(db: Database, *, include_archived: bool = False) -> list[Row]:
         if not include_archived:
             sql += " WHERE b.archived = 0"
         return tx.all(sql + " ORDER BY b.slug")
-    return [board_out(r) for r in db.read(_r)]
+    return [cast(BoardRow, board_out(r)) for r in db.read(_r)]
 
 
 def _create(tx: Tx, slug: str, fields: dict[str, Any], actor: str | None) -> Row:
@@ -155,9 +156,10 @@ def update_in(tx: Tx, slug: str, changes: dict[str, Any], actor: str | None) -> 
     return _get(tx, slug)
 
 
-def _own_supervision(settings: Any) -> bool:
+def _own_supervision(settings: object) -> bool:
+    """``settings``: a board's settings (a JSON text or a mapping; None for none)."""
     try:
-        value = json.loads(settings) if isinstance(settings, str) else settings or {}
+        value: object = json.loads(settings) if isinstance(settings, str) else settings or {}
     except ValueError:
         return True
     return not (isinstance(value, dict) and value.get("supervision_budget") is False)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import gitsafe
+from ..config import Settings
 from ..store.engine import Database, Row, Tx, in_list, sqlite_file
 from . import budgets
 from .profiles import command_problem
@@ -95,7 +96,7 @@ def _git_dirty(path: str) -> str | None:
     return "; ".join(lines[:5]) + (f" (+{len(lines) - 5} more)" if len(lines) > 5 else "") if lines else None
 
 
-def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings: Any) -> dict[str, Any]:
+def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings: Settings) -> dict[str, Any]:
     params: dict[str, Any] = {}
     inb = in_list("b", boards, params)
     only = ""
@@ -125,12 +126,12 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
     }
 
 
-def _board_default(tx: Tx, board: str, settings: Any) -> str | None:
+def _board_default(tx: Tx, board: str, settings: Settings) -> str | None:
     from .common import default_assignee
     return default_assignee(tx, board)
 
 
-def _database(db: Database, settings: Any) -> list[Finding]:
+def _database(db: Database, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     try:
         if db.dialect == "sqlite":

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..domain import model, states
 from ..domain.errors import InvalidInput
 from ..store.engine import Database, Row, Tx
 from .common import default_assignee, get_task, ready_or_todo, require_board, task_out
+from .rows import BoardView, DecomposeBackoff
 from .tasks import NewTask, create_in
 
 #: how many tasks a decomposition may create
@@ -215,7 +216,7 @@ def backoff(db: Database, board: str) -> dict[str, Row]:
     return db.read(_backoff_in, board)
 
 
-def mark_backoff(db: Database, board: str, view: Row) -> Row:
+def mark_backoff(db: Database, board: str, view: BoardView) -> BoardView:
     """A board view whose triage cards carry ``decompose_backoff`` (``{attempts, retry_at,
     error}``) when a specify / decompose of theirs failed."""
     triage = [c for col in view.get("columns", []) if col.get("status") == states.TRIAGE for c in col["tasks"]]
@@ -223,7 +224,7 @@ def mark_backoff(db: Database, board: str, view: Row) -> Row:
         held = backoff(db, board)
         for card in triage:
             if card["id"] in held:
-                card["decompose_backoff"] = held[card["id"]]
+                card["decompose_backoff"] = cast(DecomposeBackoff, held[card["id"]])
     return view
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from ..domain import states
 from ..store.engine import EVENT_COLUMNS, Tx, dump_json
@@ -138,7 +140,7 @@ def reopen_goal(tx: Tx, goal_id: str | None) -> None:
         )
 
 
-def after_satisfied(tx: Tx, board: str, task: dict, actor: str | None = None, *, children: bool = True) -> list[str]:
+def after_satisfied(tx: Tx, board: str, task: Mapping[str, Any], actor: str | None = None, *, children: bool = True) -> list[str]:
     """A task became done or archived: promote its children and settle its goal.
     ``children=False``: the caller knows (under the task's lock) no child waits in todo."""
     promoted = promote_children(tx, board, task["id"], actor) if children else []

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import require_board
 from .host_access import checked_verify
+from .rows import GoalDetail, GoalRow
 
 
 def goal_out(row: Row) -> Row:
@@ -140,7 +141,7 @@ def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:
     return out
 
 
-def list_goals(db: Database, board: str, *, status: str | None = None) -> list[Row]:
+def list_goals(db: Database, board: str, *, status: str | None = None) -> list[GoalRow]:
     def _r(tx: Tx) -> list[Row]:
         sql = "SELECT * FROM goals WHERE board = :b"
         params: dict[str, Any] = {"b": board}
@@ -152,10 +153,10 @@ def list_goals(db: Database, board: str, *, status: str | None = None) -> list[R
         for r in rows:
             r.update(sums[r["id"]])
         return rows
-    return db.read(_r)
+    return cast("list[GoalRow]", db.read(_r))
 
 
-def show(db: Database, board: str, goal_id: str) -> Row:
+def show(db: Database, board: str, goal_id: str) -> GoalDetail:
     def _r(tx: Tx) -> Row:
         row = goal_out(_get(tx, board, goal_id))
         row.update(_summaries(tx, board, [goal_id])[goal_id])
@@ -164,4 +165,4 @@ def show(db: Database, board: str, goal_id: str) -> Row:
             "ORDER BY priority DESC, created_at", {"g": goal_id},
         )
         return row
-    return db.read(_r)
+    return cast(GoalDetail, db.read(_r))

@@ -4,7 +4,7 @@ The verbs (``tasks``, ``runs``, ``flow``, ``budgets``) say *that* something happ
 was blocked or given up on, review or verification sent it back, a run failed, telemetry came
 in, a goal's tasks are all done, a budget blocked a task — and the modules that act on it
 subscribe here with :func:`on`. The verbs never import those modules, so the modules may use
-the verbs freely (the supervisor creates and blocks tasks through ``kernel/tasks.py``).
+the verbs freely (the supervisor creates and blocks tasks through ``kernel/tasks/``).
 
 Subscribers are imported on the first fire (:data:`SUBSCRIBERS`), so a command that never
 changes a task does not load them. Every handler runs in the caller's transaction: what it

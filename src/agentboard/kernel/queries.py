@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
@@ -24,6 +24,7 @@ from .common import (
     task_out,
 )
 from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
+from .rows import AssigneeRow, BoardStats, BoardView, RunRow, TaskCard, TenantRow
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
@@ -90,7 +91,7 @@ def list_tasks(
     db: Database, board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
     include_archived: bool = False, limit: int = 200, offset: int = 0, supervision: bool = False,
-) -> list[Row]:
+) -> list[TaskCard]:
     """A board's tasks; the supervisor's own tasks only with ``supervision``."""
     where, params = _filters(board, assignee=assignee, status=status, tenant=tenant, goal=goal,
                              search=search, include_archived=include_archived, supervision=supervision)
@@ -104,14 +105,14 @@ def list_tasks(
             "ORDER BY priority DESC, created_at, id LIMIT :lim OFFSET :off",
             params,
         )
-    return [task_out(r) for r in db.read(_r)]
+    return [cast(TaskCard, task_out(r)) for r in db.read(_r)]
 
 
 def board_view(
     db: Database, board: str, *, tenant: str | None = None, assignee: str | None = None,
     goal: str | None = None, search: str | None = None, include_archived: bool = False,
     per_column: int = 100, lanes: bool = False, supervision: bool = False,
-) -> Row:
+) -> BoardView:
     """Columns by status with counts and the first ``per_column`` cards of each. The
     supervisor's own tasks are left out unless ``supervision`` (``hidden_supervision``: how
     many were left out)."""
@@ -182,7 +183,7 @@ def board_view(
     out = db.read(_r)
     if any(fold):
         compact_task_counts(db, board)
-    return out
+    return cast(BoardView, out)
 
 
 #: PostgreSQL: the cards' counts in one statement, the ids as one array
@@ -368,14 +369,14 @@ def allowed_moves(db: Database, board: str, task_id: str) -> list[Row]:
     return db.read(lambda tx: allowed_moves_in(tx, board, get_task(tx, board, task_id)))
 
 
-def runs(db: Database, board: str, task_id: str) -> list[Row]:
+def runs(db: Database, board: str, task_id: str) -> list[RunRow]:
     def _r(tx: Tx) -> list[Row]:
         get_task(tx, board, task_id)
         return [run_out(r) for r in tx.all("SELECT * FROM task_runs WHERE task_id = :id ORDER BY id", {"id": task_id})]
-    return db.read(_r)
+    return cast("list[RunRow]", db.read(_r))
 
 
-def get_run(db: Database, board: str, run_id: int) -> Row:
+def get_run(db: Database, board: str, run_id: int) -> RunRow:
     from ..domain.errors import NotFound
 
     def _r(tx: Tx) -> Row:
@@ -383,7 +384,7 @@ def get_run(db: Database, board: str, run_id: int) -> Row:
         if row is None:
             raise NotFound(f"no run {run_id} on board {board!r}")
         return run_out(row)
-    return db.read(_r)
+    return cast(RunRow, db.read(_r))
 
 
 def _event_out(row: Row) -> Row:
@@ -489,7 +490,7 @@ def last_event_id(db: Database, board: str | None = None) -> int:
     return db.read(_r)
 
 
-def stats(db: Database, board: str) -> Row:
+def stats(db: Database, board: str) -> BoardStats:
     def _r(tx: Tx) -> Row:
         by_status = {s: 0 for s in states.STATUSES}
         for r in tx.all("SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b GROUP BY status", {"b": board}):
@@ -515,10 +516,10 @@ def stats(db: Database, board: str) -> Row:
                 "total": sum(by_status.values()), "runs": int(runs.get("runs") or 0),
                 "cost_usd": float(runs.get("cost") or 0), "input_tokens": int(runs.get("input_tokens") or 0),
                 "output_tokens": int(runs.get("output_tokens") or 0), "outcomes": outcomes}
-    return db.read(_r)
+    return cast(BoardStats, db.read(_r))
 
 
-def assignees(db: Database, board: str) -> list[Row]:
+def assignees(db: Database, board: str) -> list[AssigneeRow]:
     """Every profile and every assignee seen on the board, with task counts by status."""
     def _r(tx: Tx) -> list[Row]:
         out: dict[str, Row] = {}
@@ -534,13 +535,13 @@ def assignees(db: Database, board: str) -> list[Row]:
         for e in out.values():
             e["total"] = sum(e["counts"].values())
         return sorted(out.values(), key=lambda e: e["name"])
-    return db.read(_r)
+    return cast("list[AssigneeRow]", db.read(_r))
 
 
-def tenants(db: Database, board: str) -> list[Row]:
-    return db.read(lambda tx: tx.all(
+def tenants(db: Database, board: str) -> list[TenantRow]:
+    return cast("list[TenantRow]", db.read(lambda tx: tx.all(
         "SELECT tenant, COUNT(*) AS n FROM tasks WHERE board = :b AND tenant IS NOT NULL AND status != 'archived' "
-        "GROUP BY tenant ORDER BY tenant", {"b": board}))
+        "GROUP BY tenant ORDER BY tenant", {"b": board})))
 
 
 def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, Row]:

@@ -38,15 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..domain import model
+from ..domain import model, task_fields
 from ..domain.errors import InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx
 from .tasks import NewTask, create_in
 
 NAME_RE = model.TEMPLATE_NAME_RE
 #: the fields of a [[task]] table
-TASK_KEYS = ("key", "title", "body", "assignee", "parents", "priority", "verify", "review", "tenant", "skills",
-             "triage", "workspace", "branch", "max_runtime", "max_retries")
+TASK_KEYS = ("key", *task_fields.TEMPLATE_NAMES)
 #: the fields placeholders are filled in
 FILLED = ("title", "body", "assignee", "tenant", "branch")
 #: the most tasks one template may create
@@ -122,7 +121,8 @@ def parse(name: str, path: Path) -> Template:
         key = str(item.get("key") or f"task{n}")
         if key in keys:
             raise InvalidInput(f"template {name}: two tasks have the key {key!r}")
-        for parent in item.get("parents") or []:
+        # keys or ids, as many and as long as a task's parents
+        for parent in task_fields.check("parents", item.get("parents") or []):
             if not str(parent).startswith("t_") and str(parent) not in keys:
                 raise InvalidInput(f"template {name}: task {key!r} names parent {parent!r}, which is not the key "
                                    "of a task above it (nor a task id)")
@@ -167,7 +167,7 @@ def board_target(db: Database, board: str) -> str | None:
     """The board's target folder (where its own templates live), if it has one."""
     from .boards import get
 
-    return get(db, board).get("default_workdir")  # type: ignore[no-any-return]
+    return get(db, board).get("default_workdir")
 
 
 class _Values(dict[str, str]):
@@ -220,12 +220,8 @@ def records(tasks: list[dict[str, Any]], board: str, actor: str | None) -> list[
     """Rendered template tasks as checked task records (``InvalidInput`` for a bad field)."""
     out = []
     for item in tasks:
-        new = NewTask.build(
-            board, item["title"], body=item.get("body"), assignee=item.get("assignee") or None,
-            priority=item.get("priority", 0), review=bool(item.get("review")), verify=item.get("verify") or (),
-            tenant=item.get("tenant"), skills=item.get("skills") or (), triage=bool(item.get("triage")),
-            workspace=item.get("workspace"), branch=item.get("branch"), max_runtime=item.get("max_runtime"),
-            max_retries=item.get("max_retries"), actor=actor)
+        given = {k: v for k, v in item.items() if k not in ("key", "title", "parents")}
+        new = NewTask.build(board, item["title"], actor=actor, **given)
         out.append((item["key"], new, [str(p) for p in item.get("parents") or []]))
     return out
 

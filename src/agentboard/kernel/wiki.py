@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx
 from .common import require_board
+from .rows import WikiPage
 
 STATUSES = ("published", "draft")
 SLUG_RE = model.WIKI_SLUG_RE
@@ -64,16 +65,16 @@ def _get(tx: Tx, board: str, page_slug: str) -> Row:
     return row
 
 
-def get(db: Database, board: str, page_slug: str) -> Row:
-    return db.read(_get, board, slug(page_slug))
+def get(db: Database, board: str, page_slug: str) -> WikiPage:
+    return cast(WikiPage, db.read(_get, board, slug(page_slug)))
 
 
-def list_pages(db: Database, board: str, *, status: str | None = None) -> list[Row]:
+def list_pages(db: Database, board: str, *, status: str | None = None) -> list[WikiPage]:
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"unknown wiki status {status!r}: use published or draft")
     sql = (f"SELECT {PAGE_COLUMNS} FROM wiki_pages WHERE board = :b"
            + (" AND status = :st" if status else "") + " ORDER BY slug")
-    return db.read(lambda tx: tx.all(sql, {"b": board, "st": status}))
+    return cast("list[WikiPage]", db.read(lambda tx: tx.all(sql, {"b": board, "st": status})))
 
 
 def _event(tx: Tx, board: str, action: str, page: Row, actor: str | None, **extra: Any) -> None:

@@ -19,15 +19,17 @@ where domain errors are mapped for MCP.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
+from pydantic import Field
 
 from .. import config
+from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
@@ -110,6 +112,12 @@ def _guard(fn: Callable[[], Any]) -> CallToolResult:
         return _err(exc.code, exc.message)
 
 
+def _about(name: str) -> Any:
+    """A create tool parameter's help and limits, from the one table of new-task fields (the
+    limits are checked by the kernel, which answers the same ``invalid_input`` as every surface)."""
+    return Field(description=task_fields.BY_NAME[name].describe())
+
+
 def _task_summary(task: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "title", "status", "assignee", "run_id", "block_kind", "block_reason", "pending_verification",
             "warnings")
@@ -155,10 +163,9 @@ class Ops(Protocol):
     def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]: ...
 
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
-                   limit: int) -> list[dict[str, Any]]: ...
+                   limit: int) -> Sequence[Mapping[str, Any]]: ...
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]: ...
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]: ...
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]: ...
 
@@ -230,14 +237,12 @@ class LocalOps:
                             actor=self.scope.actor)
 
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
-                   limit: int) -> list[dict[str, Any]]:
+                   limit: int) -> Sequence[Mapping[str, Any]]:
         return queries.list_tasks(self.db, self.board, status=status, assignee=assignee, goal=goal,
                                   search=search, limit=limit)
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]:
-        return tasks.create(self.db, self.board, title, body=body, assignee=assignee, parents=parents,
-                            skills=skills, goal=goal, priority=priority, actor=self.scope.actor)
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return tasks.create(self.db, self.board, title, actor=self.scope.actor, **fields)
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return links.link(self.db, self.board_of(child_id), parent_id, child_id, actor=self.scope.actor)
@@ -297,10 +302,8 @@ class RemoteOps:
         return self.api.list_tasks(self.board, status=status, assignee=assignee, goal=goal, search=search,
                                    limit=limit)
 
-    def create(self, title: str, assignee: str, body: str | None, parents: list[str], skills: list[str],
-               goal: str | None, priority: int) -> dict[str, Any]:
-        return self.api.create(self.board, {"title": title, "assignee": assignee, "body": body, "parents": parents,
-                                            "skills": skills, "goal": goal, "priority": priority})
+    def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
+        return self.api.create(self.board, {"title": title, **fields})
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return self.api.link(parent_id, child_id)
@@ -422,10 +425,15 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
                                  "skills, goal, body and priority.")
-        def kanban_create(title: str, assignee: str, body: str | None = None,
-                          parents: list[str] | None = None, skills: list[str] | None = None,
-                          goal: str | None = None, priority: int = 0) -> CallToolResult:
-            return _guard(lambda: ops.create(title, assignee, body, parents or [], skills or [], goal, priority))
+        def kanban_create(title: Annotated[str, _about("title")], assignee: Annotated[str, _about("assignee")],
+                          body: Annotated[str | None, _about("body")] = None,
+                          parents: Annotated[list[str] | None, _about("parents")] = None,
+                          skills: Annotated[list[str] | None, _about("skills")] = None,
+                          goal: Annotated[str | None, _about("goal")] = None,
+                          priority: Annotated[int, _about("priority")] = 0) -> CallToolResult:
+            given = {"assignee": assignee, "body": body, "parents": parents, "skills": skills, "goal": goal,
+                     "priority": priority}
+            return _guard(lambda: ops.create(title, {k: v for k, v in given.items() if v is not None}))
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:

@@ -57,7 +57,7 @@ class CycleReport:
 def backoff(settings: Settings, failures: int) -> float:
     """Seconds before retry number ``failures``: base * 2^(failures-1), at most the maximum,
     with a little jitter so several targets failing together do not retry together."""
-    delay = settings.notify_retry_base * (2 ** max(0, failures - 1))
+    delay = settings.notify_retry_base * (2.0 ** max(0, failures - 1))
     return min(delay, settings.notify_retry_max) * random.uniform(1.0, 1.2)
 
 

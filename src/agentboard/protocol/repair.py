@@ -51,7 +51,7 @@ def _summary_from_raw(raw: str | None) -> str:
     except ValueError:
         m = re.search(r'"summary"\s*:\s*"((?:[^"\\]|\\.)*)"', raw)
         return m.group(1).strip() if m else ""
-    value = data.get("summary") if isinstance(data, dict) else None
+    value: object = data.get("summary") if isinstance(data, dict) else None
     return value.strip() if isinstance(value, str) else ""
 
 
@@ -59,7 +59,7 @@ def extract_summary(log_path: Path | None, raw_result: str | None = None) -> str
     """A summary for a result that never validated: a ``Summary:`` line of the worker's output,
     else the ``summary`` the invalid file carried, else the output's last paragraph."""
     text = _log_tail(log_path)
-    labelled = _LABELLED.findall(text)
+    labelled: list[str] = _LABELLED.findall(text)
     if labelled:
         return labelled[-1].strip()[:SUMMARY_CAP]
     from_raw = _summary_from_raw(raw_result)

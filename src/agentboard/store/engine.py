@@ -1,5 +1,8 @@
 """Connections and transactions for SQLite and PostgreSQL.
 
+One module on purpose: the transaction, the database that runs it, and the retry and error rules
+they share are one thing; apart, each would reach into the other's internals.
+
 The hot kernel verbs run prepared SQL text on the DB-API connection (``:name`` parameters,
 rewritten once per statement for psycopg). SQLAlchemy provides the engine, the pool, the
 dialects and the migrations.

@@ -6,10 +6,14 @@ import contextlib
 import fcntl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..domain.errors import Unavailable
-from .engine import Database, create_sqlite_file, sqlite_file
+from .engine import Database, Tx, create_sqlite_file, sqlite_file
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
@@ -17,18 +21,19 @@ HEAD = "0020"
 
 
 def current_revision(db: Database) -> str | None:
-    def _q(tx):  # type: ignore[no-untyped-def]
-        return tx.scalar("SELECT version_num FROM alembic_version")
+    def _q(tx: Tx) -> str | None:
+        value = tx.scalar("SELECT version_num FROM alembic_version")
+        return None if value is None else str(value)
 
     try:
-        return db.read(_q)  # type: ignore[no-any-return]
+        return db.read(_q)
     except Unavailable:  # the server is unreachable, the disk full: say so, do not migrate
         raise
     except Exception:
         return None
 
 
-def _config():  # type: ignore[no-untyped-def]
+def _config() -> Config:
     from alembic.config import Config
 
     cfg = Config()

@@ -235,7 +235,7 @@ class Wire:
             return []
         names = [res.fname(i).decode() for i in range(res.nfields)]
         self.tr.set_pgresult(res)
-        return self.tr.load_rows(0, res.ntuples, lambda values: dict(zip(names, values, strict=True)))  # type: ignore[no-any-return]
+        return self.tr.load_rows(0, res.ntuples, lambda values: dict(zip(names, values, strict=True)))
 
     def rowcount(self, sent: Sent) -> int:
         res = self.result(sent)

@@ -206,7 +206,7 @@ class Digest:
 
     @property
     def checksum(self) -> str:
-        return self._h.hexdigest()
+        return str(self._h.hexdigest())
 
     def as_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "sha256": self.checksum}

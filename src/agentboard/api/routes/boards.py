@@ -12,6 +12,7 @@ from starlette.responses import Response
 from ...dispatch.targets import validate_target
 from ...domain import model, settings_schema
 from ...kernel import boards, compound, fanout, host_access, queries
+from ..answers import BoardRow, BoardView
 from ..auth import Principal, current
 from ..errors import dumps
 from ..models import BoardCreate, BoardPatch
@@ -23,7 +24,7 @@ Slug = PathParam(min_length=1, max_length=64, description="board slug")
 BoardQ = Query(default=None, max_length=64, description="board slug")
 
 
-@router.get("/boards", responses=responses())
+@router.get("/boards", response_model=list[BoardRow], responses=responses())
 def list_boards(request: Request, include_archived: bool = False,
                 who: Principal = Depends(current)) -> Response:
     db = state(request).db
@@ -36,7 +37,7 @@ def list_boards(request: Request, include_archived: bool = False,
     return Json([{**b, "current": b["slug"] == (cli_current or "default")} for b in rows if who.sees(b["slug"])])
 
 
-@router.post("/boards", status_code=201, responses=responses(400, 409))
+@router.post("/boards", response_model=BoardRow, status_code=201, responses=responses(400, 409))
 def create_board(request: Request, data: BoardCreate, who: Principal = Depends(current)) -> Response:
     who.check_admin()
     st = state(request)
@@ -53,14 +54,14 @@ def create_board(request: Request, data: BoardCreate, who: Principal = Depends(c
     return Json(out, status_code=201)
 
 
-@router.get("/boards/{slug}", responses=responses(400, 404))
+@router.get("/boards/{slug}", response_model=BoardRow, responses=responses(400, 404))
 def get_board(request: Request, slug: str = Slug, who: Principal = Depends(current)) -> Response:
     slug = model.board_slug(slug)
     who.check_read(slug)
     return Json(boards.get(state(request).db, slug))
 
 
-@router.patch("/boards/{slug}", responses=responses(400, 404, 409))
+@router.patch("/boards/{slug}", response_model=BoardRow, responses=responses(400, 404, 409))
 def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
                 who: Principal = Depends(current)) -> Response:
     """Change the display fields or settings; ``archived: true|false`` archives or restores
@@ -80,7 +81,7 @@ def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
                                      actor=who.name, **fields))
 
 
-@router.delete("/boards/{slug}", responses=responses(400, 404, 409))
+@router.delete("/boards/{slug}", response_model=BoardRow, responses=responses(400, 404, 409))
 def remove_board(request: Request, slug: str = Slug,
                  purge: bool = Query(default=False, description="delete for good instead of archiving"),
                  who: Principal = Depends(current)) -> Response:
@@ -96,7 +97,7 @@ def remove_board(request: Request, slug: str = Slug,
     return Json(out)
 
 
-@router.get("/board", responses=responses(400, 404))
+@router.get("/board", response_model=BoardView, responses=responses(400, 404))
 def board_view(
     request: Request, board: str | None = BoardQ,
     tenant: str | None = Query(default=None, max_length=200),

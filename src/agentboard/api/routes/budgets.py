@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from ...domain.errors import InvalidInput
 from ...kernel import budgets, lookups
+from ..answers import BudgetCleared, BudgetRow
 from ..auth import Principal, current
 from .common import Json, read_board, responses, state
 
@@ -45,7 +46,7 @@ def _scope_board(request: Request, who: Principal, scope: str, ref: str) -> str 
     return None
 
 
-@router.get("/budgets", responses=responses(400, 404))
+@router.get("/budgets", response_model=list[BudgetRow], responses=responses(400, 404))
 def list_budgets(request: Request, board: str | None = Query(default=None, max_length=64),
                  scope: Scope | None = None, ref: str | None = Query(default=None, max_length=64),
                  who: Principal = Depends(current)) -> Response:
@@ -64,7 +65,7 @@ def list_budgets(request: Request, board: str | None = Query(default=None, max_l
     return Json(budgets.show(db, board=slug))
 
 
-@router.put("/budgets/{scope}/{ref}", responses=responses(400, 403, 404))
+@router.put("/budgets/{scope}/{ref}", response_model=BudgetRow, responses=responses(400, 403, 404))
 def set_budget(request: Request, data: BudgetBody, scope: Scope, ref: str = Ref,
                who: Principal = Depends(current)) -> Response:
     """Set or change a budget (limits left out keep their value); tasks it now lets through are released."""
@@ -73,7 +74,7 @@ def set_budget(request: Request, data: BudgetBody, scope: Scope, ref: str = Ref,
     return Json(budgets.set_budget(state(request).db, scope, ref, limits, actor=who.name))
 
 
-@router.delete("/budgets/{scope}/{ref}", responses=responses(400, 403, 404))
+@router.delete("/budgets/{scope}/{ref}", response_model=BudgetCleared, responses=responses(400, 403, 404))
 def clear_budget(request: Request, scope: Scope, ref: str = Ref, who: Principal = Depends(current)) -> Response:
     """Remove a budget; the tasks it blocked are released."""
     who.check_admin(_scope_board(request, who, scope, ref))

@@ -7,13 +7,14 @@ from pydantic import BaseModel, ConfigDict
 from starlette.responses import Response
 
 from ...kernel import diagnostics, lookups, overrides
+from ..answers import Finding, TaskRow
 from ..auth import Principal, current
 from .common import Json, actor_of, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["diagnostics"])
 
 
-@router.get("/diagnostics", responses=responses(400, 404))
+@router.get("/diagnostics", response_model=list[Finding], responses=responses(400, 404))
 def get_diagnostics(request: Request, board: str | None = Query(default=None, max_length=64),
                     task: str | None = Query(default=None, max_length=64),
                     tasks_only: bool = Query(default=False, description="only findings about a task (the cards' badges)"),
@@ -35,7 +36,7 @@ class PromoteBody(BaseModel):
     force: bool = False
 
 
-@router.post("/tasks/{task_id}/promote", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/promote", response_model=TaskRow, responses=responses(400, 404, 409))
 def promote(request: Request, task_id: str, data: PromoteBody | None = None, board: str | None = None,
             who: Principal = Depends(current)) -> Response:
     """todo → ready; ``force`` also over unfinished parents (recorded as an override)."""
@@ -44,7 +45,7 @@ def promote(request: Request, task_id: str, data: PromoteBody | None = None, boa
                                   actor=actor_of(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/unguard", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/unguard", response_model=TaskRow, responses=responses(400, 404, 409))
 def unguard(request: Request, task_id: str, board: str | None = None, who: Principal = Depends(current)) -> Response:
     """Lift the respawn guard holding the task back."""
     slug = write_board(request, who, board, task_id)

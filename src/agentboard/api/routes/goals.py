@@ -9,6 +9,7 @@ from starlette.responses import Response
 from ...domain import states
 from ...domain.errors import InvalidInput
 from ...kernel import compound, goals, host_access
+from ..answers import GoalDetail, GoalRow
 from ..auth import Principal, current
 from ..models import GoalCreate, GoalPatch
 from .common import Json, read_board, responses, state, write_board
@@ -22,14 +23,14 @@ GoalStatusQ = Query(default=None, pattern=f"^({'|'.join(states.GOAL_STATUSES)})$
 GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
 
 
-@router.get("/goals", responses=responses(400, 404))
+@router.get("/goals", response_model=list[GoalRow], responses=responses(400, 404))
 def list_goals(request: Request, board: str | None = BoardQ,
                status: str | None = GoalStatusQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(goals.list_goals(state(request).db, slug, status=status))
 
 
-@router.post("/goals", status_code=201, responses=responses(400, 404))
+@router.post("/goals", response_model=GoalRow, status_code=201, responses=responses(400, 404))
 def create_goal(request: Request, data: GoalCreate, board: str | None = BoardQ,
                 who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board)
@@ -39,14 +40,14 @@ def create_goal(request: Request, data: GoalCreate, board: str | None = BoardQ,
     return Json(out, status_code=201)
 
 
-@router.get("/goals/{goal_id}", responses=responses(400, 404))
+@router.get("/goals/{goal_id}", response_model=GoalDetail, responses=responses(400, 404))
 def show_goal(request: Request, goal_id: str = GoalId, board: str | None = BoardQ,
               who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(goals.show(state(request).db, slug, goal_id))
 
 
-@router.patch("/goals/{goal_id}", responses=responses(400, 404, 409))
+@router.patch("/goals/{goal_id}", response_model=GoalRow, responses=responses(400, 404, 409))
 def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
     """Edit a goal; ``status: "cancelled"`` cancels it (all in one transaction)."""

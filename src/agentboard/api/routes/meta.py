@@ -8,13 +8,14 @@ from fastapi import APIRouter, Depends
 from starlette.responses import Response
 
 from ...domain import states
+from ..answers import MetaView
 from ..auth import Principal, current
 from .common import Json, responses
 
 router = APIRouter(prefix="/api", tags=["system"])
 
 
-@router.get("/meta", responses=responses())
+@router.get("/meta", response_model=MetaView, responses=responses())
 def meta(who: Principal = Depends(current)) -> Response:
     """The status lists and the transition table's moves by hand (``{status: {target: verb}}``);
     a task's own ``moves`` (``GET /api/tasks/{id}``) also leave out what it cannot do yet."""

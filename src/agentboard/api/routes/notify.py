@@ -20,6 +20,7 @@ from ...domain.errors import Forbidden, NotFound
 from ...kernel import notifications as kn
 from ...kernel.host_access import Access
 from ...notify import subscriptions
+from ..answers import NotifyTest, SubscriptionRow
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, read_board, responses, state, write_board
@@ -63,7 +64,7 @@ def _own_board(request: Request, who: Principal, sub_id: int, board: str | None)
     return write_board(request, who, row["board"])
 
 
-@router.get("/subscriptions", responses=responses(400, 403, 404))
+@router.get("/subscriptions", response_model=list[SubscriptionRow], responses=responses(400, 403, 404))
 def list_subscriptions(request: Request, board: str | None = BoardQ,
                        task: str | None = Query(default=None, max_length=64,
                                                 description="only those that follow this task"),
@@ -74,7 +75,7 @@ def list_subscriptions(request: Request, board: str | None = BoardQ,
     return Json(kn.list_subscriptions(state(request).db, slug, task_id=task))
 
 
-@router.post("/subscriptions", status_code=201, responses=responses(400, 403, 404))
+@router.post("/subscriptions", response_model=SubscriptionRow, status_code=201, responses=responses(400, 403, 404))
 def add_subscription(request: Request, data: SubscriptionCreate, board: str | None = BoardQ,
                      who: Principal = Depends(current)) -> Response:
     """Subscribe an Apprise URL to a task (and the tasks below it), a goal, a profile's tasks or
@@ -87,14 +88,14 @@ def add_subscription(request: Request, data: SubscriptionCreate, board: str | No
     return Json(out, status_code=201)
 
 
-@router.delete("/subscriptions/{sub_id}", responses=responses(403, 404))
+@router.delete("/subscriptions/{sub_id}", response_model=SubscriptionRow, responses=responses(403, 404))
 def remove_subscription(request: Request, sub_id: int = SubId, board: str | None = BoardQ,
                         who: Principal = Depends(current)) -> Response:
     slug = _own_board(request, who, sub_id, board)
     return Json(kn.remove(state(request).db, slug, sub_id, actor=who.name))
 
 
-@router.post("/subscriptions/{sub_id}/resume", responses=responses(403, 404))
+@router.post("/subscriptions/{sub_id}/resume", response_model=SubscriptionRow, responses=responses(403, 404))
 def resume_subscription(request: Request, sub_id: int = SubId, board: str | None = BoardQ,
                         who: Principal = Depends(current)) -> Response:
     """Deliver again to a parked target, from where it stopped."""
@@ -102,7 +103,7 @@ def resume_subscription(request: Request, sub_id: int = SubId, board: str | None
     return Json(kn.resume(state(request).db, slug, sub_id, actor=who.name))
 
 
-@router.post("/subscriptions/{sub_id}/test", responses=responses(403, 404))
+@router.post("/subscriptions/{sub_id}/test", response_model=NotifyTest, responses=responses(403, 404))
 def test_subscription(request: Request, sub_id: int = SubId, board: str | None = BoardQ,
                       who: Principal = Depends(current)) -> Response:
     """Send a test message to the subscription's target: ``{"ok", "target", "error"}``; a parked
@@ -111,7 +112,7 @@ def test_subscription(request: Request, sub_id: int = SubId, board: str | None =
     return Json(subscriptions.test(state(request).db, slug, sub_id=sub_id, trusted=_trusted(who)))
 
 
-@router.post("/test", responses=responses(400, 403))
+@router.post("/test", response_model=NotifyTest, responses=responses(400, 403))
 def test_target(request: Request, data: TargetTest, board: str | None = BoardQ,
                 who: Principal = Depends(current)) -> Response:
     """Send a test message to an Apprise URL before subscribing it."""

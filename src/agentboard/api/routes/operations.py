@@ -9,6 +9,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ...kernel import attachments, host_access, inbox, purge, schedules, templates
+from ..answers import (
+    InboxAnswer,
+    PurgedTask,
+    RemovedAttachment,
+    ScheduleRow,
+    TemplateCreated,
+    TemplateDetail,
+    TemplateSummary,
+)
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, actor_of, read_board, responses, state, write_board
@@ -20,7 +29,7 @@ TaskBoardQ = Query(default=None, max_length=64,
                    description="optional: the task's board (a task id finds its own board; another board is a 400)")
 
 
-@router.delete("/tasks/{task_id}", responses=responses(400, 403, 404, 409))
+@router.delete("/tasks/{task_id}", response_model=PurgedTask, responses=responses(400, 403, 404, 409))
 async def purge_task(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                      force: bool = Query(default=False, description="also a running task (its worker on this "
                                          "host is stopped) or one with unfinished children"),
@@ -38,7 +47,7 @@ async def purge_task(request: Request, task_id: str = TaskId, board: str | None 
     return Json(out)
 
 
-@router.delete("/tasks/{task_id}/attachments/{attachment_id}", responses=responses(400, 404))
+@router.delete("/tasks/{task_id}/attachments/{attachment_id}", response_model=RemovedAttachment, responses=responses(400, 404))
 def remove_attachment(request: Request, task_id: str = TaskId,
                       attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = TaskBoardQ,
                       who: Principal = Depends(current)) -> Response:
@@ -60,7 +69,7 @@ class TemplateRun(Body):
     set: dict[str, str] = Field(default_factory=dict, max_length=100)
 
 
-@router.get("/templates", responses=responses(400, 404))
+@router.get("/templates", response_model=list[TemplateSummary], responses=responses(400, 404))
 def list_templates(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """The task-graph templates the board can use (home's and the board target's)."""
     slug = read_board(request, who, board)
@@ -68,7 +77,7 @@ def list_templates(request: Request, board: str | None = BoardQ, who: Principal 
     return Json(templates.list_templates(st.settings.home, templates.board_target(st.db, slug)))
 
 
-@router.get("/templates/{name}", responses=responses(400, 404))
+@router.get("/templates/{name}", response_model=TemplateDetail, responses=responses(400, 404))
 def show_template(request: Request, name: str = PathParam(min_length=1, max_length=64),
                   board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
@@ -76,7 +85,7 @@ def show_template(request: Request, name: str = PathParam(min_length=1, max_leng
     return Json(templates.find(st.settings.home, templates.board_target(st.db, slug), name).as_dict())
 
 
-@router.post("/templates/{name}/run", status_code=201, responses=responses(400, 403, 404, 409))
+@router.post("/templates/{name}/run", response_model=TemplateCreated, status_code=201, responses=responses(400, 403, 404, 409))
 def run_template(request: Request, data: TemplateRun | None = None,
                  name: str = PathParam(min_length=1, max_length=64), board: str | None = BoardQ,
                  who: Principal = Depends(current)) -> Response:
@@ -105,13 +114,13 @@ class ScheduleCreate(Body):
     missed: str = Field(default="skip", max_length=8)
 
 
-@router.get("/schedules", responses=responses(400, 404))
+@router.get("/schedules", response_model=list[ScheduleRow], responses=responses(400, 404))
 def list_schedules(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(schedules.list_schedules(state(request).db, slug))
 
 
-@router.post("/schedules", status_code=201, responses=responses(400, 403, 404))
+@router.post("/schedules", response_model=ScheduleRow, status_code=201, responses=responses(400, 403, 404))
 def add_schedule(request: Request, data: ScheduleCreate, board: str | None = BoardQ,
                  who: Principal = Depends(current)) -> Response:
     """Add a schedule; the dispatcher fires it once per occurrence."""
@@ -131,7 +140,7 @@ def add_schedule(request: Request, data: ScheduleCreate, board: str | None = Boa
     return Json(out, status_code=201)
 
 
-@router.delete("/schedules/{schedule_id}", responses=responses(400, 404))
+@router.delete("/schedules/{schedule_id}", response_model=ScheduleRow, responses=responses(400, 404))
 def remove_schedule(request: Request, schedule_id: int = PathParam(ge=1, le=2**62), board: str | None = BoardQ,
                     who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board)
@@ -145,7 +154,7 @@ class InboxBody(Body):
     run_id: int | None = Field(default=None, ge=1, le=2**62, description="the run (default: the task's current run)")
 
 
-@router.post("/tasks/{task_id}/inbox", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/inbox", response_model=InboxAnswer, responses=responses(400, 404, 409))
 def take_inbox(request: Request, data: InboxBody | None = None, task_id: str = TaskId,
                board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     """The comments written on a running task since its worker last looked; the worker's cursor

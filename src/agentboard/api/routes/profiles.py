@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from ...domain.errors import InvalidInput
 from ...kernel import profiles
+from ..answers import ProfileCheck, ProfileRow
 from ..auth import Principal, current
 from ..models import ProfileCreate, ProfilePatch
 from .common import Json, responses, state
@@ -34,12 +35,12 @@ def _shown(row: dict[str, Any], who: Principal) -> dict[str, Any]:
     return out
 
 
-@router.get("/profiles", responses=responses())
+@router.get("/profiles", response_model=list[ProfileRow], responses=responses())
 def list_profiles(request: Request, who: Principal = Depends(current)) -> Response:
     return Json([_shown(p, who) for p in profiles.list_profiles(state(request).db)])
 
 
-@router.post("/profiles", status_code=201, responses=responses(400, 409))
+@router.post("/profiles", response_model=ProfileRow, status_code=201, responses=responses(400, 409))
 def add_profile(request: Request, data: ProfileCreate, who: Principal = Depends(current)) -> Response:
     who.check_admin()
     out = profiles.add(state(request).db, data.name, command=data.command, adapter=data.adapter,
@@ -50,7 +51,7 @@ def add_profile(request: Request, data: ProfileCreate, who: Principal = Depends(
     return Json(out, status_code=201)
 
 
-@router.patch("/profiles/{name}", responses=responses(400, 404))
+@router.patch("/profiles/{name}", response_model=ProfileRow, responses=responses(400, 404))
 def patch_profile(request: Request, data: ProfilePatch, name: str = Name,
                   who: Principal = Depends(current)) -> Response:
     who.check_admin()
@@ -62,7 +63,7 @@ def patch_profile(request: Request, data: ProfilePatch, name: str = Name,
     return Json(profiles.update(state(request).db, name, actor=who.name, **fields))
 
 
-@router.post("/profiles/{name}/check", responses=responses(403, 404))
+@router.post("/profiles/{name}/check", response_model=ProfileCheck, responses=responses(403, 404))
 def check_profile(request: Request, name: str = Name, run: bool = True,
                   who: Principal = Depends(current)) -> Response:
     """Would this profile's agent start (``profiles check``): executable and version, the command
@@ -78,7 +79,7 @@ def check_profile(request: Request, name: str = Name, run: bool = True,
     return Json(profile_check.check_profiles([row], st.settings, run=run)[0].to_dict())
 
 
-@router.delete("/profiles/{name}", responses=responses(400, 404, 409))
+@router.delete("/profiles/{name}", response_model=ProfileRow, responses=responses(400, 404, 409))
 def remove_profile(request: Request, name: str = Name, who: Principal = Depends(current)) -> Response:
     who.check_admin()
     return Json(profiles.remove(state(request).db, name, actor=who.name))

@@ -18,6 +18,21 @@ from starlette.responses import Response
 
 from ...domain.errors import InvalidInput
 from ...kernel import comments, goals, queries, runs, supervision, tasks
+from ..answers import (
+    CommentRow,
+    CreatedTask,
+    GoalDetail,
+    GoalVerdict,
+    RunRow,
+    SupervisorLogEntry,
+    SupervisorOverview,
+    SupervisorPanel,
+    SupervisorSet,
+    SupervisorStatus,
+    TaskDetail,
+    TaskRow,
+    WakeRow,
+)
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, actor_of, read_board, responses, state
@@ -94,67 +109,67 @@ def _person_writer(request: Request, who: Principal, board: str | None) -> str:
 # -- status, wakes, log, panel (reads) -------------------------------------------------------------
 
 
-@router.get("", responses=responses(400, 404))
+@router.get("", response_model=SupervisorStatus, responses=responses(400, 404))
 def status(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """The board's supervisor: profile, wake counts by status, open supervision tasks."""
     return Json(supervision.status(state(request).db, read_board(request, who, board)))
 
 
-@router.post("/enable", responses=responses(400, 403, 404))
+@router.post("/enable", response_model=SupervisorSet, responses=responses(400, 403, 404))
 def enable(request: Request, data: EnableBody, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Name the board's supervisor profile (``supervisor = NAME`` in the board's settings)."""
     slug = _person_writer(request, who, board)
     return Json(supervision.set_supervisor(state(request).db, slug, data.profile, actor=actor_of(request, who, slug)))
 
 
-@router.post("/disable", responses=responses(400, 403, 404))
+@router.post("/disable", response_model=SupervisorSet, responses=responses(400, 403, 404))
 def disable(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Stop supervising the board; its pending wakes close as moot."""
     slug = _person_writer(request, who, board)
     return Json(supervision.set_supervisor(state(request).db, slug, None, actor=actor_of(request, who, slug)))
 
 
-@router.get("/wakes", responses=responses(400, 404))
+@router.get("/wakes", response_model=list[WakeRow], responses=responses(400, 404))
 def wakes(request: Request, board: str | None = BoardQ, status: WakeStatus | None = None,
           limit: int = Query(default=200, ge=1, le=5000), who: Principal = Depends(current)) -> Response:
     """The board's wakes, newest first."""
     return Json(supervision.wakes(state(request).db, read_board(request, who, board), status=status, limit=limit))
 
 
-@router.get("/log", responses=responses(400, 404))
+@router.get("/log", response_model=list[SupervisorLogEntry], responses=responses(400, 404))
 def log(request: Request, board: str | None = BoardQ, limit: int = Query(default=200, ge=1, le=5000),
         who: Principal = Depends(current)) -> Response:
     """What the supervisor did and why (its actions and the wakes' lifecycle), newest first."""
     return Json(supervision.log(state(request).db, read_board(request, who, board), limit=limit))
 
 
-@router.get("/panel", responses=responses(400, 404))
+@router.get("/panel", response_model=SupervisorPanel, responses=responses(400, 404))
 def panel(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """The dashboard panel: status, wakes, proposals awaiting release, escalations."""
     return Json(supervision.panel(state(request).db, read_board(request, who, board)))
 
 
-@router.get("/board", responses=responses(400, 403, 404))
+@router.get("/board", response_model=SupervisorOverview, responses=responses(400, 403, 404))
 def overview(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Tool: the board's open work that needs judgement (blocked, triage, active goals)."""
     return Json(supervision.overview(state(request).db, _board(request, who, board)))
 
 
-@router.get("/tasks/{task_id}", responses=responses(400, 403, 404))
+@router.get("/tasks/{task_id}", response_model=TaskDetail, responses=responses(400, 403, 404))
 def task(request: Request, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: a task with its surroundings (parents, comments, runs, reviews, events)."""
     slug = _task(request, who, task_id)
     return Json(queries.task_detail(state(request).db, slug, task_id))
 
 
-@router.get("/tasks/{task_id}/runs", responses=responses(400, 403, 404))
+@router.get("/tasks/{task_id}/runs", response_model=list[RunRow], responses=responses(400, 403, 404))
 def task_runs(request: Request, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: a task's attempts, oldest first."""
     slug = _task(request, who, task_id)
     return Json(queries.runs(state(request).db, slug, task_id))
 
 
-@router.get("/goals/{goal_id}", responses=responses(400, 403, 404))
+@router.get("/goals/{goal_id}", response_model=GoalDetail, responses=responses(400, 403, 404))
 def goal(request: Request, goal_id: str = GoalId, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Tool: a goal with its acceptance criteria and tasks."""
     slug = _board(request, who, board)
@@ -168,7 +183,7 @@ def _actor(request: Request, who: Principal, slug: str) -> str:
     return actor_of(request, who, slug)
 
 
-@router.post("/tasks/{task_id}/comment", status_code=201, responses=responses(400, 403, 404))
+@router.post("/tasks/{task_id}/comment", response_model=CommentRow, status_code=201, responses=responses(400, 403, 404))
 def comment(request: Request, data: TextBody, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: comment on a task (the supervisor's reasoning summary goes here)."""
     slug = _task(request, who, task_id)
@@ -176,14 +191,14 @@ def comment(request: Request, data: TextBody, task_id: str = TaskId, who: Princi
                                  mentions=False), status_code=201)
 
 
-@router.post("/tasks/{task_id}/priority", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/priority", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def reprioritize(request: Request, data: PriorityBody, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: change a task's priority."""
     slug = _task(request, who, task_id)
     return Json(tasks.edit(state(request).db, slug, task_id, priority=data.priority, actor=_actor(request, who, slug)))
 
 
-@router.post("/proposals", status_code=201, responses=responses(400, 403, 404))
+@router.post("/proposals", response_model=CreatedTask, status_code=201, responses=responses(400, 403, 404))
 def propose(request: Request, data: ProposeBody, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Tool: propose a task (it lands in triage; the supervisor may release its own)."""
     slug = _board(request, who, board)
@@ -192,35 +207,35 @@ def propose(request: Request, data: ProposeBody, board: str | None = BoardQ, who
     return Json(out, status_code=201)
 
 
-@router.post("/tasks/{task_id}/release", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/release", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def release(request: Request, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: release a proposal from triage (the supervisor: its own and the replan proposals)."""
     slug = _task(request, who, task_id)
     return Json(supervision.release_proposal(state(request).db, slug, task_id, actor=_actor(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/discard", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/discard", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def discard(request: Request, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: archive a proposal (the supervisor: its own and the replan proposals)."""
     slug = _task(request, who, task_id)
     return Json(supervision.discard_proposal(state(request).db, slug, task_id, actor=_actor(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/unblock", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/unblock", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def unblock(request: Request, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: unblock a task (it returns to ready or todo)."""
     slug = _task(request, who, task_id)
     return Json(tasks.unblock(state(request).db, slug, task_id, actor=_actor(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/assign", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/assign", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def reassign(request: Request, data: AssignBody, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: give a task to another profile (a running task: reclaim it first)."""
     slug = _task(request, who, task_id)
     return Json(tasks.assign(state(request).db, slug, task_id, data.assignee, actor=_actor(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/reclaim", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/reclaim", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def reclaim(request: Request, data: ReasonBody, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: reclaim a stuck run (the task returns to the queue)."""
     slug = _task(request, who, task_id)
@@ -229,7 +244,7 @@ def reclaim(request: Request, data: ReasonBody, task_id: str = TaskId, who: Prin
     return Json(runs.reclaim(state(request).db, slug, task_id, reason=data.reason, actor=_actor(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/escalate", responses=responses(400, 403, 404, 409))
+@router.post("/tasks/{task_id}/escalate", response_model=TaskRow, responses=responses(400, 403, 404, 409))
 def escalate(request: Request, data: EscalateBody, task_id: str = TaskId, who: Principal = Depends(current)) -> Response:
     """Tool: hand a task to a person (blocked, kind ``needs_input``, addressed to ``to``)."""
     slug = _task(request, who, task_id)
@@ -237,14 +252,14 @@ def escalate(request: Request, data: EscalateBody, task_id: str = TaskId, who: P
                                      actor=_actor(request, who, slug)))
 
 
-@router.post("/wakes/handled", responses=responses(400, 403, 404, 409))
+@router.post("/wakes/handled", response_model=list[WakeRow], responses=responses(400, 403, 404, 409))
 def handled(request: Request, data: HandledBody, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Tool: mark wakes handled, with the reasoning summary."""
     slug = _board(request, who, board)
     return Json(supervision.handle(state(request).db, slug, data.wakes, note=data.note, actor=_actor(request, who, slug)))
 
 
-@router.post("/goals/{goal_id}/verdict", responses=responses(400, 403, 404, 409))
+@router.post("/goals/{goal_id}/verdict", response_model=GoalVerdict, responses=responses(400, 403, 404, 409))
 def verdict(request: Request, data: VerdictBody, goal_id: str = GoalId, board: str | None = BoardQ,
             who: Principal = Depends(current)) -> Response:
     """Tool: a verifying goal's verdict — done with its evidence, or open again with a proposal."""

@@ -13,6 +13,7 @@ from ... import __version__
 from ...config import Settings, shown
 from ...domain.errors import AgentboardError, Unavailable
 from ...kernel import queries, tokens
+from ..answers import AssigneeRow, BoardStats, ConfigView, DispatchPass, TenantRow, TokenRow
 from ..auth import COOKIE, LoginThrottle, Principal, authenticate, current, login_page
 from ..models import TokenCreate
 from .common import Json, read_board, responses, state
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/api", tags=["system"])
 BoardQ = Query(default=None, max_length=64, description="board slug")
 
 
-@router.post("/dispatch", responses=responses(400, 503))
+@router.post("/dispatch", response_model=DispatchPass, responses=responses(400, 503))
 def dispatch_now(request: Request, max: int | None = Query(default=None, ge=0, le=10_000),
                  dry_run: bool = False, who: Principal = Depends(current)) -> Response:
     """Run one dispatcher pass now (the server's embedded dispatcher)."""
@@ -34,20 +35,20 @@ def dispatch_now(request: Request, max: int | None = Query(default=None, ge=0, l
     return Json(result if isinstance(result, dict) else {"result": result})
 
 
-@router.get("/stats", responses=responses(400, 404))
+@router.get("/stats", response_model=BoardStats, responses=responses(400, 404))
 def stats(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(queries.stats(state(request).db, slug))
 
 
-@router.get("/assignees", responses=responses(400, 404))
+@router.get("/assignees", response_model=list[AssigneeRow], responses=responses(400, 404))
 def assignees(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     """Profiles and assignees seen on the board, with task counts (for filters and pickers)."""
     slug = read_board(request, who, board)
     return Json(queries.assignees(state(request).db, slug))
 
 
-@router.get("/tenants", responses=responses(400, 404))
+@router.get("/tenants", response_model=list[TenantRow], responses=responses(400, 404))
 def tenants(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(queries.tenants(state(request).db, slug))
@@ -65,7 +66,7 @@ def _llm_status(s: Settings) -> dict[str, Any]:
             "available": down is None, "reason": (down or helpers[0])["reason"], "uses": uses}
 
 
-@router.get("/config", responses=responses())
+@router.get("/config", response_model=ConfigView, responses=responses())
 def config(request: Request, who: Principal = Depends(current)) -> Response:
     """The settings with every secret masked and every credential in a URL or a query string
     redacted (``agentboard.config.shown``: the same for every role), what this server runs,
@@ -82,14 +83,14 @@ def config(request: Request, who: Principal = Depends(current)) -> Response:
     })
 
 
-@router.get("/tokens", tags=["tokens"], responses=responses())
+@router.get("/tokens", response_model=list[TokenRow], tags=["tokens"], responses=responses())
 def list_tokens(request: Request, include_revoked: bool = False,
                 who: Principal = Depends(current)) -> Response:
     who.check_admin()
     return Json(tokens.list_tokens(state(request).db, include_revoked=include_revoked))
 
 
-@router.post("/tokens", tags=["tokens"], status_code=201, responses=responses(400, 404, 409))
+@router.post("/tokens", response_model=TokenRow, tags=["tokens"], status_code=201, responses=responses(400, 404, 409))
 def create_token(request: Request, data: TokenCreate, who: Principal = Depends(current)) -> Response:
     """Create a token; the plain token is in this response only."""
     who.check_admin()
@@ -97,7 +98,7 @@ def create_token(request: Request, data: TokenCreate, who: Principal = Depends(c
                 status_code=201)
 
 
-@router.delete("/tokens/{name}", tags=["tokens"], responses=responses(400, 404))
+@router.delete("/tokens/{name}", response_model=list[TokenRow], tags=["tokens"], responses=responses(400, 404))
 def revoke_token(request: Request, name: str = PathParam(min_length=1, max_length=64),
                  who: Principal = Depends(current)) -> Response:
     who.check_admin()
@@ -112,7 +113,7 @@ def _throttle(request: Request) -> LoginThrottle:
     throttle = getattr(app_state, "login_throttle", None)
     if throttle is None:
         throttle = app_state.login_throttle = LoginThrottle()
-    return throttle  # type: ignore[no-any-return]
+    return throttle
 
 
 @login_router.get("/login")

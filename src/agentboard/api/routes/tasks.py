@@ -8,7 +8,6 @@ and create routes are scoped by ``?board=``.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,22 @@ from starlette.responses import FileResponse, Response
 from ...domain import model
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
 from ...kernel import attachments, comments, host_access, queries, runs, tasks
-from ...kernel.schedules import not_before_of
 from ...store.engine import Database
+from ..answers import (
+    FILE_RESPONSE,
+    AttachmentRow,
+    BulkAnswer,
+    CommentRow,
+    CreatedTask,
+    ExistingTask,
+    LlmBulkAnswer,
+    LlmOutcome,
+    TaskCard,
+    TaskDetail,
+    TaskDiff,
+    TaskRow,
+    WorkerLog,
+)
 from ..auth import Principal, current
 from ..models import (
     Body,
@@ -47,7 +60,7 @@ BulkBoardQ = Query(default=None, max_length=64,
                    description="optional: the board every id must be on (each id finds its own board)")
 
 
-@router.get("/tasks", responses=responses(400, 404))
+@router.get("/tasks", response_model=list[TaskCard], responses=responses(400, 404))
 def list_tasks(
     request: Request,
     board: str | None = BoardQ,
@@ -68,7 +81,7 @@ def list_tasks(
         search=search, include_archived=include_archived, limit=limit, offset=offset, supervision=supervision))
 
 
-@router.post("/tasks", status_code=201, responses=responses(400, 404, 409))
+@router.post("/tasks", response_model=CreatedTask | ExistingTask, status_code=201, responses=responses(400, 404, 409))
 def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
                 who: Principal = Depends(current)) -> Response:
     if who.is_run and not who.orchestrator and data.triage:
@@ -76,19 +89,15 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
         slug = read_board(request, who, board)
     else:
         slug = write_board(request, who, board)
+    fields = data.new_task_fields()
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
-    host_access.authorize(who.host, verify=data.verify, workspace=data.workspace, branch=data.branch)
-    task = tasks.create(
-        state(request).db, slug, data.title, body=data.body, assignee=data.assignee or None,
-        parents=data.parents, tenant=data.tenant, goal=data.goal, priority=data.priority,
-        triage=data.triage, workspace=data.workspace, branch=data.branch,
-        idempotency_key=data.idempotency_key, max_runtime=data.max_runtime,
-        max_retries=data.max_retries, skills=data.skills, review=data.review, verify=data.verify,
-        actor=who.name, not_before=not_before_of(data.not_before, time.time()), model=data.model)
+    host_access.authorize(who.host, verify=fields.get("verify"), workspace=fields.get("workspace"),
+                          branch=fields.get("branch"))
+    task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
     return Json(task, status_code=201)
 
 
-@router.get("/tasks/{task_id}", responses=responses(400, 404))
+@router.get("/tasks/{task_id}", response_model=TaskDetail, responses=responses(400, 404))
 def task_detail(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                 events: int = Query(default=20, ge=0, le=1000),
                 who: Principal = Depends(current)) -> Response:
@@ -101,7 +110,7 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
     return Json(detail)
 
 
-@router.get("/tasks/{task_id}/diff", responses=responses(400, 404))
+@router.get("/tasks/{task_id}/diff", response_model=TaskDiff, responses=responses(400, 404))
 def task_diff(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
               page: int = Query(default=1, ge=1, le=100_000),
               per_page: int = Query(default=20, ge=1, le=200),
@@ -144,7 +153,7 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
     return edits
 
 
-@router.patch("/tasks/{task_id}", responses=responses(400, 404, 409))
+@router.patch("/tasks/{task_id}", response_model=TaskRow, responses=responses(400, 404, 409))
 def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
     """Edit fields, reassign and change the status in one transaction: a refused step (say a
@@ -177,7 +186,7 @@ _RUN_BULK = frozenset({"unblock"})
 _BULK_NEEDS = {"status": "status", "assign": "assignee", "priority": "priority", "block": "reason"}
 
 
-@router.post("/tasks/bulk", responses=responses(400, 404))
+@router.post("/tasks/bulk", response_model=BulkAnswer, responses=responses(400, 404))
 def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
          who: Principal = Depends(current)) -> Response:
     """Apply one action to several tasks, each on its own board and in its own transaction:
@@ -224,7 +233,7 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
     return Json({"results": results, "ok": ok, "failed": len(results) - ok})
 
 
-@router.post("/tasks/{task_id}/comments", status_code=201, responses=responses(400, 404))
+@router.post("/tasks/{task_id}/comments", response_model=CommentRow, status_code=201, responses=responses(400, 404))
 def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
                 board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
@@ -233,7 +242,7 @@ def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
     return Json(out, status_code=201)
 
 
-@router.post("/tasks/{task_id}/review", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/review", response_model=TaskRow, responses=responses(400, 404, 409))
 def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
            board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
@@ -246,7 +255,7 @@ def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
     return Json(out)
 
 
-@router.post("/tasks/{task_id}/reclaim", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/reclaim", response_model=TaskRow, responses=responses(400, 404, 409))
 def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = TaskId,
             board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
@@ -283,8 +292,8 @@ class LlmBulk(Body):
     tenant: str | None = Field(default=None, max_length=200)
 
 
-@router.post("/tasks/specify", responses=responses(400, 404))
-@router.post("/tasks/decompose", responses=responses(400, 404))
+@router.post("/tasks/specify", response_model=LlmBulkAnswer, responses=responses(400, 404))
+@router.post("/tasks/decompose", response_model=LlmBulkAnswer, responses=responses(400, 404))
 def llm_bulk(request: Request, data: LlmBulk, board: str | None = BulkBoardQ,
              who: Principal = Depends(current)) -> Response:
     """Specify or decompose several triage tasks, one LLM call (and one transaction) each: each
@@ -320,7 +329,7 @@ def llm_bulk(request: Request, data: LlmBulk, board: str | None = BulkBoardQ,
     return Json({"ok": ok == len(results), "results": results, "done": ok, "failed": len(results) - ok})
 
 
-@router.post("/tasks/{task_id}/specify", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/specify", response_model=LlmOutcome, responses=responses(400, 404, 409))
 def specify(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
             who: Principal = Depends(current)) -> Response:
     """Rewrite a triage one-liner with the LLM (Goal / Approach / Acceptance criteria / Out of
@@ -328,7 +337,7 @@ def specify(request: Request, task_id: str = TaskId, board: str | None = TaskBoa
     return _llm_action(request, who, board, task_id, "specify")
 
 
-@router.post("/tasks/{task_id}/decompose", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/decompose", response_model=LlmOutcome, responses=responses(400, 404, 409))
 def decompose(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
               who: Principal = Depends(current)) -> Response:
     """Split a triage task into 2-6 linked tasks with the LLM (or specify it when the LLM says
@@ -336,7 +345,7 @@ def decompose(request: Request, task_id: str = TaskId, board: str | None = TaskB
     return _llm_action(request, who, board, task_id, "decompose")
 
 
-@router.get("/tasks/{task_id}/log", responses=responses(400, 404))
+@router.get("/tasks/{task_id}/log", response_model=WorkerLog, responses=responses(400, 404))
 def worker_log(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                run_id: int | None = Query(default=None, ge=1),
                tail: int = Query(default=64 * 1024, ge=1, le=4 * 1024 * 1024),
@@ -369,7 +378,7 @@ def worker_log(request: Request, task_id: str = TaskId, board: str | None = Task
     return Json(out)
 
 
-@router.get("/tasks/{task_id}/attachments", responses=responses(400, 404))
+@router.get("/tasks/{task_id}/attachments", response_model=list[AttachmentRow], responses=responses(400, 404))
 def list_attachments(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                      who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board, task_id)
@@ -377,7 +386,7 @@ def list_attachments(request: Request, task_id: str = TaskId, board: str | None 
 
 
 @router.post(
-    "/tasks/{task_id}/attachments", status_code=201, responses=responses(400, 404, 409),
+    "/tasks/{task_id}/attachments", status_code=201, response_model=AttachmentRow, responses=responses(400, 404, 409),
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
 )
@@ -397,7 +406,7 @@ async def upload_attachment(request: Request, task_id: str = TaskId, board: str 
     return Json(out, status_code=201)
 
 
-@router.get("/tasks/{task_id}/attachments/{attachment_id}", responses=responses(400, 404),
+@router.get("/tasks/{task_id}/attachments/{attachment_id}", responses={**responses(400, 404), **FILE_RESPONSE},
             response_class=FileResponse)
 def download_attachment(request: Request, task_id: str = TaskId,
                         attachment_id: int = PathParam(ge=1, le=2**62), board: str | None = TaskBoardQ,

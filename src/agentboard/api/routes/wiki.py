@@ -9,6 +9,7 @@ from fastapi import Path as PathParam
 from starlette.responses import Response
 
 from ...kernel import wiki
+from ..answers import WikiPage
 from ..auth import Principal, current
 from ..models import WikiCreate, WikiPatch
 from .common import Json, read_board, responses, state, write_board
@@ -18,7 +19,7 @@ BoardQ = Query(default=None, max_length=64, description="board slug")
 Slug = PathParam(min_length=1, max_length=128, description="page slug")
 
 
-@router.get("/wiki", responses=responses(400, 404))
+@router.get("/wiki", response_model=list[WikiPage], responses=responses(400, 404))
 def list_pages(request: Request, board: str | None = BoardQ,
                status: Literal["published", "draft"] | None = None,
                who: Principal = Depends(current)) -> Response:
@@ -26,14 +27,14 @@ def list_pages(request: Request, board: str | None = BoardQ,
     return Json(wiki.list_pages(state(request).db, slug, status=status))
 
 
-@router.get("/wiki/{page}", responses=responses(400, 404))
+@router.get("/wiki/{page}", response_model=WikiPage, responses=responses(400, 404))
 def get_page(request: Request, page: str = Slug, board: str | None = BoardQ,
              who: Principal = Depends(current)) -> Response:
     slug = read_board(request, who, board)
     return Json(wiki.get(state(request).db, slug, page))
 
 
-@router.post("/wiki", status_code=201, responses=responses(400, 404, 409))
+@router.post("/wiki", response_model=WikiPage, status_code=201, responses=responses(400, 404, 409))
 def add_page(request: Request, data: WikiCreate, board: str | None = BoardQ,
              who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board)
@@ -42,7 +43,7 @@ def add_page(request: Request, data: WikiCreate, board: str | None = BoardQ,
     return Json(out, status_code=201)
 
 
-@router.patch("/wiki/{page}", responses=responses(400, 404, 409))
+@router.patch("/wiki/{page}", response_model=WikiPage, responses=responses(400, 404, 409))
 def publish_page(request: Request, data: WikiPatch, page: str = Slug, board: str | None = BoardQ,
                  who: Principal = Depends(current)) -> Response:
     """Publish a draft (``action: "publish"``, the default) or discard it."""

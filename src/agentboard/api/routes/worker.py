@@ -21,6 +21,7 @@ from ...dispatch.diffs import with_git
 from ...kernel import queries, runs, tasks
 from ...protocol import review
 from ...protocol.context import build_worker_context
+from ..answers import EventRow, Heartbeat, Me, RunRow, TaskContext, TaskRow
 from ..auth import Principal, current
 from ..models import Body
 from .common import Json, actor_of, read_board, responses, state, write_board
@@ -79,14 +80,14 @@ def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wa
     return out
 
 
-@router.get("/me", responses=responses())
+@router.get("/me", response_model=Me, responses=responses())
 def me(who: Principal = Depends(current)) -> Response:
     """Who the token is: name, role, boards, and for a run token its run, task and whether its
     profile is an orchestrator (what the MCP server offers)."""
     return Json(who.describe())
 
 
-@router.post("/tasks/{task_id}/heartbeat", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/heartbeat", response_model=Heartbeat, responses=responses(400, 404, 409))
 def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
               who: Principal = Depends(current)) -> Response:
     """Record liveness for a running task and extend its claim."""
@@ -95,7 +96,7 @@ def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, boar
                                note=data.note, ttl=data.ttl, actor=actor_of(request, who, slug), messages=True))
 
 
-@router.post("/tasks/{task_id}/complete", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/complete", response_model=TaskRow, responses=responses(400, 404, 409))
 def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
              who: Principal = Depends(current)) -> Response:
     """Finish a task: running → done (or review); held for verification when it has checks."""
@@ -108,7 +109,7 @@ def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board:
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
-@router.post("/tasks/{task_id}/block", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/block", response_model=TaskRow, responses=responses(400, 404, 409))
 def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str | None = TaskBoardQ,
           who: Principal = Depends(current)) -> Response:
     """Block a task with a reason: it waits for a person or another agent."""
@@ -118,7 +119,7 @@ def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str |
                             run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
 
 
-@router.post("/tasks/{task_id}/request-review", responses=responses(400, 404, 409))
+@router.post("/tasks/{task_id}/request-review", response_model=TaskRow, responses=responses(400, 404, 409))
 def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
                    board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     """Hand a running task to review, with an optional summary."""
@@ -128,7 +129,7 @@ def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
-@router.get("/tasks/{task_id}/context", responses=responses(400, 404))
+@router.get("/tasks/{task_id}/context", response_model=TaskContext, responses=responses(400, 404))
 def context(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
             who: Principal = Depends(current)) -> Response:
     """The worker context markdown: ``{"task_id", "board", "markdown"}``."""
@@ -137,7 +138,7 @@ def context(request: Request, task_id: str = TaskId, board: str | None = TaskBoa
     return Json({"task_id": task_id, "board": slug, "markdown": text + "\n"})
 
 
-@router.get("/tasks/{task_id}/runs", tags=["runs"], responses=responses(400, 404))
+@router.get("/tasks/{task_id}/runs", response_model=list[RunRow], tags=["runs"], responses=responses(400, 404))
 def task_runs(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
               who: Principal = Depends(current)) -> Response:
     """A task's attempts, oldest first."""
@@ -145,7 +146,7 @@ def task_runs(request: Request, task_id: str = TaskId, board: str | None = TaskB
     return Json(queries.runs(state(request).db, slug, task_id))
 
 
-@router.get("/tasks/{task_id}/events", responses=responses(400, 404))
+@router.get("/tasks/{task_id}/events", response_model=list[EventRow], responses=responses(400, 404))
 def task_events(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                 since: int = Query(default=0, ge=0, le=2**62, description="events after this id"),
                 limit: int = Query(default=500, ge=1, le=5000),

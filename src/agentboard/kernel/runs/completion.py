@@ -1,0 +1,366 @@
+"""Finishing a run: a worker's or a person's completion (with the holds for verification,
+integration and a spawn not yet recorded) and a running task handed to review."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...domain import model, states
+from ...domain.errors import Conflict, InvalidInput
+from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
+from .. import budgets
+from ..branches import integration_due_in, left_in
+from ..children import CLAIM_KEYS, check_created_in
+from ..common import (
+    first_line,
+    get_task,
+    task_out,
+)
+from ..flow import after_satisfied
+from .claims import _CLEAR_CLAIM, stale_error
+
+# -- complete -----------------------------------------------------------------------------------
+
+
+def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's usage report as statement parameters (``InvalidInput`` if a number is not one)."""
+    usage = usage or {}
+    def num(key: str, cast: type) -> Any:
+        value = usage.get(key)
+        if value is None:
+            return None
+        try:
+            return cast(value)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"usage.{key} must be a number") from None
+    return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a finished run reports: a summary, structured metadata, a one-line result and the
+    token/cost usage. Build it with :meth:`build` to check and normalize the fields."""
+
+    summary: str | None = None
+    metadata: dict[str, Any] | None = None
+    result: str | None = None
+    usage: dict[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls, *, summary: str | None = None, metadata: dict[str, Any] | None = None,
+        result: str | None = None, usage: dict[str, Any] | None = None,
+    ) -> Report:
+        """Check the sizes and shapes (raises ``InvalidInput``); keep the first line of ``result``."""
+        if summary is not None:
+            summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be a JSON object")
+        if metadata is not None and len(dump_json(metadata)) > model.METADATA_MAX:
+            raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
+        if result is not None:
+            result = first_line(result, 500) or None
+        return cls(summary=summary, metadata=metadata, result=result, usage=usage)
+
+
+#: PostgreSQL: the task locked for its completion; sent unread, with :data:`_COMPLETE_HINTS_PG`
+#: right behind it (both answers come back in one round trip)
+_LOCK_FOR_COMPLETE_PG = "SELECT t.* FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
+#: PostgreSQL: whether any budget may cover the run (a profile budget counts as one: without one,
+#: the run's ledger row is written unread) and whether any child waits in todo (without one,
+#: there is nothing to promote). A statement of its own, after the lock: its snapshot sees a child
+#: whose creation committed while the lock waited (a new child's creation reads its parents
+#: ``FOR SHARE``, so none can be linked after it).
+_COMPLETE_HINTS_PG = (
+    "SELECT EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = t.id) OR "
+    "(b.scope = 'goal' AND b.ref = t.goal_id) OR (b.scope IN ('board', 'supervision') AND b.ref = t.board) "
+    "OR b.scope = 'profile') "
+    "AS budget_hint, EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
+    "WHERE l.parent_id = t.id AND c.status = 'todo') AS children_hint "
+    "FROM tasks t WHERE t.id = :id"
+)
+
+
+#: PostgreSQL: a worker's completion of its running task in one statement, with no separate row
+#: lock: the task's compare-and-swap (it matches only while the task is running this run with no
+#: verify commands waiting, ``:noverify``, and — unless ``:integrated`` — not a worktree task, whose
+#: branch may have to be integrated first), its run closed and the run's row of the budget ledger
+#: (a run is open until this statement closes it, so it has no ledger row yet) and the event
+#: (``completed`` or ``review_requested``, the run's outcome). No row back: nothing was written,
+#: and the general path below decides why.
+_COMPLETE_RUNNING_PG = (
+    "WITH t AS (UPDATE tasks SET "
+    "status = CASE WHEN review_required = 1 AND :force = 0 THEN 'review' ELSE 'done' END, "
+    f"{_CLEAR_CLAIM}, completed_at = CASE WHEN review_required = 1 AND :force = 0 THEN NULL ELSE :now END, "
+    "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
+    "block_kind = NULL, block_reason = NULL, "
+    "last_outcome = CASE WHEN review_required = 1 AND :force = 0 THEN 'review_requested' ELSE 'completed' END, "
+    "updated_at = :now WHERE id = :id AND board = :board AND status = 'running' AND current_run_id = :run "
+    "AND (:noverify = 1 OR verify = '[]') AND (:integrated = 1 OR workspace_kind != 'worktree') "
+    "AND (:await_spawn = 0 OR worker_pid IS NOT NULL) RETURNING *), "
+    "r AS (UPDATE task_runs SET status = 'closed', outcome = t.last_outcome, ended_at = :now, summary = :s, "
+    "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
+    "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
+    "exit_code = COALESCE(:ec, task_runs.exit_code) FROM t "
+    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.*), "
+    "u AS (INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, "
+    "cost_usd, pending) SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
+    "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END, "
+    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
+    "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
+    "FROM r JOIN t ON t.id = r.task_id WHERE r.synthetic = 0 "
+    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd), "
+    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, :run, t.last_outcome, :payload, "
+    ":actor, :now FROM t) "
+    "SELECT t.*, (SELECT row_to_json(u) FROM u) AS usage_row FROM t"
+)
+#: the ledger's columns in :data:`_COMPLETE_RUNNING_PG`'s ``usage_row``
+_USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime", "tokens", "cost_usd")
+
+
+def _complete_running_pg(
+    tx: Tx, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
+    verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
+) -> Row | None:
+    """A running task's completion in two round trips and three statements (the general path
+    takes six); None, with nothing written, when the swap does not apply."""
+    now = time.time()
+    up = usage_params(report.usage)  # a bad number is refused before anything is sent
+    meta = dump_json(report.metadata) if report.metadata is not None else None
+    swapped = tx.execute(_COMPLETE_RUNNING_PG, {
+        "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
+        "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
+        "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
+        "s": report.summary, "m": meta, "ec": exit_code, "actor": actor,
+        "payload": dump_json(_completed_payload(report, synthetic=False)), **up})
+    # a statement of its own, after the swap: its snapshot sees a child whose creation committed
+    # while the task's row was locked
+    hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
+    found = tx.rows_of(swapped)
+    if not found:
+        return None
+    task = found[0]
+    usage = task.pop("usage_row", None)
+    if isinstance(usage, str):
+        usage = json.loads(usage)
+    tx.events_written(board)
+    if usage and hints.get("budget_hint", True):
+        budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
+    return _after_completed(tx, board, task, task["status"], run_id, actor,
+                            children=bool(hints.get("children_hint", True)))
+
+
+def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
+                         up: dict[str, Any], now: float, exit_code: int | None, actor: str | None, *,
+                         budgeted: bool | None) -> None:
+    """Close the completed task's open run with the report (``metadata``: its checked metadata),
+    and count it against its budgets."""
+    meta = metadata
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
+        "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
+        "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
+        "exit_code = COALESCE(:ec, exit_code) "
+        "WHERE id = :r AND status = 'open'",
+        {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
+         "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up},
+    )
+    budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
+
+
+def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
+    return {"summary": first_line(report.summary), "result": report.result, "synthetic": synthetic}
+
+
+def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
+                     children: bool) -> Row:
+    """What follows a task becoming done (promotion of its children, its goal), and the answer."""
+    if target == states.DONE:
+        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
+    task["run_id"] = rid
+    return task_out(task)
+
+
+def complete_in(
+    tx: Tx, board: str, task_id: str, report: Report, *, run_id: int | None = None,
+    actor: str | None = None, force_done: bool = False, verified: bool = False,
+    exit_code: int | None = None, integrated: bool = False, await_spawn: bool = False,
+) -> Row:
+    """Complete a task inside the caller's transaction (see :func:`complete`)."""
+    if (tx.db.dialect == "postgresql" and run_id is not None
+            and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
+        done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
+                                    integrated, await_spawn)
+        if done is not None:
+            return done
+    budgeted: bool | None = None
+    if tx.db.dialect == "postgresql":  # the lock's read also says whether a budget may apply
+        locked = tx.execute(_LOCK_FOR_COMPLETE_PG, {"id": task_id, "board": board})
+        hints = tx.one(_COMPLETE_HINTS_PG, {"id": task_id}) or {}
+        found = tx.rows_of(locked)
+        task = found[0] if found else get_task(tx, board, task_id)
+        budgeted = bool(hints.get("budget_hint", True))
+        children = bool(hints.get("children_hint", True))
+    else:
+        children = True
+        task = get_task(tx, board, task_id, lock=True)
+    cur = task["status"]
+    if run_id is not None and (task["current_run_id"] != run_id or cur != states.RUNNING):
+        raise stale_error(task, run_id)
+    if cur == states.RUNNING and task["review_required"] and not force_done:
+        target = states.REVIEW
+    else:
+        target = states.DONE
+    due = integration_due_in(tx, board, task) if target == states.DONE else None
+    if run_id is not None and not force_done and not verified:
+        if _verification_pending(tx, task):
+            return _hold_for_verification(tx, board, task, report, run_id, actor)
+        if due == "integrate" and not integrated:
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="integration")
+        if await_spawn and task.get("worker_pid") is None and _may_have_a_branch(tx, board, task):
+            # the worker reported before the dispatcher recorded its spawn (its workspace and
+            # branch): its exit applies the report
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
+    if due == "integrate" and not integrated:
+        raise Conflict(f"task {task_id}'s branch is integrated into the board's base branch when it is done: "
+                       "finish it through agentboard (the dispatcher after its worker's run, `agentboard complete`, "
+                       "the API or the dashboard), which integrates it first")
+    states.check("complete", cur, target, task_id)
+    now = time.time()
+    metadata = report.metadata
+    if cur == states.RUNNING:  # children the run says it created must exist and be its own
+        metadata = check_created_in(tx, board, task_id, task["current_run_id"], metadata, actor=actor)
+    up = usage_params(report.usage)
+    outcome = "review_requested" if target == states.REVIEW else "completed"
+    if cur == states.RUNNING:
+        rid = task["current_run_id"]
+        _close_completed_run(tx, rid, target, report, metadata, up, now, exit_code, actor, budgeted=budgeted)
+    else:
+        meta = dump_json(metadata) if metadata is not None else None
+        rid = tx.scalar(
+            "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
+            "ended_at, summary, metadata, input_tokens, output_tokens, cost_usd, synthetic) "
+            "VALUES (:id, :b, :p, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :id2), "
+            "'closed', 'completed', :now, :now2, :s, :m, :in_t, :out_t, :cost, 1) RETURNING id",
+            {"id": task_id, "id2": task_id, "b": board, "p": actor, "now": now, "now2": now, "s": report.summary,
+             "m": meta, **up},
+        )
+    tx.execute(
+        f"UPDATE tasks SET status = :s, {_CLEAR_CLAIM}, completed_at = :done_at, "
+        "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
+        "block_kind = NULL, block_reason = NULL, last_outcome = :o, updated_at = :now "
+        "WHERE id = :id AND status = :cur",
+        {"s": target, "done_at": now if target == states.DONE else None, "res": report.result,
+         "o": outcome, "now": now, "id": task_id, "cur": cur},
+    )
+    # PostgreSQL: the row is locked (get_task FOR UPDATE), so the swap cannot miss; not asking
+    # for the count saves a round trip. SQLite: one writer at a time.
+    if tx.db.dialect != "postgresql" and tx.rowcount != 1:  # pragma: no cover
+        raise Conflict(f"task {task_id} changed while completing; try again")
+    kind = "review_requested" if target == states.REVIEW else "completed"
+    tx.event(board, task_id, kind, _completed_payload(report, synthetic=cur != states.RUNNING), run_id=rid,
+             actor=actor, at=now)
+    task.update(status=target, current_run_id=None, result=report.result or task.get("result"))
+    if due == "left":
+        left_in(tx, board, task_id, actor)
+        task["integration"] = "left"
+    return _after_completed(tx, board, task, target, rid, actor, children=children)
+
+
+def _may_have_a_branch(tx: Tx, board: str, task: Row) -> bool:
+    """Whether the task runs (or may run) in a worktree: its own kind says so, or its board has a
+    target directory (the dispatcher then decides at the spawn)."""
+    if task.get("workspace_kind") == "worktree":
+        return True
+    if task.get("workspace_kind") not in (None, "scratch"):
+        return False
+    return tx.scalar("SELECT default_workdir FROM boards WHERE slug = :b", {"b": board}) is not None
+
+
+def _verification_pending(tx: Tx, task: Row) -> bool:
+    """A worker's own report on a task with ``verify`` commands waits until the dispatcher has
+    run those commands (unless the ``verify`` setting is off)."""
+    try:
+        commands = json.loads(task.get("verify") or "[]")
+    except ValueError:
+        commands = []
+    return bool(commands) and tx.db.settings.verify
+
+
+def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None, *,
+                           reason: str = "verification") -> Row:
+    """Record the worker's success report on its run; the task stays running until the
+    dispatcher has run the verify commands after the worker exits (protocol.lifecycle), or
+    (``reason="integration"``) has integrated the task's branch into the board's base branch,
+    or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet."""
+    pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
+               "usage": report.usage, "actor": actor}
+    tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
+    kind = "integration_pending" if reason == "integration" else "verify_pending"
+    tx.event(board, task["id"], kind, {"summary": first_line(report.summary), "until": reason}, run_id=run_id,
+             actor=actor)
+    out = task_out(task)
+    out.update(run_id=run_id, pending=reason, pending_verification=reason == "verification",
+               pending_integration=reason == "integration")
+    return out
+
+
+def complete(
+    db: Database, board: str, task_id: str, *, summary: str | None = None,
+    metadata: dict[str, Any] | None = None, result: str | None = None,
+    usage: dict[str, Any] | None = None, run_id: int | None = None, actor: str | None = None,
+    force_done: bool = False, verified: bool = False, exit_code: int | None = None, integrated: bool = False,
+    await_spawn: bool = False,
+) -> Row:
+    """Finish a task: running → done (or review); a person closing ready/blocked/review → done.
+
+    A worker's report (with its ``run_id``) on a task with ``verify`` commands is held on the run
+    until the dispatcher has verified it; the dispatcher then completes with ``verified=True``.
+    ``exit_code`` (the dispatcher, after the worker exited) is stored on the closed run.
+
+    A worktree task whose board integrates finished work (``kernel.branches.integration_due``)
+    becomes done only with ``integrated=True``: the caller has put its branch on the base branch
+    (``dispatch.finish``); a worker's report on it is held like a verification. ``await_spawn``:
+    the report comes from a worker the dispatcher started (its run token); before the dispatcher
+    has recorded the spawn, it is held the same way.
+    """
+    report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
+    return db.write(complete_in, board, task_id, report, run_id=run_id, actor=actor, force_done=force_done,
+                    verified=verified, exit_code=exit_code, integrated=integrated, await_spawn=await_spawn)
+
+
+def request_review_in(
+    tx: Tx, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None,
+    actor: str | None = None,
+) -> Row:
+    """Hand a running task to review inside the caller's transaction."""
+    task = get_task(tx, board, task_id, lock=True)
+    if run_id is not None and task["current_run_id"] != run_id:
+        raise stale_error(task, run_id)
+    states.check("request_review", task["status"], states.REVIEW, task_id)
+    now = time.time()
+    rid = task["current_run_id"]
+    tx.execute(
+        "UPDATE task_runs SET status = 'closed', outcome = 'review_requested', ended_at = :now, "
+        "summary = COALESCE(:s, summary) WHERE id = :r AND status = 'open'",
+        {"now": now, "s": summary, "r": rid},
+    )
+    budgets.account_run_in(tx, rid, actor=actor)
+    tx.execute(
+        f"UPDATE tasks SET status = 'review', {_CLEAR_CLAIM}, last_outcome = 'review_requested', "
+        "updated_at = :now WHERE id = :id",
+        {"now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "review_requested", {"summary": first_line(summary)}, run_id=rid, actor=actor, at=now)
+    task.update(status=states.REVIEW, current_run_id=None)
+    return task_out(task)
+
+
+def request_review(db: Database, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None, actor: str | None = None) -> Row:
+    return db.write(request_review_in, board, task_id, summary=summary, run_id=run_id, actor=actor)
+
+
+# -- review verdicts ------------------------------------------------------------------------------

@@ -1,0 +1,288 @@
+"""Creating a task: its fields checked (``NewTask``), its row, event, links and first status."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Unpack
+
+from ...domain import model, states, task_fields
+from ...domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
+from ...domain.notify_targets import mask as mask_target
+from ...domain.task_fields import NewTaskFields
+from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
+from ..branches import check_worktree_task
+from ..common import (
+    default_assignee,
+    task_out,
+    usable_board,
+)
+from ..flow import (
+    reopen_goal,
+)
+from ..host_access import checked_verify, placed
+from ..notifications import auto_subscribe_in
+
+_model = model  # the module, where a parameter named ``model`` (a task's model) hides it
+
+_INSERT_TASK = (
+    "INSERT INTO tasks (id, board, title, body, assignee, status, priority, tenant, goal_id, "
+    "created_by, created_at, updated_at, workspace_kind, workspace_path, branch_name, "
+    "idempotency_key, skills, max_runtime_seconds, max_retries, review_required, verify, model, "
+    "consecutive_failures, protocol_violations, rework_count, block_kind, block_reason, not_before) "
+    "VALUES (:id, :board, :title, :body, :assignee, :status, :priority, :tenant, :goal_id, "
+    ":created_by, :now, :now, :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
+    ":max_runtime, :max_retries, :review, :verify, :model, 0, 0, 0, :block_kind, :block_reason, :not_before) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+#: PostgreSQL: the insert is not read back (a task id taken already — one chance in 2^32 — fails
+#: the transaction with a unique violation, and the verb runs again with a new id)
+_INSERT_TASK_PG = _INSERT_TASK[: _INSERT_TASK.index(" ON CONFLICT")]
+#: PostgreSQL: the insert and its ``created`` event in one statement
+_INSERT_TASK_WITH_EVENT_PG = (
+    f"WITH i AS ({_INSERT_TASK_PG} RETURNING id) INSERT INTO task_events {EVENT_COLUMNS} "
+    "SELECT :board, i.id, NULL, 'created', :payload, :created_by, :now FROM i"
+)
+
+#: the board a task is created on, and whether its assignee names a profile, in one read
+_BOARD_FOR_CREATE = (
+    "SELECT b.archived, EXISTS (SELECT 1 FROM profiles WHERE name = :a) AS assignee_known "
+    "FROM boards b WHERE b.slug = :b"
+)
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A task to create, already checked and normalized (build it with :meth:`build`).
+
+    A create that must run again (two creators racing on one idempotency key) re-runs
+    :func:`create_in` with the same record, so both attempts insert exactly the same values.
+    """
+
+    board: str
+    title: str
+    body: str = ""
+    assignee: str | None = None
+    parents: tuple[str, ...] = ()
+    tenant: str | None = None
+    goal: str | None = None
+    priority: int = 0
+    triage: bool = False
+    workspace_kind: str = "scratch"
+    workspace_path: str | None = None
+    branch: str | None = None
+    idempotency_key: str | None = None
+    max_runtime: int | None = None
+    max_retries: int | None = None
+    skills: tuple[str, ...] = ()
+    review: bool = False
+    verify: tuple[str, ...] = ()
+    actor: str | None = None
+    check_board: bool = True
+    #: the task waits in todo until this time (epoch seconds)
+    not_before: float | None = None
+    #: the model the agent CLI runs this task with (None: the profile's)
+    model: str | None = None
+
+    @classmethod
+    def build(cls, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
+              **fields: Unpack[NewTaskFields]) -> NewTask:
+        """Check and normalize what a caller gave :func:`create` through the one table of
+        new-task fields (:mod:`agentboard.domain.task_fields`; raises ``InvalidInput``)."""
+        given = task_fields.checked({"title": title, **fields})
+        ws_kind, ws_path = _model.workspace(given.get("workspace"))
+        return cls(
+            board=board,
+            title=given["title"],
+            body=given.get("body") or "",
+            assignee=given.get("assignee"),
+            parents=given.get("parents") or (),
+            tenant=given.get("tenant"),
+            goal=given.get("goal"),
+            priority=given.get("priority") or 0,
+            triage=bool(given.get("triage")),
+            workspace_kind=ws_kind,
+            workspace_path=ws_path,
+            branch=given.get("branch"),
+            idempotency_key=given.get("idempotency_key"),
+            max_runtime=given.get("max_runtime"),
+            max_retries=given.get("max_retries"),
+            skills=given.get("skills") or (),
+            review=bool(given.get("review")),
+            verify=given.get("verify") or (),
+            actor=actor,
+            check_board=check_board,
+            not_before=given.get("not_before"),
+            model=given.get("model"),
+        )
+
+
+def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -> dict[str, Any]:
+    """``{"warnings": [...]}`` when a task is assigned to a name that is no profile (the
+    dispatcher never starts it until one is added; a person may still do it). ``known``: the
+    caller has looked the name up already."""
+    if not assignee or known:
+        return {}
+    if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
+        return {}
+    # (the did-you-mean of a typo is the CLI's: reading every profile here would cost a round trip)
+    return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
+                         f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
+
+
+def create_in(tx: Tx, new: NewTask) -> Row:
+    """Create ``new`` inside the caller's transaction (or return the task already holding its
+    idempotency key, with ``existing: True``)."""
+    board = new.board
+    known: bool | None = None  # whether new.assignee names a profile (None: not looked up)
+    if new.check_board:
+        row = usable_board(tx.one(_BOARD_FOR_CREATE, {"b": board, "a": new.assignee or ""}), board)
+        known = bool(row["assignee_known"]) if new.assignee else None
+    checked_verify(tx, board, new.verify)
+    workspace_kind, workspace_path = placed(tx, board, new.workspace_kind, new.workspace_path)
+    if workspace_kind == "worktree":
+        check_worktree_task(tx, board, workspace_path)
+    if new.idempotency_key:
+        existing = tx.one(
+            "SELECT * FROM tasks WHERE board = :b AND idempotency_key = :k AND status != 'archived'",
+            {"b": board, "k": new.idempotency_key},
+        )
+        if existing is not None:
+            out = task_out(existing)
+            out["existing"] = True
+            return out
+    if new.goal:
+        g = tx.one("SELECT status FROM goals WHERE id = :g AND board = :b", {"g": new.goal, "b": board})
+        if g is None:
+            raise NotFound(f"no goal {new.goal} on board {board!r}")
+        goal_done = g["status"] in ("done", "verifying")
+    else:
+        goal_done = False
+    pending: list[str] = []
+    # PostgreSQL: a parent completing at the same time waits for this task to exist (and then
+    # promotes it), instead of missing it
+    share = " FOR SHARE" if tx.db.dialect == "postgresql" else ""
+    for pid in new.parents:
+        p = tx.one("SELECT status FROM tasks WHERE id = :id AND board = :b" + share, {"id": pid, "b": board})
+        if p is None:
+            other = tx.one("SELECT board FROM tasks WHERE id = :id", {"id": pid})
+            if other is not None:
+                raise InvalidInput(f"parent {pid} is on board {other['board']!r}: links across boards are refused")
+            raise NotFound(f"no parent task {pid} on board {board!r}")
+        if p["status"] not in states.SATISFIED:
+            pending.append(pid)
+    assignee = new.assignee
+    if not assignee and not new.triage:
+        assignee = default_assignee(tx, board)
+    if new.triage:
+        status = states.TRIAGE
+    elif pending or not assignee or (new.not_before is not None and new.not_before > time.time()):
+        status = states.TODO
+    else:
+        status = states.READY
+    states.check("create", None, status)
+    now = time.time()
+    skills = list(new.skills)
+    verify = list(new.verify)
+    parents = list(new.parents)
+    params: dict[str, Any] = {
+        "board": board,
+        "title": new.title,
+        "body": new.body,
+        "assignee": assignee,
+        "status": status,
+        "priority": new.priority,
+        "tenant": new.tenant,
+        "goal_id": new.goal,
+        "created_by": new.actor,
+        "now": now,
+        "workspace_kind": workspace_kind,
+        "workspace_path": workspace_path,
+        "branch_name": new.branch,
+        "idem": new.idempotency_key,
+        "skills": dump_json(skills),
+        "max_runtime": new.max_runtime,
+        "max_retries": new.max_retries,
+        "review": 1 if new.review else 0,
+        "verify": dump_json(verify),
+        "model": new.model,
+        "block_kind": None,
+        "block_reason": None,
+        "not_before": new.not_before,
+    }
+    created = {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title,
+               **({"not_before": new.not_before} if new.not_before is not None else {})}
+    for _ in range(20):
+        params["id"] = model.new_task_id()
+        if tx.db.dialect == "postgresql":
+            tx.execute(_INSERT_TASK_WITH_EVENT_PG, {**params, "payload": dump_json(created)})
+            tx.events_written(board)
+            break
+        tx.execute(_INSERT_TASK, params)
+        if tx.rowcount == 1:
+            tx.event(board, params["id"], "created", created, actor=new.actor, at=now)
+            break
+    else:  # pragma: no cover - 20 collisions in a 2^32 space
+        raise Conflict("could not allocate a task id; try again")
+    task_id = params["id"]
+    if goal_done:
+        reopen_goal(tx, new.goal)
+    if parents:
+        tx.executemany(
+            "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
+            [{"p": p, "c": task_id, "b": board, "now": now} for p in dict.fromkeys(parents)],
+        )
+    if tx.db.settings.notify_default:
+        auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
+                          new.actor)
+    return {
+        "id": task_id,
+        "board": board,
+        "title": new.title,
+        "body": new.body,
+        "assignee": assignee,
+        "status": status,
+        "priority": new.priority,
+        "tenant": new.tenant,
+        "goal_id": new.goal,
+        "created_by": new.actor,
+        "created_at": now,
+        "updated_at": now,
+        "workspace_kind": workspace_kind,
+        "workspace_path": workspace_path,
+        "branch_name": new.branch,
+        "idempotency_key": new.idempotency_key,
+        "skills": skills,
+        "max_runtime_seconds": new.max_runtime,
+        "max_retries": new.max_retries,
+        "review_required": new.review,
+        "verify": verify,
+        "model": new.model,
+        "current_run_id": None,
+        "consecutive_failures": 0,
+        "not_before": new.not_before,
+        **_assignee_warning(tx, assignee, known if assignee == new.assignee else None),
+    }
+
+
+def create(db: Database, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
+           **fields: Unpack[NewTaskFields]) -> Row:
+    """Create a task; ready iff every parent is done and it has an assignee (and its
+    ``not_before`` time, if any, has come). ``fields``: :data:`agentboard.domain.task_fields.FIELDS`."""
+    return create_task(db, NewTask.build(board, title, actor=actor, check_board=check_board, **fields))
+
+
+def create_task(db: Database, new: NewTask) -> Row:
+    """Create the task ``new`` describes in one transaction.
+
+    Two creators racing on one idempotency key: the loser's insert hits the unique index, and
+    the same record runs once more, now finding (and returning) the winner's task.
+    """
+    try:
+        return db.write(create_in, new)
+    except AgentboardError:
+        raise
+    except Exception as exc:
+        if new.idempotency_key and "unique" in str(exc).lower():
+            return db.write(create_in, new)
+        raise

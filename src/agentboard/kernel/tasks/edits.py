@@ -1,0 +1,198 @@
+"""Editing a task: assign, edit its fields, the dashboard's edit (fields, assignee and status in
+one transaction) and one verb over several tasks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ...domain import model, states
+from ...domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
+from ...store.engine import Database, Row, Tx, dump_json
+from ..common import (
+    default_assignee,
+    get_task,
+    pending_parents,
+    ready_or_todo,
+    task_out,
+)
+from ..flow import (
+    reopen_goal,
+    settle_goal,
+)
+from ..host_access import checked_verify, decoded_verify
+from ..runs import (
+    return_to_queue,
+)
+from .creation import _model
+from .moves import _check_status, _set_status
+
+# -- assign and edit ---------------------------------------------------------------------------
+
+
+def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: bool, actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    if task["status"] == states.RUNNING:
+        if not reclaim:
+            raise Conflict(
+                f"task {task_id} is running; reclaim it first (agentboard assign {task_id} "
+                f"{assignee or 'none'} --reclaim)"
+            )
+        return_to_queue(tx, board, task, "reclaimed", error="reassigned", count_failure=False, actor=actor, run_id=None)
+        task = get_task(tx, board, task_id)
+    status = task["status"]
+    if status in (states.TODO, states.READY):
+        target = ready_or_todo(tx, task_id, assignee, board) if assignee else states.TODO
+        if not assignee and target == states.TODO and default_assignee(tx, board) and not pending_parents(tx, task_id):
+            target = states.TODO
+    else:
+        target = status
+    states.check("assign", status, target, task_id)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET assignee = :a, status = :s, updated_at = :now WHERE id = :id",
+        {"a": assignee, "s": target, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "assigned", {"assignee": assignee, "previous": task["assignee"], "status": target}, actor=actor, at=now)
+    task.update(assignee=assignee, status=target)
+    return task_out(task)
+
+
+def _assignee(name: str | None) -> str | None:
+    """A profile name to assign, or None for "none", "-" or an empty name (unassign)."""
+    if name is not None and name.strip().lower() in ("", "none", "-"):
+        return None
+    return model.profile_name(name) if name is not None else None
+
+
+def assign(
+    db: Database, board: str, task_id: str, assignee: str | None, *, reclaim: bool = False, actor: str | None = None
+) -> Row:
+    return db.write(_assign, board, task_id, _assignee(assignee), reclaim, actor)
+
+
+_EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_seconds", "max_retries", "review_required", "verify", "skills", "branch_name", "goal_id", "model")
+
+
+def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str | None) -> Row:
+    task = get_task(tx, board, task_id, lock=True)
+    states.check("edit", task["status"], task["status"], task_id)
+    if "verify" in changes:
+        checked_verify(tx, board, decoded_verify(changes["verify"]))
+    if "goal_id" in changes and changes["goal_id"]:
+        if tx.one("SELECT id FROM goals WHERE id = :g AND board = :b", {"g": changes["goal_id"], "b": board}) is None:
+            raise NotFound(f"no goal {changes['goal_id']} on board {board!r}")
+    changed = {k: v for k, v in changes.items() if task.get(k) != v}
+    if not changed:
+        return task_out(task)
+    now = time.time()
+    sets = ", ".join(f"{k} = :{k}" for k in changed)
+    params = dict(changed)
+    params.update(id=task_id, now=now)
+    tx.execute(f"UPDATE tasks SET {sets}, updated_at = :now WHERE id = :id", params)
+    if "priority" in changed:
+        tx.event(board, task_id, "reprioritized", {"priority": changed["priority"], "previous": task["priority"]}, actor=actor, at=now)
+    others = [k for k in changed if k != "priority"]
+    if others:
+        tx.event(board, task_id, "edited", {"fields": others}, actor=actor, at=now)
+    if "goal_id" in changed:
+        # the task moved between goals: the new one may reopen, the old one may settle
+        if task["status"] not in states.SATISFIED:
+            reopen_goal(tx, changed["goal_id"])
+        settle_goal(tx, board, task.get("goal_id"), actor)
+    task.update(changed)
+    return task_out(task)
+
+
+def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **fields: Any) -> Row:
+    """Change a task's fields (see ``_EDITABLE``); a field given as None is left as it is."""
+    return db.write(_edit, board, task_id, _edit_changes(fields), actor)
+
+
+def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The column values an edit writes, checked and normalized (raises ``InvalidInput``)."""
+    changes: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if key not in _EDITABLE:
+            raise InvalidInput(f"cannot edit field {key!r}; editable: {', '.join(_EDITABLE)}")
+        if key == "title":
+            value = model.title(value)
+        elif key == "body":
+            value = model.body(value)
+        elif key == "priority":
+            value = model.priority(value)
+        elif key == "max_runtime_seconds":
+            value = model.duration(value)
+        elif key == "review_required":
+            value = 1 if value else 0
+        elif key in ("verify", "skills"):
+            value = dump_json(list(value))
+        elif key == "result":
+            value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
+        elif key == "branch_name":
+            value = _model.branch_name(str(value)) if str(value).strip() else None
+        elif key == "model":
+            value = _model.model_name(str(value))  # an empty value clears it: the profile's model
+        elif key in ("tenant", "goal_id") and value == "":
+            value = None  # an empty value clears the field
+        changes[key] = value
+    if not changes:
+        raise InvalidInput("nothing to change: give at least one field to edit")
+    return changes
+
+# -- the dashboard's edit: fields, assignee and status together ----------------------------------
+
+
+def update(
+    db: Database,
+    board: str,
+    task_id: str,
+    *,
+    fields: Mapping[str, Any] | None = None,
+    assign: bool = False,
+    assignee: str | None = None,
+    status: str | None = None,
+    reason: str | None = None,
+    actor: str | None = None,
+    integrated: bool = False,
+) -> Row:
+    """Edit ``fields``, then (with ``assign=True``) set the assignee (None unassigns), then move
+    to ``status`` — all in one transaction, so a refused step (say the status move) leaves none
+    of the others behind. Returns the task as the last step left it. ``integrated``: as for
+    :func:`set_status`.
+    """
+    changes = _edit_changes(fields) if fields else {}
+    name = _assignee(assignee) if assign else None
+    if status is not None:
+        _check_status(status)
+    if not (changes or assign or status is not None):
+        raise InvalidInput("nothing to change: give fields to edit, an assignee or a status")
+
+    def _update(tx: Tx) -> Row:
+        task = get_task(tx, board, task_id, lock=True)
+        if changes:
+            task = _edit(tx, board, task_id, changes, actor)
+        if assign:
+            task = _assign(tx, board, task_id, name, False, actor)
+        if status is not None:
+            task = _set_status(tx, board, task_id, status, reason, actor, integrated)
+        return task_out(task)
+
+    return db.write(_update)
+
+# -- bulk ----------------------------------------------------------------------------------------
+
+
+def bulk(fn: Callable[..., Row], db: Database, board: str, ids: Iterable[str], *args: Any, **kwargs: Any) -> list[Row]:
+    """Apply one verb to several tasks; per-id failures never abort the others."""
+    results: list[Row] = []
+    for task_id in ids:
+        try:
+            task = fn(db, board, task_id, *args, **kwargs)
+            results.append({"id": task_id, "ok": True, "status": task.get("status"), "task": task})
+        except AgentboardError as exc:
+            results.append({"id": task_id, "ok": False, "error": {"code": exc.code, "message": exc.message}})
+    return results
