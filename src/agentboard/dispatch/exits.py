@@ -1,9 +1,9 @@
 """One thread watches every worker's exit: a pidfd per worker in one ``selectors`` (epoll) loop.
 
-A worker's exit wakes the dispatcher at once (its pass then reaps it with ``Popen.poll``, as
-before). The watcher never reaps: the pidfd of a child becomes readable when it exits, zombie
-or not, so the exit status stays for ``Popen``. A host with 500 workers holds one watcher
-thread, not 500.
+A worker's exit wakes the dispatcher at once. The pidfd of a child becomes readable when it
+exits; the watcher then reaps it through ``Popen.poll`` (which keeps the exit status for the
+pass, and serializes with the pass's own polls), so no zombie lingers. A host with 500 workers
+holds one watcher thread, not 500.
 
 Where ``os.pidfd_open`` is missing (not Linux ≥ 5.3) or refused (out of descriptors), the
 worker is polled by the same thread every :data:`POLL_EVERY` seconds instead.
@@ -120,6 +120,8 @@ class ExitWatcher:
                     self._sel.unregister(key.fd)
                     self._count -= 1
                 os.close(key.fd)
+                if isinstance(key.data, subprocess.Popen):
+                    key.data.poll()  # reaped now: no zombie lingers until the pass
                 fired = True
             if polled:
                 with self._lock:

@@ -202,13 +202,15 @@ class WorkerFile:
 
 # -- the guard process ----------------------------------------------------------------------------
 
-def _members(pgid: int) -> bool:
-    """Whether a live process is in process group ``pgid`` and session ``pgid`` (a worker runs
-    in its own session, so a pid reused by anything else never matches)."""
+def _live(groups: set[int]) -> set[int]:
+    """The process groups among ``groups`` with a live member in the session of the same id (a
+    worker runs in its own session, so a pid reused by anything else never matches): one pass
+    over ``/proc`` for all of them."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return True
+        return set(groups)
+    found: set[int] = set()
     for name in entries:
         if not name.isdigit():
             continue
@@ -218,13 +220,16 @@ def _members(pgid: int) -> bool:
         except OSError:
             continue
         tail = raw[raw.rfind(")") + 2:].split()
-        if len(tail) > 3 and tail[2] == str(pgid) and tail[3] == str(pgid) and tail[0] not in ("Z", "X", "x"):
-            return True
-    return False
+        if len(tail) > 3 and tail[2] == tail[3] and tail[0] not in ("Z", "X", "x"):
+            try:
+                found.add(int(tail[2]))
+            except ValueError:
+                continue
+    return found & groups
 
 
 def _end_groups(groups: set[int], grace: float) -> None:
-    live = {g for g in groups if _members(g)}
+    live = _live(groups)
     for g in live:
         try:
             os.killpg(g, signal.SIGTERM)
@@ -233,7 +238,7 @@ def _end_groups(groups: set[int], grace: float) -> None:
     deadline = time.monotonic() + grace
     while live and time.monotonic() < deadline:
         time.sleep(0.05)
-        live = {g for g in live if _members(g)}
+        live = _live(live)
     for g in live:
         try:
             os.killpg(g, signal.SIGKILL)
@@ -262,8 +267,13 @@ def main(argv: list[str]) -> int:
             pgid = int(line[1:])
             if pgid > 1:
                 (groups.add if line[0] == "+" else groups.discard)(pgid)
-    if keep_for and taken.wait(keep_for):
-        return 0
+    deadline = time.monotonic() + keep_for
+    while keep_for and groups and not taken.is_set():  # kept for a takeover: until it, or their end
+        groups = _live(groups)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        taken.wait(min(1.0, left))
     if groups and not taken.is_set():
         _end_groups(groups, grace)
     return 0
