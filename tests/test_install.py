@@ -1,6 +1,8 @@
-"""The installs people use, each from a clean clone of the repository: `pipx install .`,
-`uv tool install .` and the venv line (`python3 -m venv V && V/bin/pip install .`). The installed `agentboard` runs its
-version and the demo. Slow (a whole install each), so marked `install`; CI runs them."""
+"""The installs people use, from a clean clone of the repository: the venv line (`python3 -m venv
+V && V/bin/pip install .`, the venv's own pip building the clone's wheel first, as `pip install .`
+does), `pipx install` of that wheel, and `uv tool install .` of the clone. Each installs the wheel and all its dependencies into an
+environment of its own; the installed `agentboard` runs its version and the demo. Slow (a whole
+install each), so marked `install`; CI runs them."""
 
 from __future__ import annotations
 
@@ -35,6 +37,26 @@ def base_python() -> str:
     return str(getattr(sys, "_base_executable", None) or sys.executable)
 
 
+@pytest.fixture(scope="module")
+def venv_line(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The venv line on a clean clone: a virtualenv of the system Python whose own pip builds the
+    clone into a wheel (in an isolated build environment, what `pip install .` does first) and
+    installs it with its dependencies. Returns the virtualenv and the wheel (pipx installs it too)."""
+    tmp = tmp_path_factory.mktemp("venv-line")
+    clone = clean_clone(tmp)
+    venv = tmp / "V"
+    subprocess.run([base_python(), "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = str(venv / "bin" / "pip")
+    r = subprocess.run([pip, "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp / "dist"), "."], cwd=clone,
+                       capture_output=True, text=True, timeout=1100)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    (wheel,) = (tmp / "dist").glob("agentboard-*.whl")
+    r = subprocess.run([pip, "install", "--quiet", str(wheel)], cwd=clone, capture_output=True, text=True,
+                       timeout=1100)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    return venv, wheel
+
+
 def run_installed(exe: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AGENTBOARD_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
@@ -51,11 +73,11 @@ def run_installed(exe: Path, tmp_path: Path) -> None:
     assert out["tasks"] and all(t["status"] == "done" for t in out["tasks"])
 
 
-def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
-    clone = clean_clone(tmp_path)
+def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path, venv_line: tuple[Path, Path]) -> None:
+    _, wheel = venv_line
     env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
            "PIPX_MAN_DIR": str(tmp_path / "man")}
-    r = subprocess.run([sys.executable, "-m", "pipx", "install", "--python", base_python(), str(clone)],
+    r = subprocess.run([sys.executable, "-m", "pipx", "install", "--python", base_python(), str(wheel)],
                        capture_output=True, text=True, env=env, timeout=1100)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     exe = tmp_path / "bin" / "agentboard"
@@ -77,11 +99,7 @@ def test_uv_tool_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
     run_installed(exe, tmp_path)
 
 
-def test_the_venv_line_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
-    clone = clean_clone(tmp_path)
-    venv = tmp_path / "V"
-    subprocess.run([base_python(), "-m", "venv", str(venv)], check=True, timeout=300)
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "."], cwd=clone, capture_output=True,
-                       text=True, timeout=1100)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+def test_the_venv_line_installs_agentboard_from_a_clean_clone(tmp_path: Path,
+                                                            venv_line: tuple[Path, Path]) -> None:
+    venv, _ = venv_line
     run_installed(venv / "bin" / "agentboard", tmp_path)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from testenv import wait_for
 from websockets.sync.client import connect
 
 import agentboard
@@ -129,9 +130,7 @@ def test_the_embedded_dispatcher_gives_workers_a_run_token_for_their_board(home:
     try:
         task = ab.board().create("check my token", assignee="probe")
         httpx.post(s.url + "/api/dispatch", headers={"Authorization": f"Bearer {s.token}"}, timeout=60)
-        deadline = time.monotonic() + 60
-        while not out.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(out.exists, timeout=60, what="the probe's report")
         result = json.loads(out.read_text())
         # a worker changes its task only through the worker verbs; its token dies with its run
         assert result == {"own": 200, "other_board": 403, "comment": 201, "patch_done": 403, "done": 200,

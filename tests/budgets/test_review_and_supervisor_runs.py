@@ -76,7 +76,7 @@ def test_the_supervisors_own_running_task_is_stopped_by_the_budget_its_runs_coun
     supervision.set_budget_scope(ab.db, "default", own)
     stuck = board.create("stuck", assignee="boss")
     board.block(stuck["id"], "which database should this use?", kind="needs_input")
-    dispatcher(budget_stop_grace=8.0, dispatch_interval=1.0)
+    d = dispatcher(budget_stop_grace=8.0, dispatch_interval=1.0)
 
     def working() -> list[dict[str, Any]]:
         return list(supervision.status(ab.db, "default")["working"])
@@ -93,7 +93,8 @@ def test_the_supervisors_own_running_task_is_stopped_by_the_budget_its_runs_coun
     assert board.runs(job["id"])[0]["outcome"] == "blocked"
     # its own budget block wakes nobody; what woke it may fire again, but the budget holds
     # whatever the supervisor's wakes start, and no loop of new supervision tasks follows
-    time.sleep(3)
+    seen = d.passes
+    wait_for(lambda: d.passes >= seen + 3, what="three more dispatcher passes")
     later = working()
     assert len(later) <= 2, later
     for w in later:

@@ -7,10 +7,10 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from testenv import wait_for
 
 from .conftest import Runner, assert_one_line_error, task_id
 
@@ -153,7 +153,6 @@ def test_backup_of_a_postgresql_home_says_to_use_pg_dump(cli: Runner, monkeypatc
 
 def test_export_since_a_duration(cli: Runner, tmp_path: Path) -> None:
     task_id(cli("create", "old", "--json"))
-    time.sleep(0.05)
     out = tmp_path / "d.jsonl"
     assert cli("export", "--since", "1d", "-o", str(out)).code == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -240,9 +239,7 @@ def test_migrate_to_from_postgresql_refuses_while_a_dispatcher_listens(
         from agentboard.kernel import transfer
 
         with agentboard.connect(pg_database) as ab:
-            deadline = time.monotonic() + 60
-            while transfer.listening_dispatchers(ab.db) == 0 and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_for(lambda: transfer.listening_dispatchers(ab.db) > 0, timeout=60, what="the dispatcher listening")
         assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, "dispatcher(s) are running")
     finally:
         proc.terminate()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli.conftest import task_id
+from testenv import wait_for
 
 import agentboard
 from agentboard.kernel import runs as kr
@@ -117,10 +118,7 @@ def test_a_run_past_its_claim_is_found_and_reclaim_clears_it(seeded):
     cli = seeded
     t = task_id(cli("create", "claimed by hand", "--assignee", "w", "--json"))
     assert cli("claim", t, "--ttl", "1s").code == 0
-    deadline = time.monotonic() + 60
-    while not _of(_findings(cli), "orphan_run", t):
-        assert time.monotonic() < deadline, "the claim never expired"
-        time.sleep(0.2)
+    wait_for(lambda: _of(_findings(cli), "orphan_run", t), timeout=60, what="the claim to expire")
     (f,) = _of(_findings(cli), "orphan_run", t)
     assert "claim expired" in f["message"] and f["fix"] == f"agentboard reclaim {t}"
     _fix(cli, f)

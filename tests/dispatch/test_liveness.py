@@ -106,8 +106,12 @@ def test_claim_of_another_host_expires_back_to_ready(ab, board, dispatcher):
     d = dispatcher(start=False)
     d.run_pass()
     assert all_in(board, [t["id"]], {"running"})  # not expired yet, and not ours to pid-check
-    time.sleep(1.2)
-    d.run_pass()
+
+    def reclaimed() -> bool:  # a pass after the claim's second is up takes it back
+        d.run_pass()
+        return bool(board.runs(t["id"])[0]["outcome"] == "reclaimed")
+
+    wait_for(reclaimed, what="the expired claim taken back")
     run = board.runs(t["id"])[0]
     assert run["outcome"] == "reclaimed" and "claim expired" in run["error"]
 

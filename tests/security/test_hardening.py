@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from api.conftest import Api, start_api
+from testenv import wait_for
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -209,11 +209,8 @@ def test_a_board_whose_stored_settings_are_bad_does_not_stop_the_other_boards(ab
         assert report["skipped_boards"] == ["alpha"]
         assert any("alpha" in s["reason"] and "max_parallel" in s["reason"] for s in report["skipped"])
         assert [s["task"] for s in report["spawned"]] == [t["id"]]
-        deadline = time.monotonic() + 60
-        while ab.board().show(t["id"])["status"] != "done" and time.monotonic() < deadline:
-            d.run_pass()
-            time.sleep(0.1)
-        assert ab.board().show(t["id"])["status"] == "done"
+        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] == "done",
+                 timeout=60, what="the task done")
     finally:
         d.stop()
 
@@ -230,10 +227,8 @@ def test_a_workers_background_child_does_not_outlive_the_workers_exit(ab: Any, t
     d = Dispatcher(ab.db, ab.settings)
     try:
         d.run_pass()
-        deadline = time.monotonic() + 60
-        while ab.board().show(t["id"])["status"] == "running" and time.monotonic() < deadline:
-            time.sleep(0.05)
-            d.run_pass()
+        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] != "running",
+                 timeout=60, what="the run over")
         assert ab.board().show(t["id"])["status"] == "done"
         bg = int(pidfile.read_text())
         assert not liveness.pid_alive(bg)

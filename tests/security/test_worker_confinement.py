@@ -15,11 +15,11 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import wait_for
 
 HOSTILE = r'''
 import json, os, subprocess, urllib.request, urllib.error
@@ -87,15 +87,6 @@ def _snapshot(ab: Any) -> dict[str, Any]:
     }
 
 
-def _wait(fn: Any, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := fn()):
-        if time.monotonic() > deadline:
-            raise AssertionError("gave up waiting")
-        time.sleep(0.1)
-    return value
-
-
 def test_a_hostile_worker_gets_nothing_but_its_own_task(ab: Any, backend: str, home: Path,
                                                         tmp_path: Path) -> None:
     from agentboard.cli.serve import TOKEN_FILE
@@ -126,7 +117,8 @@ def test_a_hostile_worker_gets_nothing_but_its_own_task(ab: Any, backend: str, h
     proc = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher"], env=env, stdout=log,
                             stderr=log, start_new_session=True)
     try:
-        _wait(lambda: ab.board().show(mine["id"])["status"] == "done" and (ws / "findings.json").exists())
+        wait_for(lambda: ab.board().show(mine["id"])["status"] == "done" and (ws / "findings.json").exists(),
+                 what="the hostile worker's findings")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

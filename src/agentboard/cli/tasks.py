@@ -86,6 +86,9 @@ def create(title: str, body_file: str | None, checks: tuple[str, ...], board: st
     from .output import status
 
     click.echo(f"{task['id']}  {status(task['status'])}  {task['title']}{note}")
+    if task.get("attempts"):
+        click.echo(f"  race ({task.get('race_until')}): " + ", ".join(
+            f"{a['n']}: {a['profile']}" + (f":{a['model']}" if a.get("model") else "") for a in task["attempts"]))
 
 
 @click.command("list")

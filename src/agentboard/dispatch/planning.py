@@ -34,7 +34,7 @@ from ..kernel.boards import board_out
 from ..kernel.profiles import profile_out
 from ..protocol import inbox as boardinbox
 from ..store.engine import Row
-from . import breaker
+from . import breaker, races
 from .auto_decompose import AutoDecomposer
 from .budget_watch import BudgetWatch
 from .reaping import FoundExit, Reaper, earliest
@@ -211,6 +211,7 @@ class _Pass:
             self._due(self.planner.budgets.check(snap.running, slugs, self.now))
         self._promote(held)
         self._schedules(slugs)
+        self._races(slugs)
         if not self.dry_run:  # supervision tasks are created before spawning, started like any task
             self._due(self.planner.supervising.run(held, self.now))
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
@@ -328,6 +329,18 @@ class _Pass:
                 except AgentboardError as exc:
                     log.warning("promotion safety net on %s: %s", b["slug"], exc)
         self._due(planner.last_promote + interval)
+
+    def _races(self, slugs: set[str]) -> None:
+        """Settle the held boards' races (``dispatch.races``): start ready ones, follow their
+        attempts, stop, finish or pick them. Before spawning, so the attempts started here run
+        in this pass."""
+        if self.dry_run:
+            return
+        for slug in sorted(slugs):
+            try:
+                races.settle(self.ctx.db, slug)
+            except AgentboardError as exc:
+                log.warning("races on %s: %s", slug, exc)
 
     def _schedules(self, slugs: set[str]) -> None:
         """Fire the held boards' due schedules and promote their tasks whose time has come."""

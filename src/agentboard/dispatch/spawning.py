@@ -219,7 +219,8 @@ class Spawner:
                     "base_branch": ws.base}
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
                                                  api_url=self.ctx.api_url, token=token, loaded=loaded,
-                                                 workspace_info=info, enrich=diffs.with_git))
+                                                 workspace_info=info,
+                                                 enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
         return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement,

@@ -37,7 +37,8 @@ _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
     "t.last_heartbeat_at, t.max_runtime_seconds, t.workspace_kind, t.workspace_path, t.branch_name, "
     "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace "
-    "FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id WHERE t.status = 'running'"
+    "FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id WHERE t.status = 'running' "
+    "AND t.race_until IS NULL"  # a race's own task runs no worker: its attempts do (kernel.races)
 )
 
 
@@ -125,7 +126,7 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
             "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, t.model, "
             "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "
             "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
-            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' "
+            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL "
             "AND (t.cooldown_until IS NULL OR t.cooldown_until <= :now) "
             "ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
             {"b": board, "now": time.time(), "n": limit},
@@ -232,7 +233,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.purpose, t.current_run_id, t.parents_override = 0 AND EXISTS ("
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
-           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.id IN " + in_list("i", ids, params))
+           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL AND t.id IN " + in_list("i", ids, params))
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE OF t SKIP LOCKED"
     found = tx.all(sql, params)

@@ -67,6 +67,9 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
+    #: a race's ``all``/``first-pass``; on an attempt's own task, the race it belongs to
+    race_until: str | None
+    race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
     closed_run_id: NotRequired[int]
     run_id: NotRequired[int | None]
@@ -140,6 +143,29 @@ class TaskCard(TypedDict):
     model: str | None
     cooldown_until: float | None
     purpose: str | None
+    race_until: str | None
+    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    race: NotRequired[RaceCard]
+
+
+class RaceAttemptCard(TypedDict):
+    """One attempt of a race as its card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float | None
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """A race's attempts and its badge (``race 1/3 passed``)."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class DecomposeBackoff(TypedDict):
@@ -203,6 +229,8 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
+    #: the race attempt this run belongs to
+    race_attempt: int | None
 
 
 class EventRow(TypedDict):
@@ -253,6 +281,74 @@ class ReviewRow(TypedDict):
     summary: str | None
     findings: list[Any]
     created_at: float
+
+
+class ParentLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    result: str | None
+    handoff: RunRow | None
+
+
+class ChildLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+
+
+class DetailComment(TypedDict):
+    id: int
+    author: str | None
+    body: str
+    kind: str
+    created_at: float
+
+
+class DetailEvent(TypedDict):
+    id: int
+    task_id: str | None
+    run_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    actor: str | None
+    created_at: float
+
+
+class DetailAttachment(TypedDict):
+    id: int
+    name: str
+    path: str
+    size: int
+    sha256: str
+    created_at: float
+
+
+class TaskGoal(TypedDict):
+    id: str
+    title: str
+    status: str
+    body: str
+    acceptance: list[str]
+
+
+class TaskDetail(TaskRow):
+    """A task with its surroundings (``queries.task_detail``): links, comments, events, runs,
+    attachments, reviews, and its goal."""
+
+    parents: list[ParentLink]
+    children: list[ChildLink]
+    comments: list[DetailComment]
+    events: list[DetailEvent]
+    runs: list[RunRow]
+    attachments: list[DetailAttachment]
+    reviews: list[ReviewRow]
+    #: a race's attempts and badge
+    race: NotRequired[RaceCard]
+    #: None when the goal is on another board
+    goal: NotRequired[TaskGoal | None]
 
 
 class GoalBlocker(TypedDict):
@@ -404,5 +500,10 @@ class TenantRow(TypedDict):
     n: int
 
 
-__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "CreatedTask",
-           "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "TenantRow", "WakeRow", "WikiPage"]
+__all__ = [
+    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
+    "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
+    "DetailEvent", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "Lane",
+    "ParentLink", "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow",
+    "TenantRow", "WakeRow", "WikiPage"
+]

@@ -36,12 +36,7 @@ from ..protocol import review
 from ..protocol.context import render
 from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
-
-INSTRUCTIONS = (
-    "Tools of an agentboard task board. You are a worker on one task: read it with kanban_show, "
-    "report progress with kanban_heartbeat, and finish exactly once with kanban_complete (a summary of "
-    "what you did) or kanban_block (a reason: what you need). Problems outside your task: kanban_propose."
-)
+from .instructions import INSTRUCTIONS
 
 
 @dataclass
@@ -167,6 +162,10 @@ class Ops(Protocol):
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]: ...
 
+    def attempts(self, task_id: str) -> dict[str, Any]: ...
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]: ...
+
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]: ...
 
     def unblock(self, task_id: str) -> dict[str, Any]: ...
@@ -244,6 +243,16 @@ class LocalOps:
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
         return tasks.create(self.db, self.board, title, actor=self.scope.actor, **fields)
 
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        from ..dispatch import races
+
+        return races.view(self.db, self.board_of(task_id), task_id)
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        from ..dispatch import finish
+
+        return finish.pick(self.db, self.board_of(task_id), task_id, n, actor=self.scope.actor)
+
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return links.link(self.db, self.board_of(child_id), parent_id, child_id, actor=self.scope.actor)
 
@@ -304,6 +313,12 @@ class RemoteOps:
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
         return self.api.create(self.board, {"title": title, **fields})
+
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        return self.api.call("GET", f"/api/tasks/{task_id}/attempts")  # type: ignore[no-any-return]
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        return self.api.call("POST", f"/api/tasks/{task_id}/pick", json={"n": n})  # type: ignore[no-any-return]
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return self.api.link(parent_id, child_id)
@@ -424,16 +439,29 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             return _guard(lambda: {"tasks": ops.list_tasks(status, assignee, goal, search, limit)})
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
-                                 "skills, goal, body and priority.")
+                                 "skills, goal, body and priority; race makes it a race of one attempt per "
+                                 "profile, each on its own branch (race_until: all or first-pass).")
         def kanban_create(title: Annotated[str, _about("title")], assignee: Annotated[str, _about("assignee")],
                           body: Annotated[str | None, _about("body")] = None,
                           parents: Annotated[list[str] | None, _about("parents")] = None,
                           skills: Annotated[list[str] | None, _about("skills")] = None,
                           goal: Annotated[str | None, _about("goal")] = None,
-                          priority: Annotated[int, _about("priority")] = 0) -> CallToolResult:
+                          priority: Annotated[int, _about("priority")] = 0,
+                          race: Annotated[list[str] | None, _about("race")] = None,
+                          race_until: Annotated[str | None, _about("race_until")] = None) -> CallToolResult:
             given = {"assignee": assignee, "body": body, "parents": parents, "skills": skills, "goal": goal,
-                     "priority": priority}
+                     "priority": priority, "race": race, "race_until": race_until}
             return _guard(lambda: ops.create(title, {k: v for k, v in given.items() if v is not None}))
+
+        @server.tool(description="(orchestrators) A race's attempts side by side: profile, model, outcome, "
+                                 "verification, diff stat, duration, tokens, cost, summary; which may be picked.")
+        def kanban_attempts(task_id: str) -> CallToolResult:
+            return _guard(lambda: ops.attempts(task_id))
+
+        @server.tool(description="(orchestrators) Pick attempt n as the winner of a race: its branch becomes "
+                                 "the task's and is integrated as the board says.")
+        def kanban_pick(task_id: str, n: int) -> CallToolResult:
+            return _guard(lambda: ops.pick(task_id, n))
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:

@@ -28,7 +28,7 @@ from ..domain.errors import InvalidInput
 from ..kernel import dispatching, worker_protocol
 from ..store.engine import Database, Row
 
-VERDICTS = ("approved", "changes_requested", "rejected")
+VERDICTS = states.VERDICTS
 SEVERITIES = ("critical", "major", "minor", "info")
 UNAVAILABLE = worker_protocol.REVIEW_UNAVAILABLE
 HEURISTIC_TAG = "[heuristic]"

@@ -84,6 +84,9 @@ tasks = sa.Table(
     sa.Column("pr_url", sa.Text),
     sa.Column("model", sa.String(200)),
     sa.Column("parents_override", sa.Integer, nullable=False, server_default="0"),
+    # a race (0017): ``all``/``first-pass`` on the race's task; on an attempt's own task, its race
+    sa.Column("race_until", sa.String(16)),
+    sa.Column("race_of", sa.String(16)),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -109,6 +112,12 @@ tasks = sa.Table(
         "claim_expires",
         sqlite_where=sa.text("status = 'running'"),
         postgresql_where=sa.text("status = 'running'"),
+    ),
+    sa.Index(
+        "ix_tasks_race_of",
+        "race_of",
+        sqlite_where=sa.text("race_of IS NOT NULL"),
+        postgresql_where=sa.text("race_of IS NOT NULL"),
     ),
     sa.Index(
         "ix_tasks_running_host",
@@ -191,7 +200,36 @@ task_runs = sa.Table(
     sa.Column("pending_report", sa.Text),
     sa.Column("inbox_seen", sa.BigInteger),
     sa.Column("nudged", sa.Integer, nullable=False, server_default="0"),
+    # the race attempt this run belongs to (0017)
+    sa.Column("race_attempt", sa.Integer),
     sa.Index("ix_runs_task", "task_id", "id"),
+)
+
+# one row per attempt of a race (0017): what it ran with, how it ended, what it cost
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("task_id", sa.String(16), primary_key=True),
+    sa.Column("n", sa.Integer, primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("profile", sa.Text, nullable=False),
+    sa.Column("model", sa.String(200)),
+    sa.Column("branch", sa.Text),
+    sa.Column("state", sa.String(16), nullable=False, server_default="pending"),
+    sa.Column("outcome", sa.String(32)),
+    sa.Column("verification", sa.String(8)),
+    sa.Column("picked", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("started_at", Ts),
+    sa.Column("finished_at", Ts),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+    sa.Column("summary", sa.Text),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("attempt_task_id", sa.String(16)),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("error", sa.Text),
+    sa.Index("ix_attempts_board_state", "board", "state"),
 )
 
 task_events = sa.Table(
