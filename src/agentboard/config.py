@@ -284,6 +284,23 @@ def default_home() -> Path:
     return Path.home() / ".agentboard"
 
 
+#: ``agentboard dispatcher``'s pool when ``pg_pool_size`` / ``pg_max_overflow`` are not set: with
+#: its wake-up listener and its notifier's connection, 8 per host, so 8 hosts fit in 64
+DISPATCHER_POOL = (5, 1)
+
+
+def is_set(settings: Settings, name: str) -> bool:
+    """Whether setting ``name`` was given (``AGENTBOARD_<NAME>`` or the home's ``config.toml``)."""
+    if os.environ.get("AGENTBOARD_" + name.upper()) is not None:
+        return True
+    cfg = Path(settings.home) / "config.toml"
+    try:
+        data = tomllib.loads(cfg.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return name in dict(data.get("agentboard", data))
+
+
 def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Read settings for ``home`` (default ``AGENTBOARD_HOME`` or ``~/.agentboard``)."""
     root = Path(home).expanduser() if home else default_home()

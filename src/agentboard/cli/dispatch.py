@@ -185,7 +185,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     import threading
 
     from agentboard.api.serve import WorkerAPI, run_tokens
-    from agentboard.config import redact
+    from agentboard.config import DISPATCHER_POOL, is_set, redact
     from agentboard.dispatch.dispatcher import Dispatcher
 
     from .serve import observe_setup, start_metrics
@@ -194,6 +194,9 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     observe_setup(s, log_format, "WARNING" if quiet else "INFO")
     if interval:
         s.dispatch_interval = interval
+    for name, size in zip(("pg_pool_size", "pg_max_overflow"), DISPATCHER_POOL, strict=True):
+        if not is_set(s, name):  # a dispatcher host's share of the server's connections (docs/deploy.md)
+            setattr(s, name, size)
     api = WorkerAPI(s, db()).start()
     d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
     done = threading.Event()

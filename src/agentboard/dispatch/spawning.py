@@ -449,16 +449,9 @@ class Spawner:
         return spawned, [s.worker for s in started if s.worker.run_id in stale_ids]
 
     def _watch(self, w: spawn.Worker) -> None:
-        """Wake the dispatcher the moment a worker exits."""
-        proc, wake = w.proc, self.ctx.wake
-
-        def wait() -> None:
-            try:
-                proc.wait()
-            except Exception:
-                pass
-            wake()
-        threading.Thread(target=wait, name="agentboard-worker-wait", daemon=True).start()
+        """Wake the dispatcher the moment a worker exits (one watcher thread for all of them),
+        and have the guard end the worker's group if the dispatcher dies (``Context.track``)."""
+        self.ctx.track(w)
 
     def _tip_scratch(self, board: str, task_id: str, path: Path) -> None:
         marker = self.ctx.home / ".tip_scratch_workspace"
