@@ -1,6 +1,7 @@
 """What the dispatcher adds to a real agent CLI's own time, against the scripted model server.
 
-For each installed CLI (Claude Code, Codex; `scripts/test` installs them in `.cache/agentclis`),
+For each installed CLI (Claude Code, Codex, Gemini CLI, opencode; `scripts/test` installs them in
+`.cache/agentclis`),
 the same scripted task — write a file, run a command, `kanban_complete` through the board's MCP
 server — is run N times two ways:
 
@@ -14,7 +15,7 @@ It prints the wall times (p50), their ratio (goal <= 1.2), ready -> first model 
 the time the dispatcher and the CLI take before the model is asked anything), and how long
 `agentboard mcp` takes to answer ``initialize`` and ``tools/list`` (p50/p99).
 
-    python bench/agents_e2e.py [--runs 5] [--json]
+    python bench/agents_e2e.py [--runs 5] [--clis claude,codex,gemini,opencode] [--json]
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _shared import load_average  # noqa: E402
-from fakes.model_server import ModelServer  # noqa: E402
 
 CLIS = ROOT / ".cache" / "agentclis" / "node_modules" / ".bin"
 SCRIPT = [
@@ -62,17 +62,32 @@ def _git_repo(path: Path) -> None:
     subprocess.run(["git", "-C", str(path), "commit", "-qm", "first"], check=True)
 
 
-def _server(folder: Path) -> tuple[ModelServer, Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    script, log = folder / "script.json", folder / "requests.jsonl"
-    script.write_text(json.dumps({"turns": SCRIPT}))
-    return ModelServer(script, log).start(), script, log
+class Server:
+    """The scripted model server, a process of its own (in this process it would compete for the
+    interpreter with the dispatcher and the API being measured)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.script, self.log = folder / "script.json", folder / "requests.jsonl"
+        self.script.write_text(json.dumps({"turns": SCRIPT}))
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "model_server.py"),
+                                      str(self.script), str(self.log)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
-def _rescript(script: Path, log: Path, server: ModelServer) -> None:
-    """A fresh script for the next run (the server's position starts over)."""
-    server.httpd.RequestHandlerClass.script.used = 0  # type: ignore[attr-defined]
-    script.write_text(json.dumps({"turns": SCRIPT}))
+def _server(folder: Path) -> tuple[Server, Path, Path]:
+    server = Server(folder)
+    return server, server.script, server.log
+
+
+def _rescript(script: Path, log: Path, server: Server) -> None:
+    """A fresh script for the next run (the server starts its turns over)."""
+    script.write_text(json.dumps({"turns": SCRIPT, "generation": uuid.uuid4().hex}))
     log.write_text("")
 
 
@@ -87,6 +102,13 @@ def _first_request(log: Path) -> float | None:
 def _profile_env(cli: str, url: str, keep: Path) -> dict[str, str]:
     if cli == "claude":
         return {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-bench"}
+    if cli == "gemini":
+        return {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "sk-bench"}
+    if cli == "opencode":
+        return {"OPENCODE_CONFIG_CONTENT": json.dumps({
+            "provider": {"bench": {"npm": "@ai-sdk/openai-compatible", "name": "bench",
+                                   "options": {"baseURL": f"{url}/v1", "apiKey": "sk-bench"},
+                                   "models": {"m1": {"name": "m1"}}}}, "model": "bench/m1"})}
     home = keep / ("codex-" + uuid.uuid4().hex[:8])
     home.mkdir(parents=True)
     (home / "config.toml").write_text(
@@ -99,7 +121,8 @@ def by_hand(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, Any]:
     from agentboard.dispatch import adapters
 
     server, script, log = _server(tmp / f"hand-{cli}")
-    env = {**os.environ, "HOME": str(tmp / "user"), **_profile_env(cli, server.url, keep)}
+    penv = _profile_env(cli, server.url, keep)
+    env = {**os.environ, "HOME": str(tmp / "user"), **penv}
     walls, firsts = [], []
     try:
         for i in range(runs):
@@ -112,8 +135,9 @@ def by_hand(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, Any]:
                         "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_bench"}}}}))
             prompt = repo / ".git" / "prompt.md"
             prompt.write_text("Write hello.txt, count its bytes, then report with kanban_complete.")
-            launch = adapters.build({"name": "bench", "adapter": cli, "command": str(CLIS / cli)}, task_id="t_00000000",
-                                    run_id=1, workspace=repo, prompt_file=prompt, board="default")
+            profile = {"name": "bench", "adapter": cli, "command": str(CLIS / cli), "env": penv}
+            launch = adapters.build(profile, task_id="t_00000000", run_id=1, workspace=repo, prompt_file=prompt,
+                                    board="default")
             started = time.time()
             subprocess.run(launch.argv, cwd=repo, env={**env, **launch.env}, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=300)
@@ -154,7 +178,7 @@ def through_dispatcher(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, 
                 runs_ = [r for r in board.runs(task["id"]) if not r.get("synthetic")]
                 if runs_ and runs_[0].get("exit_code") is not None:
                     break
-                time.sleep(0.02)
+                time.sleep(0.05)
             walls.append(time.time() - ready)
             first = _first_request(log)
             if first:
@@ -201,6 +225,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clis", default="claude,codex,gemini,opencode", help="which CLIs, comma-separated")
     args = parser.parse_args()
     keep = ROOT / ".cache" / "bench-agents"  # Codex will not make its sandbox helper under /tmp
     out: dict[str, Any] = {"load_average": load_average(), "runs": args.runs, "clis": {}}
@@ -208,7 +233,7 @@ def main() -> None:
         tmp = Path(t)
         (tmp / "user").mkdir()
         try:
-            for cli in ("claude", "codex"):
+            for cli in args.clis.split(","):
                 if not (CLIS / cli).exists():
                     out["clis"][cli] = {"skipped": f"not installed in {CLIS}"}
                     continue

@@ -7,7 +7,10 @@ adapter's defaults is the endpoint:
 
 - Claude Code: ``--env ANTHROPIC_BASE_URL=<server> --env ANTHROPIC_API_KEY=<any>``;
 - Codex: ``--env CODEX_HOME=<dir>`` whose ``config.toml`` names the server as its model
-  provider (``wire_api = "responses"``), with the provider's key in ``--env``.
+  provider (``wire_api = "responses"``), with the provider's key in ``--env``;
+- Gemini CLI: ``--env GOOGLE_GEMINI_BASE_URL=<server> --env GEMINI_API_KEY=<any>``;
+- opencode: ``--env OPENCODE_CONFIG_CONTENT=<config>`` naming the server as an OpenAI-compatible
+  provider (``options.baseURL``) and its model as the default ``model``.
 
 `scripts/test` installs the four CLIs into `.cache/agentclis`; locally a missing one skips its
 tests with a reason, under CI=true it fails them.
@@ -134,6 +137,16 @@ class Board:
              "--env", f"CODEX_HOME={self.codex_home(model)}", "--env", "SCRIPTED_API_KEY=sk-scripted", *more)
         return name
 
+    def gemini(self, model: Model, name: str = "gemini1", *more: str) -> str:
+        self("profiles", "add", name, "--adapter", "gemini", "--command", real_cli("gemini"),
+             "--env", f"GOOGLE_GEMINI_BASE_URL={model.url}", "--env", "GEMINI_API_KEY=sk-scripted", *more)
+        return name
+
+    def opencode(self, model: Model, name: str = "opencode1", *more: str) -> str:
+        self("profiles", "add", name, "--adapter", "opencode", "--command", real_cli("opencode"),
+             "--env", f"OPENCODE_CONFIG_CONTENT={json.dumps(opencode_config(model.url))}", *more)
+        return name
+
     def codex_home(self, model: Model) -> Path:
         folder = CODEX_HOMES / uuid.uuid4().hex[:12]
         folder.mkdir(parents=True)
@@ -179,6 +192,14 @@ def codex_config(url: str) -> str:
     return (f'model = "gpt-5.1-codex"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "scripted"\n'
             f'base_url = "{url}/v1"\nwire_api = "responses"\nenv_key = "SCRIPTED_API_KEY"\n'
             "request_max_retries = 0\nstream_max_retries = 0\n")
+
+
+def opencode_config(url: str) -> dict[str, Any]:
+    """An opencode config whose model is the server at ``url``, an OpenAI-compatible provider."""
+    return {"provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "scripted",
+                                      "options": {"baseURL": f"{url}/v1", "apiKey": "sk-scripted"},
+                                      "models": {"m1": {"name": "m1"}}}},
+            "model": "scripted/m1"}
 
 
 def _git_repo(path: Path) -> None:

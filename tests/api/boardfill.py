@@ -47,6 +47,7 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     (repo / "b.txt").write_text("new\n")
     in_git = b.create("in a repository", assignee="worker", workspace=f"dir:{repo}")
     idea = b.create("an idea", triage=True)
+    race = b.create("a race", assignee="worker", race=["worker", "worker:other-model"])
     b.create("for someone without a profile", assignee="someone")
     b.comment(done["id"], "a note for @worker", author="alice")
     attachment = b.attach(done["id"], "notes.txt", data=b"hello")
@@ -66,6 +67,9 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
     c.post("/api/tokens", json={"name": "gone"}).raise_for_status()
     c.delete("/api/tokens/gone").raise_for_status()
     c.post("/api/supervisor/enable", json={"profile": "worker"}).raise_for_status()
+    woke = b.create("stuck after the supervisor came", assignee="worker")
+    b.block(woke["id"], "the tests fail")
+    assert c.get("/api/supervisor/wakes").json(), "a block on a supervised board wakes its supervisor"
     c.post("/api/supervisor/proposals", json={"title": "a proposal", "goal": goal["id"]}).raise_for_status()
     c.post(f"/api/supervisor/tasks/{blocked['id']}/escalate", json={"reason": "a person decides"}).raise_for_status()
     c.put("/api/budgets/profile/worker", json={"max_cost": 2, "per": "day"}).raise_for_status()
@@ -74,7 +78,8 @@ def fill(api: Api, home: Path) -> dict[str, Any]:
             "name": "pair", "page": "notes", "attachment_id": attachment["id"], "sub_id": sub.json()["id"],
             "schedule_id": sched.json()["id"], "scope": "board", "ref": "default",
             "parent": parent["id"], "child": child["id"], "review": reviewed["id"], "running": running["id"],
-            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"]}
+            "blocked": blocked["id"], "changed": changed["id"], "in_git": in_git["id"], "idea": idea["id"],
+            "race": race["id"]}
 
 
 def fill_path(path: str, ids: dict[str, Any]) -> str:

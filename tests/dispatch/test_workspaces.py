@@ -155,3 +155,24 @@ def test_gc_removes_finished_scratch_workspaces_but_not_ones_children_need(ab, b
 def test_relative_dir_workspace_is_refused_at_creation(board):
     with pytest.raises(InvalidInput, match="relative"):
         board.create("bad", workspace="dir:relative/path")
+
+
+def test_a_new_worktree_branch_is_shown_to_its_worker_as_git_would_describe_it(ab, dispatcher, tmp_path):
+    from agentboard.dispatch import diffs
+
+    repo = make_repo(tmp_path / "repo")
+    ab.create_board("code", workdir=str(repo), workdir_mode="linked-existing")
+    board = ab.board("code")
+    ab.add_profile("tidy", command=RESULT_OK)
+    t = board.create("touch nothing", assignee="tidy")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    wt = repo / ".worktrees" / t["id"]
+    shown = (wt / ".board" / "context.md").read_text()
+    task = board.show(t["id"])
+    detail = {"workspace_kind": "worktree", "workspace_path": str(wt), "branch_name": task["branch_name"],
+              "base_branch": task["base_branch"]}
+    asked = diffs.with_git(dict(detail))["git"]
+    known = diffs.with_new_branch(dict(detail))["git"]
+    assert known == asked  # what was written without asking git is what git says
+    assert f"**Git:** {asked['summary']}" in shown

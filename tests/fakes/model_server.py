@@ -14,7 +14,8 @@ Run it as a process (``python model_server.py SCRIPT.json LOG.jsonl``: it prints
 first line of its output and serves until killed), or in a thread (:class:`ModelServer`).
 
 The script (a JSON file, read again at every request, so a test may rewrite it) is
-``{"turns": [REPLY, ...], "usage": {"input_tokens": N, "output_tokens": N}}``. Each request that
+``{"turns": [REPLY, ...], "usage": {"input_tokens": N, "output_tokens": N}}`` (a new
+``"generation"`` value starts the turns over). Each request that
 offers tools (an agent's turn) takes the next reply; with the script used up, or for a request
 without tools (a CLI's side requests: titles, quota checks), the reply is the text ``OK``. A
 reply is a dict:
@@ -51,6 +52,7 @@ from typing import Any
 
 DEFAULT_USAGE = {"input_tokens": 1200, "output_tokens": 30}
 _CWD = [re.compile(r"<cwd>([^<\n]+)</cwd>"), re.compile(r"Primary working directory: (\S+)"),
+        re.compile(r"Workspace Directories:\*\*\n\s*- (/\S+)"),
         re.compile(r"Working directory: (\S+)"), re.compile(r"working directory is:? ?`?(/[^\s`'\"]+)"),
         re.compile(r"current working directory[^/\n]*?(/[^\s`'\"]+)", re.I)]
 
@@ -62,14 +64,17 @@ class Script:
         self.path = path
         self.log = log
         self.used = 0
+        self.generation: object = None
         self.lock = threading.Lock()
 
-    def next_reply(self, agentic: bool, body: dict[str, Any], route: str) -> dict[str, Any]:
+    def next_reply(self, agentic: bool, body: dict[str, Any], route: str, self_path: str = "") -> dict[str, Any]:
         with self.lock:
             try:
                 data = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 data = {}
+            if data.get("generation") != self.generation:  # a new script: from its first reply
+                self.generation, self.used = data.get("generation"), 0
             turns = data.get("turns") or []
             reply: dict[str, Any] = {"text": "OK"}
             index = None
@@ -78,8 +83,8 @@ class Script:
                 self.used += 1
             reply.setdefault("usage", data.get("usage") or DEFAULT_USAGE)
             with self.log.open("a") as fh:
-                fh.write(json.dumps({"at": time.time(), "route": route, "turn": index, "agentic": agentic,
-                                     "body": body}) + "\n")
+                fh.write(json.dumps({"at": time.time(), "route": route, "path": self_path, "turn": index,
+                                     "agentic": agentic, "body": body}) + "\n")
             return reply
 
 
@@ -164,7 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"no route {path}"}})
             return
-        reply = self.script.next_reply(bool(_tool_names(body)), body, route)
+        reply = self.script.next_reply(bool(_tool_names(body)), body, route, self.path)
         reply = _fill(reply, _cwd_of(body))
         if reply.get("status"):
             self._error(route, reply)
@@ -246,9 +251,18 @@ class Handler(BaseHTTPRequestHandler):
             kind = {429: "rate_limit_error", 401: "authentication_error", 500: "api_error"}.get(status, "api_error")
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
         elif route == "gemini":
-            self._json(status, {"error": {"code": status, "message": message,
-                                          "status": {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED"}.get(
-                                              status, "INTERNAL")}}, headers)
+            error = {"code": status, "message": message,
+                     "status": {429: "RESOURCE_EXHAUSTED", 401: "UNAUTHENTICATED"}.get(status, "INTERNAL")}
+            if status == 429:  # as the Gemini API says it: the quota, and when to retry
+                reset_in = int(reply.get("reset_in", 3600))
+                error["message"] = (f"You exceeded your current quota, please check your plan and billing details. "
+                                    f"Please retry in {reset_in}s.")
+                error["details"] = [
+                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                        {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                         "quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}]},
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{reset_in}s"}]
+            self._json(status, {"error": error}, headers)
         else:
             code = {429: "rate_limit_exceeded", 401: "invalid_api_key", 500: "server_error"}.get(status, "error")
             error: dict[str, Any] = {"message": message, "type": code, "code": code}
@@ -379,7 +393,12 @@ class Handler(BaseHTTPRequestHandler):
     def _gemini(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
         usage = reply["usage"]
         parts: list[dict[str, Any]] = []
-        if reply.get("text") or not reply.get("calls"):
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        if schema and not reply.get("calls") and config.get("responseMimeType") == "application/json":
+            # a side request that wants JSON (Gemini CLI's model router): the smallest valid answer
+            parts.append({"text": json.dumps(_example(schema))})
+        elif reply.get("text") or not reply.get("calls"):
             parts.append({"text": str(reply.get("text") or "OK")})
         for call in reply.get("calls") or []:
             name, args = _gemini_call(call)
@@ -448,13 +467,24 @@ def _chat_call(call: dict[str, Any], i: int) -> dict[str, Any]:
             "function": {"name": name, "arguments": json.dumps(args)}}
 
 
+def _example(schema: dict[str, Any]) -> Any:
+    """The smallest value that fits a JSON schema (OpenAPI-style upper-case types too)."""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type") or "object").lower()
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {k: _example(v) for k, v in props.items() if k in (schema.get("required") or props)}
+    return {"string": "scripted", "integer": 10, "number": 0.5, "boolean": False, "array": []}.get(kind)
+
+
 def _gemini_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if "write" in call:
         return "write_file", {"file_path": call["write"]["path"], "content": call["write"]["content"]}
     if "shell" in call:
         return "run_shell_command", {"command": call["shell"], "description": "run a command"}
     if "mcp" in call:
-        return str(call["mcp"]), dict(call.get("args") or {})
+        return f"mcp_agentboard_{call['mcp']}", dict(call.get("args") or {})
     return str(call["tool"]), dict(call.get("input") or {})
 
 

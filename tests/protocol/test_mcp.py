@@ -190,3 +190,24 @@ def test_task_ids_are_found_on_any_board_but_a_worker_acts_only_on_its_own(ab: A
     assert missing.is_error and _data(missing)["error"] == "not_found"
     assert not near.is_error and _data(near)["id"] == neighbour["id"]
     assert _data(near)["worker_context"].startswith(f"# Task {neighbour['id']}: write the changelog")
+
+
+def test_an_orchestrator_creates_a_race_reads_its_attempts_and_may_pick_only_a_passed_one(
+        ab: Any, board: Any, _env: Env, mode: str) -> None:
+    ab.add_profile("lead", command="true", orchestrator=True)
+    ab.add_profile("writer", command="true")
+    t = board.create("plan the release", assignee="lead")
+    run = board.claim(t["id"])
+    created_call = ("kanban_create", {"title": "write notes", "assignee": "writer", "race": ["writer", "writer:m2"],
+                                      "race_until": "first-pass"})
+    _, (created,) = _session(_env(t["id"], run["run_id"], profile="lead"), [created_call])
+    race = _data(created)
+    assert race["race_until"] == "first-pass"
+    assert [(a["n"], a["profile"], a["model"]) for a in race["attempts"]] == [(1, "writer", None), (2, "writer", "m2")]
+    tools, (shown, pick) = _session(_env(t["id"], run["run_id"], profile="lead"), [
+        ("kanban_attempts", {"task_id": race["id"]}),
+        ("kanban_pick", {"task_id": race["id"], "n": 1}),
+    ])
+    assert {"kanban_attempts", "kanban_pick"} <= set(tools)
+    assert [a["state"] for a in _data(shown)["attempts"]] == ["pending", "pending"]
+    assert pick.is_error and _data(pick)["error"] == "conflict"

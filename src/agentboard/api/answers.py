@@ -29,9 +29,13 @@ from ..kernel.rows import (
     GoalBlocker,
     GoalDetail,
     GoalRow,
-    ReviewRow,
     RunRow,
+    SupervisorLogEntry,
+    SupervisorOverview,
+    SupervisorPanel,
+    SupervisorStatus,
     TaskCard,
+    TaskDetail,
     TaskRow,
     TenantRow,
     WakeRow,
@@ -41,62 +45,11 @@ from ..kernel.rows import (
 # -- a task ---------------------------------------------------------------------------------------
 
 
-class ParentLink(TypedDict):
-    id: str
-    title: str
-    status: str
-    assignee: str | None
-    result: str | None
-    handoff: RunRow | None
-
-
-class ChildLink(TypedDict):
-    id: str
-    title: str
-    status: str
-    assignee: str | None
-
-
-class DetailComment(TypedDict):
-    id: int
-    author: str | None
-    body: str
-    kind: str
-    created_at: float
-
-
-class DetailEvent(TypedDict):
-    id: int
-    task_id: str | None
-    run_id: int | None
-    kind: str
-    payload: dict[str, Any]
-    actor: str | None
-    created_at: float
-
-
-class DetailAttachment(TypedDict):
-    id: int
-    name: str
-    path: str
-    size: int
-    sha256: str
-    created_at: float
-
-
 class Move(TypedDict):
     """A status the task may be moved to, and the verb that does it."""
 
     status: str
     verb: str
-
-
-class TaskGoal(TypedDict):
-    id: str
-    title: str
-    status: str
-    body: str
-    acceptance: list[str]
 
 
 class GitFacts(TypedDict):
@@ -117,17 +70,9 @@ class GitFacts(TypedDict):
     pr_url: str | None
 
 
-class TaskDetail(TaskRow):
-    """``GET /api/tasks/{id}``: the task with its links, comments, events, runs, reviews."""
+class TaskDetailView(TaskDetail):
+    """``GET /api/tasks/{id}``: the task's detail, with its branch facts and the moves it allows."""
 
-    parents: list[ParentLink]
-    children: list[ChildLink]
-    comments: list[DetailComment]
-    events: list[DetailEvent]
-    runs: list[RunRow]
-    attachments: list[DetailAttachment]
-    reviews: list[ReviewRow]
-    goal: NotRequired[TaskGoal]
     git: NotRequired[GitFacts | None]
     moves: NotRequired[list[Move]]
 
@@ -451,87 +396,6 @@ class ScheduleRow(TypedDict):
 # -- supervisor -------------------------------------------------------------------------------------
 
 
-class SupervisionTask(TypedDict):
-    id: str
-    title: str
-    status: str
-
-
-class SupervisorStatus(TypedDict):
-    board: str
-    enabled: bool
-    profile: str | None
-    problem: str | None
-    wakes: dict[str, int]
-    working: list[SupervisionTask]
-
-
-class SupervisorLogEntry(TypedDict):
-    id: int
-    task_id: str | None
-    kind: str
-    payload: dict[str, Any]
-    actor: str | None
-    created_at: float
-
-
-class Proposal(TypedDict):
-    id: str
-    title: str
-    goal_id: str | None
-    created_by: str | None
-    created_at: float
-
-
-class Escalation(TypedDict):
-    id: str
-    title: str
-    block_reason: str | None
-    block_to: str | None
-    updated_at: float
-
-
-class GoalRef(TypedDict):
-    id: str
-    title: str
-
-
-class SupervisorPanel(TypedDict):
-    proposals: list[Proposal]
-    escalations: list[Escalation]
-    verifying: list[GoalRef]
-    status: SupervisorStatus
-    wakes: list[WakeRow]
-
-
-class OpenTask(TypedDict):
-    id: str
-    title: str
-    status: str
-    assignee: str | None
-    priority: int
-    goal_id: str | None
-    block_kind: str | None
-    block_reason: str | None
-    block_on: str | None
-    created_by: str | None
-
-
-class OpenGoal(TypedDict):
-    id: str
-    title: str
-    status: str
-    priority: int
-
-
-class SupervisorOverview(TypedDict):
-    board: str
-    counts: dict[str, int]
-    blocked: list[OpenTask]
-    triage: list[OpenTask]
-    goals: list[OpenGoal]
-
-
 class SupervisorSet(TypedDict):
     board: str
     supervisor: str | None
@@ -627,6 +491,9 @@ class MetaView(TypedDict):
     goal_statuses: list[str]
     block_kinds: list[str]
     person_block_kinds: list[str]
+    hand_create_statuses: list[str]
+    wake_statuses: list[str]
+    verdicts: list[str]
 
 
 #: the answer of ``GET /api/tasks/{id}/attachments/{attachment_id}``: the file's bytes
@@ -641,6 +508,6 @@ __all__ = [
     "GoalRow", "GoalVerdict", "Heartbeat", "InboxAnswer", "LinkRow", "LlmBulkAnswer", "LlmOutcome", "Me", "MetaView", "CreatedTask",
     "NotifyTest", "ProfileCheck", "ProfileRow", "PurgedTask", "RemovedAttachment", "RunRow", "ScheduleRow",
     "SubscriptionRow", "SupervisorLogEntry", "SupervisorOverview", "SupervisorPanel", "SupervisorSet",
-    "SupervisorStatus", "TaskCard", "TaskContext", "TaskDetail", "TaskDiff", "TaskRow", "TemplateDetail",
+    "SupervisorStatus", "TaskCard", "TaskContext", "TaskDetail", "TaskDetailView", "TaskDiff", "TaskRow", "TemplateDetail",
     "TemplateCreated", "TemplateSummary", "TenantRow", "TokenRow", "WakeRow", "WikiPage", "WorkerLog",
 ]

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    WithJsonSchema,
+    model_validator,
+)
 
-from ..domain import task_fields
+from ..domain import states, task_fields
 
-Status = Literal["triage", "todo", "ready", "running", "review", "blocked", "done", "archived"]
+
+def _one_of(values: tuple[str, ...], what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in values:
+            raise ValueError(f"invalid {what} {value!r}: use one of {', '.join(values)}")
+        return value
+    return check
+
+
+def _enum(values: tuple[str, ...]) -> dict[str, JsonValue]:
+    return {"type": "string", "enum": list(values)}
+
+
+#: a task status: one of the domain's (``states.STATUSES``), an enum in the OpenAPI document
+Status: TypeAlias = Annotated[str, AfterValidator(_one_of(states.STATUSES, "status")),
+                              WithJsonSchema(_enum(states.STATUSES))]
+#: a review's verdict (``states.VERDICTS``)
+Verdict: TypeAlias = Annotated[str, AfterValidator(_one_of(states.VERDICTS, "verdict")),
+                               WithJsonSchema(_enum(states.VERDICTS))]
 
 
 def _no_nul(value: Any) -> None:
@@ -89,6 +116,8 @@ class TaskCreate(Body):
     verify: list[str] = _task_field("verify")
     not_before: float | str | None = _task_field("not_before")
     model: str | None = _task_field("model")
+    race: list[str] = _task_field("race")
+    race_until: str | None = _task_field("race_until")
 
     def new_task_fields(self) -> dict[str, Any]:
         """The new-task fields given, checked by ``task_fields.checked`` (before the host-access
@@ -131,7 +160,7 @@ class CommentCreate(Body):
 
 
 class ReviewRequest(Body):
-    verdict: Literal["approved", "changes_requested", "rejected"]
+    verdict: Verdict
     text: str = ""
     score: int | None = Field(default=None, ge=0, le=100)
     findings: list[Any] | None = None

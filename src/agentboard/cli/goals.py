@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from agentboard.domain import states
+
 from . import common
 from .common import board_option, handle_errors, json_option
 
@@ -39,7 +41,7 @@ def create(title: str, body: str | None, body_file: str | None, acceptance: tupl
 
 
 @goals.command("list")
-@click.option("--status", default=None, type=click.Choice(["active", "verifying", "done", "cancelled"]))
+@click.option("--status", default=None, type=click.Choice(states.GOAL_STATUSES))
 @board_option
 @json_option
 @handle_errors

@@ -43,6 +43,8 @@ COMMANDS: dict[str, str] = {
     "attach": "agentboard.cli.attachments:attach",
     "attachments": "agentboard.cli.attachments:attachments",
     "runs": "agentboard.cli.runs:runs",
+    "attempts": "agentboard.cli.races:attempts",
+    "pick": "agentboard.cli.races:pick",
     "tail": "agentboard.cli.events:tail",
     "watch": "agentboard.cli.events:watch",
     "stats": "agentboard.cli.stats:stats",
@@ -69,6 +71,7 @@ COMMANDS: dict[str, str] = {
     "promote": "agentboard.cli.diagnostics:promote",
     "unguard": "agentboard.cli.diagnostics:unguard",
     "service": "agentboard.cli.service:service",
+    "chat": "agentboard.cli.chat:chat",
 }
 
 

@@ -15,6 +15,6 @@ def mcp() -> None:
     The tools act on the task, run and board in AGENTBOARD_TASK, AGENTBOARD_RUN_ID and
     AGENTBOARD_BOARD (the dispatcher sets them); see docs/worker-protocol.md.
     """
-    from agentboard.mcp.server import serve
+    from agentboard.mcp.stdio import serve
 
     serve()

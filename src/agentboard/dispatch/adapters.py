@@ -161,7 +161,8 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         env = {k: v for k, v in _CLAUDE_MCP_WAIT.items() if k not in given}
         return Launch([*argv, "--", prompt], adapter, env)
     if adapter == "gemini":
-        _write_gemini_settings(workspace, _gemini_settings(permission, _mcp_spec(mcp)))
+        settings = _gemini_settings(permission, _mcp_spec(mcp), {str(k): str(v) for k, v in _obj(profile.get("env")).items()})
+        _write_gemini_settings(workspace, settings)
         argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
         if model:
             argv += ["--model", str(model)]
@@ -436,10 +437,16 @@ def _write_gemini_settings(workspace: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def _gemini_settings(permission: str, servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _gemini_settings(permission: str, servers: dict[str, dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
     """Gemini CLI settings: the board's MCP servers (trusted: their tools run without asking)
-    and the shell commands the permission mode allows (``full`` allows everything already)."""
+    and the shell commands the permission mode allows (``full`` allows everything already).
+
+    A profile that gives Gemini CLI an API key or an endpoint (``GEMINI_API_KEY``,
+    ``GOOGLE_GEMINI_BASE_URL``) signs in with the key: headless Gemini CLI otherwise takes an
+    endpoint for a "gateway" sign-in it then refuses ("Invalid auth method selected")."""
     out: dict[str, Any] = {"mcpServers": {n: {**spec, "trust": True} for n, spec in servers.items()}}
+    if env.get("GEMINI_API_KEY") or env.get("GOOGLE_GEMINI_BASE_URL"):
+        out["security"] = {"auth": {"selectedType": "gemini-api-key"}}
     if permission == "edit":
         out["tools"] = {"allowed": ["run_shell_command"]}
     elif permission == "read":

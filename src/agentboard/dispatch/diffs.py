@@ -44,6 +44,16 @@ def with_git(detail: Row) -> Row:
     return detail
 
 
+def with_new_branch(detail: Row) -> Row:
+    """:func:`with_git` for a worktree whose branch was made just now at its base's tip: nothing
+    ahead, behind or changed, known without asking git (a worker starts sooner)."""
+    f = branches.Facts(branch=detail.get("branch_name"), base=detail.get("base_branch"), ahead=0, behind=0,
+                       exists=True)
+    detail["git"] = {**f.as_dict(), "summary": f.line(), "integration": detail.get("integration"),
+                     "pr_url": detail.get("pr_url")}
+    return detail
+
+
 def facts_of(task: Row) -> review_context.WorkspaceFacts:
     """Where a task's work is, for ``review_context.work_diff``."""
     kind = task.get("workspace_kind") or "scratch"
@@ -130,4 +140,4 @@ def raw_diff(db: Database, board: str, task_id: str) -> tuple[str, str]:
     return diff.text, diff.how
 
 
-__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "raw_diff", "split", "task_diff", "with_git"]
+__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "raw_diff", "split", "task_diff", "with_git", "with_new_branch"]

@@ -8,7 +8,10 @@ and the dispatcher finish a task through these functions and nothing else:
   and integration) or a person closing a task (without one: the gates below);
 - :func:`set_status` — the dashboard's move (bulk "Move to…", the Python API);
 - :func:`update` — PATCH's edit + assign + status in one transaction;
-- :func:`complete_verified` — the dispatcher, after a worker's exit and its verification.
+- :func:`complete_verified` — the dispatcher, after a worker's exit and its verification;
+- :func:`pick` — the winner of a race (``kernel.races``): its branch becomes the race's and is
+  integrated like an approved task's. A race is finished only by a pick: approving it, or a
+  person's done, is refused until one of its attempts is picked.
 
 A person's move to done passes two gates before anything changes, and is refused (409, with
 what to do) otherwise:
@@ -36,13 +39,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..config import Settings
 from ..domain import states
 from ..domain.errors import Conflict
 from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
 from ..kernel import dispatching as kd
+from ..kernel import races as kraces
 from ..kernel import runs, tasks
 from ..kernel.common import done_gate
+from ..protocol import review as review_rules
 from ..store.engine import Database, Row
 from . import branches, gitutil, integrate
 
@@ -81,10 +87,18 @@ def _record(db: Database, board: str, task_id: str, out: Row, done: integrate.Ou
     return {**out, "integration": done.outcome, "pr_url": done.pr_url or out.get("pr_url")}
 
 
+def _unpicked_race(db: Database, board: str, task: Row) -> None:
+    """Refuse to finish a race none of whose attempts is picked."""
+    if task.get("race_until") and kraces.is_unpicked_race(db, board, task["id"]):
+        raise Conflict(f"task {task['id']} is a race: it is finished by picking the attempt that wins "
+                       f"(`agentboard attempts {task['id']}`, then `agentboard pick {task['id']} N`)")
+
+
 def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | None) -> Row:
     """Approve ``task`` (in review) through ``apply``: the branch first, then the verdict, then
     the outcome; a refusal blocks the task ``needs_input`` instead of approving it."""
     task_id = task["id"]
+    _unpicked_race(db, board, task)
     if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
         return apply(False)
     settings = kboards.get(db, board).get("settings") or {}
@@ -112,6 +126,7 @@ def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str 
         return _approve(db, board, task, apply, actor)
     if status == states.DONE or not states.can("complete", status):
         return apply(False)  # nothing to do, or the kernel says why it cannot
+    _unpicked_race(db, board, task)
     check_gates(db, task, fields=fields)
     if task.get("review_required"):
         return apply(False)  # running → review (the kernel's complete)
@@ -139,6 +154,18 @@ def review(db: Database, board: str, task_id: str, verdict: str, text: str = "",
     if verdict != "approved":
         return apply(False)
     return _approve(db, board, kd.task(db, board, task_id), apply, actor)
+
+
+def review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
+    """A task has landed in review: run its board's reviewer (``protocol.review.on_review_entered``),
+    a heuristic verdict applied through :func:`review` — the one road to done, which integrates."""
+    return review_rules.on_review_entered(db, settings, board, task_id, apply=review)
+
+
+def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any], *,
+                  reviewer: str = "reviewer-agent", actor: str | None = None) -> Row:
+    """A reviewer agent's verdict (``review-verdict.json``), checked, applied through :func:`review`."""
+    return review_rules.apply_verdict(db, board, task_id, verdict, apply=review, reviewer=reviewer, actor=actor)
 
 
 def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:
@@ -220,5 +247,41 @@ def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, su
     return _record(db, board, task_id, apply(True), done, mode, "dispatcher")
 
 
-__all__ = ["approve", "check_gates", "complete", "complete_verified", "review", "set_status",
+def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = None) -> Row:
+    """Pick attempt ``n`` as the winner of race ``task_id`` — the one function behind ``agentboard
+    pick``, ``POST /api/tasks/{id}/pick``, the dashboard, MCP and a ``first-pass`` race's
+    dispatcher. The attempt's branch becomes the race's branch and is integrated as the board
+    says (like an approval) before the race is done; a race that requires review (or a board
+    that integrates reviewed tasks only) picked while running goes to review with its pick, and
+    its approval integrates. A refused integration changes nothing and says why."""
+    race = kraces.check_pick(db, board, task_id, int(n))
+    att = race["attempt"]
+    own = att.get("task") or {}
+    settings = kboards.get(db, board).get("settings") or {}
+    view = {**race, "race_until": None, "branch_name": own.get("branch_name") or att["branch"],
+            "workspace_kind": own.get("workspace_kind") or race.get("workspace_kind"),
+            "workspace_path": own.get("workspace_path") or race.get("workspace_path"),
+            "result": att.get("summary") or race.get("result")}
+    running = race["status"] == states.RUNNING
+    to_review = running and (bool(race.get("review_required")) or kbranches.integration_due(view, settings) == "left")
+
+    def apply(integrated: bool) -> Row:
+        return kraces.pick(db, board, task_id, int(n), integrated=integrated, to_review=to_review, actor=actor)
+
+    if to_review or kbranches.integration_due(view, settings, approval=True) != "integrate":
+        out = apply(False)
+        if not to_review and view.get("workspace_kind") == "worktree" and view.get("branch_name"):
+            kbranches.record_integration(db, board, task_id, "left", detail={"branch": view["branch_name"]},
+                                         actor=actor)
+            out = {**out, "integration": "left"}
+        return out
+    mode = str(settings.get("integrate"))
+    done = _integrate_or_refuse(db, board, view, settings)
+    if isinstance(done, str):
+        raise Conflict(f"attempt {n} of race {task_id} was not picked: the board integrates finished work ({mode}), "
+                       f"and its branch could not be integrated: {done}")
+    return _record(db, board, task_id, apply(True), done, mode, actor)
+
+
+__all__ = ["approve", "check_gates", "complete", "complete_verified", "pick", "review", "set_status",
            "to_done", "update"]

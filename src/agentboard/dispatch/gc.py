@@ -12,13 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..domain import states
 from ..kernel import dispatching as kd
 from ..kernel import lookups, maintenance
 from ..kernel import runs as kr
 from ..store.engine import Database
 from . import workspaces
 
-_FINISHED = ("done", "archived")
+_FINISHED = states.SATISFIED  # a finished task's scratch workspace can go
 
 
 def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_retention_days: int = 30,

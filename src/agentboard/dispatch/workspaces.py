@@ -55,6 +55,8 @@ class Workspace:
     base: str | None = None
     #: ``board``, ``parent`` or ``integration``: where the base came from
     base_source: str | None = None
+    #: the worktree's branch was made just now, at its base's tip (nothing on it yet)
+    new_branch: bool = False
 
 
 #: where the scratch workspaces of workers running as the worker user live, one folder per home
@@ -174,6 +176,7 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
             if not has_branch:
                 ws.base, ws.base_source = base() if base is not None else ("HEAD", "board")
                 gitutil.git(repo, "branch", "--no-track", ws.branch, ws.base)
+                ws.new_branch = True
             _task_repo(repo, ws.path, ws.branch)
             ws.created = True
             return ws
@@ -186,6 +189,7 @@ def _prepare(ws: Workspace, base: Callable[[], tuple[str, str]] | None = None, o
         elif base is not None:
             ws.base, ws.base_source = base()
             gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), ws.base, drivers_off=True)
+            ws.new_branch = True
         else:
             gitutil.git(repo, "worktree", "add", "-b", ws.branch, str(ws.path), drivers_off=True)
         ws.created = True

@@ -39,10 +39,15 @@ BOARD: Final = ("board_created", "board_renamed", "board_archived", "board_resto
 #: report waits for the dispatcher to integrate the branch after the worker exits)
 GIT: Final = ("integrated", "integration_refused", "integration_left", "integration_pending")
 
+#: races: several attempts at one task (``kernel.races``)
+RACES: Final = ("race_created", "race_started", "race_refused", "attempt_started", "attempt_finished",
+                "attempt_stopped", "race_won", "race_finished", "race_failed")
+
 #: budgets and diagnostics
 BUDGETS: Final = ("budget_changed", "unguarded")
 
-ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR + GIT + BUDGETS)
+ALL: Final = frozenset(LIFECYCLE + EDITS + TELEMETRY + GOALS + BOARD + NOTIFY + SUPERVISOR + GIT + BUDGETS
+                         + RACES)
 
 #: events a notifier delivers
 TERMINAL: Final = frozenset(

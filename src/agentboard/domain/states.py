@@ -45,6 +45,16 @@ TIMED_BLOCK_KINDS: Final = frozenset({"rate_limited"})
 #: goal statuses: ``verifying`` once all its tasks are done, until its acceptance is checked
 GOAL_STATUSES: Final[tuple[str, ...]] = ("active", "verifying", "done", "cancelled")
 
+#: where a task a person creates lands: triage when asked, else todo or ready (the dashboard's
+#: columns with a create button); the kernel's own creations may also start blocked
+HAND_CREATE_STATUSES: Final[tuple[str, ...]] = (TRIAGE, TODO, READY)
+
+#: a review's verdicts (``protocol/review.py``, ``POST /api/tasks/{id}/review``)
+VERDICTS: Final[tuple[str, ...]] = ("approved", "changes_requested", "rejected")
+
+#: a supervisor wake's statuses (``kernel/supervision.py``)
+WAKE_STATUSES: Final[tuple[str, ...]] = ("pending", "running", "handled", "moot", "expired", "escalated")
+
 #: run outcomes that return a running task to ready (the dispatcher's failure verbs)
 RETURN_OUTCOMES: Final[tuple[str, ...]] = (
     "reclaimed",

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypedDict
 
 from . import model
 from .errors import InvalidInput
+from .races import MAX_ATTEMPTS, until_of
 
 #: how a field's value is given: one line of text, a long text (limit in bytes), an integer, a
 #: yes/no flag, a list of texts, a duration (``30m``), a point in time (``2h`` from now, ISO-8601)
@@ -137,6 +138,10 @@ FIELDS: tuple[TaskField, ...] = (
               "from now)", metavar="TIME", template=False, rule=_not_before),
     TaskField("model", "text", "the model the agent CLI runs this task with (over the profile's)", metavar="M",
               max_chars=model.MODEL_NAME_MAX, rule=model.model_name),
+    TaskField("race", "list", "a race: one attempt per profile, P1,P2[:MODEL],… (a profile may repeat; :MODEL "
+              "overrides its model)", metavar="P1,P2[:MODEL]", max_items=MAX_ATTEMPTS, max_chars=2000),
+    TaskField("race_until", "text", "when a race ends: all (every attempt finished, then review) or first-pass "
+              "(the first attempt that passes wins)", metavar="all|first-pass", max_chars=16, rule=until_of),
 )
 BY_NAME: dict[str, TaskField] = {f.name: f for f in FIELDS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
@@ -165,6 +170,8 @@ class NewTaskFields(TypedDict, total=False):
     verify: Iterable[str]
     not_before: float | str | None
     model: str | None
+    race: Iterable[str] | None
+    race_until: str | None
 
 
 def _refuse(name: str, what: str) -> InvalidInput:

@@ -33,6 +33,8 @@ def integration_due(task: Row, settings: dict[str, Any] | None, *, approval: boo
     ``approval``: the task is being approved in review."""
     if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
         return None
+    if task.get("race_of"):
+        return None  # a race's attempt: only the picked one is integrated, as the race's branch
     st = settings or {}
     if st.get("integrate") not in INTEGRATING:
         return None
@@ -85,10 +87,12 @@ def check_worktree_task(tx: Tx, board: str, path: str | None) -> None:
 def parent_branches(db: Database, board: str, task_id: str) -> list[tuple[str, str | None]]:
     """The parents of a task, oldest link first, each with its branch (None when it has none)."""
     def _r(tx: Tx) -> list[tuple[str, str | None]]:
-        get_task(tx, board, task_id)
+        own = get_task(tx, board, task_id)
+        # a race's attempt starts where its race would: from the race's parents
+        child = own.get("race_of") or task_id
         rows = tx.all(
             "SELECT t.id, t.branch_name, t.workspace_kind FROM task_links l JOIN tasks t ON t.id = l.parent_id "
-            "WHERE l.child_id = :id ORDER BY l.created_at, t.id", {"id": task_id})
+            "WHERE l.child_id = :id ORDER BY l.created_at, t.id", {"id": child})
         return [(r["id"], r["branch_name"] if r["workspace_kind"] == "worktree" else None) for r in rows]
     return db.read(_r)
 

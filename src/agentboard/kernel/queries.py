@@ -30,7 +30,7 @@ CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
     "completed_at, block_kind, block_reason, result, review_required, consecutive_failures, current_run_id, "
     "worker_host, last_heartbeat_at, last_outcome, workspace_kind, branch_name, integration, pr_url, model, cooldown_until, "
-    "purpose"
+    "purpose, race_until"
 )
 
 
@@ -55,7 +55,7 @@ def _filters(
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
     include_archived: bool = False, supervision: bool = True,
 ) -> tuple[str, dict[str, Any]]:
-    where = ["board = :board"]
+    where = ["board = :board", NOT_ATTEMPT]
     params: dict[str, Any] = {"board": board}
     if not supervision:
         where.append(NOT_SUPERVISION)
@@ -85,6 +85,9 @@ def _filters(
 
 #: the filter that leaves the supervisor's own tasks out (``tasks.purpose``)
 NOT_SUPERVISION = "COALESCE(purpose, '') <> 'supervision'"
+#: the filter that leaves a race's attempts out (their own tasks: ``kernel.races``); the race's
+#: card and ``attempts`` show them
+NOT_ATTEMPT = "race_of IS NULL"
 
 
 def list_tasks(
@@ -128,13 +131,23 @@ def board_view(
                 "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board AND purpose = 'supervision' "
                 "GROUP BY status", {"board": board})}
             hidden = sum(n for s, n in sup.items() if s in counts)
-        if tx.db.dialect == "postgresql" and where in ("board = :board", "board = :board AND " + NOT_SUPERVISION):
+        base = f"board = :board AND {NOT_ATTEMPT}"
+        if where in (base, base + " AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
-            rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
-                          "GROUP BY status", params)
-            fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+            if tx.db.dialect == "postgresql":
+                rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas "
+                              "WHERE board = :board GROUP BY status", params)
+                fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+            else:
+                rows = tx.all("SELECT status, n FROM task_counts WHERE board = :board", params)
             if not supervision:
                 rows = [{**r, "n": int(r["n"]) - sup.get(r["status"], 0)} for r in rows]
+            # the races' attempts, through their own small index
+            att = {r["status"]: int(r["n"]) for r in tx.all(
+                "SELECT status, COUNT(*) AS n FROM tasks WHERE board = :board AND race_of IS NOT NULL "
+                "GROUP BY status", {"board": board})}
+            if att:
+                rows = [{**r, "n": int(r["n"]) - att.get(r["status"], 0)} for r in rows]
         else:
             rows = tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {where} GROUP BY status", params)
         for r in rows:
@@ -166,6 +179,9 @@ def board_view(
             ids.extend(c["id"] for c in cards)
             columns.append({"status": s, "count": counts[s], "tasks": cards})
         extras = _card_extras(tx, ids, {c["id"]: c for col in columns for c in col["tasks"]})
+        races = [c["id"] for col in columns for c in col["tasks"] if c.get("race_until")]
+        for tid, race in race_cards(tx, races).items():
+            extras.setdefault(tid, {})["race"] = race
         for col in columns:
             for card in col["tasks"]:
                 card.update(extras.get(card["id"], {}))
@@ -181,6 +197,24 @@ def board_view(
     if any(fold):
         compact_task_counts(db, board)
     return cast(BoardView, out)
+
+
+def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
+    """What a race's card shows: its attempts (profile, model, state, outcome, verification,
+    picked, cost) and its badge (``race 1/3 passed``)."""
+    if not ids:
+        return {}
+    params: dict[str, Any] = {}
+    out: dict[str, Row] = {}
+    for r in tx.all("SELECT task_id, n, profile, model, state, outcome, verification, picked, cost_usd "
+                    "FROM attempts WHERE task_id IN " + in_list("i", ids, params) + " ORDER BY task_id, n", params):
+        race = out.setdefault(r["task_id"], {"attempts": []})
+        race["attempts"].append({k: r[k] for k in ("n", "profile", "model", "state", "outcome", "verification",
+                                                   "cost_usd")} | {"picked": bool(r["picked"])})
+    for race in out.values():
+        passed = sum(1 for a in race["attempts"] if a["outcome"] == "done")
+        race["badge"] = f"race {passed}/{len(race['attempts'])} passed"
+    return out
 
 
 #: PostgreSQL: the cards' counts in one statement, the ids as one array
@@ -313,8 +347,11 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
                         f"{in_list('g', goal_ids, gp)} AND board = :b", gp):
             g["acceptance"] = _decoded(g["acceptance"])
             goals[g["id"]] = g
+    races = race_cards(tx, [i for i in ids if found[i].get("race_until")])
     for task_id in ids:
         task = found[task_id]
+        if task_id in races:
+            task["race"] = races[task_id]
         task["parents"] = [{**q, "handoff": handoffs.get(q["id"]) if q["status"] == states.DONE else None}
                            for q in parents.get(task_id, [])]
         task["children"] = children.get(task_id, [])
@@ -337,7 +374,7 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
     (all, oldest first), the last ``events`` events (oldest first; 0 reads
     none), ``runs`` (oldest first), ``attachments``, ``reviews`` (oldest first, findings
     decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
-    unless the goal is on the task's board).
+    unless the goal is on the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
     """
     return db.read(task_detail_in, board, task_id, events=events)
 

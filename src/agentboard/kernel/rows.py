@@ -67,10 +67,23 @@ class TaskRow(TypedDict):
     pr_url: str | None
     model: str | None
     parents_override: int
+    #: a race's ``all``/``first-pass``; on an attempt's own task, the race it belongs to
+    race_until: str | None
+    race_of: str | None
     #: what a verb adds: the run it closed or started, the children it promoted
     closed_run_id: NotRequired[int]
     run_id: NotRequired[int | None]
     promoted: NotRequired[list[str]]
+
+
+class CreatedAttempt(TypedDict):
+    """An attempt of a race as its creation returns it."""
+
+    n: int
+    profile: str
+    model: str | None
+    branch: str
+    state: str
 
 
 class CreatedTask(TypedDict):
@@ -101,6 +114,11 @@ class CreatedTask(TypedDict):
     current_run_id: int | None
     consecutive_failures: int
     not_before: float | None
+    #: the assignee names no profile: the dispatcher will not start the task until one is added
+    warnings: NotRequired[list[str]]
+    #: a race: when it ends and its attempts
+    race_until: NotRequired[str]
+    attempts: NotRequired[list[CreatedAttempt]]
 
 
 class ExistingTask(TaskRow):
@@ -140,6 +158,29 @@ class TaskCard(TypedDict):
     model: str | None
     cooldown_until: float | None
     purpose: str | None
+    race_until: str | None
+    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    race: NotRequired[RaceCard]
+
+
+class RaceAttemptCard(TypedDict):
+    """One attempt of a race as its card shows it."""
+
+    n: int
+    profile: str
+    model: str | None
+    state: str
+    outcome: str | None
+    verification: str | None
+    cost_usd: float | None
+    picked: bool
+
+
+class RaceCard(TypedDict):
+    """A race's attempts and its badge (``race 1/3 passed``)."""
+
+    attempts: list[RaceAttemptCard]
+    badge: str
 
 
 class DecomposeBackoff(TypedDict):
@@ -203,6 +244,8 @@ class RunRow(TypedDict):
     pending_report: str | None
     inbox_seen: int | None
     nudged: int
+    #: the race attempt this run belongs to
+    race_attempt: int | None
 
 
 class EventRow(TypedDict):
@@ -253,6 +296,74 @@ class ReviewRow(TypedDict):
     summary: str | None
     findings: list[Any]
     created_at: float
+
+
+class ParentLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    result: str | None
+    handoff: RunRow | None
+
+
+class ChildLink(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+
+
+class DetailComment(TypedDict):
+    id: int
+    author: str | None
+    body: str
+    kind: str
+    created_at: float
+
+
+class DetailEvent(TypedDict):
+    id: int
+    task_id: str | None
+    run_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    actor: str | None
+    created_at: float
+
+
+class DetailAttachment(TypedDict):
+    id: int
+    name: str
+    path: str
+    size: int
+    sha256: str
+    created_at: float
+
+
+class TaskGoal(TypedDict):
+    id: str
+    title: str
+    status: str
+    body: str
+    acceptance: list[str]
+
+
+class TaskDetail(TaskRow):
+    """A task with its surroundings (``queries.task_detail``): links, comments, events, runs,
+    attachments, reviews, and its goal."""
+
+    parents: list[ParentLink]
+    children: list[ChildLink]
+    comments: list[DetailComment]
+    events: list[DetailEvent]
+    runs: list[RunRow]
+    attachments: list[DetailAttachment]
+    reviews: list[ReviewRow]
+    #: a race's attempts and badge
+    race: NotRequired[RaceCard]
+    #: None when the goal is on another board
+    goal: NotRequired[TaskGoal | None]
 
 
 class GoalBlocker(TypedDict):
@@ -404,5 +515,93 @@ class TenantRow(TypedDict):
     n: int
 
 
-__all__ = ["AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView", "DecomposeBackoff", "Lane", "CommentRow", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "CreatedTask",
-           "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskRow", "TenantRow", "WakeRow", "WikiPage"]
+class SupervisionTask(TypedDict):
+    id: str
+    title: str
+    status: str
+
+
+class SupervisorStatus(TypedDict):
+    board: str
+    enabled: bool
+    profile: str | None
+    problem: str | None
+    wakes: dict[str, int]
+    working: list[SupervisionTask]
+
+
+class SupervisorLogEntry(TypedDict):
+    id: int
+    task_id: str | None
+    kind: str
+    payload: dict[str, Any]
+    actor: str | None
+    created_at: float
+
+
+class Proposal(TypedDict):
+    id: str
+    title: str
+    goal_id: str | None
+    created_by: str | None
+    created_at: float
+
+
+class Escalation(TypedDict):
+    id: str
+    title: str
+    block_reason: str | None
+    block_to: str | None
+    updated_at: float
+
+
+class GoalRef(TypedDict):
+    id: str
+    title: str
+
+
+class SupervisorPanel(TypedDict):
+    proposals: list[Proposal]
+    escalations: list[Escalation]
+    verifying: list[GoalRef]
+    status: SupervisorStatus
+    wakes: list[WakeRow]
+
+
+class OpenTask(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    priority: int
+    goal_id: str | None
+    block_kind: str | None
+    block_reason: str | None
+    block_on: str | None
+    created_by: str | None
+
+
+class OpenGoal(TypedDict):
+    id: str
+    title: str
+    status: str
+    priority: int
+
+
+class SupervisorOverview(TypedDict):
+    board: str
+    counts: dict[str, int]
+    blocked: list[OpenTask]
+    triage: list[OpenTask]
+    goals: list[OpenGoal]
+
+
+__all__ = [
+    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
+    "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
+    "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
+    "GoalTask", "Lane", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
+    "RaceCard", "ReviewRow", "RunReview", "RunRow", "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview",
+    "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow",
+    "WakeRow", "WikiPage"
+]

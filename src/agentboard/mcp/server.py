@@ -31,17 +31,13 @@ from pydantic import Field
 from .. import config
 from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
+from ..domain.worker_env import WorkerEnv
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
 from ..protocol.context import render
 from ..remote import WorkerClient, worker_mode
 from ..store.engine import Database
-
-INSTRUCTIONS = (
-    "Tools of an agentboard task board. You are a worker on one task: read it with kanban_show, "
-    "report progress with kanban_heartbeat, and finish exactly once with kanban_complete (a summary of "
-    "what you did) or kanban_block (a reason: what you need). Problems outside your task: kanban_propose."
-)
+from .instructions import INSTRUCTIONS
 
 
 @dataclass
@@ -56,6 +52,8 @@ class Scope:
     orchestrator: bool = False
     #: the supervisor's profile, for a supervision task's run (its board-wide tools)
     supervisor: str | None = None
+    #: a reviewer's run (``kanban_review`` answers the review run)
+    review_run: bool = False
 
     @property
     def actor(self) -> str:
@@ -66,12 +64,8 @@ def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = No
                    supervisor: str | None = None) -> Scope:
     """The scope of the worker's environment; whether it is an orchestrator comes from its
     profile on ``db``, or is given (what the API says of the run token)."""
-    raw_run = config.env("AGENTBOARD_RUN_ID")
-    try:
-        run_id = int(raw_run) if raw_run else None
-    except ValueError:
-        raise InvalidInput(f"AGENTBOARD_RUN_ID={raw_run!r} is not a run id") from None
-    profile = config.env("AGENTBOARD_PROFILE")
+    me = WorkerEnv.from_environ(strict=True)
+    profile = me.profile
     if orchestrator is None:
         orchestrator = False
         if profile and db is not None:
@@ -79,15 +73,15 @@ def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = No
                 orchestrator = bool(profiles.get(db, profile).get("orchestrator"))
             except AgentboardError:
                 orchestrator = False
-    ws = config.env("AGENTBOARD_WORKSPACE")
     return Scope(
-        board=config.env("AGENTBOARD_BOARD") or "default",
-        task_id=config.env("AGENTBOARD_TASK"),
-        run_id=run_id,
+        board=me.board or "default",
+        task_id=me.task,
+        run_id=me.run_id,
         profile=profile,
-        workspace=Path(ws) if ws else None,
+        workspace=me.workspace,
         orchestrator=orchestrator,
         supervisor=supervisor,
+        review_run=me.review_run,
     )
 
 
@@ -167,6 +161,10 @@ class Ops(Protocol):
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]: ...
 
+    def attempts(self, task_id: str) -> dict[str, Any]: ...
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]: ...
+
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]: ...
 
     def unblock(self, task_id: str) -> dict[str, Any]: ...
@@ -200,7 +198,7 @@ class LocalOps:
         out = finish.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
                               usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
         if out.get("status") == "review":
-            out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+            out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def block(self, task_id: str, reason: str) -> dict[str, Any]:
@@ -222,7 +220,9 @@ class LocalOps:
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
                                   actor=self.scope.actor)
-        out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+        from ..dispatch import finish
+
+        out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]:
@@ -243,6 +243,16 @@ class LocalOps:
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
         return tasks.create(self.db, self.board, title, actor=self.scope.actor, **fields)
+
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        from ..dispatch import races
+
+        return races.view(self.db, self.board_of(task_id), task_id)
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        from ..dispatch import finish
+
+        return finish.pick(self.db, self.board_of(task_id), task_id, n, actor=self.scope.actor)
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return links.link(self.db, self.board_of(child_id), parent_id, child_id, actor=self.scope.actor)
@@ -304,6 +314,12 @@ class RemoteOps:
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
         return self.api.create(self.board, {"title": title, **fields})
+
+    def attempts(self, task_id: str) -> dict[str, Any]:
+        return self.api.call("GET", f"/api/tasks/{task_id}/attempts")  # type: ignore[no-any-return]
+
+    def pick(self, task_id: str, n: int) -> dict[str, Any]:
+        return self.api.call("POST", f"/api/tasks/{task_id}/pick", json={"n": n})  # type: ignore[no-any-return]
 
     def link(self, parent_id: str, child_id: str) -> dict[str, Any]:
         return self.api.link(parent_id, child_id)
@@ -372,7 +388,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     def kanban_review(verdict: str, score: int, summary: str,
                       findings: list[dict[str, Any]] | None = None) -> CallToolResult:
         def body() -> Any:
-            if not config.env("AGENTBOARD_REVIEW_RUN") or scope.workspace is None:
+            if not scope.review_run or scope.workspace is None:
                 raise InvalidInput("kanban_review is for a review run; a worker finishes with kanban_complete")
             data: dict[str, Any] = {"verdict": verdict, "score": score, "summary": summary}
             if findings:
@@ -424,16 +440,29 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             return _guard(lambda: {"tasks": ops.list_tasks(status, assignee, goal, search, limit)})
 
         @server.tool(description="(orchestrators) Create a task with an assignee, optional parents, "
-                                 "skills, goal, body and priority.")
+                                 "skills, goal, body and priority; race makes it a race of one attempt per "
+                                 "profile, each on its own branch (race_until: all or first-pass).")
         def kanban_create(title: Annotated[str, _about("title")], assignee: Annotated[str, _about("assignee")],
                           body: Annotated[str | None, _about("body")] = None,
                           parents: Annotated[list[str] | None, _about("parents")] = None,
                           skills: Annotated[list[str] | None, _about("skills")] = None,
                           goal: Annotated[str | None, _about("goal")] = None,
-                          priority: Annotated[int, _about("priority")] = 0) -> CallToolResult:
+                          priority: Annotated[int, _about("priority")] = 0,
+                          race: Annotated[list[str] | None, _about("race")] = None,
+                          race_until: Annotated[str | None, _about("race_until")] = None) -> CallToolResult:
             given = {"assignee": assignee, "body": body, "parents": parents, "skills": skills, "goal": goal,
-                     "priority": priority}
+                     "priority": priority, "race": race, "race_until": race_until}
             return _guard(lambda: ops.create(title, {k: v for k, v in given.items() if v is not None}))
+
+        @server.tool(description="(orchestrators) A race's attempts side by side: profile, model, outcome, "
+                                 "verification, diff stat, duration, tokens, cost, summary; which may be picked.")
+        def kanban_attempts(task_id: str) -> CallToolResult:
+            return _guard(lambda: ops.attempts(task_id))
+
+        @server.tool(description="(orchestrators) Pick attempt n as the winner of a race: its branch becomes "
+                                 "the task's and is integrated as the board says.")
+        def kanban_pick(task_id: str, n: int) -> CallToolResult:
+            return _guard(lambda: ops.pick(task_id, n))
 
         @server.tool(description="(orchestrators) Add a dependency: child waits for parent.")
         def kanban_link(parent_id: str, child_id: str) -> CallToolResult:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from . import rollups as _rollups
+
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -84,6 +86,9 @@ tasks = sa.Table(
     sa.Column("pr_url", sa.Text),
     sa.Column("model", sa.String(200)),
     sa.Column("parents_override", sa.Integer, nullable=False, server_default="0"),
+    # a race (0017): ``all``/``first-pass`` on the race's task; on an attempt's own task, its race
+    sa.Column("race_until", sa.String(16)),
+    sa.Column("race_of", sa.String(16)),
     # partial: only the rows that need finding, so most writes skip them (0003)
     sa.Index(
         "ix_tasks_goal",
@@ -97,6 +102,24 @@ tasks = sa.Table(
         "status",
         sqlite_where=sa.text("purpose = 'supervision'"),
         postgresql_where=sa.text("purpose = 'supervision'"),
+    ),
+    sa.Index(  # the tasks a spent budget blocks, per board (/metrics; 0020)
+        "ix_tasks_budget_blocked",
+        "board",
+        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+    ),
+    sa.Index(  # other hosts' lapsed claims, found by a pass without reading every running task (0020)
+        "ix_tasks_running_claims",
+        "claim_expires",
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    ),
+    sa.Index(
+        "ix_tasks_race_of",
+        "race_of",
+        sqlite_where=sa.text("race_of IS NOT NULL"),
+        postgresql_where=sa.text("race_of IS NOT NULL"),
     ),
     sa.Index(
         "ix_tasks_running_host",
@@ -179,7 +202,36 @@ task_runs = sa.Table(
     sa.Column("pending_report", sa.Text),
     sa.Column("inbox_seen", sa.BigInteger),
     sa.Column("nudged", sa.Integer, nullable=False, server_default="0"),
+    # the race attempt this run belongs to (0017)
+    sa.Column("race_attempt", sa.Integer),
     sa.Index("ix_runs_task", "task_id", "id"),
+)
+
+# one row per attempt of a race (0017): what it ran with, how it ended, what it cost
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("task_id", sa.String(16), primary_key=True),
+    sa.Column("n", sa.Integer, primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("profile", sa.Text, nullable=False),
+    sa.Column("model", sa.String(200)),
+    sa.Column("branch", sa.Text),
+    sa.Column("state", sa.String(16), nullable=False, server_default="pending"),
+    sa.Column("outcome", sa.String(32)),
+    sa.Column("verification", sa.String(8)),
+    sa.Column("picked", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("started_at", Ts),
+    sa.Column("finished_at", Ts),
+    sa.Column("input_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("output_tokens", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
+    sa.Column("summary", sa.Text),
+    sa.Column("run_id", sa.BigInteger),
+    sa.Column("attempt_task_id", sa.String(16)),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("error", sa.Text),
+    sa.Index("ix_attempts_board_state", "board", "state"),
 )
 
 task_events = sa.Table(
@@ -200,7 +252,8 @@ task_events = sa.Table(
     # PostgreSQL also has ix_events_xid (xid, id), created by migration 0013 only there: SQLite
     # orders by id and would only pay for the index on every insert. PostgreSQL also has the
     # table task_count_deltas (id, board, status, d), filled by triggers on tasks (0013), which
-    # the board view sums instead of counting; SQLite counts.
+    # the board view sums instead of counting. SQLite has the table task_counts (board, status,
+    # n), one row per board and status kept by triggers on tasks (0020), read the same way.
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
 
@@ -466,9 +519,47 @@ budget_totals = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
 )
 
+# the insight rollups (0018): per board, UTC day, profile and model, what its runs did; one
+# upsert per closed run, done task and review verdict, in that transaction (store/rollups.py)
+run_rollups = sa.Table(
+    "run_rollups",
+    metadata,
+    sa.Column("board", sa.String(64), primary_key=True),
+    sa.Column("day", sa.Integer, primary_key=True),
+    sa.Column("profile", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
+                server_default="0") for c in _rollups.COUNTS),
+)
+
 meta = sa.Table(
     "agentboard_meta",
     metadata,
     sa.Column("key", sa.String(128), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+
+# a chat user (Slack, Discord, Telegram) and what they may do, as an API token (0019)
+chat_links = sa.Table(
+    "chat_links",
+    metadata,
+    sa.Column("platform", sa.String(16), primary_key=True),
+    sa.Column("user_id", sa.String(64), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    # one board, or NULL: every board
+    sa.Column("board", sa.String(64)),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+)
+
+# the chat thread a task was created from: its notifications go back there (0019)
+chat_threads = sa.Table(
+    "chat_threads",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("platform", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("thread", sa.String(256), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
 )

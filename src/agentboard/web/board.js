@@ -1,14 +1,13 @@
 // The board: columns with counts, cards, lanes inside Running, drag and drop, inline create,
 // multi-select and the bulk bar.
 
+import { raceCard } from "./race.js";
 import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
-  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, movesFrom, profileNames, scope, state,
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, meta as domainMeta, movesFrom, profileNames, scope, state,
 } from "./state.js";
-
-const CREATABLE = new Set(["triage", "todo", "ready"]);
 
 // ---- icons (inline SVG, no external assets) ----------------------------------------------------
 
@@ -147,7 +146,7 @@ function renderColumn(col) {
   if (col.count > col.tasks.length) {
     body.appendChild(h("div.column-more", `showing ${col.tasks.length} of ${col.count} — filter to narrow`));
   }
-  const addBtn = CREATABLE.has(status)
+  const addBtn = domainMeta.createStatuses.includes(status)
     ? h("button.icon-btn.column-add", {
       type: "button", title: `New task in ${STATUS_LABEL[status]}`, "aria-label": `New task in ${STATUS_LABEL[status]}`,
       onclick: () => openCreate(status),
@@ -230,6 +229,7 @@ function renderCard(card) {
     prio),
   h("div.card-title", card.title),
   pills.length ? h("div.pills", pills) : null,
+  card.race ? raceCard(card.race) : null,
   card.status === "blocked" && card.block_reason
     ? h("div.card-reason", { title: `${card.block_kind || "blocked"}: ${card.block_reason}` }, card.block_reason) : null,
   card.status === "done" && card.result ? h("div.card-result", { title: card.result }, card.result) : null,
@@ -532,6 +532,12 @@ export function openCreate(status = "todo") {
   const parent = h("select.create-parent", { "aria-label": "parent task" },
     h("option", { value: "" }, "no parent"),
     cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
+  const race = h("input.create-race", {
+    type: "text", placeholder: "race: profile,profile:model (optional)", "aria-label": "race",
+    title: "a race: one attempt per profile, each on its own branch; the best verified one is picked",
+  });
+  const until = h("select.create-race-until", { "aria-label": "race until", title: "when the race ends" },
+    h("option", { value: "all" }, "until all finish"), h("option", { value: "first-pass" }, "first that passes"));
   const error = h("div.form-error", { role: "alert" });
   // the form moves to the new column element when the board re-renders (after a create): close
   // removes the form wherever it is now
@@ -550,6 +556,7 @@ export function openCreate(status = "todo") {
     if (assignee.value) body.assignee = assignee.value;
     if (parent.value) body.parents = [parent.value];
     if (status === "triage") body.triage = true;
+    if (race.value.trim()) { body.race = [race.value.trim()]; body.race_until = until.value; }
     if (state.filters.tenant) body.tenant = state.filters.tenant;
     if (state.filters.goal) body.goal = state.filters.goal;
     try {
@@ -574,6 +581,7 @@ export function openCreate(status = "todo") {
   title,
   h("div.create-row", assignee, priority),
   h("div.create-row", parent),
+  h("div.create-row", race, until),
   error,
   h("div.create-row.create-actions",
     h("span.hint", status === "triage" ? "lands in Triage" : ""),

@@ -9,6 +9,7 @@ import { ago, clear, duration, fmtTime, h, toast } from "./dom.js";
 import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
+import { raceBlock } from "./race.js";
 import { STATUS_LABEL, VERB_LABEL, allows, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
 let root = null;          // the <aside> element
@@ -108,6 +109,7 @@ function render() {
     section("Description", descriptionBlock(bodyEditor), editing.body ? null : h("button.link-btn.body-edit", {
       type: "button", onclick: () => { editing.body = true; render(); focusSoon(".body-editor textarea"); },
     }, "edit")),
+    task.race_until ? section("Race", raceBlock(task, refreshDrawer)) : null,
     task.result || task.status === "done" ? section("Result", resultBlock()) : null,
     task.git ? section("Branch", branchBlock(task)) : null,
     task.git || task.workspace_kind === "dir" ? section("Diff", diffBlock(task, diffView),

@@ -9,8 +9,9 @@ export const STATUSES = [];
 /** status → its name on the board. */
 export const STATUS_LABEL = {};
 
-/** moves: {status: {target: verb}} (the transition table's moves by hand); goalStatuses. */
-export const meta = { moves: {}, verbs: {}, goalStatuses: [] };
+/** moves: {status: {target: verb}} (the transition table's moves by hand); goalStatuses; the
+ * statuses a new task lands in (createStatuses: the columns with a create button); wakeStatuses. */
+export const meta = { moves: {}, verbs: {}, goalStatuses: [], createStatuses: [], wakeStatuses: [] };
 
 export function setMeta(m) {
   STATUSES.splice(0, STATUSES.length, ...m.statuses);
@@ -18,6 +19,8 @@ export function setMeta(m) {
   meta.moves = m.moves || {};
   meta.verbs = m.verbs || {};
   meta.goalStatuses = m.goal_statuses || [];
+  meta.createStatuses = m.hand_create_statuses || [];
+  meta.wakeStatuses = m.wake_statuses || [];
 }
 
 /** The targets a task in ``status`` may be moved to by hand, in lifecycle order. */

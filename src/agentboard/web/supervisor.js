@@ -4,9 +4,7 @@
 
 import { api } from "./api.js";
 import { ago, ask, clear, h, toast } from "./dom.js";
-import { emit, scope, state } from "./state.js";
-
-const WAKE_STATUSES = ["pending", "running", "handled", "moot", "expired", "escalated"];
+import { emit, meta, scope, state } from "./state.js";
 let wakeFilter = "";
 
 export async function renderSupervisor(root) {
@@ -44,7 +42,7 @@ export async function renderSupervisor(root) {
 }
 
 function head(st, root) {
-  const counts = h("span.sup-counts", WAKE_STATUSES.map((s) => h(`span.pill.wake-${s}`, `${st.wakes[s] || 0} ${s}`)));
+  const counts = h("span.sup-counts", meta.wakeStatuses.map((s) => h(`span.pill.wake-${s}`, `${st.wakes[s] || 0} ${s}`)));
   let control;
   if (st.enabled) {
     control = h("button.btn.btn-sm", { type: "button", onclick: async () => {
@@ -110,7 +108,7 @@ function verifying(g, root) {
 }
 
 function wakesSection(wakes, root) {
-  const chips = h("span.sup-filter", ["", ...WAKE_STATUSES].map((s) => h(`button.btn.btn-ghost.btn-sm${wakeFilter === s ? ".active" : ""}`, {
+  const chips = h("span.sup-filter", ["", ...meta.wakeStatuses].map((s) => h(`button.btn.btn-ghost.btn-sm${wakeFilter === s ? ".active" : ""}`, {
     type: "button", "aria-pressed": String(wakeFilter === s), onclick: () => { wakeFilter = s; renderSupervisor(root); },
   }, s || "all")));
   const shown = wakes.filter((w) => !wakeFilter || w.status === wakeFilter);

@@ -26,6 +26,9 @@ def meta(who: Principal = Depends(current)) -> Response:
         # every verb and the statuses it may start from (creation left out)
         "verbs": {v: [s for s in states.STATUSES if s in moves] for v, moves in states.TRANSITIONS.items()},
         "goal_statuses": list(states.GOAL_STATUSES),
+        "hand_create_statuses": list(states.HAND_CREATE_STATUSES),
+        "wake_statuses": list(states.WAKE_STATUSES),
+        "verdicts": list(states.VERDICTS),
         "block_kinds": list(states.BLOCK_KINDS),
         "person_block_kinds": sorted(states.PERSON_KINDS),
     })

@@ -9,13 +9,14 @@ verb and the MCP tool call. What the supervisor does is recorded with actor
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from pydantic import Field
 from starlette.responses import Response
 
+from ...domain import states
 from ...domain.errors import InvalidInput
 from ...kernel import comments, goals, queries, runs, supervision, tasks
 from ..answers import (
@@ -41,7 +42,9 @@ router = APIRouter(prefix="/api/supervisor", tags=["supervisor"])
 BoardQ = Query(default=None, max_length=64, description="board slug (a supervisor's token: its own board)")
 TaskId = PathParam(min_length=1, max_length=64, description="task id (t_…)")
 GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
-WakeStatus = Literal["pending", "running", "handled", "moot", "expired", "escalated"]
+#: the wake statuses are the domain's (``states.WAKE_STATUSES``); another value is a 422
+WakeStatusQ = Query(default=None, pattern=f"^({'|'.join(states.WAKE_STATUSES)})$",
+                    description="one of " + ", ".join(states.WAKE_STATUSES))
 
 
 class EnableBody(Body):
@@ -130,7 +133,7 @@ def disable(request: Request, board: str | None = BoardQ, who: Principal = Depen
 
 
 @router.get("/wakes", response_model=list[WakeRow], responses=responses(400, 404))
-def wakes(request: Request, board: str | None = BoardQ, status: WakeStatus | None = None,
+def wakes(request: Request, board: str | None = BoardQ, status: str | None = WakeStatusQ,
           limit: int = Query(default=200, ge=1, le=5000), who: Principal = Depends(current)) -> Response:
     """The board's wakes, newest first."""
     return Json(supervision.wakes(state(request).db, read_board(request, who, board), status=status, limit=limit))

@@ -31,7 +31,7 @@ from ..answers import (
     LlmBulkAnswer,
     LlmOutcome,
     TaskCard,
-    TaskDetail,
+    TaskDetailView,
     TaskDiff,
     TaskRow,
     WorkerLog,
@@ -97,7 +97,7 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
     return Json(task, status_code=201)
 
 
-@router.get("/tasks/{task_id}", response_model=TaskDetail, responses=responses(400, 404))
+@router.get("/tasks/{task_id}", response_model=TaskDetailView, responses=responses(400, 404))
 def task_detail(request: Request, task_id: str = TaskId, board: str | None = TaskBoardQ,
                 events: int = Query(default=20, ge=0, le=1000),
                 who: Principal = Depends(current)) -> Response:

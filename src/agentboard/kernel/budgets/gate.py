@@ -53,6 +53,7 @@ def _in_flight(tx: Tx, scope: str, ref: str) -> int:
             sql += " AND COALESCE(purpose, '') <> 'supervision'"
     else:
         sql = "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND assignee = :r"
+    sql += " AND race_until IS NULL"  # a race's own task runs nothing: its attempts are counted
     return int(tx.scalar(sql, {"r": ref}) or 0)
 
 

@@ -24,7 +24,7 @@ REASONS = (
     "blocked", "gave_up", "degraded", "sent_back", "crashed", "stale", "goal_verifying",
     "replan_proposed", "block_loop", "run_lost", "stuck", "unrunnable",
 )
-WAKE_STATUSES = ("pending", "running", "handled", "moot", "expired", "escalated")
+WAKE_STATUSES = states.WAKE_STATUSES
 #: the events that make up a task's failure history
 HISTORY_KINDS = (
     "blocked", "gave_up", "rejected", "changes_requested", "verify_failed", "crashed", "stale",

@@ -9,8 +9,11 @@ from typing import Any, Unpack
 from ...domain import model, states, task_fields
 from ...domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ...domain.notify_targets import mask as mask_target
+from ...domain.races import Entry, until_of
+from ...domain.races import parse as parse_race
 from ...domain.task_fields import NewTaskFields
 from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
+from ..attempts import check_profiles, open_race_in
 from ..branches import check_worktree_task
 from ..common import (
     default_assignee,
@@ -83,6 +86,9 @@ class NewTask:
     not_before: float | None = None
     #: the model the agent CLI runs this task with (None: the profile's)
     model: str | None = None
+    #: a race: one attempt per entry (``kernel/races.py``); the task is assigned to the first
+    race: tuple[Entry, ...] = ()
+    race_until: str | None = None
 
     @classmethod
     def build(cls, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
@@ -90,12 +96,13 @@ class NewTask:
         """Check and normalize what a caller gave :func:`create` through the one table of
         new-task fields (:mod:`agentboard.domain.task_fields`; raises ``InvalidInput``)."""
         given = task_fields.checked({"title": title, **fields})
+        race = _race_of(given)
         ws_kind, ws_path = _model.workspace(given.get("workspace"))
         return cls(
             board=board,
             title=given["title"],
             body=given.get("body") or "",
-            assignee=given.get("assignee"),
+            assignee=race.pop("assignee", given.get("assignee")),
             parents=given.get("parents") or (),
             tenant=given.get("tenant"),
             goal=given.get("goal"),
@@ -114,7 +121,21 @@ class NewTask:
             check_board=check_board,
             not_before=given.get("not_before"),
             model=given.get("model"),
+            **race,
         )
+
+
+def _race_of(given: dict[str, Any]) -> dict[str, Any]:
+    """The race fields of a new task: its entries and when it ends (checked), with the first
+    entry's profile as its assignee."""
+    if not given.get("race"):
+        if given.get("race_until"):
+            raise InvalidInput("race_until needs race: P1,P2[:MODEL],…")
+        return {}
+    if given.get("triage"):
+        raise InvalidInput("a race cannot start in triage; leave out triage")
+    entries = parse_race(given["race"])
+    return {"race": entries, "race_until": until_of(given.get("race_until")), "assignee": entries[0].profile}
 
 
 def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -> dict[str, Any]:
@@ -134,6 +155,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     """Create ``new`` inside the caller's transaction (or return the task already holding its
     idempotency key, with ``existing: True``)."""
     board = new.board
+    if new.race:
+        check_profiles(tx, new.race)
     known: bool | None = None  # whether new.assignee names a profile (None: not looked up)
     if new.check_board:
         row = usable_board(tx.one(_BOARD_FOR_CREATE, {"b": board, "a": new.assignee or ""}), board)
@@ -235,7 +258,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     if tx.db.settings.notify_default:
         auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
                           new.actor)
-    return {
+    out = {
         "id": task_id,
         "board": board,
         "title": new.title,
@@ -263,6 +286,9 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         "not_before": new.not_before,
         **_assignee_warning(tx, assignee, known if assignee == new.assignee else None),
     }
+    if new.race:
+        return open_race_in(tx, out, new.race, new.race_until, new.actor)
+    return out
 
 
 def create(db: Database, board: str, title: str, *, actor: str | None = None, check_board: bool = True,

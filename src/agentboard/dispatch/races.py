@@ -1,0 +1,65 @@
+"""What a dispatcher pass does for races (``kernel.races``): settle each board's races under way,
+and pick a ``first-pass`` race's winner through the one road to done (``finish.pick``).
+
+A winner whose branch cannot be integrated blocks the race ``needs_input`` with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..domain.errors import AgentboardError
+from ..kernel import boards as kboards
+from ..kernel import races as kraces
+from ..store.engine import Database, Row
+from . import branches, finish
+
+log = logging.getLogger("agentboard.dispatch")
+
+
+def settle(db: Database, board: str) -> list[str]:
+    """Settle the board's races; returns the races won in this call."""
+    won = []
+    for task_id, n in kraces.settle(db, board):
+        try:
+            finish.pick(db, board, task_id, n, actor="dispatcher")
+            won.append(task_id)
+        except AgentboardError as exc:
+            log.warning("race %s: attempt %s could not be picked: %s", task_id, n, exc)
+            try:
+                kraces.refuse(db, board, task_id, f"attempt {n} passed first but could not be picked: {exc}")
+            except AgentboardError as again:  # the race moved meanwhile (a person picked or cancelled it)
+                log.info("race %s: %s", task_id, again)
+    return won
+
+
+def view(db: Database, board: str, task_id: str) -> Row:
+    """A race with its attempts as ``agentboard attempts``, REST and the dashboard show them: each
+    attempt's profile, model, state, outcome, verification, its branch's diff stat, duration,
+    tokens, cost and summary, whether it is picked, and which attempts may be picked now."""
+    race = kraces.attempts(db, board, task_id)
+    settings = kboards.get(db, board).get("settings") or {}
+    now = time.time()
+    out: list[dict[str, Any]] = []
+    for a in race["attempts"]:
+        own = a.pop("task", None) or {}
+        git: dict[str, Any] | None = None
+        if own.get("workspace_kind") == "worktree":
+            repo = branches.repo_of(own)
+            default = branches.board_base(repo, settings) if repo is not None else None
+            git = branches.facts(own, default).as_dict()
+        started, finished = a.get("started_at"), a.get("finished_at")
+        duration = (float(finished or now) - float(started)) if started else None
+        out.append({**a, "task_status": own.get("status"), "git": git,
+                    "duration": None if duration is None else round(duration, 3),
+                    "tokens": int(a.get("input_tokens") or 0) + int(a.get("output_tokens") or 0),
+                    "can_pick": int(a["n"]) in race["can_pick"]})
+    race["attempts"] = out
+    passed = sum(1 for a in out if a.get("outcome") == "done")
+    race["badge"] = f"race {passed}/{len(out)} passed" if race.get("race_until") else ""
+    return race
+
+
+__all__ = ["settle", "view"]

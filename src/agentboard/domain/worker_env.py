@@ -1,0 +1,109 @@
+"""The worker's ``AGENTBOARD_*`` environment, defined once: the variable names, the typed
+identity the dispatcher gives a worker (:class:`WorkerEnv`), the environment built from it
+(:meth:`WorkerEnv.to_env`: the worker process's and its MCP server's ``.mcp.json``) and the
+same identity read back (:meth:`WorkerEnv.from_environ`: the MCP server, the worker verbs of the
+CLI, the API client of a worker). Nothing else spells these names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidInput
+
+#: every variable of agentboard's starts with this (a worker inherits none of the dispatcher's)
+PREFIX = "AGENTBOARD_"
+TASK = "AGENTBOARD_TASK"
+RUN_ID = "AGENTBOARD_RUN_ID"
+BOARD = "AGENTBOARD_BOARD"
+WORKSPACE = "AGENTBOARD_WORKSPACE"
+PROFILE = "AGENTBOARD_PROFILE"
+TENANT = "AGENTBOARD_TENANT"
+BRANCH = "AGENTBOARD_BRANCH"
+API_URL = "AGENTBOARD_API_URL"
+TOKEN = "AGENTBOARD_TOKEN"
+#: set for a reviewer's run (the review verb and tool answer the review run)
+REVIEW_RUN = "AGENTBOARD_REVIEW_RUN"
+#: who a person's CLI acts as (never set by the dispatcher)
+ACTOR = "AGENTBOARD_ACTOR"
+#: the variables :meth:`WorkerEnv.to_env` may write, in this order
+NAMES = (TASK, RUN_ID, BOARD, WORKSPACE, PROFILE, TENANT, BRANCH, API_URL, TOKEN, REVIEW_RUN)
+
+
+@dataclass(frozen=True)
+class WorkerEnv:
+    """Who a worker is: its task, run, board, workspace and profile, the task's tenant and
+    branch, and the API it reports to with its run token."""
+
+    task: str | None = None
+    run_id: int | None = None
+    board: str | None = None
+    workspace: Path | None = None
+    profile: str | None = None
+    tenant: str | None = None
+    branch: str | None = None
+    api_url: str | None = None
+    token: str | None = None
+    review_run: bool = False
+    actor: str | None = None
+
+    @classmethod
+    def for_run(cls, board: str, task: Mapping[str, Any], run_id: int, workspace: Path, *,
+                profile: str | None = None, branch: str | None = None, api_url: str | None = None,
+                token: str | None = None, review_run: bool = False) -> WorkerEnv:
+        """The identity of run ``run_id`` of ``task``: ``profile`` is the profile running it (a
+        reviewer's for a review run; the task's assignee when not given)."""
+        return cls(task=str(task["id"]), run_id=int(run_id), board=board, workspace=Path(workspace),
+                   profile=str(profile or task.get("assignee") or ""),
+                   tenant=str(task["tenant"]) if task.get("tenant") else None,
+                   branch=branch or None, api_url=api_url if api_url and token else None,
+                   token=token if api_url and token else None, review_run=review_run)
+
+    def to_env(self) -> dict[str, str]:
+        """The variables of this identity (a value not given is left out; the API's URL only
+        with a token)."""
+        values = {TASK: self.task, RUN_ID: None if self.run_id is None else str(self.run_id), BOARD: self.board,
+                  WORKSPACE: None if self.workspace is None else str(self.workspace), PROFILE: self.profile,
+                  TENANT: self.tenant, BRANCH: self.branch,
+                  API_URL: self.api_url if self.token else None, TOKEN: self.token if self.api_url else None,
+                  REVIEW_RUN: "1" if self.review_run else None, ACTOR: self.actor}
+        return {k: v for k, v in values.items() if v is not None and (v != "" or k == PROFILE)}
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None, *, strict: bool = False) -> WorkerEnv:
+        """The identity in ``environ`` (default: this process's). A run id that is not a number
+        is ``None``, or ``InvalidInput`` when ``strict``."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            return env.get(name) or None
+
+        raw_run = get(RUN_ID)
+        run_id: int | None = None
+        if raw_run is not None:
+            try:
+                run_id = int(raw_run)
+            except ValueError:
+                if strict:
+                    raise InvalidInput(f"{RUN_ID}={raw_run!r} is not a run id") from None
+        ws = get(WORKSPACE)
+        return cls(task=get(TASK), run_id=run_id, board=get(BOARD), workspace=Path(ws) if ws else None,
+                   profile=get(PROFILE), tenant=get(TENANT), branch=get(BRANCH), api_url=get(API_URL),
+                   token=get(TOKEN), review_run=bool(get(REVIEW_RUN)), actor=get(ACTOR))
+
+    def without_token(self) -> WorkerEnv:
+        """The same identity without the API and its run token (what a verification command sees)."""
+        return WorkerEnv(**{**self.__dict__, "api_url": None, "token": None})
+
+
+def is_ours(name: str) -> bool:
+    """Whether a variable is one of agentboard's (``AGENTBOARD_*``, any case)."""
+    return name.upper().startswith(PREFIX)
+
+
+__all__ = ["ACTOR", "API_URL", "BOARD", "BRANCH", "NAMES", "PREFIX", "PROFILE", "REVIEW_RUN", "RUN_ID", "TASK",
+           "TENANT", "TOKEN", "WORKSPACE", "WorkerEnv", "is_ours"]

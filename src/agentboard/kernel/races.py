@@ -1,0 +1,447 @@
+"""Races: several attempts at one task, each on its own branch from the same base, one picked.
+
+A race is a task with ``race_until`` set (``all`` or ``first-pass``) and one ``attempts`` row
+per entry of its ``--race`` list (a profile, and a model that overrides the profile's). Each
+attempt runs as a task of its own (``purpose = 'attempt'``, ``race_of`` the race), so the
+dispatcher starts, watches, verifies and retries it like any task: its own worktree on its own
+branch (``<race branch>-a<n>``), its own failure budget, each counted in the caps and budgets.
+The race's own task is never started by the dispatcher.
+
+The verbs, one transaction each, an event per change:
+
+- creating a race is creating its task with ``race`` (``tasks.create_in`` →
+  ``attempts.open_race_in``: ``race_created``); refused when a budget cannot afford every
+  attempt, naming the limit.
+- :func:`settle` — what a dispatcher pass does for a board's races: a ready race starts all its
+  attempts at once (``race_started``; or is blocked naming the budget that cannot afford them),
+  the attempts' rows follow their tasks and runs (``attempt_started``, ``attempt_finished``), a
+  race that was blocked or archived stops its attempts (``attempt_stopped``), an ``all`` race
+  whose attempts all finished goes to review with a comparison (``race_finished``), a race
+  whose attempts all failed is blocked with each failure (``race_failed``), and a
+  ``first-pass`` race with a passing attempt is returned for the dispatcher to pick it.
+- :func:`pick` — the winner (``race_won``): its branch becomes the race's branch, the attempts
+  still running are stopped, and the race is approved (done) or handed to review.
+  ``dispatch.finish.pick`` integrates the branch first, as for any task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..domain import model, states
+from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..domain.races import Entry
+from ..store.engine import Database, Row, Tx, in_list
+from .attempts import gate
+from .common import get_task, task_out
+from .runs import Verdict, request_review_in, review_in
+from .tasks.creation import NewTask
+from .tasks.creation import create_in as create_task_in
+from .tasks.moves import _archive, _block, unblock_in
+
+#: ``tasks.purpose`` of an attempt's own task
+ATTEMPT = "attempt"
+#: attempt states: not started yet, under way (retries included), ended by itself, stopped by
+#: the race (another won, or it was blocked), or cancelled with the race
+STATES: tuple[str, ...] = ("pending", "running", "finished", "stopped", "cancelled")
+ACTIVE: tuple[str, ...] = ("pending", "running")
+#: block kinds that only pause an attempt (it resumes by itself)
+_PAUSED = frozenset({"rate_limited", "budget", "dependency"})
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def _attempts(tx: Tx, task_id: str) -> list[Row]:
+    return tx.all("SELECT * FROM attempts WHERE task_id = :t ORDER BY n", {"t": task_id})
+
+
+def _race(tx: Tx, board: str, task_id: str, *, lock: bool = False) -> Row:
+    task = get_task(tx, board, task_id, lock=lock)
+    if not task.get("race_until"):
+        raise InvalidInput(f"task {task_id} is not a race (create one with `agentboard create TITLE --race P1,P2`)")
+    return task
+
+
+def attempts(db: Database, board: str, task_id: str) -> Row:
+    """A race: its task and its attempts, each with its own task's workspace and status (a task
+    that is no race has none)."""
+    def _r(tx: Tx) -> Row:
+        task = task_out(get_task(tx, board, task_id))
+        rows = _attempts(tx, task_id)
+        ids = [r["attempt_task_id"] for r in rows if r["attempt_task_id"]]
+        params: dict[str, Any] = {}
+        own = {r["id"]: r for r in tx.all(
+            "SELECT id, status, workspace_kind, workspace_path, branch_name, base_branch, block_reason, result "
+            "FROM tasks WHERE id IN " + in_list("i", ids, params), params)} if ids else {}
+        for r in rows:
+            r["picked"] = bool(r["picked"])
+            t = own.get(r["attempt_task_id"] or "")
+            r["task"] = t
+        task["attempts"] = rows
+        task["can_pick"] = [r["n"] for r in rows if _pick_refusal(task, rows, int(r["n"])) is None]
+        return task
+    return db.read(_r)
+
+
+def is_unpicked_race(db: Database, board: str, task_id: str) -> bool:
+    """True when the task is a race none of whose attempts is picked yet."""
+    def _r(tx: Tx) -> bool:
+        row = tx.one("SELECT race_until FROM tasks WHERE id = :t AND board = :b", {"t": task_id, "b": board})
+        if row is None or not row["race_until"]:
+            return False
+        return not tx.scalar("SELECT COUNT(*) FROM attempts WHERE task_id = :t AND picked = 1", {"t": task_id})
+    return db.read(_r)
+
+
+def _pick_refusal(task: Row, rows: Sequence[Row], n: int) -> str | None:
+    tid = task["id"]
+    att = next((r for r in rows if int(r["n"]) == n), None)
+    if att is None:
+        return f"race {tid} has no attempt {n} (it has {len(rows)})"
+    if task["status"] not in (states.RUNNING, states.REVIEW):
+        return f"race {tid} is {task['status']}; an attempt is picked while the race runs or is in review"
+    if att["outcome"] != "done":
+        how = att["outcome"] or att["state"]
+        return f"attempt {n} of race {tid} has not passed ({how}); only an attempt that finished and passed " \
+               "its verification can be picked"
+    return None
+
+
+# -- settling ----------------------------------------------------------------------------------------
+
+
+def _verification(runs: Sequence[Row]) -> str | None:
+    for r in reversed(runs):
+        meta = r.get("metadata")
+        if isinstance(meta, str) and meta:
+            try:
+                meta = json.loads(meta)
+            except ValueError:
+                meta = None
+        v = meta.get("verification") if isinstance(meta, dict) else None
+        if isinstance(v, dict) and v.get("passed") is not None:
+            return "passed" if v.get("passed") else "failed"
+        if r.get("outcome") == "verify_failed":
+            return "failed"
+    return None
+
+
+def _observed(task: Row, runs: Sequence[Row]) -> Row:
+    """An attempt's state, outcome and usage as its own task and runs say."""
+    status = task["status"]
+    error = None
+    if status in (states.DONE, states.REVIEW):
+        state, outcome = "finished", "done"
+    elif status == states.BLOCKED and task.get("block_kind") not in _PAUSED:
+        state = "finished"
+        last = runs[-1]["outcome"] if runs else None
+        outcome = "crashed" if last == "crashed" else "failed"
+        error = task.get("block_reason") or task.get("last_failure_error")
+    elif status == states.ARCHIVED:
+        state, outcome = "stopped", "stopped"
+    elif runs:
+        state, outcome = "running", None
+    else:
+        state, outcome = "pending", None
+    ended = [float(r["ended_at"]) for r in runs if r.get("ended_at")]
+    return {
+        "state": state, "outcome": outcome, "error": error, "verification": _verification(runs),
+        "started_at": min((float(r["started_at"]) for r in runs), default=None),
+        "finished_at": (task.get("completed_at") or max(ended, default=None)) if state != "running" and runs else None,
+        "input_tokens": sum(int(r.get("input_tokens") or 0) for r in runs),
+        "output_tokens": sum(int(r.get("output_tokens") or 0) for r in runs),
+        "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in runs), 6),
+        "summary": task.get("result") or next((r["summary"] for r in reversed(runs) if r.get("summary")), None),
+        "run_id": runs[-1]["id"] if runs else None,
+        "runs": len(runs),
+    }
+
+
+_TRACKED = ("state", "outcome", "error", "verification", "started_at", "finished_at", "input_tokens",
+            "output_tokens", "cost_usd", "summary", "run_id", "runs")
+
+
+def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str) -> Row:
+    """Bring one attempt's row up to date with its task and runs (an event when its state
+    changes); returns the row as it now is."""
+    aid = att.get("attempt_task_id")
+    if not aid:
+        return att
+    task = tx.one("SELECT id, status, block_kind, block_reason, last_failure_error, result, completed_at "
+                  "FROM tasks WHERE id = :t", {"t": aid})
+    if task is None:
+        return att
+    tx.execute("UPDATE task_runs SET race_attempt = :n WHERE task_id = :t AND race_attempt IS NULL",
+               {"n": att["n"], "t": aid})
+    runs = tx.all("SELECT id, outcome, started_at, ended_at, input_tokens, output_tokens, cost_usd, summary, "
+                  "metadata FROM task_runs WHERE task_id = :t ORDER BY id", {"t": aid})
+    seen = _observed(task, runs)
+    if att["state"] in ("stopped", "cancelled"):
+        seen.update(state=att["state"], outcome=att["outcome"] or "stopped")
+    if all(_same(att.get(k), seen[k]) for k in _TRACKED):
+        return att
+    sets = ", ".join(f"{k} = :{k}" for k in _TRACKED)
+    tx.execute(f"UPDATE attempts SET {sets} WHERE task_id = :t AND n = :n", {**seen, "t": race["id"], "n": att["n"]})
+    n = int(att["n"])
+    if seen["state"] != att["state"]:
+        payload = {"n": n, "profile": att["profile"], "model": att["model"], "task": aid}
+        if seen["state"] == "running" and att["state"] == "pending":
+            tx.event(board, race["id"], "attempt_started", payload, actor=actor)
+        elif seen["state"] == "finished":
+            tx.event(board, race["id"], "attempt_finished",
+                     {**payload, "outcome": seen["outcome"], "verification": seen["verification"],
+                      "cost_usd": seen["cost_usd"], **({"error": seen["error"]} if seen["error"] else {})},
+                     actor=actor)
+    return {**att, **seen}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(float(a) - float(b)) < 1e-9
+    return bool(a == b)
+
+
+def _stop(tx: Tx, board: str, race: Row, att: Row, state: str, why: str, actor: str) -> None:
+    """Stop an attempt still under way: its task is archived (its worker is then stopped by the
+    dispatcher, and what its run spent stays recorded)."""
+    aid = att.get("attempt_task_id")
+    if aid:
+        cur = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+        if cur is not None and cur["status"] not in (states.ARCHIVED, states.DONE):
+            _archive(tx, board, aid, actor)
+        att = _refresh(tx, board, race, att, actor)
+    tx.execute("UPDATE attempts SET state = :s, outcome = COALESCE(outcome, 'stopped'), "
+               "finished_at = COALESCE(finished_at, :now) WHERE task_id = :t AND n = :n",
+               {"s": state, "now": time.time(), "t": race["id"], "n": att["n"]})
+    tx.event(board, race["id"], "attempt_stopped", {"n": int(att["n"]), "profile": att["profile"], "why": why,
+                                                    "cost_usd": att.get("cost_usd") or 0}, actor=actor)
+
+
+def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
+    """Start every attempt of a ready race at once, or block the race naming the budget that
+    cannot afford them all."""
+    entries = [Entry(r["profile"], r["model"]) for r in rows]
+    why = gate(tx, race, entries)
+    if why:
+        _block(tx, board, race["id"], f"the race's attempts were not started: {why}; raise the limit, then "
+               f"unblock it", "needs_input", None, actor)
+        tx.event(board, race["id"], "race_refused", {"reason": why}, actor=actor)
+        return
+    verify = race.get("verify")
+    skills = race.get("skills")
+    started = []
+    for r in rows:
+        new = NewTask(
+            board=board, title=f"{race['title'][:400]} (attempt {r['n']}: {r['profile']})",
+            body=race.get("body") or "", assignee=r["profile"], tenant=race.get("tenant"),
+            priority=int(race.get("priority") or 0), workspace_kind=race.get("workspace_kind") or "scratch",
+            workspace_path=race.get("workspace_path"), branch=r["branch"],
+            max_runtime=race.get("max_runtime_seconds"), max_retries=race.get("max_retries"),
+            skills=tuple(json.loads(skills) if isinstance(skills, str) else skills or ()),
+            verify=tuple(json.loads(verify) if isinstance(verify, str) else verify or ()),
+            actor=actor, check_board=False, model=r["model"] or race.get("model"),
+        )
+        t = create_task_in(tx, new)
+        tx.execute("UPDATE tasks SET purpose = :p, race_of = :r, status = 'ready' WHERE id = :id",
+                   {"p": ATTEMPT, "r": race["id"], "id": t["id"]})
+        tx.execute("UPDATE attempts SET attempt_task_id = :a WHERE task_id = :t AND n = :n",
+                   {"a": t["id"], "t": race["id"], "n": r["n"]})
+        started.append({"n": r["n"], "task": t["id"], "profile": r["profile"], "branch": r["branch"]})
+    now = time.time()
+    states.check("claim", race["status"], states.RUNNING, race["id"])
+    tx.execute("UPDATE tasks SET status = 'running', started_at = COALESCE(started_at, :now), updated_at = :now "
+               "WHERE id = :id", {"now": now, "id": race["id"]})
+    tx.event(board, race["id"], "race_started", {"attempts": started}, actor=actor, at=now)
+
+
+def _restart(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
+    """A race back in ready after its attempts started (a person unblocked a race whose attempts
+    all failed): every attempt that failed runs again, from its own branch, and the race runs."""
+    again = []
+    for r in rows:
+        aid = r.get("attempt_task_id")
+        if not aid or r["state"] != "finished" or r.get("outcome") == "done":
+            continue
+        own = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+        if own is not None and own["status"] == states.BLOCKED:
+            unblock_in(tx, board, aid, actor=actor)
+            again.append(int(r["n"]))
+    now = time.time()
+    states.check("claim", race["status"], states.RUNNING, race["id"])
+    tx.execute("UPDATE tasks SET status = 'running', updated_at = :now WHERE id = :id", {"now": now, "id": race["id"]})
+    tx.event(board, race["id"], "race_started", {"again": again}, actor=actor, at=now)
+
+
+def _failures(rows: Sequence[Row]) -> str:
+    return "; ".join(f"attempt {r['n']} ({r['profile']}): {r.get('outcome') or r['state']}"
+                     + (f" — {model.reason_line(str(r['error']))}" if r.get("error") else "")
+                     for r in rows)
+
+
+def comparison(rows: Sequence[Row]) -> str:
+    """The attempts side by side, one line each (the race's review comment)."""
+    lines = []
+    for r in rows:
+        tokens = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
+        summary = model.reason_line(str(r.get("summary") or r.get("error") or ""))
+        verified = f", verification {r['verification']}" if r.get("verification") else ""
+        lines.append(f"- **#{r['n']} {r['profile']}{':' + str(r['model']) if r.get('model') else ''}**: "
+                     f"{r.get('outcome') or r['state']}{verified}; {tokens} tokens, "
+                     f"${float(r.get('cost_usd') or 0):.4f}" + (f" — {summary}" if summary else ""))
+    return "\n".join(lines)
+
+
+def _decide(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> int | None:
+    """What a running race does now that its attempts are up to date: the attempt to pick (a
+    ``first-pass`` race), or None."""
+    passed = sorted((r for r in rows if r.get("outcome") == "done"), key=lambda r: float(r.get("finished_at") or 0))
+    if race["race_until"] == "first-pass" and passed:
+        return int(passed[0]["n"])
+    if any(r["state"] in ACTIVE for r in rows):
+        return None
+    now = time.time()
+    if not passed:
+        detail = _failures(rows)
+        _block(tx, board, race["id"], f"every attempt failed: {detail}", "gave_up", None, actor)
+        tx.event(board, race["id"], "race_failed", {"attempts": [
+            {"n": r["n"], "profile": r["profile"], "outcome": r.get("outcome"), "error": r.get("error")}
+            for r in rows]}, actor=actor, at=now)
+        return None
+    table = comparison(rows)
+    tx.execute("INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
+               "VALUES (:t, :b, :a, :body, 'comment', :now)",
+               {"t": race["id"], "b": board, "a": actor,
+                "body": f"Race finished: {len(passed)} of {len(rows)} attempts passed. Pick one with "
+                        f"`agentboard pick {race['id']} N`.\n\n{table}", "now": now})
+    request_review_in(tx, board, race["id"], summary=f"race finished: {len(passed)} of {len(rows)} attempts passed",
+                      actor=actor)
+    tx.event(board, race["id"], "race_finished", {"passed": [int(r["n"]) for r in passed], "of": len(rows)},
+             actor=actor, at=now)
+    return None
+
+
+def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
+    race = get_task(tx, board, task_id, lock=True)
+    rows = _attempts(tx, task_id)
+    if not race.get("race_until") or not rows:
+        return None
+    if race["status"] == states.READY and not any(r["attempt_task_id"] for r in rows):
+        _start(tx, board, race, rows, actor)
+        return None
+    if not any(r["attempt_task_id"] for r in rows):  # not started: waiting for its parents, or blocked
+        if race["status"] == states.ARCHIVED:
+            for r in rows:
+                _stop(tx, board, race, r, "cancelled", "the race was archived", actor)
+        return None
+    rows = [_refresh(tx, board, race, r, actor) for r in rows]
+    if race["status"] == states.READY:  # unblocked (or sent back) after it started: it runs again
+        _restart(tx, board, race, rows, actor)
+        race = get_task(tx, board, task_id, lock=True)
+        rows = [_refresh(tx, board, race, r, actor) for r in _attempts(tx, task_id)]
+    if race["status"] not in (states.RUNNING, states.READY):
+        state = "cancelled" if race["status"] == states.ARCHIVED else "stopped"
+        for r in rows:
+            if r["state"] in ACTIVE:
+                _stop(tx, board, race, r, state, f"the race is {race['status']}", actor)
+        return None
+    return _decide(tx, board, race, rows, actor)
+
+
+def settle(db: Database, board: str, *, actor: str = "dispatcher") -> list[tuple[str, int]]:
+    """Settle the board's races under way (see the module docstring), one transaction per race.
+    Returns the ``(race, attempt)`` pairs whose winner the dispatcher picks now."""
+    ids = db.read(lambda tx: [r["task_id"] for r in tx.all(
+        "SELECT DISTINCT task_id FROM attempts WHERE board = :b AND state IN ('pending', 'running') "
+        "UNION SELECT id FROM tasks WHERE board = :b2 AND status = 'ready' AND race_until IS NOT NULL",
+        {"b": board, "b2": board})])
+    out = []
+    for tid in ids:
+        n = db.write(_settle_race, board, tid, actor)
+        if n is not None:
+            out.append((tid, n))
+    return out
+
+
+def settle_one(db: Database, board: str, task_id: str, *, actor: str = "dispatcher") -> int | None:
+    """Settle one race now (see :func:`settle`)."""
+    return db.write(_settle_race, board, task_id, actor)
+
+
+# -- picking -----------------------------------------------------------------------------------------
+
+
+def check_pick(db: Database, board: str, task_id: str, n: int) -> Row:
+    """The race and attempt ``n`` if it may be picked now; raises ``Conflict``/``NotFound``."""
+    race = attempts(db, board, task_id)
+    if not race.get("race_until"):
+        raise InvalidInput(f"task {task_id} is not a race (create one with `agentboard create TITLE --race P1,P2`)")
+    rows = race["attempts"]
+    why = _pick_refusal(race, rows, int(n))
+    if why:
+        if not any(int(r["n"]) == int(n) for r in rows):
+            raise NotFound(why)
+        raise Conflict(why)
+    race["attempt"] = next(r for r in rows if int(r["n"]) == int(n))
+    return race
+
+
+def _pick(tx: Tx, board: str, task_id: str, n: int, integrated: bool, to_review: bool, actor: str | None) -> Row:
+    race = _race(tx, board, task_id, lock=True)
+    rows = [_refresh(tx, board, race, r, actor or "dispatcher") for r in _attempts(tx, task_id)]
+    why = _pick_refusal(race, rows, n)
+    if why:
+        raise Conflict(why)
+    att = next(r for r in rows if int(r["n"]) == n)
+    own = tx.one("SELECT workspace_kind, workspace_path, base_branch, branch_name FROM tasks WHERE id = :t",
+                 {"t": att["attempt_task_id"]}) or {}
+    tx.execute("UPDATE attempts SET picked = CASE WHEN n = :n THEN 1 ELSE 0 END WHERE task_id = :t",
+               {"n": n, "t": task_id})
+    tx.execute("UPDATE tasks SET branch_name = :br, workspace_kind = :k, workspace_path = :p, base_branch = :base, "
+               "result = COALESCE(:res, result), updated_at = :now WHERE id = :id",
+               {"br": own.get("branch_name") or att["branch"], "k": own.get("workspace_kind") or race["workspace_kind"],
+                "p": own.get("workspace_path") or race.get("workspace_path"), "base": own.get("base_branch"),
+                "res": att.get("summary"), "now": time.time(), "id": task_id})
+    for r in rows:
+        if int(r["n"]) != n and r["state"] in ACTIVE:
+            _stop(tx, board, race, r, "stopped", f"attempt {n} won", actor or "dispatcher")
+    tx.event(board, task_id, "race_won", {"n": n, "profile": att["profile"], "model": att["model"],
+                                          "branch": own.get("branch_name") or att["branch"],
+                                          "cost_usd": att.get("cost_usd")}, actor=actor)
+    text = f"picked attempt {n} ({att['profile']}): {att.get('summary') or ''}".strip()
+    if race["status"] == states.RUNNING:
+        request_review_in(tx, board, task_id, summary=text, actor=actor)
+        if to_review:
+            return {**task_out(get_task(tx, board, task_id)), "picked": n}
+    out = review_in(tx, board, task_id, Verdict.build("approved", text, actor=actor), actor=actor,
+                    integrated=integrated)
+    return {**out, "picked": n}
+
+
+def pick(db: Database, board: str, task_id: str, n: int, *, integrated: bool = False, to_review: bool = False,
+         actor: str | None = None) -> Row:
+    """Pick attempt ``n`` of a race (see the module docstring). ``integrated``: its branch is on
+    the base branch already (``dispatch.finish.pick``); ``to_review``: the race goes to review
+    with its pick instead of done (it requires review)."""
+    return db.write(_pick, board, task_id, int(n), integrated, to_review, actor)
+
+
+def refuse(db: Database, board: str, task_id: str, reason: str, *, actor: str = "dispatcher") -> Row:
+    """The dispatcher could not integrate a first-pass winner: the race is blocked with why."""
+    def _w(tx: Tx) -> Row:
+        out = _block(tx, board, task_id, reason, "needs_input", None, actor)
+        tx.execute("UPDATE tasks SET integration = 'refused' WHERE id = :id", {"id": task_id})
+        tx.event(board, task_id, "integration_refused", {"reason": reason}, actor=actor)
+        return out
+    return db.write(_w)
+
+
+def entries_of(items: Iterable[Row]) -> list[Entry]:
+    return [Entry(str(r["profile"]), r.get("model")) for r in items]
+
+
+__all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "is_unpicked_race", "pick", "refuse", "settle",
+           "settle_one"]

@@ -1,0 +1,54 @@
+"""opencode takes real turns under the dispatcher against the scripted model server (Chat Completions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Board, Model, branch_files
+
+WORK = [
+    {"calls": [{"write": {"path": "{cwd}/hello.txt", "content": "hello from opencode"}}]},
+    {"calls": [{"shell": "git add hello.txt && git commit -qm 'add hello.txt'"},
+               {"shell": "wc -c < hello.txt > size.txt"}]},
+    {"calls": [{"mcp": "kanban_heartbeat", "args": {"note": "wrote hello.txt"}}]},
+    {"calls": [{"mcp": "kanban_complete", "args": {"summary": "opencode added hello.txt and its size"}}]},
+    {"text": "Done."},
+]
+
+
+def _runs(board: Board, task_id: str) -> list[dict[str, Any]]:
+    return [r for r in board.runs(task_id) if not r.get("synthetic")]
+
+
+def test_an_opencode_worker_writes_commits_heartbeats_and_completes_through_mcp_in_one_pass(
+        board: Board, model: Model) -> None:
+    model.script(*WORK, usage={"input_tokens": 700, "output_tokens": 15})
+    profile = board.opencode(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "done", task
+    assert "opencode added hello.txt and its size" in str(task)
+    assert "hello.txt" in branch_files(board.repo, task["branch_name"])
+    assert "hello.txt" not in branch_files(board.repo, "main")
+    worktree = board.repo / ".worktrees" / tid
+    assert (worktree / "size.txt").read_text().strip() == str(len("hello from opencode"))
+    (run,) = _runs(board, tid)
+    assert run["outcome"] == "completed" and run["exit_code"] == 0
+    assert run["input_tokens"] == 5 * 700 and run["output_tokens"] == 5 * 15
+    beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
+    assert tid in beats and "wrote hello.txt" in beats
+
+
+def test_an_opencode_worker_without_a_valid_key_waits_for_a_person(board: Board, model: Model) -> None:
+    model.script({"status": 401})
+    profile = board.opencode(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
+    assert "could not sign in" in str(task), task

@@ -1,0 +1,61 @@
+"""`agentboard mcp` answers ``initialize`` before the MCP SDK has loaded: the answer is the SDK's own,
+and the session the SDK then serves is the same one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from mcp_types import version
+
+from agentboard.mcp import stdio
+
+ENV_WORKER = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default",
+              "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_nothing"}
+
+
+def _talk(argv: list[str], messages: list[dict[str, Any]], answers: int) -> list[dict[str, Any]]:
+    """Send ``messages`` on one line each; read ``answers`` lines back; close standard input."""
+    import os
+
+    env = {**os.environ, **ENV_WORKER}
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    proc.stdin.flush()
+    out = [json.loads(proc.stdout.readline()) for _ in range(answers)]
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    assert proc.stdout.read() == b""  # nothing more: the SDK's own answer to initialize was not passed on
+    return out
+
+
+def _initialize(protocol: str, rid: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {
+        "protocolVersion": protocol, "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+@pytest.mark.parametrize("protocol", ["2025-06-18", "2024-11-05", "2099-01-01"])
+def test_the_quick_answer_to_initialize_is_the_one_the_sdk_gives(protocol: str) -> None:
+    quick = _talk([sys.executable, "-m", "agentboard", "mcp"], [_initialize(protocol)], 1)
+    sdk = _talk([sys.executable, "-c", "from agentboard.mcp.server import serve; serve()"], [_initialize(protocol)], 1)
+    assert quick == sdk
+
+
+def test_the_sdk_serves_the_rest_of_the_session_in_order() -> None:
+    out = _talk([sys.executable, "-m", "agentboard", "mcp"],
+                [_initialize("2025-06-18", 7), INITIALIZED, {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
+                 {"jsonrpc": "2.0", "id": 9, "method": "ping"}], 3)
+    assert [m["id"] for m in out] == [7, 8, 9]
+    assert "kanban_complete" in {t["name"] for t in out[1]["result"]["tools"]}
+    assert out[2]["result"] == {}
+
+
+def test_the_versions_answered_are_those_the_sdk_negotiates() -> None:
+    assert stdio.HANDSHAKE_VERSIONS == version.HANDSHAKE_PROTOCOL_VERSIONS
