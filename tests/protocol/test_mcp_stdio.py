@@ -48,13 +48,19 @@ def test_the_quick_answer_to_initialize_is_the_one_the_sdk_gives(protocol: str) 
     assert quick == sdk
 
 
-def test_the_sdk_serves_the_rest_of_the_session_in_order() -> None:
+def test_the_sdk_serves_the_rest_of_the_session_even_sent_before_it_has_loaded() -> None:
+    review = {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+              "params": {"name": "kanban_review", "arguments": {"verdict": "approved", "score": 90, "summary": "ok"}}}
     out = _talk([sys.executable, "-m", "agentboard", "mcp"],
                 [_initialize("2025-06-18", 7), INITIALIZED, {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
-                 {"jsonrpc": "2.0", "id": 9, "method": "ping"}], 3)
-    assert [m["id"] for m in out] == [7, 8, 9]
-    assert "kanban_complete" in {t["name"] for t in out[1]["result"]["tools"]}
-    assert out[2]["result"] == {}
+                 {"jsonrpc": "2.0", "id": 9, "method": "ping"}, review], 4)
+    assert out[0]["id"] == 7 and sorted(m["id"] for m in out[1:]) == [8, 9, 10]
+    by_id = {m["id"]: m for m in out}
+    assert "kanban_complete" in {t["name"] for t in by_id[8]["result"]["tools"]}
+    assert by_id[9]["result"] == {}
+    # the tool ran in the session the client initialized (not refused as a request of another
+    # protocol version): its own answer, that this is no review run
+    assert "kanban_review is for a review run" in by_id[10]["result"]["content"][0]["text"], by_id[10]
 
 
 def test_the_versions_answered_are_those_the_sdk_negotiates() -> None:

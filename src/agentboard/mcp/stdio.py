@@ -9,8 +9,9 @@ a few lines of its own, while the SDK loads in the main thread; then the SDK ser
 - the standard input and output the client holds are kept on private descriptors; the SDK gets
   a pipe as its standard input and one as its standard output;
 - a thread reads the client's messages: it answers ``initialize`` and passes it on to the SDK
-  (so the SDK's session is initialized the same way), then passes on every later line as it
-  came, in order — a request the SDK is not ready for waits in the pipe;
+  (so the SDK's session is initialized the same way), then, once the SDK has answered that
+  ``initialize`` too, passes on every later line as it came, in order (the SDK handles requests
+  concurrently: one passed on sooner could be taken before the session knows its version);
 - another thread copies the SDK's output to the client, but for its answer to that
   ``initialize`` (the client has one already).
 
@@ -57,6 +58,8 @@ class Front:
         self.instructions = instructions
         self.answered: object = None  # the id of the initialize this side answered
         self.has_answered = threading.Event()
+        #: the SDK answered that initialize too: its session is ready for the next messages
+        self.sdk_ready = threading.Event()
         self.lock = threading.Lock()
 
     def _send(self, data: bytes) -> None:
@@ -68,7 +71,11 @@ class Front:
         """Client → SDK (answering the first ``initialize`` on the way); EOF closes the SDK's input."""
         try:
             for line in self.client_in:
-                if not self.has_answered.is_set():
+                if self.has_answered.is_set():
+                    # the SDK handles messages concurrently: none may reach it before its session
+                    # has taken the initialize (it would not know the negotiated version yet)
+                    self.sdk_ready.wait()
+                else:
                     msg = _message(line)
                     if msg.get("method") == "initialize" and "id" in msg:
                         self.answered = msg["id"]
@@ -97,6 +104,7 @@ class Front:
                     msg = _message(line)
                     if "id" in msg and msg["id"] == self.answered and ("result" in msg or "error" in msg):
                         dropped = True
+                        self.sdk_ready.set()
                         continue
                 self._send(line)
         except (OSError, ValueError):  # the client is gone
