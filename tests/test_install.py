@@ -1,6 +1,6 @@
 """The installs people use, from a clean clone of the repository: the venv line (`python3 -m venv
 V && V/bin/pip install .`, the venv's own pip building the clone's wheel first, as `pip install .`
-does) and `pipx install` of that wheel. Each installs the wheel and all its dependencies into an
+does), `pipx install` of that wheel, and `uv tool install .` of the clone. Each installs the wheel and all its dependencies into an
 environment of its own; the installed `agentboard` runs its version and the demo. Slow (a whole
 install each), so marked `install`; CI runs them."""
 
@@ -78,6 +78,20 @@ def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path, venv_line: 
     env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
            "PIPX_MAN_DIR": str(tmp_path / "man")}
     r = subprocess.run([sys.executable, "-m", "pipx", "install", "--python", base_python(), str(wheel)],
+                       capture_output=True, text=True, env=env, timeout=1100)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    exe = tmp_path / "bin" / "agentboard"
+    assert exe.exists()
+    run_installed(exe, tmp_path)
+
+
+def test_uv_tool_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is a test dependency (pip install -e '.[test]')"
+    clone = clean_clone(tmp_path)
+    env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "uv-tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_PYTHON_DOWNLOADS": "never", "UV_NATIVE_TLS": "1"}
+    r = subprocess.run([uv, "tool", "install", "--python", base_python(), str(clone)],
                        capture_output=True, text=True, env=env, timeout=1100)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     exe = tmp_path / "bin" / "agentboard"

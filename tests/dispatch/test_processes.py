@@ -92,8 +92,10 @@ def test_restart_handles_dead_workers_at_once(ab, board, tmp_path):
     pids = [r["worker_pid"] for t in ids for r in board.runs(t)]
     d1.send_signal(signal.SIGKILL)
     d1.wait()
-    for pid in pids:  # the host "lost" its workers too
-        os.killpg(pid, signal.SIGKILL)
+    from agentboard.dispatch.liveness import group_has_live
+
+    for pid in pids:  # its guard stops its workers
+        wait_for(lambda pid=pid: not group_has_live(pid), what="the killed dispatcher's workers gone")
     (tmp_path / "second").write_text("")
     d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_CLAIM_TTL=3600)
     try:
@@ -247,8 +249,10 @@ def test_three_dispatchers_on_postgres_each_task_once_and_a_dead_host_s_tasks_re
         pids = [board.runs(t)[0]["worker_pid"] for t in more]
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
-        for pid in pids:
-            os.killpg(pid, signal.SIGKILL)
+        from agentboard.dispatch.liveness import group_has_live
+
+        for pid in pids:  # its guard stops its workers
+            wait_for(lambda pid=pid: not group_has_live(pid), what="the killed host's workers gone")
         mark.write_text("")
         for p in procs[1:]:
             p.send_signal(signal.SIGCONT)

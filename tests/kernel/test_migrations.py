@@ -23,7 +23,7 @@ from agentboard.store.schema import metadata
 
 # SQLite's full-text tables; PostgreSQL's event-order index and task count deltas
 MIGRATION_ONLY_PREFIXES = ("wiki_fts", "ix_wiki_pages_fts", "wiki_pages_fts_", "ix_events_xid",
-                           "task_count_deltas", "ix_count_deltas")
+                           "task_count_deltas", "ix_count_deltas", "task_counts")
 
 
 def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:

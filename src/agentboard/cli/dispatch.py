@@ -18,6 +18,7 @@ from .common import (
     emit_json,
     handle_errors,
     json_option,
+    me,
     resolve_board,
     settings,
     task_board,
@@ -184,7 +185,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     import threading
 
     from agentboard.api.serve import WorkerAPI, run_tokens
-    from agentboard.config import redact
+    from agentboard.config import DISPATCHER_POOL, is_set, redact
     from agentboard.dispatch.dispatcher import Dispatcher
 
     from .serve import observe_setup, start_metrics
@@ -193,6 +194,9 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     observe_setup(s, log_format, "WARNING" if quiet else "INFO")
     if interval:
         s.dispatch_interval = interval
+    for name, size in zip(("pg_pool_size", "pg_max_overflow"), DISPATCHER_POOL, strict=True):
+        if not is_set(s, name):  # a dispatcher host's share of the server's connections (docs/deploy.md)
+            setattr(s, name, size)
     api = WorkerAPI(s, db()).start()
     d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
     done = threading.Event()
@@ -237,13 +241,12 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
     """Print the worker log of a task's latest (or --run N) run."""
-    import os
     from pathlib import Path
 
     from agentboard.domain.errors import NotFound
     from agentboard.kernel import queries
 
-    task_id = task_id or os.environ.get("AGENTBOARD_TASK")
+    task_id = task_id or me().task
     if not task_id:
         raise click.UsageError("give a task id")
     slug = task_board(task_id, board)

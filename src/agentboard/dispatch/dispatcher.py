@@ -24,6 +24,7 @@ from ..config import Settings
 from ..observe import metrics
 from ..observe.health import PassMarks
 from ..store.engine import Database
+from .guard import guard_pid_file, take_over
 from .planning import Planner
 from .reaping import Reaper
 from .report import PassReport
@@ -125,6 +126,17 @@ class Dispatcher:
         if self._thread is not None:
             return
         self._stop.clear()
+        if not self.ctx.one_shot:  # this host's earlier dispatcher's workers, then our guard
+            pid_file = guard_pid_file(self.ctx.home, self.host)
+            take_over(pid_file)
+            try:
+                adopted, stopped = self.reaper.take_over_leftovers()
+                if adopted or stopped:
+                    log.info("took over %d worker(s) of an earlier dispatcher on this host, stopped %d whose "
+                             "run was no longer current", adopted, stopped)
+            except Exception:
+                log.exception("reading the workers an earlier dispatcher on this host left failed")
+            self.ctx.guard.start(pid_file)
         self._waker = Waker(self.db)
         self._waker.start()
         self._thread = threading.Thread(target=self._loop, args=(self._waker,), name="agentboard-dispatcher",
@@ -132,7 +144,8 @@ class Dispatcher:
         self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the loop; workers keep running and a later dispatcher picks their tasks up."""
+        """Stop the loop; workers keep running and a dispatcher started on this host within
+        half the claim TTL takes them over (past that the guard stops them, :mod:`.guard`)."""
         self._stop.set()
         if self._waker is not None:
             self._waker.set()
@@ -148,6 +161,7 @@ class Dispatcher:
         self.planner.supervising.drain()
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
+        self.ctx.guard.detach(float(self.settings.claim_ttl) / 2)
 
     def wake(self) -> None:
         """Ask for a pass now (e.g. the dashboard's "dispatch now")."""

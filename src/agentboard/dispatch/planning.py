@@ -143,10 +143,10 @@ class Load:
     per_profile: Counter[str] = field(default_factory=Counter)
     local: int = 0
 
-    def add(self, board: str, profile: str | None) -> None:
-        self.per_board[board] += 1
+    def add(self, board: str, profile: str | None, n: int = 1) -> None:
+        self.per_board[board] += n
         if profile:
-            self.per_profile[profile] += 1
+            self.per_profile[profile] += n
 
 
 class Planner:
@@ -193,11 +193,15 @@ class _Pass:
         self.due = earliest(self.due, at)
 
     def run(self) -> tuple[PassReport, float | None]:
-        snap = kd.pass_snapshot(self.ctx.db, self.now)  # one read for what every pass needs
+        # one read for what every pass needs: our own running tasks and others' lapsed claims
+        snap = kd.pass_snapshot(self.ctx.db, self.now, host=self.ctx.host)
         held = self._hold([board_out(r) for r in snap.boards])
         if not held:
             return self.report, self.due
         slugs = {b["slug"] for b in held}
+        for r in snap.load:  # every host's running tasks, for the caps
+            if r["board"] in slugs:
+                self.load.add(r["board"], r["assignee"], int(r["n"]))
         for w in self.ctx.workers.all():  # reap our children
             w.poll()
         self._check_running([r for r in snap.running if r["board"] in slugs],
@@ -290,8 +294,7 @@ class _Pass:
         if not self.dry_run:
             exits, due = reaper.check_orphans(current, self.now)
             self._due(due)
-        for r in rows:
-            self.load.add(r["board"], r["assignee"])
+        for r in rows:  # (their load is counted from the snapshot's per-board counts)
             if ctx.local(r) and ctx.workers.takes_slot(r["current_run_id"]):
                 self.load.local += 1
             if self.dry_run:

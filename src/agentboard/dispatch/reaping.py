@@ -35,7 +35,7 @@ from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
-from ..protocol import lifecycle, review
+from ..protocol import lifecycle
 from ..store.engine import Row
 from . import adapters, finish, liveness, spawn
 from .report import Seen
@@ -162,7 +162,7 @@ class Reaper:
         try:
             if not kd.sent_to_review_by(self.ctx.db, w.board, w.task_id, w.run_id):
                 return
-            review.on_review_entered(self.ctx.db, self.ctx.settings, w.board, w.task_id)
+            finish.review_entered(self.ctx.db, self.ctx.settings, w.board, w.task_id)
         except AgentboardError as exc:
             log.info("review hand-off of %s after run %s: %s", w.task_id, w.run_id, exc)
 
@@ -180,6 +180,35 @@ class Reaper:
     def stop_later(self, w: spawn.Worker) -> None:
         """Stop a worker whose run is no longer current, on the job pool."""
         self.ctx.jobs.submit(w.run_id, self.stop_orphan, w)
+
+    # -- an earlier dispatcher's workers on this host ----------------------------------------------
+
+    def take_over_leftovers(self) -> tuple[int, int]:
+        """The workers an earlier dispatcher process on this host started and left alive (its
+        worker file, :mod:`.guard`): those whose run is still current are adopted (watched by pid,
+        guarded, kept in the file); the others are stopped — their task may already run again
+        elsewhere. Returns (adopted, stopped)."""
+        ctx = self.ctx
+        listed = ctx.worker_file.read()
+        alive = {rid: (pid, at) for rid, (pid, at) in listed.items()
+                 if ctx.workers.get(rid) is None and liveness.pid_alive(pid, started_after=at)}
+        runs = kd.last_runs(ctx.db, list(alive)) if alive else {}
+        keep: dict[int, tuple[int, float]] = {}
+        stopped = 0
+        for rid, (pid, at) in alive.items():
+            run = runs.get(rid) or {}
+            if run.get("status") == "open" and run.get("worker_host") == ctx.host and run.get("worker_pid") == pid:
+                keep[rid] = (pid, at)
+                ctx.guard.hold(pid)
+                ctx.exits.watch(pid)
+                continue
+            stopped += 1
+            log.warning("run %s: its worker (pid %s) outlived an earlier dispatcher on this host and its run is "
+                        "no longer current; stopping it", rid, pid)
+            ctx.jobs.submit(rid, self._stop_pid, str(run.get("board") or ""), str(run.get("task_id") or ""),
+                            rid, pid, at)
+        ctx.worker_file.rewrite(keep)
+        return len(keep), stopped
 
     # -- a previous run's worker ----------------------------------------------------------------------
 
@@ -208,7 +237,9 @@ class Reaper:
         return True
 
     def _stop_pid(self, board: str, task_id: str, run_id: int, pid: int, started: float | None) -> None:
-        if not liveness.stop_worker(pid, grace=STOP_GRACE, started_after=started):
+        if liveness.stop_worker(pid, grace=STOP_GRACE, started_after=started):
+            self.ctx.guard.release(pid)
+        elif board:
             self.ctx.notes.note(
                 ("deferred", run_id), board, task_id, "reclaim_deferred",
                 {"pid": pid, "reason": "the previous run's worker survived SIGKILL; not starting a duplicate"},
@@ -485,7 +516,7 @@ class Reaper:
             self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
             facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
                                                        facts.workspace),
-            complete=finish.complete_verified)
+            complete=finish.complete_verified, apply_verdict=finish.review)
         if decision.action == "handled":
             return
         if decision.action == "repair" and decision.prompt_file is not None:

@@ -31,6 +31,8 @@ from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import runs as kr
 from ..store.engine import Database, Row
+from .exits import ExitWatcher
+from .guard import Guard, WorkerFile, worker_file
 from .spawn import Worker
 
 log = logging.getLogger("agentboard.dispatch")
@@ -50,6 +52,8 @@ class WorkerRegistry:
         self._busy: set[int] = set()
         self._exiting: set[int] = set()
         self._orphan_since: dict[int, float] = {}
+        #: called with each worker as it is forgotten (its guard and the host's worker file)
+        self.on_forget: Callable[[Worker], None] | None = None
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -66,6 +70,8 @@ class WorkerRegistry:
         with self._lock:
             w = self._workers.pop(run_id, None)
             self._orphan_since.pop(run_id, None)
+        if w is not None and self.on_forget is not None:
+            self.on_forget(w)
         if w is not None and tracing.tracer is not None:  # the run's span: start to handled exit
             tracing.finished_span("worker.run", w.started, {
                 "agentboard.board": w.board, "agentboard.task": w.task_id, "agentboard.run": w.run_id,
@@ -211,10 +217,34 @@ class Context:
     workers: WorkerRegistry = field(default_factory=WorkerRegistry)
     notes: Notes = field(init=False)
     jobs: Jobs = field(init=False)
+    #: one thread wakes the dispatcher on any worker's exit (:mod:`.exits`)
+    exits: ExitWatcher = field(init=False)
+    #: ends this dispatcher's workers if it dies (:mod:`.guard`; started by ``Dispatcher.start``)
+    guard: Guard = field(init=False)
+    #: the workers this host's dispatcher started, for the next one on the host (:mod:`.guard`)
+    worker_file: WorkerFile = field(init=False)
 
     def __post_init__(self) -> None:
         self.notes = Notes(self.db)
         self.jobs = Jobs(self.workers, self.wake)
+        self.exits = ExitWatcher(self.wake)
+        self.guard = Guard()
+        self.worker_file = WorkerFile(worker_file(self.home, self.host))
+        self.workers.on_forget = self._gone
+
+    def track(self, w: Worker) -> None:
+        """A worker just started: its exit wakes the dispatcher; unless this is a one-shot pass
+        (whose workers outlive it), the guard ends its process group if the dispatcher dies and
+        the worker file lists it."""
+        self.exits.watch(w.proc)
+        if not self.one_shot:
+            self.guard.hold(w.pid)
+            self.worker_file.started(w.run_id, w.pid, w.started)
+
+    def _gone(self, w: Worker) -> None:
+        if not self.one_shot:
+            self.guard.release(w.pid)
+            self.worker_file.gone(w.run_id)
 
     @property
     def home(self) -> Path:

@@ -49,8 +49,9 @@ class PassSnapshot:
     #: boards not archived, by slug
     boards: list[Row]
     profiles: list[Row]
-    #: every running task with its current run (``run_started_at``, ``log_path``, ``profile``,
-    #: ``run_workspace``) and its worker and claim
+    #: the running tasks to look at, with their current run (``run_started_at``, ``log_path``,
+    #: ``profile``, ``run_workspace``) and worker and claim: every one, or with a ``host`` only
+    #: that host's (and those with no host) and other hosts' whose claim has lapsed
     running: list[Row]
     #: per board, the earliest end of a ready task's cooldown
     cooldowns: dict[str, float]
@@ -58,19 +59,36 @@ class PassSnapshot:
     reviewing: list[Row] = field(default_factory=list)
     #: per board, the earliest end of a timed block (``rate_limited``), past ones included
     timed_blocks: dict[str, float] = field(default_factory=dict)
+    #: running tasks of every host per (board, assignee): what the caps count
+    load: list[Row] = field(default_factory=list)
 
 
-def pass_snapshot(db: Database, now: float | None = None) -> PassSnapshot:
+def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
     """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
-    every running task with its current run and, per board, the earliest end of a ready task's
-    cooldown after ``now``."""
+    the running tasks with their current run and, per board, the earliest end of a ready task's
+    cooldown after ``now``.
+
+    ``host``: only that host's running tasks (and those no host recorded yet: on SQLite its own,
+    or a spawn under way), through the partial index of running tasks by host, plus other
+    hosts' whose claim has lapsed (through the partial index of running claims by expiry); the
+    caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
+    not O(every worker of the fleet)."""
     at = time.time() if now is None else now
+
+    def _running(tx: Tx) -> list[Row]:
+        if host is None:
+            return tx.all(_RUNNING)
+        own = tx.all(_RUNNING + " AND (t.worker_host = :h OR t.worker_host IS NULL)", {"h": host})
+        lapsed = tx.all(_RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h", {"h": host, "now": at})
+        return own + lapsed
 
     def _r(tx: Tx) -> PassSnapshot:
         return PassSnapshot(
             boards=tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
             profiles=tx.all("SELECT * FROM profiles"),
-            running=tx.all(_RUNNING),
+            running=_running(tx),
+            load=tx.all("SELECT board, assignee, COUNT(*) AS n FROM tasks WHERE status = 'running' "
+                        "GROUP BY board, assignee") if host is not None else [],
             cooldowns={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
                 "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
@@ -172,7 +190,7 @@ def last_runs(db: Database, run_ids: list[int]) -> dict[int, Row]:
     def _r(tx: Tx) -> dict[int, Row]:
         params: dict[str, Any] = {}
         rows = tx.all(
-            "SELECT id, task_id, status, outcome, worker_pid, worker_host, started_at, ended_at, error "
+            "SELECT id, task_id, board, status, outcome, worker_pid, worker_host, started_at, ended_at, error "
             "FROM task_runs WHERE id IN " + in_list("r", ids, params),
             params,
         )

@@ -1,9 +1,8 @@
 """What monitoring reads at scrape time, each one cheap read, and the dispatchers' pass marks.
 
 The reads serve ``GET /metrics`` and ``GET /readyz`` (``observe/``): they read running counts
-(PostgreSQL's ``task_count_deltas``), indexed subsets (running tasks by host, blocked tasks,
-wakes by status) or small tables, never a pass over every task on PostgreSQL. On SQLite the task
-counts are one ``GROUP BY`` on the ``(board, status)`` index (docs/metrics.md gives the cost).
+(PostgreSQL's ``task_count_deltas``, SQLite's ``task_counts``), indexed subsets (running tasks by
+host, budget-blocked tasks, wakes by status) or small tables, never a pass over every task.
 
 A dispatcher marks that it passes with :func:`mark_pass` (at most every
 :data:`PASS_MARK_EVERY` seconds, a row of ``agentboard_meta`` per host), so a ``serve`` without
@@ -53,7 +52,6 @@ class Snapshot:
 
 def snapshot(db: Database) -> Snapshot:
     """The board-wide figures of a scrape, in one read transaction."""
-    from ..store.engine import in_list
     from .maintenance import COUNT_DELTAS_FOLD_AT
 
     def _r(tx: Tx) -> Snapshot:
@@ -65,19 +63,17 @@ def snapshot(db: Database) -> Snapshot:
             for r in rows:
                 per_board[r["board"]] = per_board.get(r["board"], 0) + int(r["k"])
             snap.fold = [b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT]
-        else:  # the (board, status) index, read whole
-            rows = tx.all("SELECT board, status, COUNT(*) AS n FROM tasks GROUP BY board, status")
+        else:  # the triggers' counter rows (0020)
+            rows = tx.all("SELECT board, status, n FROM task_counts WHERE n != 0")
         for r in rows:
             snap.tasks[(str(r["board"]), str(r["status"]))] = int(r["n"] or 0)
         slugs = {str(r["slug"]) for r in tx.all("SELECT slug FROM boards WHERE archived = 0")}
         snap.boards = sorted(slugs | {b for b, _ in snap.tasks})
         snap.running = {str(r["worker_host"] or ""): int(r["n"]) for r in tx.all(
             "SELECT worker_host, COUNT(*) AS n FROM tasks WHERE status = 'running' GROUP BY worker_host")}
-        if snap.boards:  # each board's blocked tasks, through the (board, status) index
-            params: dict[str, Any] = {}
-            snap.budget_blocked = {str(r["board"]): int(r["n"]) for r in tx.all(
-                "SELECT board, COUNT(*) AS n FROM tasks WHERE board IN " + in_list("b", snap.boards, params)
-                + " AND status = 'blocked' AND block_kind = 'budget' GROUP BY board", params)}
+        snap.budget_blocked = {str(r["board"]): int(r["n"]) for r in tx.all(  # their own partial index
+            "SELECT board, COUNT(*) AS n FROM tasks WHERE status = 'blocked' AND block_kind = 'budget' "
+            "GROUP BY board")}
         snap.wakes = {(str(r["board"]), str(r["status"])): int(r["n"]) for r in tx.all(
             "SELECT board, status, COUNT(*) AS n FROM supervisor_wakes GROUP BY board, status")}
         snap.notify = {str(r["board"]): (int(r["behind"] or 0), int(r["parked"] or 0)) for r in tx.all(

@@ -132,11 +132,14 @@ def board_view(
                 "GROUP BY status", {"board": board})}
             hidden = sum(n for s, n in sup.items() if s in counts)
         base = f"board = :board AND {NOT_ATTEMPT}"
-        if tx.db.dialect == "postgresql" and where in (base, base + " AND " + NOT_SUPERVISION):
+        if where in (base, base + " AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
-            rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas WHERE board = :board "
-                          "GROUP BY status", params)
-            fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+            if tx.db.dialect == "postgresql":
+                rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas "
+                              "WHERE board = :board GROUP BY status", params)
+                fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+            else:
+                rows = tx.all("SELECT status, n FROM task_counts WHERE board = :board", params)
             if not supervision:
                 rows = [{**r, "n": int(r["n"]) - sup.get(r["status"], 0)} for r in rows]
             # the races' attempts, through their own small index

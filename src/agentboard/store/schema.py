@@ -103,6 +103,18 @@ tasks = sa.Table(
         sqlite_where=sa.text("purpose = 'supervision'"),
         postgresql_where=sa.text("purpose = 'supervision'"),
     ),
+    sa.Index(  # the tasks a spent budget blocks, per board (/metrics; 0020)
+        "ix_tasks_budget_blocked",
+        "board",
+        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
+    ),
+    sa.Index(  # other hosts' lapsed claims, found by a pass without reading every running task (0020)
+        "ix_tasks_running_claims",
+        "claim_expires",
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    ),
     sa.Index(
         "ix_tasks_race_of",
         "race_of",
@@ -240,7 +252,8 @@ task_events = sa.Table(
     # PostgreSQL also has ix_events_xid (xid, id), created by migration 0013 only there: SQLite
     # orders by id and would only pay for the index on every insert. PostgreSQL also has the
     # table task_count_deltas (id, board, status, d), filled by triggers on tasks (0013), which
-    # the board view sums instead of counting; SQLite counts.
+    # the board view sums instead of counting. SQLite has the table task_counts (board, status,
+    # n), one row per board and status kept by triggers on tasks (0020), read the same way.
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
 
@@ -524,4 +537,29 @@ meta = sa.Table(
     metadata,
     sa.Column("key", sa.String(128), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+
+# a chat user (Slack, Discord, Telegram) and what they may do, as an API token (0019)
+chat_links = sa.Table(
+    "chat_links",
+    metadata,
+    sa.Column("platform", sa.String(16), primary_key=True),
+    sa.Column("user_id", sa.String(64), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    # one board, or NULL: every board
+    sa.Column("board", sa.String(64)),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+)
+
+# the chat thread a task was created from: its notifications go back there (0019)
+chat_threads = sa.Table(
+    "chat_threads",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("platform", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("thread", sa.String(256), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
 )

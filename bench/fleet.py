@@ -1,0 +1,238 @@
+"""A fleet of dispatcher hosts on one PostgreSQL: waves of script agents, a burst, a kill -9.
+
+``--hosts`` (default 8) ``agentboard dispatcher`` processes, each a simulated host (its own
+``AGENTBOARD_HOST_ID`` and home, ``max_parallel`` ``--slots``, claim TTL ``--ttl``), on a fresh
+database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``. Phases:
+
+1. **steady**: ``--rate`` new tasks per second for ``--seconds``; ready → spawn latency of each
+   task from its events (``created`` → ``spawned``), p50/p99;
+2. **burst**: ``--burst`` tasks made ready at once (one transaction); time to the first and the
+   last ``spawned``;
+3. **kill -9**: one host killed with its agents at work (they sleep ``--kill-work`` s); its
+   agents must be gone within its guard's grace (sampled), its tasks back on the board within the
+   claim TTL and completed once elsewhere.
+
+Reported: latencies, peak concurrent agents, duplicates (tasks with more than one completed
+run), the killed host's orphans still alive after 5 s and when its tasks started again,
+threads and RSS of each dispatcher (and per agent) at peak, and the guard processes' RSS.
+``VACUUM ANALYZE`` runs before each phase. Numbers from a shared machine are noisy: compare runs
+of the same machine only.
+
+    python bench/fleet.py [--hosts 8] [--slots 40] [--rate 10] [--seconds 20] [--burst 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared import DEFAULT_PG, drop_pg, fresh_pg, load_average  # noqa: E402
+
+
+def _agent(secs: float) -> str:
+    return "sh -c " + shlex.quote(
+        f"sleep {secs}; echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json")
+
+
+def _vacuum(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def _pct(xs: list[float], p: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))], 1)
+
+
+def _latencies(db: Any, ids: list[str]) -> tuple[list[float], float | None, float | None]:
+    """ms from each task's ``created`` to its first ``spawned`` event; and the first and last
+    spawn times."""
+    from agentboard.store.engine import in_list
+
+    def _r(tx: Any) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {}
+        return tx.all("SELECT task_id, kind, MIN(created_at) AS at FROM task_events WHERE kind IN ('created', "
+                      "'spawned') AND task_id IN " + in_list("t", ids, params) + " GROUP BY task_id, kind", params)
+    rows = db.read(_r)
+    created = {r["task_id"]: float(r["at"]) for r in rows if r["kind"] == "created"}
+    spawned = {r["task_id"]: float(r["at"]) for r in rows if r["kind"] == "spawned"}
+    lat = [(spawned[t] - created[t]) * 1000 for t in spawned if t in created]
+    return lat, (min(spawned.values()) if spawned else None), (max(spawned.values()) if spawned else None)
+
+
+def _count(db: Any, sql: str, params: dict[str, Any] | None = None) -> int:
+    return int(db.read(lambda tx: tx.scalar(sql, params or {})) or 0)
+
+
+def _wait(fn: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    import agentboard
+
+    root = Path(tempfile.mkdtemp(prefix="ab-bench-fleet-"))
+    ab = agentboard.connect(url)
+    ab.settings.home = root / "client"
+    ab.add_profile("w", command=_agent(args.work))
+    ab.add_profile("long", command=_agent(args.kill_work))
+    board = ab.board()
+    procs: list[subprocess.Popen[bytes]] = []
+    out: dict[str, Any] = {"hosts": args.hosts, "slots": args.slots, "ttl_s": args.ttl, "work_s": args.work}
+    for i in range(args.hosts):
+        home = root / f"host{i}"
+        home.mkdir()
+        env = {**os.environ, "AGENTBOARD_HOME": str(home), "AGENTBOARD_DATABASE_URL": url,
+               "AGENTBOARD_HOST_ID": f"host-{i}", "AGENTBOARD_MAX_PARALLEL": str(args.slots),
+               "AGENTBOARD_CLAIM_TTL": str(args.ttl)}
+        log = open(root / f"host{i}.log", "ab")  # noqa: SIM115 - the child's
+        procs.append(subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--quiet"], env=env,
+                                      stdout=log, stderr=log, start_new_session=True))
+    running_q = "SELECT COUNT(*) FROM tasks WHERE status = 'running'"
+    peak = {"agents": 0, "threads": [0] * args.hosts, "rss_kb": [0] * args.hosts}
+
+    def sample() -> None:
+        n = _count(ab.db, running_q)
+        if n >= peak["agents"]:
+            peak["agents"] = n
+            peak["threads"] = [_threads(p.pid) for p in procs]
+            peak["rss_kb"] = [_rss_kb(p.pid) for p in procs]
+    try:
+        time.sleep(3)  # the dispatchers start
+        # 1. steady
+        _vacuum(url)
+        ids: list[str] = []
+        t0 = time.monotonic()
+        k = 0
+        while time.monotonic() - t0 < args.seconds:
+            due = int((time.monotonic() - t0) * args.rate)
+            while k < due:
+                ids.append(board.create(f"steady {k}", assignee="w")["id"])
+                k += 1
+            sample()
+            time.sleep(0.05)
+        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'done'") >= len(ids), 120)
+        lat, _, _ = _latencies(ab.db, ids)
+        out["steady"] = {"rate_per_s": args.rate, "tasks": len(ids), "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+                         "peak_agents": peak["agents"]}
+        # 2. burst: made ready at once
+        _vacuum(url)
+        gate = board.create("gate")["id"]  # no assignee: a person's task, its children wait for it
+        held = [board.create(f"burst {i}", assignee="w", parents=[gate])["id"] for i in range(args.burst)]
+        t_ready = time.time()
+        board.set_status(gate, "done")  # every child made ready in this one transaction
+        _wait(lambda: (sample() or True) and _count(ab.db, "SELECT COUNT(*) FROM task_runs r JOIN tasks t ON "
+                                                    "t.id = r.task_id WHERE t.title LIKE 'burst %'") >= len(held), 120)
+        _, first, last = _latencies(ab.db, held)
+        out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
+                        "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None}
+        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0, 180)
+        # 3. kill -9 of a host with its agents at work
+        _vacuum(url)
+        victim = procs[0]
+        long_ids = [board.create(f"long {i}", assignee="long")["id"] for i in range(args.hosts * 3)]
+        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND worker_host = "
+                                    "'host-0'") > 0 and _count(ab.db, running_q) >= len(long_ids), 60)
+        pids = [int(r["worker_pid"]) for r in ab.db.read(lambda tx: tx.all(
+            "SELECT worker_pid FROM tasks WHERE status = 'running' AND worker_host = 'host-0' AND worker_pid IS NOT NULL"))]
+        lost = {r["id"] for r in ab.db.read(lambda tx: tx.all(
+            "SELECT id FROM tasks WHERE status = 'running' AND worker_host = 'host-0'"))}
+        t_kill = time.time()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        time.sleep(5)
+        from agentboard.dispatch.liveness import group_has_live
+
+        orphans = sum(1 for p in pids if group_has_live(p))
+        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0,
+              args.ttl * 3 + args.kill_work * 2 + 60)
+        restarted = ab.db.read(lambda tx: tx.all(
+            "SELECT task_id, MIN(started_at) AS at FROM task_runs WHERE worker_host != 'host-0' AND attempt >= 1 "
+            "GROUP BY task_id"))
+        back = [float(r["at"]) - t_kill for r in restarted if r["task_id"] in lost]
+        out["kill"] = {"host_tasks": len(lost), "agents": len(pids), "orphans_alive_after_5s": orphans,
+                       "restarted_elsewhere": len(back), "restarted_after_s_max": round(max(back), 1) if back else None,
+                       "ttl_s": args.ttl}
+        out["duplicates"] = _count(ab.db, "SELECT COUNT(*) FROM (SELECT task_id FROM task_runs WHERE outcome = "
+                                          "'completed' GROUP BY task_id HAVING COUNT(*) > 1) d")
+        agents = max(1, peak["agents"])
+        out["resources_at_peak"] = {
+            "agents": peak["agents"], "dispatcher_threads": peak["threads"],
+            "dispatcher_rss_mb": [round(r / 1024, 1) for r in peak["rss_kb"]],
+            "dispatcher_rss_kb_per_agent": round(sum(peak["rss_kb"]) / agents, 1),
+        }
+        guards = [int(p.read_text()) for p in root.glob("host*/run/guard-*.pid")]
+        out["guard_rss_mb"] = [round(_rss_kb(g) / 1024, 1) for g in guards if _rss_kb(g)]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        ab.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pg", default=DEFAULT_PG)
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--slots", type=int, default=40)
+    ap.add_argument("--ttl", type=int, default=20)
+    ap.add_argument("--work", type=float, default=5.0)
+    ap.add_argument("--kill-work", type=float, default=30.0)
+    ap.add_argument("--rate", type=float, default=10.0)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--burst", type=int, default=200)
+    args = ap.parse_args()
+    load0 = load_average()
+    url, name = fresh_pg(args.pg)
+    try:
+        res = run(url, args)
+    finally:
+        drop_pg(args.pg, name)
+    print(json.dumps({"benchmark": "fleet", "load_average_start": load0, "load_average_end": load_average(),
+                      "cpus": os.cpu_count(), **res}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""No task's work runs twice at once: a killed dispatcher's workers die with it, a restarted one
+stops its own leftovers whose task moved on, and one thread watches every worker's exit."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from agentboard.dispatch.guard import guard_pid_file
+from agentboard.dispatch.liveness import group_has_live, pid_alive
+
+from .conftest import all_in, completed_runs, open_runs, wait_for
+from .test_processes import _start_dispatcher, _stop
+
+
+def _journal_agent(journal: Path, done_marker: Path) -> str:
+    """An agent that notes in ``journal`` when each of its runs begins and ends (a TERM ends it);
+    it works until ``done_marker`` exists when it starts, then reports done at once."""
+    script = (
+        f"j={journal}; trap 'echo end $AGENTBOARD_RUN_ID >> $j; exit 143' TERM; "
+        "echo begin $AGENTBOARD_RUN_ID >> $j; "
+        f"if [ -f {done_marker} ]; then echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json; "
+        "echo end $AGENTBOARD_RUN_ID >> $j; exit 0; fi; "
+        "sleep 600 & wait")
+    return "sh -c " + shlex.quote(script)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split("\n")[:-1] if path.exists() else []
+
+
+def _no_overlap(journal: Path) -> None:
+    """Every run's work ended before the next run's began."""
+    running: set[str] = set()
+    for line in _lines(journal):
+        what, run = line.split()
+        if what == "begin":
+            assert not running, f"run {run} began while {running} still worked: {_lines(journal)}"
+            running.add(run)
+        else:
+            running.discard(run)
+
+
+def _first_pid(board: Any, task_id: str) -> int:
+    wait_for(lambda: board.runs(task_id) and board.runs(task_id)[0]["worker_pid"], what="the worker's pid")
+    return int(board.runs(task_id)[0]["worker_pid"])
+
+
+def test_a_killed_dispatcher_s_worker_stops_with_it_and_its_task_completes_once(ab, board, tmp_path):
+    """kill -9 of the dispatcher: its agent is stopped (not left working as an orphan), and the
+    task runs again and completes exactly once, never two runs at the same time."""
+    journal, marker = tmp_path / "journal", tmp_path / "second"
+    ab.add_profile("w", command=_journal_agent(journal, marker))
+    t = board.create("long work", assignee="w")
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a", AGENTBOARD_CLAIM_TTL=3)
+    pid = _first_pid(board, t["id"])
+    wait_for(lambda: _lines(journal) == [f"begin {board.runs(t['id'])[0]['id']}"], what="the agent at work")
+    d1.send_signal(signal.SIGKILL)
+    d1.wait()
+    wait_for(lambda: not pid_alive(pid) and not group_has_live(pid), what="the killed dispatcher's worker gone")
+    marker.write_text("")
+    # another host takes the task over once its claim lapsed
+    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-b", AGENTBOARD_CLAIM_TTL=3)
+    try:
+        wait_for(lambda: all_in(board, [t["id"]], {"done"}), what="the task done on the other host")
+    finally:
+        _stop(d2)
+    assert completed_runs(ab.db, t["id"]) == 1 and open_runs(ab.db) == 0
+    runs = board.runs(t["id"])
+    assert [r["outcome"] for r in runs][-1] == "completed" and runs[0]["worker_host"] == "host-a"
+    assert runs[-1]["worker_host"] == "host-b"
+    _no_overlap(journal)
+
+
+def test_a_restarted_dispatcher_stops_its_leftover_worker_whose_task_moved_on(ab, board, tmp_path):
+    """The dispatcher and its guard both killed (the worker survives as an orphan); the task is
+    taken over by another host and done there; the first host's dispatcher, started again,
+    finds its leftover worker and stops it."""
+    journal, marker = tmp_path / "journal", tmp_path / "second"
+    ab.add_profile("w", command=_journal_agent(journal, marker))
+    t = board.create("long work", assignee="w")
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a", AGENTBOARD_CLAIM_TTL=3)
+    pid = _first_pid(board, t["id"])
+    guard_file = guard_pid_file(Path(ab.home), "host-a")
+    wait_for(guard_file.exists, what="the guard's pid file")
+    guard = int(guard_file.read_text())
+    os.kill(guard, signal.SIGKILL)  # the whole host side of it lost at once
+    d1.send_signal(signal.SIGKILL)
+    d1.wait()
+    assert pid_alive(pid)  # an orphan, as a host's crash could leave one
+    marker.write_text("")
+    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-b", AGENTBOARD_CLAIM_TTL=3)
+    try:
+        wait_for(lambda: all_in(board, [t["id"]], {"done"}), what="the task done on the other host")
+    finally:
+        _stop(d2)
+    assert pid_alive(pid)  # host-b cannot reach host-a's processes
+    d3 = _start_dispatcher(ab, tmp_path, "d3", AGENTBOARD_HOST_ID="host-a", AGENTBOARD_CLAIM_TTL=3)
+    try:
+        wait_for(lambda: not pid_alive(pid) and not group_has_live(pid), what="the leftover worker stopped")
+    finally:
+        _stop(d3)
+    assert "no longer current; stopping it" in (tmp_path / "d3.log").read_text()
+    assert completed_runs(ab.db, t["id"]) == 1
+    runs = board.runs(t["id"])
+    assert f"end {runs[0]['id']}" in _lines(journal)
+
+
+def test_a_dispatcher_stopped_on_purpose_leaves_its_worker_to_the_next_one_on_the_host(ab, board, tmp_path):
+    """SIGTERM: the worker keeps running, and the dispatcher started next on the host adopts it
+    (the task completes once, in its first run)."""
+    journal, go = tmp_path / "journal", tmp_path / "go"
+    ab.add_profile("w", command="sh -c " + shlex.quote(
+        f"while [ ! -f {go} ]; do sleep 0.05; done; echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json"))
+    t = board.create("survives a restart", assignee="w")
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a")
+    pid = _first_pid(board, t["id"])
+    _stop(d1)
+    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-a")
+    try:
+        wait_for(lambda: "took over 1 worker(s)" in (tmp_path / "d2.log").read_text(), what="the worker adopted")
+        assert pid_alive(pid)
+        go.write_text("")
+        wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+    finally:
+        _stop(d2)
+    assert [r["outcome"] for r in board.runs(t["id"])] == ["completed"]
+    assert not journal.exists()
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_a_dispatcher_with_50_workers_holds_no_thread_per_worker(ab, board, tmp_path):
+    go = tmp_path / "go"
+    ab.add_profile("w", command="sh -c " + shlex.quote(
+        f"while [ ! -f {go} ]; do sleep 0.2; done; echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json"))
+    ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(50)]
+    d = _start_dispatcher(ab, tmp_path, "d", AGENTBOARD_MAX_PARALLEL=50)  # (a bounded pool of 8 prepares spawns)
+    try:
+        wait_for(lambda: all_in(board, ids, {"running"}), what="50 workers running")
+        wait_for(lambda: all(board.runs(i)[0]["worker_pid"] for i in ids), what="their pids recorded")
+        time.sleep(0.5)  # (not a timing assertion: lets the pass that recorded them finish)
+        with_50 = _threads(d.pid)
+        assert with_50 < 20, f"{with_50} threads for 50 workers"
+        go.write_text("")
+        wait_for(lambda: all_in(board, ids, {"done"}), what="all done once their workers exit")
+    finally:
+        _stop(d)
+    assert open_runs(ab.db) == 0

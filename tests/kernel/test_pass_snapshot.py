@@ -1,0 +1,26 @@
+"""A dispatcher pass reads its own host's running tasks and other hosts' lapsed claims, never
+every running task of the fleet; the caps still count every host's."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agentboard.kernel import dispatching as kd
+from agentboard.kernel import runs, tasks
+
+
+def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_hosts(ab: Any) -> None:
+    db = ab.db
+    ab.add_profile("w", command="true")
+    made = {}
+    for name, host, ttl in (("mine", "host-a", 600), ("theirs", "host-b", 600), ("lapsed", "host-b", 1)):
+        t = tasks.create(db, "default", name, assignee="w")
+        runs.claim(db, "default", t["id"], ttl=ttl, host=host, pid=12345)
+        made[name] = t["id"]
+    time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
+    snap = kd.pass_snapshot(db, host="host-a")
+    assert sorted(r["id"] for r in snap.running) == sorted([made["mine"], made["lapsed"]])
+    assert sum(int(r["n"]) for r in snap.load if r["board"] == "default" and r["assignee"] == "w") == 3
+    every = kd.pass_snapshot(db)  # without a host: every running task, as before
+    assert sorted(r["id"] for r in every.running) == sorted(made.values())
