@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _shared import load_average  # noqa: E402
-from fakes.model_server import ModelServer  # noqa: E402
 
 CLIS = ROOT / ".cache" / "agentclis" / "node_modules" / ".bin"
 SCRIPT = [
@@ -63,17 +62,32 @@ def _git_repo(path: Path) -> None:
     subprocess.run(["git", "-C", str(path), "commit", "-qm", "first"], check=True)
 
 
-def _server(folder: Path) -> tuple[ModelServer, Path, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    script, log = folder / "script.json", folder / "requests.jsonl"
-    script.write_text(json.dumps({"turns": SCRIPT}))
-    return ModelServer(script, log).start(), script, log
+class Server:
+    """The scripted model server, a process of its own (in this process it would compete for the
+    interpreter with the dispatcher and the API being measured)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.script, self.log = folder / "script.json", folder / "requests.jsonl"
+        self.script.write_text(json.dumps({"turns": SCRIPT}))
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "model_server.py"),
+                                      str(self.script), str(self.log)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
-def _rescript(script: Path, log: Path, server: ModelServer) -> None:
-    """A fresh script for the next run (the server's position starts over)."""
-    server.httpd.RequestHandlerClass.script.used = 0  # type: ignore[attr-defined]
-    script.write_text(json.dumps({"turns": SCRIPT}))
+def _server(folder: Path) -> tuple[Server, Path, Path]:
+    server = Server(folder)
+    return server, server.script, server.log
+
+
+def _rescript(script: Path, log: Path, server: Server) -> None:
+    """A fresh script for the next run (the server starts its turns over)."""
+    script.write_text(json.dumps({"turns": SCRIPT, "generation": uuid.uuid4().hex}))
     log.write_text("")
 
 
@@ -164,7 +178,7 @@ def through_dispatcher(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, 
                 runs_ = [r for r in board.runs(task["id"]) if not r.get("synthetic")]
                 if runs_ and runs_[0].get("exit_code") is not None:
                     break
-                time.sleep(0.02)
+                time.sleep(0.05)
             walls.append(time.time() - ready)
             first = _first_request(log)
             if first:

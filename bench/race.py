@@ -93,7 +93,7 @@ class Bench:
         self.d.stop()
         self.ab.close()
 
-    def _until(self, done: Any, what: str, timeout: float = 120) -> None:
+    def _until(self, done: Any, what: str, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
@@ -146,7 +146,8 @@ def measure(url: str | None, files: int, sizes: list[int], repeats: int) -> dict
             sep_s: list[float] = []
             picks: list[float] = []
             approves: list[float] = []
-            for _ in range(repeats):  # alternated, so drift hits both alike
+            for i in range(repeats):  # alternated, so drift hits both alike
+                print(f"  {'postgresql' if url else 'sqlite'} N={n} repeat {i + 1}/{repeats}", file=sys.stderr)
                 r, race_id = b.race_start(n)
                 s, ids = b.separate_start(n)
                 p, a = b.finish(race_id, ids)

@@ -34,6 +34,7 @@ from _shared import load_average  # noqa: E402
 
 from agentboard import config  # noqa: E402
 from agentboard.dispatch import isolation, spawn, workspaces  # noqa: E402
+from agentboard.domain.worker_env import WorkerEnv  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -103,8 +104,8 @@ def main() -> None:
         conf = isolation.resolve("sandbox", settings)
         ws = root / "ws"
         ws.mkdir()
-        env = spawn.worker_env(settings, board="default", task={"id": "t_bench"}, run_id=1, workspace=ws,
-                               branch=None, profile={"name": "bench"})
+        env = spawn.worker_env(settings, WorkerEnv.for_run("default", {"id": "t_bench"}, 1, ws, profile="bench"),
+                               profile={"name": "bench"})
         log = root / "bench.log"
         times: dict[str, dict[str, list[float]]] = {"bare": {"start": [], "run": []},
                                                     "shown": {"start": [], "run": []}}

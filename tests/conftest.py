@@ -2,7 +2,7 @@
 
 The suite migrates one template database per backend per test process (``sqlite_template``,
 ``pg_template``) and gives each test a copy: a copied SQLite file, ``CREATE DATABASE …
-TEMPLATE`` on PostgreSQL. ``tests/kernel/test_migrations.py`` covers migrating a new database.
+TEMPLATE`` on PostgreSQL (made one test ahead and dropped behind, ``testenv.TemplateCopies``). ``tests/kernel/test_migrations.py`` covers migrating a new database.
 
 PostgreSQL tests use AGENTBOARD_TEST_DATABASE_URL (default postgresql://postgres@127.0.0.1:5432/test).
 Locally an unreachable server skips them with a reason; under CI=true it fails them.
@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_openai import FakeOpenAI
-from testenv import copy_template, database_url, point_home_at, require_pg, scratch_database
+from testenv import (
+    TemplateCopies,
+    copy_template,
+    database_url,
+    point_home_at,
+    require_pg,
+    scratch_database,
+)
 
 
 @pytest.fixture
@@ -59,11 +66,22 @@ def pg_template() -> Iterator[str]:
         yield name
 
 
+@pytest.fixture(scope="session")
+def pg_copies(pg_template: str) -> Iterator[TemplateCopies]:
+    """Copies of the template, made ahead of the tests that take them and dropped behind."""
+    copies = TemplateCopies(pg_template)
+    yield copies
+    copies.close()
+
+
 @pytest.fixture
-def pg_database(pg_template: str) -> Iterator[str]:
+def pg_database(pg_copies: TemplateCopies) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database of this test's own; dropped afterwards. Yields its URL."""
-    with scratch_database(template=pg_template) as name:
+    name = pg_copies.take()
+    try:
         yield database_url(name)
+    finally:
+        pg_copies.give_back(name)
 
 
 @pytest.fixture

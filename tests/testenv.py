@@ -8,7 +8,9 @@ Locally an unreachable server skips them with a reason; under CI=true it fails t
 from __future__ import annotations
 
 import os
+import queue
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -104,6 +106,150 @@ def scratch_database(*, template: str | None = None, prefix: str = "ab_") -> Ite
     finally:
         with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+#: what makes a database's schema: its tables' columns, indexes, triggers and functions
+_SCHEMA_PRINT = (
+    "SELECT md5(string_agg(x, '|' ORDER BY x)) FROM ("
+    "SELECT table_name || '.' || column_name || ':' || data_type || ':' || coalesce(column_default, '') AS x "
+    "FROM information_schema.columns WHERE table_schema = 'public' "
+    "UNION ALL SELECT indexname || ':' || indexdef FROM pg_indexes WHERE schemaname = 'public' "
+    "UNION ALL SELECT c.relname || ':' || t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND NOT t.tgisinternal "
+    "UNION ALL SELECT p.proname || ':' || md5(p.prosrc) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = 'public') s"
+)
+
+
+class TemplateCopies:
+    """Databases with the migrated template's schema and rows, one per test.
+
+    Two databases are copies of the template (``CREATE DATABASE … TEMPLATE``); after each test
+    its database is emptied back to the template's rows (every row deleted, the template's rows
+    put back, its sequences where the template's are) and renamed, on a thread of its own, so no test waits
+    for the server's ``DROP DATABASE`` (a checkpoint of the whole server) and ``CREATE DATABASE``.
+    A database whose schema a test changed is dropped instead. No test sees another's rows, and
+    a process a test left behind cannot reach the next test's database (its name is new).
+    """
+
+    def __init__(self, template: str) -> None:
+        import psycopg
+
+        self.template = template
+        with psycopg.connect(database_url(template), autocommit=True) as conn:
+            self._print = conn.execute(_SCHEMA_PRINT).fetchone()[0]  # type: ignore[index]
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+            self._seed = {t: conn.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
+            self._columns = {t: [d.name for d in conn.execute(f'SELECT * FROM "{t}" LIMIT 0').description or []]
+                             for t in tables}
+            self._sequences = [(r[0], r[1], r[2]) for r in conn.execute(
+                "SELECT sequencename, start_value, last_value FROM pg_sequences WHERE schemaname = 'public'")]
+        self._free: queue.Queue[str] = queue.Queue()
+        self._jobs: queue.Queue[str | None] = queue.Queue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+        self._thread = threading.Thread(target=self._work, name="pg-template-copies", daemon=True)
+        self._thread.start()
+
+    def take(self) -> str:
+        """The name of a database like the template that no test uses."""
+        with self._lock:
+            wait = self._pending > 0 and len(self._names) >= 2
+        try:
+            return self._free.get(timeout=120 if wait else 0.001)
+        except queue.Empty:
+            pass
+        import psycopg
+
+        name = "ab_" + secrets.token_hex(6)
+        with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        with self._lock:
+            self._names.add(name)
+        return name
+
+    def give_back(self, name: str) -> None:
+        """``name``'s test is over: empty it for the next one (in the background)."""
+        with self._lock:
+            self._pending += 1
+        self._jobs.put(name)
+
+    def close(self) -> None:
+        """Drop every database made."""
+        self._jobs.put(None)
+        self._thread.join(timeout=300)
+        for name in sorted(self._names):
+            self._drop(name)
+
+    def _work(self) -> None:
+        while (name := self._jobs.get()) is not None:
+            try:
+                fresh = self._reset(name)
+            except Exception:
+                fresh = None
+                self._drop(name)
+            with self._lock:
+                self._names.discard(name)
+                if fresh:
+                    self._names.add(fresh)
+                self._pending -= 1
+            if fresh:
+                self._free.put(fresh)
+
+    def _reset(self, name: str) -> str | None:
+        """Empty ``name`` back to the template's rows and rename it; None (it is dropped) when its
+        schema is no longer the template's."""
+        import psycopg
+
+        self._disconnect(name)
+        with psycopg.connect(database_url(name)) as conn:
+            if conn.execute(_SCHEMA_PRINT).fetchone()[0] != self._print:  # type: ignore[index]
+                conn.close()
+                self._drop(name)
+                return None
+            # rows only (no new files, unlike TRUNCATE); the triggers are off while the
+            # template's rows go back exactly as they were
+            conn.execute("SET LOCAL session_replication_role = replica")
+            for table in self._seed:
+                conn.execute(f'DELETE FROM "{table}"')
+            for table, rows in self._seed.items():
+                if rows:
+                    cols = ", ".join(f'"{c}"' for c in self._columns[table])
+                    marks = ", ".join(["%s"] * len(self._columns[table]))
+                    conn.cursor().executemany(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', rows)
+            for seq, start, last in self._sequences:
+                conn.execute("SELECT setval(%s, %s, %s)", (f'"{seq}"', start if last is None else last, last is not None))
+            conn.commit()
+        fresh = "ab_" + secrets.token_hex(6)
+        with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+            for _ in range(100):  # a terminated backend takes a moment to go
+                self._disconnect(name)
+                try:
+                    conn.execute(f'ALTER DATABASE "{name}" RENAME TO "{fresh}"')
+                    return fresh
+                except psycopg.errors.ObjectInUse:
+                    time.sleep(0.05)
+        raise RuntimeError(f"database {name} is still in use")
+
+    @staticmethod
+    def _disconnect(name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+
+    @staticmethod
+    def _drop(name: str) -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception:  # pragma: no cover - the server went away; nothing to clean
+            pass
 
 
 def database_url(name: str) -> str:

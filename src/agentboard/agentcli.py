@@ -50,7 +50,7 @@ _AUTH = re.compile(
     r"\b401\b|unauthori[sz]ed|oauth token has expired|token (has )?expired|login (has )?expired|"
     r"please set an auth method|api key not valid|api_key_invalid|unauthenticated|missing bearer|"
     r"incorrect api key|no api key|ProviderAuthError|ProviderModelNotFoundError|permission_denied|"
-    r"could not load the default credentials|codex login", re.I)
+    r"could not load the default credentials|codex login|must specify the GEMINI_API_KEY", re.I)
 _NETWORK = re.compile(
     r"fetch failed|econnrefused|econnreset|enotfound|eai_again|etimedout|getaddrinfo|connection refused|"
     r"connection error|connection reset|unable to connect|cannot connect to api|error sending request|"

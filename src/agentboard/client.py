@@ -338,6 +338,13 @@ class Board:
         """Counts by status, by assignee and of recent outcomes."""
         return queries.stats(self.db, self.slug)
 
+    def insights(self, *, by: str = "profile", since: str | int | None = None) -> Row:
+        """Per profile or model (``by``), or the board's days (``by="board"``), over the last
+        ``since`` days (``7d``; default all time): docs/insights.md."""
+        from .kernel import insights
+
+        return insights.read(self.db, self.slug, insights.Query.build(by, since))
+
     def budgets(self) -> Rows:
         """This board's budgets (its own, its goals' and tasks', every profile's) with their spend."""
         from .kernel import budgets

@@ -158,6 +158,22 @@ class Settings:
     notify_lease: float = 120.0
     #: seconds one delivery may take
     notify_timeout: float = 15.0
+    #: the board from chat (``docs/chat.md``), one ``[chat.<platform>]`` table each in config.toml
+    #: (or ``AGENTBOARD_CHAT_<PLATFORM>_<KEY>``): a platform is on when its verifying secret is set
+    #: Slack: the app's signing secret, its bot token (``xoxb-…``) and its Web API address
+    chat_slack_signing_secret: str | None = None
+    chat_slack_bot_token: str | None = None
+    chat_slack_api_base: str = "https://slack.com/api"
+    #: Discord: the application's public key (hex), id, bot token and its API address
+    chat_discord_public_key: str | None = None
+    chat_discord_application_id: str | None = None
+    chat_discord_bot_token: str | None = None
+    chat_discord_api_base: str = "https://discord.com/api/v10"
+    #: Telegram: the web hook's secret token (``setWebhook``'s ``secret_token``), the bot token
+    #: and the Bot API's address
+    chat_telegram_secret_token: str | None = None
+    chat_telegram_bot_token: str | None = None
+    chat_telegram_api_base: str = "https://api.telegram.org"
     #: PostgreSQL connections of one process: kept open (``pg_pool_size``), opened on top when
     #: busy (``pg_max_overflow``), and how long a verb waits for one before it fails with a
     #: clear error (docs/deploy.md gives the sizes per process kind)
@@ -297,8 +313,10 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"{cfg}: {exc}") from None
         file_values = dict(data.get("agentboard", data))
-        if "agentboard" in data and isinstance(data.get("llm"), dict):
-            file_values.setdefault("llm", data["llm"])
+        for table in ("llm", "chat"):
+            if "agentboard" in data and isinstance(data.get(table), dict):
+                file_values.setdefault(table, data[table])
+        file_values.update(chat_tables(file_values.pop("chat", None), cfg))
     settings = Settings(home=root)
     sources: dict[str, str] = {}
     extra: dict[str, Any] = {}
@@ -341,6 +359,37 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
     return settings
 
 
+#: the chat platforms and the keys each ``[chat.<platform>]`` table may set
+CHAT_KEYS: dict[str, tuple[str, ...]] = {
+    "slack": ("signing_secret", "bot_token", "api_base"),
+    "discord": ("public_key", "application_id", "bot_token", "api_base"),
+    "telegram": ("secret_token", "bot_token", "api_base"),
+}
+
+
+def chat_tables(table: Any, source: Path) -> dict[str, Any]:
+    """The ``[chat.<platform>]`` tables of ``config.toml`` as the flat settings they set
+    (``[chat.slack] signing_secret`` is ``chat_slack_signing_secret``): known platforms and keys
+    only."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise InvalidInput(f"{source}: chat must be tables ([chat.slack], [chat.discord], [chat.telegram])")
+    out: dict[str, Any] = {}
+    for platform, values in table.items():
+        if platform not in CHAT_KEYS:
+            raise InvalidInput(f"{source}: unknown chat platform [chat.{platform}]; use one of {', '.join(CHAT_KEYS)}")
+        if not isinstance(values, dict):
+            raise InvalidInput(f"{source}: [chat.{platform}] must be a table (bot_token = ..., ...)")
+        bad = sorted(set(values) - set(CHAT_KEYS[platform]))
+        if bad:
+            raise InvalidInput(f"{source}: [chat.{platform}] has unknown keys {bad}; "
+                               f"use {', '.join(CHAT_KEYS[platform])}")
+        for key, value in values.items():
+            out[f"chat_{platform}_{key}"] = str(value)
+    return out
+
+
 def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
     """The ``[llm.<use>]`` tables of ``config.toml``, checked: known uses and keys only, text
     values (``timeout`` a positive number)."""
@@ -368,7 +417,9 @@ def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
 
 
 #: settings whose value is a secret: shown as ``***`` when set
-SECRET_SETTINGS = ("llm_api_key", "notify_default", "metrics_token")
+SECRET_SETTINGS = ("llm_api_key", "notify_default", "metrics_token", "chat_slack_signing_secret",
+                   "chat_slack_bot_token", "chat_discord_bot_token", "chat_telegram_secret_token",
+                   "chat_telegram_bot_token")
 _MASK = "***"
 # user:password@ in a URL (the user stays, the password goes)
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):[^/?#\s]*@")
@@ -412,6 +463,3 @@ def shown(settings: Settings) -> dict[str, Any]:
     return out
 
 
-def env(name: str) -> str | None:
-    """Worker-side identity set by the dispatcher (AGENTBOARD_TASK, _RUN_ID, _BOARD...)."""
-    return os.environ.get(name) or None

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .domain import errors
+from .domain import errors, worker_env
+from .domain.worker_env import WorkerEnv
 
-URL_VAR = "AGENTBOARD_API_URL"
-TOKEN_VAR = "AGENTBOARD_TOKEN"
+URL_VAR = worker_env.API_URL
+TOKEN_VAR = worker_env.TOKEN
 #: seconds a call may take (a completion may run the reviewer)
 TIMEOUT = 120.0
 
@@ -36,9 +37,10 @@ def worker_mode(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this process reaches the board through the API: it has the API's URL and a token,
     or it has a worker identity (``AGENTBOARD_RUN_ID``) and no home or database to open."""
     env = os.environ if environ is None else environ
-    if env.get(URL_VAR) and env.get(TOKEN_VAR):
+    me = WorkerEnv.from_environ(env)
+    if me.api_url and me.token:
         return True
-    return bool(env.get("AGENTBOARD_RUN_ID")) and not env.get("AGENTBOARD_HOME") and not env.get(
+    return bool(env.get(worker_env.RUN_ID)) and not env.get("AGENTBOARD_HOME") and not env.get(
         "AGENTBOARD_DATABASE_URL")
 
 
@@ -71,15 +73,13 @@ class WorkerClient:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerClient:
         """The client of a worker's environment; :class:`Unavailable` when it has no API."""
-        env = os.environ if environ is None else environ
-        url, token = env.get(URL_VAR), env.get(TOKEN_VAR)
+        me = WorkerEnv.from_environ(environ)
+        url, token = me.api_url, me.token
         if not url or not token:
             raise errors.Unavailable(
                 f"this worker has no API to report to ({URL_VAR} and {TOKEN_VAR} are not set): the "
                 "dispatcher that started it serves none; report by writing .board/result.json")
-        raw = env.get("AGENTBOARD_RUN_ID")
-        run_id = int(raw) if raw and raw.isdigit() else None
-        return cls(url, token, run_id=run_id, task_id=env.get("AGENTBOARD_TASK") or None)
+        return cls(url, token, run_id=me.run_id, task_id=me.task)
 
     def close(self) -> None:
         self._http.close()

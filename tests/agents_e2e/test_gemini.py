@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .conftest import Board, Model, branch_files
+from .conftest import Board, Model, branch_files, real_cli, wait_for
 
 WORK = [
     {"calls": [{"write": {"path": "{cwd}/hello.txt", "content": "hello from gemini"}}]},
@@ -42,6 +42,23 @@ def test_a_gemini_worker_writes_commits_heartbeats_and_completes_through_mcp_in_
     assert tid in beats and "wrote hello.txt" in beats
 
 
+def test_a_gemini_worker_under_the_dispatcher_process_reaches_review_with_its_summary(
+        board: Board, model: Model) -> None:
+    model.script(WORK[0], {"calls": [{"mcp": "kanban_complete", "args": {"summary": "hello.txt for review"}}]},
+                 {"text": "over to review"})
+    profile = board.gemini(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile, "--review")["id"])
+
+    board.start("dispatcher", "--interval", "1")
+    task = wait_for(lambda: (t := board.task(tid))["status"] in ("review", "done", "blocked") and t,
+                    what="the task to leave running")
+    assert task["status"] == "review" and "hello.txt for review" in str(task), task
+    run = wait_for(lambda: (r := _runs(board, tid)[0]).get("exit_code") is not None and r,
+                   what="the worker's exit to be recorded")
+    assert run["exit_code"] == 0 and run["input_tokens"] and len(_runs(board, tid)) == 1
+    assert (board.repo / ".worktrees" / tid / "hello.txt").read_text() == "hello from gemini"
+
+
 def test_a_gemini_worker_without_a_valid_key_waits_for_a_person_with_the_login_command(
         board: Board, model: Model) -> None:
     model.script({"status": 401})
@@ -66,3 +83,17 @@ def test_a_rate_limited_gemini_worker_blocks_its_task_until_the_reset_time(board
     task = board.task(tid)
     assert task["status"] == "blocked" and task["block_kind"] == "rate_limited", task
     assert before + 7100 < float(task["cooldown_until"]) < time.time() + 7300, task
+
+
+def test_a_gemini_profile_with_an_endpoint_and_no_key_waits_for_a_person_without_asking_the_model(
+        board: Board, model: Model) -> None:
+    board("profiles", "add", "nokey", "--adapter", "gemini", "--command", real_cli("gemini"),
+          "--env", f"GOOGLE_GEMINI_BASE_URL={model.url}")
+    tid = str(board.json("create", "add hello.txt", "--assignee", "nokey")["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
+    assert "GEMINI_API_KEY" in str(task), task
+    assert model.requests(agentic=False) == []

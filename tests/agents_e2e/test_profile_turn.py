@@ -44,3 +44,24 @@ def test_a_turn_check_of_a_codex_profile_reports_its_usage(board: Board, model: 
 
     assert code == 0 and item["ok"], item
     assert "77 input / 1 output tokens" in item["detail"]
+
+
+def test_a_turn_check_of_a_gemini_profile_with_only_its_endpoint_reports_the_reply(board: Board, model: Model) -> None:
+    model.script({"text": "OK"}, usage={"input_tokens": 55, "output_tokens": 1})
+    name = board.gemini(model)
+
+    code, item = _turn(board, name)
+
+    assert code == 0 and item["ok"], item
+    assert "replied 'OK'" in item["detail"] and "output tokens" in item["detail"], item
+
+
+def test_a_turn_check_of_an_opencode_profile_with_only_its_provider_reports_the_reply(
+        board: Board, model: Model) -> None:
+    model.script({"text": "OK"}, usage={"input_tokens": 66, "output_tokens": 1})
+    name = board.opencode(model)
+
+    code, item = _turn(board, name)
+
+    assert code == 0 and item["ok"], item
+    assert "replied 'OK'" in item["detail"] and "66 input / 1 output tokens" in item["detail"], item

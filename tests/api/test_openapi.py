@@ -35,6 +35,7 @@ VARIANTS = {
     "/api/tasks": ["supervision=true&include_archived=true"],
     "/api/tokens": ["include_revoked=true"],
     "/api/diagnostics": ["tasks_only=true"],
+    "/api/insights": ["by=board&since=7d", "by=model&since=30d"],
     "/api/wiki": ["status=draft"],
 }
 
@@ -170,3 +171,8 @@ def test_every_write_that_succeeds_answers_what_its_document_declares(filled: tu
         assert r.status_code == 201
         _check(spec, "POST", "/api/tasks", r)
     assert r.json()["existing"] is True
+    for body in ({"title": "a race", "race": ["worker", "worker"], "race_until": "first-pass"},
+                 {"title": "for a name with no profile", "assignee": "nobody"}):
+        r = api.as_admin.post("/api/tasks", json=body)
+        assert r.status_code == 201
+        _check(spec, "POST", "/api/tasks", r)

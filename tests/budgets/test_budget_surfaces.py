@@ -6,6 +6,7 @@ import sqlite3
 
 from api.conftest import start_api
 from cli.conftest import assert_one_line_error, task_id
+from testenv import copy_template
 
 import agentboard
 from agentboard.kernel import budgets
@@ -67,8 +68,8 @@ def test_heartbeat_tells_a_worker_of_a_spent_budget_to_stop(cli):
     assert "stop" not in cli("heartbeat", t, "--json").json()
 
 
-def test_budget_routes_set_show_and_clear_and_need_an_admin(home):
-    with agentboard.connect(str(home)) as ab, start_api(ab) as api:
+def test_budget_routes_set_show_and_clear_and_need_an_admin(home, sqlite_template):
+    with agentboard.connect(str(copy_template(sqlite_template, home))) as ab, start_api(ab) as api:
         ab.add_profile("w", command="true")
         t = ab.board().create("a", assignee="w")
         admin = api.as_admin
@@ -90,8 +91,8 @@ def test_budget_routes_set_show_and_clear_and_need_an_admin(home):
         assert admin.get("/api/budgets", params={"board": "default"}).json() == []
 
 
-def test_diagnostics_promote_and_unguard_routes(home):
-    with agentboard.connect(str(home)) as ab, start_api(ab) as api:
+def test_diagnostics_promote_and_unguard_routes(home, sqlite_template):
+    with agentboard.connect(str(copy_template(sqlite_template, home))) as ab, start_api(ab) as api:
         ab.add_profile("w", command="true")
         b = ab.board()
         parent = b.create("parent", assignee="w")

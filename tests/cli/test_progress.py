@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from testenv import copy_template
 
 import agentboard
 
@@ -53,8 +54,8 @@ def piped(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def board_home(home: Path) -> Path:
-    ab = agentboard.connect(str(home))
+def board_home(home: Path, sqlite_template: Path) -> Path:
+    ab = agentboard.connect(str(copy_template(sqlite_template, home)))
     try:
         b = ab.board()
         for i in range(40):

@@ -14,7 +14,8 @@ Run it as a process (``python model_server.py SCRIPT.json LOG.jsonl``: it prints
 first line of its output and serves until killed), or in a thread (:class:`ModelServer`).
 
 The script (a JSON file, read again at every request, so a test may rewrite it) is
-``{"turns": [REPLY, ...], "usage": {"input_tokens": N, "output_tokens": N}}``. Each request that
+``{"turns": [REPLY, ...], "usage": {"input_tokens": N, "output_tokens": N}}`` (a new
+``"generation"`` value starts the turns over). Each request that
 offers tools (an agent's turn) takes the next reply; with the script used up, or for a request
 without tools (a CLI's side requests: titles, quota checks), the reply is the text ``OK``. A
 reply is a dict:
@@ -63,6 +64,7 @@ class Script:
         self.path = path
         self.log = log
         self.used = 0
+        self.generation: object = None
         self.lock = threading.Lock()
 
     def next_reply(self, agentic: bool, body: dict[str, Any], route: str, self_path: str = "") -> dict[str, Any]:
@@ -71,6 +73,8 @@ class Script:
                 data = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 data = {}
+            if data.get("generation") != self.generation:  # a new script: from its first reply
+                self.generation, self.used = data.get("generation"), 0
             turns = data.get("turns") or []
             reply: dict[str, Any] = {"text": "OK"}
             index = None

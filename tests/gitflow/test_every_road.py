@@ -52,7 +52,7 @@ def _mcp_complete(ab: Any, board: str, task_id: str) -> dict[str, Any]:
 
 def _surfaces(ab: Any, api: Api, board: Any) -> dict[str, Callable[[str], Any]]:
     """One approval per surface, each given the id of a task in review."""
-    from agentboard.protocol import review
+    from agentboard.dispatch import finish
 
     admin = api.as_admin
 
@@ -75,7 +75,7 @@ def _surfaces(ab: Any, api: Api, board: Any) -> dict[str, Callable[[str], Any]]:
         "REST review approved": lambda t: ok(admin.post(f"/api/tasks/{t}/review", json={"verdict": "approved"})),
         "REST complete by a person": lambda t: ok(admin.post(f"/api/tasks/{t}/complete", json={"summary": "ok"})),
         "MCP kanban_complete": lambda t: _mcp_complete(ab, "flow", t),
-        "the reviewer agent's verdict": lambda t: review.apply_verdict(
+        "the reviewer agent's verdict": lambda t: finish.apply_verdict(
             ab.db, "flow", t, {"verdict": "approved", "score": 90, "summary": "good work"}),
         "Board.set_status": lambda t: board.set_status(t, "done"),
         "Board.update": lambda t: board.update(t, status="done"),

@@ -18,9 +18,9 @@ BAD = ("printf 'bad\\n' > notes.txt && git commit -qam 'bad change' && "
 CHECK = "grep -q good notes.txt"
 
 
-def race_board(ab: Any, tmp_path: Path, integrate: str = "merge") -> tuple[Any, Path]:
+def race_board(ab: Any, tmp_path: Path, integrate: str = "merge", **settings: Any) -> tuple[Any, Path]:
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
-    ab.create_board("race", workdir=str(repo), settings={"integrate": integrate})
+    ab.create_board("race", workdir=str(repo), settings={"integrate": integrate, **settings})
     ab.add_profile("good", command=sh(GOOD))
     ab.add_profile("bad", command=sh(BAD))
     return ab.board("race"), repo
@@ -67,6 +67,10 @@ def test_a_race_until_all_goes_to_review_and_the_pick_integrates_exactly_the_win
     t = board.show(tid)
     assert (t["status"], t["branch_name"], t["integration"]) == ("done", by_n[2]["branch"], "merged")
     assert [e["payload"]["n"] for e in events(board, tid, "race_won")] == [2]
+    shown = cli(ab.home, "show", tid).stdout
+    assert "race 1/2 passed (until all): 1 bad failed, 2 good done *picked*" in shown
+    listed = cli(ab.home, "attempts", tid).stdout
+    assert "race 1/2 passed" in listed and "wrote the good line" in listed
 
 
 def test_first_pass_picks_the_first_passing_attempt_and_stops_the_others(ab, tmp_path, dispatcher):
@@ -74,7 +78,8 @@ def test_first_pass_picks_the_first_passing_attempt_and_stops_the_others(ab, tmp
     ab.add_profile("slow", command=sh("sleep 120"))
     tid = create_race(ab, "--race", "slow,good", "--race-until", "first-pass")
     dispatcher()
-    wait_for(lambda: board.show(tid)["status"] == "done", what="the first passing attempt to win", timeout=60)
+    wait_for(lambda: board.show(tid)["integration"] == "merged", what="the first passing attempt to win",
+             timeout=60)
     race = attempts(ab, tid)
     by_n = {a["n"]: a for a in race["attempts"]}
     assert by_n[2]["picked"] and not by_n[1]["picked"]
@@ -145,6 +150,13 @@ def test_every_attempt_failing_blocks_the_race_with_each_failure_and_integrates_
     assert events(board, tid, "race_failed")
     refused = cli(ab.home, "pick", tid, "1")
     assert refused.returncode != 0
+    # unblocked, the race runs its failed attempts again, each from its own branch
+    out = cli(ab.home, "unblock", tid)
+    assert out.returncode == 0, out.stderr
+    wait_for(lambda: events(board, tid, "race_started")[-1]["payload"].get("again") == [1, 2],
+             what="the race to start again")
+    wait_for(lambda: board.show(tid)["status"] == "blocked", what="the race to fail again", timeout=60)
+    assert {a["runs"] for a in attempts(ab, tid)["attempts"]} == {2}
 
 
 def test_archiving_a_running_race_stops_every_attempt(ab, tmp_path, dispatcher):
@@ -216,3 +228,37 @@ def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_funct
             assert [t["id"] for t in board.list()] == [tid]
     finally:
         server.stop()
+
+
+def test_the_reviewer_agent_reads_every_attempts_diff_and_picks_the_winner(ab, tmp_path, dispatcher):
+    board, repo = race_board(ab, tmp_path, reviewer="profile:judge")
+    judge = ("n=$(awk '/^### Attempt /{n=$3} /^[+]good/{print n; exit}' .board/review-context.md) && "
+             "printf '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"attempt %s writes good\", "
+             "\"pick\": %s}' \"$n\" \"$n\" > .board/review-verdict.json")
+    ab.add_profile("judge", command=sh(judge))
+    tid = create_race(ab, "--race", "bad,good")
+    dispatcher()
+    # done, then the integration's record (finish.pick records it right after the transition)
+    wait_for(lambda: board.show(tid)["integration"] == "merged", what="the reviewer to pick the winner", timeout=90)
+    t = board.show(tid)
+    assert (t["branch_name"], t["integration"]) == (f"ab/{tid}-a2", "merged")
+    assert (repo / "notes.txt").read_text() == "good\n"
+    won = events(board, tid, "race_won")
+    assert [(e["payload"]["n"], e["actor"]) for e in won] == [(2, "judge")]
+
+
+def test_a_race_whose_budget_shrank_before_it_started_is_blocked_naming_the_limit(ab, tmp_path, dispatcher):
+    board, repo = race_board(ab, tmp_path)
+    parent = board.create("Decide what to fix", assignee="alice")  # a person: never dispatched
+    tid = create_race(ab, "--race", "good,bad", "--parent", parent["id"])
+    assert board.show(tid)["status"] == "todo"
+    out = cli(ab.home, "budget", "set", "--profile", "bad", "--max-runs", "0")
+    assert out.returncode == 0, out.stderr
+    dispatcher()
+    board.complete(parent["id"], summary="decided")
+    wait_for(lambda: board.show(tid)["status"] == "blocked", what="the race to be refused", timeout=60)
+    t = board.show(tid)
+    assert "attempt 2 of 2 (bad) cannot start" in t["block_reason"] and "max-runs" in t["block_reason"]
+    # no attempt started: not one task was made for them, not one run
+    assert all(a["state"] == "pending" and a["attempt_task_id"] is None for a in attempts(ab, tid)["attempts"])
+    assert events(board, tid, "race_refused")

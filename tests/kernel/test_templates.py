@@ -121,3 +121,17 @@ def test_a_board_targets_template_wins_over_the_homes(home: Path, tmp_path: Path
     out = templates.run(db, "proj", "triage", home=home)
     assert out["tasks"][0]["title"] == "repo triage on proj"
     assert templates.run(db, "default", "triage", home=home)["tasks"][0]["title"] == "home triage"
+
+
+def test_a_template_task_may_be_a_race(home: Path) -> None:
+    ab = agentboard.connect(str(home))
+    for name in ("coder", "critic"):
+        ab.add_profile(name, command="true")
+    write(home / "templates", "raced", '[[task]]\ntitle = "Fix {what}"\nrace = ["coder,critic:m2"]\n'
+          'race_until = "first-pass"\n')
+    out = templates.run(ab.db, "default", "raced", {"what": "the parser"}, home=home)
+    (made,) = out["tasks"]
+    detail = queries.task_detail(ab.db, "default", made["id"])
+    assert detail["race_until"] == "first-pass" and detail["assignee"] == "coder"
+    assert [(a["profile"], a["model"], a["state"]) for a in detail["race"]["attempts"]] == \
+        [("coder", None, "pending"), ("critic", "m2", "pending")]

@@ -3,10 +3,7 @@ a fresh database copied from a migrated template."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from testenv import database_url, scratch_database
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -16,7 +13,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def pg_url(pg_template: str) -> Iterator[str]:
+def pg_url(pg_database: str) -> str:
     """A fresh, migrated PostgreSQL database of this test's own; its URL."""
-    with scratch_database(template=pg_template) as name:
-        yield database_url(name)
+    return pg_database

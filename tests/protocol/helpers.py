@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentboard.dispatch import finish
 from agentboard.protocol import lifecycle
 
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
@@ -43,7 +44,7 @@ def attempt(ab: Any, task_id: str, workspace: Path, mode: str, *, settings: Any 
             proc = subprocess.run([sys.executable, str(FAKE_AGENT), str(prompt)], cwd=workspace, env=env,
                                   stdout=log, stderr=subprocess.STDOUT, timeout=120)
         d = lifecycle.after_exit(ab.db, settings, "default", task_id, run_id, workspace, proc.returncode,
-                                 log_path, n)
+                                 log_path, n, apply_verdict=finish.review)
         decisions.append(d)
         if d.action != "repair":
             return decisions, run_id

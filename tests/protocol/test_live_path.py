@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import copy_template
 
 from agentboard.kernel import wiki
 
@@ -22,10 +23,10 @@ MODES = ("ok", "malformed_then_fix", "no_evidence")
 
 
 @pytest.fixture
-def client(home: Path) -> Iterator[Any]:
+def client(home: Path, sqlite_template: Path) -> Iterator[Any]:
     import agentboard
 
-    ab = agentboard.connect(str(home))
+    ab = agentboard.connect(str(copy_template(sqlite_template, home)))
     try:
         yield ab
     finally:

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentboard.protocol import lifecycle, review
+from agentboard.dispatch import finish
+from agentboard.protocol import lifecycle
 from agentboard.protocol.context import build_worker_context, load_context
 
 
@@ -44,7 +45,7 @@ def test_review_findings_read_decoded_by_show_and_by_the_context(ab: Any, board:
     t = board.create("parse dates", assignee="worker-a", review=True)
     run = board.claim(t["id"])
     board.complete(t["id"], summary="parser written", run_id=run["run_id"])
-    review.apply_verdict(ab.db, "default", t["id"], {
+    finish.apply_verdict(ab.db, "default", t["id"], {
         "verdict": "changes_requested", "score": 40, "summary": "Handle time zones.",
         "findings": [{"file": "src/dates.py", "severity": "major", "message": "drops the UTC offset"}]})
     finding = {"file": "src/dates.py", "severity": "major", "message": "drops the UTC offset"}

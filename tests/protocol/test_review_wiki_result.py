@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import copy_template
 
+from agentboard.dispatch import finish
 from agentboard.domain.errors import InvalidInput
 from agentboard.protocol import result, review
 
@@ -25,7 +27,7 @@ def _in_review(board: Any, title: str = "ship it", summary: str = "shipped") -> 
 def test_reviewer_off_never_approves_and_notes_once(ab: Any, board: Any) -> None:
     t = _in_review(board)
     for _ in range(2):
-        out = review.on_review_entered(ab.db, ab.settings, "default", t["id"])
+        out = finish.review_entered(ab.db, ab.settings, "default", t["id"])
     assert out["action"] == "already_noted"
     events = [e for e in board.events(task_id=t["id"]) if e["kind"] == "review_unavailable"]
     assert len(events) == 1 and events[0]["payload"]["message"] == "peer review unavailable"
@@ -37,7 +39,7 @@ def test_reviewer_off_never_approves_and_notes_once(ab: Any, board: Any) -> None
 def test_heuristic_reviewer_is_marked(ab: Any, board: Any) -> None:
     t = _in_review(board)
     settings = dataclasses.replace(ab.settings, reviewer_agent="heuristic")
-    out = review.on_review_entered(ab.db, settings, "default", t["id"])
+    out = finish.review_entered(ab.db, settings, "default", t["id"])
     assert out == {"action": "heuristic", "verdict": "approved", "status": "done"}
     rec = board.show(t["id"])["reviews"][0]
     assert rec["reviewer"] == "heuristic" and rec["summary"].startswith("[heuristic]")
@@ -49,14 +51,14 @@ def test_verdict_file_is_validated_and_applied(ab: Any, board: Any, tmp_path: Pa
     bad.write_text(json.dumps({"verdict": "maybe", "score": 140, "summary": "", "extra": 1,
                                "findings": [{"severity": "huge", "message": ""}]}))
     with pytest.raises(InvalidInput) as err:
-        review.apply_verdict_file(ab.db, "default", t["id"], bad)
+        review.apply_verdict_file(ab.db, "default", t["id"], bad, apply=finish.review)
     for part in ("$.verdict", "$.score", "$.extra: unknown key", "$.findings[0].severity", "$.findings[0].message"):
         assert part in err.value.message
     assert board.show(t["id"])["status"] == "review" and board.show(t["id"])["reviews"] == []
     good = tmp_path / "review-verdict.json"
     good.write_text(json.dumps({"score": 55, "verdict": "changes_requested", "summary": "Handle empty input.",
                                 "findings": [{"file": "src/x.py", "severity": "major", "message": "crashes on ''"}]}))
-    review.apply_verdict_file(ab.db, "default", t["id"], good)
+    review.apply_verdict_file(ab.db, "default", t["id"], good, apply=finish.review)
     detail = board.show(t["id"])
     assert detail["status"] == "ready"
     assert detail["reviews"][0]["score"] == 55 and detail["reviews"][0]["findings"][0]["file"] == "src/x.py"
@@ -74,7 +76,8 @@ def _cli(home: Path, *args: str, stdin: str | None = None) -> subprocess.Complet
                           input=stdin, timeout=60)
 
 
-def test_wiki_cli(home: Path, tmp_path: Path) -> None:
+def test_wiki_cli(home: Path, tmp_path: Path, sqlite_template: Path) -> None:
+    copy_template(sqlite_template, home)
     page = tmp_path / "deploy.md"
     page.write_text("Use the blue/green switch.\n")
     assert _cli(home, "wiki", "list").stdout.strip() == "No wiki pages."

@@ -161,6 +161,7 @@ def test_a_hostile_worker_gets_nothing_but_its_own_task(ab: Any, backend: str, h
 def test_secrets_of_the_dispatcher_do_not_reach_a_worker(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agentboard import config
     from agentboard.dispatch.spawn import worker_env
+    from agentboard.domain.worker_env import WorkerEnv
 
     base = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "HOME": "/home/u", **SECRETS,
             "AGENTBOARD_HOME": str(home), "AGENTBOARD_DATABASE_URL": "postgresql://u:pw@db/board",
@@ -168,9 +169,9 @@ def test_secrets_of_the_dispatcher_do_not_reach_a_worker(home: Path, monkeypatch
             "SERVICE_CREDENTIALS": "c", "PGPASSFILE": "/home/u/.pgpass",
             "ANTHROPIC_API_KEY": "sk-ant", "OPENAI_API_KEY": "sk-oai"}
     settings = config.load(home)
-    env = worker_env(settings, board="default", task={"id": "t_00000001"}, run_id=7, workspace=home / "ws",
-                     branch=None, profile={"name": "w", "env": {"DB_PASSWORD": "the profile's own"}},
-                     api_url="http://127.0.0.1:1", token="ab_run", base=base)
+    run = WorkerEnv.for_run("default", {"id": "t_00000001"}, 7, home / "ws", profile="w",
+                            api_url="http://127.0.0.1:1", token="ab_run")
+    env = worker_env(settings, run, profile={"name": "w", "env": {"DB_PASSWORD": "the profile's own"}}, base=base)
     for name in ("MY_SECRET", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "DATABASE_URL", "PGPASSWORD",
                  "AGENTBOARD_HOME", "AGENTBOARD_DATABASE_URL", "AWS_ACCESS_KEY_ID", "SSH_PRIVATE_KEY",
                  "SERVICE_CREDENTIALS", "PGPASSFILE"):
@@ -186,8 +187,8 @@ def test_secrets_of_the_dispatcher_do_not_reach_a_worker(home: Path, monkeypatch
     monkeypatch.setenv("AGENTBOARD_WORKER_ENV_ALLOW", "MY_SECRET, ANTHROPIC_API_KEY")
     custom = config.load(home)
     assert custom.worker_env_deny == ("*SECRET*", "LANG")
-    env = worker_env(custom, board="default", task={"id": "t_00000001"}, run_id=7, workspace=home / "ws",
-                     branch=None, profile={"name": "w"}, base=base)
+    env = worker_env(custom, WorkerEnv.for_run("default", {"id": "t_00000001"}, 7, home / "ws", profile="w"),
+                     profile={"name": "w"}, base=base)
     assert env["MY_SECRET"] == "s3cret" and "LANG" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert "AGENTBOARD_HOME" not in env and "AGENTBOARD_TOKEN" not in env  # never, whatever the lists say
 

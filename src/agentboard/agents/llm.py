@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import LLM_USES, Settings, redact
+from ..domain import worker_env
 from ..domain.errors import InvalidInput, Unavailable
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ def command_env() -> dict[str, str]:
     """The environment of the LLM command: the board's, without its own ``AGENTBOARD_*``
     variables (the database URL, tokens, the home), which an agent CLI never needs; its
     credentials (``ANTHROPIC_API_KEY``, ``HOME`` and its login files, ...) stay."""
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith("AGENTBOARD_")}
+    return {k: v for k, v in os.environ.items() if not worker_env.is_ours(k)}
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

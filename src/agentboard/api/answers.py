@@ -30,6 +30,10 @@ from ..kernel.rows import (
     GoalDetail,
     GoalRow,
     RunRow,
+    SupervisorLogEntry,
+    SupervisorOverview,
+    SupervisorPanel,
+    SupervisorStatus,
     TaskCard,
     TaskDetail,
     TaskRow,
@@ -390,87 +394,6 @@ class ScheduleRow(TypedDict):
 
 
 # -- supervisor -------------------------------------------------------------------------------------
-
-
-class SupervisionTask(TypedDict):
-    id: str
-    title: str
-    status: str
-
-
-class SupervisorStatus(TypedDict):
-    board: str
-    enabled: bool
-    profile: str | None
-    problem: str | None
-    wakes: dict[str, int]
-    working: list[SupervisionTask]
-
-
-class SupervisorLogEntry(TypedDict):
-    id: int
-    task_id: str | None
-    kind: str
-    payload: dict[str, Any]
-    actor: str | None
-    created_at: float
-
-
-class Proposal(TypedDict):
-    id: str
-    title: str
-    goal_id: str | None
-    created_by: str | None
-    created_at: float
-
-
-class Escalation(TypedDict):
-    id: str
-    title: str
-    block_reason: str | None
-    block_to: str | None
-    updated_at: float
-
-
-class GoalRef(TypedDict):
-    id: str
-    title: str
-
-
-class SupervisorPanel(TypedDict):
-    proposals: list[Proposal]
-    escalations: list[Escalation]
-    verifying: list[GoalRef]
-    status: SupervisorStatus
-    wakes: list[WakeRow]
-
-
-class OpenTask(TypedDict):
-    id: str
-    title: str
-    status: str
-    assignee: str | None
-    priority: int
-    goal_id: str | None
-    block_kind: str | None
-    block_reason: str | None
-    block_on: str | None
-    created_by: str | None
-
-
-class OpenGoal(TypedDict):
-    id: str
-    title: str
-    status: str
-    priority: int
-
-
-class SupervisorOverview(TypedDict):
-    board: str
-    counts: dict[str, int]
-    blocked: list[OpenTask]
-    triage: list[OpenTask]
-    goals: list[OpenGoal]
 
 
 class SupervisorSet(TypedDict):

@@ -22,6 +22,7 @@ from .auth import AuthMiddleware
 from .limits import BodyLimitMiddleware
 from .routes import (
     boards,
+    chat,
     goals,
     health,
     links,
@@ -37,6 +38,7 @@ from .routes import (
 )
 from .routes import budgets as budget_routes
 from .routes import diagnostics as diagnostics_routes
+from .routes import insights as insight_routes
 from .routes import races as race_routes
 from .routes.common import AppState, HostedDispatcher
 from .ws import Hub, events_socket
@@ -92,7 +94,7 @@ def create_app(
     app.state.ab = state
     errors.install(app)
     for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
-                   budget_routes, diagnostics_routes, meta, race_routes):
+                   budget_routes, diagnostics_routes, insight_routes, meta, race_routes, chat):
         app.include_router(module.router)
     app.include_router(system.login_router)
     app.include_router(health.router)

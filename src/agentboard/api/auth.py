@@ -34,6 +34,10 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: paths that authenticate themselves (the login URL carries its token; ``/metrics`` takes an
 #: admin or the metrics token) or need none (the health checks of a load balancer)
 OPEN_PATHS = frozenset({"/login", "/logout", "/healthz", "/readyz", "/metrics"})
+#: the chat platforms' routes: authenticated by the platform's signature instead of a token
+#: (``api/routes/chat.py``)
+CHAT_PATHS = frozenset({"/api/chat/slack/commands", "/api/chat/slack/events", "/api/chat/discord/interactions",
+                        "/api/chat/telegram/webhook"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -263,7 +267,7 @@ class AuthMiddleware:
         self.db = db
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["path"] in CHAT_PATHS:
             await self.app(scope, receive, send)
             return
         headers = headers_of(scope)

@@ -27,6 +27,7 @@ import click
 
 if TYPE_CHECKING:  # imported when a command runs, so `agentboard --version` stays fast
     from agentboard.config import Settings
+    from agentboard.domain.worker_env import WorkerEnv
     from agentboard.remote import WorkerClient
     from agentboard.store.engine import Database
 
@@ -113,7 +114,7 @@ def resolve_board(explicit: str | None) -> str:
     """--board, then AGENTBOARD_BOARD, then the board saved by `boards switch`, then default."""
     from agentboard.domain import model
 
-    value = explicit or os.environ.get("AGENTBOARD_BOARD")
+    value = explicit or me().board
     if not value and not in_worker():
         f = current_board_file()
         if f.exists():
@@ -151,7 +152,7 @@ def worker_task(explicit: str | None) -> str:
     """The task a worker verb acts on: the argument, else AGENTBOARD_TASK."""
     from agentboard.domain.errors import InvalidInput
 
-    value = explicit or os.environ.get("AGENTBOARD_TASK")
+    value = explicit or me().task
     if not value:
         raise InvalidInput("no task id given and AGENTBOARD_TASK is not set")
     return value
@@ -159,25 +160,29 @@ def worker_task(explicit: str | None) -> str:
 
 def worker_run_id(explicit_task: str | None) -> int | None:
     """The run id a worker passes: AGENTBOARD_RUN_ID when acting on its own task."""
-    env_task = os.environ.get("AGENTBOARD_TASK")
-    raw = os.environ.get("AGENTBOARD_RUN_ID")
-    if not raw or (explicit_task and explicit_task != env_task):
+    env = me()
+    if explicit_task and explicit_task != env.task:
         return None
-    try:
-        return int(raw)
-    except ValueError:
-        return None
+    return env.run_id
+
+
+def me() -> WorkerEnv:
+    """The worker identity in this process's environment (``domain/worker_env.py``; empty for a
+    person's shell, apart from ``AGENTBOARD_BOARD`` / ``AGENTBOARD_ACTOR`` if set)."""
+    from agentboard.domain.worker_env import WorkerEnv
+
+    return WorkerEnv.from_environ()
 
 
 def actor() -> str:
-    return os.environ.get("AGENTBOARD_ACTOR") or os.environ.get("AGENTBOARD_PROFILE") or (
-        "worker" if os.environ.get("AGENTBOARD_TASK") else os.environ.get("USER", "person")
-    )
+    env = me()
+    return env.actor or env.profile or ("worker" if env.task else os.environ.get("USER", "person"))
 
 
 def own_task(task_id: str) -> bool:
     """Whether ``task_id`` is the worker's own task (AGENTBOARD_TASK)."""
-    return bool(os.environ.get("AGENTBOARD_TASK")) and task_id == os.environ.get("AGENTBOARD_TASK")
+    task = me().task
+    return bool(task) and task_id == task
 
 
 def fail(message: str, code: int) -> None:

@@ -18,6 +18,7 @@ from .common import (
     emit_json,
     handle_errors,
     json_option,
+    me,
     resolve_board,
     settings,
     task_board,
@@ -240,13 +241,12 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
     """Print the worker log of a task's latest (or --run N) run."""
-    import os
     from pathlib import Path
 
     from agentboard.domain.errors import NotFound
     from agentboard.kernel import queries
 
-    task_id = task_id or os.environ.get("AGENTBOARD_TASK")
+    task_id = task_id or me().task
     if not task_id:
         raise click.UsageError("give a task id")
     slug = task_board(task_id, board)

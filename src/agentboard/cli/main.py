@@ -71,6 +71,7 @@ COMMANDS: dict[str, str] = {
     "promote": "agentboard.cli.diagnostics:promote",
     "unguard": "agentboard.cli.diagnostics:unguard",
     "service": "agentboard.cli.service:service",
+    "chat": "agentboard.cli.chat:chat",
 }
 
 

@@ -25,6 +25,10 @@ def attempts(task_id: str, board: str | None, as_json: bool) -> None:
 
     slug = common.task_board(task_id, board)
     race = races.view(common.db(), slug, task_id)
+    if not race.get("race_until"):
+        from agentboard.domain.errors import InvalidInput
+
+        raise InvalidInput(f"task {task_id} is not a race (create one with `agentboard create TITLE --race P1,P2`)")
     if as_json:
         common.emit_json(race)
         return

@@ -134,7 +134,8 @@ def parse_bind(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def start_metrics(bind_to: str, settings: Settings, db: Database, dispatcher: Any, log_level: str) -> BackgroundServer:
+def start_metrics(bind_to: str, settings: Settings, db: Database, dispatcher: object | None,
+                  log_level: str) -> BackgroundServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` without a token on ``bind_to``."""
     from agentboard.api.routes.health import open_app
     from agentboard.api.serve import BackgroundServer, is_loopback

@@ -76,7 +76,6 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
 
     Inside a review run (a reviewer agent) the verdict answers that run: it is written to
     .board/review-verdict.json and applied when the run ends."""
-    import os
 
     from agentboard.domain.errors import InvalidInput
 
@@ -89,7 +88,8 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         verdict, text = "changes_requested", changes
     else:
         verdict, text = "rejected", rejection or ""
-    if os.environ.get("AGENTBOARD_REVIEW_RUN") and os.environ.get("AGENTBOARD_WORKSPACE"):
+    me = common.me()
+    if me.review_run and me.workspace:
         _answer_review_run(task_id, verdict, text, score, as_json)
         return
     slug = common.task_board(task_id, board)
@@ -110,18 +110,16 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
 
 def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool) -> None:
     """A reviewer agent's verdict on the task its review run is for."""
-    import os
-    from pathlib import Path
-
     from agentboard.domain.errors import Forbidden, InvalidInput
     from agentboard.protocol import review
 
-    own = os.environ.get("AGENTBOARD_TASK")
-    if task_id != own:
+    me = common.me()
+    own = me.task
+    if task_id != own or me.workspace is None:
         raise Forbidden(f"this review run reviews task {own}, not {task_id}")
     if score is None:
         raise InvalidInput("a reviewer's verdict needs --score N (0-100): how good the work is")
-    path = review.write_verdict(Path(os.environ["AGENTBOARD_WORKSPACE"]),
+    path = review.write_verdict(me.workspace,
                                 {"verdict": verdict, "score": score, "summary": text})
     if as_json:
         common.emit_json({"task_id": task_id, "verdict": verdict, "score": score, "written": str(path)})

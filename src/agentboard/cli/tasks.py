@@ -13,8 +13,8 @@ from .common import board_option, handle_errors, json_option, task_board_option
 
 
 def _mine() -> str:
-    who = (os.environ.get("AGENTBOARD_PROFILE") or os.environ.get("AGENTBOARD_ACTOR")
-           or os.environ.get("USER") or "")
+    me = common.me()
+    who = me.profile or me.actor or os.environ.get("USER") or ""
     if not who:
         from agentboard.domain.errors import InvalidInput
 
@@ -158,6 +158,10 @@ def _print_detail(t: dict[str, Any]) -> None:
         ("review", "required" if t.get("review_required") else None),
         ("max runtime", duration(t["max_runtime_seconds"]) if t.get("max_runtime_seconds") else None),
         ("model", t.get("model")),
+        ("race", f"{t['race']['badge']} (until {t.get('race_until')}): " + ", ".join(
+            f"{a['n']} {a['profile']}{':' + a['model'] if a.get('model') else ''} {a.get('outcome') or a['state']}"
+            + (" *picked*" if a.get("picked") else "") for a in t["race"]["attempts"])
+         + f"; agentboard attempts {t['id']}" if t.get("race") else None),
         ("current run", t.get("current_run_id")), ("result", t.get("result")),
         ("failures", t.get("consecutive_failures") or None),
         ("created", f"{age(t.get('created_at'))} ago by {t.get('created_by') or '-'}"),
@@ -364,8 +368,8 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
 
     if len(args) == 2:
         task_id, text = args[0], args[1]
-    elif len(args) == 1 and os.environ.get("AGENTBOARD_TASK"):
-        task_id, text = os.environ["AGENTBOARD_TASK"], args[0]
+    elif len(args) == 1 and common.me().task:
+        task_id, text = str(common.me().task), args[0]
     elif len(args) == 1:
         raise InvalidInput("give the task id and the text: agentboard comment ID \"text\"")
     else:

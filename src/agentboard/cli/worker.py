@@ -9,7 +9,6 @@ click at load time; the kernel loads when a command runs.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -177,8 +176,9 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], on
     """
     from agentboard.domain.errors import InvalidInput
 
-    if len(args) == 1 and os.environ.get("AGENTBOARD_TASK"):
-        ids, reason = [os.environ["AGENTBOARD_TASK"]], args[0]
+    own = common.me().task
+    if len(args) == 1 and own:
+        ids, reason = [own], args[0]
     elif len(args) >= 2:
         ids, reason = [args[0], *args[2:]], args[1]
     else:

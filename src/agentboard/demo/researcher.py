@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from agentboard.domain.worker_env import WorkerEnv
 
 FACTS = {
     "boards": [
@@ -27,7 +28,7 @@ FACTS = {
 
 
 def main() -> int:
-    task = os.environ["AGENTBOARD_TASK"]
+    task = str(WorkerEnv.from_environ().task)
     show = subprocess.run(["agentboard", "show", "--json"], capture_output=True, text=True, check=True)
     data = json.loads(show.stdout)
     title = (data.get("task") or data).get("title", "")

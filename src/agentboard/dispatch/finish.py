@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..config import Settings
 from ..domain import states
 from ..domain.errors import Conflict
 from ..kernel import boards as kboards
@@ -47,6 +48,7 @@ from ..kernel import dispatching as kd
 from ..kernel import races as kraces
 from ..kernel import runs, tasks
 from ..kernel.common import done_gate
+from ..protocol import review as review_rules
 from ..store.engine import Database, Row
 from . import branches, gitutil, integrate
 
@@ -152,6 +154,18 @@ def review(db: Database, board: str, task_id: str, verdict: str, text: str = "",
     if verdict != "approved":
         return apply(False)
     return _approve(db, board, kd.task(db, board, task_id), apply, actor)
+
+
+def review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
+    """A task has landed in review: run its board's reviewer (``protocol.review.on_review_entered``),
+    a heuristic verdict applied through :func:`review` — the one road to done, which integrates."""
+    return review_rules.on_review_entered(db, settings, board, task_id, apply=review)
+
+
+def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any], *,
+                  reviewer: str = "reviewer-agent", actor: str | None = None) -> Row:
+    """A reviewer agent's verdict (``review-verdict.json``), checked, applied through :func:`review`."""
+    return review_rules.apply_verdict(db, board, task_id, verdict, apply=review, reviewer=reviewer, actor=actor)
 
 
 def approve(db: Database, board: str, task_id: str, *, text: str = "", actor: str | None = None) -> Row:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
+from ..domain.worker_env import WorkerEnv
 from ..kernel.profiles import command_problem
 from . import adapters
 
@@ -65,7 +66,7 @@ REFUSALS = ("unexpected argument", "unknown option", "Unknown argument", "Not en
 STARTED = {
     "claude": ('"type":"result"',),
     "codex": ('"turn.started"', '"thread.started"'),
-    "gemini": ('"type":"init"', "Please set an Auth method", "fetch failed"),
+    "gemini": ('"type":"init"', "Please set an Auth method", "must specify the GEMINI_API_KEY", "fetch failed"),
     "opencode": ('"type":"error"', '"type":"step_start"', "Unable to connect", "ProviderModelNotFoundError"),
 }
 #: seconds the flag check gives a CLI to reach its login or its service
@@ -114,7 +115,7 @@ def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None =
         (ws / ".board").mkdir(parents=True)
         prompt = ws / ".board" / "prompt.md"
         prompt.write_text("Say hello.")
-        mcp_env = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN": "0"}
+        mcp_env = WorkerEnv(task="t_00000000", run_id=0).to_env()
         (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"agentboard": {
             "command": sys.executable, "args": ["-m", "agentboard", "mcp"], "env": mcp_env}}}))
         if not _executable(report, profile, adapter, path_env, ws):

@@ -58,7 +58,7 @@ def view(db: Database, board: str, task_id: str) -> Row:
                     "can_pick": int(a["n"]) in race["can_pick"]})
     race["attempts"] = out
     passed = sum(1 for a in out if a.get("outcome") == "done")
-    race["badge"] = f"race {passed}/{len(out)} passed"
+    race["badge"] = f"race {passed}/{len(out)} passed" if race.get("race_until") else ""
     return race
 
 

@@ -36,7 +36,7 @@ from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
-from ..protocol import lifecycle, review
+from ..protocol import lifecycle
 from ..store.engine import Row
 from . import adapters, finish, liveness, spawn
 from .report import Seen
@@ -165,7 +165,7 @@ class Reaper:
         try:
             if not kd.sent_to_review_by(self.ctx.db, w.board, w.task_id, w.run_id):
                 return
-            review.on_review_entered(self.ctx.db, self.ctx.settings, w.board, w.task_id)
+            finish.review_entered(self.ctx.db, self.ctx.settings, w.board, w.task_id)
         except AgentboardError as exc:
             log.info("review hand-off of %s after run %s: %s", w.task_id, w.run_id, exc)
 
@@ -529,7 +529,7 @@ class Reaper:
             self.ctx.db, self.ctx.settings, board, task_id, rid, facts.workspace, facts.exit_code, facts.log_file,
             facts.attempt, verifying=functools.partial(self.spawner.verifying, board, task_id, int(rid), facts.profile,
                                                        facts.workspace),
-            complete=finish.complete_verified)
+            complete=finish.complete_verified, apply_verdict=finish.review)
         if decision.action == "handled":
             return
         if decision.action == "repair" and decision.prompt_file is not None:

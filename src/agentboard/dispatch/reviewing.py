@@ -27,6 +27,7 @@ from typing import Any
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun, Unavailable
 from ..kernel import budgets as kbudgets
 from ..kernel import dispatching as kd
+from ..kernel import races as kraces
 from ..kernel import runs as kr
 from ..kernel import worker_protocol
 from ..protocol import boarddir, review, review_context, safefs
@@ -265,6 +266,9 @@ class Reviewing:
 
     def _apply(self, r: Row, verdict: dict[str, Any], reviewer: str, actor: str, usage: dict[str, Any] | None) -> None:
         board, task_id, rid = str(r["board"]), str(r["task_id"]), int(r["id"])
+        if verdict.get("verdict") == "approved" and kraces.is_unpicked_race(self.ctx.db, board, task_id):
+            self._pick(r, verdict, actor, usage)
+            return
         try:
             v = kr.Verdict.build(verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
                                  score=verdict.get("score"), findings=verdict.get("findings") or [])
@@ -276,6 +280,23 @@ class Reviewing:
             log.info("review run %s of %s: %s", rid, task_id, exc)
         except InvalidInput as exc:
             self._close(r, "protocol_violation", f"the reviewer's verdict was refused: {exc.message}", usage=usage)
+
+    def _pick(self, r: Row, verdict: dict[str, Any], actor: str, usage: dict[str, Any] | None) -> None:
+        """A reviewer approved a race: the attempt it picks wins (``finish.pick``, as from every
+        surface); an approval that picks none, or one that may not win, is refused."""
+        from . import finish
+
+        n = verdict.get("pick")
+        if not isinstance(n, int):
+            self._close(r, "protocol_violation", "a race is approved by picking its winning attempt: give "
+                        "\"pick\": N in the verdict", usage=usage)
+            return
+        try:
+            finish.pick(self.ctx.db, str(r["board"]), str(r["task_id"]), n, actor=actor)
+        except AgentboardError as exc:
+            self._close(r, "protocol_violation", f"the reviewer's pick was refused: {exc.message}", usage=usage)
+            return
+        self._close(r, "reviewed", None, usage=usage)
 
     def _stop(self, r: Row, w: spawn.Worker, error: str) -> None:
         liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
+from ..domain import worker_env as worker_env_vars
+from ..domain.worker_env import WorkerEnv
 from ..protocol import project_env
 from . import isolation
 from .isolation import NONE, Confinement
@@ -36,7 +38,7 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
     out: list[str] = []
     for name in names:
         key = name.upper()
-        if key.startswith("AGENTBOARD_"):
+        if worker_env_vars.is_ours(key):
             continue
         if key not in allow_up and any(fnmatch.fnmatchcase(key, p) for p in deny_up):
             continue
@@ -45,13 +47,13 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
 
 
 def worker_env(
-    settings: Settings, *, board: str, task: dict[str, Any], run_id: int, workspace: Path, branch: str | None,
-    profile: dict[str, Any], api_url: str | None = None, token: str | None = None,
-    base: dict[str, str] | None = None, board_row: dict[str, Any] | None = None,
+    settings: Settings, identity: WorkerEnv, *, profile: dict[str, Any], base: dict[str, str] | None = None,
+    board_row: dict[str, Any] | None = None,
 ) -> dict[str, str]:
-    """A worker's environment: what it inherits (:func:`inherited`), its identity, the API's URL
-    and its run token — never the home, the database URL or another credential of the
-    dispatcher — then the profile's own ``env``.
+    """A worker's environment: what it inherits (:func:`inherited`), its identity
+    (``identity.to_env()``: the task, run, board, workspace, profile, the API's URL and its run
+    token — never the home, the database URL or another credential of the dispatcher), then the
+    profile's own ``env``.
 
     ``PATH`` is the user's, without agentboard's own virtualenv: ``agentboard`` is reached
     through a folder holding only that executable, and the project's virtualenv (the board's
@@ -60,18 +62,7 @@ def worker_env(
     env = inherited(settings, os.environ if base is None else base)
     env.pop("VIRTUAL_ENV", None)
     env.update(project_env.environment(settings.home, env.get("PATH", os.defpath), board_row))
-    env["AGENTBOARD_TASK"] = task["id"]
-    env["AGENTBOARD_RUN_ID"] = str(run_id)
-    env["AGENTBOARD_BOARD"] = board
-    env["AGENTBOARD_WORKSPACE"] = str(workspace)
-    env["AGENTBOARD_PROFILE"] = str(profile.get("name") or task.get("assignee") or "")
-    if task.get("tenant"):
-        env["AGENTBOARD_TENANT"] = str(task["tenant"])
-    if branch:
-        env["AGENTBOARD_BRANCH"] = branch
-    if api_url and token:
-        env["AGENTBOARD_API_URL"] = api_url
-        env["AGENTBOARD_TOKEN"] = token
+    env.update(identity.to_env())
     for k, v in (profile.get("env") or {}).items():
         env[str(k)] = str(v)
     return env

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.errors import AgentboardError
+from ..domain.worker_env import WorkerEnv
 from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
 from ..kernel import dispatching as kd
@@ -217,14 +218,14 @@ class Spawner:
                 token = self._token(slug, task["id"], run_id)
             info = {"workspace_kind": ws.kind, "workspace_path": str(ws.path), "branch_name": ws.branch,
                     "base_branch": ws.base}
+            at = Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement, board_row=board)
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
-                                                 api_url=self.ctx.api_url, token=token, loaded=loaded,
+                                                 identity=self.identity(at, token), loaded=loaded,
                                                  workspace_info=info,
                                                  enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
-        return self.launch(Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement,
-                                   board_row=board), prompt_file, token)
+        return self.launch(at, prompt_file, token)
 
     def _confinement(self, profile: Row) -> isolation.Confinement:
         """How the profile's workers are isolated here, or :class:`SpawnError` when that is not
@@ -279,8 +280,9 @@ class Spawner:
             board_row = kboards.get(self.ctx.db, board)
         except AgentboardError as exc:
             return verify.Setup(None, None, f"the task cannot be read: {exc}")
-        env = spawn.worker_env(settings, board=board, task=task, run_id=run_id, workspace=workspace,
-                               branch=task.get("branch_name"), profile=profile, board_row=board_row)
+        identity = WorkerEnv.for_run(board, task, run_id, workspace, profile=profile.get("name"),
+                                     branch=task.get("branch_name"))  # no API, no run token
+        env = spawn.worker_env(settings, identity, profile=profile, board_row=board_row)
         try:
             conf = isolation.resolve(profile.get("isolation"), settings)
         except isolation.IsolationError as exc:
@@ -328,13 +330,11 @@ class Spawner:
         try:
             token = self._token(slug, task["id"], run_id)
             prompt_file = write_files(ws.path)
-            env = lifecycle.worker_mcp_env(slug, task, run_id, ws.path, api_url=self.ctx.api_url, token=token)
-            env.update(AGENTBOARD_PROFILE=str(profile["name"]), AGENTBOARD_REVIEW_RUN="1")
-            boarddir.write_mcp_json(ws.path, env)
+            at = Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True, board_row=board)
+            boarddir.write_mcp_json(ws.path, self.identity(at, token).to_env())
         except Exception as exc:
             raise SpawnError(f"preparing the review context failed: {type(exc).__name__}: {exc}", exc) from exc
-        ln = self.launch(Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True,
-                                 board_row=board), prompt_file, token)
+        ln = self.launch(at, prompt_file, token)
         w = self.start(ln).worker
         if not kd.record_review_spawn(self.ctx.db, slug, task["id"], run_id, pid=w.pid, host=self.ctx.host,
                                       log_path=str(w.log_path), workspace=str(w.workspace), extra=_event_extra(ln)):
@@ -363,13 +363,17 @@ class Spawner:
         factory = self.ctx.token_factory
         return factory(board, task_id, run_id) if factory is not None else None
 
+    def identity(self, at: Attempt, token: str | None) -> WorkerEnv:
+        """Who the worker of ``at`` is: the one identity its process environment and its MCP
+        server's ``.mcp.json`` both carry (a reviewer answers its review run: ``review_run``)."""
+        return WorkerEnv.for_run(at.board, at.task, at.run_id, at.workspace.path, profile=at.profile.get("name"),
+                                 branch=at.workspace.branch, api_url=self.ctx.api_url, token=token,
+                                 review_run=at.review)
+
     def launch(self, at: Attempt, prompt_file: Path, token: str | None) -> Launch:
         """The environment and command line of an attempt."""
-        env = spawn.worker_env(self.ctx.settings, board=at.board, task=at.task, run_id=at.run_id,
-                               workspace=at.workspace.path, branch=at.workspace.branch, profile=at.profile,
-                               api_url=self.ctx.api_url, token=token, board_row=at.board_row)
-        if at.review:  # a reviewer answers its review run (the review verb and tool look for this)
-            env["AGENTBOARD_REVIEW_RUN"] = "1"
+        env = spawn.worker_env(self.ctx.settings, self.identity(at, token), profile=at.profile,
+                               board_row=at.board_row)
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
                                      prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"),

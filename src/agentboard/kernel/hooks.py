@@ -21,9 +21,10 @@ from typing import Any
 from ..store.engine import Row, Tx
 
 #: the modules that subscribe (imported before the first fire)
-SUBSCRIBERS = ("agentboard.kernel.supervision",)
+SUBSCRIBERS = ("agentboard.kernel.supervision", "agentboard.kernel.insights")
 #: the points a module may subscribe to
-POINTS = ("blocked", "gave_up", "sent_back", "failed", "telemetry", "goal_verifying", "budget_blocked")
+POINTS = ("blocked", "gave_up", "sent_back", "failed", "telemetry", "goal_verifying", "budget_blocked",
+          "run_closed", "task_done", "reviewed", "run_usage")
 
 Handler = Callable[..., Any]
 _handlers: dict[str, list[Handler]] = {p: [] for p in POINTS}
@@ -100,5 +101,30 @@ def budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
         fn(tx, board, task_id, actor)
 
 
+def run_closed(tx: Tx, run_id: int, *, done: bool = False) -> None:
+    """A worker's or reviewer's run was closed (once per run; not a person's synthetic run).
+    ``done``: its close made its task done, and ``task_done`` is not fired for it."""
+    for fn in _of("run_closed"):
+        fn(tx, run_id, done=done)
+
+
+def task_done(tx: Tx, board: str, task_id: str) -> None:
+    """A task reached done (its ``completed_at`` is set)."""
+    for fn in _of("task_done"):
+        fn(tx, board, task_id)
+
+
+def reviewed(tx: Tx, board: str, task_id: str, verdict: str) -> None:
+    """A review verdict on a task was recorded (the task's newest ``reviews`` row)."""
+    for fn in _of("reviewed"):
+        fn(tx, board, task_id, verdict)
+
+
+def run_usage(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
+    """Usage of a closed run learned after it closed (the differences)."""
+    for fn in _of("run_usage"):
+        fn(tx, run_id, input_tokens, output_tokens, cost_usd)
+
+
 __all__ = ["POINTS", "SUBSCRIBERS", "blocked", "budget_blocked", "failed", "gave_up", "goal_verifying", "on",
-           "sent_back", "telemetry"]
+           "reviewed", "run_closed", "run_usage", "sent_back", "task_done", "telemetry"]

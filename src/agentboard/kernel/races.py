@@ -40,7 +40,7 @@ from .common import get_task, task_out
 from .runs import Verdict, request_review_in, review_in
 from .tasks.creation import NewTask
 from .tasks.creation import create_in as create_task_in
-from .tasks.moves import _archive, _block
+from .tasks.moves import _archive, _block, unblock_in
 
 #: ``tasks.purpose`` of an attempt's own task
 ATTEMPT = "attempt"
@@ -67,9 +67,10 @@ def _race(tx: Tx, board: str, task_id: str, *, lock: bool = False) -> Row:
 
 
 def attempts(db: Database, board: str, task_id: str) -> Row:
-    """A race: its task and its attempts, each with its own task's workspace and status."""
+    """A race: its task and its attempts, each with its own task's workspace and status (a task
+    that is no race has none)."""
     def _r(tx: Tx) -> Row:
-        task = task_out(_race(tx, board, task_id))
+        task = task_out(get_task(tx, board, task_id))
         rows = _attempts(tx, task_id)
         ids = [r["attempt_task_id"] for r in rows if r["attempt_task_id"]]
         params: dict[str, Any] = {}
@@ -257,6 +258,24 @@ def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
     tx.event(board, race["id"], "race_started", {"attempts": started}, actor=actor, at=now)
 
 
+def _restart(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
+    """A race back in ready after its attempts started (a person unblocked a race whose attempts
+    all failed): every attempt that failed runs again, from its own branch, and the race runs."""
+    again = []
+    for r in rows:
+        aid = r.get("attempt_task_id")
+        if not aid or r["state"] != "finished" or r.get("outcome") == "done":
+            continue
+        own = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+        if own is not None and own["status"] == states.BLOCKED:
+            unblock_in(tx, board, aid, actor=actor)
+            again.append(int(r["n"]))
+    now = time.time()
+    states.check("claim", race["status"], states.RUNNING, race["id"])
+    tx.execute("UPDATE tasks SET status = 'running', updated_at = :now WHERE id = :id", {"now": now, "id": race["id"]})
+    tx.event(board, race["id"], "race_started", {"again": again}, actor=actor, at=now)
+
+
 def _failures(rows: Sequence[Row]) -> str:
     return "; ".join(f"attempt {r['n']} ({r['profile']}): {r.get('outcome') or r['state']}"
                      + (f" — {model.reason_line(str(r['error']))}" if r.get("error") else "")
@@ -319,6 +338,10 @@ def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
                 _stop(tx, board, race, r, "cancelled", "the race was archived", actor)
         return None
     rows = [_refresh(tx, board, race, r, actor) for r in rows]
+    if race["status"] == states.READY:  # unblocked (or sent back) after it started: it runs again
+        _restart(tx, board, race, rows, actor)
+        race = get_task(tx, board, task_id, lock=True)
+        rows = [_refresh(tx, board, race, r, actor) for r in _attempts(tx, task_id)]
     if race["status"] not in (states.RUNNING, states.READY):
         state = "cancelled" if race["status"] == states.ARCHIVED else "stopped"
         for r in rows:
@@ -332,7 +355,9 @@ def settle(db: Database, board: str, *, actor: str = "dispatcher") -> list[tuple
     """Settle the board's races under way (see the module docstring), one transaction per race.
     Returns the ``(race, attempt)`` pairs whose winner the dispatcher picks now."""
     ids = db.read(lambda tx: [r["task_id"] for r in tx.all(
-        "SELECT DISTINCT task_id FROM attempts WHERE board = :b AND state IN ('pending', 'running')", {"b": board})])
+        "SELECT DISTINCT task_id FROM attempts WHERE board = :b AND state IN ('pending', 'running') "
+        "UNION SELECT id FROM tasks WHERE board = :b2 AND status = 'ready' AND race_until IS NOT NULL",
+        {"b": board, "b2": board})])
     out = []
     for tid in ids:
         n = db.write(_settle_race, board, tid, actor)
@@ -352,6 +377,8 @@ def settle_one(db: Database, board: str, task_id: str, *, actor: str = "dispatch
 def check_pick(db: Database, board: str, task_id: str, n: int) -> Row:
     """The race and attempt ``n`` if it may be picked now; raises ``Conflict``/``NotFound``."""
     race = attempts(db, board, task_id)
+    if not race.get("race_until"):
+        raise InvalidInput(f"task {task_id} is not a race (create one with `agentboard create TITLE --race P1,P2`)")
     rows = race["attempts"]
     why = _pick_refusal(race, rows, int(n))
     if why:

@@ -76,6 +76,16 @@ class TaskRow(TypedDict):
     promoted: NotRequired[list[str]]
 
 
+class CreatedAttempt(TypedDict):
+    """An attempt of a race as its creation returns it."""
+
+    n: int
+    profile: str
+    model: str | None
+    branch: str
+    state: str
+
+
 class CreatedTask(TypedDict):
     """A task as its creation returns it (the columns creation sets)."""
 
@@ -104,6 +114,11 @@ class CreatedTask(TypedDict):
     current_run_id: int | None
     consecutive_failures: int
     not_before: float | None
+    #: the assignee names no profile: the dispatcher will not start the task until one is added
+    warnings: NotRequired[list[str]]
+    #: a race: when it ends and its attempts
+    race_until: NotRequired[str]
+    attempts: NotRequired[list[CreatedAttempt]]
 
 
 class ExistingTask(TaskRow):
@@ -500,10 +515,93 @@ class TenantRow(TypedDict):
     n: int
 
 
+class SupervisionTask(TypedDict):
+    id: str
+    title: str
+    status: str
+
+
+class SupervisorStatus(TypedDict):
+    board: str
+    enabled: bool
+    profile: str | None
+    problem: str | None
+    wakes: dict[str, int]
+    working: list[SupervisionTask]
+
+
+class SupervisorLogEntry(TypedDict):
+    id: int
+    task_id: str | None
+    kind: str
+    payload: dict[str, Any]
+    actor: str | None
+    created_at: float
+
+
+class Proposal(TypedDict):
+    id: str
+    title: str
+    goal_id: str | None
+    created_by: str | None
+    created_at: float
+
+
+class Escalation(TypedDict):
+    id: str
+    title: str
+    block_reason: str | None
+    block_to: str | None
+    updated_at: float
+
+
+class GoalRef(TypedDict):
+    id: str
+    title: str
+
+
+class SupervisorPanel(TypedDict):
+    proposals: list[Proposal]
+    escalations: list[Escalation]
+    verifying: list[GoalRef]
+    status: SupervisorStatus
+    wakes: list[WakeRow]
+
+
+class OpenTask(TypedDict):
+    id: str
+    title: str
+    status: str
+    assignee: str | None
+    priority: int
+    goal_id: str | None
+    block_kind: str | None
+    block_reason: str | None
+    block_on: str | None
+    created_by: str | None
+
+
+class OpenGoal(TypedDict):
+    id: str
+    title: str
+    status: str
+    priority: int
+
+
+class SupervisorOverview(TypedDict):
+    board: str
+    counts: dict[str, int]
+    blocked: list[OpenTask]
+    triage: list[OpenTask]
+    goals: list[OpenGoal]
+
+
 __all__ = [
     "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
     "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
-    "DetailEvent", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRow", "GoalTask", "Lane",
-    "ParentLink", "ReviewRow", "RunReview", "RunRow", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow",
-    "TenantRow", "WakeRow", "WikiPage"
+    "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
+    "GoalTask", "Lane", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
+    "RaceCard", "ReviewRow", "RunReview", "RunRow", "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview",
+    "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow",
+    "WakeRow", "WikiPage"
 ]

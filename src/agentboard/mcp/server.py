@@ -31,6 +31,7 @@ from pydantic import Field
 from .. import config
 from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
+from ..domain.worker_env import WorkerEnv
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
 from ..protocol.context import render
@@ -51,6 +52,8 @@ class Scope:
     orchestrator: bool = False
     #: the supervisor's profile, for a supervision task's run (its board-wide tools)
     supervisor: str | None = None
+    #: a reviewer's run (``kanban_review`` answers the review run)
+    review_run: bool = False
 
     @property
     def actor(self) -> str:
@@ -61,12 +64,8 @@ def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = No
                    supervisor: str | None = None) -> Scope:
     """The scope of the worker's environment; whether it is an orchestrator comes from its
     profile on ``db``, or is given (what the API says of the run token)."""
-    raw_run = config.env("AGENTBOARD_RUN_ID")
-    try:
-        run_id = int(raw_run) if raw_run else None
-    except ValueError:
-        raise InvalidInput(f"AGENTBOARD_RUN_ID={raw_run!r} is not a run id") from None
-    profile = config.env("AGENTBOARD_PROFILE")
+    me = WorkerEnv.from_environ(strict=True)
+    profile = me.profile
     if orchestrator is None:
         orchestrator = False
         if profile and db is not None:
@@ -74,15 +73,15 @@ def scope_from_env(db: Database | None = None, *, orchestrator: bool | None = No
                 orchestrator = bool(profiles.get(db, profile).get("orchestrator"))
             except AgentboardError:
                 orchestrator = False
-    ws = config.env("AGENTBOARD_WORKSPACE")
     return Scope(
-        board=config.env("AGENTBOARD_BOARD") or "default",
-        task_id=config.env("AGENTBOARD_TASK"),
-        run_id=run_id,
+        board=me.board or "default",
+        task_id=me.task,
+        run_id=me.run_id,
         profile=profile,
-        workspace=Path(ws) if ws else None,
+        workspace=me.workspace,
         orchestrator=orchestrator,
         supervisor=supervisor,
+        review_run=me.review_run,
     )
 
 
@@ -199,7 +198,7 @@ class LocalOps:
         out = finish.complete(self.db, self.board, task_id, summary=summary, metadata=metadata, result=result,
                               usage=usage, run_id=self.scope.run_id, actor=self.scope.actor)
         if out.get("status") == "review":
-            out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+            out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def block(self, task_id: str, reason: str) -> dict[str, Any]:
@@ -221,7 +220,9 @@ class LocalOps:
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
                                   actor=self.scope.actor)
-        out["review"] = review.on_review_entered(self.db, self.settings, self.board, task_id).get("action")
+        from ..dispatch import finish
+
+        out["review"] = finish.review_entered(self.db, self.settings, self.board, task_id).get("action")
         return out
 
     def attach(self, task_id: str, path: Path, name: str | None) -> dict[str, Any]:
@@ -387,7 +388,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     def kanban_review(verdict: str, score: int, summary: str,
                       findings: list[dict[str, Any]] | None = None) -> CallToolResult:
         def body() -> Any:
-            if not config.env("AGENTBOARD_REVIEW_RUN") or scope.workspace is None:
+            if not scope.review_run or scope.workspace is None:
                 raise InvalidInput("kanban_review is for a review run; a worker finishes with kanban_complete")
             data: dict[str, Any] = {"verdict": verdict, "score": score, "summary": summary}
             if findings:

@@ -212,7 +212,7 @@ class Notifier:
             if not self._still_held(sub_id):
                 return True  # another notifier took it over: it delivers from the cursor
             error = send(sub["target"], message.title, message.body, timeout=s.notify_timeout,
-                         kind=message.kind, policy=rule)
+                         kind=message.kind, policy=rule, settings=s)
             if error is not None:
                 report.failures += 1
                 failures = int(sub.get("failures") or 0) + 1

@@ -1,5 +1,8 @@
 """One delivery through Apprise: ``None`` when it succeeded, else what went wrong (no secrets).
 
+A ``chat://`` target is the chat thread a task was created from: posted there with the bot of
+its platform (:mod:`agentboard.chat.threads`), not through Apprise.
+
 An untrusted target (``policy`` given, see :mod:`.outbound`) is delivered with every connection
 checked against the policy, and its failure is the generic :data:`.outbound.GENERIC_ERROR`."""
 
@@ -7,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ..config import redact
+from ..config import Settings, redact
 from .outbound import GENERIC_ERROR, Policy, guarded
 
 #: Apprise's notification types for the events
@@ -15,7 +18,13 @@ INFO, SUCCESS, WARNING, FAILURE = "info", "success", "warning", "failure"
 
 
 def send(url: str, title: str, body: str, *, timeout: float, kind: str = INFO,
-         policy: Policy | None = None) -> str | None:
+         policy: Policy | None = None, settings: Settings | None = None) -> str | None:
+    if url.startswith("chat://"):  # the chat thread a task was created from (docs/chat.md)
+        from ..chat import threads
+
+        if settings is None:
+            return "a chat thread is delivered with the server's chat settings"
+        return threads.send(settings, url, title, body)
     error = _send(url, title, body, timeout=timeout, kind=kind, policy=policy)
     if error is not None and policy is not None:
         return GENERIC_ERROR

@@ -47,7 +47,7 @@ def test(db: Database, board: str | None, *, sub_id: int | None = None, target: 
         rule = policy(db, trusted)
         url, shown = targets.check(target or "", rule)
     error = send(url, "agentboard test", f"A test message from agentboard to {shown}.",
-                 timeout=limit, kind=INFO, policy=rule)
+                 timeout=limit, kind=INFO, policy=rule, settings=db.settings)
     if error is not None and not trusted:
         error = outbound.GENERIC_ERROR
     out: Row = {"ok": error is None, "target": shown, "error": error}

@@ -50,7 +50,7 @@ def pass_window(settings: Settings) -> float:
     return 2 * float(settings.dispatch_interval) + PASS_SLACK
 
 
-def readiness(db: Database, settings: Settings, dispatcher: Any = None,
+def readiness(db: Database, settings: Settings, dispatcher: object | None = None,
               now: float | None = None) -> list[Check]:
     """The checks in order; the first that fails ends the list."""
     from ..kernel import monitoring

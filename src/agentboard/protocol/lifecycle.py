@@ -23,6 +23,7 @@ from typing import Any
 from ..config import Settings
 from ..domain import states
 from ..domain.errors import AgentboardError, StaleRun
+from ..domain.worker_env import WorkerEnv
 from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
@@ -71,23 +72,6 @@ class ExitDecision:
 
 
 # -- before the spawn ------------------------------------------------------------------------------
-
-
-def worker_mcp_env(board: str, task: Row, run_id: int, workspace: Path, *,
-                   api_url: str | None = None, token: str | None = None) -> dict[str, str]:
-    """The worker identity the MCP server needs (written into ``.mcp.json``): the task, the run,
-    the board, and the API's URL with the run token — never the home or the database URL."""
-    env = {
-        "AGENTBOARD_TASK": str(task["id"]),
-        "AGENTBOARD_RUN_ID": str(run_id),
-        "AGENTBOARD_BOARD": board,
-        "AGENTBOARD_WORKSPACE": str(workspace),
-        "AGENTBOARD_PROFILE": str(task.get("assignee") or ""),
-    }
-    if api_url and token:
-        env["AGENTBOARD_API_URL"] = api_url
-        env["AGENTBOARD_TOKEN"] = token
-    return env
 
 
 NO_MATCH = "no published page matches this task"
@@ -191,7 +175,7 @@ def prepare_reads(db: Database, settings: Settings, board: str,
 
 
 def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
-            api_url: str | None = None, token: str | None = None,
+            api_url: str | None = None, token: str | None = None, identity: WorkerEnv | None = None,
             loaded: PrepareInputs | AgentboardError | None = None,
             workspace_info: dict[str, Any] | None = None,
             enrich: Callable[[Row], Row] | None = None) -> Path:
@@ -226,8 +210,9 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
         boarddir.write_wiki(workspace, pages, None if pages else why, board=board_fd)
         board_fd.write_text("history.md", boarddir.history_text(loaded.history))
         board_fd.remove(REPAIR_PROMPT_FILE)
-        env = worker_mcp_env(board, full, run_id, workspace, api_url=api_url, token=token)
-        boarddir.write_mcp_json(workspace, env)
+        if identity is None:
+            identity = WorkerEnv.for_run(board, full, run_id, workspace, api_url=api_url, token=token)
+        boarddir.write_mcp_json(workspace, identity.to_env())
         boarddir.git_exclude(workspace)
         board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
                                                                                verify_enabled=settings.verify))
@@ -243,7 +228,7 @@ def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
     actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
-    complete: Completer | None = None,
+    complete: Completer | None = None, apply_verdict: review.VerdictApplier,
 ) -> ExitDecision:
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
@@ -258,7 +243,7 @@ def _verify_and_complete(
                                  checks=host_access.board_checks(db, board), confinement=setup.confinement,
                                  base_env=setup.base_env, unavailable=setup.unavailable)
         else:
-            env = {"AGENTBOARD_TASK": task_id, "AGENTBOARD_RUN_ID": str(run_id),
+            env = {**WorkerEnv(task=task_id, run_id=run_id).to_env(),
                    **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
             outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
                                  checks=host_access.board_checks(db, board))
@@ -293,7 +278,7 @@ def _verify_and_complete(
                             f"{done.get('block_reason') or ''}")
     note = f"completed; task is {done['status']}"
     if done["status"] == states.REVIEW:
-        rv = review.on_review_entered(db, settings, board, task_id)
+        rv = review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
         note += f"; review: {rv.get('action')}"
     return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
 
@@ -318,7 +303,8 @@ def _ingest(db: Database, settings: Settings, board: str, task_id: str, data: di
 
 
 def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
-             log_path: Path | None, parsed: result.Parsed, attempt: int) -> ExitDecision:
+             log_path: Path | None, parsed: result.Parsed, attempt: int,
+             apply_verdict: review.VerdictApplier) -> ExitDecision:
     summary = repair.extract_summary(log_path, parsed.raw)
     raw = boarddir.result_path(workspace)
     try:
@@ -332,20 +318,22 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
                            "raw_result": kept}, run_id=run_id)
     boarddir.append_history(workspace, f"## Result degraded (run {run_id})\n\nThe result never validated; "
                             "the task went to review with a summary extracted from the worker's output.\n")
-    rv = review.on_review_entered(db, settings, board, task_id)
+    rv = review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
     return ExitDecision(ExitAction.HANDLED, note=f"result degraded to review; review: {rv.get('action')}")
 
 
 def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_id: int, workspace: Path,
                exit_code: int | None, log_path: Path | None, attempt: int = 0,
                verifying: Callable[[], verify.Setup] | None = None, *,
-               complete: Completer | None = None) -> ExitDecision:
+               complete: Completer | None = None, apply_verdict: review.VerdictApplier) -> ExitDecision:
     """Turn what an exited worker left behind into kernel calls (see the module docstring).
 
     ``attempt`` is 0 after the worker itself, N after the N-th repair attempt. ``verifying``:
     how the task's checks run — confined like the worker, with its environment
     (``dispatch.spawning.Spawner.verifying``); without it they run as the dispatcher.
-    ``complete``: see :data:`Completer`.
+    ``complete``: see :data:`Completer`. ``apply_verdict``: how a heuristic reviewer's verdict
+    is applied when the task lands in review (the dispatcher's ``dispatch.finish.review``, the
+    one road to done).
     """
     workspace = Path(workspace)
     log_path = Path(log_path) if log_path else None
@@ -355,7 +343,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         return ExitDecision(ExitAction.HANDLED, note=f"task {task_id} or run {run_id} no longer exists")
     if task["status"] != states.RUNNING or task["current_run_id"] != run_id:
         if task["status"] == states.REVIEW and run.get("outcome") == "review_requested":
-            review.on_review_entered(db, settings, board, task_id)
+            review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
         return ExitDecision(ExitAction.HANDLED, note=f"run {run_id} is already closed (task is {task['status']})")
     # the exit code is stored by the call that closes the run (complete / fail); the other paths
     # store it first
@@ -372,7 +360,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
             usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
-            verifying=verifying, complete=complete)
+            verifying=verifying, complete=complete, apply_verdict=apply_verdict)
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
@@ -396,7 +384,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
                            actor="dispatcher", ttl=int(deadline) + settings.claim_ttl)
             return ExitDecision(ExitAction.REPAIR, prompt_file=prompt, deadline_seconds=deadline,
                                 note=f"result.json invalid ({len(parsed.errors)} errors); repair attempt {n}")
-        return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt)
+        return _degrade(db, settings, board, task_id, run_id, workspace, log_path, parsed, attempt, apply_verdict)
 
     data = parsed.data or {}
     if attempt > 0:
@@ -416,7 +404,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
                                     metadata=metadata, result_line=None, usage=data.get("usage"),
-                                    actor=actor, exit_code=exit_code, verifying=verifying, complete=complete)
+                                    actor=actor, exit_code=exit_code, verifying=verifying, complete=complete,
+                                    apply_verdict=apply_verdict)
     if decision.completed:
         _ingest(db, settings, board, task_id, data, actor)
     return decision
@@ -479,5 +468,5 @@ def plan_plain_completions(db: Database, settings: Settings,
 
 __all__ = [
     "ExitAction", "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
-    "protocol_instructions", "worker_mcp_env",
+    "protocol_instructions",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Settings
 from ..domain import states
@@ -43,6 +43,8 @@ VERDICT_SCHEMA: dict[str, Any] = {
         "score": {"type": "integer", "minimum": 0, "maximum": 100},
         "verdict": {"enum": list(VERDICTS)},
         "summary": {"type": "string"},
+        # a race (docs/races.md): the attempt an approval picks as the winner
+        "pick": {"type": "integer", "minimum": 1},
         "findings": {
             "type": "array",
             "items": {
@@ -77,6 +79,9 @@ def validate_verdict(data: Any) -> list[str]:
         errs.append("$.summary: required, a string")
     elif v in ("changes_requested", "rejected") and not summary.strip():
         errs.append(f"$.summary: a {v} verdict needs a summary saying why")
+    pick = data.get("pick")
+    if "pick" in data and (isinstance(pick, bool) or not isinstance(pick, int) or pick < 1):
+        errs.append(f"$.pick: must be the number of an attempt (1 or more), got {json.dumps(pick)}")
     findings = data.get("findings", [])
     if not isinstance(findings, list):
         errs.append("$.findings: must be an array")
@@ -132,24 +137,31 @@ def read_verdict(path: Path) -> dict[str, Any]:
     return data  # type: ignore[no-any-return]
 
 
-def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any], *,
+class VerdictApplier(Protocol):
+    """How a verdict becomes the task's: its caller's road to done. The dispatcher and the
+    surfaces give ``dispatch.finish.review`` (an approval integrates the task's branch when its
+    board says so); the protocol never applies a verdict by itself."""
+
+    def __call__(self, db: Database, board: str, task_id: str, verdict: str, text: str = "", *,
+                 reviewer: str | None = None, score: int | None = None, findings: list[Any] | None = None,
+                 actor: str | None = None) -> Row: ...
+
+
+def apply_verdict(db: Database, board: str, task_id: str, verdict: dict[str, Any], *, apply: VerdictApplier,
                   reviewer: str = "reviewer-agent", actor: str | None = None) -> Row:
-    """Store a validated verdict on the run and as a review record, and apply it."""
+    """Check a verdict and hand it to ``apply``, which stores it on the run and as a review
+    record and applies it."""
     errs = validate_verdict(verdict)
     if errs:
         raise InvalidInput("review verdict is invalid: " + "; ".join(errs))
-    from ..dispatch import finish
-
-    return finish.review(
-        db, board, task_id, verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
-        score=verdict["score"], findings=verdict.get("findings") or [], actor=actor or reviewer,
-    )
+    return apply(db, board, task_id, verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
+                 score=verdict["score"], findings=verdict.get("findings") or [], actor=actor or reviewer)
 
 
-def apply_verdict_file(db: Database, board: str, task_id: str, path: Path, *,
+def apply_verdict_file(db: Database, board: str, task_id: str, path: Path, *, apply: VerdictApplier,
                        reviewer: str = "reviewer-agent") -> Row:
     """:func:`read_verdict` then :func:`apply_verdict`."""
-    return apply_verdict(db, board, task_id, read_verdict(path), reviewer=reviewer)
+    return apply_verdict(db, board, task_id, read_verdict(path), apply=apply, reviewer=reviewer)
 
 
 # -- who reviews ------------------------------------------------------------------------------------
@@ -251,10 +263,11 @@ def heuristic_verdict(summary: str | None, degraded: bool, verification: dict[st
                        + ("; verification commands passed" if checked else "")}
 
 
-def on_review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
+def on_review_entered(db: Database, settings: Settings, board: str, task_id: str, *, apply: VerdictApplier) -> Row:
     """Call when a task lands in review: run the configured reviewer, or say it is unavailable.
 
-    ``heuristic`` applies its verdict at once; ``profile`` and ``llm`` are queued for the
+    ``heuristic`` applies its verdict at once, through ``apply`` (``dispatch.finish.review``:
+    ``dispatch.finish.review_entered`` calls this with it); ``profile`` and ``llm`` are queued for the
     dispatcher (``{"action": "review_queued", "reviewer"}``), which starts the review run. Never
     records an approval no reviewer gave: with the reviewer off, unavailable or refused (its own
     work) the task stays in review and one ``review_unavailable`` event per review entry says why.
@@ -278,12 +291,12 @@ def on_review_entered(db: Database, settings: Settings, board: str, task_id: str
         meta = {}
     verdict = heuristic_verdict(run.get("summary"), entry.degraded,
                                 meta.get("verification") if isinstance(meta, dict) else None)
-    task = apply_verdict(db, board, task_id, verdict, reviewer="heuristic")
+    task = apply_verdict(db, board, task_id, verdict, apply=apply, reviewer="heuristic")
     return {"action": "heuristic", "verdict": verdict["verdict"], "status": task["status"]}
 
 
 __all__ = [
-    "DEFAULT_PROFILE", "HEURISTIC_TAG", "UNAVAILABLE", "VERDICT_FILE", "VERDICT_SCHEMA", "Reviewer",
+    "DEFAULT_PROFILE", "HEURISTIC_TAG", "UNAVAILABLE", "VERDICT_FILE", "VERDICT_SCHEMA", "Reviewer", "VerdictApplier",
     "write_verdict",
     "apply_verdict", "apply_verdict_file", "board_reviewer", "choose_reviewer", "heuristic_verdict",
     "llm_availability", "on_review_entered", "own_work", "read_verdict", "reviewer_label", "validate_verdict",

@@ -239,9 +239,47 @@ def prepare(workspace: Path, context_md: str, task_id: str, run_id: int) -> Path
     return prompt
 
 
+def _attempt_facts(own: Row) -> WorkspaceFacts:
+    """Where a race attempt's work is (its own worktree ``<repo>/.worktrees/<id>``)."""
+    path = Path(own.get("workspace_path") or "")
+    repo = path.parent.parent if path.parent.name == ".worktrees" else path
+    if own.get("workspace_kind") != "worktree" or not own.get("workspace_path"):
+        return WorkspaceFacts("none", None)
+    wt = repo / ".worktrees" / str(own["id"])
+    return WorkspaceFacts("worktree", wt, repo, own.get("branch_name"), own.get("base_branch"))
+
+
+def render_race(race: Row, diff_max: int) -> str:
+    """A race's attempts for its reviewer: each attempt's outcome, verification, cost, summary
+    and diff, and how to pick one (``pick`` in the verdict)."""
+    out = ["## The attempts (this task is a race)", "",
+           "Several agents attempted this task, each on its own branch. Compare their work. To approve, pick "
+           "the attempt that wins: add `\"pick\": N` to an `approved` verdict (only an attempt whose outcome is "
+           "done and whose verification did not fail may be picked). Its branch becomes the task's.", ""]
+    for a in race.get("attempts") or []:
+        own = a.get("task") or {}
+        head = (f"### Attempt {a['n']} ({a['profile']}{':' + str(a['model']) if a.get('model') else ''}): "
+                f"{a.get('outcome') or a.get('state')}, verification {a.get('verification') or 'none'}, "
+                f"${float(a.get('cost_usd') or 0):.4f}")
+        out += [head, "", (a.get("summary") or a.get("error") or "(no summary)").strip(), ""]
+        if own.get("id"):
+            diff = cut(work_diff(_attempt_facts({**own, "id": a["attempt_task_id"]})), diff_max)
+            out += ["```diff", diff.text.rstrip("\n") or "(the diff is empty)", "```", ""]
+            if diff.note:
+                out += [f"Note: {diff.note}.", ""]
+    return "\n".join(out)
+
+
 def build(db: Database, board: str, task_id: str, ws: WorkspaceFacts, diff_max: int) -> str:
-    """The review context of a task (one read of the task, then git in its workspace)."""
+    """The review context of a task (one read of the task, then git in its workspace); a race's
+    context holds every attempt's diff instead (:func:`render_race`)."""
     detail = queries.task_detail(db, board, task_id, events=0)
+    if detail.get("race_until"):
+        from ..kernel import races
+
+        race = races.attempts(db, board, task_id)
+        return render(detail, Diff("", "none: a race's work is on its attempts' branches, below")) + "\n" + \
+            render_race(race, diff_max)
     return render(detail, cut(work_diff(ws), diff_max))
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from . import rollups as _rollups
+
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -517,9 +519,47 @@ budget_totals = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
 )
 
+# the insight rollups (0018): per board, UTC day, profile and model, what its runs did; one
+# upsert per closed run, done task and review verdict, in that transaction (store/rollups.py)
+run_rollups = sa.Table(
+    "run_rollups",
+    metadata,
+    sa.Column("board", sa.String(64), primary_key=True),
+    sa.Column("day", sa.Integer, primary_key=True),
+    sa.Column("profile", sa.Text, primary_key=True),
+    sa.Column("model", sa.Text, primary_key=True),
+    *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
+                server_default="0") for c in _rollups.COUNTS),
+)
+
 meta = sa.Table(
     "agentboard_meta",
     metadata,
     sa.Column("key", sa.String(128), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+
+# a chat user (Slack, Discord, Telegram) and what they may do, as an API token (0019)
+chat_links = sa.Table(
+    "chat_links",
+    metadata,
+    sa.Column("platform", sa.String(16), primary_key=True),
+    sa.Column("user_id", sa.String(64), primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    # one board, or NULL: every board
+    sa.Column("board", sa.String(64)),
+    sa.Column("created_by", sa.Text),
+    sa.Column("created_at", Ts, nullable=False),
+)
+
+# the chat thread a task was created from: its notifications go back there (0019)
+chat_threads = sa.Table(
+    "chat_threads",
+    metadata,
+    sa.Column("task_id", sa.String(64), primary_key=True),
+    sa.Column("board", sa.String(64), nullable=False),
+    sa.Column("platform", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("thread", sa.String(256), nullable=False),
+    sa.Column("created_at", Ts, nullable=False),
 )

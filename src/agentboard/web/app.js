@@ -5,6 +5,7 @@ import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
 import { $, ask, clear, debounce, h, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
+import { renderInsights } from "./insights.js";
 import { renderNotifications } from "./notify.js";
 import { newBoardDialog, renderGoals, renderProfiles } from "./panels.js";
 import { renderSupervisor } from "./supervisor.js";
@@ -76,7 +77,10 @@ const scheduleReload = debounce(() => {
   loadBoard();
   if (state.view === "goals") renderGoals(main);
   if (state.view === "supervisor") renderSupervisor(main);
+  if (state.view === "insights") refreshInsights();
 }, 150, 1000);
+// the charts are redrawn at most every few seconds while runs finish
+const refreshInsights = debounce(() => { if (state.view === "insights") renderInsights(main); }, 3000, 10000);
 on("reload", scheduleReload);
 on("open", (id) => openDrawer(id));
 
@@ -117,7 +121,7 @@ function renderTopbar() {
     state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
       `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
   switcher.addEventListener("change", () => switchBoard(switcher.value));
-  const tabs = ["board", "goals", "profiles", "supervisor", "notifications"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
+  const tabs = ["board", "goals", "profiles", "insights", "supervisor", "notifications"].map((v) => h(`button.tab${state.view === v ? ".active" : ""}`, {
     type: "button", dataset: { view: v }, "aria-pressed": String(state.view === v), onclick: () => setView(v),
   }, v[0].toUpperCase() + v.slice(1)));
   bar.append(...[
@@ -269,6 +273,9 @@ function setView(view) {
   } else if (view === "notifications") {
     main.appendChild(h("div.panel-loading", "Loading notifications…"));
     renderNotifications(main);
+  } else if (view === "insights") {
+    main.appendChild(h("div.panel-loading", "Loading insights…"));
+    renderInsights(main);
   } else if (view === "supervisor") {
     main.appendChild(h("div.panel-loading", "Loading the supervisor…"));
     renderSupervisor(main);
@@ -377,7 +384,7 @@ const SHORTCUTS = [
   ["/", "focus search"],
   ["n", "new task in Todo"],
   ["t", "new task in Triage"],
-  ["b / g / p / s", "board, goals, profiles, supervisor view"],
+  ["b / g / p / i / s", "board, goals, profiles, insights, supervisor view"],
   ["a", "show or hide archived"],
   ["l", "lanes by profile in Running"],
   ["r", "reload"],
@@ -416,6 +423,7 @@ document.addEventListener("keydown", (ev) => {
   else if (key === "b") setView("board");
   else if (key === "g") setView("goals");
   else if (key === "p") setView("profiles");
+  else if (key === "i") setView("insights");
   else if (key === "s") setView("supervisor");
   else if (key === "a") { state.showArchived = !state.showArchived; persist(); renderToolbar(); loadBoard(); }
   else if (key === "l") { state.lanes = !state.lanes; persist(); renderToolbar(); loadBoard(); }

@@ -35,7 +35,7 @@ def healthz_response() -> Response:
     return Json({"ok": True})
 
 
-async def readyz_response(db: Database, settings: Settings, dispatcher: Any) -> Response:
+async def readyz_response(db: Database, settings: Settings, dispatcher: object | None) -> Response:
     checks = await anyio.to_thread.run_sync(health.readiness, db, settings, dispatcher)
     failed = next((c for c in checks if not c.ok), None)
     body: dict[str, Any] = {"ok": failed is None, "checks": [c.to_dict() for c in checks]}
@@ -95,7 +95,7 @@ def _error(exc: AgentboardError) -> Response:
                     media_type="application/json", headers=headers)
 
 
-def open_app(settings: Settings, db: Database, dispatcher: Any = None) -> Starlette:
+def open_app(settings: Settings, db: Database, dispatcher: object | None = None) -> Starlette:
     """``/healthz``, ``/readyz`` and ``/metrics`` with no token (bind it to a scrape network)."""
     async def _healthz(request: Request) -> Response:
         return healthz_response()

@@ -77,7 +77,8 @@ class RaceOut(BaseModel):
     board: str
     title: str
     status: str
-    race_until: str
+    #: None: the task is no race (it has no attempts)
+    race_until: str | None
     badge: str
     can_pick: list[int]
     attempts: list[AttemptOut]

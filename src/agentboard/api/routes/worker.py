@@ -17,9 +17,9 @@ from fastapi import Path as PathParam
 from pydantic import Field
 from starlette.responses import Response
 
+from ...dispatch import finish
 from ...dispatch.diffs import with_git
 from ...kernel import queries, runs, tasks
-from ...protocol import review
 from ...protocol.context import build_worker_context
 from ..answers import EventRow, Heartbeat, Me, RunRow, TaskContext, TaskRow
 from ..auth import Principal, current
@@ -76,7 +76,7 @@ def _run_id(who: Principal, task_id: str, given: int | None) -> int | None:
 def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wanted: bool) -> dict[str, Any]:
     if wanted and out.get("status") == "review":
         st = state(request)
-        out["review"] = review.on_review_entered(st.db, st.settings, slug, task_id).get("action")
+        out["review"] = finish.review_entered(st.db, st.settings, slug, task_id).get("action")
     return out
 
 

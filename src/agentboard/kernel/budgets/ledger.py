@@ -8,6 +8,7 @@ from typing import Any
 
 from ...domain.errors import InvalidInput
 from ...store.engine import Database, Row, Tx
+from .. import hooks
 from .scopes import (
     _SCOPE_COL,
     LIMIT_OF,
@@ -235,11 +236,15 @@ def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budg
     params = {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id}
     if budgeted is False:
         tx.execute(_RUN_USAGE, params)
+        # the ledger row is written once per run (the statement's guard): so are the rollups
+        hooks.run_closed(tx, run_id)
         return
     if tx.db.dialect == "postgresql":  # one round trip: the ledger row and whether a budget applies
         row = tx.one(_RUN_USAGE_PG, params)
     else:
         row = tx.one(_RUN_USAGE, params)
+    if row is not None:
+        hooks.run_closed(tx, run_id)
     if row is None or row.get("budgeted") is False:
         return
     account_row_in(tx, row, run_id, now, actor=actor)

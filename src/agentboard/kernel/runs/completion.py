@@ -11,7 +11,7 @@ from typing import Any
 from ...domain import model, states
 from ...domain.errors import Conflict, InvalidInput
 from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
-from .. import budgets
+from .. import budgets, hooks
 from ..branches import integration_due_in, left_in
 from ..children import CLAIM_KEYS, check_created_in
 from ..common import (
@@ -147,10 +147,13 @@ def _complete_running_pg(
     if isinstance(usage, str):
         usage = json.loads(usage)
     tx.events_written(board)
+    done = task["status"] == states.DONE
+    if usage:  # the run and, when it made its task done, that too: one upsert
+        hooks.run_closed(tx, run_id, done=done)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
-                            children=bool(hints.get("children_hint", True)))
+                            children=bool(hints.get("children_hint", True)), done_counted=bool(usage) and done)
 
 
 def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
@@ -176,9 +179,12 @@ def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
 
 
 def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
-                     children: bool) -> Row:
-    """What follows a task becoming done (promotion of its children, its goal), and the answer."""
+                     children: bool, done_counted: bool = False) -> Row:
+    """What follows a task becoming done (promotion of its children, its goal), and the answer.
+    ``done_counted``: the ``run_closed`` hook already said the run made its task done."""
     if target == states.DONE:
+        if not done_counted:
+            hooks.task_done(tx, board, task["id"])
         task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
     task["run_id"] = rid
     return task_out(task)

@@ -189,6 +189,8 @@ def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
             return float(fields[key] or 0) - float(before[key] or 0) if key in fields else 0.0
         budgets.run_updated_in(tx, run_id, tokens=int(diff("input_tokens") + diff("output_tokens")),
                                cost_usd=diff("cost_usd"), exited="exit_code" in fields)
+        if diff("input_tokens") or diff("output_tokens") or diff("cost_usd"):
+            hooks.run_usage(tx, run_id, int(diff("input_tokens")), int(diff("output_tokens")), diff("cost_usd"))
     elif "exit_code" in fields:
         budgets.run_updated_in(tx, run_id, exited=True)
 

@@ -87,6 +87,8 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"now": now, "id": task_id},
         )
         tx.event(board, task_id, "approved", {"reviewer": reviewer, "score": score, "summary": first_line(text)}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
+        hooks.task_done(tx, board, task_id)
         task.update(status=states.DONE)
         after_satisfied(tx, board, task, actor)
     elif verdict == "changes_requested":
@@ -104,6 +106,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"s": target, "now": now, "id": task_id},
         )
         tx.event(board, task_id, "changes_requested", {"reviewer": reviewer, "feedback": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
         task.update(status=target)
         hooks.sent_back(tx, board, task, actor)
     elif verdict == "rejected":
@@ -115,6 +118,7 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
             {"r": model.reason_line(text) or text, "now": now, "id": task_id},
         )
         tx.event(board, task_id, "rejected", {"reviewer": reviewer, "reason": text[:2000], "score": score}, run_id=rid, actor=actor, at=now)
+        hooks.reviewed(tx, board, task_id, verdict)
         task.update(status=states.BLOCKED, block_kind="rejected", block_reason=model.reason_line(text) or text)
         task = hooks.blocked(tx, board, task, "rejected", text, actor)
     else:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
 from ...domain import model
 from ...domain.errors import InvalidInput, NotFound
 from ...store.engine import Database, Row, Tx, dump_json, in_list
 from ..common import board_settings, require_board
+from ..rows import (
+    SupervisorLogEntry,
+    SupervisorOverview,
+    SupervisorPanel,
+    SupervisorStatus,
+    WakeRow,
+)
 from .sweep import _close, _detail
 from .waking import ACTOR_PREFIX, REPLAN_ACTOR, WAKE_STATUSES, supervisor_of
 
@@ -71,7 +78,7 @@ def wake_out(row: Row) -> Row:
     return out
 
 
-def wakes(db: Database, board: str, *, status: str | None = None, limit: int = 200) -> list[Row]:
+def wakes(db: Database, board: str, *, status: str | None = None, limit: int = 200) -> list[WakeRow]:
     if status is not None and status not in WAKE_STATUSES:
         raise InvalidInput(f"unknown wake status {status!r}: use one of {', '.join(WAKE_STATUSES)}")
 
@@ -82,10 +89,10 @@ def wakes(db: Database, board: str, *, status: str | None = None, limit: int = 2
             sql += " AND status = :s"
             params["s"] = status
         return [wake_out(r) for r in tx.all(sql + " ORDER BY id DESC LIMIT :n", params)]
-    return db.read(_r)
+    return cast("list[WakeRow]", db.read(_r))
 
 
-def status(db: Database, board: str) -> Row:
+def status(db: Database, board: str) -> SupervisorStatus:
     """The board's supervisor: profile, wake counts by status, open supervision tasks."""
     def _r(tx: Tx) -> Row:
         require_board(tx, board, writable=False)
@@ -102,7 +109,7 @@ def status(db: Database, board: str) -> Row:
             problem = f"profile {profile!r} is disabled: wakes wait until it is enabled"
         return {"board": board, "enabled": profile is not None, "profile": profile, "problem": problem,
                 "wakes": {s: counts.get(s, 0) for s in WAKE_STATUSES}, "working": open_tasks}
-    return db.read(_r)
+    return cast(SupervisorStatus, db.read(_r))
 
 
 #: the events a supervisor's log shows besides the supervisor's own actions
@@ -110,7 +117,7 @@ LOG_KINDS = ("supervisor_woken", "wake_handled", "wake_moot", "wake_expired", "e
              "block_loop_detected", "goal_verifying", "goal_verify_failed", "supervisor_enabled", "supervisor_disabled")
 
 
-def log(db: Database, board: str, *, limit: int = 200) -> list[Row]:
+def log(db: Database, board: str, *, limit: int = 200) -> list[SupervisorLogEntry]:
     """What the supervisor did and why, newest first: its own actions (actor ``supervisor:…``)
     and the wake lifecycle."""
     def _r(tx: Tx) -> list[Row]:
@@ -127,10 +134,10 @@ def log(db: Database, board: str, *, limit: int = 200) -> list[Row]:
                 d["payload"] = {}
             out.append(d)
         return out
-    return db.read(_r)
+    return cast("list[SupervisorLogEntry]", db.read(_r))
 
 
-def panel(db: Database, board: str) -> Row:
+def panel(db: Database, board: str) -> SupervisorPanel:
     """The dashboard's supervisor panel: status, wakes, proposals awaiting release, escalations."""
     def _r(tx: Tx) -> Row:
         proposals = tx.all(
@@ -143,12 +150,10 @@ def panel(db: Database, board: str) -> Row:
         verifying = tx.all("SELECT id, title FROM goals WHERE board = :b AND status = 'verifying'", {"b": board})
         return {"proposals": proposals, "escalations": escalations, "verifying": verifying}
     out = db.read(_r)
-    out["status"] = status(db, board)
-    out["wakes"] = wakes(db, board, limit=100)
-    return out
+    return cast(SupervisorPanel, {**out, "status": status(db, board), "wakes": wakes(db, board, limit=100)})
 
 
-def overview(db: Database, board: str) -> Row:
+def overview(db: Database, board: str) -> SupervisorOverview:
     """What the supervisor reads first: the board's open work that needs judgement."""
     def _r(tx: Tx) -> Row:
         cols = "id, title, status, assignee, priority, goal_id, block_kind, block_reason, block_on, created_by"
@@ -161,4 +166,4 @@ def overview(db: Database, board: str) -> Row:
         goals = tx.all("SELECT id, title, status, priority FROM goals WHERE board = :b AND status IN ('active', 'verifying') "
                        "ORDER BY priority DESC, created_at", {"b": board})
         return {"board": board, "counts": counts, "blocked": blocked, "triage": triage, "goals": goals}
-    return db.read(_r)
+    return cast(SupervisorOverview, db.read(_r))

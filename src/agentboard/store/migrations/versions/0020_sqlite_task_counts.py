@@ -1,7 +1,7 @@
 """running task counts on SQLite too, and budget-blocked tasks found without reading the blocked
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0019
 Create Date: 2026-12-01
 
 - ``task_counts`` (SQLite only): one row per board and status with its number of tasks, kept by
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
-down_revision = "0017"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,43 @@
+"""GET /api/insights over HTTP, on both backends: the same numbers as the kernel's, validated
+by the response model; bad input is a JSON error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Api
+from .test_routes import err
+
+
+def _history(api: Api) -> None:
+    b = api.ab.board()
+    api.ab.add_profile("alpha", command="true", model_name="m-a")
+    t = b.create("one", assignee="alpha")["id"]
+    r = b.claim(t)["run_id"]
+    b.complete(t, run_id=r, usage={"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.3})
+    t = b.create("two", assignee="alpha")["id"]
+    r = b.claim(t)["run_id"]
+    b.fail(t, "crashed", run_id=r, error="boom")
+
+
+def test_insights_per_profile_model_and_board_over_http(api_any: Api) -> None:
+    _history(api_any)
+    c = api_any.as_admin
+    got = c.get("/api/insights", params={"by": "profile"})
+    assert got.status_code == 200, got.text
+    alpha = {g["key"]: g for g in got.json()["groups"]}["alpha"]
+    assert (alpha["runs"], alpha["tasks_done"], alpha["first_attempt_success_rate"]) == (2, 1, 0.5)
+    assert alpha["cost_per_done_task"] == 0.3 and alpha["failures"] == {"crashed": 1}
+    assert alpha["races_entered"] == 0
+    models = c.get("/api/insights", params={"by": "model", "since": "7d"}).json()
+    assert [g["key"] for g in models["groups"]] == ["m-a"] and models["since_days"] == 7
+    board: dict[str, Any] = c.get("/api/insights", params={"by": "board", "since": "2d"}).json()
+    assert board["groups"] == [] and [d["tasks_done"] for d in board["timeline"]["days"]] == [0, 1]
+    assert board["timeline"]["days"][-1]["work_in_progress"] == 1
+
+
+def test_bad_insight_queries_are_json_errors(api: Api) -> None:
+    c = api.as_admin
+    assert "profile" in err(c.get("/api/insights", params={"by": "owner"}), 422, "invalid_request")
+    assert "7d" in err(c.get("/api/insights", params={"since": "soon"}), 400, "invalid_input")
+    err(c.get("/api/insights", params={"board": "nope"}), 404)

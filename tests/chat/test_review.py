@@ -1,0 +1,54 @@
+"""Approving, rejecting, blocking, unblocking and commenting from chat: the same roads as the
+CLI (approval through the one road to done), each an event whose actor is the chat user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentboard.kernel import queries
+
+from .conftest import Chat
+
+
+def in_review(chat: Chat, title: str) -> dict[str, Any]:
+    board = chat.ab.board()
+    if not any(p["name"] == "coder" for p in chat.ab.profiles()):
+        chat.ab.add_profile("coder", command="true")
+    task = board.create(title, assignee="coder", review=True)
+    board.claim(task["id"])
+    board.complete(task["id"], summary="did it", run_id=board.show(task["id"])["current_run_id"])
+    assert board.show(task["id"])["status"] == "review"
+    return task
+
+
+def test_a_task_in_review_is_approved_or_rejected_from_chat(chat: Chat) -> None:
+    chat.link("slack", "U111")
+    good, bad = in_review(chat, "good work"), in_review(chat, "bad work")
+    approved = chat.slash(f"approve {good['id']}").json()["text"]
+    rejected = chat.slash(f"reject {bad['id']} the tests fail").json()["text"]
+    assert f"Approved {good['id']}" in approved and f"Rejected {bad['id']}" in rejected
+    board = chat.ab.board()
+    assert board.show(good["id"])["status"] == "done" and board.show(bad["id"])["status"] == "blocked"
+    kinds = {(e["task_id"], e["kind"]) for e in queries.events_after(chat.db, "default", 0)
+             if e["actor"] == "chat:slack:U111"}
+    assert (good["id"], "approved") in kinds and (bad["id"], "rejected") in kinds
+
+    again = chat.slash(f"approve {good['id']}").json()["text"]
+    assert again.startswith("*Not done:")
+
+
+def test_block_unblock_comment_and_show_from_chat(chat: Chat) -> None:
+    chat.link("slack", "U111")
+    task = chat.ab.board().create("Talk to legal")
+    assert f"Blocked {task['id']}" in chat.slash(f"block {task['id']} waiting for legal").json()["text"]
+    shown = chat.slash(f"show {task['id']}").json()["text"]
+    assert "[blocked]" in shown and "waiting for legal" in shown
+    assert f"Unblocked {task['id']}" in chat.slash(f"unblock {task['id']}").json()["text"]
+    assert f"Commented on {task['id']}" in chat.slash(f"comment {task['id']} legal said yes").json()["text"]
+    detail = chat.ab.board().show(task["id"])
+    assert [c["body"] for c in detail["comments"]] == ["legal said yes"]
+    assert detail["comments"][0]["author"] == "chat:slack:U111"
+    listed = chat.slash("list").json()["text"]
+    assert task["id"] in listed and "Talk to legal" in listed
+    assert "unknown status" in chat.slash("list nonsense").json()["text"]
+    assert "/kanban approve ID" in chat.slash("help").json()["text"]

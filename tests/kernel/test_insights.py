@@ -1,0 +1,256 @@
+"""Insights, on both backends: a run history made through the real verbs, and the numbers a
+person would work out by hand from it — per profile, per model and per board day. The rollups
+kept as runs close agree with the ones rebuilt from the runs afterwards."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from agentboard.domain.errors import InvalidInput
+from agentboard.kernel import insights, races, runs
+from agentboard.store import rollups
+
+DAY = 86400
+
+
+def _shift_run(board: Any, run_id: int, seconds: float) -> None:
+    """The open run started ``seconds`` earlier (a run that took that long when it closes now)."""
+    board.db.write(lambda tx: tx.execute("UPDATE task_runs SET started_at = started_at - :s WHERE id = :r",
+                                         {"s": seconds, "r": run_id}))
+
+
+def _age_task(board: Any, task_id: str, seconds: float) -> None:
+    board.db.write(lambda tx: tx.execute("UPDATE tasks SET created_at = created_at - :s WHERE id = :t",
+                                         {"s": seconds, "t": task_id}))
+
+
+def _history(board: Any, ab: Any) -> dict[str, str]:
+    """alpha (model m-a): t1 done at its first attempt (0.50 $, 150 tokens, 100 s); t2 crashes once,
+    then is done (0.25 $ + 0.10 $); t5 times out and is given up on. beta (model m-b): t3 with
+    checks and review fails verification once, passes, and is approved (0.40 $); t4 on model m-c
+    goes to review, changes are requested, then it is rejected. t6 is closed by a person."""
+    ab.add_profile("alpha", command="true", model_name="m-a")
+    ab.add_profile("beta", command="true", model_name="m-b")
+    t = {}
+    t["t1"] = board.create("one", assignee="alpha")["id"]
+    _age_task(board, t["t1"], 3000)
+    r = board.claim(t["t1"])["run_id"]
+    _shift_run(board, r, 100)
+    board.complete(t["t1"], run_id=r, usage={"input_tokens": 100, "output_tokens": 50, "cost_usd": 0.5})
+
+    t["t2"] = board.create("two", assignee="alpha")["id"]
+    _age_task(board, t["t2"], 20000)
+    r = board.claim(t["t2"])["run_id"]
+    _shift_run(board, r, 10)
+    board.fail(t["t2"], "crashed", run_id=r, error="boom")
+    runs.update_run(board.db, r, cost_usd=0.1)  # its usage, learned after the run closed
+    r = board.claim(t["t2"])["run_id"]
+    _shift_run(board, r, 1000)
+    board.complete(t["t2"], run_id=r, usage={"input_tokens": 10, "output_tokens": 10, "cost_usd": 0.25})
+
+    t["t3"] = board.create("three", assignee="beta", verify=["true"], review=True)["id"]
+    r = board.claim(t["t3"])["run_id"]
+    board.fail(t["t3"], "verify_failed", run_id=r, error="checks failed")
+    r = board.claim(t["t3"])["run_id"]
+    runs.complete(board.db, board.slug, t["t3"], run_id=r, verified=True, usage={"cost_usd": 0.4})
+    board.approve(t["t3"])
+
+    t["t4"] = board.create("four", assignee="beta", review=True, model="m-c")["id"]
+    r = board.claim(t["t4"])["run_id"]
+    board.complete(t["t4"], run_id=r)
+    board.request_changes(t["t4"], "not yet")
+    r = board.claim(t["t4"])["run_id"]
+    board.complete(t["t4"], run_id=r)
+    board.reject(t["t4"], "no")
+
+    t["t5"] = board.create("five", assignee="alpha")["id"]
+    r = board.claim(t["t5"])["run_id"]
+    board.fail(t["t5"], "timed_out", run_id=r, error="too slow")
+    board.give_up(t["t5"], "stop")
+
+    t["t6"] = board.create("six", assignee="alpha")["id"]
+    board.complete(t["t6"])
+    return t
+
+
+def _groups(board: Any, by: str, since: str | None = None) -> dict[str, dict[str, Any]]:
+    out = insights.read(board.db, board.slug, insights.Query.build(by, since))
+    return {g["key"]: g for g in out["groups"]}
+
+
+def _rollup_rows(board: Any) -> list[dict[str, Any]]:
+    cols = ", ".join((*rollups.KEYS, *rollups.COUNTS))
+    rows = board.db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups ORDER BY board, day, profile, model"))
+    return [{k: (round(float(v), 6) if isinstance(v, float) else v) for k, v in dict(r).items()} for r in rows]
+
+
+def test_per_profile_insights_are_the_numbers_worked_out_by_hand(board: Any, ab: Any) -> None:
+    _history(board, ab)
+    g = _groups(board, "profile")
+
+    alpha = g["alpha"]
+    # runs: t1 (ok), t2 (crashed, ok), t5 (timed out); done: t1 and t2
+    assert (alpha["runs"], alpha["tasks_done"]) == (4, 2)
+    # first attempts: t1 ok, t2 crashed, t5 timed out
+    assert (alpha["first_attempts"], alpha["first_attempt_success_rate"]) == (3, pytest.approx(1 / 3))
+    assert alpha["verifications"] == 0 and alpha["verification_pass_rate"] is None
+    assert alpha["reviews"] == 0 and alpha["review_approval_rate"] is None
+    assert alpha["cost_usd"] == pytest.approx(0.85)
+    assert alpha["cost_per_done_task"] == pytest.approx(0.85 / 2)
+    assert alpha["tokens_per_done_task"] == pytest.approx((150 + 20) / 2)
+    assert alpha["failures"] == {"crashed": 1, "timed_out": 1}
+    # durations 100 s, 10 s, 1000 s, ~0 s: the median lies between 10 s and 100 s, p90 near 1000 s
+    assert 8 <= alpha["duration_p50_s"] <= 128
+    assert rollups.bucket_of(alpha["duration_p90_s"]) == rollups.bucket_of(1000)
+
+    beta = g["beta"]
+    # t3: verify_failed, then passed; t4: two runs to review
+    assert (beta["runs"], beta["tasks_done"]) == (4, 1)
+    assert (beta["first_attempts"], beta["first_attempt_success_rate"]) == (2, pytest.approx(1 / 2))
+    assert (beta["verifications"], beta["verification_pass_rate"]) == (2, pytest.approx(1 / 2))
+    # t3 approved; t4 changes requested, then rejected
+    assert (beta["reviews"], beta["review_approval_rate"]) == (3, pytest.approx(1 / 3))
+    assert beta["cost_per_done_task"] == pytest.approx(0.4)
+    assert beta["failures"] == {"verify_failed": 1}
+    assert (beta["races_entered"], beta["races_won"]) == (0, 0)
+
+    # the task a person closed is done by nobody's run
+    assert g[""]["tasks_done"] == 1 and g[""]["runs"] == 0
+
+
+def test_per_model_insights_follow_the_task_model_over_the_profile_model(board: Any, ab: Any) -> None:
+    _history(board, ab)
+    g = _groups(board, "model")
+    assert (g["m-a"]["runs"], g["m-a"]["tasks_done"]) == (4, 2)
+    assert (g["m-b"]["runs"], g["m-b"]["tasks_done"], g["m-b"]["review_approval_rate"]) == (2, 1, 1.0)
+    assert (g["m-c"]["runs"], g["m-c"]["tasks_done"], g["m-c"]["review_approval_rate"]) == (2, 0, 0.0)
+
+
+def test_the_board_view_counts_tasks_done_spend_and_cycle_times_per_day(board: Any, ab: Any) -> None:
+    _history(board, ab)
+    out = insights.read(board.db, board.slug, insights.Query.build("board", "7d"))
+    tl = out["timeline"]
+    assert out["groups"] == [] and out["since_days"] == 7 and len(tl["days"]) == 7
+    today = tl["days"][-1]
+    assert today["day"] == time.strftime("%Y-%m-%d", time.gmtime())
+    assert (today["tasks_done"], tl["tasks_done"]) == (4, 4)
+    assert today["runs"] == 8 and today["cost_usd"] == pytest.approx(1.25)
+    # started: t1..t5 ran, t6 was closed without a run; done: t1, t2, t3, t6 → t4, t5 in progress
+    assert today["started"] == 6 and today["work_in_progress"] == 2
+    # cycle times: t1 ~3000 s, t2 ~20000 s, t3 and t6 ~0 s
+    assert sum(b["tasks"] for b in tl["cycle_time_histogram"]) == 4
+    assert tl["cycle_time_p90_s"] is not None and rollups.bucket_of(tl["cycle_time_p90_s"]) == rollups.bucket_of(20000)
+    assert tl["cycle_time_p50_s"] <= 4096
+
+
+def test_rollups_kept_as_runs_close_equal_the_ones_rebuilt_from_the_runs(board: Any, ab: Any) -> None:
+    _history(board, ab)
+    kept = _rollup_rows(board)
+    assert kept
+    insights.rebuild(board.db, board.slug)
+    assert _rollup_rows(board) == kept
+    insights.rebuild(board.db)
+    assert _rollup_rows(board) == kept
+
+
+def test_usage_learned_after_a_run_closed_is_counted(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true")
+    tid = board.create("late usage", assignee="alpha")["id"]
+    r = board.claim(tid)["run_id"]
+    board.complete(tid, run_id=r)
+    runs.update_run(board.db, r, input_tokens=40, output_tokens=2, cost_usd=0.3)
+    g = _groups(board, "profile")["alpha"]
+    assert (g["input_tokens"], g["output_tokens"], g["cost_usd"]) == (40, 2, pytest.approx(0.3))
+    kept = _rollup_rows(board)
+    insights.rebuild(board.db)
+    assert _rollup_rows(board) == kept
+
+
+def test_since_keeps_only_the_last_days(board: Any, ab: Any) -> None:
+    _history(board, ab)
+    # move t1's run and completion ten days back, and rebuild (as the migration does)
+    def _w(tx: Any) -> None:
+        tx.execute("UPDATE task_runs SET started_at = started_at - :s, ended_at = ended_at - :s "
+                   "WHERE task_id = (SELECT id FROM tasks WHERE title = 'one')", {"s": 10 * DAY})
+        tx.execute("UPDATE tasks SET completed_at = completed_at - :s, created_at = created_at - :s "
+                   "WHERE title = 'one'", {"s": 10 * DAY})
+    board.db.write(_w)
+    insights.rebuild(board.db, board.slug)
+    assert _groups(board, "profile")["alpha"]["tasks_done"] == 2
+    assert _groups(board, "profile", "7d")["alpha"]["tasks_done"] == 1
+    assert _groups(board, "profile", "1w")["alpha"]["runs"] == 3
+    tl = insights.read(board.db, board.slug, insights.Query.build("board", "7d"))["timeline"]
+    assert tl["tasks_done"] == 3
+    # t1 started and finished before the window: work in progress is still t4 and t5
+    assert tl["days"][-1]["work_in_progress"] == 2
+    whole = insights.read(board.db, board.slug, insights.Query.build("board"))["timeline"]
+    assert whole["tasks_done"] == 4 and len(whole["days"]) == 11
+
+
+def test_an_empty_board_has_no_groups_and_a_flat_timeline(board: Any) -> None:
+    assert insights.read(board.db, board.slug, insights.Query.build("profile"))["groups"] == []
+    tl = insights.read(board.db, board.slug, insights.Query.build("board", "3d"))["timeline"]
+    assert [d["tasks_done"] for d in tl["days"]] == [0, 0, 0]
+    assert tl["cycle_time_p50_s"] is None
+
+
+@pytest.mark.parametrize("by,since", [("owner", None), ("profile", "soon"), ("profile", "0d")])
+def test_a_bad_grouping_or_window_is_refused_saying_what_to_use(by: str, since: str | None) -> None:
+    with pytest.raises(InvalidInput, match="invalid (by|since)"):
+        insights.Query.build(by, since)
+
+
+def test_percentiles_come_from_the_bucket_holding_the_rank() -> None:
+    hist = [0] * rollups.BUCKETS
+    hist[rollups.bucket_of(100)] = 9
+    hist[rollups.bucket_of(5000)] = 1
+    assert 64 <= insights.percentile(hist, 0.5) < 128  # type: ignore[operator]
+    assert 4096 <= insights.percentile(hist, 0.95) < 8192  # type: ignore[operator]
+    assert insights.percentile([0] * rollups.BUCKETS, 0.5) is None
+
+
+
+def _race(board: Any, title: str, entries: str, winner: int, *, fail: tuple[int, ...] = ()) -> str:
+    """A race through the race verbs: started, each attempt's task run (those in ``fail`` crash
+    once, then finish), settled, attempt ``winner`` picked."""
+    tid = board.create(title, race=entries.split(","))["id"]
+    races.settle(board.db, board.slug)
+    for a in races.attempts(board.db, board.slug, tid)["attempts"]:
+        at = a["attempt_task_id"]
+        r = board.claim(at)["run_id"]
+        if a["n"] in fail:
+            board.fail(at, "crashed", run_id=r, error="boom")
+            r = board.claim(at)["run_id"]
+        board.complete(at, run_id=r, usage={"cost_usd": 0.1})
+    races.settle(board.db, board.slug)
+    races.pick(board.db, board.slug, tid, winner)
+    assert board.show(tid)["status"] == "done"
+    return tid
+
+
+def test_races_entered_and_won_and_a_races_done_credit_the_picked_attempt(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true", model_name="m-a")
+    ab.add_profile("beta", command="true", model_name="m-b")
+    _race(board, "first race", "alpha,beta", 1)
+    _race(board, "second race", "alpha,beta:m-x", 2, fail=(1,))
+    _race(board, "third race", "alpha,alpha", 2)
+    g = _groups(board, "profile")
+    assert (g["alpha"]["races_entered"], g["alpha"]["races_won"]) == (4, 2)
+    assert (g["beta"]["races_entered"], g["beta"]["races_won"]) == (2, 1)
+    # the attempts' runs are their profiles' runs; the done tasks are the races, credited to the winners
+    assert (g["alpha"]["runs"], g["beta"]["runs"]) == (5, 2)
+    assert (g["alpha"]["tasks_done"], g["beta"]["tasks_done"]) == (2, 1)
+    assert g["alpha"]["first_attempt_success_rate"] == pytest.approx(3 / 4)
+    assert "" not in g  # no done race is left to nobody
+    models = _groups(board, "model")
+    assert (models["m-a"]["races_entered"], models["m-b"]["races_entered"]) == (4, 1)
+    assert (models["m-x"]["races_won"], models["m-x"]["tasks_done"]) == (1, 1)
+    tl = insights.read(board.db, board.slug, insights.Query.build("board", "1d"))["timeline"]
+    # three races done; the attempts' own tasks are not the board's tasks done, nor in progress
+    assert tl["tasks_done"] == 3 and tl["days"][-1]["work_in_progress"] == 0
+    kept = _rollup_rows(board)
+    insights.rebuild(board.db)
+    assert _rollup_rows(board) == kept
