@@ -110,6 +110,10 @@ def verb_name(fn: Callable[..., Any]) -> str:
     while isinstance(fn, functools.partial):
         fn = fn.func
     module = str(getattr(fn, "__module__", "") or "").removeprefix("agentboard.")
+    if module.startswith("kernel.") and module.count(".") > 1:
+        # a verb of a kernel package (``kernel.tasks.creation``) is named by its package, where
+        # callers find it (``kernel.tasks.create``)
+        module = ".".join(module.split(".")[:2])
     qual = str(getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "") or "tx")
     name = qual.split(".<locals>")[0].split(".")[-1].lstrip("_") or "tx"
     # ``create_in``: the verb's body that also runs inside a caller's transaction

@@ -107,6 +107,10 @@ def test_a_laptop_screen_shows_every_column_and_long_names_end_in_an_ellipsis(pa
     for status in ("triage", "todo", "ready", "running", "review", "blocked", "done"):
         box = column(page, status).bounding_box()
         assert box is not None and box["x"] + box["width"] <= 1600, status
+    # a "+" button on each column a new task lands in (GET /api/meta), none elsewhere
+    for status in ("triage", "todo", "ready", "running", "review", "blocked", "done"):
+        want = 1 if status in ("triage", "todo", "ready") else 0
+        expect(column(page, status).locator(".column-add")).to_have_count(want, timeout=T)
     # column heads line up whether or not they have a "+" button
     heights = {column(page, s).locator(".column-head").bounding_box()["height"] for s in ("todo", "running", "done")}
     assert len(heights) == 1, heights

@@ -35,6 +35,11 @@ def test_the_supervisor_panel_shows_wakes_escalations_and_releases_proposals(pag
     page.locator("nav.tabs button[data-view='supervisor']").click()
     expect(page.locator(".sup-who")).to_have_text(f"supervised by sup{tag}", timeout=T)
     expect(page.locator(".sup-table")).to_contain_text("blocked", timeout=T)
+    # the wake statuses are the domain's, from GET /api/meta: a count and a filter for each
+    from agentboard.domain import states
+
+    expect(page.locator(".sup-counts .pill")).to_have_count(len(states.WAKE_STATUSES))
+    expect(page.locator(".sup-filter button")).to_have_text(["all", *states.WAKE_STATUSES])
     expect(page.locator(".sup-section", has_text="Escalations")).to_contain_text(f"licence decision {tag}")
     expect(page.locator(".sup-section", has_text="Escalations")).to_contain_text("for alice")
     proposals = page.locator(".sup-section", has_text="Proposals awaiting release")

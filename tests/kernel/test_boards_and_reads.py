@@ -258,7 +258,7 @@ def test_events_after_cursor(ab: Any) -> None:
         ({"workspace": "ftp:/x"}, "invalid workspace"),
         ({"priority": "high"}, "invalid priority"),
         ({"max_runtime": "soon"}, "invalid duration"),
-        ({"max_retries": 0}, "at least 1"),
+        ({"max_retries": 0}, "give 1 to 1000"),
         ({"assignee": "bad name!"}, "invalid profile name"),
     ],
 )

@@ -139,3 +139,49 @@ def test_upgrade_keeps_events_and_their_ids(tmp_path: Path) -> None:
     db.write(lambda tx: tx.event("default", None, "board_created", {}))
     assert db.read(lambda tx: tx.scalar("SELECT MAX(id) FROM task_events")) == before[-1]["id"] + 1
     db.close()
+
+
+def _history_before_rollups(db: Database) -> None:
+    """Two runs of a done task and one review, written as a database at 0017 held them."""
+    def _w(tx: Any) -> None:
+        tx.execute("INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0) "
+                   "ON CONFLICT (slug) DO NOTHING")
+        tx.execute("INSERT INTO profiles (name, command, model, created_at, updated_at) "
+                   "VALUES ('alpha', 'true', 'm-a', 0, 0)")
+        tx.execute("INSERT INTO tasks (id, board, title, status, assignee, created_at, updated_at, completed_at) "
+                   "VALUES ('t_00000001', 'default', 'old', 'done', 'alpha', 1000, 1000, 1600)")
+        for n, outcome, cost in ((1, "crashed", 0.25), (2, "completed", 0.5)):
+            tx.execute("INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, "
+                       "ended_at, cost_usd, synthetic) VALUES ('t_00000001', 'default', 'alpha', :n, 'closed', :o, "
+                       "1100, 1200, :c, 0)", {"n": n, "o": outcome, "c": cost})
+        tx.execute("INSERT INTO reviews (task_id, board, run_id, reviewer, verdict, created_at) "
+                   "VALUES ('t_00000001', 'default', NULL, 'me', 'approved', 1600)")
+    db.write(_w)
+
+
+def _check_backfilled(db: Database) -> None:
+    from agentboard.kernel import insights
+
+    got = insights.read(db, "default", insights.Query.build("profile"))["groups"]
+    alpha = next(g for g in got if g["key"] == "alpha")
+    assert (alpha["runs"], alpha["tasks_done"], alpha["cost_usd"]) == (2, 1, 0.75)
+    assert alpha["first_attempt_success_rate"] == 0.0 and alpha["failures"] == {"crashed": 1}
+
+
+def test_the_rollups_migration_fills_them_from_the_runs_already_recorded(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate.upgrade(db, "0017")
+    _history_before_rollups(db)
+    migrate.upgrade(db)
+    _check_backfilled(db)
+    db.close()
+
+
+@pytest.mark.postgres
+def test_the_rollups_migration_fills_them_on_postgres(empty_pg: str) -> None:
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0017")
+    _history_before_rollups(db)
+    migrate.upgrade(db)
+    _check_backfilled(db)
+    db.close()

@@ -24,3 +24,27 @@ def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_
     assert sum(int(r["n"]) for r in snap.load if r["board"] == "default" and r["assignee"] == "w") == 3
     every = kd.pass_snapshot(db)  # without a host: every running task, as before
     assert sorted(r["id"] for r in every.running) == sorted(made.values())
+
+
+def test_a_host_renews_its_claims_in_one_statement_that_wakes_no_dispatcher(ab: Any) -> None:
+    db = ab.db
+    ab.add_profile("w", command="true")
+    claimed = []
+    for i in range(3):
+        t = tasks.create(db, "default", f"t{i}", assignee="w")
+        claimed.append(("default", t["id"], runs.claim(db, "default", t["id"], ttl=60, host="host-a")["run_id"]))
+    stale = claimed[2]
+    runs.fail(db, "default", stale[1], "crashed", run_id=stale[2], error="gone")  # no longer its run
+    woken: list[set[str]] = []
+    db.add_listener(woken.append)
+    try:
+        before = {r["id"]: r["claim_expires"] for r in kd.pass_snapshot(db).running}
+        renewed = kd.extend_claims(db, claimed, ttl=600)
+    finally:
+        db.remove_listener(woken.append)
+    assert renewed == {claimed[0][2], claimed[1][2]}
+    after = {r["id"]: r["claim_expires"] for r in kd.pass_snapshot(db).running}
+    assert all(after[t] > before[t] + 300 for _, t, _ in claimed[:2])
+    assert woken == []
+    kinds = [e["kind"] for e in ab.board().events(0, limit=1000) if e["kind"] == "claim_extended"]
+    assert len(kinds) == 2

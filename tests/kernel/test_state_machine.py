@@ -192,7 +192,7 @@ class KernelMachine(RuleBasedStateMachine):
 
 
 KernelMachine.TestCase.settings = settings(
-    max_examples=40 if FAST else 300, stateful_step_count=50, deadline=None,
+    max_examples=20 if FAST else 300, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestKernelMachine = KernelMachine.TestCase

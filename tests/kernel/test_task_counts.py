@@ -59,7 +59,7 @@ def test_the_migration_counts_the_tasks_already_there(sqlite_template: Path, tmp
     cfg = migrate._config()
     with db.engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0017")
+        command.downgrade(cfg, "0019")
     assert not db.read(lambda tx: tx.all("SELECT name FROM sqlite_master WHERE name = 'task_counts'"))
     tasks.create(db, "default", "made before the counts existed", assignee="w")
     migrate.upgrade(db)

@@ -38,7 +38,7 @@ from . import breaker, races
 from .auto_decompose import AutoDecomposer
 from .budget_watch import BudgetWatch
 from .reaping import FoundExit, Reaper, earliest
-from .report import PassReport, Skipped, WouldSpawn
+from .report import PassReport, Seen, Skipped, WouldSpawn
 from .reviewing import Reviewing
 from .runtime import Context
 from .spawning import Choice, Spawner, StartFailure
@@ -309,6 +309,8 @@ class _Pass:
             self._due(check.due)
             if check.exit is not None:
                 exits.append(check.exit)
+        for _ in range(reaper.flush_renewals()):  # the claims found due, in one statement
+            self.report.count(Seen.EXTENDED)
         reaper.handle_exits(exits)
         if not self.dry_run and rows:  # comments written while they run reach .board/inbox.md
             try:

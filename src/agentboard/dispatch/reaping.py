@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import signal
 import time
 from dataclasses import dataclass
@@ -108,6 +109,8 @@ class Reaper:
     def __init__(self, ctx: Context, spawner: Spawner) -> None:
         self.ctx = ctx
         self.spawner = spawner
+        #: (board, task, run) of the claims this pass found due for renewal (pass thread only)
+        self._renewals: list[tuple[str, str, int]] = []
 
     # -- our workers whose run is no longer current ------------------------------------------------
 
@@ -332,17 +335,27 @@ class Reaper:
 
     def _renew_claim(self, r: Row, now: float) -> Check:
         """A live local worker keeps its claim (renewed well before expiry, so other hosts never
-        mistake it for a dead one); being quiet is handled by the stale rule."""
+        mistake it for a dead one); being quiet is handled by the stale rule. The renewals a
+        pass finds due go out together (:meth:`flush_renewals`); the next look comes with a
+        little jitter, so a host's renewals gather into few passes."""
         ttl = float(self.ctx.settings.claim_ttl)
         exp = r["claim_expires"]
         if exp is not None and exp - now >= ttl / 2:
-            return Check(due=exp - ttl / 2)
+            return Check(due=exp - ttl / 2 + random.uniform(0.0, ttl / 20))
+        self._renewals.append((str(r["board"]), str(r["id"]), int(r["current_run_id"])))
+        return Check(None, now + ttl / 2)
+
+    def flush_renewals(self) -> int:
+        """Renew the claims this pass found due, in one statement (``kernel.dispatching
+        .extend_claims``: it wakes no other host). Returns how many were renewed."""
+        items, self._renewals = self._renewals, []
+        if not items:
+            return 0
         try:
-            extended = kr.extend_claim(self.ctx.db, r["board"], r["id"], r["current_run_id"])
+            return len(kd.extend_claims(self.ctx.db, items))
         except AgentboardError as exc:
-            log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
-            return Check()
-        return Check(Seen.EXTENDED if extended else None, now + ttl / 2)
+            log.info("renewing %d claims: %s", len(items), exc)
+            return 0
 
     def fail(self, r: Row, outcome: str, error: str, *, exit_code: int | None = None,
              count: bool | None = None, cooldown: float | None = None) -> Row | None:

@@ -100,6 +100,37 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
     return db.read(_r)
 
 
+def extend_claims(db: Database, items: list[tuple[str, str, int]], ttl: int | None = None) -> set[int]:
+    """Renew the claims of several running tasks of one host in one transaction: ``items`` are
+    ``(board, task id, run id)``; a task is renewed only while that run is its current one. A
+    ``claim_extended`` event each, but the commit wakes no dispatcher (a renewal changes nothing
+    another host would act on). Returns the run ids renewed."""
+    if not items:
+        return set()
+    from .runs.claims import claim_ttl
+
+    def _w(tx: Tx) -> set[int]:
+        now = time.time()
+        exp = now + claim_ttl(tx, ttl)
+        params: dict[str, Any] = {"exp": exp}
+        ids = in_list("t", [t for _, t, _ in items], params)
+        runs = in_list("r", [r for _, _, r in items], params)
+        # a run id belongs to one task, so (id, current_run_id) among the pairs is the pair itself
+        done = {int(r["current_run_id"]) for r in tx.all(
+            f"UPDATE tasks SET claim_expires = :exp WHERE status = 'running' AND id IN {ids} "
+            f"AND current_run_id IN {runs} RETURNING current_run_id", params)}
+        if not done:
+            return done
+        p2: dict[str, Any] = {"exp": exp}
+        tx.execute("UPDATE task_runs SET claim_expires = :exp WHERE id IN " + in_list("r", sorted(done), p2), p2)
+        for board, task_id, run_id in items:
+            if run_id in done:
+                tx.event(board, task_id, "claim_extended", {"until": exp}, run_id=run_id, actor="dispatcher", at=now)
+        tx.wrote_events = False  # followers read them with the next change; no host is woken
+        return done
+    return db.write(_w)
+
+
 def resume_timed_blocks(db: Database, boards: list[str], now: float | None = None) -> list[Row]:
     """Unblock, in one transaction, the tasks of ``boards`` whose timed block
     (``rate_limited``) has ended: they go back to ready (or todo), an ``unblocked`` event each."""
@@ -579,6 +610,6 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 __all__ = [
     "PassSnapshot", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
-    "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
+    "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

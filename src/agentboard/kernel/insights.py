@@ -186,12 +186,14 @@ def _races(tx: Tx, board: str, by: str, first_day: int | None) -> dict[str, tupl
     if by == "board":
         return {}
     # the model an attempt ran with: its own task's (the race's entry or the race's model), else its profile's
-    key = "a.profile" if by == "profile" else "COALESCE(t.model, a.model, p.model, '')"
+    # (looked up by key per attempt: a race is a few rows, the board's tasks may be millions)
+    key = "a.profile" if by == "profile" else (
+        "COALESCE((SELECT t.model FROM tasks t WHERE t.id = a.attempt_task_id), a.model, "
+        "(SELECT p.model FROM profiles p WHERE p.name = a.profile), '')")
     where = "a.board = :b" + (" AND a.started_at >= :since" if first_day is not None else "")
     rows = tx.all(
         f"SELECT {key} AS k, COUNT(*) AS entered, SUM(CASE WHEN a.picked = 1 THEN 1 ELSE 0 END) AS won "
-        f"FROM attempts a LEFT JOIN tasks t ON t.id = a.attempt_task_id LEFT JOIN profiles p ON p.name = a.profile "
-        f"WHERE {where} GROUP BY {key}",
+        f"FROM attempts a WHERE {where} GROUP BY {key}",
         {"b": board, "since": (first_day or 0) * DAY})
     return {str(r["k"] or ""): (int(r["entered"] or 0), int(r["won"] or 0)) for r in rows}
 

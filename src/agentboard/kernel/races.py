@@ -77,10 +77,22 @@ def attempts(db: Database, board: str, task_id: str) -> Row:
         own = {r["id"]: r for r in tx.all(
             "SELECT id, status, workspace_kind, workspace_path, branch_name, base_branch, block_reason, result "
             "FROM tasks WHERE id IN " + in_list("i", ids, params), params)} if ids else {}
+        # what the runs spent, read now: a stopped attempt's usage may arrive after it stopped
+        spent: dict[str, Row] = {}
+        if ids:
+            params = {}
+            spent = {r["task_id"]: r for r in tx.all(
+                "SELECT task_id, COUNT(*) AS runs, COALESCE(SUM(input_tokens), 0) AS input_tokens, "
+                "COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd "
+                "FROM task_runs WHERE task_id IN " + in_list("i", ids, params) + " GROUP BY task_id", params)}
         for r in rows:
             r["picked"] = bool(r["picked"])
             t = own.get(r["attempt_task_id"] or "")
             r["task"] = t
+            used = spent.get(r["attempt_task_id"] or "")
+            if used is not None:
+                r.update(runs=int(used["runs"]), input_tokens=int(used["input_tokens"]),
+                         output_tokens=int(used["output_tokens"]), cost_usd=round(float(used["cost_usd"]), 6))
         task["attempts"] = rows
         task["can_pick"] = [r["n"] for r in rows if _pick_refusal(task, rows, int(r["n"])) is None]
         return task
