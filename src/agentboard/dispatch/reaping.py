@@ -1,5 +1,8 @@
 """Reaping: what became of running tasks and of our workers.
 
+Over 600 lines on purpose: one class, the road from a worker's exit (or silence) to its task's
+outcome, whose steps share the facts of one check.
+
 Checked by the pass thread, acted on by the job pool:
 
 - **exits**: a local worker gone → what it left running in its process group is ended

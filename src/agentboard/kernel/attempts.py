@@ -3,7 +3,8 @@
 :func:`open_race_in` runs inside the transaction that creates the race's task: it checks that
 every entry names a profile and that the budgets can afford one run of every attempt together
 (:func:`gate`), marks the task a race and writes one pending ``attempts`` row per entry
-(``race_created``). Starting, following and picking the attempts is ``kernel/races.py``.
+(``race_created``). :func:`race_cards` reads them back for a race's card and detail.
+Starting, following and picking the attempts is ``kernel/races.py``.
 """
 
 from __future__ import annotations
@@ -63,3 +64,21 @@ def open_race_in(tx: Tx, task: Row, entries: Sequence[Entry], until: str | None,
 
 
 __all__ = ["check_profiles", "gate", "open_race_in"]
+
+
+def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
+    """What a race's card shows: its attempts (profile, model, state, outcome, verification,
+    picked, cost) and its badge (``race 1/3 passed``)."""
+    if not ids:
+        return {}
+    params: dict[str, Any] = {}
+    out: dict[str, Row] = {}
+    for r in tx.all("SELECT task_id, n, profile, model, state, outcome, verification, picked, cost_usd "
+                    "FROM attempts WHERE task_id IN " + in_list("i", ids, params) + " ORDER BY task_id, n", params):
+        race = out.setdefault(r["task_id"], {"attempts": []})
+        race["attempts"].append({k: r[k] for k in ("n", "profile", "model", "state", "outcome", "verification",
+                                                   "cost_usd")} | {"picked": bool(r["picked"])})
+    for race in out.values():
+        passed = sum(1 for a in race["attempts"] if a["outcome"] == "done")
+        race["badge"] = f"race {passed}/{len(race['attempts'])} passed"
+    return out

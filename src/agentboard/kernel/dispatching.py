@@ -1,5 +1,8 @@
 """Read models and batch verbs the dispatcher needs (each one transaction, O(running + batch)).
 
+Over 600 lines on purpose: every statement a dispatcher pass runs, kept in one place so the
+pass's cost can be read (and its indexes checked) in one file.
+
 - :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
 - :func:`resume_timed_blocks` — tasks blocked for a rate limit go back to the queue when their
   cool-down ends.

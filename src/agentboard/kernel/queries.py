@@ -14,6 +14,7 @@ from typing import Any, cast
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
 from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
+from .attempts import race_cards
 from .common import (
     default_assignee,
     done_gate,
@@ -198,23 +199,6 @@ def board_view(
         compact_task_counts(db, board)
     return cast(BoardView, out)
 
-
-def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
-    """What a race's card shows: its attempts (profile, model, state, outcome, verification,
-    picked, cost) and its badge (``race 1/3 passed``)."""
-    if not ids:
-        return {}
-    params: dict[str, Any] = {}
-    out: dict[str, Row] = {}
-    for r in tx.all("SELECT task_id, n, profile, model, state, outcome, verification, picked, cost_usd "
-                    "FROM attempts WHERE task_id IN " + in_list("i", ids, params) + " ORDER BY task_id, n", params):
-        race = out.setdefault(r["task_id"], {"attempts": []})
-        race["attempts"].append({k: r[k] for k in ("n", "profile", "model", "state", "outcome", "verification",
-                                                   "cost_usd")} | {"picked": bool(r["picked"])})
-    for race in out.values():
-        passed = sum(1 for a in race["attempts"] if a["outcome"] == "done")
-        race["badge"] = f"race {passed}/{len(race['attempts'])} passed"
-    return out
 
 
 #: PostgreSQL: the cards' counts in one statement, the ids as one array

@@ -1,5 +1,8 @@
 """The rows of the read model, typed: what the kernel's reads return and the API answers with.
 
+Over 600 lines on purpose: declarations only, one shape per read, kept together so the API and the
+client import every row from one place.
+
 Each is a ``TypedDict`` over the row the kernel builds (a database row, JSON columns decoded,
 flags as booleans), so the shapes are written once: the REST routes declare them as their
 response models (``api/answers.py``) and the OpenAPI document shows them. A key present only
@@ -159,7 +162,7 @@ class TaskCard(TypedDict):
     cooldown_until: float | None
     purpose: str | None
     race_until: str | None
-    #: a race's attempts and badge (``kernel.queries.race_cards``)
+    #: a race's attempts and badge (``kernel.attempts.race_cards``)
     race: NotRequired[RaceCard]
 
 
