@@ -262,3 +262,63 @@ def test_a_race_whose_budget_shrank_before_it_started_is_blocked_naming_the_limi
     # no attempt started: not one task was made for them, not one run
     assert all(a["state"] == "pending" and a["attempt_task_id"] is None for a in attempts(ab, tid)["attempts"])
     assert events(board, tid, "race_refused")
+
+
+def gc(ab: Any, *args: str) -> dict[str, Any]:
+    out = cli(ab.home, "gc", "--board", "race", "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout))
+
+
+def branches(repo: Path) -> set[str]:
+    return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+def test_gc_removes_a_finished_races_losing_worktree_and_branch_and_nothing_of_an_unfinished_race(
+        ab, tmp_path, dispatcher):
+    board, repo = race_board(ab, tmp_path)
+    tid = create_race(ab, "--race", "bad,good")
+    dispatcher()
+    wait_for(lambda: board.show(tid)["status"] == "review", what="the race to reach review", timeout=60)
+    by_n = {a["n"]: a for a in attempts(ab, tid)["attempts"]}
+    loser, winner = by_n[1], by_n[2]
+    loser_wt = repo / ".worktrees" / loser["attempt_task_id"]
+    winner_wt = repo / ".worktrees" / winner["attempt_task_id"]
+    assert loser_wt.is_dir() and winner_wt.is_dir()
+    # a race in review is not finished: gc keeps every attempt's worktree and branch
+    rep = gc(ab)
+    assert rep["branches_removed"] == [] and rep["worktrees_removed"] == []
+    assert loser_wt.is_dir() and {loser["branch"], winner["branch"]} <= branches(repo)
+
+    out = cli(ab.home, "pick", tid, "2")
+    assert out.returncode == 0, out.stderr
+    # a loser with uncommitted work is kept, its branch with it, and gc says why
+    (loser_wt / "scratch.txt").write_text("not committed\n")
+    rep = gc(ab)
+    assert rep["branches_removed"] == [] and str(loser_wt) not in rep["worktrees_removed"]
+    [kept] = [k for k in rep["kept"] if k["path"] == str(loser_wt)]
+    assert "1 uncommitted change(s)" in kept["why"] and loser["branch"] in kept["why"]
+    assert loser["branch"] in branches(repo)
+    (loser_wt / "scratch.txt").unlink()
+
+    # --dry-run reports the same lists and touches nothing
+    shown = cli(ab.home, "gc", "--board", "race", "--dry-run")
+    assert shown.returncode == 0, shown.stderr
+    assert f"would remove {loser_wt}" in shown.stdout
+    assert f"would remove branch {loser['branch']} in {repo} (attempt 1 of race {tid}, not picked)" in shown.stdout
+    dry = gc(ab, "--dry-run")
+    assert loser_wt.is_dir() and loser["branch"] in branches(repo)
+
+    rep = gc(ab)
+    expected = [{"repo": str(repo), "branch": loser["branch"], "race": tid, "n": 1}]
+    assert rep["branches_removed"] == dry["branches_removed"] == expected
+    assert rep["worktrees_removed"] == dry["worktrees_removed"] == [str(loser_wt)]
+    assert not loser_wt.exists() and loser["branch"] not in branches(repo)
+    # the picked attempt's branch stays, and what it wrote is on the base branch
+    assert winner["branch"] in branches(repo) and winner_wt.is_dir()
+    assert git(repo, "show", "main:notes.txt") == "good\n"
+    assert git(repo, "merge-base", "--is-ancestor", winner["branch"], "main") == ""
+    # nothing is left for a second gc
+    again = gc(ab)
+    assert again["branches_removed"] == [] and again["worktrees_removed"] == []
+    assert not [k for k in again["kept"] if k.get("branch") == loser["branch"]]

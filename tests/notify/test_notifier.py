@@ -283,3 +283,20 @@ def test_a_notifier_that_outlived_its_lease_loses_the_subscription_and_moves_not
     assert sub_row(nb.db, sub["id"])["cursor"] == start
     assert kn.delivered(nb.db, "host-b", sub["id"], start + 1, sent=1) is True
     assert sub_row(nb.db, sub["id"])["cursor"] == start + 1
+
+
+def test_notify_default_subscribes_a_race_but_not_its_attempts(home: Path) -> None:
+    from agentboard.kernel import races
+
+    with agentboard.connect(str(home), **IMMEDIATE, notify_default=("json://127.0.0.1:9/me",)) as nb:
+        board = nb.board()
+        nb.add_profile("one", command="true")
+        nb.add_profile("two", command="true")
+        race = board.create("Race it", race=["one", "two"], actor="alice")
+        races.settle(nb.db, "default")  # the race is ready: its two attempts' tasks are made
+        made = [a["attempt_task_id"] for a in races.attempts(nb.db, "default", race["id"])["attempts"]]
+        assert len(made) == 2 and all(made)
+        subs = kn.list_subscriptions(nb.db, "default")
+        assert [(s["scope"], s["subject"]) for s in subs] == [("task", race["id"])]
+        for attempt in made:
+            assert kn.list_subscriptions(nb.db, "default", scope="task", subject=attempt) == []

@@ -292,7 +292,8 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
 @handle_errors
 def gc(event_retention_days: int | None, log_retention_days: int | None, all_boards: bool, dry_run: bool,
        board: str | None, as_json: bool) -> None:
-    """Remove finished tasks' scratch workspaces, old logs and old events (never a dirty worktree)."""
+    """Remove finished tasks' scratch workspaces, finished races' losing attempts (worktree and
+    branch), old logs and old events (never a dirty worktree)."""
     from agentboard.dispatch import gc as gcmod
 
     from .output import progress
@@ -310,11 +311,13 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
         return
     verb, pruned = ("would remove", "would prune") if dry_run else ("removed", "pruned")
     click.echo(f"{verb} {len(rep['workspaces_removed'])} scratch workspace(s), "
-               f"{len(rep['worktrees_removed'])} worktree(s), {rep['logs_removed']} log(s); "
-               f"{pruned} {rep['events_pruned']} event(s)")
+               f"{len(rep['worktrees_removed'])} worktree(s), {len(rep['branches_removed'])} race branch(es), "
+               f"{rep['logs_removed']} log(s); {pruned} {rep['events_pruned']} event(s)")
     if dry_run:
         for path in rep["workspaces_removed"] + rep["worktrees_removed"]:
             click.echo(f"would remove {path}")
+    for b in rep["branches_removed"]:
+        click.echo(f"{verb} branch {b['branch']} in {b['repo']} (attempt {b['n']} of race {b['race']}, not picked)")
     for k in rep["kept"]:
         click.echo(f"kept {k['path']}: {k['why']}")
 

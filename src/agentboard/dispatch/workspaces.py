@@ -325,10 +325,11 @@ def _chown_ours(workspace: Path, uid: int, gid: int) -> None:
             os.chown(".mcp.json", uid, gid, dir_fd=root.fd, follow_symlinks=False)
 
 
-def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
+def worktree_dirty(path: Path, branch: str | None = None, *, unpushed: bool = True) -> str | None:
     """Why a worktree must be kept (uncommitted or unpushed work, or a ``.git`` that is not the
     link git wrote), or None when it is clean. Read through ``gitsafe``: git never runs through
-    the worktree's own ``.git``."""
+    the worktree's own ``.git``. ``unpushed=False``: commits found only on its branch do not keep
+    it (the branch goes with it: a race's losing attempt)."""
     if not path.exists():
         return None
     task_repo = is_task_repo(path)
@@ -346,7 +347,7 @@ def worktree_dirty(path: Path, branch: str | None = None) -> str | None:
         return f"git cannot read it ({exc})"
     if lines:
         return f"{len(lines)} uncommitted change(s)"
-    if task_repo:
+    if task_repo or not unpushed:
         return None
     ahead = gitutil.unpushed_commits(path, branch)
     if ahead:
@@ -359,8 +360,10 @@ def _excluded(line: str) -> bool:
     return name.startswith(".board/") or name == ".mcp.json"
 
 
-def remove(ws_kind: str, path: Path, *, force: bool = False, branch: str | None = None) -> str | None:
-    """Remove a workspace; returns why it was kept instead (None when removed)."""
+def remove(ws_kind: str, path: Path, *, force: bool = False, branch: str | None = None,
+           unpushed: bool = True) -> str | None:
+    """Remove a workspace; returns why it was kept instead (None when removed). ``unpushed``: as
+    for :func:`worktree_dirty`."""
     if not path.exists():
         return None
     if ws_kind == "dir":
@@ -372,7 +375,7 @@ def remove(ws_kind: str, path: Path, *, force: bool = False, branch: str | None 
         except gitutil.GitError as exc:
             return str(exc)
         if not force:
-            why = worktree_dirty(path, branch)
+            why = worktree_dirty(path, branch, unpushed=unpushed)
             if why:
                 return why
         if is_task_repo(path):

@@ -109,6 +109,32 @@ def is_unpicked_race(db: Database, board: str, task_id: str) -> bool:
     return db.read(_r)
 
 
+def finished_losers(db: Database, board: str) -> list[Row]:
+    """The attempts of ``board``'s finished races (done or archived) that were not picked and
+    were started (an attempt task was made): what ``gc`` may remove. Each row: ``race``, ``n``,
+    ``branch``, ``state`` (the attempt's), ``attempt_task_id``, its task's ``status``,
+    ``workspace_kind``, ``workspace_path``, ``branch_name`` and ``board``, ``open_runs`` (its
+    runs not closed yet), the board's ``default_workdir``, and ``users``: the tasks not finished
+    (other than the attempt) whose branch or base is that branch."""
+    def _r(tx: Tx) -> list[Row]:
+        rows = tx.all(
+            "SELECT a.task_id AS race, a.n, a.branch, a.state, a.attempt_task_id, t.status, t.workspace_kind, "
+            "t.workspace_path, t.branch_name, t.board, b.default_workdir, "
+            "(SELECT COUNT(*) FROM task_runs o WHERE o.task_id = t.id AND o.status = 'open') AS open_runs "
+            "FROM attempts a JOIN tasks r ON r.id = a.task_id JOIN tasks t ON t.id = a.attempt_task_id "
+            "JOIN boards b ON b.slug = r.board "
+            "WHERE a.board = :b AND a.picked = 0 AND r.status IN ('done', 'archived') ORDER BY a.task_id, a.n",
+            {"b": board})
+        for row in rows:
+            branch = row["branch_name"] or row["branch"]
+            row["users"] = [u["id"] for u in tx.all(
+                "SELECT id FROM tasks WHERE board = :b AND id != :a AND status NOT IN ('done', 'archived') "
+                "AND (branch_name = :br OR base_branch = :br) ORDER BY id",
+                {"b": board, "a": row["attempt_task_id"], "br": branch})]
+        return rows
+    return db.read(_r)
+
+
 def _pick_refusal(task: Row, rows: Sequence[Row], n: int) -> str | None:
     tid = task["id"]
     att = next((r for r in rows if int(r["n"]) == n), None)
@@ -255,7 +281,7 @@ def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
             max_runtime=race.get("max_runtime_seconds"), max_retries=race.get("max_retries"),
             skills=tuple(json.loads(skills) if isinstance(skills, str) else skills or ()),
             verify=tuple(json.loads(verify) if isinstance(verify, str) else verify or ()),
-            actor=actor, check_board=False, model=r["model"] or race.get("model"),
+            actor=actor, check_board=False, model=r["model"] or race.get("model"), subscribe_default=False,
         )
         t = create_task_in(tx, new)
         tx.execute("UPDATE tasks SET purpose = :p, race_of = :r, status = 'ready' WHERE id = :id",
@@ -455,5 +481,5 @@ def entries_of(items: Iterable[Row]) -> list[Entry]:
     return [Entry(str(r["profile"]), r.get("model")) for r in items]
 
 
-__all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "is_unpicked_race", "pick", "refuse", "settle",
-           "settle_one"]
+__all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "finished_losers", "is_unpicked_race", "pick", "refuse",
+           "settle", "settle_one"]

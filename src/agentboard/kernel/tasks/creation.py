@@ -89,6 +89,8 @@ class NewTask:
     #: a race: one attempt per entry (``kernel/races.py``); the task is assigned to the first
     race: tuple[Entry, ...] = ()
     race_until: str | None = None
+    #: subscribe the ``notify_default`` targets (False: a race's attempt, followed through its race)
+    subscribe_default: bool = True
 
     @classmethod
     def build(cls, board: str, title: str, *, actor: str | None = None, check_board: bool = True,
@@ -255,7 +257,7 @@ def create_in(tx: Tx, new: NewTask) -> Row:
             "INSERT INTO task_links (parent_id, child_id, board, created_at) VALUES (:p, :c, :b, :now)",
             [{"p": p, "c": task_id, "b": board, "now": now} for p in dict.fromkeys(parents)],
         )
-    if tx.db.settings.notify_default:
+    if tx.db.settings.notify_default and new.subscribe_default:
         auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
                           new.actor)
     out = {
