@@ -200,4 +200,20 @@ class WorkerClient:
                          params={"board": board, "name": name or path.name}, content=data)
 
 
-__all__ = ["TOKEN_VAR", "URL_VAR", "WorkerClient", "error_for", "worker_mode"]
+class UnreachableClient(WorkerClient):
+    """A worker's client when its dispatcher serves no API: every call answers ``error`` (how to
+    report instead). The worker's MCP server still starts with it, because an agent CLI that
+    requires its MCP servers would otherwise not begin its session at all."""
+
+    def __init__(self, error: errors.Unavailable, *, run_id: int | None = None, task_id: str | None = None) -> None:
+        self.url, self.run_id, self.task_id, self.error = "", run_id, task_id, error
+
+    def close(self) -> None:
+        pass
+
+    def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
+             json: Any = None, content: bytes | None = None) -> Any:
+        raise self.error
+
+
+__all__ = ["TOKEN_VAR", "URL_VAR", "UnreachableClient", "WorkerClient", "error_for", "worker_mode"]

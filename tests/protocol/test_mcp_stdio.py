@@ -17,11 +17,12 @@ ENV_WORKER = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTB
               "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_nothing"}
 
 
-def _talk(argv: list[str], messages: list[dict[str, Any]], answers: int) -> list[dict[str, Any]]:
+def _talk(argv: list[str], messages: list[dict[str, Any]], answers: int,
+          worker: dict[str, str] = ENV_WORKER) -> list[dict[str, Any]]:
     """Send ``messages`` on one line each; read ``answers`` lines back; close standard input."""
     import os
 
-    env = {**os.environ, **ENV_WORKER}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")} | worker
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
@@ -65,3 +66,15 @@ def test_the_sdk_serves_the_rest_of_the_session_even_sent_before_it_has_loaded()
 
 def test_the_versions_answered_are_those_the_sdk_negotiates() -> None:
     assert stdio.HANDSHAKE_VERSIONS == version.HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def test_a_worker_whose_dispatcher_serves_no_api_still_gets_tools_that_say_how_to_report() -> None:
+    """An agent CLI that requires its MCP servers (Codex) would not begin its session if ours exited."""
+    no_api = {k: v for k, v in ENV_WORKER.items() if k not in ("AGENTBOARD_API_URL", "AGENTBOARD_TOKEN")}
+    heartbeat = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "kanban_heartbeat", "arguments": {"note": "half way"}}}
+    out = _talk([sys.executable, "-m", "agentboard", "mcp"], [_initialize("2025-06-18"), INITIALIZED, heartbeat], 2,
+                worker=no_api)
+    assert out[0]["result"]["serverInfo"]["name"] == "agentboard"
+    assert out[1]["result"]["isError"] is True
+    assert "report by writing .board/result.json" in out[1]["result"]["content"][0]["text"]

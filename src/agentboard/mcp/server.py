@@ -35,7 +35,7 @@ from ..domain.worker_env import WorkerEnv
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
 from ..protocol import review
 from ..protocol.context import render
-from ..remote import WorkerClient, worker_mode
+from ..remote import UnreachableClient, WorkerClient, worker_mode
 from ..store.engine import Database
 from .instructions import INSTRUCTIONS
 
@@ -494,7 +494,12 @@ def serve() -> None:
     """Serve the tools on stdio until the client disconnects: through the API with the run token
     inside a worker, else on the home's database."""
     if worker_mode():
-        api = WorkerClient.from_env()
+        api: WorkerClient
+        try:
+            api = WorkerClient.from_env()
+        except Unavailable as exc:  # no API: each tool says to report through .board/result.json
+            me_env = WorkerEnv.from_environ()
+            api = UnreachableClient(exc, run_id=me_env.run_id, task_id=me_env.task)
         try:
             me = api.call("GET", "/api/me")
         except AgentboardError:  # a closed run's token: the tools then say the run is stale
