@@ -8,6 +8,7 @@ import hmac
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -136,8 +137,10 @@ class Chat:
             "content-type": content_type, "x-slack-request-timestamp": stamp, "x-slack-signature": sig})
 
     def slash(self, text: str, user: str = "U111", channel: str = "C100", **kw: Any) -> httpx.Response:
+        # Slack gives every command its own trigger_id, so two equal commands are two requests
         body = urlencode({"command": "/kanban", "text": text, "user_id": user, "channel_id": channel,
-                          "team_id": "T1", "response_url": f"{self.fake.url}/respond/{user}/{channel}"}).encode()
+                          "team_id": "T1", "trigger_id": uuid.uuid4().hex,
+                          "response_url": f"{self.fake.url}/respond/{user}/{channel}"}).encode()
         return self.slack("commands", body, **kw)
 
     def discord(self, payload: dict[str, Any], *, ts: float | None = None,
