@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_openai import FakeOpenAI
+from testenv import wait_for
 
 from agentboard import config
 from agentboard.agents import llm
@@ -93,8 +94,9 @@ def test_a_hanging_command_is_killed_with_its_whole_process_group_at_the_timeout
     assert took >= 1.0  # not stopped before its timeout
     assert "timed out after 1s" in err.value.message
     leader, child = (int(p) for p in pids.read_text().split())
-    assert not liveness.group_has_live(leader, own_session=True)  # the `sleep` it started is gone too
-    assert not liveness.pid_alive(child)
+    # the `sleep` it started is gone too (a killed process leaves once the kernel has ended it)
+    wait_for(lambda: not liveness.group_has_live(leader, own_session=True), 30, "the command's group to be gone")
+    wait_for(lambda: not liveness.pid_alive(child), 30, "the command's child to be gone")
 
 
 def test_a_per_use_command_runs_that_use_while_the_others_ask_the_endpoint(
