@@ -67,6 +67,24 @@ def _follower(url: str, out: str, batch: int) -> None:
     Path(out).write_text(json.dumps({"seen": seen, "aborted": aborted, "timed_out": True}))
 
 
+def _one_pair_out_of_id_order(db: Any) -> None:
+    """Interleave two transactions for certain (the random writers very likely do too, but a
+    loaded machine may run them one after another): the first writes an event, the second writes
+    one and commits, then the first writes another and commits, so in the order followers read
+    (transaction, then id) a larger id comes before a smaller one."""
+    later_committed = threading.Event()
+
+    def first(tx: Tx) -> None:
+        tx.event("b0", None, "order_probe", {"writer": -1, "txn": 0, "e": 0, "aborted": False})
+        threading.Thread(target=lambda: (db.write(lambda t2: t2.event(
+            "b1", None, "order_probe", {"writer": -1, "txn": 1, "e": 0, "aborted": False})),
+            later_committed.set())).start()
+        assert later_committed.wait(60), "the later transaction did not commit"
+        tx.event("b0", None, "order_probe", {"writer": -1, "txn": 0, "e": 1, "aborted": False})
+
+    db.write(first)
+
+
 def test_eight_writers_out_of_id_order_reach_three_followers_exactly_once_in_one_order(
     pg_url: str, tmp_path: Path,
 ) -> None:
@@ -78,6 +96,7 @@ def test_eight_writers_out_of_id_order_reach_three_followers_exactly_once_in_one
     writers = [FORK.Process(target=_writer, args=(pg_url, n, 1000 + n)) for n in range(WRITERS)]
     for p in writers:
         p.start()
+    _one_pair_out_of_id_order(db)
     for p in writers:
         p.join(120)
         assert p.exitcode == 0
