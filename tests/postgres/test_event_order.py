@@ -76,6 +76,7 @@ def _one_pair_out_of_id_order(db: Any) -> None:
 
     def first(tx: Tx) -> None:
         tx.event("b0", None, "order_probe", {"writer": -1, "txn": 0, "e": 0, "aborted": False})
+        tx.all("SELECT 1")  # a read waits for the pipelined insert: its id is taken now
         threading.Thread(target=lambda: (db.write(lambda t2: t2.event(
             "b1", None, "order_probe", {"writer": -1, "txn": 1, "e": 0, "aborted": False})),
             later_committed.set())).start()
