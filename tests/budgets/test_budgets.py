@@ -28,7 +28,7 @@ def test_fake_claude_runs_trip_the_warning_once_then_the_stop_and_raising_the_li
     ids = [board.create(f"notes {i}", assignee="claude", priority=10 - i)["id"] for i in range(5)]
     dispatcher()
     wait_for(lambda: statuses(board, ids) == {**{i: "done" for i in ids[:3]}, ids[3]: "blocked", ids[4]: "blocked"},
-             what="three runs done, the rest blocked by the budget")
+             280, what="three runs done, the rest blocked by the budget")  # three runs one after another
     wait_for(lambda: events(board, kind="budget_exhausted"), what="the third run's usage counted")
     warnings = events(board, kind="budget_warning")
     assert len(warnings) == 1 and warnings[0]["payload"]["metric"] == "cost"
@@ -48,7 +48,7 @@ def test_fake_claude_runs_trip_the_warning_once_then_the_stop_and_raising_the_li
 
     out = budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_cost=1.0))
     assert sorted(out["released"]) == sorted(ids[3:])
-    wait_for(lambda: all_in(board, ids, {"done"}), what="released tasks run")
+    wait_for(lambda: all_in(board, ids, {"done"}), 280, what="released tasks run")
     assert len(events(board, kind="budget_exhausted")) == 1  # no second event below the raised limit
 
 
