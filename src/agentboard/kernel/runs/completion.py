@@ -161,8 +161,9 @@ def _complete_running_pg(
 #: no branch may have to be integrated, the spawn is recorded when the report awaits it), which
 #: answers with the row as it now is and two hints read in the same statement: whether any
 #: budget may cover the run (without one, its ledger row is written unread) and whether any
-#: child waits in todo (without one, there is nothing to promote). No row: nothing was written,
-#: and the general path decides why.
+#: child waits in todo (NULL: none, nothing to promote; 1: all of them have an assignee, so
+#: the promotion is one statement; 2: one has none). No row: nothing was written, and the
+#: general path decides why.
 _COMPLETE_RUNNING_SQLITE = (
     "UPDATE tasks SET "
     "status = CASE WHEN review_required = 1 AND :force = 0 THEN 'review' ELSE 'done' END, "
@@ -176,8 +177,8 @@ _COMPLETE_RUNNING_SQLITE = (
     "RETURNING *, EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = tasks.id) "
     "OR (b.scope = 'goal' AND b.ref = tasks.goal_id) OR (b.scope IN ('board', 'supervision') AND b.ref = tasks.board) "
     "OR b.scope = 'profile') AS budget_hint, "
-    "EXISTS (SELECT 1 FROM task_links l JOIN tasks c ON c.id = l.child_id "
-    "WHERE l.parent_id = tasks.id AND c.status = 'todo') AS children_hint"
+    "(SELECT MAX(CASE WHEN COALESCE(c.assignee, '') = '' THEN 2 ELSE 1 END) FROM task_links l "
+    "JOIN tasks c ON c.id = l.child_id WHERE l.parent_id = tasks.id AND c.status = 'todo') AS children_hint"
 )
 
 
@@ -196,15 +197,15 @@ def _complete_running_sqlite(
         "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0})
     if task is None:
         return None
-    budgeted, children = bool(task.pop("budget_hint")), bool(task.pop("children_hint"))
+    budgeted, children = bool(task.pop("budget_hint")), task.pop("children_hint")
     target = task["status"]
     done = target == states.DONE
     counted = _close_completed_run(tx, run_id, target, report, report.metadata, up, now, exit_code, actor,
                                    budgeted=budgeted, done=done)
     tx.event(board, task_id, task["last_outcome"], _completed_payload(report, synthetic=False), run_id=run_id,
              actor=actor, at=now)
-    return _after_completed(tx, board, task, target, run_id, actor, children=children,
-                            done_counted=counted and done)
+    return _after_completed(tx, board, task, target, run_id, actor, children=children is not None,
+                            done_counted=counted and done, unassigned=children != 1)
 
 
 def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
@@ -231,13 +232,14 @@ def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
 
 
 def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
-                     children: bool, done_counted: bool = False) -> Row:
+                     children: bool, done_counted: bool = False, unassigned: bool = True) -> Row:
     """What follows a task becoming done (promotion of its children, its goal), and the answer.
-    ``done_counted``: the ``run_closed`` hook already said the run made its task done."""
+    ``done_counted``: the ``run_closed`` hook already said the run made its task done;
+    ``unassigned=False``: every child waiting in todo has an assignee."""
     if target == states.DONE:
         if not done_counted:
             hooks.task_done(tx, board, task["id"])
-        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
+        task["promoted"] = after_satisfied(tx, board, task, actor, children=children, unassigned=unassigned)
     task["run_id"] = rid
     return task_out(task)
 
