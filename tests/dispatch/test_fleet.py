@@ -83,3 +83,29 @@ def test_codex_adapter_with_fake_codex(ab, board, dispatcher):
     ws = ab.home / "boards/default/workspaces" / t["id"]
     assert (ws / "answer.txt").read_text() == f"answer for {t['id']}\n"
     assert dump(ws / ".board" / "result.json")["success"] is True
+
+
+def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its_own_tasks(ab, board, dispatcher):
+    from agentboard.dispatch.liveness import group_has_live
+
+    ab.add_profile("long", command="sh -c 'sleep 300'")
+    ab.add_profile("quick", command=RESULT_OK)
+    long_id = board.create("hold the only slot", assignee="long")["id"]
+    d = dispatcher(max_parallel=1, dispatch_interval=3600)
+    wait_for(lambda: (board.show(long_id).get("worker_pid") or 0) > 0, what="the long task's worker started")
+    pid = int(board.show(long_id)["worker_pid"])
+    # new ready tasks: work this host has no room for; each wakes it, none is worth a pass
+    waiting = []
+    for i in range(4):
+        skipped = d.skipped
+        waiting.append(board.create(f"wait {i}", assignee="quick")["id"])
+        wait_for(lambda s=skipped: d.skipped > s, what="the wake-up of a new ready task skipped")
+        if i == 0:
+            passes = d.passes  # the pass after its own spawn is behind it now
+    assert d.passes == passes
+    assert all_in(board, waiting, {"ready"})
+    # its own task archived: a pass, which stops the worker and fills the freed slot
+    board.archive(long_id)
+    wait_for(lambda: not group_has_live(pid), what="the archived task's worker stopped")
+    wait_for(lambda: all_in(board, waiting, {"done"}), what="the waiting tasks done one after another")
+    assert d.passes > passes
