@@ -172,7 +172,9 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             peak["threads"] = [_threads(p.pid) for p in procs]
             peak["rss_kb"] = [_rss_kb(p.pid) for p in procs]
     try:
-        time.sleep(3)  # the dispatchers start
+        # the dispatchers start (a loaded machine takes a while): each has run a pass
+        if not _wait(lambda: all(_passes(port)[0] >= 1 for port in ports), 180):
+            raise SystemExit("the dispatchers did not start within 180 s; see " + str(root))
         # 1. steady
         _vacuum(url)
         ids: list[str] = []

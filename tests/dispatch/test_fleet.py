@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, open_runs, wait_for
+from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, events, open_runs, wait_for
 
 
 def test_fleet_of_12_over_3_profiles_each_done_exactly_once(ab, board, dispatcher):
@@ -109,3 +109,22 @@ def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its
     wait_for(lambda: not group_has_live(pid), what="the archived task's worker stopped")
     wait_for(lambda: all_in(board, waiting, {"done"}), what="the waiting tasks done one after another")
     assert d.passes > passes
+
+
+def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab, board, dispatcher):
+    from agentboard.dispatch.spawning import CLAIM_BATCH
+
+    ab.add_profile("w", command=RESULT_OK)
+    n = CLAIM_BATCH * 2 + 3
+    ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
+    d = dispatcher(start=False, max_parallel=n)
+    report = d.run_pass()
+    assert sorted(s["task"] for s in report["spawned"]) == sorted(ids)  # one pass starts them all
+    claimed = [e for e in events(board, kind="claimed") if e["task_id"] in ids]
+    spawned = [e for e in events(board, kind="spawned") if e["task_id"] in ids]
+    assert len(claimed) == len(spawned) == n
+    # a claim, its workers started and recorded, then the next claim: three of each
+    assert len({e["created_at"] for e in claimed}) == len({e["created_at"] for e in spawned}) == 3
+    assert min(e["created_at"] for e in spawned) < max(e["created_at"] for e in claimed)
+    d.start()
+    wait_for(lambda: all_in(board, ids, {"done"}), what="every task done")
