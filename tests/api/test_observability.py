@@ -283,10 +283,13 @@ def test_runs_of_two_boards_in_one_process_are_all_counted_though_their_database
             board = client.board()
             ids = [board.create(f"task {i}", assignee="counted-twice")["id"] for i in range(2)]
             d = Dispatcher(client.db, client.settings)
+
+            def done(b: Any = board, ids: list[str] = ids) -> bool:
+                return all(b.show(t)["status"] == "done" for t in ids)
+
             d.start()
             try:
-                wait_for(lambda b=board, ids=ids: all(b.show(t)["status"] == "done" for t in ids),
-                         what="the tasks done")
+                wait_for(done, what="the tasks done")
             finally:
                 d.stop()
             run_ids += client.db.read(lambda tx: [r["id"] for r in tx.all("SELECT id FROM task_runs")])
