@@ -88,6 +88,8 @@ PASS_SECONDS = Histogram("agentboard_dispatcher_pass_seconds", "Seconds one disp
                          ["host"], buckets=_PASS_BUCKETS, registry=REGISTRY)
 PASSES_FAILED = Counter("agentboard_dispatcher_pass_failures", "Dispatcher passes that raised an error",
                         ["host"], registry=REGISTRY)
+PASSES_SKIPPED = Counter("agentboard_dispatcher_passes_skipped", "Wake-ups of a dispatcher that skipped "
+                         "their pass: nothing changed that it could act on", ["host"], registry=REGISTRY)
 LAST_PASS = Gauge("agentboard_dispatcher_last_pass_timestamp_seconds", "When this process's dispatcher "
                   "last finished a pass (Unix time)", ["host"], registry=REGISTRY)
 SPAWN_FAILURES = Counter("agentboard_spawn_failures", "Workers that could not be started",
@@ -208,6 +210,12 @@ def pass_done(host: str, started: float, ok: bool = True) -> None:
         _child(LAST_PASS, host).set(time.time())
     else:
         _child(PASSES_FAILED, host).inc()
+
+
+def pass_skipped(host: str) -> None:
+    """A dispatcher woken by a change skipped its pass (nothing it could act on)."""
+    if _ENABLED:
+        PASSES_SKIPPED.labels(host).inc()
 
 
 def notify_cycle(messages: int, failures: int, parked: int) -> None:
