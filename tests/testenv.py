@@ -45,6 +45,34 @@ def copy_template(template: Path, home: Path) -> Path:
     return home
 
 
+class CliEntry:
+    """The real ``agentboard`` entry point (``agentboard.cli.main.main``) as a command for
+    ``click.testing.CliRunner``: usage errors, kernel errors and exit codes are what a user gets,
+    without the cost of a new interpreter (and its imports) per command."""
+
+    name = "agentboard"
+
+    def main(self, args: list[str], prog_name: str | None = None, **_: Any) -> None:
+        from agentboard.cli import common, main
+
+        common.reset()
+        try:
+            main.main(list(args))
+        finally:
+            common.reset()
+
+
+def cli_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``agentboard ARGS`` in this process with exactly the ``AGENTBOARD_*`` variables of
+    ``env`` (the others of this process are unset for the call). Returns (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    call_env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AGENTBOARD_")}
+    call_env.update(env)
+    r = CliRunner().invoke(CliEntry(), args, env=call_env, catch_exceptions=False)  # type: ignore[arg-type]
+    return r.exit_code, r.stdout, r.stderr
+
+
 #: the real agent CLIs from npm (``scripts/test`` installs them into ``.cache/agentclis``)
 CLIS = Path(__file__).resolve().parents[1] / ".cache" / "agentclis" / "node_modules" / ".bin"
 

@@ -251,8 +251,8 @@ task_events = sa.Table(
     sa.Index("ix_events_task", "task_id", "id"),
     # PostgreSQL also has ix_events_xid (xid, id), created by migration 0013 only there: SQLite
     # orders by id and would only pay for the index on every insert. PostgreSQL also has the
-    # table task_count_deltas (id, board, status, d), filled by triggers on tasks (0013), which
-    # the board view sums instead of counting. SQLite has the table task_counts (board, status,
+    # table task_count_deltas (board, status, d, prev), filled by triggers on tasks (0013; one
+    # row per status change since 0021), which the board view sums instead of counting. SQLite has the table task_counts (board, status,
     # n), one row per board and status kept by triggers on tasks (0020), read the same way.
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )

@@ -218,6 +218,9 @@ _RUN_USAGE = (
 )
 
 
+#: SQLite: the ledger row written unread (its count says whether the guard let it in)
+_RUN_USAGE_UNREAD = _RUN_USAGE[:_RUN_USAGE.index(" RETURNING ")]
+
 #: PostgreSQL: the ledger row and, in the same statement, whether any budget covers its scopes
 _RUN_USAGE_PG = (
     "WITH ins AS (" + _RUN_USAGE + ") SELECT ins.*, EXISTS (SELECT 1 FROM budgets b WHERE "
@@ -227,27 +230,36 @@ _RUN_USAGE_PG = (
 )
 
 
-def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None) -> None:
+def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None,
+                   done: bool = False) -> bool:
     """Count a run that was just closed against its scopes, and check their budgets.
-    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread."""
+    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread.
+    ``done``: the run's close made its task done (the rollups count both at once). True when the
+    run's ledger row was written now (the ``run_closed`` hook then fired for it)."""
     if run_id is None:
-        return
+        return False
     now = time.time()
     params = {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id}
     if budgeted is False:
-        tx.execute(_RUN_USAGE, params)
+        if tx.db.dialect == "postgresql":  # pipelined: its count would cost a round trip
+            tx.execute(_RUN_USAGE, params)
+        else:
+            tx.execute(_RUN_USAGE_UNREAD, params)
+            if tx.rowcount != 1:
+                return False
         # the ledger row is written once per run (the statement's guard): so are the rollups
-        hooks.run_closed(tx, run_id)
-        return
+        hooks.run_closed(tx, run_id, done=done)
+        return True
     if tx.db.dialect == "postgresql":  # one round trip: the ledger row and whether a budget applies
         row = tx.one(_RUN_USAGE_PG, params)
     else:
         row = tx.one(_RUN_USAGE, params)
-    if row is not None:
-        hooks.run_closed(tx, run_id)
-    if row is None or row.get("budgeted") is False:
-        return
-    account_row_in(tx, row, run_id, now, actor=actor)
+    if row is None:
+        return False
+    hooks.run_closed(tx, run_id, done=done)
+    if row.get("budgeted") is not False:
+        account_row_in(tx, row, run_id, now, actor=actor)
+    return True
 
 
 def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | None = None) -> None:
