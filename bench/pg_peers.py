@@ -388,6 +388,7 @@ def _worker(system: str, url: str, k: int, tag: str, barrier: Any, out: Any) -> 
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             spans[verb] = (t0, t1, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
             barrier.wait()  # done: the main process reads the counters again
+        barrier.wait()  # read: only now may the connections (and their backends) go
         sysm.close()
         out.put(("spans", spans))
     except BaseException:
@@ -525,6 +526,11 @@ def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str
             own = server.own_wal(flush0, flush1)
             result[verb] = {"wal": wal1 - wal0, "server_ns": cpu1 - cpu0, "bg_ns": bg1 - bg0,
                             "own_wal": float("nan") if own is None else own}
+        try:
+            barrier.wait(timeout=900)  # the backends were read: the workers may disconnect
+        except threading.BrokenBarrierError:
+            _next()
+            raise
         spans = [_next()[1] for _ in procs]
         for p in procs:
             p.join(60)
