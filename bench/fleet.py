@@ -245,6 +245,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         agents = max(1, peak["agents"])
         out["resources_at_peak"] = {
             "agents": peak["agents"], "dispatcher_threads": peak["threads"],
+            "dispatcher_threads_per_agent": round(sum(peak["threads"]) / agents, 3),
             "dispatcher_rss_mb": [round(r / 1024, 1) for r in peak["rss_kb"]],
             "dispatcher_rss_kb_per_agent": round(sum(peak["rss_kb"]) / agents, 1),
         }

@@ -128,3 +128,25 @@ def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab
     assert min(e["created_at"] for e in spawned) < max(e["created_at"] for e in claimed)
     d.start()
     wait_for(lambda: all_in(board, ids, {"done"}), what="every task done")
+
+
+def test_a_host_running_many_workers_holds_a_handful_of_threads(ab, board, dispatcher):
+    import threading
+
+    def ours() -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard"))
+
+    ab.add_profile("sleeper", command="sh -c 'sleep 300'")
+    ids = [board.create(f"work {i}", assignee="sleeper")["id"] for i in range(24)]
+    d = dispatcher(max_parallel=24)
+    wait_for(lambda: d.workers.running() == 24, what="24 workers running")
+    # the pools' threads end once idle: what is left does not grow with the workers
+    wait_for(lambda: not any(n.startswith(("agentboard-prepare", "agentboard-dispatch_")) for n in ours()),
+             what="the pools' threads ended")
+    assert len(ours()) < 10, ours()
+    pids = [int(board.show(t)["worker_pid"]) for t in ids]
+    for t in ids:
+        board.archive(t)
+    from agentboard.dispatch.liveness import group_has_live
+
+    wait_for(lambda: not any(group_has_live(p) for p in pids), what="the archived tasks' workers stopped")

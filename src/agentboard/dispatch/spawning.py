@@ -32,7 +32,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
-from .runtime import Context
+from .runtime import Context, Pool
 
 log = logging.getLogger("agentboard.dispatch")
 
@@ -148,15 +147,15 @@ class Spawner:
         self.ctx = ctx
         #: git worktrees and excludes of one repository are prepared one at a time
         self._git_lock = threading.Lock()
-        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        #: its threads end once idle (:class:`.runtime.Pool`)
+        self._prep_pool = Pool(PREPARE_THREADS, "agentboard-prepare")
         #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a
         #: task's own worker starts (on a prepare thread)
         self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
 
     def drain(self) -> None:
-        """Wait for the prepare threads, then start a fresh pool."""
-        self._prep_pool.shutdown(wait=True)
-        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        """Wait for the prepare threads' work."""
+        self._prep_pool.drain()
 
     # -- a batch of first attempts ---------------------------------------------------------------
 
@@ -220,7 +219,7 @@ class Spawner:
                 return exc
 
         if len(todo) > 1:
-            return list(self._prep_pool.map(one, todo))
+            return self._prep_pool.map(one, todo)
         return [one(t) for t in todo]
 
     def prepare(self, board: Row, choice: Choice, run_id: int,

@@ -3,7 +3,8 @@
 Sources: commits in this process (``db.add_listener``), a worker process of ours exiting, and
 changes by other processes — on SQLite a cheap poll of ``PRAGMA data_version`` on a dedicated
 connection (it changes whenever another connection commits), on PostgreSQL ``LISTEN
-agentboard_events`` (every event-writing transaction notifies). The dispatch interval is only
+agentboard_events`` (every event-writing transaction notifies) on a connection of its own, to
+``pg_listen_url`` when set (the server itself, when the database URL is a transaction-mode pooler). The dispatch interval is only
 the fallback.
 
 A wake-up says whether it was asked for (:meth:`Waker.set`: a worker of ours exited, "dispatch
@@ -99,7 +100,9 @@ class Waker:
     def _listen_pg(self) -> None:
         import psycopg
 
-        url = self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        direct = self.db.settings.pg_listen_url  # LISTEN needs a session: not a transaction-mode pool
+        url = (direct.replace("postgresql+psycopg://", "postgresql://", 1) if direct
+               else self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
         while not self._stop.is_set():
             try:
                 with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:

@@ -312,10 +312,12 @@ class Database:
             f"-c lock_timeout={int(st.pg_lock_timeout * 1000)} "
             f"-c idle_in_transaction_session_timeout={int(st.pg_idle_timeout * 1000)}"
         )
+        connect_args: dict[str, Any] = {"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options}
+        if st.pg_transaction_pooler:  # each transaction may get another server session
+            connect_args = {"connect_timeout": connect_args["connect_timeout"], "prepare_threshold": None}
         return sa.create_engine(
             url, poolclass=QueuePool, pool_size=st.pg_pool_size, max_overflow=st.pg_max_overflow,
-            pool_timeout=st.pg_pool_timeout, pool_pre_ping=False,
-            connect_args={"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options},
+            pool_timeout=st.pg_pool_timeout, pool_pre_ping=False, connect_args=connect_args,
         )
 
     def _forked(self) -> None:
@@ -547,7 +549,7 @@ class Database:
                 with self._engine_lock:
                     if self._notifier is None:
                         conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-                        self._notifier = Notifier(conninfo, "")
+                        self._notifier = Notifier(conninfo, "", pooled=self.settings.pg_transaction_pooler)
                     notifier = self._notifier
             notifier.changed(boards)
         with self._cond:

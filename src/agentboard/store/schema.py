@@ -528,6 +528,9 @@ run_rollups = sa.Table(
     sa.Column("day", sa.Integer, primary_key=True),
     sa.Column("profile", sa.Text, primary_key=True),
     sa.Column("model", sa.Text, primary_key=True),
+    # PostgreSQL: the writing connection's shard (0021), so concurrent writers of one key do not
+    # wait on one row; readers sum a key's rows
+    sa.Column("shard", sa.SmallInteger, primary_key=True, server_default="0"),
     *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
                 server_default="0") for c in _rollups.COUNTS),
 )

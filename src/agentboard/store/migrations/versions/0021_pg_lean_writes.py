@@ -15,10 +15,16 @@ Create Date: 2026-12-01
   new version of an updated row finds room on its own page: a run closed by its completion (no
   indexed column changes) is then a HOT update, with no new index entries. Pages written from
   now on keep the room; existing pages fill as before until they are rewritten.
+- ``run_rollups.shard`` (both): part of the primary key. A closed run's upsert on PostgreSQL
+  adds to the row of its connection's shard (``pg_backend_pid() % 8``), so completions on one
+  board, profile and model from several processes no longer wait for each other on one row
+  lock until they commit; readers already sum the rows of a key. SQLite (one writer) and the
+  rebuild write shard 0.
 """
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0021"
@@ -67,8 +73,14 @@ $$
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("run_rollups") as batch:
+        batch.add_column(sa.Column("shard", sa.SmallInteger, nullable=False, server_default="0"))
     if op.get_bind().dialect.name != "postgresql":
+        with op.batch_alter_table("run_rollups", recreate="always") as batch:
+            batch.create_primary_key("pk_run_rollups", ["board", "day", "profile", "model", "shard"])
         return
+    op.execute("ALTER TABLE run_rollups DROP CONSTRAINT run_rollups_pkey, "
+               "ADD CONSTRAINT run_rollups_pkey PRIMARY KEY (board, day, profile, model, shard)")
     op.execute("ALTER TABLE task_count_deltas ADD COLUMN prev VARCHAR(16)")
     op.execute("ALTER TABLE task_count_deltas DROP COLUMN id")
     op.execute(_COUNT_FUNCTION)
@@ -78,7 +90,11 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
-        return
+        return  # (SQLite: the shard column stays, always 0)
+    op.execute("DELETE FROM run_rollups WHERE shard <> 0")  # rebuilt by `agentboard maintenance`
+    op.execute("ALTER TABLE run_rollups DROP CONSTRAINT run_rollups_pkey, "
+               "ADD CONSTRAINT run_rollups_pkey PRIMARY KEY (board, day, profile, model)")
+    op.execute("ALTER TABLE run_rollups DROP COLUMN shard")
     for table in _FILLFACTOR:
         op.execute(f"ALTER TABLE {table} RESET (fillfactor)")
     op.execute(_OLD_COUNT_FUNCTION)
