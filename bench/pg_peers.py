@@ -563,8 +563,10 @@ def run(urls: dict[str, str], monitor: str | None, systems: list[str], procs: li
                 rows = measure(system, urls[system], monitor, n, k, f"r{r}.n{n}")
                 for verb, row in rows.items():
                     samples.setdefault((verb, n, system), []).append(row)
-                print(f"round {r + 1}/{rounds} N={n} {system:<13} " + " ".join(
-                    f"{verb} {rows[verb]['ops_per_s']:.0f}/s" for verb in VERBS), file=sys.stderr, flush=True)
+                print(f"round {r + 1}/{rounds} N={n} {system:<13} " + " | ".join(
+                    f"{verb} {rows[verb]['ops_per_s']:.0f}/s "
+                    f"{rows[verb]['client_cpu_ms_per_op'] + rows[verb]['server_cpu_ms_per_op']:.2f} ms "
+                    f"{rows[verb]['own_wal_bytes_per_op'] / 1024:.2f} KB" for verb in VERBS), file=sys.stderr, flush=True)
     out = []
     for verb in VERBS:
         for n in procs:
