@@ -24,16 +24,19 @@ def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "conditi
     """Poll ``fn`` until it returns something truthy and return that; fail after ``timeout``.
 
     The one polling helper of the suite. The timeout is a generous bound against a hang, never a
-    speed assertion.
+    speed assertion. The first polls come 5 ms apart and the gaps double up to 50 ms: a quick
+    condition is seen within milliseconds, a long one as before (20 polls a second).
     """
     deadline = time.monotonic() + timeout
+    pause = 0.005
     while True:
         value = fn()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def copy_template(template: Path, home: Path) -> Path:

@@ -36,7 +36,16 @@ from .kernel import (
     runs,
     tasks,
 )
-from .kernel.rows import BoardRow, BoardStats, BoardView, GoalRow, RunRow, TaskCard
+from .kernel.rows import (
+    BoardRow,
+    BoardStats,
+    BoardView,
+    EventRow,
+    GoalRow,
+    RunRow,
+    TaskCard,
+    TaskDetail,
+)
 from .store.engine import Database, Row
 from .store.migrate import open_database
 
@@ -44,6 +53,7 @@ from .store.migrate import open_database
 Rows = list[Row]
 TaskCards = list[TaskCard]
 RunRows = list[RunRow]
+EventRows = list[EventRow]
 GoalRows = list[GoalRow]
 BoardRows = list[BoardRow]
 
@@ -302,7 +312,7 @@ class Board:
                                   search=search, include_archived=include_archived, limit=limit, offset=offset,
                                   supervision=supervision)
 
-    def show(self, task_id: str) -> Row:
+    def show(self, task_id: str) -> TaskDetail:
         """One task with its surroundings (parents, children, comments, runs, recent events)."""
         return queries.task_detail(self.db, self.slug, task_id)
 
@@ -326,7 +336,7 @@ class Board:
 
     def events(
         self, cursor: int = 0, *, task_id: str | None = None, kinds: Iterable[str] | None = None, limit: int = 500,
-    ) -> Rows:
+    ) -> EventRows:
         """The board's events after ``cursor`` (an event id), oldest first."""
         return queries.events_after(self.db, self.slug, cursor, task_id=task_id, kinds=kinds, limit=limit)
 

@@ -2,8 +2,9 @@
 
 Each test gets a home driven through the `agentboard` command line (real processes), a git
 project the board works on in worktrees (the home starts as a copy of the suite's migrated
-database; the board and the profiles are set up through the same command line in the test's
-process, which spares an interpreter start per setup command), and a scripted model server process
+database; the board and the profiles are set up, and the tasks and runs read, through the same
+command line in the test's process, which spares an interpreter start per setup command and per
+poll), and a scripted model server process
 (``tests/fakes/model_server.py``) the profile points its CLI at — the only thing set beyond the
 adapter's defaults is the endpoint:
 
@@ -123,10 +124,13 @@ class Board:
         return json.loads(self(*args, "--json").stdout)
 
     def task(self, task_id: str) -> dict[str, Any]:
-        return self.json("show", task_id)
+        """`agentboard show ID --json`, read in this process: tests poll it while the agents run,
+        and a new interpreter per poll would take the CPU the agents need."""
+        return json.loads(self.setup("show", task_id, "--json"))
 
     def runs(self, task_id: str) -> list[dict[str, Any]]:
-        out = self.json("runs", task_id)
+        """`agentboard runs ID --json`, read in this process (polled, like :meth:`task`)."""
+        out = json.loads(self.setup("runs", task_id, "--json"))
         return out["runs"] if isinstance(out, dict) else out
 
     def start(self, *args: str) -> subprocess.Popen[str]:

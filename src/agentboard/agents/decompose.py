@@ -8,6 +8,7 @@ completion). A reply that cannot be used leaves the task in triage with a commen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import Settings
@@ -42,7 +43,7 @@ def roster(db: Database) -> list[Row]:
             for p in profiles.list_profiles(db) if p.get("enabled", True)]
 
 
-def prompt(task: Row, people: list[Row]) -> str:
+def prompt(task: Mapping[str, Any], people: list[Row]) -> str:
     team = "\n".join(f"- {p['name']}: {p['description'] or '(no description)'}" for p in people) or "- (none)"
     return (
         "Decide whether this task idea should be split into several tasks for different agents.\n\n"

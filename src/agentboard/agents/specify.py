@@ -8,6 +8,7 @@ be used leaves the task in triage with a comment quoting it (:func:`kernel.fanou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..config import Settings
 from ..domain import states
 from ..domain.errors import InvalidInput, Unavailable
 from ..kernel import fanout, queries
+from ..kernel.rows import TaskDetail
 from ..store.engine import Database, Row
 from . import llm
 
@@ -73,7 +75,7 @@ def require(settings: Settings, use: str) -> None:
         raise Unavailable(why if why.startswith("unavailable") else f"unavailable: {why}")
 
 
-def triage_task(db: Database, board: str, task_id: str, verb: str) -> Row:
+def triage_task(db: Database, board: str, task_id: str, verb: str) -> TaskDetail:
     """The task, which must be in triage (``InvalidInput`` otherwise: nothing is asked)."""
     task = queries.task_detail(db, board, task_id, events=0)
     if task["status"] != states.TRIAGE:
@@ -81,7 +83,7 @@ def triage_task(db: Database, board: str, task_id: str, verb: str) -> Row:
     return task
 
 
-def describe_task(task: Row) -> str:
+def describe_task(task: Mapping[str, Any]) -> str:
     """The idea as the prompt shows it: title, body, tenant and the people's comments."""
     parts = [f"Title: {task['title']}"]
     if task.get("body"):
@@ -97,7 +99,7 @@ def describe_task(task: Row) -> str:
     return "\n\n".join(parts)
 
 
-def prompt(task: Row) -> str:
+def prompt(task: Mapping[str, Any]) -> str:
     return (
         "Rewrite this task idea into a full task specification.\n\n"
         f"{describe_task(task)}\n\n"

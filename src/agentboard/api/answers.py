@@ -26,6 +26,7 @@ from ..kernel.rows import (
     CreatedTask,
     EventRow,
     ExistingTask,
+    GitFacts,
     GoalBlocker,
     GoalDetail,
     GoalRow,
@@ -36,6 +37,7 @@ from ..kernel.rows import (
     SupervisorStatus,
     TaskCard,
     TaskDetail,
+    TaskDetailWithGit,
     TaskRow,
     TenantRow,
     WakeRow,
@@ -52,28 +54,9 @@ class Move(TypedDict):
     verb: str
 
 
-class GitFacts(TypedDict):
-    """A worktree task's branch as a reviewer sees it."""
-
-    branch: str | None
-    base: str | None
-    ahead: int | None
-    behind: int | None
-    files: int
-    insertions: int
-    deletions: int
-    exists: bool
-    uncommitted: int
-    note: str | None
-    summary: str
-    integration: str | None
-    pr_url: str | None
-
-
-class TaskDetailView(TaskDetail):
+class TaskDetailView(TaskDetailWithGit):
     """``GET /api/tasks/{id}``: the task's detail, with its branch facts and the moves it allows."""
 
-    git: NotRequired[GitFacts | None]
     moves: NotRequired[list[Move]]
 
 

@@ -21,6 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from ..domain import model
 from ..domain.errors import AgentboardError, InvalidInput
 from ..kernel import lookups, queries, tokens
+from ..kernel.rows import EventRow
 from ..store.engine import Database
 from .auth import Principal, authenticate, headers_of, same_origin, token_from
 from .errors import dumps
@@ -142,7 +143,7 @@ class Hub:
         self.loop = None
 
 
-def _event_out(e: dict[str, Any]) -> dict[str, Any]:
+def _event_out(e: EventRow) -> dict[str, Any]:
     return {"id": e["id"], "task_id": e["task_id"], "run_id": e["run_id"], "kind": e["kind"],
             "payload": e["payload"], "actor": e.get("actor"), "created_at": e["created_at"]}
 
@@ -257,7 +258,7 @@ async def _flush(ws: WebSocket, db: Database, sub: Subscription, cursor: int, *,
             return cursor
 
 
-def _events_after(db: Database, sub: Subscription, cursor: int) -> list[dict[str, Any]] | None:
+def _events_after(db: Database, sub: Subscription, cursor: int) -> list[EventRow] | None:
     """The next events of the socket's board, or None when its token is no longer valid."""
     if not tokens.still_valid(db, [sub.token_id]):
         return None

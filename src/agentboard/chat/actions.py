@@ -21,7 +21,7 @@ from ..dispatch import finish
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput, NotFound
 from ..kernel import chat_links, comments, lookups, queries, tasks
-from ..store.engine import Database, Row
+from ..store.engine import Database
 from . import commands
 from .commands import Command
 from .format import Answer
@@ -117,7 +117,7 @@ def _line(task: Mapping[str, Any]) -> str:
     return f"{task['id']} [{task['status']}] {task['title']}{who}"
 
 
-def _about(task: Row, headline: str, *, lines: list[str] | None = None) -> Answer:
+def _about(task: Mapping[str, Any], headline: str, *, lines: list[str] | None = None) -> Answer:
     return Answer(headline=headline, lines=lines if lines is not None else [_line(task)], board=task.get("board"),
                   task_id=task.get("id"))
 

@@ -115,7 +115,7 @@ def show(slug: str | None, as_json: bool) -> None:
     from agentboard.kernel import queries
 
     slug = common.resolve_board(slug)
-    row: dict[str, Any] = kb.get(common.db(), slug)
+    row: dict[str, Any] = dict(kb.get(common.db(), slug))
     row["counts"] = queries.stats(common.db(), slug)["by_status"]
     row["current"] = slug == _current()
     if as_json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -19,12 +19,12 @@ json_lines_option = click.option("--json", "as_json", is_flag=True,
 
 
 def _follow(
-    fetch: Callable[[int], list[dict[str, Any]]],
+    fetch: Callable[[int], Sequence[Mapping[str, Any]]],
     cursor: int,
     *,
     once: bool,
     as_json: bool,
-    keep: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    keep: Callable[[Sequence[Mapping[str, Any]]], Sequence[Mapping[str, Any]]] | None = None,
     with_task: bool = True,
 ) -> None:
     """Print events after ``cursor`` until interrupted (or once, with ``--once``)."""
@@ -103,7 +103,7 @@ def watch(assignee: str | None, tenant: str | None, kinds: str | None, since: in
 
     keep = None
     if assignee or tenant:
-        def keep(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        def keep(batch: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
             owners = queries.task_owners(db, slug, [e["task_id"] for e in batch if e.get("task_id")])
             out = []
             for e in batch:

@@ -7,7 +7,7 @@ Rich is imported only when printing for a person on a terminal; piped output is 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -156,7 +156,7 @@ def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
-def event_line(ev: dict[str, Any], *, with_task: bool = True) -> str:
+def event_line(ev: Mapping[str, Any], *, with_task: bool = True) -> str:
     """One event as one line: ``#id time task kind actor details``."""
     payload = ev.get("payload") or {}
     details = []

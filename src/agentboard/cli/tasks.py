@@ -141,7 +141,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
         click.echo(f"(the first {limit}; there may be more: narrow the filters or raise --limit)", err=True)
 
 
-def _print_detail(t: dict[str, Any]) -> None:
+def _print_detail(t: Mapping[str, Any]) -> None:
     from .output import age, clip, duration, event_line, fields, heading, table
 
     fields([
@@ -226,6 +226,7 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
 
     tid = common.worker_task(task_id)
     api = common.remote()
+    detail: Mapping[str, Any]
     if api is not None:
         detail = api.task_detail(tid, board=board, events=n_events)
     else:

@@ -19,7 +19,7 @@ REST task, the dashboard drawer, ``agentboard diff`` and the reviewer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,7 +182,7 @@ class Facts:
                 + (f"; {self.note}" if self.note else ""))
 
 
-def repo_of(task: dict[str, Any]) -> Path | None:
+def repo_of(task: Mapping[str, Any]) -> Path | None:
     """The repository of a worktree task (from its worktree path ``<repo>/.worktrees/<id>``)."""
     path = task.get("workspace_path")
     if task.get("workspace_kind") != "worktree" or not path:
@@ -193,7 +193,7 @@ def repo_of(task: dict[str, Any]) -> Path | None:
     return p
 
 
-def facts(task: dict[str, Any], default_base: str | None = None) -> Facts:
+def facts(task: Mapping[str, Any], default_base: str | None = None) -> Facts:
     """Branch, base, ahead/behind and diff stat of a worktree task (cheap: three git calls)."""
     repo = repo_of(task)
     branch = task.get("branch_name")
@@ -232,7 +232,7 @@ __all__ = ["Base", "BaseMissing", "Facts", "check_settings", "configure", "Merge
            "merge_tree", "repo_of", "resolve", "tip"]
 
 
-def check_settings(row: dict[str, Any], settings: dict[str, Any]) -> None:
+def check_settings(row: Mapping[str, Any], settings: dict[str, Any]) -> None:
     """Check a board's git settings against its target directory (``row`` is the board as
     stored, ``settings`` the new settings): a ``base`` branch the target repository does not
     have, ``integrate`` without a git target, an ``env_setup`` that is not a virtualenv are

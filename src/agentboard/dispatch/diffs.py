@@ -10,10 +10,12 @@ task read by ``kernel.queries.task_detail`` for ``show``, ``context``, the REST 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 from ..kernel import dispatching as kd
+from ..kernel.rows import GitFacts, TaskDetail, TaskDetailWithGit
 from ..protocol import review_context
 from ..store.engine import Database, Row
 from . import branches
@@ -26,7 +28,7 @@ _HEADER = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _UNCOMMITTED = "# not committed yet in "
 
 
-def git_facts(task: Row) -> dict[str, Any] | None:
+def git_facts(task: Mapping[str, Any]) -> GitFacts | None:
     """The branch facts of a worktree task (None for other workspaces)."""
     if task.get("workspace_kind") != "worktree":
         return None
@@ -35,13 +37,18 @@ def git_facts(task: Row) -> dict[str, Any] | None:
     out["summary"] = f.line()
     out["integration"] = task.get("integration")
     out["pr_url"] = task.get("pr_url")
-    return out
+    return cast(GitFacts, out)
 
 
-def with_git(detail: Row) -> Row:
+@overload
+def with_git(detail: TaskDetail) -> TaskDetailWithGit: ...
+@overload
+def with_git(detail: Row) -> Row: ...
+def with_git(detail: TaskDetail | Row) -> TaskDetailWithGit | Row:
     """``detail`` with ``git`` (see :func:`git_facts`) added."""
-    detail["git"] = git_facts(detail)
-    return detail
+    shown = cast(Row, detail)
+    shown["git"] = git_facts(shown)
+    return shown
 
 
 def with_new_branch(detail: Row) -> Row:

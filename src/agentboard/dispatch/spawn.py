@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,7 +48,7 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
 
 def worker_env(
     settings: Settings, identity: WorkerEnv, *, profile: dict[str, Any], base: dict[str, str] | None = None,
-    board_row: dict[str, Any] | None = None,
+    board_row: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """A worker's environment: what it inherits (:func:`inherited`), its identity
     (``identity.to_env()``: the task, run, board, workspace, profile, the API's URL and its run

@@ -31,7 +31,7 @@ import shutil
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,7 @@ class Attempt:
     #: a review run: a reviewer profile judging the task's work (``.reviewing``)
     review: bool = False
     #: the board (its target directory and settings name the project's virtualenv)
-    board_row: Row | None = None
+    board_row: Mapping[str, Any] | None = None
 
     @property
     def task_id(self) -> str:

@@ -45,9 +45,9 @@ def _get(tx: Tx, slug: str) -> Row:
     return row
 
 
-def get(db: Database, slug: str) -> Row:
+def get(db: Database, slug: str) -> BoardRow:
     slug = model.board_slug(slug)
-    return board_out(db.read(_get, slug))
+    return cast(BoardRow, board_out(db.read(_get, slug)))
 
 
 def list_boards(db: Database, *, include_archived: bool = False) -> list[BoardRow]:
@@ -235,7 +235,7 @@ def move_restored(home: Path | None, slug: str, archived: Row) -> None:
             shutil.move(str(src), board_dir(home, slug))
 
 
-def restore(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
+def restore(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> BoardRow:
     slug = model.board_slug(slug)
     move_restored(home, slug, db.write(restore_in, slug, actor))
     return get(db, slug)

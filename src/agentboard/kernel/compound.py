@@ -14,6 +14,7 @@ from typing import Any
 from ..domain import model
 from ..store.engine import Database, Row, Tx
 from . import boards, goals
+from .rows import BoardRow
 
 
 def patch_goal(
@@ -33,7 +34,7 @@ def patch_goal(
 def patch_board(
     db: Database, slug: str, *, archived: bool | None = None, home: Path | None = None,
     actor: str | None = None, **fields: Any,
-) -> Row:
+) -> BoardRow:
     """Change a board's display fields or settings and, with ``archived``, archive (True) or
     restore (False) it: all or nothing. The board's folders move once the change is committed."""
     slug = model.board_slug(slug)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..domain import events as event_kinds
@@ -431,7 +431,7 @@ def task_contexts(db: Database, task_ids: Sequence[str]) -> dict[str, Row]:
     return db.read(_contexts, task_ids)
 
 
-def covers(sub: Row, ctx: Row | None, event: Row | None = None) -> bool:
+def covers(sub: Row, ctx: Row | None, event: Mapping[str, Any] | None = None) -> bool:
     """Whether subscription ``sub`` follows an event about the task ``ctx`` (``None`` for an event
     with no task, matched on its payload: a goal's or a board's own events)."""
     scope, subject = sub["scope"], sub["subject"]

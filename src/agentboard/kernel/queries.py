@@ -25,7 +25,16 @@ from .common import (
     task_out,
 )
 from .maintenance import COUNT_DELTAS_FOLD_AT, COUNT_ROWS_PG, compact_task_counts
-from .rows import AssigneeRow, BoardStats, BoardView, RunRow, TaskCard, TenantRow
+from .rows import (
+    AssigneeRow,
+    BoardStats,
+    BoardView,
+    EventRow,
+    RunRow,
+    TaskCard,
+    TaskDetail,
+    TenantRow,
+)
 
 CARD_COLUMNS = (
     "id, board, title, assignee, status, priority, tenant, goal_id, created_at, updated_at, started_at, "
@@ -257,12 +266,12 @@ def _decoded(text: str | None) -> Any:
         return []
 
 
-def task_detail_in(tx: Tx, board: str, task_id: str, *, events: int = 50) -> Row:
+def task_detail_in(tx: Tx, board: str, task_id: str, *, events: int = 50) -> TaskDetail:
     """:func:`task_detail` inside a transaction, for kernel reads of several tasks in one."""
     found = task_details_in(tx, board, [task_id], events=events)[task_id]
     if isinstance(found, AgentboardError):
         raise found
-    return found
+    return cast(TaskDetail, found)
 
 
 def _grouped(rows: list[Row], key: str = "of_task") -> dict[Any, list[Row]]:
@@ -350,7 +359,7 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
     return out
 
 
-def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> Row:
+def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> TaskDetail:
     """A task with its surroundings, in one read.
 
     The task's own fields, plus: ``parents`` (id, title, status, assignee, result and
@@ -443,7 +452,7 @@ def event_order(tx: Tx, params: dict[str, Any]) -> tuple[str, str]:
 def events_after(
     db: Database, board: str | None, cursor: int = 0, *, task_id: str | None = None,
     kinds: Iterable[str] | None = None, limit: int = 500,
-) -> list[Row]:
+) -> list[EventRow]:
     """Events after ``cursor`` in the log's order, oldest first (``board=None`` reads every
     board: administrators only).
 
@@ -470,7 +479,7 @@ def events_after(
         return tx.all(
             "SELECT id, board, task_id, run_id, kind, payload, actor, created_at FROM task_events "
             f"WHERE {visible} AND {' AND '.join(where)} ORDER BY {order} LIMIT :n", params)
-    return [_event_out(r) for r in db.read(_r)]
+    return cast("list[EventRow]", [_event_out(r) for r in db.read(_r)])
 
 
 def boards_after(db: Database, cursor: int) -> dict[str, int]:

@@ -369,6 +369,30 @@ class TaskDetail(TaskRow):
     goal: NotRequired[TaskGoal | None]
 
 
+class GitFacts(TypedDict):
+    """A worktree task's branch as a reviewer sees it."""
+
+    branch: str | None
+    base: str | None
+    ahead: int | None
+    behind: int | None
+    files: int
+    insertions: int
+    deletions: int
+    exists: bool
+    uncommitted: int
+    note: str | None
+    summary: str
+    integration: str | None
+    pr_url: str | None
+
+
+class TaskDetailWithGit(TaskDetail):
+    """A task's detail with its branch facts (``dispatch.diffs.with_git``: None unless a worktree task)."""
+
+    git: NotRequired[GitFacts | None]
+
+
 class GoalBlocker(TypedDict):
     """A blocked task holding a goal back."""
 
@@ -602,9 +626,9 @@ class SupervisorOverview(TypedDict):
 __all__ = [
     "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardTask", "BoardView",
     "ChildLink", "CommentRow", "CreatedTask", "DecomposeBackoff", "DetailAttachment", "DetailComment",
-    "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
+    "DetailEvent", "Escalation", "EventRow", "ExistingTask", "GitFacts", "GoalBlocker", "GoalDetail", "GoalRef", "GoalRow",
     "GoalTask", "Lane", "OpenGoal", "OpenTask", "ParentLink", "Proposal", "RaceAttemptCard",
     "RaceCard", "ReviewRow", "RunReview", "RunRow", "SupervisionTask", "SupervisorLogEntry", "SupervisorOverview",
-    "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskGoal", "TaskRow", "TenantRow",
+    "SupervisorPanel", "SupervisorStatus", "TaskCard", "TaskDetail", "TaskDetailWithGit", "TaskGoal", "TaskRow", "TenantRow",
     "WakeRow", "WikiPage"
 ]

@@ -33,6 +33,7 @@ from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..domain.worker_env import WorkerEnv
 from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
+from ..kernel.rows import TaskDetailWithGit
 from ..protocol import review
 from ..protocol.context import render
 from ..remote import UnreachableClient, WorkerClient, worker_mode
@@ -135,7 +136,7 @@ class Ops(Protocol):
     """What the tools do, on the board of ``scope``: each method is one kernel call
     (:class:`LocalOps`) or one API call (:class:`RemoteOps`)."""
 
-    def show(self, task_id: str, own: bool) -> dict[str, Any]: ...
+    def show(self, task_id: str, own: bool) -> Mapping[str, Any]: ...
 
     def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
                  result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]: ...
@@ -185,7 +186,7 @@ class LocalOps:
             raise Forbidden(f"task {task_id} is on board {found!r}; this worker acts on board {self.board!r}")
         return found
 
-    def show(self, task_id: str, own: bool) -> dict[str, Any]:
+    def show(self, task_id: str, own: bool) -> TaskDetailWithGit:
         from ..dispatch.diffs import with_git
 
         return with_git(queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id,
@@ -350,8 +351,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     def kanban_show(task_id: str | None = None) -> CallToolResult:
         def body() -> Any:
             detail = ops.show(task_id or own_task(), own=not task_id)
-            detail["worker_context"] = render(detail)
-            return detail
+            return {**detail, "worker_context": render(detail)}
         return _guard(body)
 
     @server.tool(description="Finish your task with a summary of what you did (the hand-off the next "

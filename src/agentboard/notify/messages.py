@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -42,7 +43,7 @@ def task_link(public_url: str | None, board: str, task_id: str | None) -> str | 
     return f"{public_url.rstrip('/')}/?board={quote(board)}&task={quote(task_id)}"
 
 
-def _detail(event: Row) -> str:
+def _detail(event: Mapping[str, Any]) -> str:
     payload: dict[str, Any] = event.get("payload") if isinstance(event.get("payload"), dict) else {}  # type: ignore[assignment]
     kind = event["kind"]
     if kind in ("completed", "review_requested"):
@@ -58,7 +59,7 @@ def _detail(event: Row) -> str:
     return ""
 
 
-def line(event: Row, ctx: Row | None, public_url: str | None) -> str:
+def line(event: Mapping[str, Any], ctx: Row | None, public_url: str | None) -> str:
     """One event as one line: what happened to which task, the first line of its summary or
     reason, and the link back."""
     label = _KINDS.get(event["kind"], (event["kind"].replace("_", " "), INFO))[0]
@@ -81,13 +82,13 @@ def line(event: Row, ctx: Row | None, public_url: str | None) -> str:
     return text
 
 
-def single(event: Row, ctx: Row | None, public_url: str | None) -> Message:
+def single(event: Mapping[str, Any], ctx: Row | None, public_url: str | None) -> Message:
     label, kind = _KINDS.get(event["kind"], (event["kind"].replace("_", " "), INFO))
     return Message(title=f"[{event['board']}] {label}", body=line(event, ctx, public_url),
                    kind=kind, events=1)
 
 
-def digest(events: list[Row], contexts: dict[str, Row], public_url: str | None) -> Message:
+def digest(events: Sequence[Mapping[str, Any]], contexts: dict[str, Row], public_url: str | None) -> Message:
     """A burst as one message: the counts by kind, then one line per event (at most
     :data:`DIGEST_LINES`, the rest counted)."""
     counts = Counter(_KINDS.get(e["kind"], (e["kind"], INFO))[0] for e in events)

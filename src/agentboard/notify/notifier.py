@@ -29,6 +29,7 @@ from ..config import Settings
 from ..domain import events as event_kinds
 from ..kernel import notifications as kn
 from ..kernel import queries
+from ..kernel.rows import EventRow
 from ..observe import metrics
 from ..store.engine import Database, Row
 from . import messages
@@ -153,7 +154,7 @@ class Notifier:
                 if self._stop.is_set():
                     return report
                 events, reached = self._events(sub, high)
-                task_ids = sorted({e["task_id"] for e in events if e.get("task_id")})
+                task_ids = sorted({t for e in events if (t := e["task_id"])})
                 contexts = kn.task_contexts(self.db, task_ids) if task_ids else {}
                 if self._handle(sub, events, contexts, reached, report):
                     pending.discard(int(sub["id"]))
@@ -166,12 +167,12 @@ class Notifier:
             kn.release(self.db, self.owner, pending)
         return report
 
-    def _events(self, sub: Row, high: int) -> tuple[list[Row], int]:
+    def _events(self, sub: Row, high: int) -> tuple[list[EventRow], int]:
         """The events after ``sub``'s cursor in the log's order (the cursor is an event id; on
         PostgreSQL ids are not in commit order, so positions are never compared by id), and the
         position reached: the last event read, or ``high`` (read before) when there was none."""
         cursor = int(sub["cursor"])
-        out: list[Row] = []
+        out: list[EventRow] = []
         for _ in range(MAX_PAGES):
             page = queries.events_after(self.db, sub["board"], cursor, kinds=sorted(_kinds(sub)), limit=PAGE)
             out.extend(page)
@@ -180,7 +181,7 @@ class Notifier:
             cursor = int(page[-1]["id"])
         return out, cursor  # read the rest next cycle
 
-    def _handle(self, sub: Row, events: list[Row], contexts: dict[str, Row], high: int,
+    def _handle(self, sub: Row, events: list[EventRow], contexts: dict[str, Row], high: int,
                 report: CycleReport) -> bool:
         """Deliver what ``sub`` follows among ``events`` (or hold it back); False when nothing
         matched (the caller moves the cursors of all such subscriptions at once)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..domain import model
 from ..kernel import queries
-from ..store.engine import Database, Row
+from ..kernel.rows import TaskDetail
+from ..store.engine import Database
 
 BODY_CAP = 16_000
 FIELD_CAP = 1_500
@@ -47,7 +48,7 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.splitlines())
 
 
-def render(detail: Row, *, now: float | None = None) -> str:
+def render(detail: Mapping[str, Any], *, now: float | None = None) -> str:
     """The worker context of a task read by :func:`load_context` (or ``queries.task_detail``),
     as markdown. Pure: ages are relative to ``now``."""
     now = time.time() if now is None else now
@@ -192,13 +193,13 @@ def render(detail: Row, *, now: float | None = None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def load_context(db: Database, board: str, task_id: str) -> Row:
+def load_context(db: Database, board: str, task_id: str) -> TaskDetail:
     """The data behind the worker context: ``queries.task_detail`` without events."""
     return queries.task_detail(db, board, task_id, events=0)
 
 
 def build_worker_context(db: Database, board: str, task_id: str, *,
-                         enrich: Callable[[Row], Row] | None = None) -> str:
+                         enrich: Callable[[TaskDetail], Mapping[str, Any]] | None = None) -> str:
     """The worker context of ``task_id`` as markdown; ``enrich`` adds what the task's read does
     not hold (the surfaces pass ``dispatch.diffs.with_git``: the branch facts)."""
     detail = load_context(db, board, task_id)

@@ -16,6 +16,7 @@ import shlex
 import stat
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def shim_dir(home: Path | None = None) -> Path:
     return d
 
 
-def venv_of(board_row: dict[str, Any] | None) -> Path | None:
+def venv_of(board_row: Mapping[str, Any] | None) -> Path | None:
     """The project's virtualenv for a board: its ``env_setup`` setting, else a ``.venv`` / ``venv``
     with ``bin/python`` in its target directory, else None."""
     board_row = board_row or {}
@@ -118,7 +119,7 @@ def path_for(home: Path, base_path: str | None, venv: Path | None) -> str:
     return os.pathsep.join(out)
 
 
-def environment(home: Path, base_path: str | None, board_row: dict[str, Any] | None) -> dict[str, str]:
+def environment(home: Path, base_path: str | None, board_row: Mapping[str, Any] | None) -> dict[str, str]:
     """``PATH`` (and ``VIRTUAL_ENV`` when the project has one) for a worker or a verify command."""
     venv = venv_of(board_row)
     env = {"PATH": path_for(home, base_path, venv)}

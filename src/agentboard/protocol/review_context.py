@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ def is_review_run(run: Row) -> bool:
     return bool(_meta(run).get("review_run"))
 
 
-def reviewed_run(detail: Row) -> Row | None:
+def reviewed_run(detail: Mapping[str, Any]) -> Row | None:
     """The worker's run that sent the task to review: the latest closed run that is not a review run."""
     for run in reversed(detail.get("runs") or []):
         if run.get("status") == "closed" and not is_review_run(run):
@@ -159,7 +160,7 @@ def _verification(meta: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(detail: Row, diff: Diff) -> str:
+def render(detail: Mapping[str, Any], diff: Diff) -> str:
     """The review context of a task read by ``queries.task_detail``, as markdown."""
     t = detail
     body = (t.get("body") or "").strip()

@@ -489,8 +489,8 @@ budget_usage = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
     sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_budget_usage_board", "board", "at"),
-    sa.Index("ix_budget_usage_task", "task_id"),
-    sa.Index("ix_budget_usage_run", "run_id"),
+    # a task's rows (a task budget's total, a purge) and a run's row (once per run) (0022)
+    sa.Index("ix_budget_usage_task_run", "task_id", "run_id"),
     sa.Index("ix_budget_usage_profile", "profile", "at"),
     sa.Index(
         "ix_budget_usage_pending",

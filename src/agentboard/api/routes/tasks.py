@@ -106,8 +106,7 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
     slug = read_board(request, who, board, task_id)
     db = state(request).db
     detail = with_git(queries.task_detail(db, slug, task_id, events=events))
-    detail["moves"] = queries.allowed_moves(db, slug, task_id)  # what the dashboard offers
-    return Json(detail)
+    return Json({**detail, "moves": queries.allowed_moves(db, slug, task_id)})  # what the dashboard offers
 
 
 @router.get("/tasks/{task_id}/diff", response_model=TaskDiff, responses=responses(400, 404))

@@ -213,7 +213,7 @@ _RUN_USAGE = (
     "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
     "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
-    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.run_id = :r2 AND u.source = 'run') "
+    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.task_id = r.task_id AND u.run_id = :r2 AND u.source = 'run') "
     "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd"
 )
 
@@ -272,16 +272,22 @@ def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | No
         _check_in(tx, budgets, row["board"], row["task_id"], run_id, now, actor=actor)
 
 
+#: a run's row of the ledger (``:r`` and ``:r2``: the run's id)
+_RUN_ROW = "task_id = (SELECT task_id FROM task_runs WHERE id = :r) AND run_id = :r2 AND source = 'run'"
+
+
 def run_updated_in(tx: Tx, run_id: int, *, tokens: int = 0, cost_usd: float = 0.0, exited: bool = False) -> None:
     """Facts learned after a run closed: the usage its agent printed (added to the run's row of
     the ledger) and its worker's exit (its usage is no longer to come). Checks the budgets."""
+    # a run's ledger row is found by its task and run (``ix_budget_usage_task_run``)
     tx.execute("UPDATE budget_usage SET tokens = tokens + :dt, cost_usd = cost_usd + :dc, "
-               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END WHERE run_id = :r AND source = 'run'",
-               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id})
+               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END "
+               f"WHERE {_RUN_ROW}",
+               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id, "r2": run_id})
     if tx.rowcount != 1 or not (tokens or cost_usd):
         return
-    row = tx.one("SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE run_id = :r AND source = 'run'",
-                 {"r": run_id})
+    row = tx.one(f"SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE {_RUN_ROW}",
+                 {"r": run_id, "r2": run_id})
     if row is None:
         return
     found = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
