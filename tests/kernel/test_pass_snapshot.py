@@ -48,3 +48,25 @@ def test_a_host_renews_its_claims_in_one_statement_that_wakes_no_dispatcher(ab: 
     assert woken == []
     kinds = [e["kind"] for e in ab.board().events(0, limit=1000) if e["kind"] == "claim_extended"]
     assert len(kinds) == 2
+
+
+def test_a_glance_sees_ready_work_a_lapsed_claim_and_any_change_to_this_hosts_running_tasks(ab: Any) -> None:
+    from agentboard.kernel import comments
+
+    db = ab.db
+    ab.add_profile("w", command="true")
+    empty = kd.glance(db, "host-a")
+    assert (empty.ready, empty.lapsed, empty.mine) == (False, False, (0, 0, 0))
+    t = tasks.create(db, "default", "mine", assignee="w")
+    assert kd.glance(db, "host-a").ready
+    run = runs.claim(db, "default", t["id"], ttl=600, host="host-a", pid=12345)["run_id"]
+    a = kd.glance(db, "host-a")
+    assert (a.ready, a.lapsed, a.mine) == (False, False, (1, run, 0))
+    assert kd.glance(db, "host-b").mine == (0, 0, 0)  # another host's task is not its own
+    comments.comment(db, "default", t["id"], "a question", author="alice")
+    assert kd.glance(db, "host-a").mine == (1, run, 1)
+    other = tasks.create(db, "default", "theirs", assignee="w")
+    runs.claim(db, "default", other["id"], ttl=1, host="host-b", pid=12346)
+    assert kd.glance(db, "host-a").mine == (1, run, 1)  # another host's claim changes nothing here
+    time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
+    assert kd.glance(db, "host-a").lapsed
