@@ -1,7 +1,7 @@
 """one index of the usage ledger for a task's rows and a run's row, so a closed run writes one page fewer
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-01
 
 - ``ix_budget_usage_task_run`` on ``(task_id, run_id)`` replaces ``ix_budget_usage_task``
