@@ -9,7 +9,9 @@ histograms (run durations and task cycle times). Each row is added to by one sta
   facts at once, for a run whose close made its task done;
 - :data:`DONE`: a task that reached done (a done task, its cycle time's bucket), counted for
   the profile and model of its last worker run, or of a race's picked attempt (an attempt's own
-  task is no task of the board's: its runs count, its done does not);
+  task is no task of the board's: its runs count, its done does not); :data:`UNDONE` takes the
+  same facts away again when the task leaves done (reopened, or restored from the archive), so
+  a task done, reopened and done again counts once, as a rebuild counts it;
 - :data:`REVIEW`: a review verdict (reviewed, approved), counted for the reviewed run's profile;
 - :data:`USAGE`: tokens and cost learned after the run closed.
 
@@ -159,14 +161,18 @@ def _usage_source(dialect: str) -> tuple[str, dict[str, str]]:
     return frm, {**keep, "input_tokens": ":d_in", "output_tokens": ":d_out", "cost_usd": ":d_cost"}
 
 
-RUN, RUN_DONE, DONE, REVIEW, USAGE = "run", "run_done", "done", "review", "usage"
-_SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, REVIEW: _review_source,
-            USAGE: _usage_source}
+RUN, RUN_DONE, DONE, UNDONE, REVIEW, USAGE = "run", "run_done", "done", "undone", "review", "usage"
+_SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, UNDONE: _done_source,
+            REVIEW: _review_source, USAGE: _usage_source}
+#: the sources whose facts are taken away (one row only)
+_SUBTRACTED = frozenset({UNDONE})
 #: the one-row filter of each source (the hooks' statements)
 _ONE = {
     RUN: "r.id = :id AND r.synthetic = 0",
     RUN_DONE: "r.id = :id AND r.synthetic = 0",
     DONE: f"t.id = :id AND {_OWN_TASK}",
+    # read before the task leaves done: only a task a rebuild counts as done was counted
+    UNDONE: f"t.id = :id AND {_OWN_TASK} AND t.completed_at IS NOT NULL AND t.status IN ('done', 'archived')",
     REVIEW: "v.id = (SELECT MAX(id) FROM reviews WHERE task_id = :id)",
     USAGE: "r.id = :id AND r.synthetic = 0 AND r.status = 'closed'",
 }
@@ -182,7 +188,8 @@ _cache: dict[tuple[str, str, bool, bool], str] = {}
 
 def statement(dialect: str, source: str, *, one: bool = True, board: bool = False) -> str:
     """The upsert that adds ``source``'s facts to the rollups: of the one row ``:id`` names
-    (``one``), or of every row (of board ``:board`` when ``board``)."""
+    (``one``), or of every row (of board ``:board`` when ``board``). :data:`UNDONE` takes the
+    facts :data:`DONE` added away (one row only)."""
     key = (dialect, source, one, board)
     if key in _cache:
         return _cache[key]
@@ -192,7 +199,8 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
         where += f" AND {_BOARD_OF[source]} = :board"
     names = [*KEYS, *COUNTS]
     if one:  # at most one row: no aggregation to plan
-        exprs = [cols[k] for k in KEYS] + [cols.get(c, "0") for c in COUNTS]
+        sign = "-" if source in _SUBTRACTED else ""
+        exprs = [cols[k] for k in KEYS] + [f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in COUNTS]
         group = ""
     else:
         exprs = [cols[k] for k in KEYS] + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
@@ -203,6 +211,17 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
            + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
     _cache[key] = sql
     return sql
+
+
+def emptied_statement(dialect: str) -> str:
+    """Delete the rows of task ``:id``'s board and completion day that count nothing any more
+    (after :data:`UNDONE`): a rebuild would not make them, and a read would show them as groups."""
+    key = (dialect, "emptied", True, True)
+    if key not in _cache:
+        _cache[key] = ("DELETE FROM run_rollups WHERE board = (SELECT t.board FROM tasks t WHERE t.id = :id) "
+                       f"AND day = (SELECT {_day(dialect, 't.completed_at')} FROM tasks t WHERE t.id = :id) AND "
+                       + " AND ".join(f"{c} = 0" for c in COUNTS))
+    return _cache[key]
 
 
 def rebuild_statements(dialect: str, *, board: bool = False) -> list[str]:
@@ -223,5 +242,5 @@ def rebuild(conn: Any, dialect: str) -> None:
         conn.execute(sa.text(sql))
 
 
-__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "USAGE", "bucket_bounds",
-           "bucket_of", "rebuild", "rebuild_statements", "statement"]
+__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "UNDONE", "USAGE", "bucket_bounds",
+           "bucket_of", "emptied_statement", "rebuild", "rebuild_statements", "statement"]
