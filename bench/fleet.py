@@ -12,7 +12,8 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    agents must be gone within its guard's grace (sampled), its tasks back on the board within the
    claim TTL and completed once elsewhere.
 
-Reported: latencies, peak concurrent agents, duplicates (tasks with more than one completed
+Reported: latencies, passes run and skipped per second and CPU of each dispatcher (mean) during
+the steady phase (passes from each dispatcher's ``/metrics``), peak concurrent agents, duplicates (tasks with more than one completed
 run), the killed host's orphans still alive after 5 s and when its tasks started again,
 threads and RSS of each dispatcher (and per agent) at peak, and the guard processes' RSS.
 ``VACUUM ANALYZE`` runs before each phase. Numbers from a shared machine are noisy: compare runs
@@ -68,6 +69,41 @@ def _threads(pid: int) -> int:
         return 0
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _passes(port: int) -> tuple[float, float]:
+    """Passes run and passes skipped so far by the dispatcher serving /metrics on ``port``."""
+    import urllib.request
+
+    ran = skipped = 0.0
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return ran, skipped
+    for line in text.splitlines():
+        if line.startswith("agentboard_dispatcher_pass_seconds_count"):
+            ran += float(line.split()[-1])
+        elif line.startswith("agentboard_dispatcher_passes_skipped_total"):
+            skipped += float(line.split()[-1])
+    return ran, skipped
+
+
 def _pct(xs: list[float], p: float) -> float | None:
     if not xs:
         return None
@@ -114,6 +150,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     ab.add_profile("long", command=_agent(args.kill_work))
     board = ab.board()
     procs: list[subprocess.Popen[bytes]] = []
+    ports = [_free_port() for _ in range(args.hosts)]
     out: dict[str, Any] = {"hosts": args.hosts, "slots": args.slots, "ttl_s": args.ttl, "work_s": args.work}
     for i in range(args.hosts):
         home = root / f"host{i}"
@@ -122,7 +159,8 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
                "AGENTBOARD_HOST_ID": f"host-{i}", "AGENTBOARD_MAX_PARALLEL": str(args.slots),
                "AGENTBOARD_CLAIM_TTL": str(args.ttl)}
         log = open(root / f"host{i}.log", "ab")  # noqa: SIM115 - the child's
-        procs.append(subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--quiet"], env=env,
+        procs.append(subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher", "--quiet",
+                                       "--metrics-port", str(ports[i])], env=env,
                                       stdout=log, stderr=log, start_new_session=True))
     running_q = "SELECT COUNT(*) FROM tasks WHERE status = 'running'"
     peak = {"agents": 0, "threads": [0] * args.hosts, "rss_kb": [0] * args.hosts}
@@ -134,10 +172,14 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             peak["threads"] = [_threads(p.pid) for p in procs]
             peak["rss_kb"] = [_rss_kb(p.pid) for p in procs]
     try:
-        time.sleep(3)  # the dispatchers start
+        # the dispatchers start (a loaded machine takes a while): each has run a pass
+        if not _wait(lambda: all(_passes(port)[0] >= 1 for port in ports), 180):
+            raise SystemExit("the dispatchers did not start within 180 s; see " + str(root))
         # 1. steady
         _vacuum(url)
         ids: list[str] = []
+        cpu0 = [_cpu_s(p.pid) for p in procs]
+        passes0 = [_passes(port) for port in ports]
         t0 = time.monotonic()
         k = 0
         while time.monotonic() - t0 < args.seconds:
@@ -147,10 +189,17 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 k += 1
             sample()
             time.sleep(0.05)
+        span = time.monotonic() - t0
+        cpu = [_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
+        passes = [(a[0] - b[0], a[1] - b[1]) for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
         _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'done'") >= len(ids), 120)
         lat, _, _ = _latencies(ab.db, ids)
         out["steady"] = {"rate_per_s": args.rate, "tasks": len(ids), "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
-                         "peak_agents": peak["agents"]}
+                         "peak_agents": peak["agents"],
+                         # per dispatcher, while the tasks were being created
+                         "passes_per_s": round(sum(p for p, _ in passes) / len(procs) / span, 1),
+                         "skipped_passes_per_s": round(sum(s for _, s in passes) / len(procs) / span, 1),
+                         "dispatcher_cpu_pct": round(sum(cpu) / len(procs) / span * 100, 1)}
         # 2. burst: made ready at once
         _vacuum(url)
         # the children wait for a parent whose completion makes them all ready in one transaction
@@ -196,6 +245,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         agents = max(1, peak["agents"])
         out["resources_at_peak"] = {
             "agents": peak["agents"], "dispatcher_threads": peak["threads"],
+            "dispatcher_threads_per_agent": round(sum(peak["threads"]) / agents, 3),
             "dispatcher_rss_mb": [round(r / 1024, 1) for r in peak["rss_kb"]],
             "dispatcher_rss_kb_per_agent": round(sum(peak["rss_kb"]) / agents, 1),
         }

@@ -5,8 +5,11 @@
    latency (``bench/dispatch_latency.py``'s: a task made ready from another connection until its
    worker exists), each with metrics **on** (the per-process metrics observed, the log at
    ``info`` as JSON lines to a file) and **off** (``metrics = false``, the log at ``warning``,
-   unformatted), interleaved on,off,off,on,... in one run on the same machine. Reports the ratio
-   on/off (goal >= 0.97 for throughput; latency p50 off/on).
+   unformatted), interleaved on,off,off,on,... in one run on the same machine, after one
+   unmeasured warm-up of each mode (imports, first compilations). Reports the ratio on/off (goal
+   >= 0.97 for throughput; latency p50 off/on) and, less disturbed by other programs on the
+   machine than wall time, the CPU time this process (the dispatcher's threads) spent per task
+   while draining: off/on.
 2. ``GET /metrics`` on a board of ``--tasks`` tasks (default 1,000,000) bulk-inserted into the
    database directly (rows as the kernel writes them; PostgreSQL's count triggers fire), spread
    over four boards and every status as on a long-lived board (95 % done or archived): the median of ``--scrapes`` scrapes over HTTP (goal <= 100 ms).
@@ -44,6 +47,9 @@ def _mode(on: bool, log_file: Path) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
+        h.close()
+        if isinstance(h, logging.StreamHandler) and h.stream not in (sys.stderr, sys.stdout):
+            h.stream.close()  # the log file this function opened
     if on:
         logs.setup("json", logging.INFO, "bench", stream=log_file.open("a", encoding="utf-8"))
     else:
@@ -60,7 +66,9 @@ def _home(url: str | None) -> tuple[Any, Path]:
     return ab, home
 
 
-def throughput(url: str | None, n: int, parallel: int = 8) -> float:
+def throughput(url: str | None, n: int, parallel: int = 8) -> tuple[float, float]:
+    """Tasks per second, and this process's CPU milliseconds per task, while the dispatcher
+    drains ``n`` ready tasks."""
     from agentboard.dispatch.dispatcher import Dispatcher
 
     ab, _ = _home(url)
@@ -70,15 +78,15 @@ def throughput(url: str | None, n: int, parallel: int = 8) -> float:
     for i in range(n):
         board.create(f"task {i}", assignee="w")
     d = Dispatcher(ab.db, ab.settings)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     d.start()
     q = "SELECT COUNT(*) FROM tasks WHERE board = 'default' AND status = 'done'"
     while int(ab.db.read(lambda tx: tx.scalar(q))) < n:
         ab.db.wait_for_commit(ab.db.commit_seq, 0.05)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     d.stop()
     ab.close()
-    return n / wall
+    return n / wall, cpu * 1000 / n
 
 
 def latency(url: str | None, n: int) -> float:
@@ -113,13 +121,13 @@ def latency(url: str | None, n: int) -> float:
     return statistics.median(lat)
 
 
-def _fresh(pg: str | None, fn: Any, *args: Any) -> float:
+def _fresh(pg: str | None, fn: Any, *args: Any) -> Any:
     """``fn(url, *args)`` on a new SQLite home, or a new PostgreSQL database dropped after."""
     if not pg:
-        return float(fn(None, *args))
+        return fn(None, *args)
     url, name = fresh_pg(pg)
     try:
-        return float(fn(url, *args))
+        return fn(url, *args)
     finally:
         drop_pg(pg, name)
 
@@ -127,21 +135,34 @@ def _fresh(pg: str | None, fn: Any, *args: Any) -> float:
 def hot_paths(pg: str | None, rounds: int, tp_tasks: int, lat_n: int) -> dict[str, Any]:
     log_file = Path(tempfile.mkdtemp(prefix="ab-bench-log-")) / "log.jsonl"
     tp: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     lat: dict[bool, list[float]] = {True: [], False: []}
+    for on in (True, False):  # warm-up, not measured: the first run of a process pays its imports
+        _mode(on, log_file)
+        _fresh(pg, throughput, min(tp_tasks, 30))
+    log_file.unlink(missing_ok=True)
     for r in range(rounds):
         for on in ((True, False) if r % 2 == 0 else (False, True)):
             _mode(on, log_file)
-            tp[on].append(_fresh(pg, throughput, tp_tasks))
+            per_s, ms = _fresh(pg, throughput, tp_tasks)
+            tp[on].append(per_s)
+            cpu[on].append(ms)
             lat[on].append(_fresh(pg, latency, lat_n))
-    _mode(True, log_file)
+            print(f"round {r} metrics {'on ' if on else 'off'}: {per_s:.1f} tasks/s, {ms:.2f} CPU ms/task, "
+                  f"latency p50 {lat[on][-1]:.1f} ms", file=sys.stderr)
+    _mode(False, log_file)
     lines = sum(1 for _ in log_file.open()) if log_file.exists() else 0
     tp_on, tp_off = statistics.median(tp[True]), statistics.median(tp[False])
+    cpu_on, cpu_off = statistics.median(cpu[True]), statistics.median(cpu[False])
     lat_on, lat_off = statistics.median(lat[True]), statistics.median(lat[False])
     return {
         "rounds": rounds, "tp_tasks": tp_tasks, "lat_n": lat_n,
         "throughput_on_tasks_per_s": [round(x, 1) for x in tp[True]],
         "throughput_off_tasks_per_s": [round(x, 1) for x in tp[False]],
         "throughput_ratio_on_off": round(tp_on / tp_off, 3),
+        "cpu_on_ms_per_task": [round(x, 3) for x in cpu[True]],
+        "cpu_off_ms_per_task": [round(x, 3) for x in cpu[False]],
+        "cpu_ratio_off_on": round(cpu_off / cpu_on, 3),
         "latency_p50_on_ms": [round(x, 2) for x in lat[True]],
         "latency_p50_off_ms": [round(x, 2) for x in lat[False]],
         "latency_ratio_off_on": round(lat_off / lat_on, 3),
@@ -192,7 +213,7 @@ def scrape_cost(url: str | None, n: int, scrapes: int) -> dict[str, Any]:
                 maintenance.compact_task_counts(ab.db, s)
             import psycopg
 
-            with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            with psycopg.connect(str(url).replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
                 conn.execute("VACUUM ANALYZE task_count_deltas")
                 conn.execute("ANALYZE tasks")
         times, collect = [], []

@@ -27,6 +27,17 @@ from testenv import (
     scratch_database,
 )
 
+#: test files whose tests run for tens of seconds each (real agent CLIs, whole tours, the kernel
+#: state machine): collected first, so a parallel run starts them early instead of leaving one
+#: worker alone with one of them at its end
+LONG_FIRST = ("tests/agents_e2e/", "tests/dispatch/test_adapters_real.py", "tests/test_readme_tour.py",
+              "tests/test_docs_examples.py", "tests/kernel/test_state_machine.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the long-running files (:data:`LONG_FIRST`) to the front; the order stays otherwise."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))
+
 
 @pytest.fixture
 def fake_llm(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:

@@ -24,16 +24,19 @@ def wait_for(fn: Callable[[], Any], timeout: float = 120.0, what: str = "conditi
     """Poll ``fn`` until it returns something truthy and return that; fail after ``timeout``.
 
     The one polling helper of the suite. The timeout is a generous bound against a hang, never a
-    speed assertion.
+    speed assertion. The first polls come 5 ms apart and the gaps double up to 50 ms: a quick
+    condition is seen within milliseconds, a long one as before (20 polls a second).
     """
     deadline = time.monotonic() + timeout
+    pause = 0.005
     while True:
         value = fn()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def copy_template(template: Path, home: Path) -> Path:
@@ -43,6 +46,34 @@ def copy_template(template: Path, home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, home / "agentboard.db")
     return home
+
+
+class CliEntry:
+    """The real ``agentboard`` entry point (``agentboard.cli.main.main``) as a command for
+    ``click.testing.CliRunner``: usage errors, kernel errors and exit codes are what a user gets,
+    without the cost of a new interpreter (and its imports) per command."""
+
+    name = "agentboard"
+
+    def main(self, args: list[str], prog_name: str | None = None, **_: Any) -> None:
+        from agentboard.cli import common, main
+
+        common.reset()
+        try:
+            main.main(list(args))
+        finally:
+            common.reset()
+
+
+def cli_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``agentboard ARGS`` in this process with exactly the ``AGENTBOARD_*`` variables of
+    ``env`` (the others of this process are unset for the call). Returns (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    call_env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AGENTBOARD_")}
+    call_env.update(env)
+    r = CliRunner().invoke(CliEntry(), args, env=call_env, catch_exceptions=False)  # type: ignore[arg-type]
+    return r.exit_code, r.stdout, r.stderr
 
 
 #: the real agent CLIs from npm (``scripts/test`` installs them into ``.cache/agentclis``)

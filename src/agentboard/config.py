@@ -187,6 +187,13 @@ class Settings:
     pg_statement_timeout: float = 30.0
     pg_lock_timeout: float = 10.0
     pg_idle_timeout: float = 60.0
+    #: the server is reached through a pooler in transaction mode (PgBouncer ``pool_mode =
+    #: transaction``): no prepared statements, no ``options`` startup parameter (the session
+    #: limits above are then the server's or the pooler's to set); docs/deploy.md
+    pg_transaction_pooler: bool = False
+    #: where the dispatcher's wake-up listener connects (``LISTEN`` needs a session of its own:
+    #: the server itself, or a pooler in session mode); default the database URL
+    pg_listen_url: str | None = None
     #: seconds a worker whose budget is spent may go on after its heartbeat was told to stop
     budget_stop_grace: float = 30.0
     #: diagnostics: a task blocked longer than this many hours is reported

@@ -1,7 +1,10 @@
 """The real agent CLIs under the real dispatcher, against a scripted model server.
 
 Each test gets a home driven through the `agentboard` command line (real processes), a git
-project the board works on in worktrees, and a scripted model server process
+project the board works on in worktrees (the home starts as a copy of the suite's migrated
+database; the board and the profiles are set up, and the tasks and runs read, through the same
+command line in the test's process, which spares an interpreter start per setup command and per
+poll), and a scripted model server process
 (``tests/fakes/model_server.py``) the profile points its CLI at — the only thing set beyond the
 adapter's defaults is the endpoint:
 
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import cli_in_process, copy_template
 from testenv import real_cli as real_cli
 from testenv import wait_for as wait_for
 
@@ -87,7 +91,7 @@ def model(tmp_path: Path) -> Iterator[Model]:
 class Board:
     """A home and a git project, driven through the `agentboard` command line."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, template: Path) -> None:
         self.home = tmp_path / "home"
         self.user_home = tmp_path / "user"
         self.user_home.mkdir()
@@ -99,8 +103,8 @@ class Board:
         self.processes: list[subprocess.Popen[str]] = []
         self.codex_homes: list[Path] = []
         _git_repo(self.repo)
-        self("init")
-        self("boards", "create", "proj", "--workdir", str(self.repo), "--switch")
+        copy_template(template, self.home)
+        self.setup("boards", "create", "proj", "--workdir", str(self.repo), "--switch")
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([sys.executable, "-m", "agentboard", *args], env=self.env, cwd=self.cwd,
@@ -109,14 +113,24 @@ class Board:
             assert proc.returncode == 0, f"agentboard {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
         return proc
 
+    def setup(self, *args: str) -> str:
+        """``agentboard ARGS`` through the real entry point in this process (setting up, not the
+        behaviour under test); returns its output."""
+        code, out, err = cli_in_process(list(args), self.env)
+        assert code == 0, f"agentboard {' '.join(args)}\n{out}\n{err}"
+        return out
+
     def json(self, *args: str) -> Any:
         return json.loads(self(*args, "--json").stdout)
 
     def task(self, task_id: str) -> dict[str, Any]:
-        return self.json("show", task_id)
+        """`agentboard show ID --json`, read in this process: tests poll it while the agents run,
+        and a new interpreter per poll would take the CPU the agents need."""
+        return json.loads(self.setup("show", task_id, "--json"))
 
     def runs(self, task_id: str) -> list[dict[str, Any]]:
-        out = self.json("runs", task_id)
+        """`agentboard runs ID --json`, read in this process (polled, like :meth:`task`)."""
+        out = json.loads(self.setup("runs", task_id, "--json"))
         return out["runs"] if isinstance(out, dict) else out
 
     def start(self, *args: str) -> subprocess.Popen[str]:
@@ -128,22 +142,22 @@ class Board:
     # -- profiles that point a real CLI at the scripted server --------------------------------------
 
     def claude(self, model: Model, name: str = "claude1", *more: str) -> str:
-        self("profiles", "add", name, "--adapter", "claude", "--command", real_cli("claude"),
+        self.setup("profiles", "add", name, "--adapter", "claude", "--command", real_cli("claude"),
              "--env", f"ANTHROPIC_BASE_URL={model.url}", "--env", "ANTHROPIC_API_KEY=sk-scripted", *more)
         return name
 
     def codex(self, model: Model, name: str = "codex1", *more: str) -> str:
-        self("profiles", "add", name, "--adapter", "codex", "--command", real_cli("codex"),
+        self.setup("profiles", "add", name, "--adapter", "codex", "--command", real_cli("codex"),
              "--env", f"CODEX_HOME={self.codex_home(model)}", "--env", "SCRIPTED_API_KEY=sk-scripted", *more)
         return name
 
     def gemini(self, model: Model, name: str = "gemini1", *more: str) -> str:
-        self("profiles", "add", name, "--adapter", "gemini", "--command", real_cli("gemini"),
+        self.setup("profiles", "add", name, "--adapter", "gemini", "--command", real_cli("gemini"),
              "--env", f"GOOGLE_GEMINI_BASE_URL={model.url}", "--env", "GEMINI_API_KEY=sk-scripted", *more)
         return name
 
     def opencode(self, model: Model, name: str = "opencode1", *more: str) -> str:
-        self("profiles", "add", name, "--adapter", "opencode", "--command", real_cli("opencode"),
+        self.setup("profiles", "add", name, "--adapter", "opencode", "--command", real_cli("opencode"),
              "--env", f"OPENCODE_CONFIG_CONTENT={json.dumps(opencode_config(model.url))}", *more)
         return name
 
@@ -214,8 +228,8 @@ def _git_repo(path: Path) -> None:
 
 
 @pytest.fixture
-def board(tmp_path: Path) -> Iterator[Board]:
-    b = Board(tmp_path)
+def board(tmp_path: Path, sqlite_template: Path) -> Iterator[Board]:
+    b = Board(tmp_path, sqlite_template)
     yield b
     b.close()
 

@@ -227,3 +227,73 @@ def test_json_log_lines_redact_credentials_and_carry_the_ids_of_the_work_at_hand
     assert "hunter2" not in first["event"] and "x2" not in first["event"] and "ab:***@" in first["event"]
     assert first["level"] == "warning" and first["host"] == "host-a" and first["time"].endswith("Z")
     assert second["task"] == "t_1111abcd" and "run" not in second
+
+
+def test_json_log_fields_are_masked_when_they_hold_a_credential_and_the_time_is_utc_to_the_millisecond() -> None:
+    import datetime as dt
+    import io
+    import logging
+    import time
+
+    from agentboard.observe import logs
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        logs.setup("json", logging.INFO, "host-a", stream=stream)
+        before = time.time()
+        logging.getLogger("agentboard.dispatch").info(
+            "reached %s", "the database", extra={"url": "postgresql://ab:hunter2@db.example/ab", "note": "a = b",
+                                                 "detail": "token=s3cret&x=1", "plain": "nothing to hide"})
+        after = time.time()
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = json.loads(stream.getvalue())
+    assert line["event"] == "reached the database" and line["plain"] == "nothing to hide"
+    assert line["url"] == "postgresql://ab:***@db.example/ab" and line["detail"] == "token=***&x=1"
+    assert line["note"] == "a = b"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
+    at = dt.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
+    assert before - 0.001 <= at <= after
+
+
+def test_runs_of_two_boards_in_one_process_are_all_counted_though_their_databases_number_runs_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testenv import point_home_at
+
+    from agentboard.dispatch.dispatcher import Dispatcher
+    from agentboard.observe import metrics
+
+    def counted() -> float:
+        value = metrics.REGISTRY.get_sample_value(
+            "agentboard_runs_total", {"board": "default", "profile": "counted-twice", "outcome": "completed"})
+        return value or 0.0
+
+    start = counted()
+    run_ids = []
+    for name in ("first", "second"):
+        home = tmp_path / name
+        point_home_at(home, monkeypatch)
+        client = agentboard.connect(str(home))
+        client.settings.home = home
+        try:
+            client.add_profile("counted-twice", command=GOOD)
+            board = client.board()
+            ids = [board.create(f"task {i}", assignee="counted-twice")["id"] for i in range(2)]
+            d = Dispatcher(client.db, client.settings)
+
+            def done(b: Any = board, ids: list[str] = ids) -> bool:
+                return all(b.show(t)["status"] == "done" for t in ids)
+
+            d.start()
+            try:
+                wait_for(done, what="the tasks done")
+            finally:
+                d.stop()
+            run_ids += client.db.read(lambda tx: [r["id"] for r in tx.all("SELECT id FROM task_runs")])
+        finally:
+            client.close()
+    assert sorted(run_ids) == [1, 1, 2, 2]  # the same run ids in both databases
+    assert counted() - start == 4.0

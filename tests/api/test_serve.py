@@ -15,12 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
-from testenv import wait_for
+from testenv import copy_template, wait_for
 from websockets.sync.client import connect
 
 import agentboard
 
 pytestmark = pytest.mark.xdist_group("serve")
+
+
+@pytest.fixture
+def home(home: Path, sqlite_template: Path) -> Path:
+    """A fresh home that starts from a copy of the suite's migrated database, as a home that
+    has run a first command (each process here would otherwise migrate a new one)."""
+    return copy_template(sqlite_template, home)
 
 
 class Serve:

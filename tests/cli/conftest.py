@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from testenv import copy_template
+from testenv import CliEntry, copy_template
 
 
 @dataclass
@@ -31,21 +31,6 @@ class Result:
 
     def lines(self) -> list[str]:
         return [line for line in self.out.splitlines() if line.strip()]
-
-
-class _Entry:
-    """Duck-typed command for CliRunner: calls the real `agentboard` entry point."""
-
-    name = "agentboard"
-
-    def main(self, args: list[str], prog_name: str | None = None, **_: Any) -> None:
-        from agentboard.cli import common, main
-
-        common.reset()
-        try:
-            main.main(list(args))
-        finally:
-            common.reset()
 
 
 @pytest.fixture
@@ -66,7 +51,7 @@ def cli(cli_home: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
     runner = CliRunner()
 
     def run(*args: str, input: str | None = None, env: dict[str, str | None] | None = None) -> Result:
-        r = runner.invoke(_Entry(), list(args), input=input, env=env, catch_exceptions=False)  # type: ignore[arg-type]
+        r = runner.invoke(CliEntry(), list(args), input=input, env=env, catch_exceptions=False)  # type: ignore[arg-type]
         return Result(r.exit_code, r.stdout, r.stderr)
 
     return run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, open_runs, wait_for
+from .conftest import FAKES, RESULT_OK, all_in, completed_runs, dump, events, open_runs, wait_for
 
 
 def test_fleet_of_12_over_3_profiles_each_done_exactly_once(ab, board, dispatcher):
@@ -83,3 +83,70 @@ def test_codex_adapter_with_fake_codex(ab, board, dispatcher):
     ws = ab.home / "boards/default/workspaces" / t["id"]
     assert (ws / "answer.txt").read_text() == f"answer for {t['id']}\n"
     assert dump(ws / ".board" / "result.json")["success"] is True
+
+
+def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its_own_tasks(ab, board, dispatcher):
+    from agentboard.dispatch.liveness import group_has_live
+
+    ab.add_profile("long", command="sh -c 'sleep 300'")
+    ab.add_profile("quick", command=RESULT_OK)
+    long_id = board.create("hold the only slot", assignee="long")["id"]
+    d = dispatcher(max_parallel=1, dispatch_interval=3600)
+    wait_for(lambda: (board.show(long_id).get("worker_pid") or 0) > 0, what="the long task's worker started")
+    pid = int(board.show(long_id)["worker_pid"])
+    # new ready tasks: work this host has no room for; each wakes it, none is worth a pass
+    waiting = []
+    for i in range(4):
+        skipped = d.skipped
+        waiting.append(board.create(f"wait {i}", assignee="quick")["id"])
+        wait_for(lambda s=skipped: d.skipped > s, what="the wake-up of a new ready task skipped")
+        if i == 0:
+            passes = d.passes  # the pass after its own spawn is behind it now
+    assert d.passes == passes
+    assert all_in(board, waiting, {"ready"})
+    # its own task archived: a pass, which stops the worker and fills the freed slot
+    board.archive(long_id)
+    wait_for(lambda: not group_has_live(pid), what="the archived task's worker stopped")
+    wait_for(lambda: all_in(board, waiting, {"done"}), what="the waiting tasks done one after another")
+    assert d.passes > passes
+
+
+def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab, board, dispatcher):
+    from agentboard.dispatch.spawning import CLAIM_BATCH
+
+    ab.add_profile("w", command=RESULT_OK)
+    n = CLAIM_BATCH * 2 + 3
+    ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
+    d = dispatcher(start=False, max_parallel=n)
+    report = d.run_pass()
+    assert sorted(s["task"] for s in report["spawned"]) == sorted(ids)  # one pass starts them all
+    claimed = [e for e in events(board, kind="claimed") if e["task_id"] in ids]
+    spawned = [e for e in events(board, kind="spawned") if e["task_id"] in ids]
+    assert len(claimed) == len(spawned) == n
+    # a claim, its workers started and recorded, then the next claim: three of each
+    assert len({e["created_at"] for e in claimed}) == len({e["created_at"] for e in spawned}) == 3
+    assert min(e["created_at"] for e in spawned) < max(e["created_at"] for e in claimed)
+    d.start()
+    wait_for(lambda: all_in(board, ids, {"done"}), what="every task done")
+
+
+def test_a_host_running_many_workers_holds_a_handful_of_threads(ab, board, dispatcher):
+    import threading
+
+    def ours() -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard"))
+
+    ab.add_profile("sleeper", command="sh -c 'sleep 300'")
+    ids = [board.create(f"work {i}", assignee="sleeper")["id"] for i in range(24)]
+    d = dispatcher(max_parallel=24)
+    wait_for(lambda: d.workers.running() == 24, what="24 workers running")
+    # the pools' threads end once idle: what is left does not grow with the workers
+    wait_for(lambda: not any(n.startswith(("agentboard-prepare", "agentboard-dispatch_")) for n in ours()),
+             what="the pools' threads ended")
+    assert len(ours()) < 10, ours()
+    pids = [int(board.show(t)["worker_pid"]) for t in ids]
+    for t in ids:
+        board.archive(t)
+    from agentboard.dispatch.liveness import group_has_live
+
+    wait_for(lambda: not any(group_has_live(p) for p in pids), what="the archived tasks' workers stopped")

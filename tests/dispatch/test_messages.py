@@ -116,3 +116,31 @@ def test_a_worker_that_stops_twice_without_reporting_is_a_protocol_violation(
     runs = board.runs(t["id"])
     assert runs[0]["outcome"] == "protocol_violation"
     assert len(events(board, t["id"], "nudged")) == 1
+
+
+def test_a_pass_opens_the_inbox_files_of_only_the_running_tasks_with_new_comments(
+        ab: Any, board: Any, dispatcher: Any) -> None:
+    from agentboard.dispatch.liveness import group_has_live
+
+    ab.add_profile("sleeper", command="sh -c 'sleep 300'")
+    ids = [board.create(f"work {i}", assignee="sleeper")["id"] for i in range(3)]
+    d = dispatcher(start=False)
+    assert len(d.run_pass()["spawned"]) == 3
+    d.run_pass()
+    assert d.planner.inboxes.opened == 0  # no comments: no file read
+    board.comment(ids[1], "please also cover the edge case", author="alice")
+    d.run_pass()
+    assert d.planner.inboxes.opened == 1
+    d.run_pass()
+    assert d.planner.inboxes.opened == 0  # that comment is in the file already
+    board.comment(ids[1], "and thanks", author="alice")
+    d.run_pass()
+    workspaces = {t: Path(board.show(t)["workspace_path"]) for t in ids}
+    text = (workspaces[ids[1]] / ".board" / "inbox.md").read_text()
+    assert text.count("please also cover the edge case") == 1 and text.count("and thanks") == 1
+    assert not any((workspaces[t] / ".board" / "inbox.md").exists() for t in (ids[0], ids[2]))
+    pids = [int(board.show(t)["worker_pid"]) for t in ids]
+    for t in ids:
+        board.archive(t)
+    d.run_pass()
+    wait_for(lambda: not any(group_has_live(p) for p in pids), what="the archived tasks' workers stopped")

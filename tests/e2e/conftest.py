@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import copy_template
 
 CHROMIUM = os.environ.get("AGENTBOARD_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -75,8 +76,12 @@ class Server:
 
 
 @contextlib.contextmanager
-def serving(home: Path, **extra_env: str) -> Iterator[Server]:
-    """`agentboard serve --no-dispatch` on ``home`` in another process, until the block ends."""
+def serving(home: Path, template: Path | None = None, **extra_env: str) -> Iterator[Server]:
+    """`agentboard serve --no-dispatch` on ``home`` in another process, until the block ends.
+    With ``template`` (the suite's migrated SQLite file), a home without a database starts from
+    a copy of it instead of migrating one."""
+    if template is not None and not (home / "agentboard.db").exists():
+        copy_template(template, home)
     env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
     env.update(AGENTBOARD_HOME=str(home), PYTHONUNBUFFERED="1", **extra_env)
     proc = subprocess.Popen(
@@ -113,8 +118,8 @@ def serving(home: Path, **extra_env: str) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with serving(tmp_path_factory.mktemp("e2e") / "home") as srv:
+def server(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("e2e") / "home", sqlite_template) as srv:
         yield srv
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,9 +29,9 @@ def llm() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAI) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAI, sqlite_template: Path) -> Iterator[Server]:
     """`agentboard serve --no-dispatch` with its LLM pointed at the loopback server."""
-    with serving(tmp_path_factory.mktemp("e2e-llm") / "home", AGENTBOARD_LLM_BASE_URL=llm.url,
+    with serving(tmp_path_factory.mktemp("e2e-llm") / "home", sqlite_template, AGENTBOARD_LLM_BASE_URL=llm.url,
                  AGENTBOARD_LLM_MODEL="fake-model", AGENTBOARD_LLM_API_KEY="sk-test") as srv:
         yield srv
 

@@ -31,13 +31,13 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[Server]:
     """A server whose notifier sends at once and parks a target after one failure."""
     env = {"AGENTBOARD_NOTIFY_BATCH_DELAY": "0", "AGENTBOARD_NOTIFY_DIGEST_WINDOW": "0",
            "AGENTBOARD_NOTIFY_POLL_INTERVAL": "0.2", "AGENTBOARD_NOTIFY_PARK_AFTER": "1",
            "AGENTBOARD_PUBLIC_URL": "http://dashboard.example"}
     home: Path = tmp_path_factory.mktemp("e2e-notify") / "home"
-    with serving(home, **env) as srv:
+    with serving(home, sqlite_template, **env) as srv:
         yield srv
 
 

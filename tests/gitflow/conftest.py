@@ -43,12 +43,18 @@ TEST = ("import projmarker  # only the project's virtualenv has it\n"
         "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
 
 
+#: the project's pytest settings; the suite's own pytest plugins, which the project venv sees
+#: through its .pth, stay unloaded (importing them costs each verify run seconds)
+PROJECT_PYTEST_INI = ("[pytest]\npythonpath = .\naddopts = -p no:schemathesis -p no:hypothesispytest -p no:anyio "
+                      "-p no:xdist -p no:xdist.looponfail\n")
+
+
 def make_project(path: Path) -> Path:
     """A repository with a failing test and a project virtualenv (``.venv``, ignored by git)
     whose Python can import pytest and the module ``projmarker`` — agentboard's Python cannot
     import ``projmarker``, so a verify command that ran it would fail."""
     repo = make_repo(path, {"calc.py": BUGGY, "test_calc.py": TEST, ".gitignore": ".venv/\n__pycache__/\n",
-                            "pytest.ini": "[pytest]\npythonpath = .\n"})
+                            "pytest.ini": PROJECT_PYTEST_INI})
     venv = repo / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python*/site-packages"))

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testenv import copy_template
 
 from .conftest import make_repo, sh, wait_for
 
@@ -15,7 +16,8 @@ EDIT = ("printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo 'notes'
         "git commit -qm 'fix add, add notes' && agentboard complete --summary 'fixed add()'")
 
 
-def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  sqlite_template: Path) -> None:
     e2e = pytest.importorskip("e2e.conftest")
     if not Path(e2e.CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {e2e.CHROMIUM}")
@@ -27,6 +29,7 @@ def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: p
     home = tmp_path / "home"
     monkeypatch.setenv("AGENTBOARD_HOME", str(home))
     repo = make_repo(tmp_path / "proj", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    copy_template(sqlite_template, home)
     ab = agentboard.connect(str(home))
     ab.settings.home = home
     ab.settings.spawn_grace = 0.5
@@ -100,13 +103,14 @@ def test_the_drawer_shows_the_branch_and_the_diff(tmp_path: Path, monkeypatch: p
         check.close()
 
 
-def test_the_create_form_closes_after_a_create_and_toasts_leave_the_drawer_alone(tmp_path: Path) -> None:
+def test_the_create_form_closes_after_a_create_and_toasts_leave_the_drawer_alone(tmp_path: Path,
+                                                                                sqlite_template: Path) -> None:
     e2e = pytest.importorskip("e2e.conftest")
     if not Path(e2e.CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {e2e.CHROMIUM}")
     sync_api = pytest.importorskip("playwright.sync_api")
     expect = sync_api.expect
-    with e2e.serving(tmp_path / "home") as srv, sync_api.sync_playwright() as pw:
+    with e2e.serving(tmp_path / "home", sqlite_template) as srv, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=e2e.CHROMIUM, args=e2e.CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 800}).new_page()

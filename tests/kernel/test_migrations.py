@@ -185,3 +185,28 @@ def test_the_rollups_migration_fills_them_on_postgres(empty_pg: str) -> None:
     migrate.upgrade(db)
     _check_backfilled(db)
     db.close()
+
+
+@pytest.mark.postgres
+def test_a_board_keeps_its_counts_across_the_upgrade_that_records_a_move_in_one_row(empty_pg: str) -> None:
+    from agentboard.kernel import runs
+
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0020")
+
+    def _w(tx: Any) -> None:  # five tasks, three claimed, one of them done, as 0020's triggers counted them
+        tx.execute("INSERT INTO boards (slug, name, created_at) VALUES ('b', 'b', 0)")
+        for i in range(5):
+            tx.execute("INSERT INTO tasks (id, board, title, assignee, status, created_at, updated_at) "
+                       "VALUES (:id, 'b', 't', 'w', 'ready', 0, 0)", {"id": f"t_0000000{i}"})
+        tx.execute("UPDATE tasks SET status = 'running' WHERE id IN ('t_00000000', 't_00000001', 't_00000002')")
+        tx.execute("UPDATE tasks SET status = 'done' WHERE id = 't_00000000'")
+
+    db.write(_w)
+    migrate.upgrade(db)
+    assert migrate.current_revision(db) == migrate.HEAD
+    run = runs.claim(db, "b", "t_00000003")
+    runs.complete(db, "b", "t_00000003", run_id=run["run_id"], summary="ok")
+    counted = {c["status"]: c["count"] for c in queries.board_view(db, "b")["columns"]}
+    assert {s: n for s, n in counted.items() if n} == {"ready": 1, "running": 2, "done": 2}
+    db.close()

@@ -7,6 +7,7 @@ increase; every closed run has an outcome. A refused verb changes nothing.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -191,8 +192,12 @@ class KernelMachine(RuleBasedStateMachine):
             assert all(t["status"] == states.DONE for t in live), goal
 
 
+#: 100 random sequences of 50 verbs in the full run (each run draws new ones, so runs over time
+#: cover far more); AGENTBOARD_STATE_MACHINE_EXAMPLES asks for more, e.g. when hunting a bug
+EXAMPLES = int(os.environ.get("AGENTBOARD_STATE_MACHINE_EXAMPLES", "20" if FAST else "100"))
+
 KernelMachine.TestCase.settings = settings(
-    max_examples=20 if FAST else 300, stateful_step_count=50, deadline=None,
+    max_examples=EXAMPLES, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestKernelMachine = KernelMachine.TestCase

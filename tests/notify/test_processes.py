@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testenv import copy_template
 from testenv import wait_for as wait_until
 
 import agentboard
@@ -21,6 +22,14 @@ from agentboard.notify import subscriptions
 from .conftest import Receiver
 
 pytestmark = pytest.mark.xdist_group("notify-processes")
+
+
+@pytest.fixture
+def home(home: Path, sqlite_template: Path) -> Path:
+    """A fresh home that starts from a copy of the suite's migrated database, as a home that
+    has run a first command (each process here would otherwise migrate a new one)."""
+    return copy_template(sqlite_template, home)
+
 
 FAST = {
     "AGENTBOARD_NOTIFY_BATCH_DELAY": "0", "AGENTBOARD_NOTIFY_DIGEST_WINDOW": "0",

@@ -9,6 +9,15 @@ start), :mod:`.spawning` (claim, prepare, start and record workers — the one p
 any worker), :mod:`.reaping` (exits, crashes, timeouts, stale runs, expired claims) and
 :mod:`.runtime` (what the pass thread and the pool threads share, behind locks). Here: the loop
 thread, waking it (:mod:`.wake`), and starting and stopping it all.
+
+**Idle wake-ups are skipped.** Every commit of every host wakes every dispatcher; most cannot
+give it anything to do (another host claimed or started a task, a worker reported progress). A
+wake-up that only saw a change (not one asked for: a worker of ours exiting, "dispatch now", a
+deadline, the interval) first takes one small read (``kernel.dispatching.glance``) and skips
+the pass when no claim has lapsed, this host's running tasks are the same ones with the same
+comments as when its last pass began, and it has no free slot or no ready task is waiting.
+What a pass does besides starting and watching workers (budgets, promotions, the supervisor)
+then waits for the next pass, at most ``dispatch_interval``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from typing import Any
 
 from .. import tracing
 from ..config import Settings
+from ..domain.errors import AgentboardError
+from ..kernel import dispatching as kd
 from ..observe import metrics
 from ..observe.health import PassMarks
 from ..store.engine import Database
@@ -70,6 +81,8 @@ class Dispatcher:
         #: under the pass lock, read by the loop thread after its own pass
         self._next_due = 0.0
         self.passes = 0
+        #: wake-ups whose pass was skipped (nothing this host could act on)
+        self.skipped = 0
         #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
         self.last_pass_at = 0.0
         self._marks = PassMarks(db, self.ctx.host, boards)
@@ -185,20 +198,49 @@ class Dispatcher:
     # -- the loop --------------------------------------------------------------------------------
 
     def _loop(self, waker: Waker) -> None:
-        """Run a pass, then sleep until woken, the next known deadline, or the interval."""
+        """Run a pass, then sleep until woken, the next known deadline, or the interval; a
+        wake-up by a change that cannot concern this host skips its pass (see the top)."""
         interval = float(self.settings.dispatch_interval)
+        look: kd.Glance | None = None
         while not self._stop.is_set():
             started = time.monotonic()
+            base = look or self._glance()  # as the pass begins: what a later change is compared with
             try:
                 self.run_pass_report()
             except Exception:  # a pass must never kill the loop
                 log.exception("dispatcher pass failed")
                 metrics.pass_done(self.host, started, ok=False)
                 self._next_due = time.time() + RETRY_AFTER_FAILURE
-            if self._stop.is_set():
-                break
-            timeout = min(interval, max(0.0, self._next_due - time.time())) if self._next_due else interval
-            waker.wait(max(timeout, 0.002))
-            rest = PASS_MIN_GAP - (time.monotonic() - started)
-            if rest > 0:
-                self._stop.wait(rest)
+                base = None
+            look = None
+            last = started
+            while not self._stop.is_set():
+                left = interval - (time.monotonic() - started)
+                timeout = min(left, max(0.0, self._next_due - time.time())) if self._next_due else left
+                why = waker.wait_for(max(timeout, 0.002))
+                rest = PASS_MIN_GAP - (time.monotonic() - last)
+                if rest > 0:
+                    self._stop.wait(rest)
+                if why != "changed" or base is None:
+                    break
+                last = time.monotonic()
+                look = self._glance()
+                if not self._idle(look, base):
+                    break
+                look = None
+                self.skipped += 1
+                metrics.pass_skipped(self.host)
+
+    def _glance(self) -> kd.Glance | None:
+        try:
+            return kd.glance(self.db, self.host, unrecorded=self.ctx.sqlite)
+        except AgentboardError as exc:
+            log.info("a glance at the board failed (%s); a full pass instead", exc)
+            return None
+
+    def _idle(self, look: kd.Glance | None, base: kd.Glance) -> bool:
+        """Whether a pass now could do nothing ``base`` (the glance as the last pass began)
+        would not have let it do."""
+        if look is None or look.lapsed or look.mine != base.mine:
+            return False
+        return not look.ready or self.ctx.workers.running() >= self.settings.max_parallel

@@ -170,6 +170,8 @@ class Planner:
         self.supervising = Supervising(ctx)
         #: workers of spent budgets stopped, budget-blocked tasks released
         self.budgets = BudgetWatch(ctx)
+        #: the inbox files of this host's running tasks (only those with new comments are read)
+        self.inboxes = boardinbox.Inboxes()
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
         """One pass. Returns its report and the earliest time something will need a pass."""
@@ -314,7 +316,7 @@ class _Pass:
         reaper.handle_exits(exits)
         if not self.dry_run and rows:  # comments written while they run reach .board/inbox.md
             try:
-                boardinbox.sync(ctx.db, rows, ctx.local)
+                self.planner.inboxes.sync(ctx.db, rows, ctx.local)
             except AgentboardError as exc:
                 log.info("inbox files: %s", exc)
         # our own workers whose runs ended but which still run count against the caps

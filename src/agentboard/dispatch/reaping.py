@@ -505,7 +505,7 @@ class Reaper:
                     if state == "completed":
                         prof = w.profile or {}
                         metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed", time.time() - w.started,
-                                           r.get("model") or prof.get("model"), plans[rid].usage)
+                                           r.get("model") or prof.get("model"), plans[rid].usage, db=db)
         metrics.runs_closed(db, done)  # (the stale ones: read back)
         return done
 

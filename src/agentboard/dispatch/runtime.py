@@ -11,6 +11,11 @@ one of them touches lives here, behind a lock:
 - :class:`Notes`: telemetry recorded once per key;
 - :class:`Jobs`: the job pool; a run is handled by at most one job at a time.
 
+Both pools are :class:`Pool`: threads started when work comes and ended after
+:data:`POOL_IDLE` seconds without any, so a host whose workers just run (500 of them) holds a
+handful of threads — the pass, the wake-up listener, the exit watcher, the worker API, the
+notifiers — not a pool's worth waiting for work.
+
 State not listed here is owned by one thread: the pass thread owns the pass's report and
 deadlines and the planner's promotion clock; a prepare thread only returns what it started.
 """
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +46,75 @@ log = logging.getLogger("agentboard.dispatch")
 
 #: threads of the job pool
 JOB_THREADS = 4
+#: seconds a pool thread waits for work before it ends
+POOL_IDLE = 2.0
+
+
+class Pool:
+    """Up to ``size`` threads for slow work: one is started when work waits with none idle,
+    and each ends after ``idle`` seconds without work."""
+
+    def __init__(self, size: int, name: str, idle: float = POOL_IDLE) -> None:
+        self.size, self.name, self.idle = size, name, idle
+        self._cv = threading.Condition()
+        self._work: deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = deque()
+        self._threads = 0
+        self._waiting = 0
+        self._pending = 0
+        self._n = 0
+
+    @property
+    def threads(self) -> int:
+        """How many threads the pool has now."""
+        with self._cv:
+            return self._threads
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        with self._cv:
+            self._work.append((fut, fn, args))
+            self._pending += 1
+            if len(self._work) > self._waiting and self._threads < self.size:
+                self._threads += 1
+                self._n += 1
+                threading.Thread(target=self._run, name=f"{self.name}_{self._n}", daemon=True).start()
+            self._cv.notify()
+        return fut
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        """``fn`` of each item on the pool; the results in order (the first error raised)."""
+        return [f.result() for f in [self.submit(fn, it) for it in items]]
+
+    def drain(self) -> None:
+        """Wait until every piece of work submitted so far is done."""
+        with self._cv:
+            while self._pending:
+                self._cv.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._waiting += 1
+                end = time.monotonic() + self.idle
+                while not self._work:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        self._waiting -= 1
+                        self._threads -= 1
+                        return
+                    self._cv.wait(left)
+                self._waiting -= 1
+                fut, fn, args = self._work.popleft()
+            try:
+                if fut.set_running_or_notify_cancel():
+                    try:
+                        fut.set_result(fn(*args))
+                    except BaseException as exc:
+                        fut.set_exception(exc)
+            finally:
+                with self._cv:
+                    self._pending -= 1
+                    self._cv.notify_all()
 #: how many keys :class:`Notes` remembers before it starts over
 NOTES_MAX = 50_000
 
@@ -168,7 +244,7 @@ class Jobs:
     def __init__(self, workers: WorkerRegistry, wake: Callable[[], None]) -> None:
         self.workers = workers
         self.wake = wake
-        self._pool = ThreadPoolExecutor(max_workers=JOB_THREADS, thread_name_prefix="agentboard-dispatch")
+        self._pool = Pool(JOB_THREADS, "agentboard-dispatch")
 
     def submit(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the pool unless a job already handles ``run_id``."""
@@ -194,9 +270,8 @@ class Jobs:
         self.wake()
 
     def drain(self) -> None:
-        """Wait for every job, then start a fresh pool (the dispatcher may be started again)."""
-        self._pool.shutdown(wait=True, cancel_futures=False)
-        self._pool = ThreadPoolExecutor(max_workers=JOB_THREADS, thread_name_prefix="agentboard-dispatch")
+        """Wait for every job (the dispatcher may be started again)."""
+        self._pool.drain()
 
 
 @dataclass

@@ -2,16 +2,21 @@
 
 One path starts every worker process, a task's own worker and a repair attempt alike:
 
-1. **claim** (a task's own worker): the chosen tasks of a board in one transaction
-   (``kernel.dispatching.claim_batch``);
+1. **claim** (a task's own worker): the chosen tasks of a board, a group of
+   :data:`CLAIM_BATCH` at a time, each group in one transaction
+   (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next is
+   claimed: the first workers of a big pass start (and are recorded) at once, not after all of
+   them. Each host goes through the groups from its own starting point, so hosts woken by the
+   same new tasks take different ones instead of queueing for the same rows;
 2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
    (``protocol.lifecycle.prepare``; what they need is read for the whole batch at once with
    ``lifecycle.prepare_reads``). A repair attempt reuses its run's workspace and gets the repair
    prompt instead;
 3. **launch**: the run token, the environment and the command line (:mod:`.adapters`);
 4. **start**: the process (:func:`.spawn.start`), watched so that its exit wakes the dispatcher;
-5. **record**: the pids in one transaction (``kernel.dispatching.record_spawns``); a run reclaimed
-   meanwhile comes back as stale, its worker to be stopped.
+5. **record**: the group's pids in one transaction as soon as its processes have started
+   (``kernel.dispatching.record_spawns``); a run reclaimed meanwhile comes back as stale, its
+   worker to be stopped.
 
 Preparing and starting several workers is mostly waiting, so a batch runs it on a few threads
 (without a database connection each); those threads only return what they started, and the
@@ -25,8 +30,8 @@ import os
 import shutil
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,12 +49,14 @@ from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
 from .report import Spawned, SpawnFailed
-from .runtime import Context
+from .runtime import Context, Pool
 
 log = logging.getLogger("agentboard.dispatch")
 
 #: threads preparing the workspaces and .board/ files of the tasks claimed in one pass
 PREPARE_THREADS = 8
+#: how many chosen tasks one claim takes (then started and recorded before the next claim)
+CLAIM_BATCH = 8
 #: seconds between SIGTERM and SIGKILL when stopping a worker
 STOP_GRACE = 5.0
 
@@ -140,20 +147,34 @@ class Spawner:
         self.ctx = ctx
         #: git worktrees and excludes of one repository are prepared one at a time
         self._git_lock = threading.Lock()
-        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        #: its threads end once idle (:class:`.runtime.Pool`)
+        self._prep_pool = Pool(PREPARE_THREADS, "agentboard-prepare")
         #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a
         #: task's own worker starts (on a prepare thread)
         self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
 
     def drain(self) -> None:
-        """Wait for the prepare threads, then start a fresh pool."""
-        self._prep_pool.shutdown(wait=True)
-        self._prep_pool = ThreadPoolExecutor(max_workers=PREPARE_THREADS, thread_name_prefix="agentboard-prepare")
+        """Wait for the prepare threads' work."""
+        self._prep_pool.drain()
 
     # -- a batch of first attempts ---------------------------------------------------------------
 
     def spawn_batch(self, board: Row, chosen: list[Choice]) -> BatchResult:
-        """Claim the chosen ready tasks of ``board``, start their workers, record them."""
+        """Claim the chosen ready tasks of ``board``, start their workers, record them: a group
+        of :data:`CLAIM_BATCH` at a time, from this host's own starting group."""
+        groups = [chosen[i:i + CLAIM_BATCH] for i in range(0, len(chosen), CLAIM_BATCH)]
+        first = zlib.crc32(self.ctx.host.encode()) % len(groups) if groups else 0
+        out = BatchResult([], [], [], [])
+        for group in groups[first:] + groups[:first]:
+            res = self._spawn_group(board, group)
+            out.claimed.extend(res.claimed)
+            out.spawned.extend(res.spawned)
+            out.failures.extend(res.failures)
+            out.stale.extend(res.stale)
+        return out
+
+    def _spawn_group(self, board: Row, chosen: list[Choice]) -> BatchResult:
+        """Claim one group of chosen tasks in one transaction, start their workers, record them."""
         ctx, slug = self.ctx, board["slug"]
         claimed = kd.claim_batch(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
                                  host=ctx.host)
@@ -198,7 +219,7 @@ class Spawner:
                 return exc
 
         if len(todo) > 1:
-            return list(self._prep_pool.map(one, todo))
+            return self._prep_pool.map(one, todo)
         return [one(t) for t in todo]
 
     def prepare(self, board: Row, choice: Choice, run_id: int,

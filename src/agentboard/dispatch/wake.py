@@ -3,8 +3,13 @@
 Sources: commits in this process (``db.add_listener``), a worker process of ours exiting, and
 changes by other processes — on SQLite a cheap poll of ``PRAGMA data_version`` on a dedicated
 connection (it changes whenever another connection commits), on PostgreSQL ``LISTEN
-agentboard_events`` (every event-writing transaction notifies). The dispatch interval is only
+agentboard_events`` (every event-writing transaction notifies) on a connection of its own, to
+``pg_listen_url`` when set (the server itself, when the database URL is a transaction-mode pooler). The dispatch interval is only
 the fallback.
+
+A wake-up says whether it was asked for (:meth:`Waker.set`: a worker of ours exited, "dispatch
+now") or only saw a change somewhere (a commit, a notification): the dispatcher may skip the
+pass of a change that cannot concern it (:mod:`.dispatcher`).
 """
 
 from __future__ import annotations
@@ -25,15 +30,30 @@ class Waker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._listener = lambda _boards: self._flag.set()
+        #: a pass was asked for (not only a change seen) since the last wait
+        self._asked = False
+        self._lock = threading.Lock()
 
     def set(self) -> None:
-        self._flag.set()
+        """Ask for a pass (a worker exited, "dispatch now")."""
+        with self._lock:
+            self._asked = True
+            self._flag.set()
 
     def wait(self, timeout: float) -> bool:
         """Block until woken or ``timeout``; True when woken. Clears the flag."""
+        return self.wait_for(timeout) is not None
+
+    def wait_for(self, timeout: float) -> str | None:
+        """Block until woken or ``timeout``: None at the timeout, ``"asked"`` when a pass was
+        asked for (:meth:`set`), ``"changed"`` when only a change was seen. Clears the flag."""
         woke = self._flag.wait(max(0.0, timeout))
-        self._flag.clear()
-        return woke
+        with self._lock:
+            self._flag.clear()
+            asked, self._asked = self._asked, False
+        if not woke:
+            return "asked" if asked else None
+        return "asked" if asked else "changed"
 
     def start(self) -> None:
         self.db.add_listener(self._listener)
@@ -67,7 +87,7 @@ class Waker:
                     conn.close()
                 conn = None
                 if last is not None:  # one pass per outage, then a slow retry (no busy loop)
-                    self._flag.set()
+                    self.set()
                 last = None
                 self._stop.wait(SQLITE_RETRY)
                 continue
@@ -80,15 +100,17 @@ class Waker:
     def _listen_pg(self) -> None:
         import psycopg
 
-        url = self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        direct = self.db.settings.pg_listen_url  # LISTEN needs a session: not a transaction-mode pool
+        url = (direct.replace("postgresql+psycopg://", "postgresql://", 1) if direct
+               else self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
         while not self._stop.is_set():
             try:
                 with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
                     conn.execute("LISTEN agentboard_events")
-                    self._flag.set()  # changes made while we were not listening
+                    self.set()  # changes made while we were not listening: a full pass
                     while not self._stop.is_set():
                         for _n in conn.notifies(timeout=0.5, stop_after=64):
                             self._flag.set()
             except Exception:
-                self._flag.set()
+                self.set()
                 self._stop.wait(1.0)

@@ -17,8 +17,9 @@ def task_out(row: Row) -> Row:
     """A task row as callers see it: JSON columns decoded, flags as booleans."""
     out = dict(row)
     for key in TASK_JSON:
-        if key in out and isinstance(out[key], str):
-            out[key] = json.loads(out[key]) if out[key] else []
+        value = out.get(key)
+        if isinstance(value, str):
+            out[key] = json.loads(value) if value and value != "[]" else []
     if "review_required" in out:
         out["review_required"] = bool(out["review_required"])
     return out

@@ -103,6 +103,41 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
     return db.read(_r)
 
 
+@dataclass(frozen=True)
+class Glance:
+    """What tells a woken dispatcher whether a pass could do anything (see :func:`glance`)."""
+
+    #: a ready task whose cooldown is over exists (on any board): work for a host with room
+    ready: bool
+    #: a running task's claim has lapsed (any host's): a pass reclaims it
+    lapsed: bool
+    #: this host's running tasks: how many, the sum of their current run ids, and how many
+    #: comments they have (a change in any is a pass: a task cancelled, done, or a message)
+    mine: tuple[int, int, int]
+
+
+def glance(db: Database, host: str, now: float | None = None, *, unrecorded: bool = False) -> Glance:
+    """One small read through the indexes of ready and running tasks, instead of a pass's
+    full read: whether there is work to start, a lapsed claim, and a fingerprint of this host's
+    running tasks. ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
+    at = time.time() if now is None else now
+    mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
+
+    def _r(tx: Tx) -> Glance:
+        row = tx.one(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'ready' AND (cooldown_until IS NULL "
+            "OR cooldown_until <= :now)) THEN 1 ELSE 0 END AS ready, "
+            "CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'running' AND claim_expires < :now) "
+            "THEN 1 ELSE 0 END AS lapsed, "
+            f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
+            f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
+            f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
+            "AS comments", {"h": host, "now": at}) or {}
+        return Glance(bool(row.get("ready")), bool(row.get("lapsed")),
+                      (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)))
+    return db.read(_r)
+
+
 def extend_claims(db: Database, items: list[tuple[str, str, int]], ttl: int | None = None) -> set[int]:
     """Renew the claims of several running tasks of one host in one transaction: ``items`` are
     ``(board, task id, run id)``; a task is renewed only while that run is its current one. A
@@ -612,7 +647,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "PassSnapshot", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "Glance", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

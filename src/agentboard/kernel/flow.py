@@ -41,10 +41,29 @@ _PROMOTE_PG = (
 )
 
 
-def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None) -> list[str]:
-    """Move to ready every todo child of ``task_id`` whose parents are now all satisfied."""
+#: SQLite, when no todo child lacks an assignee: the children that became ready, promoted in one
+#: statement that names them
+_PROMOTE_ASSIGNED_SQLITE = (
+    "UPDATE tasks SET status = 'ready', updated_at = :now, "
+    "block_reason = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_reason END, block_on = NULL, "
+    "block_kind = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_kind END "
+    "WHERE status = 'todo' AND COALESCE(assignee, '') <> '' AND id IN (SELECT id FROM (" + _READY_CHILDREN + ")) "
+    "RETURNING id"
+)
+
+
+def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None, *,
+                     unassigned: bool = True) -> list[str]:
+    """Move to ready every todo child of ``task_id`` whose parents are now all satisfied.
+    ``unassigned=False``: the caller knows (in this transaction) every todo child has an
+    assignee, so none needs the board's fallback assignee."""
     now = time.time()
     promoted: list[str] = []
+    if tx.db.dialect == "sqlite" and not unassigned:
+        promoted = sorted(r["id"] for r in tx.all(_PROMOTE_ASSIGNED_SQLITE, {"id": task_id, "now": now}))
+        for child in promoted:
+            tx.event(board, child, "promoted", {"by": task_id}, actor=actor, at=now)
+        return promoted
     if tx.db.dialect == "postgresql":
         # two parents of one child completing at once: the second waits for the first's commit
         # here and its next statement sees that parent done (the lock's answer is not read, so
@@ -140,10 +159,12 @@ def reopen_goal(tx: Tx, goal_id: str | None) -> None:
         )
 
 
-def after_satisfied(tx: Tx, board: str, task: Mapping[str, Any], actor: str | None = None, *, children: bool = True) -> list[str]:
+def after_satisfied(tx: Tx, board: str, task: Mapping[str, Any], actor: str | None = None, *, children: bool = True,
+                    unassigned: bool = True) -> list[str]:
     """A task became done or archived: promote its children and settle its goal.
-    ``children=False``: the caller knows (under the task's lock) no child waits in todo."""
-    promoted = promote_children(tx, board, task["id"], actor) if children else []
+    ``children=False``: the caller knows (under the task's lock) no child waits in todo;
+    ``unassigned=False``: none of those that wait lacks an assignee."""
+    promoted = promote_children(tx, board, task["id"], actor, unassigned=unassigned) if children else []
     settle_goal(tx, board, task.get("goal_id"), actor)
     return promoted
 

@@ -89,4 +89,19 @@ def unread_for_files(db: Database, cursors: dict[int, int]) -> dict[int, list[Ro
     return db.read(_r)
 
 
-__all__ = ["LIMIT", "take", "take_in", "unread_for_files"]
+def newest_comments(db: Database, task_ids: list[str]) -> dict[str, int]:
+    """The newest comment id of each of ``task_ids`` that has comments, in one read through the
+    comments' (task, id) index."""
+    if not task_ids:
+        return {}
+
+    def _r(tx: Tx) -> dict[str, int]:
+        params: dict[str, Any] = {}
+        return {r["task_id"]: int(r["newest"]) for r in tx.all(
+            "SELECT task_id, MAX(id) AS newest FROM task_comments WHERE task_id IN "
+            + in_list("t", sorted(set(task_ids)), params) + " GROUP BY task_id", params)}
+
+    return db.read(_r)
+
+
+__all__ = ["LIMIT", "newest_comments", "take", "take_in", "unread_for_files"]

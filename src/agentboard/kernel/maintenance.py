@@ -41,6 +41,13 @@ def prune_events(db: Database, *, retention_days: int | None = None, board: str 
 #: board view (one row per status again)
 COUNT_DELTAS_FOLD_AT = 512
 
+#: PostgreSQL: the count deltas as ``(board, status, d)`` lines: a row counts ``d`` for its
+#: ``status`` and, when it records a move (``prev`` set, 0021), ``-d`` for ``prev``
+COUNT_ROWS_PG = (
+    "(SELECT board, status, d FROM task_count_deltas UNION ALL "
+    "SELECT board, prev, -d FROM task_count_deltas WHERE prev IS NOT NULL) AS c"
+)
+
 
 def compact_task_counts(db: Database, board: str) -> None:
     """PostgreSQL: fold a board's task count deltas into one row per status. Rows that writers
@@ -48,9 +55,10 @@ def compact_task_counts(db: Database, board: str) -> None:
     so the sums never change."""
     def _w(tx: Tx) -> None:
         tx.execute(
-            "WITH gone AS (DELETE FROM task_count_deltas WHERE board = :b RETURNING status, d) "
+            "WITH gone AS (DELETE FROM task_count_deltas WHERE board = :b RETURNING status, prev, d) "
             "INSERT INTO task_count_deltas (board, status, d) "
-            "SELECT :b, status, SUM(d) FROM gone GROUP BY status HAVING SUM(d) <> 0", {"b": board})
+            "SELECT :b, s, SUM(n) FROM (SELECT status AS s, d AS n FROM gone UNION ALL "
+            "SELECT prev, -d FROM gone WHERE prev IS NOT NULL) AS x GROUP BY s HAVING SUM(n) <> 0", {"b": board})
 
     if db.dialect == "postgresql":
         db.write(_w)

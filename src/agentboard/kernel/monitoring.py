@@ -52,12 +52,12 @@ class Snapshot:
 
 def snapshot(db: Database) -> Snapshot:
     """The board-wide figures of a scrape, in one read transaction."""
-    from .maintenance import COUNT_DELTAS_FOLD_AT
+    from .maintenance import COUNT_DELTAS_FOLD_AT, COUNT_ROWS_PG
 
     def _r(tx: Tx) -> Snapshot:
         snap = Snapshot()
         if tx.db.dialect == "postgresql":  # the triggers' running counts (docs/kernel.md)
-            rows = tx.all("SELECT board, status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas "
+            rows = tx.all(f"SELECT board, status, SUM(d) AS n, COUNT(*) AS k FROM {COUNT_ROWS_PG} "
                           "GROUP BY board, status")
             per_board: dict[str, int] = {}
             for r in rows:

@@ -24,7 +24,7 @@ from .common import (
     run_out,
     task_out,
 )
-from .maintenance import COUNT_DELTAS_FOLD_AT, compact_task_counts
+from .maintenance import COUNT_DELTAS_FOLD_AT, COUNT_ROWS_PG, compact_task_counts
 from .rows import (
     AssigneeRow,
     BoardStats,
@@ -145,7 +145,7 @@ def board_view(
         if where in (base, base + " AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
             if tx.db.dialect == "postgresql":
-                rows = tx.all("SELECT status, SUM(d) AS n, COUNT(*) AS k FROM task_count_deltas "
+                rows = tx.all(f"SELECT status, SUM(d) AS n, COUNT(*) AS k FROM {COUNT_ROWS_PG} "
                               "WHERE board = :board GROUP BY status", params)
                 fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
             else:

@@ -10,7 +10,6 @@ named with a reason that carries no secret (never the database URL).
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,14 +35,13 @@ class Check:
         return {"name": self.name, "ok": self.ok, **({"detail": self.detail} if self.detail else {})}
 
 
-@functools.cache
 def head_revision() -> str:
-    """The newest migration this version carries (read from the migration scripts once)."""
-    from alembic.script import ScriptDirectory
+    """The newest migration this version carries (``store.migrate.HEAD``, which migrating checks
+    against: reading the migration scripts with Alembic takes seconds on a busy machine, longer
+    than a probe waits for its first answer)."""
+    from ..store.migrate import HEAD
 
-    from ..store.migrate import _config
-
-    return str(ScriptDirectory.from_config(_config()).get_current_head())
+    return HEAD
 
 
 def pass_window(settings: Settings) -> float:

@@ -6,15 +6,21 @@ given with ``extra={"board": ..., "task": ..., "run": ...}`` or set for a stretc
 :func:`context` (a context variable, so a pool thread's log lines carry the ids of the exit it
 handles). Every message and string field passes through :func:`agentboard.config.redact`, the
 redaction used wherever configuration is shown, in both formats.
+
+A line is cheap (a few microseconds of formatting, then one ``write`` of the whole line, flushed
+at once so a crash loses nothing already logged): the redaction's patterns run only on text that
+could hold a credential (an ``=`` or an ``@``), the timestamp's seconds are formatted once per
+second, and :func:`setup` turns off what the standard ``logging`` records and neither format
+shows (the caller's file and line, the thread and process names).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import datetime as _dt
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +34,30 @@ FORMATS = ("text", "json", "auto")
 _ids: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("agentboard_log_ids", default=None)
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
     "message", "asctime", "color_message"}
+_LEVELS = {n: logging.getLevelName(n).lower() for n in (logging.DEBUG, logging.INFO, logging.WARNING,
+                                                         logging.ERROR, logging.CRITICAL)}
+#: (a whole second, its ISO-8601 text): the last second a line was written in
+_second: tuple[int, str] = (-1, "")
+
+
+def _redacted(text: str) -> str:
+    """:func:`agentboard.config.redact` of ``text``; its patterns need an ``@`` (a URL's
+    password) or an ``=`` (``password=``, ``token=``, ...), so text with neither is returned as
+    it is without running them."""
+    if "=" in text or "@" in text:
+        return redact(text) or ""
+    return text
+
+
+def _time(created: float) -> str:
+    """``created`` (Unix time) as ``2026-05-01T12:00:00.123Z``."""
+    global _second
+    sec = int(created)
+    at, text = _second
+    if at != sec:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second = (sec, text)
+    return f"{text}.{int((created - sec) * 1000):03d}Z"
 
 
 @contextlib.contextmanager
@@ -49,18 +79,19 @@ class ContextFilter(logging.Filter):
         self.host = host
 
     def filter(self, record: logging.LogRecord) -> bool:
+        fields = record.__dict__
         ids = _ids.get()
         if ids:
             for key, value in ids.items():
-                if getattr(record, key, None) is None:
-                    setattr(record, key, value)
-        if getattr(record, "host", None) is None:
-            record.host = self.host
+                if fields.get(key) is None:
+                    fields[key] = value
+        if fields.get("host") is None:
+            fields["host"] = self.host
         try:
             message = record.getMessage()
         except Exception:  # a bad format string: keep what there is
             message = str(record.msg)
-        record.msg, record.args = redact(message) or "", None
+        record.msg, record.args = _redacted(message), None
         return True
 
 
@@ -69,18 +100,17 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": _dt.datetime.fromtimestamp(record.created, _dt.UTC).isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z"),
-            "level": record.levelname.lower(),
+            "time": _time(record.created),
+            "level": _LEVELS.get(record.levelno) or record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key in _STANDARD or key.startswith("_") or value is None:
+            if value is None or key in _STANDARD or key.startswith("_"):
                 continue
-            out[key] = redact(value) if isinstance(value, str) else value
+            out[key] = _redacted(value) if isinstance(value, str) else value
         if record.exc_info:
-            out["exception"] = redact(self.formatException(record.exc_info))
+            out["exception"] = _redacted(self.formatException(record.exc_info))
         return orjson.dumps(out, default=str).decode()
 
 
@@ -97,6 +127,22 @@ class TextFormatter(logging.Formatter):
             return line
         head, sep, tail = line.partition("\n")
         return f"{head} [{ids}]{sep}{tail}"
+
+
+class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record as one line and flushes it at once (one ``write`` per line: nothing
+    already logged waits in a buffer for a crash to lose)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + "\n"
+            stream = self.stream
+            stream.write(line)
+            stream.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 def resolve(fmt: str | None, stream: Any = None) -> str:
@@ -117,7 +163,11 @@ def setup(fmt: str | None, level: int, host: str, stream: Any = None) -> str:
     the format chosen."""
     stream = stream or sys.stderr
     chosen = resolve(fmt, stream)
-    handler = logging.StreamHandler(stream)
+    # neither format shows where a call was made from, nor the thread or process: records need
+    # not look them up (the standard ``logging`` switches for this)
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    handler = LineHandler(stream)
     handler.setFormatter(JsonFormatter() if chosen == "json" else TextFormatter())
     handler.addFilter(ContextFilter(host))
     root = logging.getLogger()

@@ -11,7 +11,8 @@ Two kinds:
   ready→spawn latency, run durations, tokens and cost (by the dispatcher that started the
   worker), dispatcher passes, notifier deliveries, the database pool.
 
-The observation functions are a few dictionary lookups; :func:`set_enabled` turns them off
+The observation functions are a few dictionary lookups (the labelled children are looked up
+once and kept: ``labels()`` checks and locks on every call); :func:`set_enabled` turns them off
 (the ``metrics`` setting).
 """
 
@@ -87,6 +88,8 @@ PASS_SECONDS = Histogram("agentboard_dispatcher_pass_seconds", "Seconds one disp
                          ["host"], buckets=_PASS_BUCKETS, registry=REGISTRY)
 PASSES_FAILED = Counter("agentboard_dispatcher_pass_failures", "Dispatcher passes that raised an error",
                         ["host"], registry=REGISTRY)
+PASSES_SKIPPED = Counter("agentboard_dispatcher_passes_skipped", "Wake-ups of a dispatcher that skipped "
+                         "their pass: nothing changed that it could act on", ["host"], registry=REGISTRY)
 LAST_PASS = Gauge("agentboard_dispatcher_last_pass_timestamp_seconds", "When this process's dispatcher "
                   "last finished a pass (Unix time)", ["host"], registry=REGISTRY)
 SPAWN_FAILURES = Counter("agentboard_spawn_failures", "Workers that could not be started",
@@ -98,17 +101,33 @@ NOTIFY_PARKED = Counter("agentboard_notify_parkings", "Targets this process's no
 
 _runs_log = logging.getLogger("agentboard.runs")
 _MAX_SEEN = 20_000
-_seen: OrderedDict[int, None] = OrderedDict()
+#: the runs observed closing, by (database URL, run id): run ids are only unique in a database
+_seen: OrderedDict[tuple[str, int], None] = OrderedDict()
 _seen_lock = threading.Lock()
+#: the labelled children, by (metric, label values): ``labels()`` returns the same child each
+#: time, after validating the values under the metric's lock
+_children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
 
-def _first_time(run_id: int) -> bool:
-    """Whether ``run_id`` has not been observed yet (a run is counted once however many paths
-    see it close)."""
+def _child(metric: Any, *values: str) -> Any:
+    child = _children.get((metric, values))
+    if child is None:
+        child = _children[(metric, values)] = metric.labels(*values)
+    return child
+
+
+def _source(db: Database | None) -> str:
+    return db.url if db is not None else ""
+
+
+def _first_time(source: str, run_id: int) -> bool:
+    """Whether run ``run_id`` of the database ``source`` has not been observed yet (a run is
+    counted once however many paths see it close)."""
+    key = (source, run_id)
     with _seen_lock:
-        if run_id in _seen:
+        if key in _seen:
             return False
-        _seen[run_id] = None
+        _seen[key] = None
         if len(_seen) > _MAX_SEEN:
             _seen.popitem(last=False)
         return True
@@ -122,14 +141,15 @@ def spawned(profile: str | None, ready_since: float | None, at: float) -> None:
     """A task's worker started (its first attempt)."""
     if not _ENABLED or ready_since is None:
         return
-    READY_TO_SPAWN.labels(profile or "").observe(max(0.0, at - float(ready_since)))
+    _child(READY_TO_SPAWN, profile or "").observe(max(0.0, at - float(ready_since)))
 
 
 def run_closed(run_id: int, board: str, task_id: str | None, profile: str | None, outcome: str | None,
-               seconds: float | None, model: Any = None, usage: dict[str, Any] | None = None) -> None:
-    """A run this process's dispatcher started has closed: logged (one line with its ids) and
-    counted, once per run."""
-    if not _first_time(int(run_id)):
+               seconds: float | None, model: Any = None, usage: dict[str, Any] | None = None, *,
+               db: Database | None = None) -> None:
+    """A run (of the database ``db``) this process's dispatcher started has closed: logged (one
+    line with its ids) and counted, once per run."""
+    if not _first_time(_source(db), int(run_id)):
         return
     prof = profile or ""
     if _runs_log.isEnabledFor(logging.INFO):
@@ -137,26 +157,27 @@ def run_closed(run_id: int, board: str, task_id: str | None, profile: str | None
                        extra={"board": board, "task": task_id, "run": int(run_id), "outcome": outcome})
     if not _ENABLED:
         return
-    RUNS.labels(board, prof, outcome or "unknown").inc()
+    _child(RUNS, board, prof, outcome or "unknown").inc()
     if seconds is not None:
-        RUN_DURATION.labels(prof).observe(max(0.0, seconds))
+        _child(RUN_DURATION, prof).observe(max(0.0, seconds))
     if usage:
         m = _model(model)
         for direction in ("input", "output"):
             n = usage.get(f"{direction}_tokens")
             if n:
-                TOKENS.labels(prof, m, direction).inc(max(0, int(n)))
+                _child(TOKENS, prof, m, direction).inc(max(0, int(n)))
         cost = usage.get("cost_usd")
         if cost:
-            COST.labels(prof, m).inc(max(0.0, float(cost)))
+            _child(COST, prof, m).inc(max(0.0, float(cost)))
 
 
 def runs_closed(db: Database, run_ids: Iterable[int]) -> None:
     """Observe the given runs once they are closed (read from the database: their outcome,
     times, usage and model)."""
+    source = _source(db)
     ids = [int(r) for r in run_ids if r is not None]
     with _seen_lock:
-        ids = [r for r in ids if r not in _seen]
+        ids = [r for r in ids if (source, r) not in _seen]
     if not ids or not (_ENABLED or _runs_log.isEnabledFor(logging.INFO)):
         return
     from ..kernel import monitoring
@@ -169,7 +190,7 @@ def runs_closed(db: Database, run_ids: Iterable[int]) -> None:
         seconds = (float(r["ended_at"]) - float(r["started_at"])) if r.get("ended_at") else None
         run_closed(int(r["id"]), str(r["board"]), r.get("task_id"), r.get("profile"), r.get("outcome"), seconds,
                    r.get("model"), {"input_tokens": r.get("input_tokens"), "output_tokens": r.get("output_tokens"),
-                                    "cost_usd": r.get("cost_usd")})
+                                    "cost_usd": r.get("cost_usd")}, db=db)
 
 
 def spawn_failed(boards: list[str]) -> None:
@@ -177,7 +198,7 @@ def spawn_failed(boards: list[str]) -> None:
     if not _ENABLED:
         return
     for board in boards:
-        SPAWN_FAILURES.labels(board).inc()
+        _child(SPAWN_FAILURES, board).inc()
 
 
 def pass_done(host: str, started: float, ok: bool = True) -> None:
@@ -185,10 +206,16 @@ def pass_done(host: str, started: float, ok: bool = True) -> None:
     if not _ENABLED:
         return
     if ok:
-        PASS_SECONDS.labels(host).observe(time.perf_counter() - started)
-        LAST_PASS.labels(host).set(time.time())
+        _child(PASS_SECONDS, host).observe(time.perf_counter() - started)
+        _child(LAST_PASS, host).set(time.time())
     else:
-        PASSES_FAILED.labels(host).inc()
+        _child(PASSES_FAILED, host).inc()
+
+
+def pass_skipped(host: str) -> None:
+    """A dispatcher woken by a change skipped its pass (nothing it could act on)."""
+    if _ENABLED:
+        PASSES_SKIPPED.labels(host).inc()
 
 
 def notify_cycle(messages: int, failures: int, parked: int) -> None:
@@ -196,9 +223,9 @@ def notify_cycle(messages: int, failures: int, parked: int) -> None:
     if not _ENABLED:
         return
     if messages:
-        NOTIFY_MESSAGES.labels("sent").inc(messages)
+        _child(NOTIFY_MESSAGES, "sent").inc(messages)
     if failures:
-        NOTIFY_MESSAGES.labels("failed").inc(failures)
+        _child(NOTIFY_MESSAGES, "failed").inc(failures)
     if parked:
         NOTIFY_PARKED.inc(parked)
 

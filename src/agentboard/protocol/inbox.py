@@ -3,7 +3,9 @@ reporting.
 
 ``.board/inbox.md`` gets each comment written on the task while its run is open (the worker's
 own excepted), appended by the dispatcher on the worker's host; ``.board/inbox.cursor`` remembers
-``<run id> <last comment id>`` so nothing is appended twice. The heartbeat verb and the
+``<run id> <last comment id>`` so nothing is appended twice; the dispatcher keeps the same
+cursor in memory (:class:`Inboxes`), so a pass reads the files of only the runs whose task has
+a comment past it (one indexed read of each running task's newest comment id). The heartbeat verb and the
 ``kanban_inbox`` MCP tool return the same comments (with their own cursor, on the run).
 
 A worker that exits 0 without completing or blocking is started once more in its workspace, with
@@ -53,26 +55,60 @@ HEADER = ("# Messages on your task\n\nComments people wrote while you work, newe
           "`agentboard comment <task id> \"...\"` (or the kanban_comment tool) when one asks you something.\n\n")
 
 
-def sync(db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
-    """Append new comments to the ``.board/inbox.md`` of each running task whose worker is on
-    this host; returns how many were appended."""
-    where: dict[int, Path] = {}
+class Inboxes:
+    """The dispatcher's inbox files: per open run of this host, the last comment id known to be
+    written (or not meant for the worker). Only the pass thread uses it."""
+
+    def __init__(self) -> None:
+        self.cursors: dict[int, int] = {}
+        #: how many runs' files the last sync opened (what it saved shows here)
+        self.opened = 0
+
+    def sync(self, db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
+        """Append new comments to the ``.board/inbox.md`` of each running task whose worker is
+        on this host and whose task has a comment past the run's cursor; returns how many were
+        appended."""
+        where: dict[int, tuple[str, Path]] = {}
+        for r in running:
+            rid = r.get("current_run_id")
+            ws = r.get("run_workspace") or r.get("workspace_path")
+            if rid is not None and ws and local(r):
+                where[int(rid)] = (str(r["id"]), Path(ws))
+        self.cursors = {rid: c for rid, c in self.cursors.items() if rid in where}
+        self.opened = 0
+        if not where:
+            return 0
+        newest = kinbox.newest_comments(db, [t for t, _ in where.values()])
+        todo = {rid: w for rid, w in where.items()
+                if w[0] in newest and newest[w[0]] > self.cursors.get(rid, -1)}
+        if not todo:
+            return 0
+        self.opened = len(todo)
+        n = 0
+        for rid, (written, appended) in _sync({rid: ws for rid, (_, ws) in todo.items()}, db).items():
+            if written is None:  # not readable now: looked at again next pass
+                continue
+            # the file is up to date, or has the first LIMIT of more: then its cursor, not the newest
+            self.cursors[rid] = written if appended else newest[todo[rid][0]]
+            n += appended
+        return n
+
+
+def _sync(where: dict[int, Path], db: Database) -> dict[int, tuple[int | None, int]]:
+    """The inbox files of the runs in ``where`` (run id → workspace) brought up to date; per
+    run, the last comment id its file holds now (None: its ``.board/`` could not be read or
+    written) and how many comments were appended."""
     cursors: dict[int, int] = {}
-    for r in running:
-        rid = r.get("current_run_id")
-        ws = r.get("run_workspace") or r.get("workspace_path")
-        if rid is None or not ws or not local(r):
-            continue
-        workspace = Path(ws)
+    out: dict[int, tuple[int | None, int]] = {}
+    for rid, workspace in where.items():
         try:  # a .board/ that is not a real folder (a link a worker planted) is skipped
             with safefs.open_board(workspace, create=False) as bdir:
-                cursors[int(rid)] = max(_cursor(bdir, int(rid)), 0)
+                cursors[rid] = max(_cursor(bdir, rid), 0)
         except OSError:
-            continue
-        where[int(rid)] = workspace
+            out[rid] = (None, 0)
     if not cursors:
-        return 0
-    n = 0
+        return out
+    out.update({rid: (c, 0) for rid, c in cursors.items()})
     for rid, msgs in kinbox.unread_for_files(db, cursors).items():
         workspace = where[rid]
         path = inbox_path(workspace)
@@ -85,10 +121,11 @@ def sync(db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
                 else:  # a link or hard link the worker left there is replaced, never written through
                     bdir.append_text(INBOX_FILE, text, header=HEADER)
                 bdir.write_text(CURSOR_FILE, f"{rid} {msgs[-1]['id']}\n")
-            n += len(msgs)
+            out[rid] = (int(msgs[-1]["id"]), len(msgs))
         except OSError as exc:
             log.info("cannot append to %s: %s", path, exc)
-    return n
+            out[rid] = (None, 0)
+    return out
 
 
 NUDGE = """

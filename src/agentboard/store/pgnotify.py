@@ -33,9 +33,11 @@ _live: weakref.WeakSet[Notifier] = weakref.WeakSet()
 class Notifier:
     """The notifier of one :class:`~agentboard.store.engine.Database` in one process."""
 
-    def __init__(self, conninfo: str, options: str, *, spacing: float = SPACING) -> None:
+    def __init__(self, conninfo: str, options: str, *, spacing: float = SPACING, pooled: bool = False) -> None:
         self._conninfo = conninfo
         self._options = options
+        #: through a pooler in transaction mode: no startup options, no prepared statements
+        self._pooled = pooled
         self._spacing = spacing
         self._cond = threading.Condition()
         self._boards: set[str] = set()
@@ -107,11 +109,19 @@ class Notifier:
                 if self._conn is None:
                     import psycopg
 
-                    self._conn = psycopg.connect(
-                        self._conninfo, autocommit=True, connect_timeout=5, application_name=APPLICATION,
-                        options=self._options + " -c synchronous_commit=off",
-                    )
-                self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+                    if self._pooled:
+                        self._conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5,
+                                                     application_name=APPLICATION, prepare_threshold=None)
+                    else:
+                        self._conn = psycopg.connect(
+                            self._conninfo, autocommit=True, connect_timeout=5, application_name=APPLICATION,
+                            options=self._options + " -c synchronous_commit=off",
+                        )
+                if self._pooled:  # the setting for this one statement's transaction only
+                    self._conn.execute("SELECT set_config('synchronous_commit', 'off', true), pg_notify(%s, %s)",
+                                       (CHANNEL, payload))
+                else:
+                    self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
             except Exception:
                 # listeners catch up at their fallback interval; the next commit reconnects
                 if self._conn is not None:

@@ -1,7 +1,8 @@
 """The insight rollups: per board, UTC day, profile and model, what the runs of that day did.
 
-``run_rollups`` holds one row per (board, day, profile, model): counts, sums and two bucketed
-histograms (run durations and task cycle times). Each row is added to by one statement —
+``run_rollups`` holds rows per (board, day, profile, model) — on PostgreSQL up to one per
+``shard`` of the writing connections, so writers of one key never wait for each other; readers
+sum a key's rows: counts, sums and two bucketed histograms (run durations and task cycle times). Each row is added to by one statement —
 ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` — built here from the facts of one source:
 
 - :data:`RUN`: a closed run (runs, first attempts and their success, verifications, failures by
@@ -183,62 +184,75 @@ _ALL = {
     REVIEW: "1 = 1",
 }
 _BOARD_OF = {RUN: "r.board", DONE: "t.board", REVIEW: "v.board"}
-_cache: dict[tuple[str, str, bool, bool], str] = {}
+_cache: dict[tuple[str, str, bool, bool, bool], str] = {}
 
 
-def statement(dialect: str, source: str, *, one: bool = True, board: bool = False) -> str:
+#: the row of a key one write adds to: on PostgreSQL its connection's (``shard``, 0021), so
+#: writers of one key on several connections do not line up behind one row lock until they commit
+_SHARD = {"postgresql": "CAST(mod(pg_backend_pid(), 8) AS SMALLINT)", "sqlite": "0"}
+
+
+def statement(dialect: str, source: str, *, one: bool = True, board: bool = False, sharded: bool = True) -> str:
     """The upsert that adds ``source``'s facts to the rollups: of the one row ``:id`` names
-    (``one``), or of every row (of board ``:board`` when ``board``). :data:`UNDONE` takes the
-    facts :data:`DONE` added away (one row only)."""
-    key = (dialect, source, one, board)
+    (``one``), or of every row (of board ``:board`` when ``board``). ``sharded=False``: for the
+    table as migration 0018 made it, before its ``shard`` column (0021). :data:`UNDONE` takes
+    the facts :data:`DONE` added away (one row only)."""
+    key = (dialect, source, one, board, sharded)
     if key in _cache:
         return _cache[key]
     frm, cols = _SOURCES[source](dialect)
     where = _ONE[source] if one else _ALL[source]
     if board and not one:
         where += f" AND {_BOARD_OF[source]} = :board"
-    names = [*KEYS, *COUNTS]
+    keys = [*KEYS, "shard"] if sharded else list(KEYS)
+    names = [*keys, *COUNTS]
     if one:  # at most one row: no aggregation to plan
         sign = "-" if source in _SUBTRACTED else ""
-        exprs = [cols[k] for k in KEYS] + [f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in COUNTS]
+        exprs = [cols[k] for k in KEYS] + [_SHARD[dialect]] * sharded + [
+            f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in COUNTS]
         group = ""
     else:
-        exprs = [cols[k] for k in KEYS] + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
+        exprs = [cols[k] for k in KEYS] + ["0"] * sharded + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
         group = f" GROUP BY {', '.join(cols[k] for k in KEYS)}"
     sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
            f"WHERE {where}{group} "
-           f"ON CONFLICT ({', '.join(KEYS)}) DO UPDATE SET "
+           f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
            + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
     _cache[key] = sql
     return sql
 
 
 def emptied_statement(dialect: str) -> str:
-    """Delete the rows of task ``:id``'s board and completion day that count nothing any more
-    (after :data:`UNDONE`): a rebuild would not make them, and a read would show them as groups."""
-    key = (dialect, "emptied", True, True)
+    """Delete the rows (every shard) of the keys on task ``:id``'s board and completion day that
+    count nothing any more (after :data:`UNDONE`): a rebuild would not make them, and a read
+    would show them as groups."""
+    key = (dialect, "emptied", True, True, True)
     if key not in _cache:
-        _cache[key] = ("DELETE FROM run_rollups WHERE board = (SELECT t.board FROM tasks t WHERE t.id = :id) "
-                       f"AND day = (SELECT {_day(dialect, 't.completed_at')} FROM tasks t WHERE t.id = :id) AND "
-                       + " AND ".join(f"{c} = 0" for c in COUNTS))
+        where = ("board = (SELECT t.board FROM tasks t WHERE t.id = :id) "
+                 f"AND day = (SELECT {_day(dialect, 't.completed_at')} FROM tasks t WHERE t.id = :id)")
+        _cache[key] = (f"DELETE FROM run_rollups WHERE {where} AND (profile, model) IN ("
+                       f"SELECT profile, model FROM run_rollups WHERE {where} GROUP BY profile, model HAVING "
+                       + " AND ".join(f"SUM({c}) = 0" for c in COUNTS) + ")")
     return _cache[key]
 
 
-def rebuild_statements(dialect: str, *, board: bool = False) -> list[str]:
+def rebuild_statements(dialect: str, *, board: bool = False, sharded: bool = True) -> list[str]:
     """Delete the rollups (of ``:board``) and add every run, done task and review again (on
     PostgreSQL after fresh statistics: a plan made on none joins a million tasks row by row)."""
     delete = "DELETE FROM run_rollups" + (" WHERE board = :board" if board else "")
     analyze = ["ANALYZE tasks, task_runs, reviews, attempts"] if dialect == "postgresql" else []
-    return [*analyze, delete, *(statement(dialect, s, one=False, board=board) for s in (RUN, DONE, REVIEW))]
+    return [*analyze, delete, *(statement(dialect, s, one=False, board=board, sharded=sharded)
+                                       for s in (RUN, DONE, REVIEW))]
 
 
 def rebuild(conn: Any, dialect: str) -> None:
-    """Rebuild every rollup on a SQLAlchemy connection (the migration's backfill)."""
+    """Rebuild every rollup on a SQLAlchemy connection (migration 0018's backfill: the table
+    has no ``shard`` column yet)."""
     import sqlalchemy as sa
 
     if dialect == "postgresql":  # one pass over every run: not cut by the sessions' statement timeout
         conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
-    for sql in rebuild_statements(dialect):
+    for sql in rebuild_statements(dialect, sharded=False):
         conn.execute(sa.text(sql))
 
 

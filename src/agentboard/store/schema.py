@@ -251,8 +251,8 @@ task_events = sa.Table(
     sa.Index("ix_events_task", "task_id", "id"),
     # PostgreSQL also has ix_events_xid (xid, id), created by migration 0013 only there: SQLite
     # orders by id and would only pay for the index on every insert. PostgreSQL also has the
-    # table task_count_deltas (id, board, status, d), filled by triggers on tasks (0013), which
-    # the board view sums instead of counting. SQLite has the table task_counts (board, status,
+    # table task_count_deltas (board, status, d, prev), filled by triggers on tasks (0013; one
+    # row per status change since 0021), which the board view sums instead of counting. SQLite has the table task_counts (board, status,
     # n), one row per board and status kept by triggers on tasks (0020), read the same way.
     # no sqlite_autoincrement: ids stay increasing because the newest row is never deleted (0004)
 )
@@ -489,8 +489,8 @@ budget_usage = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
     sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_budget_usage_board", "board", "at"),
-    sa.Index("ix_budget_usage_task", "task_id"),
-    sa.Index("ix_budget_usage_run", "run_id"),
+    # a task's rows (a task budget's total, a purge) and a run's row (once per run) (0022)
+    sa.Index("ix_budget_usage_task_run", "task_id", "run_id"),
     sa.Index("ix_budget_usage_profile", "profile", "at"),
     sa.Index(
         "ix_budget_usage_pending",
@@ -528,6 +528,9 @@ run_rollups = sa.Table(
     sa.Column("day", sa.Integer, primary_key=True),
     sa.Column("profile", sa.Text, primary_key=True),
     sa.Column("model", sa.Text, primary_key=True),
+    # PostgreSQL: the writing connection's shard (0021), so concurrent writers of one key do not
+    # wait on one row; readers sum a key's rows
+    sa.Column("shard", sa.SmallInteger, primary_key=True, server_default="0"),
     *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
                 server_default="0") for c in _rollups.COUNTS),
 )

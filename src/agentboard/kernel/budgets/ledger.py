@@ -213,10 +213,13 @@ _RUN_USAGE = (
     "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
     "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
     "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
-    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.run_id = :r2 AND u.source = 'run') "
+    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.task_id = r.task_id AND u.run_id = :r2 AND u.source = 'run') "
     "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd"
 )
 
+
+#: SQLite: the ledger row written unread (its count says whether the guard let it in)
+_RUN_USAGE_UNREAD = _RUN_USAGE[:_RUN_USAGE.index(" RETURNING ")]
 
 #: PostgreSQL: the ledger row and, in the same statement, whether any budget covers its scopes
 _RUN_USAGE_PG = (
@@ -227,27 +230,36 @@ _RUN_USAGE_PG = (
 )
 
 
-def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None) -> None:
+def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None,
+                   done: bool = False) -> bool:
     """Count a run that was just closed against its scopes, and check their budgets.
-    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread."""
+    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread.
+    ``done``: the run's close made its task done (the rollups count both at once). True when the
+    run's ledger row was written now (the ``run_closed`` hook then fired for it)."""
     if run_id is None:
-        return
+        return False
     now = time.time()
     params = {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id}
     if budgeted is False:
-        tx.execute(_RUN_USAGE, params)
+        if tx.db.dialect == "postgresql":  # pipelined: its count would cost a round trip
+            tx.execute(_RUN_USAGE, params)
+        else:
+            tx.execute(_RUN_USAGE_UNREAD, params)
+            if tx.rowcount != 1:
+                return False
         # the ledger row is written once per run (the statement's guard): so are the rollups
-        hooks.run_closed(tx, run_id)
-        return
+        hooks.run_closed(tx, run_id, done=done)
+        return True
     if tx.db.dialect == "postgresql":  # one round trip: the ledger row and whether a budget applies
         row = tx.one(_RUN_USAGE_PG, params)
     else:
         row = tx.one(_RUN_USAGE, params)
-    if row is not None:
-        hooks.run_closed(tx, run_id)
-    if row is None or row.get("budgeted") is False:
-        return
-    account_row_in(tx, row, run_id, now, actor=actor)
+    if row is None:
+        return False
+    hooks.run_closed(tx, run_id, done=done)
+    if row.get("budgeted") is not False:
+        account_row_in(tx, row, run_id, now, actor=actor)
+    return True
 
 
 def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | None = None) -> None:
@@ -260,16 +272,22 @@ def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | No
         _check_in(tx, budgets, row["board"], row["task_id"], run_id, now, actor=actor)
 
 
+#: a run's row of the ledger (``:r`` and ``:r2``: the run's id)
+_RUN_ROW = "task_id = (SELECT task_id FROM task_runs WHERE id = :r) AND run_id = :r2 AND source = 'run'"
+
+
 def run_updated_in(tx: Tx, run_id: int, *, tokens: int = 0, cost_usd: float = 0.0, exited: bool = False) -> None:
     """Facts learned after a run closed: the usage its agent printed (added to the run's row of
     the ledger) and its worker's exit (its usage is no longer to come). Checks the budgets."""
+    # a run's ledger row is found by its task and run (``ix_budget_usage_task_run``)
     tx.execute("UPDATE budget_usage SET tokens = tokens + :dt, cost_usd = cost_usd + :dc, "
-               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END WHERE run_id = :r AND source = 'run'",
-               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id})
+               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END "
+               f"WHERE {_RUN_ROW}",
+               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id, "r2": run_id})
     if tx.rowcount != 1 or not (tokens or cost_usd):
         return
-    row = tx.one("SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE run_id = :r AND source = 'run'",
-                 {"r": run_id})
+    row = tx.one(f"SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE {_RUN_ROW}",
+                 {"r": run_id, "r2": run_id})
     if row is None:
         return
     found = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])

@@ -156,11 +156,64 @@ def _complete_running_pg(
                             children=bool(hints.get("children_hint", True)), done_counted=bool(usage) and done)
 
 
+#: SQLite: a worker's completion of its running task as the task's compare-and-swap (the same
+#: conditions as :data:`_COMPLETE_RUNNING_PG`: the task runs this run, no verify commands wait,
+#: no branch may have to be integrated, the spawn is recorded when the report awaits it), which
+#: answers with the row as it now is and two hints read in the same statement: whether any
+#: budget may cover the run (without one, its ledger row is written unread) and whether any
+#: child waits in todo (NULL: none, nothing to promote; 1: all of them have an assignee, so
+#: the promotion is one statement; 2: one has none). No row: nothing was written, and the
+#: general path decides why.
+_COMPLETE_RUNNING_SQLITE = (
+    "UPDATE tasks SET "
+    "status = CASE WHEN review_required = 1 AND :force = 0 THEN 'review' ELSE 'done' END, "
+    f"{_CLEAR_CLAIM}, completed_at = CASE WHEN review_required = 1 AND :force = 0 THEN NULL ELSE :now END, "
+    "result = COALESCE(:res, result), consecutive_failures = 0, protocol_violations = 0, "
+    "block_kind = NULL, block_reason = NULL, "
+    "last_outcome = CASE WHEN review_required = 1 AND :force = 0 THEN 'review_requested' ELSE 'completed' END, "
+    "updated_at = :now WHERE id = :id AND board = :board AND status = 'running' AND current_run_id = :run "
+    "AND (:noverify = 1 OR verify = '[]') AND (:integrated = 1 OR workspace_kind != 'worktree') "
+    "AND (:await_spawn = 0 OR worker_pid IS NOT NULL) "
+    "RETURNING *, EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = tasks.id) "
+    "OR (b.scope = 'goal' AND b.ref = tasks.goal_id) OR (b.scope IN ('board', 'supervision') AND b.ref = tasks.board) "
+    "OR b.scope = 'profile') AS budget_hint, "
+    "(SELECT MAX(CASE WHEN COALESCE(c.assignee, '') = '' THEN 2 ELSE 1 END) FROM task_links l "
+    "JOIN tasks c ON c.id = l.child_id WHERE l.parent_id = tasks.id AND c.status = 'todo') AS children_hint"
+)
+
+
+def _complete_running_sqlite(
+    tx: Tx, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
+    verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
+) -> Row | None:
+    """A running task's completion without reading the task first: the swap, the run closed
+    with its ledger row (read only when a budget may apply) and one rollup upsert for the run
+    and its task done; None, with nothing written, when the swap does not apply."""
+    now = time.time()
+    up = usage_params(report.usage)  # a bad number is refused before anything is written
+    task = tx.one(_COMPLETE_RUNNING_SQLITE, {
+        "force": 1 if force_done else 0, "now": now, "res": report.result, "id": task_id, "board": board,
+        "run": run_id, "noverify": 1 if verified or not tx.db.settings.verify else 0,
+        "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0})
+    if task is None:
+        return None
+    budgeted, children = bool(task.pop("budget_hint")), task.pop("children_hint")
+    target = task["status"]
+    done = target == states.DONE
+    counted = _close_completed_run(tx, run_id, target, report, report.metadata, up, now, exit_code, actor,
+                                   budgeted=budgeted, done=done)
+    tx.event(board, task_id, task["last_outcome"], _completed_payload(report, synthetic=False), run_id=run_id,
+             actor=actor, at=now)
+    return _after_completed(tx, board, task, target, run_id, actor, children=children is not None,
+                            done_counted=counted and done, unassigned=children != 1)
+
+
 def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
                          up: dict[str, Any], now: float, exit_code: int | None, actor: str | None, *,
-                         budgeted: bool | None) -> None:
+                         budgeted: bool | None, done: bool = False) -> bool:
     """Close the completed task's open run with the report (``metadata``: its checked metadata),
-    and count it against its budgets."""
+    and count it against its budgets (``done``: the close makes its task done). True when the
+    ``run_closed`` hook fired for it."""
     meta = metadata
     tx.execute(
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
@@ -171,7 +224,7 @@ def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata
         {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
          "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up},
     )
-    budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted)
+    return budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted, done=done)
 
 
 def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
@@ -179,13 +232,14 @@ def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
 
 
 def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
-                     children: bool, done_counted: bool = False) -> Row:
+                     children: bool, done_counted: bool = False, unassigned: bool = True) -> Row:
     """What follows a task becoming done (promotion of its children, its goal), and the answer.
-    ``done_counted``: the ``run_closed`` hook already said the run made its task done."""
+    ``done_counted``: the ``run_closed`` hook already said the run made its task done;
+    ``unassigned=False``: every child waiting in todo has an assignee."""
     if target == states.DONE:
         if not done_counted:
             hooks.task_done(tx, board, task["id"])
-        task["promoted"] = after_satisfied(tx, board, task, actor, children=children)
+        task["promoted"] = after_satisfied(tx, board, task, actor, children=children, unassigned=unassigned)
     task["run_id"] = rid
     return task_out(task)
 
@@ -200,6 +254,11 @@ def complete_in(
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
         done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
                                     integrated, await_spawn)
+        if done is not None:
+            return done
+    elif tx.db.dialect == "sqlite" and run_id is not None and not any(k in (report.metadata or {}) for k in CLAIM_KEYS):
+        done = _complete_running_sqlite(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
+                                        integrated, await_spawn)
         if done is not None:
             return done
     budgeted: bool | None = None

@@ -1,0 +1,74 @@
+"""bench/pg_peers.py, run as a real process on the local server in a smoke-sized run: its JSON
+line has a row for every verb, process count and system, every measurement in it is positive,
+and agentboard's ratios against each peer are there. A peer library that is not installed
+ends the script with exit code 2 and the command that installs it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testenv import PG_URL, require_pg
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "pg_peers.py"
+VERBS = {"create", "claim", "complete", "drain"}
+MEASURED = ("ops_per_s", "client_cpu_ms_per_op", "server_cpu_ms_per_op", "wal_bytes_per_op", "own_wal_bytes_per_op")
+
+
+def _run(*args: str) -> tuple[dict[str, Any], str]:
+    require_pg()
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--pg", PG_URL, "--rounds", "1", *args],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def _check(out: dict[str, Any], systems: list[str], procs: list[int]) -> None:
+    assert out["bench"] == "pg_peers" and out["systems"] == systems and out["procs"] == procs
+    assert out["synchronous_commit"] == "on"
+    rows = {(r["verb"], r["procs"], r["system"]): r for r in out["rows"]}
+    assert set(rows) == {(v, n, s) for v in VERBS for n in procs for s in systems}
+    for key, row in rows.items():
+        for m in MEASURED:
+            assert isinstance(row[m], int | float) and row[m] > 0, (key, m, row[m])
+        # the WAL writer, checkpointer and background writer may not run at all in a short phase
+        assert row["background_cpu_ms_per_op"] >= 0, key
+    ratios = {(r["verb"], r["procs"], r["peer"]): r for r in out["ratios"]}
+    peers = [s for s in systems if s != "agentboard"]
+    assert set(ratios) == {(v, n, p) for v in VERBS for n in procs for p in peers}
+    for key, r in ratios.items():
+        for m in ("throughput", "cpu", "wal", "own_wal"):
+            assert r[m] > 0, (key, m)
+    assert all(x > 0 for x in out["load_average"]["start"] + out["load_average"]["end"])
+
+
+def test_the_peer_benchmark_measures_agentboard_and_a_raw_queue_with_every_number_positive() -> None:
+    out, table = _run("--quick", "--ops", "20", "--systems", "agentboard,raw")
+    _check(out, ["agentboard", "raw"], [1, 2])
+    assert out["ops"] == 20
+    assert "agentboard / peer" in table and "load average" in table
+
+
+def test_the_peer_benchmark_measures_procrastinate_and_pgqueuer_when_they_are_installed() -> None:
+    for package in ("procrastinate", "pgqueuer"):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{package} is not installed (pip install -e '.[bench]')")
+    out, _ = _run("--ops", "10", "--procs", "1")
+    _check(out, ["agentboard", "procrastinate", "pgqueuer", "raw"], [1])
+    assert out["versions"]["procrastinate"] and out["versions"]["pgqueuer"]
+
+
+def test_a_peer_that_is_not_installed_ends_the_benchmark_with_the_command_that_installs_it() -> None:
+    # the process sees procrastinate as absent, as on a machine without the bench extra
+    hide = ("import runpy, sys; sys.modules['procrastinate'] = None; "
+            f"sys.argv = [{str(SCRIPT)!r}, '--systems', 'agentboard,procrastinate']; "
+            f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "procrastinate not installed" in proc.stderr and "pip install -e '.[bench]'" in proc.stderr

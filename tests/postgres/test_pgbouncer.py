@@ -1,0 +1,110 @@
+"""A dispatcher whose database URL is PgBouncer in transaction mode (``pg_transaction_pooler``):
+no prepared statements and no startup options go through the pooler, and its wake-up ``LISTEN``
+goes to the server itself (``pg_listen_url``). Needs the ``pgbouncer`` binary (scripts/test
+installs it); skipped without it, except under CI."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from testenv import wait_for
+
+import agentboard
+
+WORKER = "sh -c " + shlex.quote("echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
+
+
+def _binary() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def bouncer(pg_url: str) -> Iterator[str]:
+    """PgBouncer in transaction mode on a loopback port in front of the test's database (a pool
+    of 2 server sessions); the URL through it."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    binary = _binary()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("pgbouncer is not installed: scripts/test installs it (apt-get install pgbouncer)")
+        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
+    server = make_url(pg_url)
+    port = _free_port()
+    d = Path(tempfile.mkdtemp(prefix="ab-pgbouncer-"))
+    d.chmod(0o755)  # run as nobody when we are root (pgbouncer refuses root)
+    (d / "users.txt").write_text(f'"{server.username or "postgres"}" ""\n')
+    (d / "pgbouncer.ini").write_text(
+        f"[databases]\n* = host={server.host or '127.0.0.1'} port={server.port or 5432}\n"
+        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {d / 'users.txt'}\npool_mode = transaction\n"
+        "default_pool_size = 2\nmax_client_conn = 200\nignore_startup_parameters = extra_float_digits\n")
+    for f in d.iterdir():
+        f.chmod(0o644)
+    argv = [binary, str(d / "pgbouncer.ini")] + (["-u", "nobody"] if os.geteuid() == 0 else [])
+    log = open(d / "pgbouncer.log", "ab")  # noqa: SIM115 - the child's
+    proc = subprocess.Popen(argv, stdout=log, stderr=log)
+    url = server.set(port=port).render_as_string(hide_password=False)
+
+    def up() -> bool:
+        try:
+            with psycopg.connect(url.replace("+psycopg", ""), connect_timeout=2, prepare_threshold=None) as c:
+                return c.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.Error:
+            return proc.poll() is None and False
+    try:
+        wait_for(up, 60, "pgbouncer answering")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_dispatcher_through_pgbouncer_in_transaction_mode_runs_every_task_once_woken_by_each(
+        pg_url: str, bouncer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentboard.api.serve import WorkerAPI, run_tokens
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    monkeypatch.setenv("AGENTBOARD_PG_TRANSACTION_POOLER", "true")
+    monkeypatch.setenv("AGENTBOARD_PG_LISTEN_URL", pg_url)
+    ab = agentboard.connect(bouncer)
+    ab.settings.home = tmp_path
+    assert ab.settings.pg_transaction_pooler
+    ab.add_profile("w", command=WORKER)
+    board = ab.board()
+    s = ab.settings
+    s.dispatch_interval = 3600  # only a notification starts a new task's pass
+    s.max_parallel = 4
+    api = WorkerAPI(s, ab.db).start()
+    d = Dispatcher(ab.db, s, api_url=api.url, token_factory=run_tokens(ab.db))
+    d.start()
+    try:
+        wait_for(lambda: d.passes >= 1, what="the first pass")
+        ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(12)]  # each statement many times
+        wait_for(lambda: all(t["status"] == "done" for t in board.list(limit=100) if t["id"] in ids)
+                 and len([t for t in board.list(limit=100) if t["id"] in ids]) == 12, what="every task done")
+    finally:
+        d.stop()
+        api.stop()
+    runs = ab.db.read(lambda tx: tx.all("SELECT task_id, outcome FROM task_runs"))
+    ab.close()
+    assert sorted(r["task_id"] for r in runs) == sorted(ids)
+    assert {r["outcome"] for r in runs} == {"completed"}
