@@ -36,6 +36,47 @@ def test_insights_per_profile_model_and_board_over_http(api_any: Api) -> None:
     assert board["timeline"]["days"][-1]["work_in_progress"] == 1
 
 
+def _done_per_profile(api: Api) -> dict[str, int]:
+    got = api.as_admin.get("/api/insights", params={"by": "profile"})
+    assert got.status_code == 200, got.text
+    return {g["key"]: g["tasks_done"] for g in got.json()["groups"]}
+
+
+def _done_today(api: Api) -> int:
+    days = api.as_admin.get("/api/insights", params={"by": "board", "since": "1d"}).json()["timeline"]["days"]
+    return int(days[-1]["tasks_done"])
+
+
+def test_a_task_reopened_and_done_again_counts_once_in_the_insights(api_any: Api) -> None:
+    b = api_any.ab.board()
+    api_any.ab.add_profile("alpha", command="true", model_name="m-a")
+    worked = b.create("worked", assignee="alpha")["id"]
+    b.complete(worked, run_id=b.claim(worked)["run_id"])
+    by_hand = b.create("by hand", assignee="alpha")["id"]  # closed by a person: nobody's run
+    b.complete(by_hand)
+    assert _done_per_profile(api_any) == {"alpha": 1, "": 1} and _done_today(api_any) == 2
+
+    # reopened: no longer done, in every view
+    b.reopen(worked, reason="not quite")
+    b.reopen(by_hand)
+    assert _done_per_profile(api_any).get("alpha", 0) == 0 and _done_today(api_any) == 0
+
+    # done again: once each, the worker's task with both its runs
+    b.complete(worked, run_id=b.claim(worked)["run_id"])
+    b.complete(by_hand)
+    assert _done_per_profile(api_any) == {"alpha": 1, "": 1} and _done_today(api_any) == 2
+    alpha = {g["key"]: g for g in api_any.as_admin.get("/api/insights", params={"by": "profile"}).json()["groups"]}
+    assert alpha["alpha"]["runs"] == 2
+
+    # archived from done and restored: no longer done; done again: once
+    b.archive(by_hand)
+    assert _done_today(api_any) == 2  # an archived done task still counts
+    b.restore(by_hand)
+    assert _done_per_profile(api_any).get("", 0) == 0 and _done_today(api_any) == 1
+    b.complete(by_hand)
+    assert _done_per_profile(api_any) == {"alpha": 1, "": 1} and _done_today(api_any) == 2
+
+
 def test_bad_insight_queries_are_json_errors(api: Api) -> None:
     c = api.as_admin
     assert "profile" in err(c.get("/api/insights", params={"by": "owner"}), 422, "invalid_request")

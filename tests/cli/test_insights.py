@@ -54,6 +54,22 @@ def test_an_empty_board_says_no_runs_yet(cli) -> None:
     assert "no runs yet" in cli("stats", "--by", "profile").out
 
 
+def test_stats_rebuild_recomputes_insights_lost_from_the_rollups(cli, cli_home) -> None:  # type: ignore[no-untyped-def]
+    import agentboard
+
+    _history(cli)
+    before = cli("stats", "--by", "profile", "--json").json()["groups"]
+    with agentboard.connect(str(cli_home)) as ab:  # a restore that brought the runs back, not their rollups
+        ab.db.write(lambda tx: tx.execute("DELETE FROM run_rollups"))
+    assert "no runs yet" in cli("stats", "--by", "profile").out
+    done = cli("stats", "--rebuild")
+    assert done.code == 0 and "rebuilt the insights of board" in done.out
+    assert cli("stats", "--by", "profile", "--json").json()["groups"] == before
+    assert cli("stats", "--rebuild", "--json").json()["rebuilt"] is True
+    # with --by: rebuilt, then shown
+    assert cli("stats", "--rebuild", "--by", "profile", "--json").json()["groups"] == before
+
+
 def test_a_bad_window_is_a_one_line_error(cli) -> None:
     assert_one_line_error(cli("stats", "--by", "profile", "--since", "soon"), 2, "since", "7d")
     assert_one_line_error(cli("stats", "--since", "7d"), 2, "--by")

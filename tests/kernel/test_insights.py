@@ -156,6 +156,31 @@ def test_rollups_kept_as_runs_close_equal_the_ones_rebuilt_from_the_runs(board: 
     assert _rollup_rows(board) == kept
 
 
+def _summed_rows(board: Any) -> list[dict[str, Any]]:
+    """The rollups per key, their shards (one per writing connection on PostgreSQL) added up."""
+    keys = ", ".join(rollups.KEYS)
+    sums = ", ".join(f"SUM({c}) AS {c}" for c in rollups.COUNTS)
+    rows = board.db.read(lambda tx: tx.all(f"SELECT {keys}, {sums} FROM run_rollups GROUP BY {keys} ORDER BY {keys}"))
+    return [{k: (round(float(v), 6) if isinstance(v, float) else int(v) if k in rollups.COUNTS else v)
+             for k, v in dict(r).items()} for r in rows]
+
+
+def test_a_task_reopened_then_done_again_leaves_the_rollups_a_rebuild_makes(board: Any, ab: Any) -> None:
+    t = _history(board, ab)
+    board.reopen(t["t1"], reason="again")  # done by alpha's run
+    board.reopen(t["t6"])  # closed by a person
+    assert _groups(board, "profile")["alpha"]["tasks_done"] == 1
+    kept = _summed_rows(board)
+    insights.rebuild(board.db, board.slug)
+    assert _summed_rows(board) == kept
+    board.complete(t["t1"], run_id=board.claim(t["t1"])["run_id"])
+    board.complete(t["t6"])
+    assert (_groups(board, "profile")["alpha"]["tasks_done"], _groups(board, "profile")[""]["tasks_done"]) == (2, 1)
+    kept = _summed_rows(board)
+    insights.rebuild(board.db, board.slug)
+    assert _summed_rows(board) == kept
+
+
 def test_usage_learned_after_a_run_closed_is_counted(board: Any, ab: Any) -> None:
     ab.add_profile("alpha", command="true")
     tid = board.create("late usage", assignee="alpha")["id"]

@@ -14,12 +14,15 @@ from .common import board_option, handle_errors, json_option
               help="insights per profile, per model, or the board's days (docs/insights.md)")
 @click.option("--since", default=None, metavar="DAYS",
               help="with --by: only the last days, e.g. 7d, 2w, 30d (whole UTC days; default: all time)")
+@click.option("--rebuild", is_flag=True,
+              help="recompute the board's insights from its runs, tasks and reviews first (after a restore)")
 @json_option
 @handle_errors
-def stats(board: str | None, by: str | None, since: str | None, as_json: bool) -> None:
+def stats(board: str | None, by: str | None, since: str | None, rebuild: bool, as_json: bool) -> None:
     """Task counts per status, assignee and goal; runs, tokens and cost so far. With --by:
     insights per profile or model (tasks done, success rates, races, durations, cost per done
-    task, failures) or per board day (throughput, cycle time, work in progress, spend)."""
+    task, failures) or per board day (throughput, cycle time, work in progress, spend). With
+    --rebuild: the board's insights recomputed from what it recorded, then shown."""
     from agentboard.kernel import queries
 
     slug = common.existing_board(board)
@@ -27,6 +30,14 @@ def stats(board: str | None, by: str | None, since: str | None, as_json: bool) -
         from agentboard.domain.errors import InvalidInput
 
         raise InvalidInput("--since goes with --by: e.g. `agentboard stats --by profile --since 7d`")
+    if rebuild:
+        from agentboard.kernel import insights
+
+        insights.rebuild(common.db(), slug)
+        if by is None:
+            common.emit({"board": slug, "rebuilt": True}, as_json,
+                        f"rebuilt the insights of board {slug} from its runs, tasks and reviews")
+            return
     if by is not None:
         _insights(slug, by, since, as_json)
         return

@@ -24,7 +24,7 @@ from ..store.engine import Row, Tx
 SUBSCRIBERS = ("agentboard.kernel.supervision", "agentboard.kernel.insights")
 #: the points a module may subscribe to
 POINTS = ("blocked", "gave_up", "sent_back", "failed", "telemetry", "goal_verifying", "budget_blocked",
-          "run_closed", "task_done", "reviewed", "run_usage")
+          "run_closed", "task_done", "task_undone", "reviewed", "run_usage")
 
 Handler = Callable[..., Any]
 _handlers: dict[str, list[Handler]] = {p: [] for p in POINTS}
@@ -114,6 +114,13 @@ def task_done(tx: Tx, board: str, task_id: str) -> None:
         fn(tx, board, task_id)
 
 
+def task_undone(tx: Tx, board: str, task_id: str) -> None:
+    """A task that was done (``completed_at`` set: done, or archived after it) is about to leave
+    done — reopened, or restored from the archive. Fired before the task's row changes."""
+    for fn in _of("task_undone"):
+        fn(tx, board, task_id)
+
+
 def reviewed(tx: Tx, board: str, task_id: str, verdict: str) -> None:
     """A review verdict on a task was recorded (the task's newest ``reviews`` row)."""
     for fn in _of("reviewed"):
@@ -127,4 +134,4 @@ def run_usage(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cost_u
 
 
 __all__ = ["POINTS", "SUBSCRIBERS", "blocked", "budget_blocked", "failed", "gave_up", "goal_verifying", "on",
-           "reviewed", "run_closed", "run_usage", "sent_back", "task_done", "telemetry"]
+           "reviewed", "run_closed", "run_usage", "sent_back", "task_done", "task_undone", "telemetry"]

@@ -2,8 +2,9 @@
 
 Everything is read from ``run_rollups`` (``store/rollups.py``), which this module keeps: it
 subscribes to the kernel's hooks and adds one row's worth of facts, in the transaction that
-closes a run (``run_closed``), finishes a task (``task_done``), records a review verdict
-(``reviewed``) or learns a closed run's usage late (``run_usage``) — one upsert each, sent
+closes a run (``run_closed``), finishes a task (``task_done``), takes a task out of done
+(``task_undone``: its done is taken away again), records a review verdict (``reviewed``) or
+learns a closed run's usage late (``run_usage``) — one upsert each, sent
 unread on PostgreSQL. A read sums a few rows per day, so its cost does not grow with the number
 of tasks or runs. Races entered and won come from the ``attempts`` table (a few rows per race).
 
@@ -49,6 +50,14 @@ def run_closed_in(tx: Tx, run_id: int, *, done: bool = False) -> None:
 def task_done_in(tx: Tx, board: str, task_id: str) -> None:
     """A task reached done: counted for its last worker run's profile and model, with its cycle time."""
     _add(tx, rollups.DONE, task_id)
+
+
+@hooks.on("task_undone")
+def task_undone_in(tx: Tx, board: str, task_id: str) -> None:
+    """A done task is about to leave done (reopened, or restored from the archive): its done and
+    cycle time are taken away from where :func:`task_done_in` added them (done again, it counts once)."""
+    _add(tx, rollups.UNDONE, task_id)
+    tx.execute(rollups.emptied_statement(tx.db.dialect), {"id": task_id})
 
 
 @hooks.on("reviewed")

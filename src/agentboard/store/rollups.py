@@ -10,7 +10,9 @@ sum a key's rows: counts, sums and two bucketed histograms (run durations and ta
   facts at once, for a run whose close made its task done;
 - :data:`DONE`: a task that reached done (a done task, its cycle time's bucket), counted for
   the profile and model of its last worker run, or of a race's picked attempt (an attempt's own
-  task is no task of the board's: its runs count, its done does not);
+  task is no task of the board's: its runs count, its done does not); :data:`UNDONE` takes the
+  same facts away again when the task leaves done (reopened, or restored from the archive), so
+  a task done, reopened and done again counts once, as a rebuild counts it;
 - :data:`REVIEW`: a review verdict (reviewed, approved), counted for the reviewed run's profile;
 - :data:`USAGE`: tokens and cost learned after the run closed.
 
@@ -160,14 +162,18 @@ def _usage_source(dialect: str) -> tuple[str, dict[str, str]]:
     return frm, {**keep, "input_tokens": ":d_in", "output_tokens": ":d_out", "cost_usd": ":d_cost"}
 
 
-RUN, RUN_DONE, DONE, REVIEW, USAGE = "run", "run_done", "done", "review", "usage"
-_SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, REVIEW: _review_source,
-            USAGE: _usage_source}
+RUN, RUN_DONE, DONE, UNDONE, REVIEW, USAGE = "run", "run_done", "done", "undone", "review", "usage"
+_SOURCES = {RUN: _run_source, RUN_DONE: _run_done_source, DONE: _done_source, UNDONE: _done_source,
+            REVIEW: _review_source, USAGE: _usage_source}
+#: the sources whose facts are taken away (one row only)
+_SUBTRACTED = frozenset({UNDONE})
 #: the one-row filter of each source (the hooks' statements)
 _ONE = {
     RUN: "r.id = :id AND r.synthetic = 0",
     RUN_DONE: "r.id = :id AND r.synthetic = 0",
     DONE: f"t.id = :id AND {_OWN_TASK}",
+    # read before the task leaves done: only a task a rebuild counts as done was counted
+    UNDONE: f"t.id = :id AND {_OWN_TASK} AND t.completed_at IS NOT NULL AND t.status IN ('done', 'archived')",
     REVIEW: "v.id = (SELECT MAX(id) FROM reviews WHERE task_id = :id)",
     USAGE: "r.id = :id AND r.synthetic = 0 AND r.status = 'closed'",
 }
@@ -189,7 +195,8 @@ _SHARD = {"postgresql": "CAST(mod(pg_backend_pid(), 8) AS SMALLINT)", "sqlite": 
 def statement(dialect: str, source: str, *, one: bool = True, board: bool = False, sharded: bool = True) -> str:
     """The upsert that adds ``source``'s facts to the rollups: of the one row ``:id`` names
     (``one``), or of every row (of board ``:board`` when ``board``). ``sharded=False``: for the
-    table as migration 0018 made it, before its ``shard`` column (0021)."""
+    table as migration 0018 made it, before its ``shard`` column (0021). :data:`UNDONE` takes
+    the facts :data:`DONE` added away (one row only)."""
     key = (dialect, source, one, board, sharded)
     if key in _cache:
         return _cache[key]
@@ -200,7 +207,9 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
     keys = [*KEYS, "shard"] if sharded else list(KEYS)
     names = [*keys, *COUNTS]
     if one:  # at most one row: no aggregation to plan
-        exprs = [cols[k] for k in KEYS] + [_SHARD[dialect]] * sharded + [cols.get(c, "0") for c in COUNTS]
+        sign = "-" if source in _SUBTRACTED else ""
+        exprs = [cols[k] for k in KEYS] + [_SHARD[dialect]] * sharded + [
+            f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in COUNTS]
         group = ""
     else:
         exprs = [cols[k] for k in KEYS] + ["0"] * sharded + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
@@ -211,6 +220,20 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
            + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
     _cache[key] = sql
     return sql
+
+
+def emptied_statement(dialect: str) -> str:
+    """Delete the rows (every shard) of the keys on task ``:id``'s board and completion day that
+    count nothing any more (after :data:`UNDONE`): a rebuild would not make them, and a read
+    would show them as groups."""
+    key = (dialect, "emptied", True, True, True)
+    if key not in _cache:
+        where = ("board = (SELECT t.board FROM tasks t WHERE t.id = :id) "
+                 f"AND day = (SELECT {_day(dialect, 't.completed_at')} FROM tasks t WHERE t.id = :id)")
+        _cache[key] = (f"DELETE FROM run_rollups WHERE {where} AND (profile, model) IN ("
+                       f"SELECT profile, model FROM run_rollups WHERE {where} GROUP BY profile, model HAVING "
+                       + " AND ".join(f"SUM({c}) = 0" for c in COUNTS) + ")")
+    return _cache[key]
 
 
 def rebuild_statements(dialect: str, *, board: bool = False, sharded: bool = True) -> list[str]:
@@ -233,5 +256,5 @@ def rebuild(conn: Any, dialect: str) -> None:
         conn.execute(sa.text(sql))
 
 
-__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "USAGE", "bucket_bounds",
-           "bucket_of", "rebuild", "rebuild_statements", "statement"]
+__all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "UNDONE", "USAGE", "bucket_bounds",
+           "bucket_of", "emptied_statement", "rebuild", "rebuild_statements", "statement"]

@@ -237,6 +237,8 @@ def _restore(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
             raise Conflict(
                 f"task {clash['id']} already uses idempotency key {task['idempotency_key']!r}; archive it first"
             )
+    if task["completed_at"] is not None:  # archived once done: no longer done
+        hooks.task_undone(tx, board, task_id)
     now = time.time()
     tx.execute(
         "UPDATE tasks SET status = :s, updated_at = :now WHERE id = :id",
@@ -257,6 +259,7 @@ def _reopen(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | N
     task = get_task(tx, board, task_id, lock=True)
     target = ready_or_todo(tx, task_id, task["assignee"], board)
     states.check("reopen", task["status"], target, task_id)
+    hooks.task_undone(tx, board, task_id)
     now = time.time()
     tx.execute(
         "UPDATE tasks SET status = :s, completed_at = NULL, updated_at = :now WHERE id = :id",
