@@ -90,7 +90,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
-        return  # (SQLite: the shard column stays, always 0)
+        with op.batch_alter_table("run_rollups", recreate="always") as batch:
+            batch.drop_column("shard")
+        return
     op.execute("DELETE FROM run_rollups WHERE shard <> 0")  # rebuilt by `agentboard maintenance`
     op.execute("ALTER TABLE run_rollups DROP CONSTRAINT run_rollups_pkey, "
                "ADD CONSTRAINT run_rollups_pkey PRIMARY KEY (board, day, profile, model)")
