@@ -133,8 +133,11 @@ def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab
 def test_a_host_running_many_workers_holds_a_handful_of_threads(ab, board, dispatcher):
     import threading
 
+    # threads this test's dispatcher started (other tests of this process may leave theirs)
+    before = set(threading.enumerate())
+
     def ours() -> list[str]:
-        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard"))
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard") and t not in before)
 
     ab.add_profile("sleeper", command="sh -c 'sleep 300'")
     ids = [board.create(f"work {i}", assignee="sleeper")["id"] for i in range(24)]
