@@ -78,7 +78,8 @@ class Pool:
                 self._threads += 1
                 self._n += 1
                 threading.Thread(target=self._run, name=f"{self.name}_{self._n}", daemon=True).start()
-            self._cv.notify()
+            # every waiter: one that is only draining must not take the wake-up an idle thread needs
+            self._cv.notify_all()
         return fut
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
