@@ -26,6 +26,22 @@ def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_
     assert sorted(r["id"] for r in every.running) == sorted(made.values())
 
 
+def test_a_pass_knows_when_the_next_claim_of_another_host_lapses(ab: Any) -> None:
+    """So a host looks again as a dead host's claim lapses, not a dispatch interval later."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    ids = {}
+    for name, host, ttl in (("mine", "host-a", 30), ("soon", "host-b", 300), ("later", "host-c", 900)):
+        t = tasks.create(db, "default", name, assignee="w")
+        runs.claim(db, "default", t["id"], ttl=ttl, host=host, pid=12345)
+        ids[name] = t["id"]
+    expires = {r["id"]: r["claim_expires"] for r in kd.pass_snapshot(db).running}
+    expiry = {name: expires[i] for name, i in ids.items()}
+    assert kd.pass_snapshot(db, host="host-a").next_lapse == expiry["soon"]  # its own claim is renewed, not awaited
+    assert kd.pass_snapshot(db, host="host-b").next_lapse == expiry["mine"]
+    assert kd.pass_snapshot(db).next_lapse is None  # without a host every running task is read anyway
+
+
 def test_a_host_renews_its_claims_in_one_statement_that_wakes_no_dispatcher(ab: Any) -> None:
     db = ab.db
     ab.add_profile("w", command="true")

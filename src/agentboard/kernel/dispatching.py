@@ -64,6 +64,9 @@ class PassSnapshot:
     timed_blocks: dict[str, float] = field(default_factory=dict)
     #: running tasks of every host per (board, assignee): what the caps count
     load: list[Row] = field(default_factory=list)
+    #: with a ``host``: the earliest claim expiry still ahead among other hosts' running tasks
+    #: (when a pass is next due to look for a lapsed claim), None when there is none
+    next_lapse: float | None = None
 
 
 def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
@@ -73,8 +76,8 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
 
     ``host``: only that host's running tasks (and those no host recorded yet: on SQLite its own,
     or a spawn under way), through the partial index of running tasks by host, plus other
-    hosts' whose claim has lapsed (through the partial index of running claims by expiry); the
-    caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
+    hosts' whose claim has lapsed (through the partial index of running claims by expiry) and the
+    earliest claim of theirs still to lapse (the pass is due again then); the caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
     not O(every worker of the fleet)."""
     at = time.time() if now is None else now
 
@@ -84,6 +87,13 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         own = tx.all(_RUNNING + " AND (t.worker_host = :h OR t.worker_host IS NULL)", {"h": host})
         lapsed = tx.all(_RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h", {"h": host, "now": at})
         return own + lapsed
+
+    def _next_lapse(tx: Tx) -> float | None:
+        if host is None:
+            return None
+        row = tx.one("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
+                     "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at})
+        return float(row["at"]) if row and row["at"] is not None else None
 
     def _r(tx: Tx) -> PassSnapshot:
         return PassSnapshot(
@@ -99,6 +109,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
             timed_blocks={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
                 "AND block_kind = 'rate_limited' GROUP BY board") if r["until"] is not None},
+            next_lapse=_next_lapse(tx),
         )
     return db.read(_r)
 
