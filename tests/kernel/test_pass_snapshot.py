@@ -86,3 +86,17 @@ def test_a_glance_sees_ready_work_a_lapsed_claim_and_any_change_to_this_hosts_ru
     assert kd.glance(db, "host-a").mine == (1, run, 1)  # another host's claim changes nothing here
     time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
     assert kd.glance(db, "host-a").lapsed
+
+
+def test_a_glance_sees_a_task_enter_review_or_triage_or_a_race_leave_running(ab: Any) -> None:
+    """The work a pass does with no worker of its own (a reviewer to start, a triage task to
+    decompose, a race archived) is never left to the interval by a skipped wake-up."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    before = kd.glance(db, "host-a").waiting
+    t = tasks.create(db, "default", "to sort out", triage=True)
+    in_triage = kd.glance(db, "host-a").waiting
+    assert in_triage != before and in_triage[0] == before[0] + 1
+    tasks.archive(db, "default", t["id"])
+    assert kd.glance(db, "host-a").waiting[0] == before[0]
+

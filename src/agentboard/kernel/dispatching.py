@@ -125,14 +125,20 @@ class Glance:
     #: this host's running tasks: how many, the sum of their current run ids, and how many
     #: comments they have (a change in any is a pass: a task cancelled, done, or a message)
     mine: tuple[int, int, int]
+    #: the tasks a pass acts on with no worker of its own (in review or triage, races under
+    #: way): how many, and the latest change to one (a change is a pass: a review to start, a
+    #: race archived, a triage task to decompose)
+    waiting: tuple[int, float] = (0, 0.0)
 
 
 def glance(db: Database, host: str, now: float | None = None, *, unrecorded: bool = False) -> Glance:
     """One small read through the indexes of ready and running tasks, instead of a pass's
-    full read: whether there is work to start, a lapsed claim, and a fingerprint of this host's
-    running tasks. ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
+    full read: whether there is work to start, a lapsed claim, a fingerprint of this host's
+    running tasks and one of the tasks a pass acts on without a worker (reviews, triage, races).
+    ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
     at = time.time() if now is None else now
     mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
+    waiting = "status IN ('review', 'triage') OR (status = 'running' AND race_until IS NOT NULL)"
 
     def _r(tx: Tx) -> Glance:
         row = tx.one(
@@ -143,9 +149,12 @@ def glance(db: Database, host: str, now: float | None = None, *, unrecorded: boo
             f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
             f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
             f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
-            "AS comments", {"h": host, "now": at}) or {}
+            "AS comments, "
+            f"(SELECT COUNT(*) FROM tasks WHERE {waiting}) AS waiting, "
+            f"(SELECT MAX(updated_at) FROM tasks WHERE {waiting}) AS waiting_at", {"h": host, "now": at}) or {}
         return Glance(bool(row.get("ready")), bool(row.get("lapsed")),
-                      (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)))
+                      (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)),
+                      (int(row.get("waiting") or 0), float(row.get("waiting_at") or 0.0)))
     return db.read(_r)
 
 
