@@ -153,3 +153,34 @@ def test_a_host_running_many_workers_holds_a_handful_of_threads(ab, board, dispa
     from agentboard.dispatch.liveness import group_has_live
 
     wait_for(lambda: not any(group_has_live(p) for p in pids), what="the archived tasks' workers stopped")
+
+
+def test_stopping_dispatchers_leaves_none_of_their_threads_behind(ab, board, dispatcher):
+    import threading
+
+    from agentboard.api.serve import WorkerAPI, run_tokens
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    ab.add_profile("w", command=RESULT_OK)
+    api = WorkerAPI(ab.settings, ab.db).start()
+    before = set(threading.enumerate())
+
+    def ours() -> list[str]:  # the dispatchers' (not the database's notifier, on PostgreSQL)
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard")
+                      and t.name != "agentboard-notify" and t not in before)
+
+    try:
+        for i in range(4):  # each starts a worker (so its exit watcher runs), then stops
+            t = board.create(f"task {i}", assignee="w")
+            d = Dispatcher(ab.db, ab.settings, api_url=api.url, token_factory=run_tokens(ab.db))
+            d.start()
+            wait_for(lambda t=t: all_in(board, [t["id"]], {"done"}), what=f"task {i} done")
+            assert "agentboard-exits" in ours()
+            d.stop()
+            # the pools' idle threads end by themselves; the exit watcher and the loop at the stop
+            assert not any(n in ("agentboard-exits", "agentboard-dispatcher", "agentboard-wake") for n in ours())
+        wait_for(lambda: not any(n.startswith(("agentboard-prepare", "agentboard-dispatch_")) for n in ours()),
+                 what="the pools' threads ended")
+        assert ours() == []
+    finally:
+        api.stop()

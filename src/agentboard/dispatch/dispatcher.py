@@ -152,6 +152,9 @@ class Dispatcher:
             self.ctx.guard.start(pid_file)
         self._waker = Waker(self.db)
         self._waker.start()
+        for w in self.ctx.workers.all():  # started again: the workers it still has wake it when they exit
+            if not w.exited:
+                self.ctx.exits.watch(w.proc)
         self._thread = threading.Thread(target=self._loop, args=(self._waker,), name="agentboard-dispatcher",
                                         daemon=True)
         self._thread.start()
@@ -168,6 +171,7 @@ class Dispatcher:
         if self._waker is not None:
             self._waker.stop()
             self._waker = None
+        self.ctx.exits.close()  # its thread; a start watches the workers still running again
         self.ctx.jobs.drain()
         self.spawner.drain()
         self.planner.auto.drain()
