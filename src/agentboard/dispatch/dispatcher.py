@@ -16,8 +16,8 @@ wake-up that only saw a change (not one asked for: a worker of ours exiting, "di
 deadline, the interval) first takes one small read (``kernel.dispatching.glance``) and skips
 the pass when no claim has lapsed, this host's running tasks are the same ones with the same
 comments as when its last pass began, and it has no free slot or no ready task is waiting.
-What a pass does besides starting and watching workers (budgets, promotions, the supervisor)
-then waits for the next pass, at most ``dispatch_interval``.
+What the glance cannot see (a supervisor wake, a task sent to review or triage, a schedule)
+gets its pass all the same, at most :data:`SKIP_AT_MOST` after the first change skipped.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ RETRY_AFTER_FAILURE = 1.0
 #: dispatcher, and under a busy board they arrive faster than passes are worth running (many
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
 PASS_MIN_GAP = 0.02
+#: a change whose pass was skipped is followed by a pass within this many seconds anyway: the
+#: glance sees ready work, lapsed claims and this host's running tasks, not everything a pass
+#: acts on (tasks sent to review, triage tasks, supervisor wakes, schedules, board settings)
+SKIP_AT_MOST = 0.5
 
 
 class Dispatcher:
@@ -218,8 +222,11 @@ class Dispatcher:
                 base = None
             look = None
             last = started
+            skipped_at: float | None = None  # the first change skipped since the pass
             while not self._stop.is_set():
                 left = interval - (time.monotonic() - started)
+                if skipped_at is not None:  # what a glance cannot see is acted on soon all the same
+                    left = min(left, skipped_at + SKIP_AT_MOST - time.monotonic())
                 timeout = min(left, max(0.0, self._next_due - time.time())) if self._next_due else left
                 why = waker.wait_for(max(timeout, 0.002))
                 rest = PASS_MIN_GAP - (time.monotonic() - last)
@@ -232,6 +239,8 @@ class Dispatcher:
                 if not self._idle(look, base):
                     break
                 look = None
+                if skipped_at is None:
+                    skipped_at = last
                 self.skipped += 1
                 metrics.pass_skipped(self.host)
 
