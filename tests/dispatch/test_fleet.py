@@ -112,10 +112,10 @@ def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its
 
 
 def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab, board, dispatcher):
-    from agentboard.dispatch.spawning import CLAIM_BATCH
+    from agentboard.dispatch.spawning import CLAIM_BATCH, FIRST_CLAIM
 
     ab.add_profile("w", command=RESULT_OK)
-    n = CLAIM_BATCH * 2 + 3
+    n = FIRST_CLAIM + CLAIM_BATCH + 3
     ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
     d = dispatcher(start=False, max_parallel=n)
     report = d.run_pass()
@@ -184,3 +184,23 @@ def test_stopping_dispatchers_leaves_none_of_their_threads_behind(ab, board, dis
         assert ours() == []
     finally:
         api.stop()
+
+
+def test_a_host_whose_first_candidates_another_host_took_fills_its_room_from_the_next(ab, board, dispatcher):
+    from agentboard.dispatch.spawning import Choice
+    from agentboard.kernel import boards as kboards
+    from agentboard.kernel import dispatching as kd
+
+    ab.add_profile("w", command=RESULT_OK)
+    ids = [board.create(f"t{i}", assignee="w", priority=20 - i)["id"] for i in range(20)]
+    d = dispatcher(start=False, max_parallel=6)
+    profile = next(p for p in ab.profiles() if p["name"] == "w")
+    chosen = [Choice(t, profile) for t in kd.ready_batch(ab.db, "default", 20)]
+    # another host claims the 1st, 2nd, 4th and 7th of the queue just before this one does
+    taken = [ids[0], ids[1], ids[3], ids[6]]
+    assert len(kd.claim_batch(ab.db, "default", taken, host="elsewhere")) == 4
+    res = d.spawner.spawn_batch(kboards.get(ab.db, "default"), chosen, want=6)
+    mine = [c.task["id"] for c in res.claimed]
+    assert mine == [ids[2], ids[4], ids[5], ids[7], ids[8], ids[9]]  # the next six, in order
+    d.start()
+    wait_for(lambda: all_in(board, mine, {"done"}), what="its six tasks done")

@@ -2,12 +2,14 @@
 
 One path starts every worker process, a task's own worker and a repair attempt alike:
 
-1. **claim** (a task's own worker): the chosen tasks of a board, a group of
-   :data:`CLAIM_BATCH` at a time, each group in one transaction
-   (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next is
-   claimed: the first workers of a big pass start (and are recorded) at once, not after all of
-   them. Each host goes through the groups from its own starting point, so hosts woken by the
-   same new tasks take different ones instead of queueing for the same rows;
+1. **claim** (a task's own worker): the chosen tasks of a board in the queue's order,
+   :data:`FIRST_CLAIM` first and then :data:`CLAIM_BATCH` at a time, each group in one
+   transaction (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next
+   is claimed: the first workers of a big pass start (and are recorded) at once, not after all
+   of them. A claim takes the first still-ready tasks among the next few chosen, passing over
+   those another host is claiming at that moment (``SKIP LOCKED``) or took already; on
+   PostgreSQL a pass chooses up to twice its room, so the ones after fill in and a host fills
+   its room in one pass while other hosts claim from the same queue;
 2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
    (``protocol.lifecycle.prepare``; what they need is read for the whole batch at once with
    ``lifecycle.prepare_reads``). A repair attempt reuses its run's workspace and gets the repair
@@ -30,7 +32,6 @@ import os
 import shutil
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,10 @@ log = logging.getLogger("agentboard.dispatch")
 PREPARE_THREADS = 8
 #: how many chosen tasks one claim takes (then started and recorded before the next claim)
 CLAIM_BATCH = 8
+#: the first claim of a pass is smaller: its workers start and are recorded sooner
+FIRST_CLAIM = 2
+#: a claim of n tasks looks at the next n * CLAIM_WINDOW candidates (others may take some)
+CLAIM_WINDOW = 4
 #: seconds between SIGTERM and SIGKILL when stopping a worker
 STOP_GRACE = 5.0
 
@@ -159,25 +164,40 @@ class Spawner:
 
     # -- a batch of first attempts ---------------------------------------------------------------
 
-    def spawn_batch(self, board: Row, chosen: list[Choice]) -> BatchResult:
-        """Claim the chosen ready tasks of ``board``, start their workers, record them: a group
-        of :data:`CLAIM_BATCH` at a time, from this host's own starting group."""
-        groups = [chosen[i:i + CLAIM_BATCH] for i in range(0, len(chosen), CLAIM_BATCH)]
-        first = zlib.crc32(self.ctx.host.encode()) % len(groups) if groups else 0
+    def spawn_batch(self, board: Row, chosen: list[Choice], want: int | None = None) -> BatchResult:
+        """Claim up to ``want`` (default: all) of the chosen ready tasks of ``board``, in their
+        order, start their workers and record them: :data:`FIRST_CLAIM` first, then
+        :data:`CLAIM_BATCH` at a time. Each claim takes the first of the next few candidates
+        still ready (:data:`CLAIM_WINDOW`); candidates another host took meanwhile are passed
+        over, and the chosen beyond ``want`` fill in for them, so a host fills its room in one
+        pass even when other hosts claim from the same queue at once."""
+        want = len(chosen) if want is None else min(want, len(chosen))
+        left = list(chosen)
         out = BatchResult([], [], [], [])
-        for group in groups[first:] + groups[:first]:
-            res = self._spawn_group(board, group)
+        size = FIRST_CLAIM
+        while left and len(out.claimed) < want:
+            n = min(size, want - len(out.claimed))
+            window = left[:n * CLAIM_WINDOW]
+            res = self._spawn_group(board, window, limit=n)
             out.claimed.extend(res.claimed)
             out.spawned.extend(res.spawned)
             out.failures.extend(res.failures)
             out.stale.extend(res.stale)
+            got = {c.task["id"] for c in res.claimed}
+            if len(got) < n:  # nothing more to take in this window
+                left = left[len(window):]
+            else:  # the ones before the last claimed were taken by others (or not claimable)
+                last = max(i for i, c in enumerate(window) if c.task["id"] in got)
+                left = left[last + 1:]
+            size = CLAIM_BATCH
         return out
 
-    def _spawn_group(self, board: Row, chosen: list[Choice]) -> BatchResult:
-        """Claim one group of chosen tasks in one transaction, start their workers, record them."""
+    def _spawn_group(self, board: Row, chosen: list[Choice], limit: int | None = None) -> BatchResult:
+        """Claim one group of chosen tasks (at most ``limit`` of them) in one transaction, start
+        their workers, record them."""
         ctx, slug = self.ctx, board["slug"]
         claimed = kd.claim_batch(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
-                                 host=ctx.host)
+                                 host=ctx.host, limit=limit)
         by_id = {c.task["id"]: c for c in chosen}
         todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
                  int(cl["run_id"])) for cl in claimed]
