@@ -15,9 +15,10 @@ give it anything to do (another host claimed or started a task, a worker reporte
 wake-up that only saw a change (not one asked for: a worker of ours exiting, "dispatch now", a
 deadline, the interval) first takes one small read (``kernel.dispatching.glance``) and skips
 the pass when no claim has lapsed, this host's running tasks are the same ones with the same
-comments as when its last pass began, and it has no free slot or no ready task is waiting.
-What the glance cannot see (a supervisor wake, a task sent to review or triage, a schedule)
-gets its pass all the same, at most :data:`SKIP_AT_MOST` after the first change skipped.
+comments as when its last pass began, no task in review or triage and no race under way changed,
+and it has no free slot or no ready task is waiting. What the glance cannot see (a supervisor
+wake, a schedule, a board's settings) gets its pass all the same, at most :data:`SKIP_AT_MOST`
+after the first change skipped.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ RETRY_AFTER_FAILURE = 1.0
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
 PASS_MIN_GAP = 0.02
 #: a change whose pass was skipped is followed by a pass within this many seconds anyway: the
-#: glance sees ready work, lapsed claims and this host's running tasks, not everything a pass
-#: acts on (tasks sent to review, triage tasks, supervisor wakes, schedules, board settings)
+#: glance sees ready work, lapsed claims, this host's running tasks, review, triage and races,
+#: not everything a pass acts on (supervisor wakes, schedules, goals, board settings)
 SKIP_AT_MOST = 0.5
 
 
@@ -254,6 +255,6 @@ class Dispatcher:
     def _idle(self, look: kd.Glance | None, base: kd.Glance) -> bool:
         """Whether a pass now could do nothing ``base`` (the glance as the last pass began)
         would not have let it do."""
-        if look is None or look.lapsed or look.mine != base.mine:
+        if look is None or look.lapsed or look.mine != base.mine or look.waiting != base.waiting:
             return False
         return not look.ready or self.ctx.workers.running() >= self.settings.max_parallel
