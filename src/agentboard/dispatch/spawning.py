@@ -204,7 +204,12 @@ class Spawner:
         while left and taken < want:
             n = min(size, want - taken)
             window = left[:n * CLAIM_WINDOW]
-            group = self._claim_group(board, window, n)
+            try:
+                group = self._claim_group(board, window, n)
+            except BaseException:  # the workers started already are registered and recorded first
+                if pending is not None:
+                    self._finish_group(board, pending[0], [f.result() for f in pending[1]])
+                raise
             taken += len(group.claimed)
             got = {c.task["id"] for c in group.claimed}
             if len(got) < n:  # nothing more to take in this window
