@@ -186,15 +186,10 @@ class Spawner:
     # -- a batch of first attempts ---------------------------------------------------------------
 
     def spawn_batch(self, board: Row, chosen: list[Choice], want: int | None = None) -> BatchResult:
-        """Claim up to ``want`` (default: all) of the chosen ready tasks of ``board``, in their
-        order, start their workers and record them: :data:`FIRST_CLAIM` first, then
-        :data:`CLAIM_BATCH` at a time. Each claim takes the first of the next few candidates
-        still ready (:data:`CLAIM_WINDOW`); candidates another host took meanwhile are passed
-        over, and the chosen beyond ``want`` fill in for them, so a host fills its room in one
-        pass even when other hosts claim from the same queue at once.
-
-        While one group's workers are prepared and started on the prepare threads, this thread
-        claims the next group (and reads what its files need), then records the first."""
+        """Claim up to ``want`` (default: all) of the chosen ready tasks of ``board`` in their
+        order, start their workers and record them, a group at a time (step 1 at the top): the
+        chosen beyond ``want`` fill in for those another host takes first. While one group's
+        workers start on the prepare threads, this thread claims the next, then records the first."""
         want = len(chosen) if want is None else min(want, len(chosen))
         left = list(chosen)
         out = BatchResult([], [], [], [])
