@@ -9,7 +9,8 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    at once (about ``--rate`` × ``--work`` once the phase is longer than ``--work``);
 2. **burst**: ``--burst`` tasks made ready at once (one transaction: their parent's
    completion); time from that commit to the first and to the last ``spawned`` (a burst larger
-   than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``);
+   than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
+   dispatcher ran meanwhile, and per host the tasks it started and the claims that took them;
 3. **kill -9**: one host killed with its agents at work (they sleep ``--kill-work`` s); its
    agents must be gone within its guard's grace (sampled), its tasks back on the board within the
    claim TTL and completed once elsewhere.
@@ -213,8 +214,14 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         # the children wait for a parent whose completion makes them all ready in one transaction
         gate = board.create("gate", assignee="w")["id"]
         held = [board.create(f"burst {i}", assignee="w", parents=[gate])["id"] for i in range(args.burst)]
+        passes0 = [_passes(port) for port in ports]
         _wait(lambda: (sample() or True) and _count(ab.db, "SELECT COUNT(*) FROM task_runs r JOIN tasks t ON "
                                                     "t.id = r.task_id WHERE t.title LIKE 'burst %'") >= len(held), 120)
+        burst_passes = [a[0] - b[0] for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
+        # per host: the burst's tasks it started and the claim transactions that took them
+        per_host = ab.db.read(lambda tx: tx.all(
+            "SELECT r.worker_host AS host, COUNT(*) AS tasks, COUNT(DISTINCT r.claim_lock) AS claims FROM task_runs r "
+            "JOIN tasks t ON t.id = r.task_id WHERE t.title LIKE 'burst %' GROUP BY r.worker_host ORDER BY 1"))
         _, first, last = _latencies(ab.db, held)
         t_ready = float(ab.db.read(lambda tx: tx.scalar(
             "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
@@ -222,7 +229,11 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
                         "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
                         # more than the slots: the last ones wait for earlier agents to finish
-                        "over_capacity": len(held) > args.hosts * args.slots}
+                        "over_capacity": len(held) > args.hosts * args.slots,
+                        # passes each dispatcher ran (the gate's own included) until all had started
+                        "passes_per_host": burst_passes,
+                        "tasks_per_host": [int(r["tasks"]) for r in per_host],
+                        "claims_per_host": [int(r["claims"]) for r in per_host]}
         _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0, 180)
         # 3. kill -9 of a host with its agents at work
         _vacuum(url)
