@@ -176,11 +176,12 @@ class Dispatcher:
         if self._waker is not None:
             self._waker.stop()
             self._waker = None
-        self.ctx.exits.close()  # its thread; a start watches the workers still running again
         self.ctx.jobs.drain()
         self.spawner.drain()
         self.planner.auto.drain()
         self.planner.supervising.drain()
+        # after the pools (a job may still start a review's worker): a start watches those again
+        self.ctx.exits.close()
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
         self.ctx.guard.detach(float(self.settings.claim_ttl) / 2)
