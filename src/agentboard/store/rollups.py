@@ -214,10 +214,20 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
     else:
         exprs = [cols[k] for k in KEYS] + ["0"] * sharded + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
         group = f" GROUP BY {', '.join(cols[k] for k in KEYS)}"
-    sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
-           f"WHERE {where}{group} "
-           f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
-           + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
+    upsert = (f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+              + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
+    if one and sharded and dialect == "postgresql":
+        # the row's update first, the insert only when the key has no row yet: an upsert that
+        # finds the row locks it (a WAL record of its own) before it updates it; the insert's
+        # own upsert still adds to a row another transaction inserted meanwhile
+        sql = (f"WITH s ({', '.join(names)}) AS (SELECT {', '.join(exprs)} FROM {frm} WHERE {where}), "
+               "u AS (UPDATE run_rollups SET " + ", ".join(f"{c} = run_rollups.{c} + s.{c}" for c in COUNTS)
+               + " FROM s WHERE " + " AND ".join(f"run_rollups.{k} = s.{k}" for k in keys) + " RETURNING 1) "
+               f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(names)} FROM s "
+               f"WHERE NOT EXISTS (SELECT 1 FROM u) {upsert}")
+    else:
+        sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
+               f"WHERE {where}{group} {upsert}")
     _cache[key] = sql
     return sql
 
