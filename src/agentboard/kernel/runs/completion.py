@@ -149,7 +149,13 @@ def _complete_running_pg(
     tx.events_written(board)
     done = task["status"] == states.DONE
     if usage:  # the run and, when it made its task done, that too: one upsert
-        hooks.run_closed(tx, run_id, done=done)
+        # its duration is the ledger row's runtime, its task's cycle time read from the task's
+        # row as the rollups compute both (so the upsert names only the columns they add to)
+        cycle = None
+        if done and task.get("completed_at") is not None and task.get("created_at") is not None:
+            cycle = max(float(task["completed_at"]) - float(task["created_at"]), 0.0)
+        hooks.run_closed(tx, run_id, done=done, outcome=task.get("last_outcome"),
+                         duration=float(usage.get("runtime") or 0), cycle=cycle)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
