@@ -234,10 +234,12 @@ def statement(dialect: str, source: str, *, one: bool = True, board: bool = Fals
         group = f" GROUP BY {', '.join(cols[k] for k in KEYS)}"
     upsert = (f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
               + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in counts))
-    if one and sharded and dialect == "postgresql":
+    if only is not None and one and sharded and dialect == "postgresql":
         # the row's update first, the insert only when the key has no row yet: an upsert that
         # finds the row locks it (a WAL record of its own) before it updates it; the insert's
-        # own upsert still adds to a row another transaction inserted meanwhile
+        # own upsert still adds to a row another transaction inserted meanwhile. (With every
+        # column, the statement's three lists of them would cost the server more time than the
+        # lock record saves.)
         sql = (f"WITH s ({', '.join(names)}) AS (SELECT {', '.join(exprs)} FROM {frm} WHERE {where}), "
                "u AS (UPDATE run_rollups SET " + ", ".join(f"{c} = run_rollups.{c} + s.{c}" for c in counts)
                + " FROM s WHERE " + " AND ".join(f"run_rollups.{k} = s.{k}" for k in keys) + " RETURNING 1) "
