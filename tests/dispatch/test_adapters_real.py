@@ -184,7 +184,9 @@ def test_a_dispatcher_running_as_root_runs_each_cli_in_its_default_mode_and_clas
     model = "anthropic/claude-sonnet-4-5" if adapter == "opencode" else None
     ab.add_profile(adapter, adapter=adapter, command=exe, env=env, model_name=model)
     t = board.create("say hello", assignee=adapter, max_retries=1)
-    dispatcher()
+    # a worker waiting for its network changes nothing on the board: only a pass reads its
+    # output, so the passes come every two seconds here rather than every minute
+    dispatcher(dispatch_interval=2)
     run = wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], timeout=300,
                    what="the run to end")[0]
     assert run["outcome"] != "spawn_failed", run

@@ -26,6 +26,22 @@ def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_
     assert sorted(r["id"] for r in every.running) == sorted(made.values())
 
 
+def test_a_pass_knows_when_the_next_claim_of_another_host_lapses(ab: Any) -> None:
+    """So a host looks again as a dead host's claim lapses, not a dispatch interval later."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    ids = {}
+    for name, host, ttl in (("mine", "host-a", 30), ("soon", "host-b", 300), ("later", "host-c", 900)):
+        t = tasks.create(db, "default", name, assignee="w")
+        runs.claim(db, "default", t["id"], ttl=ttl, host=host, pid=12345)
+        ids[name] = t["id"]
+    expires = {r["id"]: r["claim_expires"] for r in kd.pass_snapshot(db).running}
+    expiry = {name: expires[i] for name, i in ids.items()}
+    assert kd.pass_snapshot(db, host="host-a").next_lapse == expiry["soon"]  # its own claim is renewed, not awaited
+    assert kd.pass_snapshot(db, host="host-b").next_lapse == expiry["mine"]
+    assert kd.pass_snapshot(db).next_lapse is None  # without a host every running task is read anyway
+
+
 def test_a_host_renews_its_claims_in_one_statement_that_wakes_no_dispatcher(ab: Any) -> None:
     db = ab.db
     ab.add_profile("w", command="true")
@@ -70,3 +86,17 @@ def test_a_glance_sees_ready_work_a_lapsed_claim_and_any_change_to_this_hosts_ru
     assert kd.glance(db, "host-a").mine == (1, run, 1)  # another host's claim changes nothing here
     time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
     assert kd.glance(db, "host-a").lapsed
+
+
+def test_a_glance_sees_a_task_enter_review_or_triage_or_a_race_leave_running(ab: Any) -> None:
+    """The work a pass does with no worker of its own (a reviewer to start, a triage task to
+    decompose, a race archived) is never left to the interval by a skipped wake-up."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    before = kd.glance(db, "host-a").waiting
+    t = tasks.create(db, "default", "to sort out", triage=True)
+    in_triage = kd.glance(db, "host-a").waiting
+    assert in_triage != before and in_triage[0] == before[0] + 1
+    tasks.archive(db, "default", t["id"])
+    assert kd.glance(db, "host-a").waiting[0] == before[0]
+

@@ -15,9 +15,9 @@ give it anything to do (another host claimed or started a task, a worker reporte
 wake-up that only saw a change (not one asked for: a worker of ours exiting, "dispatch now", a
 deadline, the interval) first takes one small read (``kernel.dispatching.glance``) and skips
 the pass when no claim has lapsed, this host's running tasks are the same ones with the same
-comments as when its last pass began, and it has no free slot or no ready task is waiting.
-What a pass does besides starting and watching workers (budgets, promotions, the supervisor)
-then waits for the next pass, at most ``dispatch_interval``.
+comments as when its last pass began, no task in review or triage and no race under way changed,
+and it has no free slot or no ready task is waiting. What a pass does besides that (budgets,
+promotions, the supervisor) then waits for the next pass, at most ``dispatch_interval``.
 """
 
 from __future__ import annotations
@@ -241,6 +241,6 @@ class Dispatcher:
     def _idle(self, look: kd.Glance | None, base: kd.Glance) -> bool:
         """Whether a pass now could do nothing ``base`` (the glance as the last pass began)
         would not have let it do."""
-        if look is None or look.lapsed or look.mine != base.mine:
+        if look is None or look.lapsed or look.mine != base.mine or look.waiting != base.waiting:
             return False
         return not look.ready or self.ctx.workers.running() >= self.settings.max_parallel

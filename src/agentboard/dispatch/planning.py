@@ -208,6 +208,8 @@ class _Pass:
             w.poll()
         self._check_running([r for r in snap.running if r["board"] in slugs],
                             [r for r in snap.reviewing if r["board"] in slugs])
+        if not self.dry_run and snap.next_lapse is not None:  # another host's claim: look again as it lapses
+            self._due(snap.next_lapse + 0.01)
         self._resume_timed(snap.timed_blocks, slugs)
         if not self.dry_run:
             self._due(self.planner.budgets.check(snap.running, slugs, self.now))

@@ -64,6 +64,9 @@ class PassSnapshot:
     timed_blocks: dict[str, float] = field(default_factory=dict)
     #: running tasks of every host per (board, assignee): what the caps count
     load: list[Row] = field(default_factory=list)
+    #: with a ``host``: the earliest claim expiry still ahead among other hosts' running tasks
+    #: (when a pass is next due to look for a lapsed claim), None when there is none
+    next_lapse: float | None = None
 
 
 def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
@@ -73,8 +76,8 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
 
     ``host``: only that host's running tasks (and those no host recorded yet: on SQLite its own,
     or a spawn under way), through the partial index of running tasks by host, plus other
-    hosts' whose claim has lapsed (through the partial index of running claims by expiry); the
-    caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
+    hosts' whose claim has lapsed (through the partial index of running claims by expiry) and the
+    earliest claim of theirs still to lapse (the pass is due again then); the caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
     not O(every worker of the fleet)."""
     at = time.time() if now is None else now
 
@@ -84,6 +87,13 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         own = tx.all(_RUNNING + " AND (t.worker_host = :h OR t.worker_host IS NULL)", {"h": host})
         lapsed = tx.all(_RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h", {"h": host, "now": at})
         return own + lapsed
+
+    def _next_lapse(tx: Tx) -> float | None:
+        if host is None:
+            return None
+        row = tx.one("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
+                     "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at})
+        return float(row["at"]) if row and row["at"] is not None else None
 
     def _r(tx: Tx) -> PassSnapshot:
         return PassSnapshot(
@@ -99,6 +109,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
             timed_blocks={r["board"]: float(r["until"]) for r in tx.all(
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
                 "AND block_kind = 'rate_limited' GROUP BY board") if r["until"] is not None},
+            next_lapse=_next_lapse(tx),
         )
     return db.read(_r)
 
@@ -114,14 +125,20 @@ class Glance:
     #: this host's running tasks: how many, the sum of their current run ids, and how many
     #: comments they have (a change in any is a pass: a task cancelled, done, or a message)
     mine: tuple[int, int, int]
+    #: the tasks a pass acts on with no worker of its own (in review or triage, races under
+    #: way): how many, and the latest change to one (a change is a pass: a review to start, a
+    #: race archived, a triage task to decompose)
+    waiting: tuple[int, float] = (0, 0.0)
 
 
 def glance(db: Database, host: str, now: float | None = None, *, unrecorded: bool = False) -> Glance:
     """One small read through the indexes of ready and running tasks, instead of a pass's
-    full read: whether there is work to start, a lapsed claim, and a fingerprint of this host's
-    running tasks. ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
+    full read: whether there is work to start, a lapsed claim, a fingerprint of this host's
+    running tasks and one of the tasks a pass acts on without a worker (reviews, triage, races).
+    ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
     at = time.time() if now is None else now
     mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
+    waiting = "status IN ('review', 'triage') OR (status = 'running' AND race_until IS NOT NULL)"
 
     def _r(tx: Tx) -> Glance:
         row = tx.one(
@@ -132,9 +149,12 @@ def glance(db: Database, host: str, now: float | None = None, *, unrecorded: boo
             f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
             f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
             f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
-            "AS comments", {"h": host, "now": at}) or {}
+            "AS comments, "
+            f"(SELECT COUNT(*) FROM tasks WHERE {waiting}) AS waiting, "
+            f"(SELECT MAX(updated_at) FROM tasks WHERE {waiting}) AS waiting_at", {"h": host, "now": at}) or {}
         return Glance(bool(row.get("ready")), bool(row.get("lapsed")),
-                      (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)))
+                      (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)),
+                      (int(row.get("waiting") or 0), float(row.get("waiting_at") or 0.0)))
     return db.read(_r)
 
 
