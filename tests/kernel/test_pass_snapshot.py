@@ -10,14 +10,20 @@ from agentboard.kernel import dispatching as kd
 from agentboard.kernel import runs, tasks
 
 
-def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_hosts(ab: Any) -> None:
-    db = ab.db
+def _claimed(ab: Any, claims: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
+    """A running task per ``(name, host, claim ttl)``: the task ids by name."""
     ab.add_profile("w", command="true")
     made = {}
-    for name, host, ttl in (("mine", "host-a", 600), ("theirs", "host-b", 600), ("lapsed", "host-b", 1)):
-        t = tasks.create(db, "default", name, assignee="w")
-        runs.claim(db, "default", t["id"], ttl=ttl, host=host, pid=12345)
+    for name, host, ttl in claims:
+        t = tasks.create(ab.db, "default", name, assignee="w")
+        runs.claim(ab.db, "default", t["id"], ttl=ttl, host=host, pid=12345)
         made[name] = t["id"]
+    return made
+
+
+def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_hosts(ab: Any) -> None:
+    db = ab.db
+    made = _claimed(ab, (("mine", "host-a", 600), ("theirs", "host-b", 600), ("lapsed", "host-b", 1)))
     time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
     snap = kd.pass_snapshot(db, host="host-a")
     assert sorted(r["id"] for r in snap.running) == sorted([made["mine"], made["lapsed"]])
@@ -29,12 +35,7 @@ def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_
 def test_a_pass_knows_when_the_next_claim_of_another_host_lapses(ab: Any) -> None:
     """So a host looks again as a dead host's claim lapses, not a dispatch interval later."""
     db = ab.db
-    ab.add_profile("w", command="true")
-    ids = {}
-    for name, host, ttl in (("mine", "host-a", 30), ("soon", "host-b", 300), ("later", "host-c", 900)):
-        t = tasks.create(db, "default", name, assignee="w")
-        runs.claim(db, "default", t["id"], ttl=ttl, host=host, pid=12345)
-        ids[name] = t["id"]
+    ids = _claimed(ab, (("mine", "host-a", 30), ("soon", "host-b", 300), ("later", "host-c", 900)))
     expires = {r["id"]: r["claim_expires"] for r in kd.pass_snapshot(db).running}
     expiry = {name: expires[i] for name, i in ids.items()}
     assert kd.pass_snapshot(db, host="host-a").next_lapse == expiry["soon"]  # its own claim is renewed, not awaited
