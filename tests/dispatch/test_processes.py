@@ -70,7 +70,7 @@ def test_kill_9_dispatcher_then_restart_every_task_done_exactly_once(ab, board, 
     finally:
         d1.send_signal(signal.SIGKILL)
         d1.wait()
-    d2 = _start_dispatcher(ab, tmp_path, "d2")
+    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_MAX_PARALLEL=n)
     try:
         wait_for(lambda: all_in(board, ids, {"done"}), what="all done after restart")
     finally:
