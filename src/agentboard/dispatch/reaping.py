@@ -497,15 +497,18 @@ class Reaper:
                  "usage": pc.usage, "actor": pc.actor, "exit_code": pc.exit_code})
         done: set[int] = set()
         for slug, items in by_board.items():
-            for rid, state in kd.complete_runs(db, slug, items).items():
-                if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
-                    done.add(rid)
-                    self.ctx.workers.forget(rid)
-                    r, w = candidates[rid]
-                    if state == "completed":
-                        prof = w.profile or {}
-                        metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed", time.time() - w.started,
-                                           r.get("model") or prof.get("model"), plans[rid].usage, db=db)
+            results = kd.complete_runs(db, slug, items)
+            with logs.batch():
+                for rid, state in results.items():
+                    if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
+                        done.add(rid)
+                        self.ctx.workers.forget(rid)
+                        r, w = candidates[rid]
+                        if state == "completed":
+                            prof = w.profile or {}
+                            metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed",
+                                               time.time() - w.started, r.get("model") or prof.get("model"),
+                                               plans[rid].usage, db=db)
         metrics.runs_closed(db, done)  # (the stale ones: read back)
         return done
 

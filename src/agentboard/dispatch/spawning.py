@@ -44,7 +44,7 @@ from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
-from ..observe import metrics
+from ..observe import logs, metrics
 from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
@@ -193,9 +193,10 @@ class Spawner:
                 ctx.workers.add(res.worker)
                 started.append(res)
         spawned, stale = self.record(slug, started)
-        for s in spawned:
-            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
-                     extra={"board": s.board, "task": s.task, "run": s.run_id})
+        with logs.batch():
+            for s in spawned:
+                logs.info(log, "spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid,
+                          s.workspace, extra={"board": s.board, "task": s.task, "run": s.run_id})
         return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
 
     def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]],
