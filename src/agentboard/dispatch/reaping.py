@@ -7,8 +7,9 @@ Checked by the pass thread, acted on by the job pool:
 
 - **exits**: a local worker gone → what it left running in its process group is ended
   (SIGTERM, then SIGKILL), then its exit goes to the worker protocol
-  (``protocol.lifecycle.after_exit``); plain completions of several exits are applied together
-  (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``); what nothing
+  (``protocol.lifecycle.after_exit``); plain completions, one exit's or several, are applied
+  together (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``: the
+  closed runs are observed from what the completion had, without reading them back); what nothing
   reported becomes ``protocol_violation``, ``rate_limited`` or ``crashed``. A repair attempt is
   restarted through the spawner (:meth:`.spawning.Spawner.respawn`);
 - **liveness**: a live local worker's claim is renewed; another host's (or a hand claim's)
@@ -473,8 +474,9 @@ class Reaper:
     def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion
         (``lifecycle.plan_plain_completions``): one read and one write per board for all of
-        them. Returns the run ids handled."""
-        if len(exits) < 2:
+        them (a lone exit too: its run is observed from the plan, not read back). Returns the
+        run ids handled."""
+        if not exits:
             return set()
         candidates: dict[int, tuple[Row, spawn.Worker]] = {}
         for e in exits:
@@ -484,7 +486,7 @@ class Reaper:
             if ((w.profile or {}).get("adapter") or "command") != "command":
                 continue  # usage comes from the agent's output: the one-by-one path reads it
             candidates[e.run_id] = (e.row, w)
-        if len(candidates) < 2:
+        if not candidates:
             return set()
         db = self.ctx.db
         plans = lifecycle.plan_plain_completions(
