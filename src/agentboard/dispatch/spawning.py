@@ -192,6 +192,9 @@ class Spawner:
             else:
                 ctx.workers.add(res.worker)
                 started.append(res)
+                at = res.launch.attempt
+                if at.number == 0 and not at.review:  # observed here, on one thread, not by each starter
+                    metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), res.worker.started)
         spawned, stale = self.record(slug, started)
         with logs.batch():
             for s in spawned:
@@ -429,10 +432,8 @@ class Spawner:
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline,
                          collect=self._collector(at) if task_repo and at.workspace.branch and not at.review else None)
-        if at.number == 0 and not at.review:
-            metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), w.started)
-            if self.on_spawn is not None:
-                self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
+        if at.number == 0 and not at.review and self.on_spawn is not None:
+            self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
 
