@@ -5,9 +5,12 @@
 database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``. Phases:
 
 1. **steady**: ``--rate`` new tasks per second for ``--seconds``; ready → spawn latency of each
-   task from its events (``created`` → ``spawned``), p50/p99;
-2. **burst**: ``--burst`` tasks made ready at once (one transaction); time to the first and the
-   last ``spawned``;
+   task from its events (``created`` → ``spawned``), p50/p99, and the peak of agents running
+   at once (about ``--rate`` × ``--work`` once the phase is longer than ``--work``);
+2. **burst**: ``--burst`` tasks made ready at once (one transaction: their parent's
+   completion); time from that commit to the first and to the last ``spawned`` (a burst larger
+   than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
+   dispatcher ran meanwhile, and per host the tasks it started and the claims that took them;
 3. **kill -9**: one host killed with its agents at work (they sleep ``--kill-work`` s); its
    agents must be gone within its guard's grace (sampled), its tasks back on the board within the
    claim TTL and completed once elsewhere.
@@ -20,6 +23,12 @@ threads and RSS of each dispatcher (and per agent) at peak, and the guard proces
 of the same machine only.
 
     python bench/fleet.py [--hosts 8] [--slots 40] [--rate 10] [--seconds 20] [--burst 200]
+
+The targets (``targets`` in the JSON, each with whether this run was at its scale and met it):
+1,000 agents at once with ready → spawn p99 ≤ 250 ms at 30 new tasks/s, and a burst of 1,000
+all started within 2 s, the first within 100 ms, with no duplicates. At their scale:
+
+    python bench/fleet.py --hosts 8 --slots 160 --ttl 60 --rate 30 --work 40 --seconds 60 --burst 1000
 """
 
 from __future__ import annotations
@@ -205,14 +214,26 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         # the children wait for a parent whose completion makes them all ready in one transaction
         gate = board.create("gate", assignee="w")["id"]
         held = [board.create(f"burst {i}", assignee="w", parents=[gate])["id"] for i in range(args.burst)]
+        passes0 = [_passes(port) for port in ports]
         _wait(lambda: (sample() or True) and _count(ab.db, "SELECT COUNT(*) FROM task_runs r JOIN tasks t ON "
                                                     "t.id = r.task_id WHERE t.title LIKE 'burst %'") >= len(held), 120)
+        burst_passes = [a[0] - b[0] for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
+        # per host: the burst's tasks it started and the claim transactions that took them
+        per_host = ab.db.read(lambda tx: tx.all(
+            "SELECT r.worker_host AS host, COUNT(*) AS tasks, COUNT(DISTINCT r.claim_lock) AS claims FROM task_runs r "
+            "JOIN tasks t ON t.id = r.task_id WHERE t.title LIKE 'burst %' GROUP BY r.worker_host ORDER BY 1"))
         _, first, last = _latencies(ab.db, held)
         t_ready = float(ab.db.read(lambda tx: tx.scalar(
             "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
             "'status_changed')", {"t": gate})) or 0) or float(board.show(gate).get("completed_at") or 0)
         out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
-                        "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None}
+                        "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
+                        # more than the slots: the last ones wait for earlier agents to finish
+                        "over_capacity": len(held) > args.hosts * args.slots,
+                        # passes each dispatcher ran (the gate's own included) until all had started
+                        "passes_per_host": burst_passes,
+                        "tasks_per_host": [int(r["tasks"]) for r in per_host],
+                        "claims_per_host": [int(r["claims"]) for r in per_host]}
         _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0, 180)
         # 3. kill -9 of a host with its agents at work
         _vacuum(url)
@@ -283,7 +304,29 @@ def main() -> None:
     finally:
         drop_pg(args.pg, name)
     print(json.dumps({"benchmark": "fleet", "load_average_start": load0, "load_average_end": load_average(),
-                      "cpus": os.cpu_count(), **res}))
+                      "cpus": os.cpu_count(), **res, "targets": targets(res)}))
+
+
+#: the fleet's targets: ready -> spawn p99 at a steady rate with this many agents at once, and a burst
+TARGETS = {"steady_rate_per_s": 30, "steady_agents": 1000, "steady_p99_ms": 250,
+           "burst_tasks": 1000, "burst_first_spawn_ms": 100, "burst_all_spawned_ms": 2000}
+
+
+def targets(res: dict[str, Any]) -> dict[str, Any]:
+    """Each target, whether this run was at its scale, and whether it was met (None: not measured)."""
+    steady, burst = res.get("steady") or {}, res.get("burst") or {}
+
+    def le(value: Any, limit: float) -> bool | None:
+        return None if value is None else bool(value <= limit)
+    first, last = burst.get("first_spawn_ms"), burst.get("all_spawned_ms")
+    return {**TARGETS,
+            "steady_at_scale": (steady.get("rate_per_s") or 0) >= TARGETS["steady_rate_per_s"]
+            and (steady.get("peak_agents") or 0) >= TARGETS["steady_agents"],
+            "steady_p99_met": le(steady.get("p99_ms"), TARGETS["steady_p99_ms"]),
+            "burst_at_scale": (burst.get("tasks") or 0) >= TARGETS["burst_tasks"] and not burst.get("over_capacity"),
+            "burst_first_met": le(first, TARGETS["burst_first_spawn_ms"]),
+            "burst_all_met": le(last, TARGETS["burst_all_spawned_ms"]),
+            "duplicates_met": res.get("duplicates") == 0}
 
 
 if __name__ == "__main__":

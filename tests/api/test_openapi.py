@@ -73,13 +73,20 @@ def _closed(schema: Any) -> Any:
     return schema
 
 
+#: the closed components of each document read (by its id), made once: a document is
+#: hundreds of schemas, and every answer checked needs them
+_COMPONENTS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
 def _json_schema(doc: dict[str, Any], method: str, path: str, status: int) -> dict[str, Any] | None:
     answer = doc["paths"][path][method.lower()]["responses"].get(str(status))
     content = (answer or {}).get("content") or {}
     if "application/json" not in content:
         return None
-    return {**_closed(copy.deepcopy(content["application/json"]["schema"])),
-            "components": _closed(copy.deepcopy(doc["components"]))}
+    made = _COMPONENTS.get(id(doc))
+    if made is None or made[1] is not doc:
+        made = _COMPONENTS[id(doc)] = (_closed(copy.deepcopy(doc["components"])), doc)
+    return {**_closed(copy.deepcopy(content["application/json"]["schema"])), "components": made[0]}
 
 
 def _check(doc: dict[str, Any], method: str, path: str, r: httpx.Response) -> None:

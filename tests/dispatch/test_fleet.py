@@ -112,10 +112,10 @@ def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its
 
 
 def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab, board, dispatcher):
-    from agentboard.dispatch.spawning import CLAIM_BATCH
+    from agentboard.dispatch.spawning import CLAIM_BATCH, FIRST_CLAIM
 
     ab.add_profile("w", command=RESULT_OK)
-    n = CLAIM_BATCH * 2 + 3
+    n = FIRST_CLAIM + CLAIM_BATCH + 3
     ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
     d = dispatcher(start=False, max_parallel=n)
     report = d.run_pass()
@@ -153,3 +153,54 @@ def test_a_host_running_many_workers_holds_a_handful_of_threads(ab, board, dispa
     from agentboard.dispatch.liveness import group_has_live
 
     wait_for(lambda: not any(group_has_live(p) for p in pids), what="the archived tasks' workers stopped")
+
+
+def test_stopping_dispatchers_leaves_none_of_their_threads_behind(ab, board, dispatcher):
+    import threading
+
+    from agentboard.api.serve import WorkerAPI, run_tokens
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    ab.add_profile("w", command=RESULT_OK)
+    api = WorkerAPI(ab.settings, ab.db).start()
+    before = set(threading.enumerate())
+
+    def ours() -> list[str]:  # the dispatchers' (not the database's notifier, on PostgreSQL)
+        return sorted(t.name for t in threading.enumerate() if t.name.startswith("agentboard")
+                      and t.name != "agentboard-notify" and t not in before)
+
+    try:
+        for i in range(4):  # each starts a worker (so its exit watcher runs), then stops
+            t = board.create(f"task {i}", assignee="w")
+            d = Dispatcher(ab.db, ab.settings, api_url=api.url, token_factory=run_tokens(ab.db))
+            d.start()
+            wait_for(lambda t=t: all_in(board, [t["id"]], {"done"}), what=f"task {i} done")
+            assert "agentboard-exits" in ours()
+            d.stop()
+            # the pools' idle threads end by themselves; the exit watcher and the loop at the stop
+            assert not any(n in ("agentboard-exits", "agentboard-dispatcher", "agentboard-wake") for n in ours())
+        wait_for(lambda: not any(n.startswith(("agentboard-prepare", "agentboard-dispatch_")) for n in ours()),
+                 what="the pools' threads ended")
+        assert ours() == []
+    finally:
+        api.stop()
+
+
+def test_a_host_whose_first_candidates_another_host_took_fills_its_room_from_the_next(ab, board, dispatcher):
+    from agentboard.dispatch.spawning import Choice
+    from agentboard.kernel import boards as kboards
+    from agentboard.kernel import dispatching as kd
+
+    ab.add_profile("w", command=RESULT_OK)
+    ids = [board.create(f"t{i}", assignee="w", priority=20 - i)["id"] for i in range(20)]
+    d = dispatcher(start=False, max_parallel=6)
+    profile = next(p for p in ab.profiles() if p["name"] == "w")
+    chosen = [Choice(t, profile) for t in kd.ready_batch(ab.db, "default", 20)]
+    # another host claims the 1st, 2nd, 4th and 7th of the queue just before this one does
+    taken = [ids[0], ids[1], ids[3], ids[6]]
+    assert len(kd.claim_batch(ab.db, "default", taken, host="elsewhere")) == 4
+    res = d.spawner.spawn_batch(kboards.get(ab.db, "default"), chosen, want=6)
+    mine = [c.task["id"] for c in res.claimed]
+    assert mine == [ids[2], ids[4], ids[5], ids[7], ids[8], ids[9]]  # the next six, in order
+    d.start()
+    wait_for(lambda: all_in(board, mine, {"done"}), what="its six tasks done")

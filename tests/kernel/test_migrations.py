@@ -210,3 +210,29 @@ def test_a_board_keeps_its_counts_across_the_upgrade_that_records_a_move_in_one_
     counted = {c["status"]: c["count"] for c in queries.board_view(db, "b")["columns"]}
     assert {s: n for s, n in counted.items() if n} == {"ready": 1, "running": 2, "done": 2}
     db.close()
+
+
+@pytest.mark.postgres
+def test_the_rollups_keep_their_counts_when_postgres_reorders_their_columns_and_back(empty_pg: str) -> None:
+    from alembic import command
+
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0022")
+    db.write(lambda tx: tx.execute(
+        "INSERT INTO run_rollups (board, day, profile, model, shard, runs, done, d3, c5, cost_usd) "
+        "VALUES ('b', 20000, 'p', 'm', 3, 7, 2, 4, 1, 0.5)"))
+    cols = "board, day, profile, model, shard, runs, done, d3, c5, cost_usd, firsts"
+    before = db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups"))
+    migrate.upgrade(db)
+    assert db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups")) == before
+    # the key still holds: the same key adds to its row
+    db.write(lambda tx: tx.execute(
+        "INSERT INTO run_rollups (board, day, profile, model, shard, runs) VALUES ('b', 20000, 'p', 'm', 3, 1) "
+        "ON CONFLICT (board, day, profile, model, shard) DO UPDATE SET runs = run_rollups.runs + excluded.runs"))
+    cfg = migrate._config()
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0022")
+    assert migrate.current_revision(db) == "0022"
+    assert db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups")) == [{**before[0], "runs": 8}]
+    db.close()

@@ -89,6 +89,18 @@ def test_a_wake_enqueued_while_no_dispatcher_runs_is_handled_once_by_the_next(
     assert first_seen == 1 and len(wakes(ab, board)) == 1
 
 
+def test_a_wake_enqueued_while_a_dispatcher_idles_is_handled_without_waiting_for_its_interval(
+        ab: Any, board: Any, dispatcher: Any, tmp_path: Path) -> None:
+    log = tmp_path / "sup.log"
+    supervise(ab, board, {"log": str(log)})
+    d = dispatcher(dispatch_interval=3600)  # only a wake-up can start the pass that handles it
+    wait_for(lambda: d.passes >= 1, what="the dispatcher's first pass")
+    t = board.create("needs a person")["id"]
+    board.block(t, "what should the API return?", actor="alice")
+    wait_for(lambda: wakes(ab, board, "handled"), what="the wake handled")
+    assert len(spawns(log)) == 1
+
+
 def test_a_wake_whose_task_was_unblocked_meanwhile_is_moot_and_spawns_nothing(
         ab: Any, board: Any, dispatcher: Any, tmp_path: Path) -> None:
     log = tmp_path / "sup.log"

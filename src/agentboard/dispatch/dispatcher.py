@@ -16,8 +16,9 @@ wake-up that only saw a change (not one asked for: a worker of ours exiting, "di
 deadline, the interval) first takes one small read (``kernel.dispatching.glance``) and skips
 the pass when no claim has lapsed, this host's running tasks are the same ones with the same
 comments as when its last pass began, no task in review or triage and no race under way changed,
-and it has no free slot or no ready task is waiting. What a pass does besides that (budgets,
-promotions, the supervisor) then waits for the next pass, at most ``dispatch_interval``.
+and it has no free slot or no ready task is waiting. What the glance cannot see (a supervisor
+wake, a schedule, a board's settings) gets its pass all the same, at most :data:`SKIP_AT_MOST`
+after the first change skipped.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ RETRY_AFTER_FAILURE = 1.0
 #: dispatcher, and under a busy board they arrive faster than passes are worth running (many
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
 PASS_MIN_GAP = 0.02
+#: a change whose pass was skipped is followed by a pass within this many seconds anyway: the
+#: glance sees ready work, lapsed claims, this host's running tasks, review, triage and races,
+#: not everything a pass acts on (supervisor wakes, schedules, goals, board settings)
+SKIP_AT_MOST = 0.5
 
 
 class Dispatcher:
@@ -152,6 +157,9 @@ class Dispatcher:
             self.ctx.guard.start(pid_file)
         self._waker = Waker(self.db)
         self._waker.start()
+        for w in self.ctx.workers.all():  # started again: the workers it still has wake it when they exit
+            if not w.exited:
+                self.ctx.exits.watch(w.proc)
         self._thread = threading.Thread(target=self._loop, args=(self._waker,), name="agentboard-dispatcher",
                                         daemon=True)
         self._thread.start()
@@ -172,6 +180,8 @@ class Dispatcher:
         self.spawner.drain()
         self.planner.auto.drain()
         self.planner.supervising.drain()
+        # after the pools (a job may still start a review's worker): a start watches those again
+        self.ctx.exits.close()
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
         self.ctx.guard.detach(float(self.settings.claim_ttl) / 2)
@@ -214,8 +224,11 @@ class Dispatcher:
                 base = None
             look = None
             last = started
+            skipped_at: float | None = None  # the first change skipped since the pass
             while not self._stop.is_set():
                 left = interval - (time.monotonic() - started)
+                if skipped_at is not None:  # what a glance cannot see is acted on soon all the same
+                    left = min(left, skipped_at + SKIP_AT_MOST - time.monotonic())
                 timeout = min(left, max(0.0, self._next_due - time.time())) if self._next_due else left
                 why = waker.wait_for(max(timeout, 0.002))
                 rest = PASS_MIN_GAP - (time.monotonic() - last)
@@ -228,6 +241,8 @@ class Dispatcher:
                 if not self._idle(look, base):
                     break
                 look = None
+                if skipped_at is None:
+                    skipped_at = last
                 self.skipped += 1
                 metrics.pass_skipped(self.host)
 

@@ -25,21 +25,22 @@ POLL_EVERY = 0.25
 
 
 class ExitWatcher:
-    """Calls ``on_exit()`` (from its one thread) whenever a watched process exits."""
+    """Calls ``on_exit()`` (from its one thread) whenever a watched process exits.
+
+    The thread, its selector and its wake-up pipe exist only between the first :meth:`watch`
+    and :meth:`close` (the dispatcher's stop): a process that makes and stops many dispatchers
+    keeps no thread or descriptor of theirs. A watch after a close starts them again."""
 
     def __init__(self, on_exit: Callable[[], None]) -> None:
         self.on_exit = on_exit
         self._lock = threading.Lock()
-        self._sel = selectors.DefaultSelector()
-        self._rd, self._wr = os.pipe()
-        os.set_blocking(self._rd, False)
-        os.set_blocking(self._wr, False)
-        self._sel.register(self._rd, selectors.EVENT_READ, None)
+        self._sel: selectors.BaseSelector | None = None
+        self._rd = self._wr = -1
         self._pending: list[subprocess.Popen[bytes] | int] = []
         self._polled: list[subprocess.Popen[bytes]] = []
         self._count = 0
         self._thread: threading.Thread | None = None
-        self._closed = False
+        self._closing = False
 
     @property
     def watching(self) -> int:
@@ -47,35 +48,53 @@ class ExitWatcher:
         with self._lock:
             return self._count + len(self._pending) + len(self._polled)
 
-    def watch(self, proc: subprocess.Popen[bytes] | int) -> None:
-        """Call ``on_exit()`` once ``proc`` has exited (thread-safe; starts the thread on first use).
-        A pid (not our child: a worker adopted from an earlier dispatcher) is watched through its
-        pidfd too; without one it is left to the passes."""
+    @property
+    def running(self) -> bool:
+        """Whether the watcher's thread is running."""
         with self._lock:
-            if self._closed:
+            return self._thread is not None
+
+    def watch(self, proc: subprocess.Popen[bytes] | int) -> None:
+        """Call ``on_exit()`` once ``proc`` has exited (thread-safe; starts the thread when none
+        runs). A pid (not our child: a worker adopted from an earlier dispatcher) is watched
+        through its pidfd too; without one it is left to the passes. Ignored while a
+        :meth:`close` is under way."""
+        with self._lock:
+            if self._closing:
                 return
-            self._pending.append(proc)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="agentboard-exits", daemon=True)
+                self._sel = selectors.DefaultSelector()
+                self._rd, self._wr = os.pipe()
+                os.set_blocking(self._rd, False)
+                os.set_blocking(self._wr, False)
+                self._sel.register(self._rd, selectors.EVENT_READ, None)
+                self._thread = threading.Thread(target=self._loop, args=(self._sel, self._rd),
+                                                name="agentboard-exits", daemon=True)
                 self._thread.start()
-        self._poke()
+            self._pending.append(proc)
+            self._poke()
 
     def _poke(self) -> None:
+        """Wake the loop (the caller holds the lock, so the pipe is still open)."""
+        if self._wr < 0:
+            return
         try:
             os.write(self._wr, b"x")
         except (BlockingIOError, OSError):
             pass  # the pipe is full: the loop is awake anyway
 
     def close(self) -> None:
-        """Stop the thread (the processes are not touched)."""
+        """Stop the thread and forget what it watched (the processes are not touched)."""
         with self._lock:
-            self._closed = True
             thread = self._thread
-        self._poke()
-        if thread is not None and thread is not threading.current_thread():
+            if thread is None:
+                return
+            self._closing = True
+            self._poke()
+        if thread is not threading.current_thread():
             thread.join(5.0)
 
-    def _add(self, procs: list[subprocess.Popen[bytes] | int]) -> bool:
+    def _add(self, sel: selectors.BaseSelector, procs: list[subprocess.Popen[bytes] | int]) -> bool:
         """Register ``procs``; True when one has exited already."""
         exited = False
         for proc in procs:
@@ -91,33 +110,33 @@ class ExitWatcher:
                 if isinstance(proc, subprocess.Popen):
                     self._polled.append(proc)
                 continue
-            self._sel.register(fd, selectors.EVENT_READ, proc)
+            sel.register(fd, selectors.EVENT_READ, proc)
             self._count += 1
         return exited
 
-    def _loop(self) -> None:
+    def _loop(self, sel: selectors.BaseSelector, rd: int) -> None:
         while True:
             with self._lock:
-                if self._closed:
+                if self._closing:
                     break
                 pending, self._pending = self._pending, []
-                fired = self._add(pending)
+                fired = self._add(sel, pending)
                 polled = bool(self._polled)
             try:
-                events = self._sel.select(0 if fired else (POLL_EVERY if polled else None))
+                events = sel.select(0 if fired else (POLL_EVERY if polled else None))
             except OSError:  # pragma: no cover - a descriptor closed under us
                 log.exception("the exit watcher's select failed")
                 events = []
             for key, _ in events:
                 if key.data is None:
                     try:
-                        while os.read(self._rd, 4096):
+                        while os.read(rd, 4096):
                             pass
                     except (BlockingIOError, OSError):
                         pass
                     continue
                 with self._lock:
-                    self._sel.unregister(key.fd)
+                    sel.unregister(key.fd)
                     self._count -= 1
                 os.close(key.fd)
                 if isinstance(key.data, subprocess.Popen):
@@ -133,9 +152,13 @@ class ExitWatcher:
                     self.on_exit()
                 except Exception:  # pragma: no cover - waking never fails the watcher
                     log.exception("waking the dispatcher after an exit failed")
-        for key in list(self._sel.get_map().values()):
-            if key.data is not None:
-                os.close(key.fd)
-        self._sel.close()
-        os.close(self._rd)
-        os.close(self._wr)
+        with self._lock:  # under the lock: no watch() pokes a pipe being closed
+            for key in list(sel.get_map().values()):
+                if key.data is not None:
+                    os.close(key.fd)
+            sel.close()
+            os.close(rd)
+            os.close(self._wr)
+            self._sel, self._rd, self._wr = None, -1, -1
+            self._pending, self._polled, self._count = [], [], 0
+            self._thread, self._closing = None, False

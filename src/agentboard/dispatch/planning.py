@@ -406,7 +406,10 @@ class _Pass:
             return 0, []
         reviews = 0 if self.dry_run else self._start_reviews(b, profiles, room)
         room -= reviews
-        chosen = self._choose(b, profiles, room) if room > 0 else []
+        # on PostgreSQL other hosts may claim from the same queue at once: candidates beyond the
+        # room fill in for the ones they take (the caps hold for every candidate together)
+        spare = room if not self.ctx.sqlite and not self.dry_run else 0
+        chosen = self._choose(b, profiles, room, spare) if room > 0 else []
         if not chosen:
             return reviews, []
         if self.dry_run:
@@ -414,7 +417,7 @@ class _Pass:
                 WouldSpawn(slug, c.task["id"], c.task["title"], c.profile["name"], c.task["priority"])
                 for c in chosen)
             return len(chosen), []
-        res = self.planner.spawner.spawn_batch(b, chosen)
+        res = self.planner.spawner.spawn_batch(b, chosen, want=room)
         for c in res.claimed:
             self.load.add(slug, c.profile["name"])
         self.report.spawned.extend(res.spawned)
@@ -439,10 +442,12 @@ class _Pass:
             return 1  # one shared, non-git checkout: no parallel writers
         return int(cap) if cap is not None else None
 
-    def _choose(self, b: Row, profiles: dict[str, Row], room: int) -> list[Choice]:
-        """Up to ``room`` ready tasks of ``b`` to start, by priority then age."""
+    def _choose(self, b: Row, profiles: dict[str, Row], room: int, spare: int = 0) -> list[Choice]:
+        """Up to ``room`` ready tasks of ``b`` to start, by priority then age, and up to ``spare``
+        more after them (to claim in place of those another host takes first)."""
         slug, db = b["slug"], self.ctx.db
         batch = kd.ready_batch(db, slug, room * 3 + 8)
+        room += spare
         if not batch:
             return []
         prev = kd.last_runs(db, [c["last_run_id"] for c in batch if c.get("last_run_id")])

@@ -2,12 +2,14 @@
 
 One path starts every worker process, a task's own worker and a repair attempt alike:
 
-1. **claim** (a task's own worker): the chosen tasks of a board, a group of
-   :data:`CLAIM_BATCH` at a time, each group in one transaction
-   (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next is
-   claimed: the first workers of a big pass start (and are recorded) at once, not after all of
-   them. Each host goes through the groups from its own starting point, so hosts woken by the
-   same new tasks take different ones instead of queueing for the same rows;
+1. **claim** (a task's own worker): the chosen tasks of a board in the queue's order,
+   :data:`FIRST_CLAIM` first and then :data:`CLAIM_BATCH` at a time, each group in one
+   transaction (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next
+   is claimed: the first workers of a big pass start (and are recorded) at once, not after all
+   of them. A claim takes the first still-ready tasks among the next few chosen, passing over
+   those another host is claiming at that moment (``SKIP LOCKED``) or took already; on
+   PostgreSQL a pass chooses up to twice its room, so the ones after fill in and a host fills
+   its room in one pass while other hosts claim from the same queue;
 2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
    (``protocol.lifecycle.prepare``; what they need is read for the whole batch at once with
    ``lifecycle.prepare_reads``). A repair attempt reuses its run's workspace and gets the repair
@@ -20,7 +22,9 @@ One path starts every worker process, a task's own worker and a repair attempt a
 
 Preparing and starting several workers is mostly waiting, so a batch runs it on a few threads
 (without a database connection each); those threads only return what they started, and the
-pass thread registers the workers.
+pass thread registers the workers. While they prepare and start one group, the pass thread
+claims the next (and reads what its files need), then records the first: the database's round
+trips overlap the workers' starts.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ import os
 import shutil
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,10 @@ log = logging.getLogger("agentboard.dispatch")
 PREPARE_THREADS = 8
 #: how many chosen tasks one claim takes (then started and recorded before the next claim)
 CLAIM_BATCH = 8
+#: the first claim of a pass is smaller: its workers start and are recorded sooner
+FIRST_CLAIM = 2
+#: a claim of n tasks looks at the next n * CLAIM_WINDOW candidates (others may take some)
+CLAIM_WINDOW = 4
 #: seconds between SIGTERM and SIGKILL when stopping a worker
 STOP_GRACE = 5.0
 
@@ -142,6 +150,24 @@ class BatchResult:
     stale: list[spawn.Worker]
 
 
+@dataclass(frozen=True)
+class _Group:
+    """One claim's tasks on their way to running: what was claimed, each with its run, their
+    run tokens and what their files need."""
+
+    claimed: list[Choice]
+    todo: list[tuple[Choice, int]]
+    tokens: dict[int, str]
+    loaded: dict[str, PrepareInputs | AgentboardError]
+
+
+def _merge(out: BatchResult, res: BatchResult) -> None:
+    out.claimed.extend(res.claimed)
+    out.spawned.extend(res.spawned)
+    out.failures.extend(res.failures)
+    out.stale.extend(res.stale)
+
+
 class Spawner:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -159,38 +185,90 @@ class Spawner:
 
     # -- a batch of first attempts ---------------------------------------------------------------
 
-    def spawn_batch(self, board: Row, chosen: list[Choice]) -> BatchResult:
-        """Claim the chosen ready tasks of ``board``, start their workers, record them: a group
-        of :data:`CLAIM_BATCH` at a time, from this host's own starting group."""
-        groups = [chosen[i:i + CLAIM_BATCH] for i in range(0, len(chosen), CLAIM_BATCH)]
-        first = zlib.crc32(self.ctx.host.encode()) % len(groups) if groups else 0
+    def spawn_batch(self, board: Row, chosen: list[Choice], want: int | None = None) -> BatchResult:
+        """Claim up to ``want`` (default: all) of the chosen ready tasks of ``board`` in their
+        order, start their workers and record them, a group at a time (step 1 at the top): the
+        chosen beyond ``want`` fill in for those another host takes first. While one group's
+        workers start on the prepare threads, this thread claims the next, then records the first."""
+        want = len(chosen) if want is None else min(want, len(chosen))
+        left = list(chosen)
         out = BatchResult([], [], [], [])
-        for group in groups[first:] + groups[:first]:
-            res = self._spawn_group(board, group)
-            out.claimed.extend(res.claimed)
-            out.spawned.extend(res.spawned)
-            out.failures.extend(res.failures)
-            out.stale.extend(res.stale)
+        taken = 0
+        size = FIRST_CLAIM
+        pending: tuple[_Group, list[Future[Started | SpawnError]]] | None = None
+        while left and taken < want:
+            n = min(size, want - taken)
+            window = left[:n * CLAIM_WINDOW]
+            try:
+                group = self._claim_group(board, window, n)
+            except BaseException:  # the workers started already are registered and recorded first
+                if pending is not None:
+                    self._finish_group(board, pending[0], [f.result() for f in pending[1]])
+                raise
+            taken += len(group.claimed)
+            got = {c.task["id"] for c in group.claimed}
+            if len(got) < n:  # nothing more to take in this window
+                left = left[len(window):]
+            else:  # the ones before the last claimed were taken by others (or not claimable)
+                last = max(i for i, c in enumerate(window) if c.task["id"] in got)
+                left = left[last + 1:]
+            size = CLAIM_BATCH
+            if pending is None and not (left and taken < want):  # one group: nothing to overlap
+                _merge(out, self._finish_group(board, group, self._start_all(board, group)))
+                continue
+            started = [self._prep_pool.submit(self._start_one, board, group, item) for item in group.todo]
+            if pending is not None:
+                _merge(out, self._finish_group(board, pending[0], [f.result() for f in pending[1]]))
+            pending = (group, started)
+        if pending is not None:
+            _merge(out, self._finish_group(board, pending[0], [f.result() for f in pending[1]]))
         return out
 
-    def _spawn_group(self, board: Row, chosen: list[Choice]) -> BatchResult:
-        """Claim one group of chosen tasks in one transaction, start their workers, record them."""
+    def _claim_group(self, board: Row, chosen: list[Choice], limit: int | None = None) -> _Group:
+        """Claim one group of chosen tasks (at most ``limit`` of them) in one transaction; issue
+        their run tokens and read what their files need."""
         ctx, slug = self.ctx, board["slug"]
         claimed = kd.claim_batch(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
-                                 host=ctx.host)
+                                 host=ctx.host, limit=limit)
         by_id = {c.task["id"]: c for c in chosen}
         todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
                  int(cl["run_id"])) for cl in claimed]
+        tokens = self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo]) if todo else {}
+        loaded: dict[str, PrepareInputs | AgentboardError] = {}
+        if todo:
+            try:
+                loaded = lifecycle.prepare_reads(ctx.db, ctx.settings, slug, [c.task["id"] for c, _ in todo])
+            except AgentboardError as exc:
+                log.info("reading what %d workers need at once failed (%s); one by one", len(todo), exc)
+        return _Group([by_id[cl["id"]] for cl in claimed], todo, tokens, loaded)
+
+    def _start_one(self, board: Row, group: _Group, item: tuple[Choice, int]) -> Started | SpawnError:
+        """Prepare and start one claimed task's worker (on any thread)."""
+        choice, run_id = item
+        try:
+            return self.start(self.prepare(board, choice, run_id, group.loaded.get(choice.task["id"]),
+                                           token=group.tokens.get(run_id)))
+        except SpawnError as exc:
+            return exc
+
+    def _start_all(self, board: Row, group: _Group) -> list[Started | SpawnError]:
+        """Writing the files and starting the processes is mostly waiting: several at once."""
+        if len(group.todo) > 1:
+            return self._prep_pool.map(lambda item: self._start_one(board, group, item), group.todo)
+        return [self._start_one(board, group, t) for t in group.todo]
+
+    def _finish_group(self, board: Row, group: _Group, results: list[Started | SpawnError]) -> BatchResult:
+        """Register the group's workers that started and record them in one transaction."""
+        slug = board["slug"]
         started: list[Started] = []
         failures: list[StartFailure] = []
-        tokens = self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo])
-        for (choice, run_id), res in zip(todo, self._prepare_and_start_all(board, todo, tokens), strict=True):
+        for (choice, run_id), res in zip(group.todo, results, strict=True):
             if isinstance(res, SpawnError):
                 kind = ("merge_conflict" if isinstance(res.cause, branches.MergeConflict)
                         else "needs_input" if isinstance(res.cause, branches.BaseMissing) else None)
                 failures.append(StartFailure(slug, choice.task["id"], run_id, str(res), kind))
             else:
-                ctx.workers.add(res.worker)
+                self.ctx.workers.add(res.worker)
                 started.append(res)
                 at = res.launch.attempt
                 if at.number == 0 and not at.review:  # observed here, on one thread, not by each starter
@@ -200,31 +278,7 @@ class Spawner:
             for s in spawned:
                 logs.info(log, "spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid,
                           s.workspace, extra={"board": s.board, "task": s.task, "run": s.run_id})
-        return BatchResult([by_id[cl["id"]] for cl in claimed], spawned, failures, stale)
-
-    def _prepare_and_start_all(self, board: Row, todo: list[tuple[Choice, int]],
-                               tokens: dict[int, str] | None = None) -> list[Started | SpawnError]:
-        """What the workers' files need is read for all of them in one transaction, here;
-        writing the files and starting the processes is mostly waiting: several at once."""
-        loaded: dict[str, PrepareInputs | AgentboardError] = {}
-        if todo:
-            try:
-                loaded = lifecycle.prepare_reads(self.ctx.db, self.ctx.settings, board["slug"],
-                                                 [c.task["id"] for c, _ in todo])
-            except AgentboardError as exc:
-                log.info("reading what %d workers need at once failed (%s); one by one", len(todo), exc)
-
-        def one(item: tuple[Choice, int]) -> Started | SpawnError:
-            choice, run_id = item
-            try:
-                return self.start(self.prepare(board, choice, run_id, loaded.get(choice.task["id"]),
-                                               token=(tokens or {}).get(run_id)))
-            except SpawnError as exc:
-                return exc
-
-        if len(todo) > 1:
-            return self._prep_pool.map(one, todo)
-        return [one(t) for t in todo]
+        return BatchResult(group.claimed, spawned, failures, stale)
 
     def prepare(self, board: Row, choice: Choice, run_id: int,
                 loaded: PrepareInputs | AgentboardError | None = None, *, token: str | None = None) -> Launch:

@@ -311,11 +311,13 @@ def last_event_of(db: Database, task_id: str, kind: str) -> Row | None:
 _CLAIMED_FIELDS = "t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, t.branch_name"
 
 
-def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None,
+                 limit: int | None = None) -> list[Row]:
     """Set-based claim: one read, one multi-row insert of the runs, one batched update of the
     tasks and a ``claimed`` event each — the same rows and events :func:`runs.claim` writes.
     A task with a parent not done (demoted) or an unexpected current run takes the one-by-one
-    path of ``runs.claim_in``."""
+    path of ``runs.claim_in``. ``limit``: only the first that many of ``ids`` still ready and not
+    being claimed by another transaction, by priority then age (the ready queue's order)."""
     if not ids:
         return []
     params: dict[str, Any] = {"b": board}
@@ -323,6 +325,9 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
            " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
            " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
            "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL AND t.id IN " + in_list("i", ids, params))
+    if limit is not None:
+        sql += " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :lim"
+        params["lim"] = int(limit)
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE OF t SKIP LOCKED"
     found = tx.all(sql, params)
@@ -374,13 +379,16 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
 
 def claim_batch(
     db: Database, board: str, task_ids: list[str], *, ttl: int | None = None, host: str | None = None,
-    actor: str | None = "dispatcher",
+    actor: str | None = "dispatcher", limit: int | None = None,
 ) -> list[Row]:
     """Claim the given ready tasks in one transaction; tasks someone else holds are skipped.
 
+    ``limit``: claim at most that many, the first still ready by priority then age; on
+    PostgreSQL rows another transaction is claiming right now are passed over (``SKIP
+    LOCKED``), so hosts claiming from the same candidates at once take different tasks.
     Each claimed item has ``run_id`` and ``task`` (the fields a worker's start needs).
     """
-    return db.write(_claim_batch, board, list(task_ids), ttl, host, actor)
+    return db.write(_claim_batch, board, list(task_ids), ttl, host, actor, limit)
 
 
 def _keep_reported_workspace(tx: Tx, it: dict[str, Any]) -> None:

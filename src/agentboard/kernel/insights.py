@@ -36,14 +36,21 @@ DAY = 86400
 # -- keeping the rollups (hook handlers, in the caller's transaction) --------------------------------
 
 
-def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None) -> None:
-    tx.execute(rollups.statement(tx.db.dialect, source), {"id": ident, **(extra or {})})
+def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None,
+         only: frozenset[str] | None = None) -> None:
+    tx.execute(rollups.statement(tx.db.dialect, source, only=only), {"id": ident, **(extra or {})})
 
 
 @hooks.on("run_closed")
-def run_closed_in(tx: Tx, run_id: int, *, done: bool = False) -> None:
-    """A run closed: its outcome, attempt, usage and duration (and, ``done``, its task done)."""
-    _add(tx, rollups.RUN_DONE if done else rollups.RUN, int(run_id))
+def run_closed_in(tx: Tx, run_id: int, *, done: bool = False, outcome: str | None = None,
+                  duration: float | None = None, cycle: float | None = None) -> None:
+    """A run closed: its outcome, attempt, usage and duration (and, ``done``, its task done).
+    With its duration (and, ``done``, its task's cycle time) known, only the columns its row can
+    add to are in the statement (``rollups.closed_run_counts``)."""
+    only = None
+    if duration is not None and (cycle is not None or not done):
+        only = rollups.closed_run_counts(outcome, duration, cycle if done else None)
+    _add(tx, rollups.RUN_DONE if done else rollups.RUN, int(run_id), only=only)
 
 
 @hooks.on("task_done")

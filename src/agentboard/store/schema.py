@@ -531,6 +531,8 @@ run_rollups = sa.Table(
     # PostgreSQL: the writing connection's shard (0021), so concurrent writers of one key do not
     # wait on one row; readers sum a key's rows
     sa.Column("shard", sa.SmallInteger, primary_key=True, server_default="0"),
+    # PostgreSQL keeps the counts in another physical order (0023): what a closed run adds to
+    # side by side, so the WAL of its HOT update holds one short stretch of the row
     *(sa.Column(c, sa.Double if c in ("cost_usd", "duration_s") else sa.BigInteger, nullable=False,
                 server_default="0") for c in _rollups.COUNTS),
 )

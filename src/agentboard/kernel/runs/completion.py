@@ -105,7 +105,9 @@ _COMPLETE_RUNNING_PG = (
     "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
     "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
     "exit_code = COALESCE(:ec, task_runs.exit_code) FROM t "
-    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.*), "
+    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.id, task_runs.task_id, "
+    "task_runs.board, task_runs.profile, task_runs.started_at, task_runs.ended_at, task_runs.input_tokens, "
+    "task_runs.output_tokens, task_runs.cost_usd, task_runs.exit_code, task_runs.worker_pid, task_runs.synthetic), "
     "u AS (INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, "
     "cost_usd, pending) SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
     "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END, "
@@ -149,7 +151,13 @@ def _complete_running_pg(
     tx.events_written(board)
     done = task["status"] == states.DONE
     if usage:  # the run and, when it made its task done, that too: one upsert
-        hooks.run_closed(tx, run_id, done=done)
+        # its duration is the ledger row's runtime, its task's cycle time read from the task's
+        # row as the rollups compute both (so the upsert names only the columns they add to)
+        cycle = None
+        if done and task.get("completed_at") is not None and task.get("created_at") is not None:
+            cycle = max(float(task["completed_at"]) - float(task["created_at"]), 0.0)
+        hooks.run_closed(tx, run_id, done=done, outcome=task.get("last_outcome"),
+                         duration=float(usage.get("runtime") or 0), cycle=cycle)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
