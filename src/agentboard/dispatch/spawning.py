@@ -270,14 +270,13 @@ class Spawner:
             else:
                 self.ctx.workers.add(res.worker)
                 started.append(res)
-                at = res.launch.attempt
-                if at.number == 0 and not at.review:  # observed here, on one thread, not by each starter
+                if (at := res.launch.attempt).number == 0 and not at.review:  # here: one thread, not each starter
                     metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), res.worker.started)
         spawned, stale = self.record(slug, started)
         with logs.batch():
             for s in spawned:
-                logs.info(log, "spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid,
-                          s.workspace, extra={"board": s.board, "task": s.task, "run": s.run_id})
+                logs.info(log, "spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
+                          extra={"board": s.board, "task": s.task, "run": s.run_id})
         return BatchResult(group.claimed, spawned, failures, stale)
 
     def prepare(self, board: Row, choice: Choice, run_id: int,
