@@ -259,6 +259,89 @@ def test_json_log_fields_are_masked_when_they_hold_a_credential_and_the_time_is_
     assert before - 0.001 <= at <= after
 
 
+def test_a_hot_path_line_says_exactly_what_logging_says_for_the_same_call() -> None:
+    import io
+    import logging
+
+    from agentboard.observe import logs
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    log = logging.getLogger("agentboard.runs")
+    try:
+        logs.setup("json", logging.INFO, "host-a", stream=stream)
+        with logs.context(board="b1", task="t_0000abcd"):
+            for say in (log.info, lambda *a, **k: logs.info(log, *a, **k)):
+                say("run closed: %s after %.1f s at %s", "completed", 2.25, "postgresql://ab:hunter2@db/ab",
+                    extra={"task": "t_2222abcd", "run": 7, "outcome": None, "note": "token=s3cret"})
+                say("plain %d%%", 100)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    for line in lines:
+        line.pop("time")
+    assert [list(x.items()) for x in lines[:2]] == [list(x.items()) for x in lines[2:]]
+    assert lines[0]["event"] == "run closed: completed after 2.2 s at postgresql://ab:***@db/ab"
+    assert lines[0]["task"] == "t_2222abcd" and lines[0]["board"] == "b1" and "outcome" not in lines[0]
+    assert lines[0]["note"] == "token=***" and lines[1] == {
+        "level": "info", "logger": "agentboard.runs", "event": "plain 100%", "board": "b1", "task": "t_0000abcd",
+        "host": "host-a"}
+
+
+def test_a_hot_path_line_reaches_a_handler_a_program_added_and_is_not_written_below_the_level() -> None:
+    import io
+    import logging
+
+    from agentboard.observe import logs
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    seen: list[logging.LogRecord] = []
+    extra = logging.Handler()
+    extra.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger("agentboard.dispatch")
+    try:
+        logs.setup("json", logging.WARNING, "host-a", stream=stream)
+        logs.info(log, "not at this level")
+        root.setLevel(logging.INFO)
+        root.addHandler(extra)
+        logs.info(log, "spawned %s", "t_0000abcd", extra={"task": "t_0000abcd"})
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    (line,) = [json.loads(x) for x in stream.getvalue().splitlines()]
+    assert line["event"] == "spawned t_0000abcd" and line["host"] == "host-a"
+    assert [(r.getMessage(), getattr(r, "task", None)) for r in seen] == [("spawned t_0000abcd", "t_0000abcd")]
+
+
+def test_the_lines_of_a_batch_are_written_together_at_its_end_in_the_order_they_were_logged() -> None:
+    import io
+    import logging
+
+    from agentboard.observe import logs
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    log = logging.getLogger("agentboard.dispatch")
+    try:
+        logs.setup("json", logging.INFO, "host-a", stream=stream)
+        with logs.batch():
+            logs.info(log, "one")
+            logs.info(log, "two")
+            assert stream.getvalue() == ""
+            log.warning("three")  # not a hot-path line: written at once, after the two before it
+            logs.info(log, "four")
+        logs.info(log, "five")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    assert [json.loads(x)["event"] for x in stream.getvalue().splitlines()] == ["one", "two", "three", "four", "five"]
+
+
 def test_runs_of_two_boards_in_one_process_are_all_counted_though_their_databases_number_runs_alike(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from testenv import point_home_at

@@ -7,8 +7,9 @@ Checked by the pass thread, acted on by the job pool:
 
 - **exits**: a local worker gone → what it left running in its process group is ended
   (SIGTERM, then SIGKILL), then its exit goes to the worker protocol
-  (``protocol.lifecycle.after_exit``); plain completions of several exits are applied together
-  (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``); what nothing
+  (``protocol.lifecycle.after_exit``); plain completions, one exit's or several, are applied
+  together (``lifecycle.plan_plain_completions`` + ``kernel.dispatching.complete_runs``: the
+  closed runs are observed from what the completion had, without reading them back); what nothing
   reported becomes ``protocol_violation``, ``rate_limited`` or ``crashed``. A repair attempt is
   restarted through the spawner (:meth:`.spawning.Spawner.respawn`);
 - **liveness**: a live local worker's claim is renewed; another host's (or a hand claim's)
@@ -473,8 +474,9 @@ class Reaper:
     def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion
         (``lifecycle.plan_plain_completions``): one read and one write per board for all of
-        them. Returns the run ids handled."""
-        if len(exits) < 2:
+        them (a lone exit too: its run is observed from the plan, not read back). Returns the
+        run ids handled."""
+        if not exits:
             return set()
         candidates: dict[int, tuple[Row, spawn.Worker]] = {}
         for e in exits:
@@ -484,7 +486,7 @@ class Reaper:
             if ((w.profile or {}).get("adapter") or "command") != "command":
                 continue  # usage comes from the agent's output: the one-by-one path reads it
             candidates[e.run_id] = (e.row, w)
-        if len(candidates) < 2:
+        if not candidates:
             return set()
         db = self.ctx.db
         plans = lifecycle.plan_plain_completions(
@@ -497,15 +499,18 @@ class Reaper:
                  "usage": pc.usage, "actor": pc.actor, "exit_code": pc.exit_code})
         done: set[int] = set()
         for slug, items in by_board.items():
-            for rid, state in kd.complete_runs(db, slug, items).items():
-                if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
-                    done.add(rid)
-                    self.ctx.workers.forget(rid)
-                    r, w = candidates[rid]
-                    if state == "completed":
-                        prof = w.profile or {}
-                        metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed", time.time() - w.started,
-                                           r.get("model") or prof.get("model"), plans[rid].usage, db=db)
+            results = kd.complete_runs(db, slug, items)
+            with logs.batch():
+                for rid, state in results.items():
+                    if state in ("completed", "stale"):  # stale: someone else closed the run meanwhile
+                        done.add(rid)
+                        self.ctx.workers.forget(rid)
+                        r, w = candidates[rid]
+                        if state == "completed":
+                            prof = w.profile or {}
+                            metrics.run_closed(rid, slug, w.task_id, prof.get("name"), "completed",
+                                               time.time() - w.started, r.get("model") or prof.get("model"),
+                                               plans[rid].usage, db=db)
         metrics.runs_closed(db, done)  # (the stale ones: read back)
         return done
 

@@ -48,7 +48,7 @@ from ..kernel import dispatching as kd
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
-from ..observe import metrics
+from ..observe import logs, metrics
 from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
 from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
@@ -270,10 +270,13 @@ class Spawner:
             else:
                 self.ctx.workers.add(res.worker)
                 started.append(res)
+                if (at := res.launch.attempt).number == 0 and not at.review:  # here: one thread, not each starter
+                    metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), res.worker.started)
         spawned, stale = self.record(slug, started)
-        for s in spawned:
-            log.info("spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
-                     extra={"board": s.board, "task": s.task, "run": s.run_id})
+        with logs.batch():
+            for s in spawned:
+                logs.info(log, "spawned %s (%s) run %s pid %s in %s", s.task, s.profile, s.run_id, s.pid, s.workspace,
+                          extra={"board": s.board, "task": s.task, "run": s.run_id})
         return BatchResult(group.claimed, spawned, failures, stale)
 
     def prepare(self, board: Row, choice: Choice, run_id: int,
@@ -482,10 +485,8 @@ class Spawner:
         w = spawn.Worker(at.board, at.task_id, at.run_id, proc, at.profile, at.workspace.path, logp, offset,
                          attempt=at.number, deadline=deadline,
                          collect=self._collector(at) if task_repo and at.workspace.branch and not at.review else None)
-        if at.number == 0 and not at.review:
-            metrics.spawned(at.profile.get("name"), at.task.get("updated_at"), w.started)
-            if self.on_spawn is not None:
-                self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
+        if at.number == 0 and not at.review and self.on_spawn is not None:
+            self.on_spawn(at.board, at.task_id, at.run_id, proc.pid, w.started)
         self._watch(w)
         return Started(ln, w)
 

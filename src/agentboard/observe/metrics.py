@@ -36,6 +36,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import logs
+
 if TYPE_CHECKING:
     from ..store.engine import Database
 
@@ -153,8 +155,8 @@ def run_closed(run_id: int, board: str, task_id: str | None, profile: str | None
         return
     prof = profile or ""
     if _runs_log.isEnabledFor(logging.INFO):
-        _runs_log.info("run closed: %s after %.1f s (profile %s)", outcome or "unknown", seconds or 0.0, prof,
-                       extra={"board": board, "task": task_id, "run": int(run_id), "outcome": outcome})
+        logs.info(_runs_log, "run closed: %s after %.1f s (profile %s)", outcome or "unknown", seconds or 0.0, prof,
+                  extra={"board": board, "task": task_id, "run": int(run_id), "outcome": outcome})
     if not _ENABLED:
         return
     _child(RUNS, board, prof, outcome or "unknown").inc()
