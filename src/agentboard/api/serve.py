@@ -18,14 +18,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from ..config import Settings
 from ..dispatch.liveness import pid_alive
 from ..store.engine import Database
-from .auth import ASGIApp
+
+if TYPE_CHECKING:  # (auth imports FastAPI: not for a command that only looks for a running API)
+    from .auth import ASGIApp
 
 #: where a home's running API is recorded
 API_FILE = "api.json"
