@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,11 +29,18 @@ def _follow(
     keep: Callable[[Sequence[Mapping[str, Any]]], Sequence[Mapping[str, Any]]] | None = None,
     with_task: bool = True,
 ) -> None:
-    """Print events after ``cursor`` until interrupted (or once, with ``--once``)."""
+    """Print events after ``cursor`` until interrupted (or once, with ``--once``).
+
+    Ctrl-C (SIGINT) only sets a flag that the loop reads between reads and sleeps: raised as
+    ``KeyboardInterrupt`` it could land inside the database pool's locked sections and leave a
+    lock held that the process's exit then waits on forever."""
     from .output import event_line
 
+    stop: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum)) if main else None
     try:
-        while True:
+        while not stop:
             batch = fetch(cursor)
             if batch:
                 cursor = batch[-1]["id"]
@@ -46,8 +55,9 @@ def _follow(
             if once:
                 return
             time.sleep(POLL_SECONDS)
-    except KeyboardInterrupt:
-        return
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 @click.command("tail")
