@@ -101,6 +101,33 @@ def test_the_top_bar_fits_the_window_with_a_board_budget_set(browser: Any, serve
         budgets.clear_budget(kernel.db, "board", "default")
 
 
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_a_board_whose_cards_are_all_done_shows_the_done_column_whole_on_a_laptop(
+        browser: Any, server: Any, kernel: Any, width: int) -> None:
+    # what the demo leaves: every card done, the six other columns empty
+    if not any(b["slug"] == "finished" for b in kernel.boards()):
+        kernel.create_board("finished")
+        board = kernel.board("finished")
+        coder(kernel)
+        for title in ("Research the options", "Write the briefing"):
+            t = board.create(title, assignee="coder")
+            board.complete(t["id"], summary="done", run_id=board.claim(t["id"])["run_id"])
+    page = open_page(browser, server, width, path="/?board=finished")
+    done = page.locator(".column[data-status='done']")
+    expect(done.locator(".card")).to_have_count(2, timeout=T)
+    expect(page.locator(".column[data-status='todo']")).to_have_class(re.compile("column-is-empty"))
+    shot(page, f"all_done_{width}.png")
+    assert inside(page, done), f"the Done column is cut off at {width} px"
+    assert inside(page, done.locator(".card").first), f"the done cards are cut off at {width} px"
+    # a create form opened in an empty column takes a column's width again
+    ready = page.locator(".column[data-status='ready']")
+    narrow = ready.bounding_box()["width"]
+    ready.locator(".column-add").click()
+    expect(ready.locator(".column-create textarea, .column-create input").first).to_be_visible(timeout=T)
+    assert ready.bounding_box()["width"] > narrow + 40
+    close(page)
+
+
 # ---- links ---------------------------------------------------------------------------------
 
 

@@ -152,7 +152,10 @@ function renderColumn(col) {
       onclick: () => openCreate(status),
     }, "+")
     : null;
-  return h("section.column", { dataset: { status }, "aria-label": STATUS_LABEL[status] },
+  // an empty column narrows (app.css), so on a laptop's window the columns with cards are seen
+  // whole before the board scrolls sideways
+  return h(col.tasks.length ? "section.column" : "section.column.column-is-empty",
+    { dataset: { status }, "aria-label": STATUS_LABEL[status] },
     h("header.column-head",
       h(`span.dot.dot-${status}`),
       h("span.column-name", STATUS_LABEL[status]),
