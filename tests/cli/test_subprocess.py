@@ -70,6 +70,36 @@ def test_shell_worker_end_to_end(cli_home: Path) -> None:
     assert [(r["outcome"], r["metadata"]) for r in runs] == [("reclaimed", None), ("completed", {"lines": 42})]
 
 
+def test_ctrl_c_on_dispatch_wait_stops_serving_with_130_and_leaves_the_worker_running(cli_home: Path,
+                                                                                     tmp_path: Path) -> None:
+    flag = tmp_path / "started"
+    run("profiles", "add", "slow", "--command", f"sh -c 'touch {flag}; sleep 30'")
+    tid = json.loads(run("create", "slow work", "--assignee", "slow", "--json").stdout)["id"]
+    proc = subprocess.Popen([*AB, "dispatch", "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)  # type: ignore[arg-type]
+        said = ""
+        while "Ctrl-C stops it" not in said and sel.select(timeout=60):  # guard against a hang
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            said += line
+        assert "Ctrl-C stops it" in said, said
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert flag.exists()
+        task = json.loads(run("show", tid, "--json").stdout)
+        assert task["status"] == "running"  # its worker goes on; it can report through .board/result.json
+        pid = task["worker_pid"]
+        os.kill(pid, 0)  # still alive
+        os.killpg(pid, signal.SIGKILL)  # the worker leads a process group of its own
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_errors_have_no_traceback(cli_home: Path) -> None:
     for args, code in ((["show", "t_deadbeef"], 3), (["create", ""], 2), (["list", "--board", "a b"], 2),
                        (["nonsense"], 2), (["create"], 2)):

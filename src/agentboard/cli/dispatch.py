@@ -144,7 +144,13 @@ def _detach(d: Any) -> None:
 
 def _wait_for_workers(d: Any, say: bool) -> None:
     """Wait until the workers this pass started exit, then record how they ended (a pass that
-    starts nothing). ``say``: tell the person that this command serves their API meanwhile."""
+    starts nothing). ``say``: tell the person that this command serves their API meanwhile.
+
+    Ctrl-C (SIGINT) sets a flag this loop reads between its steps, so an interrupt never lands
+    inside a pass or the database pool (a lock left held there would keep the process from
+    exiting); the command then stops serving and exits with 130, its workers still running."""
+    import signal
+    import threading
     import time
 
     left = [w for w in d.workers.all() if not w.poll()]
@@ -152,18 +158,24 @@ def _wait_for_workers(d: Any, say: bool) -> None:
         click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
                    "runs on this home); Ctrl-C stops it and they can then only report through "
                    ".board/result.json", err=True)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
     try:
-        while True:
-            while any(not w.poll() for w in d.workers.all()):
-                time.sleep(0.1)
-            if not d.workers.all():
-                return
+        while not stop.is_set():
+            while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
+                pass
+            if stop.is_set() or not d.workers.all():
+                break
             d.run_pass_report(max_spawn=0)  # their exits (a nudge or a repair attempt starts one more)
-            d.wait_idle(timeout=600)
+            deadline = time.monotonic() + 600
+            while not stop.is_set() and not d.wait_idle(timeout=0.2) and time.monotonic() < deadline:
+                pass
             if not any(not w.poll() for w in d.workers.all()):
-                return
-    except KeyboardInterrupt:
-        return
+                break
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if stop.is_set():
+        sys.exit(130)
 
 
 @click.command("dispatcher")
