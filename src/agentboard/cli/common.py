@@ -15,11 +15,14 @@ line on stderr and the documented exit code (0 ok, 1 unexpected, 2 invalid input
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,6 +59,23 @@ class Group(click.Group):
 def group(name: str) -> Callable[[Callable[..., Any]], Group]:
     """``@common.group("boards")``: a sub-command group with -h/--help and full command summaries."""
     return click.group(name, cls=Group, context_settings=HELP_OPTIONS)
+
+
+@contextlib.contextmanager
+def ctrl_c_flag() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) as a flag that a loop reads between its steps, instead of a
+    ``KeyboardInterrupt`` raised wherever the main thread happens to be: inside the database
+    pool's locked sections it would leave a lock held that the process's exit then waits on
+    forever. Off the main thread, a flag nobody sets (signals reach only the main thread)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def in_worker() -> bool:

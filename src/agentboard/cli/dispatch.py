@@ -146,21 +146,19 @@ def _wait_for_workers(d: Any, say: bool) -> None:
     """Wait until the workers this pass started exit, then record how they ended (a pass that
     starts nothing). ``say``: tell the person that this command serves their API meanwhile.
 
-    Ctrl-C (SIGINT) sets a flag this loop reads between its steps, so an interrupt never lands
-    inside a pass or the database pool (a lock left held there would keep the process from
-    exiting); the command then stops serving and exits with 130, its workers still running."""
-    import signal
-    import threading
+    Ctrl-C sets a flag this loop reads between its steps (:func:`.common.ctrl_c_flag`), so an
+    interrupt never lands inside a pass; the command then stops serving and exits with 130, its
+    workers still running."""
     import time
+
+    from .common import ctrl_c_flag
 
     left = [w for w in d.workers.all() if not w.poll()]
     if left and say:
         click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
                    "runs on this home); Ctrl-C stops it and they can then only report through "
                    ".board/result.json", err=True)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
-    try:
+    with ctrl_c_flag() as stop:
         while not stop.is_set():
             while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
                 pass
@@ -172,8 +170,6 @@ def _wait_for_workers(d: Any, say: bool) -> None:
                 pass
             if not any(not w.poll() for w in d.workers.all()):
                 break
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if stop.is_set():
         sys.exit(130)
 

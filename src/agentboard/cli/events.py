@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,18 +26,12 @@ def _follow(
     keep: Callable[[Sequence[Mapping[str, Any]]], Sequence[Mapping[str, Any]]] | None = None,
     with_task: bool = True,
 ) -> None:
-    """Print events after ``cursor`` until interrupted (or once, with ``--once``).
-
-    Ctrl-C (SIGINT) only sets a flag that the loop reads between reads and sleeps: raised as
-    ``KeyboardInterrupt`` it could land inside the database pool's locked sections and leave a
-    lock held that the process's exit then waits on forever."""
+    """Print events after ``cursor`` until interrupted (Ctrl-C, read as a flag between reads:
+    :func:`common.ctrl_c_flag`) or once, with ``--once``."""
     from .output import event_line
 
-    stop: list[int] = []
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum)) if main else None
-    try:
-        while not stop:
+    with common.ctrl_c_flag() as stop:
+        while not stop.is_set():
             batch = fetch(cursor)
             if batch:
                 cursor = batch[-1]["id"]
@@ -54,10 +45,7 @@ def _follow(
                     continue  # more are waiting: read them before sleeping
             if once:
                 return
-            time.sleep(POLL_SECONDS)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+            stop.wait(POLL_SECONDS)
 
 
 @click.command("tail")
