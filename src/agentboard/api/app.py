@@ -93,6 +93,7 @@ def create_app(
     )
     app.state.ab = state
     errors.install(app)
+    errors.document_errors(app)
     for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
                    budget_routes, diagnostics_routes, insight_routes, meta, race_routes, chat):
         app.include_router(module.router)

@@ -56,6 +56,13 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+#: an error answer's body in the OpenAPI document: a reference to :class:`ErrorBody`, whose
+#: schema :func:`document_errors` adds to the document's components once. (As ``"model":
+#: ErrorBody`` each of the ~650 error statuses of the routes built a validator of its own when
+#: the app was made: a sixth of the time it took.)
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI documentation of the error statuses a route can answer."""
     names = {400: "invalid input", 401: "no or bad token", 403: "wrong role or board",
@@ -63,8 +70,27 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
              503: "unavailable"}
     out: dict[int | str, dict[str, Any]] = {}
     for s in sorted({401, 403, 413, 422, *statuses}):
-        out[s] = {"model": ErrorBody, "description": names.get(s, "error")}
+        out[s] = {"content": _ERROR_CONTENT, "description": names.get(s, "error")}
     return out
+
+
+def document_errors(app: FastAPI) -> None:
+    """Add :class:`ErrorBody` (and what it refers to) to the components of ``app``'s OpenAPI
+    document, which its routes' error statuses refer to (:func:`responses`)."""
+    make = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = make()
+            schema = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            defs = schema.pop("$defs", {})
+            found = doc.setdefault("components", {}).setdefault("schemas", {})
+            for name, part in {**defs, "ErrorBody": schema}.items():
+                found.setdefault(name, part)
+            doc["components"]["schemas"] = dict(sorted(found.items()))
+        return app.openapi_schema or make()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _validation_message(exc: RequestValidationError) -> str:

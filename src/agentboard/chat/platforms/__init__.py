@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 #: seconds one call to a platform may take
 TIMEOUT = 10.0
@@ -20,10 +21,13 @@ class PlatformError(Exception):
 
 
 def client() -> httpx.Client:
-    """The process's HTTP client for platform calls (connections kept between calls)."""
+    """The process's HTTP client for platform calls (connections kept between calls; httpx is
+    imported on the first call, not by every process that builds the web app)."""
     global _client
     with _lock:
         if _client is None:
+            import httpx
+
             _client = httpx.Client(timeout=TIMEOUT, follow_redirects=False)
         return _client
 
@@ -32,6 +36,8 @@ def call(method: str, url: str, *, what: str, secret: str | None = None, json: A
          headers: dict[str, str] | None = None) -> Any:
     """One request; the decoded JSON answer (``None`` for an empty one). ``what`` names the call
     in errors; ``secret`` (a token in the URL) never appears in them."""
+    import httpx
+
     try:
         resp = client().request(method, url, json=json, headers=headers)
     except httpx.HTTPError as exc:
