@@ -17,7 +17,6 @@ from pathlib import Path
 from ..domain import states
 from ..domain.errors import Conflict
 from ..store.engine import Database, Row, Tx
-from ..store.schema import metadata
 from .attachments import attachments_dir
 from .common import get_task
 from .flow import promote_children, settle_goal
@@ -42,6 +41,9 @@ def _purge(tx: Tx, board: str, task_id: str, force: bool, actor: str | None) -> 
     now = time.time()
     tx.event(board, None, "purged", {"task": task_id, "title": task["title"], "status": task["status"],
                                      "forced": bool(force), "children": unfinished}, actor=actor, at=now)
+    # the tables' definitions: read by a purge only, not by every process that builds the web app
+    from ..store.schema import metadata
+
     removed: dict[str, int] = {}
     for table in metadata.sorted_tables:
         if table.name == "tasks":
