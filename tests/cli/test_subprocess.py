@@ -100,6 +100,18 @@ def test_ctrl_c_on_dispatch_wait_stops_serving_with_130_and_leaves_the_worker_ru
             proc.kill()
 
 
+def test_dispatch_wait_records_a_silent_workers_exit_after_its_one_nudge(cli_home: Path) -> None:
+    # the worker exits 0 without reporting: the pass nudges it once (a second start for the same
+    # run, which ends at once too); --wait returns only when that exit is recorded as well
+    run("profiles", "add", "silent", "--command", "true")
+    tid = json.loads(run("create", "says nothing", "--assignee", "silent", "--json").stdout)["id"]
+    run("dispatch", "--wait")
+    (only,) = json.loads(run("runs", tid, "--json").stdout)
+    assert (only["status"], only["outcome"]) == ("closed", "protocol_violation"), only
+    kinds = [json.loads(line)["kind"] for line in run("tail", tid, "--once", "--json").stdout.splitlines()]
+    assert "nudged" in kinds, kinds
+
+
 def test_errors_have_no_traceback(cli_home: Path) -> None:
     for args, code in ((["show", "t_deadbeef"], 3), (["create", ""], 2), (["list", "--board", "a b"], 2),
                        (["nonsense"], 2), (["create"], 2)):

@@ -158,18 +158,30 @@ def _wait_for_workers(d: Any, say: bool) -> None:
         click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
                    "runs on this home); Ctrl-C stops it and they can then only report through "
                    ".board/result.json", err=True)
+    def registered() -> set[tuple[int, int]]:
+        return {(w.run_id, w.pid) for w in d.workers.all()}
+
     with ctrl_c_flag() as stop:
+        unchanged_since: float | None = None
         while not stop.is_set():
             while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
                 pass
-            if stop.is_set() or not d.workers.all():
-                break
+            before = registered()
+            if stop.is_set() or not before:
+                break  # every worker's exit is recorded (a recorded worker is forgotten)
             d.run_pass_report(max_spawn=0)  # their exits (a nudge or a repair attempt starts one more)
             deadline = time.monotonic() + 600
             while not stop.is_set() and not d.wait_idle(timeout=0.2) and time.monotonic() < deadline:
                 pass
-            if not any(not w.poll() for w in d.workers.all()):
-                break
+            # a nudge or a repair attempt started by that pass (perhaps already ended) is its run's
+            # worker now: round again until none is left; a pass that changed nothing waits a little
+            if registered() != before:
+                unchanged_since = None
+            else:
+                unchanged_since = unchanged_since or time.monotonic()
+                if time.monotonic() - unchanged_since > 60:
+                    break
+                stop.wait(0.2)
     if stop.is_set():
         sys.exit(130)
 
