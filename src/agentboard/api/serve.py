@@ -70,8 +70,8 @@ class BackgroundServer:
     """uvicorn serving ``app`` on ``host:port`` (0: any free port) in a daemon thread."""
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
-                 **config: Any) -> None:
-        self.sock = bind(host, port)
+                 *, sock: socket.socket | None = None, **config: Any) -> None:
+        self.sock = sock if sock is not None else bind(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.url = url_for(host, self.port)
@@ -190,36 +190,67 @@ def run_tokens(db: Database) -> RunTokens:
 class WorkerAPI:
     """The API a dispatcher's workers report to: the one recorded in the home when it is alive,
     else the app served in this process on an ephemeral loopback port (same routes, same auth),
-    recorded in the home until :meth:`stop`."""
+    recorded in the home until :meth:`stop`.
+
+    ``start(lazy=True)`` only binds the port, so the URL is known before any worker starts; the
+    app is built (about a second of CPU: every route's models) by :meth:`serve` once a worker
+    needs it, or in the background by :meth:`serve_in_background`. A worker that calls before
+    then waits in the socket's backlog. A one-shot pass that starts no worker builds nothing."""
 
     def __init__(self, settings: Settings, db: Database) -> None:
         self.settings = settings
         self.db = db
         self.server: BackgroundServer | None = None
         self.url = ""
+        self._sock: socket.socket | None = None
+        self._serving: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     @property
     def own(self) -> bool:
         """Whether this process serves it (else another process on the home does)."""
-        return self.server is not None
+        return self._sock is not None
 
-    def start(self) -> WorkerAPI:
+    def start(self, *, lazy: bool = False) -> WorkerAPI:
         found = running_api(self.settings.home)
         if found:
             self.url = found
             return self
-        from .app import create_app
-
-        self.server = BackgroundServer(create_app(self.settings, self.db)).start()
-        self.url = self.server.url
-        record(self.settings.home, self.url)
+        self._sock = bind("127.0.0.1", 0)
+        self.url = url_for("127.0.0.1", int(self._sock.getsockname()[1]))
+        if not lazy:
+            self.serve()
         return self
 
+    def serve(self) -> None:
+        """Build the app and serve it on the bound port (once; nothing when another process
+        serves the home's API)."""
+        with self._lock:
+            if self._sock is None or self.server is not None:
+                return
+            from .app import create_app
+
+            self.server = BackgroundServer(create_app(self.settings, self.db), sock=self._sock).start()
+            record(self.settings.home, self.url)
+
+    def serve_in_background(self) -> None:
+        """:meth:`serve` in a thread of its own, so this process goes on meanwhile."""
+        if self._sock is not None and self.server is None and self._serving is None:
+            self._serving = threading.Thread(target=self.serve, name="agentboard-api-build", daemon=True)
+            self._serving.start()
+
     def stop(self) -> None:
-        if self.server is not None:
-            forget(self.settings.home)
-            self.server.stop()
-            self.server = None
+        if self._serving is not None:
+            self._serving.join()
+            self._serving = None
+        with self._lock:
+            if self.server is not None:
+                forget(self.settings.home)
+                self.server.stop()
+                self.server = None
+            elif self._sock is not None:
+                self._sock.close()
+            self._sock = None
 
     def __enter__(self) -> WorkerAPI:
         return self.start()

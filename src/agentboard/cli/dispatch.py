@@ -77,7 +77,9 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
     if not (dry_run or wait or detached) and running_api(settings().home) is None:
         _run_detached(max_spawn, boards, as_json)
         return
-    api = None if dry_run else WorkerAPI(settings(), db()).start()
+    # the port is bound first (the workers are handed its URL); the app behind it is built only
+    # once a worker this pass started needs it
+    api = None if dry_run else WorkerAPI(settings(), db()).start(lazy=True)
     try:
         d = Dispatcher(db(), settings(), boards=boards, one_shot=True, api_url=api.url if api else None,
                        token_factory=run_tokens(db()) if api else None)
@@ -92,6 +94,8 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
             return
         if detached:
             _detach(d)
+        if api.own and d.workers.all():
+            api.serve()
         if wait or api.own:
             _wait_for_workers(d, api.own and not detached)
     finally:
@@ -217,7 +221,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     for name, size in zip(("pg_pool_size", "pg_max_overflow"), DISPATCHER_POOL, strict=True):
         if not is_set(s, name):  # a dispatcher host's share of the server's connections (docs/deploy.md)
             setattr(s, name, size)
-    api = WorkerAPI(s, db()).start()
+    api = WorkerAPI(s, db()).start(lazy=True)
+    api.serve_in_background()  # the first pass runs meanwhile; an early worker's call waits for it
     d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
     done = threading.Event()
 
@@ -244,11 +249,12 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
         d.stop()
         if notifier is not None:
             notifier.stop()
+        own = api.own
         api.stop()
         if metrics_server is not None:
             metrics_server.stop()
         left = d.workers.running()
-        note = "; they report through .board/result.json until then" if left and api.own else ""
+        note = "; they report through .board/result.json until then" if left and own else ""
         click.echo(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "
                    f"dispatcher{note}", err=True)
 
