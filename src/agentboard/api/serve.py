@@ -20,13 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
-
 from ..config import Settings
 from ..dispatch.liveness import pid_alive
 from ..store.engine import Database
 
-if TYPE_CHECKING:  # (auth imports FastAPI: not for a command that only looks for a running API)
+if TYPE_CHECKING:  # (auth imports FastAPI, and uvicorn is imported when serving: not for a command
+    # that only looks for a running API)
+    import uvicorn
+
     from .auth import ASGIApp
 
 #: where a home's running API is recorded
@@ -62,6 +63,8 @@ def url_for(host: str, port: int) -> str:
 
 
 def _config(app: ASGIApp, **kw: Any) -> uvicorn.Config:
+    import uvicorn
+
     return uvicorn.Config(app, lifespan="on", access_log=False, ws_ping_interval=20.0,
                           ws_ping_timeout=20.0, timeout_graceful_shutdown=3, **kw)
 
@@ -75,6 +78,8 @@ class BackgroundServer:
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.url = url_for(host, self.port)
+        import uvicorn
+
         self.server = uvicorn.Server(_config(app, log_level=log_level, **config))
         self.thread = threading.Thread(target=self._run, name="agentboard-api", daemon=True)
 
@@ -102,27 +107,24 @@ class BackgroundServer:
         self.stop()
 
 
-class _Server(uvicorn.Server):
-    """uvicorn calling ``on_shutdown`` once it has stopped serving (before it re-raises the signal
-    that stopped it, so a ``finally`` after ``run`` would be too late)."""
-
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] | None) -> None:
-        super().__init__(config)
-        self.on_shutdown = on_shutdown
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().shutdown(sockets)
-        finally:
-            if self.on_shutdown is not None:
-                self.on_shutdown()
-
-
 def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info",
                   on_shutdown: Callable[[], None] | None = None, **config: Any) -> None:
     """Serve until a signal stops it (``log_config=None``: leave the logging set up by
     :func:`agentboard.observe.logs.setup` alone)."""
-    server = _Server(_config(app, log_level=log_level, **config), on_shutdown)
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn calling ``on_shutdown`` once it has stopped serving (before it re-raises the
+        signal that stopped it, so a ``finally`` after ``run`` would be too late)."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if on_shutdown is not None:
+                    on_shutdown()
+
+    server = _Server(_config(app, log_level=log_level, **config))
     server.run(sockets=[sock])
 
 

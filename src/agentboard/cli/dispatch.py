@@ -71,12 +71,13 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
     `dispatcher` on this home, the pass serves its workers' API itself: in a background process
     that ends when they exit, after recording how they ended."""
     from agentboard.api.serve import WorkerAPI, run_tokens, running_api
-    from agentboard.dispatch.dispatcher import Dispatcher
 
     boards = None if all_boards else [resolve_board(board)]
     if not (dry_run or wait or detached) and running_api(settings().home) is None:
         _run_detached(max_spawn, boards, as_json)
         return
+    from agentboard.dispatch.dispatcher import Dispatcher
+
     # the port is bound first (the workers are handed its URL); the app behind it is built only
     # once a worker this pass started needs it
     api = None if dry_run else WorkerAPI(settings(), db()).start(lazy=True)
