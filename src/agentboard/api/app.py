@@ -94,11 +94,12 @@ def create_app(
     app.state.ab = state
     errors.install(app)
     errors.document_errors(app)
-    for module in (boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor,
-                   budget_routes, diagnostics_routes, insight_routes, meta, race_routes, chat):
-        app.include_router(module.router)
-    app.include_router(system.login_router)
-    app.include_router(health.router)
+    # the routers' routes are the app's own (each already carries its path and tags): an included
+    # router would build every route's models again for each app, on its first request
+    for router in (*(module.router for module in (
+            boards, tasks, worker, links, goals, profiles, wiki, system, notify, operations, supervisor, budget_routes,
+            diagnostics_routes, insight_routes, meta, race_routes, chat)), system.login_router, health.router):
+        app.router.routes.extend(router.routes)
     app.add_api_websocket_route("/api/events", events_socket)
 
     folder = web_dir or WEB_DIR
