@@ -101,7 +101,10 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, *, postgres: bool) -> None:
+    """The error handlers (``postgres``: also PostgreSQL's refusal of a value, a 400; psycopg is
+    not imported for a SQLite home)."""
+
     @app.exception_handler(AgentboardError)
     async def _kernel(request: Request, exc: AgentboardError) -> Response:
         status = exc.http_status if 400 <= exc.http_status < 600 else 500
@@ -123,12 +126,10 @@ def install(app: FastAPI) -> None:
         return error_response(400, "invalid_input", _bad_value(exc) or "invalid value")
 
     app.add_exception_handler(OverflowError, _bad_input)
-    try:
+    if postgres:
         import psycopg
 
         app.add_exception_handler(psycopg.DataError, _bad_input)
-    except ImportError:  # pragma: no cover - psycopg is a dependency
-        pass
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
