@@ -100,7 +100,10 @@ def test_a_completion_refused_leaves_the_task_its_run_and_the_ledger_untouched(b
     board.complete(t, run_id=run)
     with pytest.raises(StaleRun):  # a second report of the same run
         board.complete(t, run_id=run, summary="again")
-    assert board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage")) == ledger + 1
+    # a run's spend is read from its own row: the ledger gets nothing, and the run counts once
+    assert board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage")) == ledger
+    board.set_budget(max_runs=5)
+    assert _spent(board, scope="board")["runs"] == 1
     check_invariants(board.db)
 
 

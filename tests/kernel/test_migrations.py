@@ -236,3 +236,66 @@ def test_the_rollups_keep_their_counts_when_postgres_reorders_their_columns_and_
     assert migrate.current_revision(db) == "0022"
     assert db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups")) == [{**before[0], "runs": 8}]
     db.close()
+
+
+def _ledger_with_runs(db: Database) -> None:
+    """Three closed runs and an LLM call, each with its row of the ledger as 0023 wrote them: the
+    third run's worker has not exited yet (its row is pending)."""
+    import time
+
+    now = float(int(time.time()))  # whole seconds: every duration below is exact
+
+    def _w(tx: Any) -> None:
+        tx.execute("INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0) "
+                   "ON CONFLICT (slug) DO NOTHING")
+        tx.execute("INSERT INTO tasks (id, board, title, status, assignee, created_at, updated_at) "
+                   "VALUES ('t_00000001', 'default', 'old', 'done', 'alpha', :now, :now)", {"now": now - 100})
+        for n, cost, pid in ((1, 0.25, None), (2, 0.5, None), (3, 1.0, 4242)):
+            rid = tx.scalar(
+                "INSERT INTO task_runs (task_id, board, profile, attempt, status, outcome, started_at, ended_at, "
+                "output_tokens, cost_usd, worker_pid, synthetic) VALUES ('t_00000001', 'default', 'alpha', :n, "
+                "'closed', 'completed', :s, :e, :tok, :c, :pid, 0) RETURNING id",
+                {"n": n, "s": now - 90 + n, "e": now - 80 + n, "tok": 10 * n, "c": cost, "pid": pid})
+            tx.execute("INSERT INTO budget_usage (board, task_id, profile, run_id, source, at, runs, runtime, tokens, "
+                       "cost_usd, pending) VALUES ('default', 't_00000001', 'alpha', :r, 'run', :at, 1, 10, :tok, "
+                       ":c, :p)", {"r": rid, "at": now - 80 + n, "tok": 10 * n, "c": cost, "p": 1 if pid else 0})
+        tx.execute("INSERT INTO budget_usage (board, task_id, source, at, tokens, cost_usd) "
+                   "VALUES ('default', 't_00000001', 'llm', :at, 7, 0.07)", {"at": now - 50})
+    db.write(_w)
+
+
+def _runs_leave_the_ledger_and_come_back(db: Database) -> None:
+    from alembic import command
+
+    from agentboard.kernel import budgets
+
+    migrate.upgrade(db, "0023")
+    _ledger_with_runs(db)
+    ledger = "SELECT source, run_id, runs, runtime, tokens, cost_usd, pending FROM budget_usage ORDER BY source, run_id"
+    before = db.read(lambda tx: tx.all(ledger))
+    migrate.upgrade(db)
+    run3 = before[-1]["run_id"]
+    assert db.read(lambda tx: tx.all(ledger)) == [
+        {"source": "llm", "run_id": None, "runs": 0, "runtime": 0, "tokens": 7, "cost_usd": 0.07, "pending": 0},
+        {"source": "pending", "run_id": run3, "runs": 0, "runtime": 0, "tokens": 0, "cost_usd": 0, "pending": 1}]
+    # what the board spent reads the same: the runs from their rows, the call from the ledger
+    spent = budgets.spending(db, "default")["work"]["spent"]
+    assert (spent["runs"], spent["runtime"], spent["tokens"], round(spent["cost"], 6)) == (3, 30, 67, 1.82)
+    cfg = migrate._config()
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0023")
+    assert db.read(lambda tx: tx.all(ledger)) == before
+
+
+def test_the_runs_leave_the_usage_ledger_and_a_downgrade_writes_them_back(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    _runs_leave_the_ledger_and_come_back(db)
+    db.close()
+
+
+@pytest.mark.postgres
+def test_the_runs_leave_the_usage_ledger_and_a_downgrade_writes_them_back_on_postgres(empty_pg: str) -> None:
+    db = Database(empty_pg)
+    _runs_leave_the_ledger_and_come_back(db)
+    db.close()

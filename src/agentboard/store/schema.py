@@ -205,6 +205,9 @@ task_runs = sa.Table(
     # the race attempt this run belongs to (0017)
     sa.Column("race_attempt", sa.Integer),
     sa.Index("ix_runs_task", "task_id", "id"),
+    # a profile's last runs, newest first: the budget gate's expected cost of one run (0024); set
+    # when the run starts, so closing a run changes no indexed column (a HOT update on PostgreSQL)
+    sa.Index("ix_runs_profile", "profile", "id"),
 )
 
 # one row per attempt of a race (0017): what it ran with, how it ended, what it cost
@@ -471,7 +474,9 @@ budgets = sa.Table(
     sa.UniqueConstraint("scope", "ref", name="ux_budgets_scope_ref"),
 )
 
-# what each closed run and each LLM helper call spent, against its task, goal, board and profile (0009)
+# what each LLM helper call spent, against its task, goal and board (0009); a run's spend is read
+# from its row of task_runs, and a run has a row here only as its ``pending`` marker (source
+# 'pending', no spend) while a budget covers it and its worker's exit is not recorded (0024)
 budget_usage = sa.Table(
     "budget_usage",
     metadata,
@@ -489,9 +494,8 @@ budget_usage = sa.Table(
     sa.Column("cost_usd", sa.Double, nullable=False, server_default="0"),
     sa.Column("pending", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_budget_usage_board", "board", "at"),
-    # a task's rows (a task budget's total, a purge) and a run's row (once per run) (0022)
+    # a task's rows (a task budget's total, a purge) and a run's marker (0022)
     sa.Index("ix_budget_usage_task_run", "task_id", "run_id"),
-    sa.Index("ix_budget_usage_profile", "profile", "at"),
     sa.Index(
         "ix_budget_usage_pending",
         "at",

@@ -11,11 +11,14 @@ the runs of the board's supervision tasks (``purpose = 'supervision'``) count ag
 meant for the work (and a spent work budget does not silence the supervisor). Turned off, they
 count against the board's budget like any task.
 
-What was spent is the ``budget_usage`` ledger: a row per closed run (one run, its runtime, its
-tokens and cost) and per LLM helper call, written in the transaction that closes the run or
-records the call, with the task, goal, board and profile it counts against. The same
-transaction checks the budgets of those four scopes: at 80% of a limit one ``budget_warning``
-event per scope and window, at 100% one ``budget_exhausted``.
+What was spent is read from two places: a closed run's own row of ``task_runs`` (one run, its
+runtime, its tokens and cost, against its task, the task's goal, its board and the profile that
+ran it) and the ``budget_usage`` ledger of what is not a run (an LLM helper call), written in the
+transaction that records the call. A run is never written to the ledger — except, while a budget
+covers it, the ``pending`` marker of a run closed before its worker's exit was recorded. The
+transaction that closes a run or records a call adds it to the running totals of the budgets
+of its scopes and checks them: at 80% of a limit one ``budget_warning`` event per scope and
+window, at 100% one ``budget_exhausted``.
 
 The dispatcher's claim (:func:`gate_in`, called by ``dispatching.claim_batch`` and the review run
 opener) refuses a task when one of its scopes cannot afford one more run: a limit reached, or the
@@ -46,6 +49,8 @@ from .gate import (
     stop_run,
 )
 from .ledger import (
+    CLOSED_RUN,
+    CLOSED_RUN_FACTS,
     account_row_in,
     account_run_in,
     account_usage_in,
@@ -73,5 +78,5 @@ __all__ = [
     "LIMIT_OF", "METRICS", "PERS", "SCOPES", "Limits", "account_run_in", "account_usage_in", "amount", "block_in",
     "clear_budget", "expected_in", "for_task", "own_scope", "rebuild_board_in", "spending", "gate_batch_in", "gate_in", "record_llm_usage", "release",
     "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
-    "usage_numbers", "window", "account_row_in", "run_updated_in", "SUPERVISION", "scope_name",
+    "usage_numbers", "window", "account_row_in", "run_updated_in", "SUPERVISION", "scope_name", "CLOSED_RUN", "CLOSED_RUN_FACTS",
 ]

@@ -11,7 +11,19 @@ from ...domain import states
 from ...store.engine import Database, Row, Tx, in_list
 from .. import hooks
 from ..common import ready_or_todo
-from .ledger import PENDING_FOR, _for_task, _matching, _ratio, account_run_in, spend_in
+from .ledger import (
+    CLOSED_RUN,
+    PENDING_FOR,
+    RUN_COST,
+    RUN_COUNTED,
+    RUN_RUNTIME,
+    RUN_TOKENS,
+    _for_task,
+    _matching,
+    _ratio,
+    account_run_in,
+    spend_in,
+)
 from .scopes import (
     _SCOPE_COL,
     EXPECTED_RUNS,
@@ -27,8 +39,8 @@ from .scopes import (
 
 
 def _pending_rows(tx: Tx, now: float) -> list[Row]:
-    """Closed runs whose usage is still to come (their worker's exit not processed): few, found
-    through a partial index."""
+    """Closed runs whose usage is still to come (their worker's exit not processed) that a budget
+    covers: their ``pending`` markers in the ledger, few, found through a partial index."""
     return tx.all("SELECT task_id, goal_id, board, profile FROM budget_usage WHERE pending = 1 AND at > :since",
                   {"since": now - PENDING_FOR})
 
@@ -57,14 +69,25 @@ def _in_flight(tx: Tx, scope: str, ref: str) -> int:
     return int(tx.scalar(sql, {"r": ref}) or 0)
 
 
+#: the last runs of profile ``:p`` that spent, newest first: its own (``ix_runs_profile``) and
+#: those without a profile on a task it is assigned (an LLM review counts against the task's)
+_RECENT_RUNS = (
+    f"SELECT runtime, tokens, cost_usd FROM (SELECT * FROM (SELECT r.id, {RUN_RUNTIME} AS runtime, "
+    f"{RUN_TOKENS} AS tokens, {RUN_COST} AS cost_usd FROM task_runs r WHERE r.profile = :p AND {RUN_COUNTED} "
+    f"ORDER BY r.id DESC LIMIT {EXPECTED_RUNS}) own UNION ALL SELECT * FROM (SELECT r.id, {RUN_RUNTIME} AS runtime, "
+    f"{RUN_TOKENS} AS tokens, {RUN_COST} AS cost_usd FROM task_runs r JOIN tasks t ON t.id = r.task_id "
+    f"WHERE r.profile IS NULL AND t.assignee = :p AND {RUN_COUNTED} ORDER BY r.id DESC LIMIT {EXPECTED_RUNS}) "
+    f"assigned) recent ORDER BY id DESC LIMIT {EXPECTED_RUNS}"
+)
+
+
 def expected_in(tx: Tx, profile: str | None) -> tuple[dict[str, float], str]:
     """The expected spend of one run of ``profile`` per metric, and where it comes from: the
     configured ``expected_cost`` of the profile's budget, else the median of its recent runs."""
     out = {"runs": 1.0, "runtime": 0.0, "tokens": 0.0, "cost": 0.0}
     if not profile:
         return out, "no profile"
-    rows = tx.all("SELECT runtime, tokens, cost_usd FROM budget_usage WHERE profile = :p AND source = 'run' "
-                  f"ORDER BY at DESC LIMIT {EXPECTED_RUNS}", {"p": profile})
+    rows = tx.all(_RECENT_RUNS, {"p": profile})
     source = f"the median of the last {len(rows)} runs of profile {profile!r}" if rows else "no runs yet"
     if rows:
         out["runtime"] = float(statistics.median(float(r["runtime"] or 0) for r in rows))
@@ -272,9 +295,9 @@ def _stop_run(tx: Tx, board: str, task_id: str, run_id: int, reason: str) -> boo
     if task is None or task["status"] != states.RUNNING or task["current_run_id"] != run_id:
         return False
     now = time.time()
-    tx.execute("UPDATE task_runs SET status = 'closed', outcome = 'blocked', ended_at = :now, error = :e "
-               "WHERE id = :r AND status = 'open'", {"now": now, "e": reason, "r": run_id})
-    account_run_in(tx, run_id, actor="dispatcher")
+    closed = tx.one("UPDATE task_runs SET status = 'closed', outcome = 'blocked', ended_at = :now, error = :e "
+                    "WHERE id = :r AND status = 'open'" + CLOSED_RUN, {"now": now, "e": reason, "r": run_id})
+    account_run_in(tx, closed, task=task, actor="dispatcher")
     tx.execute(
         "UPDATE tasks SET status = 'blocked', block_kind = 'budget', block_reason = :r, current_run_id = NULL, "
         "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_host = NULL, last_outcome = 'blocked', "

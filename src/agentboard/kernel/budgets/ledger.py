@@ -1,5 +1,11 @@
-"""The ``budget_usage`` ledger: reading what a scope spent (with its running totals), and
-writing a closed run's or an LLM call's row, with the warnings and exhaustion it causes."""
+"""What was spent: a closed run's usage, read from its row of ``task_runs``, and the ``budget_usage``
+ledger of what is not a run (an LLM helper call); reading what a scope spent (with its running
+totals), and counting a closed run or an LLM call, with the warnings and exhaustion it causes.
+
+A run is never written to the ledger: its board, task, profile, start and end, tokens and cost
+are on its own row already. The ledger holds the LLM calls and, while a budget covers a run
+closed before its worker's exit was recorded, that run's ``pending`` marker (no spend: the gate
+reserves the expected cost of one run for it until the exit brings its usage)."""
 
 from __future__ import annotations
 
@@ -10,7 +16,6 @@ from ...domain.errors import InvalidInput
 from ...store.engine import Database, Row, Tx
 from .. import hooks
 from .scopes import (
-    _SCOPE_COL,
     LIMIT_OF,
     METRICS,
     PERS,
@@ -34,25 +39,74 @@ def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None) -
     return {m: float(row.get(m) or 0) for m in METRICS}
 
 
-#: the ledger rows of a board's supervision tasks
+#: the rows (of runs ``r``, or of the ledger ``u``) of a board's supervision tasks
 _SUPERVISION_ROWS = "task_id IN (SELECT id FROM tasks WHERE board = :ref AND purpose = 'supervision')"
+
+# A closed run's spend, read from its row (``task_runs r``, its task ``t`` LEFT JOINed where a
+# scope needs it): one run, its runtime, its tokens and cost, at the moment it closed; against its
+# task, the task's goal, its board and the profile that ran it (the task's assignee for a run
+# without one: an LLM review). Synthetic runs (a person closing a task no worker ran) spend nothing.
+RUN_AT = "COALESCE(r.ended_at, r.started_at)"
+RUN_RUNTIME = "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END"
+RUN_TOKENS = "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0)"
+RUN_COST = "COALESCE(r.cost_usd, 0)"
+#: the runs that spent (closed, not synthetic)
+RUN_COUNTED = "r.status = 'closed' AND r.synthetic = 0"
+#: a counted run whose worker's exit is not recorded yet (its usage may still come)
+RUN_PENDING = "r.exit_code IS NULL AND r.worker_pid IS NOT NULL"
+#: the sums of the runs a statement selects, as the ledger's columns
+_RUN_SUMS = (f"COUNT(*) AS runs, COALESCE(SUM({RUN_RUNTIME}), 0) AS runtime, COALESCE(SUM({RUN_TOKENS}), 0) "
+             f"AS tokens, COALESCE(SUM({RUN_COST}), 0) AS cost")
+_LEDGER_SUMS = ("COALESCE(SUM(u.runs), 0) AS runs, COALESCE(SUM(u.runtime), 0) AS runtime, "
+                "COALESCE(SUM(u.tokens), 0) AS tokens, COALESCE(SUM(u.cost_usd), 0) AS cost")
+
+
+def _scope_filters(tx: Tx, scope: str, ref: str) -> tuple[str, str, bool]:
+    """What counts against budgeted scope ``ref`` (``:ref``): the filter of its runs (``r``), the
+    filter of its ledger rows (``u``), and whether the runs' filter reads their task (``t``)."""
+    if scope == "task":
+        return "r.task_id = :ref", "u.task_id = :ref", False
+    if scope == "goal":
+        return "t.goal_id = :ref", "u.goal_id = :ref", True
+    if scope == "profile":
+        return "(r.profile = :ref OR (r.profile IS NULL AND t.assignee = :ref))", "u.profile = :ref", True
+    if scope == "supervision":
+        return f"r.board = :ref AND r.{_SUPERVISION_ROWS}", f"u.board = :ref AND u.{_SUPERVISION_ROWS}", False
+    if own_scope(tx, ref):  # the board's work, without its supervision
+        return (f"r.board = :ref AND NOT r.{_SUPERVISION_ROWS}",
+                f"u.board = :ref AND (u.task_id IS NULL OR NOT u.{_SUPERVISION_ROWS})", False)
+    return "r.board = :ref", "u.board = :ref", False
+
+
+def _runs_from(joined: bool) -> str:
+    return "task_runs r LEFT JOIN tasks t ON t.id = r.task_id" if joined else "task_runs r"
 
 
 def _rebuild_totals(tx: Tx, scope: str, ref: str, per: str, now: float) -> None:
-    """A budget set or changed: its current window's total summed from the ledger once."""
+    """A budget set or changed: its current window's total summed once from the runs (every
+    run closed in the window, budgeted then or not) and the ledger; the runs of its scope whose
+    usage is still to come get their ``pending`` markers."""
     key, start = window(per, now)
-    col = _SCOPE_COL[scope]
-    only = ""
-    if scope == "supervision":
-        only = " AND " + _SUPERVISION_ROWS
-    elif scope == "board" and own_scope(tx, ref):
-        only = " AND (task_id IS NULL OR NOT " + _SUPERVISION_ROWS + ")"
+    runs_where, ledger_where, joined = _scope_filters(tx, scope, ref)
+    params = {"ref": ref, "start": start}
+    spent = [tx.one(f"SELECT {_RUN_SUMS} FROM {_runs_from(joined)} WHERE {RUN_COUNTED} AND {RUN_AT} >= :start "
+                    f"AND {runs_where}", params) or {},
+             tx.one(f"SELECT {_LEDGER_SUMS} FROM budget_usage u WHERE u.at >= :start AND {ledger_where}", params) or {}]
     tx.execute("DELETE FROM budget_totals WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     tx.execute(
-        f"INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
-        f"SELECT :s, :r, :w, COALESCE(SUM(runs), 0), COALESCE(SUM(runtime), 0), COALESCE(SUM(tokens), 0), "
-        f"COALESCE(SUM(cost_usd), 0) FROM budget_usage WHERE {col} = :ref AND at >= :start{only}",
-        {"s": scope, "r": ref, "w": key, "ref": ref, "start": start})
+        "INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
+        "VALUES (:s, :r, :w, :runs, :rt, :tok, :cost)",
+        {"s": scope, "r": ref, "w": key, "runs": int(sum(float(x.get("runs") or 0) for x in spent)),
+         "rt": sum(float(x.get("runtime") or 0) for x in spent), "tok": int(sum(float(x.get("tokens") or 0) for x in spent)),
+         "cost": sum(float(x.get("cost") or 0) for x in spent)})
+    # runs closed before their worker's exit while no budget covered them: the gate counts them now
+    tx.execute(
+        f"INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, pending) "
+        f"SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'pending', {RUN_AT}, 1 "
+        f"FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE {RUN_COUNTED} AND {RUN_PENDING} "
+        f"AND {RUN_AT} > :since AND {runs_where} AND NOT EXISTS (SELECT 1 FROM budget_usage m "
+        "WHERE m.task_id = r.task_id AND m.run_id = r.id AND m.source = 'pending')",
+        {"ref": ref, "since": now - PENDING_FOR})
 
 
 def rebuild_board_in(tx: Tx, board: str) -> None:
@@ -131,16 +185,20 @@ def _matching(tx: Tx, task_id: str | None, goal_id: str | None, board: str | Non
 
 
 def _split_in(tx: Tx, board: str, since: float) -> dict[str, dict[str, float]]:
-    """What the board's work and its supervision spent since ``since`` (from the ledger)."""
-    rows = tx.all(
-        "SELECT CASE WHEN u.task_id IN (SELECT id FROM tasks WHERE board = :b AND purpose = 'supervision') "
-        "THEN 'supervision' ELSE 'work' END AS spender, COALESCE(SUM(u.runs), 0) AS runs, "
-        "COALESCE(SUM(u.runtime), 0) AS runtime, COALESCE(SUM(u.tokens), 0) AS tokens, "
-        "COALESCE(SUM(u.cost_usd), 0) AS cost FROM budget_usage u WHERE u.board = :b2 AND u.at >= :since "
-        "GROUP BY 1", {"b": board, "b2": board, "since": since})
+    """What the board's work and its supervision spent since ``since``: its runs closed since
+    then and its ledger rows (LLM calls)."""
+    spender = ("CASE WHEN {a}.task_id IN (SELECT id FROM tasks WHERE board = :b AND purpose = 'supervision') "
+               "THEN 'supervision' ELSE 'work' END AS spender")
+    params = {"b": board, "since": since}
+    rows = tx.all(f"SELECT {spender.format(a='r')}, {_RUN_SUMS} FROM task_runs r WHERE r.board = :b AND "
+                  f"{RUN_COUNTED} AND {RUN_AT} >= :since GROUP BY 1", params)
+    rows += tx.all(f"SELECT {spender.format(a='u')}, {_LEDGER_SUMS} FROM budget_usage u WHERE u.board = :b "
+                   "AND u.at >= :since GROUP BY 1", params)
     out = {k: {m: 0.0 for m in METRICS} for k in ("work", "supervision")}
     for r in rows:
-        out[str(r["spender"])] = {m: float(r[m] or 0) for m in METRICS}
+        into = out[str(r["spender"])]
+        for m in METRICS:
+            into[m] += float(r[m] or 0)
     return out
 
 
@@ -205,89 +263,91 @@ def _board_facts(tx: Tx, b: Row, start: float) -> Row:
 #: a run whose usage is still to come
 PENDING_FOR = 600.0
 
-_RUN_USAGE = (
-    "INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, cost_usd, "
-    "pending) "
-    "SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
-    "CASE WHEN COALESCE(r.ended_at, :now2) > r.started_at THEN COALESCE(r.ended_at, :now3) - r.started_at ELSE 0 END, "
-    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
-    "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
-    "FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND r.synthetic = 0 "
-    "AND r.status = 'closed' AND NOT EXISTS (SELECT 1 FROM budget_usage u WHERE u.task_id = r.task_id AND u.run_id = :r2 AND u.source = 'run') "
-    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd"
+#: what a statement closing a run (``UPDATE task_runs SET status = 'closed' ... WHERE ... AND
+#: status = 'open'``) returns for :func:`account_run_in`: the run's facts. No row: the statement
+#: closed nothing, and nothing is counted.
+CLOSED_RUN_FACTS = (
+    " RETURNING id, task_id, board, profile, started_at, ended_at, input_tokens, output_tokens, cost_usd, "
+    "exit_code, worker_pid, synthetic"
+)
+#: :data:`CLOSED_RUN_FACTS` and, in the same statement, whether any budget may cover the run (a
+#: profile budget counts as one): without one, no budget is looked up
+CLOSED_RUN = (
+    CLOSED_RUN_FACTS + ", EXISTS (SELECT 1 FROM budgets b WHERE (b.scope = 'task' AND b.ref = task_runs.task_id) "
+    "OR (b.scope IN ('board', 'supervision') AND b.ref = task_runs.board) OR b.scope = 'profile' "
+    "OR (b.scope = 'goal' AND b.ref = (SELECT g.goal_id FROM tasks g WHERE g.id = task_runs.task_id))) AS budget_hint"
 )
 
 
-#: SQLite: the ledger row written unread (its count says whether the guard let it in)
-_RUN_USAGE_UNREAD = _RUN_USAGE[:_RUN_USAGE.index(" RETURNING ")]
+def run_spend(closed: Row, task: Row | None) -> Row:
+    """A closed run's spend (``closed``: its row as :data:`CLOSED_RUN` returns it) at the moment
+    it closed, with the scopes it counts against (``task``: its task's ``goal_id`` and
+    ``assignee``) and whether its usage is still to come (``pending``)."""
+    started, ended = float(closed.get("started_at") or 0), closed.get("ended_at")
+    end = float(ended) if ended is not None else started
+    return {"board": closed["board"], "task_id": closed["task_id"], "goal_id": (task or {}).get("goal_id"),
+            "profile": closed.get("profile") or (task or {}).get("assignee"), "at": end, "runs": 1,
+            "runtime": end - started if end > started else 0.0,
+            "tokens": int(closed.get("input_tokens") or 0) + int(closed.get("output_tokens") or 0),
+            "cost_usd": float(closed.get("cost_usd") or 0),
+            "pending": closed.get("exit_code") is None and closed.get("worker_pid") is not None}
 
-#: PostgreSQL: the ledger row and, in the same statement, whether any budget covers its scopes
-_RUN_USAGE_PG = (
-    "WITH ins AS (" + _RUN_USAGE + ") SELECT ins.*, EXISTS (SELECT 1 FROM budgets b WHERE "
-    "(b.scope = 'task' AND b.ref = ins.task_id) OR (b.scope = 'goal' AND b.ref = ins.goal_id) OR "
-    "(b.scope IN ('board', 'supervision') AND b.ref = ins.board) OR (b.scope = 'profile' AND b.ref = ins.profile)) "
-    "AS budgeted FROM ins"
-)
 
-
-def account_run_in(tx: Tx, run_id: int | None, *, actor: str | None = None, budgeted: bool | None = None,
-                   done: bool = False) -> bool:
-    """Count a run that was just closed against its scopes, and check their budgets.
-    ``budgeted=False``: the caller knows no budget covers it; the ledger row is written unread.
+def account_run_in(tx: Tx, closed: Row | None, *, task: Row | None = None, actor: str | None = None,
+                   budgeted: bool | None = None, done: bool = False) -> bool:
+    """Count a run that was just closed against its scopes, and check their budgets. ``closed``:
+    what the statement that closed it returned (:data:`CLOSED_RUN`; None when it closed nothing).
+    ``task``: its task's row, when the caller has it (else read when a budget may apply).
+    ``budgeted=False``: the caller knows no budget covers it (None: the statement's hint says).
     ``done``: the run's close made its task done (the rollups count both at once). True when the
-    run's ledger row was written now (the ``run_closed`` hook then fired for it)."""
-    if run_id is None:
+    run counted now (the ``run_closed`` hook then fired for it)."""
+    if closed is None or closed.get("synthetic"):
         return False
-    now = time.time()
-    params = {"now": now, "now2": now, "now3": now, "r": run_id, "r2": run_id}
-    if budgeted is False:
-        if tx.db.dialect == "postgresql":  # pipelined: its count would cost a round trip
-            tx.execute(_RUN_USAGE, params)
-        else:
-            tx.execute(_RUN_USAGE_UNREAD, params)
-            if tx.rowcount != 1:
-                return False
-        # the ledger row is written once per run (the statement's guard): so are the rollups
-        hooks.run_closed(tx, run_id, done=done)
-        return True
-    if tx.db.dialect == "postgresql":  # one round trip: the ledger row and whether a budget applies
-        row = tx.one(_RUN_USAGE_PG, params)
-    else:
-        row = tx.one(_RUN_USAGE, params)
-    if row is None:
-        return False
+    run_id = int(closed["id"])
+    # the statement closed the run: it counts once, as do the rollups
     hooks.run_closed(tx, run_id, done=done)
-    if row.get("budgeted") is not False:
-        account_row_in(tx, row, run_id, now, actor=actor)
+    if budgeted is None:
+        hint = closed.get("budget_hint")
+        budgeted = hint is None or bool(hint)
+    if budgeted:
+        if task is None or "goal_id" not in task or "assignee" not in task:
+            task = tx.one("SELECT goal_id, assignee FROM tasks WHERE id = :t", {"t": closed["task_id"]})
+        account_row_in(tx, run_spend(closed, task), run_id, time.time(), actor=actor)
     return True
 
 
+_MARK_PENDING = (
+    "INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, pending) "
+    "VALUES (:b, :t, :g, :p, :r, 'pending', :at, 1)"
+)
+
+
 def account_row_in(tx: Tx, row: Row, run_id: int, now: float, *, actor: str | None = None) -> None:
-    """Add a closed run's ledger row (``board``, ``task_id``, ``goal_id``, ``profile``, ``at``
-    and the spend) to the totals of the budgets it counts against, and check them."""
+    """Add a closed run's spend (``board``, ``task_id``, ``goal_id``, ``profile``, ``at``, the
+    spend and ``pending``) to the totals of the budgets it counts against, and check them; a
+    ``pending`` run (its worker's exit not recorded yet) covered by a budget gets its marker."""
     budgets = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])
     if budgets:
         _add_totals(tx, budgets, float(row["at"]), int(row["runs"]), float(row["runtime"]), int(row["tokens"]),
                     float(row["cost_usd"]))
+        if row.get("pending"):
+            tx.execute(_MARK_PENDING, {"b": row["board"], "t": row["task_id"], "g": row["goal_id"],
+                                       "p": row["profile"], "r": run_id, "at": float(row["at"])})
         _check_in(tx, budgets, row["board"], row["task_id"], run_id, now, actor=actor)
 
 
-#: a run's row of the ledger (``:r`` and ``:r2``: the run's id)
-_RUN_ROW = "task_id = (SELECT task_id FROM task_runs WHERE id = :r) AND run_id = :r2 AND source = 'run'"
-
-
 def run_updated_in(tx: Tx, run_id: int, *, tokens: int = 0, cost_usd: float = 0.0, exited: bool = False) -> None:
-    """Facts learned after a run closed: the usage its agent printed (added to the run's row of
-    the ledger) and its worker's exit (its usage is no longer to come). Checks the budgets."""
-    # a run's ledger row is found by its task and run (``ix_budget_usage_task_run``)
-    tx.execute("UPDATE budget_usage SET tokens = tokens + :dt, cost_usd = cost_usd + :dc, "
-               "pending = CASE WHEN :ex = 1 THEN 0 ELSE pending END "
-               f"WHERE {_RUN_ROW}",
-               {"dt": int(tokens), "dc": float(cost_usd), "ex": 1 if exited else 0, "r": run_id, "r2": run_id})
-    if tx.rowcount != 1 or not (tokens or cost_usd):
+    """Facts learned after a run closed (its row of ``task_runs`` has them already): the usage
+    its agent printed, added to the totals of the budgets it counts against (checked), and its
+    worker's exit (its usage is no longer to come: its ``pending`` marker goes)."""
+    if exited:  # a run's marker is found by its task and run (``ix_budget_usage_task_run``)
+        tx.execute("DELETE FROM budget_usage WHERE task_id = (SELECT task_id FROM task_runs WHERE id = :r) "
+                   "AND run_id = :r AND source = 'pending'", {"r": run_id})
+    if not (tokens or cost_usd):
         return
-    row = tx.one(f"SELECT board, task_id, goal_id, profile, at FROM budget_usage WHERE {_RUN_ROW}",
-                 {"r": run_id, "r2": run_id})
+    row = tx.one(f"SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee) AS profile, {RUN_AT} AS at "
+                 f"FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE r.id = :r AND {RUN_COUNTED}",
+                 {"r": run_id})
     if row is None:
         return
     found = _matching(tx, row["task_id"], row["goal_id"], row["board"], row["profile"])

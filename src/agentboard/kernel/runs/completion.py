@@ -70,7 +70,7 @@ class Report:
 #: right behind it (both answers come back in one round trip)
 _LOCK_FOR_COMPLETE_PG = "SELECT t.* FROM tasks t WHERE t.id = :id AND t.board = :board FOR UPDATE OF t"
 #: PostgreSQL: whether any budget may cover the run (a profile budget counts as one: without one,
-#: the run's ledger row is written unread) and whether any child waits in todo (without one,
+#: no budget is looked up) and whether any child waits in todo (without one,
 #: there is nothing to promote). A statement of its own, after the lock: its snapshot sees a child
 #: whose creation committed while the lock waited (a new child's creation reads its parents
 #: ``FOR SHARE``, so none can be linked after it).
@@ -87,9 +87,10 @@ _COMPLETE_HINTS_PG = (
 #: PostgreSQL: a worker's completion of its running task in one statement, with no separate row
 #: lock: the task's compare-and-swap (it matches only while the task is running this run with no
 #: verify commands waiting, ``:noverify``, and — unless ``:integrated`` — not a worktree task, whose
-#: branch may have to be integrated first), its run closed and the run's row of the budget ledger
-#: (a run is open until this statement closes it, so it has no ledger row yet) and the event
-#: (``completed`` or ``review_requested``, the run's outcome). No row back: nothing was written,
+#: branch may have to be integrated first), its run closed (a run is open until this statement
+#: closes it, so it counts once) and the event (``completed`` or ``review_requested``, the run's
+#: outcome); the answer carries the closed run's spend (``usage_row``: its row of ``task_runs`` is
+#: what the budgets read, so nothing is written to the ledger). No row back: nothing was written,
 #: and the general path below decides why.
 _COMPLETE_RUNNING_PG = (
     "WITH t AS (UPDATE tasks SET "
@@ -105,22 +106,19 @@ _COMPLETE_RUNNING_PG = (
     "metadata = :m, input_tokens = COALESCE(:in_t, task_runs.input_tokens), "
     "output_tokens = COALESCE(:out_t, task_runs.output_tokens), cost_usd = COALESCE(:cost, task_runs.cost_usd), "
     "exit_code = COALESCE(:ec, task_runs.exit_code) FROM t "
-    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.id, task_runs.task_id, "
-    "task_runs.board, task_runs.profile, task_runs.started_at, task_runs.ended_at, task_runs.input_tokens, "
+    "WHERE task_runs.id = :run AND task_runs.status = 'open' RETURNING task_runs.board, task_runs.task_id, "
+    "task_runs.profile, task_runs.started_at, task_runs.ended_at, task_runs.input_tokens, "
     "task_runs.output_tokens, task_runs.cost_usd, task_runs.exit_code, task_runs.worker_pid, task_runs.synthetic), "
-    "u AS (INSERT INTO budget_usage (board, task_id, goal_id, profile, run_id, source, at, runs, runtime, tokens, "
-    "cost_usd, pending) SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'run', :now, 1, "
-    "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END, "
-    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0), COALESCE(r.cost_usd, 0), "
-    "CASE WHEN r.exit_code IS NULL AND r.worker_pid IS NOT NULL THEN 1 ELSE 0 END "
-    "FROM r JOIN t ON t.id = r.task_id WHERE r.synthetic = 0 "
-    "RETURNING board, task_id, goal_id, profile, at, runs, runtime, tokens, cost_usd), "
     f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, :run, t.last_outcome, :payload, "
     ":actor, :now FROM t) "
-    "SELECT t.*, (SELECT row_to_json(u) FROM u) AS usage_row FROM t"
+    "SELECT t.*, (SELECT row_to_json(u) FROM (SELECT r.board, r.task_id, t.goal_id, "
+    "COALESCE(r.profile, t.assignee) AS profile, r.ended_at AS at, 1 AS runs, "
+    "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END AS runtime, "
+    "COALESCE(r.input_tokens, 0) + COALESCE(r.output_tokens, 0) AS tokens, COALESCE(r.cost_usd, 0) AS cost_usd, "
+    "r.exit_code IS NULL AND r.worker_pid IS NOT NULL AS pending FROM r WHERE r.synthetic = 0) u) AS usage_row FROM t"
 )
-#: the ledger's columns in :data:`_COMPLETE_RUNNING_PG`'s ``usage_row``
-_USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime", "tokens", "cost_usd")
+#: the spend's keys in :data:`_COMPLETE_RUNNING_PG`'s ``usage_row``
+_USAGE_KEYS = ("board", "task_id", "goal_id", "profile", "at", "runs", "runtime", "tokens", "cost_usd", "pending")
 
 
 def _complete_running_pg(
@@ -151,7 +149,7 @@ def _complete_running_pg(
     tx.events_written(board)
     done = task["status"] == states.DONE
     if usage:  # the run and, when it made its task done, that too: one upsert
-        # its duration is the ledger row's runtime, its task's cycle time read from the task's
+        # its duration is the run's runtime, its task's cycle time read from the task's
         # row as the rollups compute both (so the upsert names only the columns they add to)
         cycle = None
         if done and task.get("completed_at") is not None and task.get("created_at") is not None:
@@ -168,7 +166,7 @@ def _complete_running_pg(
 #: conditions as :data:`_COMPLETE_RUNNING_PG`: the task runs this run, no verify commands wait,
 #: no branch may have to be integrated, the spawn is recorded when the report awaits it), which
 #: answers with the row as it now is and two hints read in the same statement: whether any
-#: budget may cover the run (without one, its ledger row is written unread) and whether any
+#: budget may cover the run (without one, no budget is looked up) and whether any
 #: child waits in todo (NULL: none, nothing to promote; 1: all of them have an assignee, so
 #: the promotion is one statement; 2: one has none). No row: nothing was written, and the
 #: general path decides why.
@@ -195,7 +193,7 @@ def _complete_running_sqlite(
     verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
 ) -> Row | None:
     """A running task's completion without reading the task first: the swap, the run closed
-    with its ledger row (read only when a budget may apply) and one rollup upsert for the run
+    (its budgets looked up only when one may apply) and one rollup upsert for the run
     and its task done; None, with nothing written, when the swap does not apply."""
     now = time.time()
     up = usage_params(report.usage)  # a bad number is refused before anything is written
@@ -208,7 +206,7 @@ def _complete_running_sqlite(
     budgeted, children = bool(task.pop("budget_hint")), task.pop("children_hint")
     target = task["status"]
     done = target == states.DONE
-    counted = _close_completed_run(tx, run_id, target, report, report.metadata, up, now, exit_code, actor,
+    counted = _close_completed_run(tx, run_id, task, target, report, report.metadata, up, now, exit_code, actor,
                                    budgeted=budgeted, done=done)
     tx.event(board, task_id, task["last_outcome"], _completed_payload(report, synthetic=False), run_id=run_id,
              actor=actor, at=now)
@@ -216,23 +214,31 @@ def _complete_running_sqlite(
                             done_counted=counted and done, unassigned=children != 1)
 
 
-def _close_completed_run(tx: Tx, rid: int, target: str, report: Report, metadata: dict[str, Any] | None,
+def _close_completed_run(tx: Tx, rid: int, task: Row, target: str, report: Report, metadata: dict[str, Any] | None,
                          up: dict[str, Any], now: float, exit_code: int | None, actor: str | None, *,
                          budgeted: bool | None, done: bool = False) -> bool:
     """Close the completed task's open run with the report (``metadata``: its checked metadata),
     and count it against its budgets (``done``: the close makes its task done). True when the
     ``run_closed`` hook fired for it."""
     meta = metadata
-    tx.execute(
+    close = (
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, summary = :s, "
         "metadata = :m, input_tokens = COALESCE(:in_t, input_tokens), "
         "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
         "exit_code = COALESCE(:ec, exit_code) "
-        "WHERE id = :r AND status = 'open'",
-        {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
-         "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up},
-    )
-    return budgets.account_run_in(tx, rid, actor=actor, budgeted=budgeted, done=done)
+        "WHERE id = :r AND status = 'open'")
+    params = {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
+              "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up}
+    if budgeted is False:  # nothing to count but the run itself: the statement's count is enough
+        tx.execute(close, params)
+        # PostgreSQL: sent unread (its count would cost a round trip); the task's row is locked
+        # while it runs this run, so the run is open and closes here, once
+        if tx.db.dialect != "postgresql" and tx.rowcount != 1:
+            return False
+        hooks.run_closed(tx, rid, done=done)
+        return True
+    closed = tx.one(close + (budgets.CLOSED_RUN_FACTS if budgeted else budgets.CLOSED_RUN), params)
+    return budgets.account_run_in(tx, closed, task=task, actor=actor, budgeted=budgeted, done=done)
 
 
 def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
@@ -310,7 +316,7 @@ def complete_in(
     outcome = "review_requested" if target == states.REVIEW else "completed"
     if cur == states.RUNNING:
         rid = task["current_run_id"]
-        _close_completed_run(tx, rid, target, report, metadata, up, now, exit_code, actor, budgeted=budgeted)
+        _close_completed_run(tx, rid, task, target, report, metadata, up, now, exit_code, actor, budgeted=budgeted)
     else:
         meta = dump_json(metadata) if metadata is not None else None
         rid = tx.scalar(
@@ -416,12 +422,12 @@ def request_review_in(
     states.check("request_review", task["status"], states.REVIEW, task_id)
     now = time.time()
     rid = task["current_run_id"]
-    tx.execute(
+    closed = tx.one(
         "UPDATE task_runs SET status = 'closed', outcome = 'review_requested', ended_at = :now, "
-        "summary = COALESCE(:s, summary) WHERE id = :r AND status = 'open'",
+        "summary = COALESCE(:s, summary) WHERE id = :r AND status = 'open'" + budgets.CLOSED_RUN,
         {"now": now, "s": summary, "r": rid},
     )
-    budgets.account_run_in(tx, rid, actor=actor)
+    budgets.account_run_in(tx, closed, task=task, actor=actor)
     tx.execute(
         f"UPDATE tasks SET status = 'review', {_CLEAR_CLAIM}, last_outcome = 'review_requested', "
         "updated_at = :now WHERE id = :id",

@@ -44,12 +44,12 @@ def return_to_queue(
     states.check("reclaim" if outcome == "reclaimed" else outcome, task["status"], target, task_id)
     now = time.time()
     rid = task["current_run_id"]
-    tx.execute(
+    closed = tx.one(
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, error = :e, "
-        "exit_code = COALESCE(:x, exit_code) WHERE id = :r AND status = 'open'",
+        "exit_code = COALESCE(:x, exit_code) WHERE id = :r AND status = 'open'" + budgets.CLOSED_RUN,
         {"o": outcome, "now": now, "e": error, "x": exit_code, "r": rid},
     )
-    budgets.account_run_in(tx, rid, actor=actor)
+    budgets.account_run_in(tx, closed, task=task, actor=actor)
     failures = int(task["consecutive_failures"] or 0) + (1 if count_failure else 0)
     violations = int(task.get("protocol_violations") or 0) + 1 if outcome == "protocol_violation" else 0
     if outcome == "reclaimed" and not count_failure:
@@ -144,12 +144,12 @@ def _give_up(tx: Tx, board: str, task_id: str, reason: str, run_id: int | None, 
     now = time.time()
     rid = task["current_run_id"]
     if rid is not None:
-        tx.execute(
+        closed = tx.one(
             "UPDATE task_runs SET status = 'closed', outcome = 'gave_up', ended_at = :now, error = :e "
-            "WHERE id = :r AND status = 'open'",
+            "WHERE id = :r AND status = 'open'" + budgets.CLOSED_RUN,
             {"now": now, "e": reason, "r": rid},
         )
-        budgets.account_run_in(tx, rid, actor=actor)
+        budgets.account_run_in(tx, closed, task=task, actor=actor)
     line = model.reason_line(reason) or reason
     tx.execute(
         f"UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :line, {_CLEAR_CLAIM}, "

@@ -191,16 +191,15 @@ def open_review_run(db: Database, board: str, task_id: str, *, reviewer: str, pr
 def _close_review_run_in(tx: Tx, board: str, task_id: str, run_id: int, outcome: str, error: str | None,
                          exit_code: int | None, usage: dict[str, Any] | None) -> bool:
     now = time.time()
-    tx.execute(
+    row = tx.one(
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, error = :e, "
         "exit_code = COALESCE(:ec, exit_code), input_tokens = COALESCE(:in_t, input_tokens), "
         "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd) "
-        "WHERE id = :r AND task_id = :t AND status = 'open' AND claim_lock LIKE :rv",
+        "WHERE id = :r AND task_id = :t AND status = 'open' AND claim_lock LIKE :rv" + budgets.CLOSED_RUN,
         {"o": outcome, "now": now, "e": error, "ec": exit_code, "r": run_id, "t": task_id,
          "rv": REVIEW_CLAIM + "%", **usage_params(usage)})
-    closed = tx.rowcount == 1
-    if closed:
-        budgets.account_run_in(tx, run_id, actor="dispatcher")
+    closed = row is not None
+    budgets.account_run_in(tx, row, actor="dispatcher")
     if closed and error:
         tx.event(board, task_id, outcome, {"review_run": True, "error": error[:2000], "exit_code": exit_code},
                  run_id=run_id, actor="dispatcher", at=now)

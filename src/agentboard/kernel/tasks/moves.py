@@ -60,12 +60,13 @@ def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str
     run_id = task.get("current_run_id")
     if run_id is None:
         return None
-    tx.execute(
+    closed = tx.one(
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, "
-        "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'",
+        "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'"
+        + budgets.CLOSED_RUN,
         {"o": outcome, "now": now, "s": summary, "e": error, "r": run_id},
     )
-    budgets.account_run_in(tx, int(run_id))
+    budgets.account_run_in(tx, closed, task=task)
     return int(run_id)
 
 
