@@ -188,3 +188,15 @@ def test_the_gate_expects_the_median_of_a_profiles_last_runs_budgeted_or_not(boa
     assert (round(expected["cost"], 6), expected["tokens"]) == (0.225, 225.0)
     assert source == "the median of the last 4 runs of profile 'w'"
     assert board.db.read(lambda tx: budgets.expected_in(tx, "nobody"))[1] == "no runs yet"
+
+
+def test_a_runs_row_in_the_ledger_from_an_older_schema_is_not_counted_twice(board: Any) -> None:
+    # a dump exported before migration 0024 brings each run's row of the ledger with it
+    _, run = _work(board, "imported", usage={"output_tokens": 30, "cost_usd": 0.3})
+    board.db.write(lambda tx: tx.execute(
+        "INSERT INTO budget_usage (board, task_id, profile, run_id, source, at, runs, runtime, tokens, cost_usd) "
+        "SELECT board, task_id, profile, id, 'run', ended_at, 1, 0, 30, 0.3 FROM task_runs WHERE id = :r",
+        {"r": run}))
+    budgets.set_budget(board.db, "board", B, budgets.Limits.build(max_cost=10.0))
+    assert _numbers(_spent(board, "board", B)) == (1, 30, 0.3)
+    assert _numbers(budgets.spending(board.db, B)["work"]["spent"]) == (1, 30, 0.3)

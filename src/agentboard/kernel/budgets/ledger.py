@@ -59,6 +59,9 @@ _RUN_SUMS = (f"COUNT(*) AS runs, COALESCE(SUM({RUN_RUNTIME}), 0) AS runtime, COA
              f"AS tokens, COALESCE(SUM({RUN_COST}), 0) AS cost")
 _LEDGER_SUMS = ("COALESCE(SUM(u.runs), 0) AS runs, COALESCE(SUM(u.runtime), 0) AS runtime, "
                 "COALESCE(SUM(u.tokens), 0) AS tokens, COALESCE(SUM(u.cost_usd), 0) AS cost")
+#: the ledger rows that are not a run's: a run's row as the ledger held them before migration 0024
+#: (in a dump of an older schema imported since) is counted from the run's own row instead
+_NOT_A_RUN = "u.source <> 'run'"
 
 
 def _scope_filters(tx: Tx, scope: str, ref: str) -> tuple[str, str, bool]:
@@ -91,7 +94,8 @@ def _rebuild_totals(tx: Tx, scope: str, ref: str, per: str, now: float) -> None:
     params = {"ref": ref, "start": start}
     spent = [tx.one(f"SELECT {_RUN_SUMS} FROM {_runs_from(joined)} WHERE {RUN_COUNTED} AND {RUN_AT} >= :start "
                     f"AND {runs_where}", params) or {},
-             tx.one(f"SELECT {_LEDGER_SUMS} FROM budget_usage u WHERE u.at >= :start AND {ledger_where}", params) or {}]
+             tx.one(f"SELECT {_LEDGER_SUMS} FROM budget_usage u WHERE u.at >= :start AND {_NOT_A_RUN} "
+                    f"AND {ledger_where}", params) or {}]
     tx.execute("DELETE FROM budget_totals WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     tx.execute(
         "INSERT INTO budget_totals (scope, ref, win, runs, runtime, tokens, cost_usd) "
@@ -105,7 +109,7 @@ def _rebuild_totals(tx: Tx, scope: str, ref: str, per: str, now: float) -> None:
         f"SELECT r.board, r.task_id, t.goal_id, COALESCE(r.profile, t.assignee), r.id, 'pending', {RUN_AT}, 1 "
         f"FROM task_runs r LEFT JOIN tasks t ON t.id = r.task_id WHERE {RUN_COUNTED} AND {RUN_PENDING} "
         f"AND {RUN_AT} > :since AND {runs_where} AND NOT EXISTS (SELECT 1 FROM budget_usage m "
-        "WHERE m.task_id = r.task_id AND m.run_id = r.id AND m.source = 'pending')",
+        "WHERE m.task_id = r.task_id AND m.run_id = r.id AND m.pending = 1)",
         {"ref": ref, "since": now - PENDING_FOR})
 
 
@@ -193,7 +197,7 @@ def _split_in(tx: Tx, board: str, since: float) -> dict[str, dict[str, float]]:
     rows = tx.all(f"SELECT {spender.format(a='r')}, {_RUN_SUMS} FROM task_runs r WHERE r.board = :b AND "
                   f"{RUN_COUNTED} AND {RUN_AT} >= :since GROUP BY 1", params)
     rows += tx.all(f"SELECT {spender.format(a='u')}, {_LEDGER_SUMS} FROM budget_usage u WHERE u.board = :b "
-                   "AND u.at >= :since GROUP BY 1", params)
+                   f"AND u.at >= :since AND {_NOT_A_RUN} GROUP BY 1", params)
     out = {k: {m: 0.0 for m in METRICS} for k in ("work", "supervision")}
     for r in rows:
         into = out[str(r["spender"])]
