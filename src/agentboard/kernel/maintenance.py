@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..store.engine import Database, Tx
+from ..store.engine import Database, Row, Tx
 
 
 def prune_events(db: Database, *, retention_days: int | None = None, board: str | None = None,
@@ -47,6 +47,28 @@ COUNT_ROWS_PG = (
     "(SELECT board, status, d FROM task_count_deltas UNION ALL "
     "SELECT board, prev, -d FROM task_count_deltas WHERE prev IS NOT NULL) AS c"
 )
+
+
+def boards_to_fold(rows: list[Row]) -> list[str]:
+    """The boards whose count deltas grew past :data:`COUNT_DELTAS_FOLD_AT`, from the lines of
+    a read of every board's deltas (``board``, and ``k``: how many delta lines each stands for)."""
+    per_board: dict[str, int] = {}
+    for r in rows:
+        per_board[str(r["board"])] = per_board.get(str(r["board"]), 0) + int(r["k"])
+    return sorted(b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT)
+
+
+def fold_task_counts(db: Database) -> list[str]:
+    """PostgreSQL: fold the count deltas of every board that has more than
+    :data:`COUNT_DELTAS_FOLD_AT` of them (a running dispatcher calls it now and then, so a board
+    nobody looks at does not pile them up); the boards folded."""
+    if db.dialect != "postgresql":
+        return []
+    folded = boards_to_fold(db.read(lambda tx: tx.all(
+        f"SELECT board, COUNT(*) AS k FROM {COUNT_ROWS_PG} GROUP BY board")))
+    for board in folded:
+        compact_task_counts(db, board)
+    return folded
 
 
 def compact_task_counts(db: Database, board: str) -> None:

@@ -52,17 +52,14 @@ class Snapshot:
 
 def snapshot(db: Database) -> Snapshot:
     """The board-wide figures of a scrape, in one read transaction."""
-    from .maintenance import COUNT_DELTAS_FOLD_AT, COUNT_ROWS_PG
+    from .maintenance import COUNT_ROWS_PG, boards_to_fold
 
     def _r(tx: Tx) -> Snapshot:
         snap = Snapshot()
         if tx.db.dialect == "postgresql":  # the triggers' running counts (docs/kernel.md)
             rows = tx.all(f"SELECT board, status, SUM(d) AS n, COUNT(*) AS k FROM {COUNT_ROWS_PG} "
                           "GROUP BY board, status")
-            per_board: dict[str, int] = {}
-            for r in rows:
-                per_board[r["board"]] = per_board.get(r["board"], 0) + int(r["k"])
-            snap.fold = [b for b, k in per_board.items() if k > COUNT_DELTAS_FOLD_AT]
+            snap.fold = boards_to_fold(rows)
         else:  # the triggers' counter rows (0020)
             rows = tx.all("SELECT board, status, n FROM task_counts WHERE n != 0")
         for r in rows:

@@ -24,7 +24,7 @@ from .common import (
     run_out,
     task_out,
 )
-from .maintenance import COUNT_DELTAS_FOLD_AT, COUNT_ROWS_PG, compact_task_counts
+from .maintenance import COUNT_ROWS_PG, boards_to_fold, compact_task_counts
 from .rows import (
     AssigneeRow,
     BoardStats,
@@ -145,9 +145,12 @@ def board_view(
         if where in (base, base + " AND " + NOT_SUPERVISION):
             # the triggers' running counts: no pass over a large board (docs/kernel.md)
             if tx.db.dialect == "postgresql":
-                rows = tx.all(f"SELECT status, SUM(d) AS n, COUNT(*) AS k FROM {COUNT_ROWS_PG} "
-                              "WHERE board = :board GROUP BY status", params)
-                fold.append(sum(int(r["k"]) for r in rows) > COUNT_DELTAS_FOLD_AT)
+                # the deltas have no index (0025: a status change writes one entry fewer), so
+                # one pass over them reads every board's, and folds any that piled up
+                every = tx.all(f"SELECT board, status, SUM(d) AS n, COUNT(*) AS k FROM {COUNT_ROWS_PG} "
+                               "GROUP BY board, status")
+                rows = [r for r in every if r["board"] == board]
+                fold.extend(boards_to_fold(every))
             else:
                 rows = tx.all("SELECT status, n FROM task_counts WHERE board = :board", params)
             if not supervision:
@@ -202,10 +205,10 @@ def board_view(
                 col["lanes"] = [{"assignee": k, "tasks": v} for k, v in sorted(by.items())]
         return {"board": board, "columns": columns, "total": sum(counts.values()), "hidden_supervision": hidden}
 
-    fold: list[bool] = []
+    fold: list[str] = []
     out = db.read(_r)
-    if any(fold):
-        compact_task_counts(db, board)
+    for slug in fold:
+        compact_task_counts(db, slug)
     return cast(BoardView, out)
 
 
