@@ -34,6 +34,7 @@ from ..store.engine import Database, Row, Tx, dump_json, in_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
+from .runs.claims import claimed_payload
 from .tasks import unblock_in
 
 _RUNNING = (
@@ -361,7 +362,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
         if tx.rowcount != len(fast):  # pragma: no cover - the rows are locked (write lock, FOR UPDATE)
             raise Conflict(f"{len(fast) - max(tx.rowcount, 0)} of {len(fast)} tasks were claimed by someone else")
         for row in fast:
-            tx.event(board, row["id"], "claimed", {"host": host, "assignee": row["assignee"]},
+            tx.event(board, row["id"], "claimed", claimed_payload(host, row["assignee"]),
                      run_id=run_of[row["id"]], actor=actor, at=now)
             out[row["id"]] = {"claimed": True, "id": row["id"], "run_id": run_of[row["id"]], "claim_lock": lock,
                               "claim_expires": expires, "assignee": row["assignee"], "status": "running"}

@@ -71,7 +71,7 @@ _CLAIM_PG = (
     "started_at = COALESCE(started_at, :now), updated_at = :now "
     "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
     f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, r.id, 'claimed', "
-    "json_build_object('host', CAST(:host AS text), 'assignee', t.assignee)::text, :actor, :now "
+    "jsonb_strip_nulls(jsonb_build_object('host', CAST(:host AS text), 'assignee', t.assignee))::text, :actor, :now "
     "FROM t JOIN r ON true JOIN u ON u.id = t.id) "
     "SELECT t.*, (SELECT id FROM r) AS run_id, (SELECT COUNT(*) FROM u) AS swapped FROM t"
 )
@@ -141,8 +141,14 @@ def claim_in(
 
 def _claimed(tx: Tx, board: str, task_id: str, run_id: int, assignee: str | None, claim_lock: str,
              expires: float, host: str | None, actor: str | None, now: float) -> Row:
-    tx.event(board, task_id, "claimed", {"host": host, "assignee": assignee}, run_id=run_id, actor=actor, at=now)
+    tx.event(board, task_id, "claimed", claimed_payload(host, assignee), run_id=run_id, actor=actor, at=now)
     return _claimed_out(task_id, run_id, assignee, claim_lock, expires)
+
+
+def claimed_payload(host: str | None, assignee: str | None) -> dict[str, Any]:
+    """A ``claimed`` event's payload: the host and the assignee, each only when known (the
+    PostgreSQL claim's statement builds the same, ``jsonb_strip_nulls``)."""
+    return {k: v for k, v in (("host", host), ("assignee", assignee)) if v is not None}
 
 
 def _claimed_out(task_id: str, run_id: int, assignee: str | None, claim_lock: str, expires: float) -> Row:
