@@ -30,7 +30,8 @@ from testenv import (
 #: test files whose tests run for tens of seconds each (real agent CLIs, whole tours, the kernel
 #: state machine): collected first, so a parallel run starts them early instead of leaving one
 #: worker alone with one of them at its end
-LONG_FIRST = ("tests/agents_e2e/", "tests/dispatch/test_adapters_real.py", "tests/test_readme_tour.py",
+LONG_FIRST = ("tests/test_install.py", "tests/api/test_schema_fuzz.py", "tests/agents_e2e/",
+              "tests/dispatch/test_adapters_real.py", "tests/test_readme_tour.py",
               "tests/test_docs_examples.py", "tests/kernel/test_state_machine.py")
 
 

@@ -17,7 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.install, pytest.mark.timeout(1200), pytest.mark.xdist_group("install")]
+pytestmark = [pytest.mark.install, pytest.mark.timeout(1200)]
+#: the two tests that share the venv line's wheel run on one worker; the uv install on another
+VENV_LINE = pytest.mark.xdist_group("install-venv-line")
 
 
 def clean_clone(tmp_path: Path) -> Path:
@@ -73,6 +75,7 @@ def run_installed(exe: Path, tmp_path: Path) -> None:
     assert out["tasks"] and all(t["status"] == "done" for t in out["tasks"])
 
 
+@VENV_LINE
 def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path, venv_line: tuple[Path, Path]) -> None:
     _, wheel = venv_line
     env = {**os.environ, "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin"),
@@ -85,6 +88,7 @@ def test_pipx_installs_agentboard_from_a_clean_clone(tmp_path: Path, venv_line: 
     run_installed(exe, tmp_path)
 
 
+@pytest.mark.xdist_group("install-uv")
 def test_uv_tool_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     assert uv, "uv is a test dependency (pip install -e '.[test]')"
@@ -99,6 +103,7 @@ def test_uv_tool_installs_agentboard_from_a_clean_clone(tmp_path: Path) -> None:
     run_installed(exe, tmp_path)
 
 
+@VENV_LINE
 def test_the_venv_line_installs_agentboard_from_a_clean_clone(tmp_path: Path,
                                                             venv_line: tuple[Path, Path]) -> None:
     venv, _ = venv_line

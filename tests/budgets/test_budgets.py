@@ -74,7 +74,7 @@ def test_a_running_worker_is_told_to_stop_by_its_heartbeat_and_ended_after_the_g
                    f"{shlex.quote(str(marker))}")
     budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_tokens=1000))
     t = board.create("loop", assignee="looper")
-    dispatcher(budget_stop_grace=8.0, dispatch_interval=1.0)
+    dispatcher(budget_stop_grace=4.0, dispatch_interval=1.0)
     wait_for(lambda: _task(board, t["id"])["status"] == "running" and _task(board, t["id"]).get("worker_pid"),
              what="the worker runs")
     pid = int(_task(board, t["id"])["worker_pid"])

@@ -76,7 +76,7 @@ def test_the_supervisors_own_running_task_is_stopped_by_the_budget_its_runs_coun
     supervision.set_budget_scope(ab.db, "default", own)
     stuck = board.create("stuck", assignee="boss")
     board.block(stuck["id"], "which database should this use?", kind="needs_input")
-    d = dispatcher(budget_stop_grace=8.0, dispatch_interval=1.0)
+    d = dispatcher(budget_stop_grace=4.0, dispatch_interval=1.0)
 
     def working() -> list[dict[str, Any]]:
         return list(supervision.status(ab.db, "default")["working"])

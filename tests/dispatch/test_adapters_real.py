@@ -173,6 +173,8 @@ ROOT_RUNS = {
 }
 
 
+#: what the CLI meets and how its failure is classified do not depend on the database: SQLite only
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("adapter", ["claude", "codex", "gemini", "opencode"])
 def test_a_dispatcher_running_as_root_runs_each_cli_in_its_default_mode_and_classifies_the_failure(
         ab, board, dispatcher, tmp_path, adapter):

@@ -1,7 +1,9 @@
 """Browser tests: a real `agentboard serve --no-dispatch` on a temporary home, driven by
 Debian's Chromium through Playwright.
 
-One server and one browser per test module; each test gets a fresh, logged-in page.
+One server and one browser per test module; each test gets a fresh, logged-in page. Each module
+is an xdist group of its own (`browser-<module>`): its tests share that server and browser, and
+modules run on different workers at once.
 Locally a missing Chromium (or Playwright) skips these tests with a reason; under CI=true it
 fails them.
 """

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from testenv import real_cli
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-adapters-dashboard")]
 
 try:
     from playwright.sync_api import expect

@@ -14,7 +14,7 @@ import pytest
 
 from agentboard.kernel import budgets
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-dashboard-fit")]
 
 T = 10_000  # ms: the longest a user-visible change may take to appear
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

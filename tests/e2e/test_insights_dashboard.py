@@ -11,7 +11,7 @@ import pytest
 
 from agentboard.kernel import insights, runs
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-insights-dashboard")]
 
 T = 10_000  # ms: the longest a user-visible change may take to appear
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

@@ -11,7 +11,7 @@ import pytest
 from conftest import Server, serving
 from notify.conftest import Receiver
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-notify-dashboard")]
 
 try:
     from playwright.sync_api import expect

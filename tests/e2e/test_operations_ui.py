@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-operations-ui")]
 
 try:
     from playwright.sync_api import expect

@@ -10,7 +10,7 @@ import pytest
 
 from agentboard.kernel import supervision
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-supervisor-panel")]
 
 try:
     from playwright.sync_api import expect
