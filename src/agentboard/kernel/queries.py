@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput
-from ..store.engine import Database, Row, Tx, in_list, pg_event_horizon
+from ..store.engine import CLAIMABLE, Database, Row, Tx, in_list, pg_event_horizon
 from .attempts import race_cards
 from .common import (
     default_assignee,
@@ -80,6 +80,8 @@ def _filters(
         else:
             where.append("assignee = :assignee")
             params["assignee"] = assignee
+            if sts == [states.READY]:  # read from the ready tasks' assignee index
+                where.append(CLAIMABLE)
     if tenant:
         where.append("tenant = :tenant")
         params["tenant"] = tenant

@@ -103,6 +103,10 @@ if hasattr(os, "register_at_fork"):
 #: the columns a verb's own statement fills when it inserts an event (``INSERT INTO task_events
 #: EVENT_COLUMNS SELECT ...``, then :meth:`Tx.events_written`); the rest take their defaults
 EVENT_COLUMNS = "(board, task_id, run_id, kind, payload, actor, created_at)"
+#: the condition of the partial index ``ix_tasks_board_assignee`` (``store.schema``): the tasks
+#: ready to be claimed. A query meant to read that index has this term word for word: SQLite's
+#: planner uses a partial index only for a query whose condition contains the index's own
+CLAIMABLE = "status = 'ready'"
 _EVENT_INSERT = (
     f"INSERT INTO task_events {EVENT_COLUMNS} "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"

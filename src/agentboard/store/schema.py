@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from . import rollups as _rollups
+from .engine import CLAIMABLE
 
 metadata = sa.MetaData()
 
@@ -139,11 +140,12 @@ sa.Index(
     "ix_tasks_board_status",
     tasks.c.board, tasks.c.status, tasks.c.priority.desc(), tasks.c.created_at, tasks.c.id,
 )
-# PostgreSQL: only the tasks waiting to be claimed, so a claim or a completion adds no entry (0025)
+# only the tasks ready to be claimed (what a claim of the next task by assignee reads), so a
+# completion adds no entry, a claim only removes one and a promotion adds one (0025, 0026)
 sa.Index(
     "ix_tasks_board_assignee",
-    tasks.c.board, tasks.c.assignee, tasks.c.status, tasks.c.priority.desc(), tasks.c.created_at, tasks.c.id,
-    postgresql_where=sa.text("status IN ('todo', 'ready')"),
+    tasks.c.board, tasks.c.assignee, tasks.c.priority.desc(), tasks.c.created_at, tasks.c.id,
+    sqlite_where=sa.text(CLAIMABLE), postgresql_where=sa.text(CLAIMABLE),
 )
 
 task_links = sa.Table(
