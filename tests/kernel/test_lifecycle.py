@@ -190,6 +190,27 @@ def test_fan_in_child_waits_for_every_parent_and_archived_counts(board: Any) -> 
     assert len(promoted) == 1 and promoted[0]["payload"]["by"] == parents[2]
 
 
+def test_a_parent_done_promotes_its_assigned_children_and_the_unassigned_ones_only_with_a_fallback(
+        ab: Any, board: Any) -> None:
+    parent = board.create("parent", assignee="w")["id"]
+    assigned = sorted(board.create(f"kid {i}", assignee="w", parents=[parent])["id"] for i in range(40))
+    lone = board.create("nobody's", parents=[parent])["id"]
+    out = board.complete(parent, summary="done", run_id=_run(board, parent))
+    assert sorted(out["promoted"]) == assigned, "each assigned child once; the unassigned one waits"
+    assert {status_of(board.db, c) for c in assigned} == {"ready"} and status_of(board.db, lone) == "todo"
+    assert sorted(e["task_id"] for e in board.events(0, limit=1000) if e["kind"] == "promoted") == assigned
+
+    # with a fallback assignee on the board, the unassigned child is promoted to it
+    parent2 = board.create("second parent", assignee="w")["id"]
+    lone2 = board.create("nobody's either", parents=[parent2])["id"]
+    kid2 = board.create("kid of the second", assignee="w", parents=[parent2])["id"]
+    assert board.show(lone2)["assignee"] is None
+    boards.update(ab.db, "default", settings={"default_assignee": "helper"})
+    out = board.complete(parent2, summary="done", run_id=_run(board, parent2))
+    assert sorted(out["promoted"]) == sorted([lone2, kid2])
+    assert board.show(lone2)["assignee"] == "helper" and status_of(board.db, lone2) == "ready"
+
+
 def test_claim_refuses_and_demotes_a_ready_task_whose_parent_is_not_done(board: Any) -> None:
     p = board.create("parent", assignee="w")["id"]
     c = board.create("child", assignee="w")["id"]

@@ -26,7 +26,10 @@ _LOCK_TODO_CHILDREN = (
 )
 
 #: PostgreSQL: the children that became ready, those with an assignee promoted in the same
-#: statement with their ``promoted`` events (one round trip); ``promoted`` says which
+#: statement with their ``promoted`` events (one round trip); ``promoted`` says which. The
+#: answer is the promoted ones, then the ready ones without an assignee (which need the board's
+#: fallback), with no join of the two: the planner cannot know how many rows a CTE gives, and
+#: its nested loop over them took 90 ms for a parent of 1,000 children
 _PROMOTE_PG = (
     "WITH ready AS (" + _READY_CHILDREN + "), "
     "up AS (UPDATE tasks SET status = 'ready', updated_at = :now, "
@@ -34,10 +37,11 @@ _PROMOTE_PG = (
     "block_reason = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_reason END, block_on = NULL, "
     "block_kind = CASE WHEN block_kind = 'dependency' THEN NULL ELSE block_kind END "
     "FROM ready WHERE tasks.id = ready.id "
-    "AND COALESCE(ready.assignee, '') <> '' AND tasks.status = 'todo' RETURNING tasks.id), "
+    "AND COALESCE(ready.assignee, '') <> '' AND tasks.status = 'todo' RETURNING tasks.id, tasks.assignee), "
     f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT :board, up.id, NULL, 'promoted', :payload, :actor, :now "
     "FROM up) "
-    "SELECT ready.id, ready.assignee, up.id IS NOT NULL AS promoted FROM ready LEFT JOIN up ON up.id = ready.id"
+    "SELECT id, assignee, TRUE AS promoted FROM up "
+    "UNION ALL SELECT id, assignee, FALSE FROM ready WHERE COALESCE(assignee, '') = ''"
 )
 
 
