@@ -8,7 +8,8 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    task from its events (``created`` → ``spawned``), p50/p99, and the peak of agents running
    at once (about ``--rate`` × ``--work`` once the phase is longer than ``--work``);
 2. **burst**: ``--burst`` tasks made ready at once (one transaction: their parent's
-   completion); time from that commit to the first and to the last ``spawned`` (a burst larger
+   completion); time from that completion (its event's time, taken as its transaction starts,
+   so the promotion of the children counts) to the first and to the last ``spawned`` (a burst larger
    than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
    dispatcher ran meanwhile, and per host the tasks it started and the claims that took them;
 3. **kill -9**: one host killed with its agents at work (they sleep ``--kill-work`` s); its
