@@ -671,7 +671,12 @@ def test_empty_goals_name_the_real_command_and_the_help_only_closes(page: Any, k
     kernel.create_board(slug)
     page.reload()
     page.locator(".board-switch").select_option(slug)
-    page.get_by_role("button", name="Goals", exact=True).click()
+    # the switched board shown (its columns empty) before the view changes: a click during the
+    # switch's render could be lost
+    expect(page.locator("#total")).to_have_text("0 tasks", timeout=T)
+    goals = page.get_by_role("button", name="Goals", exact=True)
+    goals.click()
+    expect(goals).to_have_attribute("aria-pressed", "true", timeout=T)
     empty = page.locator(".panel-empty")
     expect(empty).to_contain_text("No goals on this board yet", timeout=T)
     expect(empty.locator("code")).to_have_text("agentboard goals create")
