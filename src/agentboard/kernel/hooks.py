@@ -56,6 +56,27 @@ def _of(point: str) -> Sequence[Handler]:
     return _handlers[point]
 
 
+#: the attribute :func:`mirrored` sets on a handler
+_MIRRORED = "_agentboard_mirrored_in"
+
+
+def mirrored(where: str) -> Callable[[Handler], Handler]:
+    """Mark a handler whose writes a server-side statement also makes (``where`` names it): a
+    verb that runs that statement instead of firing the point stays exact only while every
+    handler of the point is so marked (:func:`all_mirrored`)."""
+
+    def mark(fn: Handler) -> Handler:
+        setattr(fn, _MIRRORED, where)
+        return fn
+
+    return mark
+
+
+def all_mirrored(where: str, *points: str) -> bool:
+    """Whether every handler of each of ``points`` is marked :func:`mirrored` by ``where``."""
+    return all(getattr(fn, _MIRRORED, None) == where for p in points for fn in _of(p))
+
+
 def blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str | None) -> Row:
     """A task was blocked (any kind). Returns the task as the handlers left it (a block loop
     sends it to triage)."""
@@ -136,5 +157,5 @@ def run_usage(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cost_u
         fn(tx, run_id, input_tokens, output_tokens, cost_usd)
 
 
-__all__ = ["POINTS", "SUBSCRIBERS", "blocked", "budget_blocked", "failed", "gave_up", "goal_verifying", "on",
+__all__ = ["POINTS", "SUBSCRIBERS", "all_mirrored", "blocked", "budget_blocked", "failed", "gave_up", "goal_verifying", "mirrored", "on",
            "reviewed", "run_closed", "run_usage", "sent_back", "task_done", "task_undone", "telemetry"]

@@ -41,7 +41,13 @@ def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None,
     tx.execute(rollups.statement(tx.db.dialect, source, only=only), {"id": ident, **(extra or {})})
 
 
+#: the server-side completion that adds a worker's closed run (and its task done with it) to the
+#: rollups as these handlers do (migration 0027, ``kernel.runs.completion``)
+PG_COMPLETION = "agentboard_complete_running"
+
+
 @hooks.on("run_closed")
+@hooks.mirrored(PG_COMPLETION)
 def run_closed_in(tx: Tx, run_id: int, *, done: bool = False, outcome: str | None = None,
                   duration: float | None = None, cycle: float | None = None) -> None:
     """A run closed: its outcome, attempt, usage and duration (and, ``done``, its task done).
@@ -54,6 +60,7 @@ def run_closed_in(tx: Tx, run_id: int, *, done: bool = False, outcome: str | Non
 
 
 @hooks.on("task_done")
+@hooks.mirrored(PG_COMPLETION)
 def task_done_in(tx: Tx, board: str, task_id: str) -> None:
     """A task reached done: counted for its last worker run's profile and model, with its cycle time."""
     _add(tx, rollups.DONE, task_id)

@@ -508,6 +508,52 @@ class Database:
                 self._signal(tx.boards_touched)
             return result
 
+    def write_one(self, sql: str, params: dict[str, Any], *, declined: str | None = None) -> list[Row] | None:
+        """PostgreSQL: one statement as a transaction of its own (autocommit on the pipeline: one
+        round trip, no ``BEGIN`` or ``COMMIT``), with the retries of :meth:`write`; its rows.
+        ``declined``: a SQLSTATE the statement raises to say the caller must take another path
+        (its writes rolled back with it): None is returned then. The caller signals the commit
+        (:meth:`signal`) when the statement wrote events."""
+        assert self.dialect == "postgresql", "write_one: PostgreSQL only"
+        from .pgwire import Wire
+
+        deadline = time.monotonic() + _WRITE_DEADLINE
+        attempt = 0
+        while True:
+            attempt += 1
+            conn, token = self._acquire()
+            broken = False
+            conn.autocommit = True
+            wire = Wire(conn)
+            wire.start()
+            try:
+                try:
+                    sent = wire.send(sql, params)
+                    wire.sync()
+                    return wire.rows(sent)
+                finally:
+                    wire.finish()
+            except BaseException as exc:
+                if declined is not None and getattr(exc, "sqlstate", None) == declined:
+                    return None
+                broken = conn.info.transaction_status != _PG_IDLE and not _rollback(conn)
+                if _retryable(exc) and time.monotonic() < deadline:
+                    time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
+                    continue
+                if disk_full(exc):
+                    raise Unavailable(DISK_FULL) from exc
+                _raise_unavailable(exc)
+                raise
+            finally:
+                if conn.info.transaction_status == _PG_IDLE:
+                    conn.autocommit = False
+                self._release(token, broken=broken)
+
+    def signal(self, boards: set[str]) -> None:
+        """Tell this process's listeners and the other hosts (PostgreSQL's notifier) that a
+        commit wrote events on ``boards`` (:meth:`write` does it for its own transactions)."""
+        self._signal(boards)
+
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(tx, ...)`` on a consistent snapshot."""
         deadline = time.monotonic() + _WRITE_DEADLINE

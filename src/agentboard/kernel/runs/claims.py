@@ -56,25 +56,33 @@ _CLAIM_READ = (
 )
 
 
+def _claim_pg(read: str, task: str) -> str:
+    """The claim's statement over the task ``read`` selects (``task``: its id in the update)."""
+    return (
+        "WITH t AS (" + read + "), "
+        "r AS (INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
+        "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) "
+        "SELECT t.id, t.board, t.assignee, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = t.id), "
+        "'open', :lock, :exp, :pid, :host, :now, :now, 0 FROM t WHERE t.status = 'ready' AND NOT t.pending "
+        "RETURNING id), "
+        "u AS (UPDATE tasks SET status = 'running', current_run_id = (SELECT id FROM r), claim_lock = :lock, "
+        "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
+        "started_at = COALESCE(started_at, :now), updated_at = :now "
+        f"WHERE id = {task} AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
+        f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, r.id, 'claimed', "
+        "jsonb_strip_nulls(jsonb_build_object('host', CAST(:host AS text), 'assignee', t.assignee))::text, :actor, :now "
+        "FROM t JOIN r ON true JOIN u ON u.id = t.id) "
+        "SELECT t.*, (SELECT id FROM r) AS run_id, (SELECT COUNT(*) FROM u) AS swapped FROM t"
+    )
+
+
 #: PostgreSQL: the whole claim of a ready task with no pending parent in one statement — the
 #: read, the run's insert and the task's compare-and-swap (a task that is not claimable comes back
 #: with ``run_id`` NULL and nothing written, and takes the general path below)
-_CLAIM_PG = (
-    "WITH t AS (" + _CLAIM_READ + "), "
-    "r AS (INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
-    "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) "
-    "SELECT t.id, t.board, t.assignee, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = t.id), "
-    "'open', :lock, :exp, :pid, :host, :now, :now, 0 FROM t WHERE t.status = 'ready' AND NOT t.pending "
-    "RETURNING id), "
-    "u AS (UPDATE tasks SET status = 'running', current_run_id = (SELECT id FROM r), claim_lock = :lock, "
-    "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
-    "started_at = COALESCE(started_at, :now), updated_at = :now "
-    "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
-    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, r.id, 'claimed', "
-    "jsonb_strip_nulls(jsonb_build_object('host', CAST(:host AS text), 'assignee', t.assignee))::text, :actor, :now "
-    "FROM t JOIN r ON true JOIN u ON u.id = t.id) "
-    "SELECT t.*, (SELECT id FROM r) AS run_id, (SELECT COUNT(*) FROM u) AS swapped FROM t"
-)
+_CLAIM_PG = _claim_pg(_CLAIM_READ, ":id")
+#: PostgreSQL: the claim of the next ready task, by the number of assignees it is narrowed to
+#: (None: any); built on first use
+_claim_next_pg: dict[int | None, str] = {}
 
 
 def claim_in(
@@ -174,17 +182,49 @@ def claim(
     return out
 
 
-def _claim_next(tx: Tx, board: str, limit: int, assignees: list[str] | None, ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+def _next_ready(params: dict[str, Any], assignees: list[str] | None) -> str:
+    """The ready tasks of board ``:b`` in the order they are claimed, up to ``:n``."""
     sql = (
         "SELECT id FROM tasks WHERE board = :b AND status = 'ready' "
         "AND (cooldown_until IS NULL OR cooldown_until <= :now) "
     )
-    params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
     if assignees is not None:
-        if not assignees:
-            return []
         sql += "AND assignee IN " + in_list("a", assignees, params) + " "
-    sql += "ORDER BY priority DESC, created_at, id LIMIT :n"
+    return sql + "ORDER BY priority DESC, created_at, id LIMIT :n"
+
+
+def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, ttl: int | None, host: str | None,
+                       actor: str | None) -> list[Row] | None:
+    """PostgreSQL: the next ready task claimed in one statement, a transaction of its own (one
+    round trip): the task picked ``FOR UPDATE SKIP LOCKED``, then :data:`_CLAIM_PG`'s run, swap
+    and event. None, with nothing written, when the task picked has a parent not done (the
+    general path moves it back to todo)."""
+    now = time.time()
+    expires = now + (int(ttl) if ttl else int(db.settings.claim_ttl))
+    claim_lock = f"{host or ''}::{now}"
+    params: dict[str, Any] = {"b": board, "now": now, "n": 1, "lock": claim_lock, "exp": expires, "pid": None,
+                              "host": host, "actor": actor}
+    pick = _next_ready(params, assignees) + " FOR UPDATE SKIP LOCKED"
+    shape = None if assignees is None else len(assignees)
+    sql = _claim_next_pg.get(shape)
+    if sql is None:
+        sql = _claim_next_pg[shape] = _claim_pg(_CLAIM_READ.replace("t.id = :id", f"t.id = ({pick})"),
+                                                "(SELECT id FROM t)")
+    rows = db.write_one(sql, params)
+    if not rows:
+        return []
+    task = rows[0]
+    if task["run_id"] is None:
+        return None
+    db.signal({board})  # the statement inserted the claimed event
+    return [_claimed_out(task["id"], task["run_id"], task["assignee"], claim_lock, expires)]
+
+
+def _claim_next(tx: Tx, board: str, limit: int, assignees: list[str] | None, ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
+    params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
+    if assignees is not None and not assignees:
+        return []
+    sql = _next_ready(params, assignees)
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE SKIP LOCKED"
     out = []
@@ -206,6 +246,10 @@ def claim_next(
     actor: str | None = None,
 ) -> list[Row]:
     """Claim up to ``limit`` ready tasks by priority then age (SKIP LOCKED on PostgreSQL)."""
+    if db.dialect == "postgresql" and limit == 1 and (assignees is None or assignees):
+        one = _claim_next_one_pg(db, board, assignees, ttl, host, actor)
+        if one is not None:
+            return one
     return db.write(_claim_next, board, limit, assignees, ttl, host, actor)
 
 

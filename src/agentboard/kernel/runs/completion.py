@@ -387,6 +387,74 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
     return out
 
 
+#: PostgreSQL: a worker's completion of its running task as one server-side function
+#: (``agentboard_complete_running``, migration 0027) run as a transaction of its own: the
+#: statements of :data:`_COMPLETE_RUNNING_PG`, the run's rollup, the promotion of the children it
+#: unblocks and the check of its goal, in one round trip. It answers NULL (nothing written) or
+#: raises :data:`_DECLINED` (everything rolled back) where the general path has more to do: a
+#: budget may count the run, a waiting child has no assignee, the swap does not apply, the task
+#: is its goal's last open task.
+_COMPLETE_FUNCTION_PG = (
+    "SELECT agentboard_complete_running(:id, :board, CAST(:run AS bigint), :now, CAST(:force AS integer), "
+    ":res, CAST(:noverify AS integer), CAST(:integrated AS integer), CAST(:await_spawn AS integer), :s, :m, "
+    "CAST(:in_t AS bigint), CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), "
+    ":actor, :payload, :by) AS done"
+)
+_PG_FUNCTION = "agentboard_complete_running"
+#: the SQLSTATE with which :data:`_COMPLETE_FUNCTION_PG` declines after its swap
+_DECLINED = "ABC01"
+#: the run's fields after the task's columns in the function's answer
+_RUN_FIELDS = ("run__board", "run__profile", "run__attempt", "run__started_at", "run__ended_at", "run__input_tokens",
+               "run__output_tokens", "run__cost_usd", "run__synthetic")
+_float_columns: frozenset[str] | None = None
+
+
+def _task_floats() -> frozenset[str]:
+    """The task columns of type double precision (a whole number in JSON reads as an int)."""
+    global _float_columns
+    if _float_columns is None:
+        import sqlalchemy as sa
+
+        from ...store import schema
+
+        _float_columns = frozenset(c.name for c in schema.tasks.c if isinstance(c.type, sa.Double))
+    return _float_columns
+
+
+def _complete_function_pg(
+    db: Database, board: str, task_id: str, report: Report, run_id: int, actor: str | None, force_done: bool,
+    verified: bool, exit_code: int | None, integrated: bool, await_spawn: bool,
+) -> Row | None:
+    """A worker's completion of its running task in one round trip (see
+    :data:`_COMPLETE_FUNCTION_PG`); None, with nothing written, when the general path must do it."""
+    now = time.time()
+    up = usage_params(report.usage)  # a bad number is refused before anything is sent
+    rows = db.write_one(_COMPLETE_FUNCTION_PG, {
+        "id": task_id, "board": board, "run": run_id, "now": now, "force": 1 if force_done else 0,
+        "res": report.result, "noverify": 1 if verified or not db.settings.verify else 0,
+        "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
+        "s": report.summary, "m": dump_json(report.metadata) if report.metadata is not None else None,
+        "ec": exit_code, "actor": actor, "payload": dump_json(_completed_payload(report, synthetic=False)),
+        "by": dump_json({"by": task_id}), **up}, declined=_DECLINED)
+    done = rows[0]["done"] if rows else None
+    if done is None:
+        return None
+    if isinstance(done, str):
+        done = json.loads(done)
+    task: Row = done["task"]
+    for key in _RUN_FIELDS:  # the row as the function answers it: the task's columns, then the run's
+        task.pop(key, None)
+    for key in _task_floats():
+        value = task.get(key)
+        if isinstance(value, int):
+            task[key] = float(value)
+    db.signal({board})
+    if task["status"] == states.DONE:
+        task["promoted"] = list(done["promoted"])
+    task["run_id"] = run_id
+    return task_out(task)
+
+
 def complete(
     db: Database, board: str, task_id: str, *, summary: str | None = None,
     metadata: dict[str, Any] | None = None, result: str | None = None,
@@ -407,6 +475,13 @@ def complete(
     has recorded the spawn, it is held the same way.
     """
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
+    if (db.dialect == "postgresql" and run_id is not None
+            and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)
+            and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")):
+        done = _complete_function_pg(db, board, task_id, report, run_id, actor, force_done, verified, exit_code,
+                                     integrated, await_spawn)
+        if done is not None:
+            return done
     return db.write(complete_in, board, task_id, report, run_id=run_id, actor=actor, force_done=force_done,
                     verified=verified, exit_code=exit_code, integrated=integrated, await_spawn=await_spawn)
 

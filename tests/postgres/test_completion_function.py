@@ -1,0 +1,224 @@
+"""A worker's completion on PostgreSQL runs as one server-side function (migration 0027) where
+the kernel's general path would write the same rows with several statements. The same boards,
+completed once each way, end up with the same tasks, runs, events, insight rollups and task
+counts; where the function cannot do the whole work (a budget, a child without an assignee, a
+goal's last task, verify commands) the general path does it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import agentboard
+from agentboard.domain.errors import StaleRun
+from agentboard.kernel import hooks, runs
+
+pytestmark = pytest.mark.postgres
+
+#: columns that differ between two runs of one scenario (ids, clocks) or that only say when
+_VOLATILE = {"id", "task_id", "run_id", "goal_id", "created_at", "updated_at", "started_at", "completed_at",
+             "ended_at", "claim_expires", "claim_lock", "last_heartbeat_at", "current_run_id", "worker_pid",
+             "worker_host", "xid", "duration_s", "workspace_path", "log_path", "inbox_seen"}
+
+
+@pytest.fixture
+def two_boards(pg_database: str, pg_copies: Any) -> Iterator[tuple[Any, Any]]:
+    """Two fresh databases: one completes through the function, the other through the general path."""
+    other = pg_copies.take()
+    from testenv import database_url
+
+    a, b = agentboard.connect(pg_database), agentboard.connect(database_url(other))
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+        pg_copies.give_back(other)
+
+
+def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hooks, "all_mirrored", lambda *points: False)
+
+
+def _dump(ab: Any) -> dict[str, Any]:
+    """Everything the completions wrote, with ids mapped to task titles and clocks left out."""
+    def read(tx: Any) -> dict[str, Any]:
+        titles = {r["id"]: r["title"] for r in tx.all("SELECT id, title FROM tasks UNION ALL SELECT id, title FROM goals")}
+
+        def clean(row: dict[str, Any]) -> dict[str, Any]:
+            out = {}
+            for k, v in row.items():
+                if k in _VOLATILE:
+                    continue
+                if isinstance(v, str):
+                    for tid, title in titles.items():
+                        v = v.replace(tid, title)
+                out[k] = v
+            return out
+
+        events = [(titles.get(e["task_id"]), clean(e)) for e in tx.all("SELECT * FROM task_events ORDER BY id")]
+        # one statement promotes several children: their events come in the order its rows do
+        for i in range(len(events)):
+            j = i
+            while j < len(events) and events[j][1]["kind"] == "promoted":
+                j += 1
+            events[i:j] = sorted(events[i:j], key=lambda e: str(e[0]))
+        rollups: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in tx.all("SELECT * FROM run_rollups"):
+            key = (row["profile"], row["model"])
+            sums = rollups.setdefault(key, {})
+            for k, v in row.items():
+                if k not in ("board", "day", "profile", "model", "shard", "duration_s") and v:
+                    sums[k] = sums.get(k, 0) + v
+        counts = {r["status"]: r["n"] for r in tx.all("SELECT status, COUNT(*) AS n FROM tasks GROUP BY status")}
+        return {
+            "tasks": sorted((clean(r) for r in tx.all("SELECT * FROM tasks")), key=lambda r: r["title"]),
+            "runs": sorted(((titles[r["task_id"]], clean(r)) for r in tx.all("SELECT * FROM task_runs")),
+                           key=lambda x: (x[0], x[1]["attempt"])),
+            "events": events,
+            "rollups": rollups,
+            "counts": counts,
+        }
+    return ab.db.read(read)
+
+
+def _answer(out: dict[str, Any], titles: dict[str, str]) -> dict[str, Any]:
+    shown = {k: v for k, v in out.items() if k not in _VOLATILE}
+    shown["promoted"] = sorted(titles[c] for c in out.get("promoted", []))
+    return shown
+
+
+def _scenario(ab: Any) -> dict[str, Any]:
+    """A board with a plain task, one that requires review, a fan-out/fan-in graph, a goal with
+    other open tasks and one whose last task completes, a child without an assignee, a budget
+    on a second board and verify commands; every running task completed by its worker."""
+    b = ab.board()
+    t = {}
+    t["plain"] = b.create("plain", assignee="w")["id"]
+    t["review"] = b.create("review", assignee="w", review=True)["id"]
+    t["root"] = b.create("root", assignee="w")["id"]
+    t["left"] = b.create("left", assignee="w", parents=[t["root"]])["id"]
+    t["right"] = b.create("right", assignee="x", parents=[t["root"]])["id"]
+    t["join"] = b.create("join", assignee="w", parents=[t["left"], t["right"]])["id"]
+    goal = b.goal("ship")["id"]
+    t["g1"] = b.create("g1", assignee="w", goal=goal)["id"]
+    t["g2"] = b.create("g2", assignee="w", goal=goal)["id"]
+    t["orphan_parent"] = b.create("orphan_parent", assignee="w")["id"]
+    t["orphan"] = b.create("orphan", parents=[t["orphan_parent"]])["id"]
+    t["checked"] = b.create("checked", assignee="w", verify=["true"])["id"]
+    ab.create_board("spend", name="Spend")
+    s = ab.board("spend")
+    s.set_budget(max_cost=5.0)
+    t["spent"] = s.create("spent", assignee="w")["id"]
+    titles = {v: k for k, v in t.items()}
+    answers = {}
+
+    def finish(board: Any, name: str, **kw: Any) -> None:
+        run = board.claim(t[name])["run_id"]
+        answers[name] = _answer(board.complete(t[name], run_id=run, summary=f"{name} done", result=f"{name}: ok",
+                                               metadata={"files": [name]}, **kw), titles)
+
+    for name in ("plain", "review", "root", "left", "right", "join", "g1", "g2", "orphan_parent", "checked"):
+        finish(b, name, usage={"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.01})
+    finish(s, "spent", usage={"cost_usd": 1.5})
+    return {"answers": answers, "written": _dump(ab), "goal": b.goals()[0]["status"],
+            "spent": s.budgets()[0]["spent"]}
+
+
+def test_the_function_and_the_general_path_write_the_same_rows(two_boards: tuple[Any, Any],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_ab, general_ab = two_boards
+    fast = _scenario(fast_ab)
+    _general_path(monkeypatch)
+    general = _scenario(general_ab)
+    assert fast["answers"] == general["answers"]
+    assert fast["written"]["tasks"] == general["written"]["tasks"]
+    assert fast["written"]["runs"] == general["written"]["runs"]
+    diff = [(f, g) for f, g in zip(fast["written"]["events"], general["written"]["events"], strict=False) if f != g]
+    assert not diff and len(fast["written"]["events"]) == len(general["written"]["events"]), diff
+    assert fast["written"]["rollups"] == general["written"]["rollups"]
+    assert fast["written"]["counts"] == general["written"]["counts"]
+    assert fast["goal"] == general["goal"] == "verifying"
+    fast["spent"].pop("runtime"), general["spent"].pop("runtime")  # (a clock)
+    assert fast["spent"] == general["spent"] and fast["spent"]["cost"] == 1.5
+    # what a user sees: the graph ran through, the child without an assignee waits for one
+    assert fast["answers"]["root"]["promoted"] == ["left", "right"]
+    assert fast["answers"]["right"]["promoted"] == ["join"] and fast["answers"]["left"]["promoted"] == []
+    assert fast["answers"]["review"]["status"] == "review"
+    assert fast["answers"]["checked"]["pending_verification"] is True
+
+
+def test_a_plain_completion_runs_the_function_and_a_budgeted_one_does_not_write_through_it(pg_url: str) -> None:
+    ab = agentboard.connect(pg_url)
+    try:
+        b = ab.board()
+        t = b.create("plain", assignee="w")["id"]
+        run = b.claim(t)["run_id"]
+        out = b.complete(t, run_id=run, summary="done")
+        assert out["status"] == "done" and out["run_id"] == run and out["promoted"] == []
+        assert isinstance(out["created_at"], float) and out["review_required"] is False
+        assert "run__board" not in out
+        b.set_budget(max_cost=1.0)
+        t2 = b.create("budgeted", assignee="w")["id"]
+        run2 = b.claim(t2)["run_id"]
+        b.complete(t2, run_id=run2, usage={"cost_usd": 0.25})
+        assert b.budgets()[0]["spent"]["cost"] == 0.25
+    finally:
+        ab.close()
+
+
+def test_a_stale_report_is_refused_with_the_same_error_and_nothing_written(pg_url: str) -> None:
+    ab = agentboard.connect(pg_url)
+    try:
+        b = ab.board()
+        t = b.create("x", assignee="w")["id"]
+        first = b.claim(t)["run_id"]
+        b.reclaim(t)
+        b.claim(t)
+        before = _dump(ab)
+        with pytest.raises(StaleRun):
+            b.complete(t, run_id=first, summary="late")
+        assert _dump(ab) == before
+    finally:
+        ab.close()
+
+
+def _in_threads(n: int, fn: Callable[[int], None]) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait()
+            fn(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_parents_completing_at_once_promote_their_child_once(pg_url: str) -> None:
+    ab = agentboard.connect(pg_url, pg_pool_size=8)
+    try:
+        b = ab.board()
+        for round_ in range(5):
+            parents = [b.create(f"p{round_}.{i}", assignee="w")["id"] for i in range(4)]
+            child = b.create(f"c{round_}", assignee="w", parents=parents)["id"]
+            claims = [b.claim(p)["run_id"] for p in parents]
+            _in_threads(4, lambda i: runs.complete(ab.db, "default", parents[i], run_id=claims[i], summary="ok"))
+            assert b.show(child)["status"] == "ready"
+            promoted = [e for e in b.events(task_id=child) if e["kind"] == "promoted"]
+            assert len(promoted) == 1, promoted
+            payload = promoted[0]["payload"]
+            assert (json.loads(payload) if isinstance(payload, str) else payload)["by"] in parents
+    finally:
+        ab.close()
