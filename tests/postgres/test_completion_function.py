@@ -214,7 +214,8 @@ def test_parents_completing_at_once_promote_their_child_once(pg_url: str) -> Non
             parents = [b.create(f"p{round_}.{i}", assignee="w")["id"] for i in range(4)]
             child = b.create(f"c{round_}", assignee="w", parents=parents)["id"]
             claims = [b.claim(p)["run_id"] for p in parents]
-            _in_threads(4, lambda i: runs.complete(ab.db, "default", parents[i], run_id=claims[i], summary="ok"))
+            _in_threads(4, lambda i, ps=parents, cs=claims: runs.complete(ab.db, "default", ps[i], run_id=cs[i],
+                                                                          summary="ok"))
             assert b.show(child)["status"] == "ready"
             promoted = [e for e in b.events(task_id=child) if e["kind"] == "promoted"]
             assert len(promoted) == 1, promoted
