@@ -15,7 +15,7 @@ costs, where the statements one by one took two and six.
 It declines, writing nothing, where the kernel's own code has more to do, and the kernel then
 takes its general path:
 
-- ``NULL`` before any write: a budget may count the run, or a child waiting in todo has no
+- ``NULL``, with nothing written: a budget may count the run, or a child waiting in todo has no
   assignee (the board's fallback assignee is a setting the server does not know), or the
   swap does not apply (the task is not running this run, verify commands or a branch's
   integration wait, the spawn is not recorded yet);
@@ -55,7 +55,9 @@ _VALUES = {
     **{f"c{i}": f"CASE WHEN v_cb = {i} THEN v_done ELSE 0 END" for i in range(_BUCKETS)},
 }
 _KEYS = ("board", "day", "profile", "model", "shard")
-_KEY_VALUES = ("x.run__board", "v_day", "v_profile", "v_model", "v_shard")
+#: the model a run is counted for: its task's, else its profile's
+_MODEL = "COALESCE(x.model, (SELECT p.model FROM profiles p WHERE p.name = COALESCE(x.run__profile, x.assignee)), '')"
+_KEY_VALUES = ("x.run__board", "v_day", "v_profile", _MODEL, "v_shard")
 _ROLLUP_UPDATE = (
     "UPDATE run_rollups SET " + ", ".join(f"{c} = run_rollups.{c} + {_VALUES[c]}" for c in (*_FIXED, *_HIST))
     + " WHERE " + " AND ".join(f"run_rollups.{k} = {v}" for k, v in zip(_KEYS, _KEY_VALUES, strict=True))
@@ -102,16 +104,12 @@ DECLARE
     v_started integer;
     v_day integer;
     v_profile text;
-    v_model text;
     v_shard smallint;
     v_settles boolean;
 BEGIN
-    IF {_BUDGET.format(id="p_id", goal="(SELECT g.goal_id FROM tasks g WHERE g.id = p_id)", board="p_board")}
-            OR {_UNASSIGNED_CHILD} THEN
-        RETURN NULL;
-    END IF;
-
-    -- the swap, the run closed, the event (kernel.runs.completion._COMPLETE_RUNNING_PG)
+    -- the swap (which declines, writing nothing, where a budget may count the run or a child
+    -- waiting in todo has no assignee), the run closed, the event
+    -- (kernel.runs.completion._COMPLETE_RUNNING_PG)
     WITH t AS (
         UPDATE tasks SET
             status = CASE WHEN review_required = 1 AND p_force = 0 THEN 'review' ELSE 'done' END,
@@ -124,6 +122,8 @@ BEGIN
         WHERE id = p_id AND board = p_board AND status = 'running' AND current_run_id = p_run
             AND (p_noverify = 1 OR verify = '[]') AND (p_integrated = 1 OR workspace_kind != 'worktree')
             AND (p_await_spawn = 0 OR worker_pid IS NOT NULL)
+            AND NOT {_BUDGET.format(id="tasks.id", goal="tasks.goal_id", board="tasks.board")}
+            AND NOT {_UNASSIGNED_CHILD}
         RETURNING *
     ), r AS (
         UPDATE task_runs SET status = 'closed', outcome = t.last_outcome, ended_at = p_now, summary = p_summary,
@@ -169,7 +169,6 @@ BEGIN
     v_day := CAST(FLOOR(COALESCE(x.run__ended_at, x.run__started_at) / 86400) AS INTEGER);
     v_profile := COALESCE(x.run__profile, x.assignee, '');
     v_shard := CAST(mod(pg_backend_pid(), 8) AS SMALLINT);
-    v_model := COALESCE(x.model, (SELECT p.model FROM profiles p WHERE p.name = COALESCE(x.run__profile, x.assignee)), '');
     {_ROLLUP_UPDATE};
     IF NOT FOUND THEN
         {_ROLLUP_INSERT};
