@@ -156,6 +156,24 @@ def test_rollups_kept_as_runs_close_equal_the_ones_rebuilt_from_the_runs(board: 
     assert _rollup_rows(board) == kept
 
 
+def test_runs_of_minutes_and_tasks_of_hours_land_in_the_buckets_a_rebuild_puts_them_in(board: Any) -> None:
+    """A completion names only the rollup columns its run adds to (its duration's bucket and its
+    task's cycle time's): with runs far from the first bucket, a rebuild still agrees."""
+    for i, (run_s, cycle_s) in enumerate([(90.0, 5_000.0), (3.5, 3.6), (1_000.0, 200_000.0)]):
+        t = board.create(f"long {i}", assignee="w", review=i == 1)["id"]
+        run = board.claim(t)["run_id"]
+        board.db.write(lambda tx, t=t, run=run, run_s=run_s, cycle_s=cycle_s: (
+            tx.execute("UPDATE task_runs SET started_at = started_at - :d WHERE id = :r", {"d": run_s, "r": run}),
+            tx.execute("UPDATE tasks SET created_at = created_at - :d WHERE id = :t", {"d": cycle_s, "t": t})))
+        board.complete(t, run_id=run, summary="done")
+    kept = _summed_rows(board)
+    row = kept[0]
+    assert row["d7"] == 1 and row["d2"] == 1 and row["d10"] == 1 and row["c13"] == 1 and row["c18"] == 1
+    assert row["done"] == 2 and row["runs"] == 3
+    insights.rebuild(board.db, board.slug)
+    assert _summed_rows(board) == kept
+
+
 def _summed_rows(board: Any) -> list[dict[str, Any]]:
     """The rollups per key, their shards (one per writing connection on PostgreSQL) added up."""
     keys = ", ".join(rollups.KEYS)

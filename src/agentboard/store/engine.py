@@ -523,7 +523,8 @@ class Database:
             attempt += 1
             conn, token = self._acquire()
             broken = False
-            conn.autocommit = True
+            # no BEGIN is sent, so the server runs the statement as a transaction of its own
+            # whatever psycopg's autocommit flag says (the pipeline bypasses psycopg's cursor)
             wire = Wire(conn)
             wire.start()
             try:
@@ -545,8 +546,6 @@ class Database:
                 _raise_unavailable(exc)
                 raise
             finally:
-                if conn.info.transaction_status == _PG_IDLE:
-                    conn.autocommit = False
                 self._release(token, broken=broken)
 
     def signal(self, boards: set[str]) -> None:

@@ -227,18 +227,30 @@ def _close_completed_run(tx: Tx, rid: int, task: Row, target: str, report: Repor
         "output_tokens = COALESCE(:out_t, output_tokens), cost_usd = COALESCE(:cost, cost_usd), "
         "exit_code = COALESCE(:ec, exit_code) "
         "WHERE id = :r AND status = 'open'")
-    params = {"o": "review_requested" if target == states.REVIEW else "completed", "now": now, "s": report.summary,
+    outcome = "review_requested" if target == states.REVIEW else "completed"
+    params = {"o": outcome, "now": now, "s": report.summary,
               "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up}
+    # the task's cycle time as the rollups compute it, when the close makes it done (with the
+    # run's duration, the rollup's statement names only the columns the run adds to)
+    cycle = None
+    if done and task.get("completed_at") is not None and task.get("created_at") is not None:
+        cycle = max(float(task["completed_at"]) - float(task["created_at"]), 0.0)
     if budgeted is False:  # nothing to count but the run itself: the statement's count is enough
-        tx.execute(close, params)
-        # PostgreSQL: sent unread (its count would cost a round trip); the task's row is locked
-        # while it runs this run, so the run is open and closes here, once
-        if tx.db.dialect != "postgresql" and tx.rowcount != 1:
+        if tx.db.dialect == "postgresql":
+            # sent unread (an answer would cost a round trip); the task's row is locked while it
+            # runs this run, so the run is open and closes here, once
+            tx.execute(close, params)
+            hooks.run_closed(tx, rid, done=done)
+            return True
+        started = tx.one(close + " RETURNING started_at", params)
+        if started is None:
             return False
-        hooks.run_closed(tx, rid, done=done)
+        hooks.run_closed(tx, rid, done=done, outcome=outcome, duration=budgets.run_duration(started["started_at"], now),
+                         cycle=cycle)
         return True
     closed = tx.one(close + (budgets.CLOSED_RUN_FACTS if budgeted else budgets.CLOSED_RUN), params)
-    return budgets.account_run_in(tx, closed, task=task, actor=actor, budgeted=budgeted, done=done)
+    return budgets.account_run_in(tx, closed, task=task, actor=actor, budgeted=budgeted, done=done, outcome=outcome,
+                                  cycle=cycle)
 
 
 def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
