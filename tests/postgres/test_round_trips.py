@@ -1,6 +1,7 @@
 """Round trips of the hot verbs on PostgreSQL, counted from libpq's protocol trace: create, a
-worker's claim and heartbeat cost two each, a worker's completion one (with the children it
-promotes: it is one server-side function), whatever the network's latency."""
+worker's claim and heartbeat cost two each, the claim of the next ready task one, a worker's
+completion one (with the children it promotes: it is one server-side function), whatever the
+network's latency."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def test_create_claim_and_heartbeat_take_two_round_trips_and_a_completion_one(pg
     counts["complete without children"] = rt.count
     assert leaf_done["status"] == "done" and leaf_done["promoted"] == []
     with RoundTrips(db) as rt:
+        nxt = runs.claim_next(db, "default", limit=1)
+    counts["claim next"] = rt.count
+    assert [c["id"] for c in nxt] == [parent["id"]] and nxt[0]["run_id"]
+    runs.reclaim(db, "default", parent["id"])
+    with RoundTrips(db) as rt:
         claim = runs.claim(db, "default", parent["id"])
     counts["claim"] = rt.count
     with RoundTrips(db) as rt:
@@ -51,6 +57,7 @@ def test_create_claim_and_heartbeat_take_two_round_trips_and_a_completion_one(pg
     assert counts["create with a parent"] <= 3, counts
     assert counts["complete without children"] == 1, counts
     assert counts["claim"] <= 2, counts
+    assert counts["claim next"] == 1, counts
     assert counts["heartbeat"] <= 2, counts
     assert counts["complete"] == 1, counts
     assert counts["events_after"] <= 2, counts
