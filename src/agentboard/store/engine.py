@@ -490,7 +490,7 @@ class Database:
                 broken = not _rollback(conn)
                 retry = _retryable(exc) or (attempt <= _UNIQUE_RETRIES and _unique_violation(exc))
                 if retry and time.monotonic() < deadline:
-                    time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
+                    _backoff(attempt)
                     continue
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
@@ -539,7 +539,7 @@ class Database:
                     return None
                 broken = conn.info.transaction_status != _PG_IDLE and not _rollback(conn)
                 if _retryable(exc) and time.monotonic() < deadline:
-                    time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
+                    _backoff(attempt)
                     continue
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
@@ -658,6 +658,11 @@ def _pg_pipelined(conn: Any, tx: Tx, fn: Callable[..., T], args: Any, kwargs: An
             # the error being raised says more; the caller's rollback finds the connection broken
         if conn.info.transaction_status == _PG_IDLE:
             conn.autocommit = False
+
+
+def _backoff(attempt: int) -> None:
+    """Wait before a retried write's next attempt: random, growing with the attempts, at most 0.5 s."""
+    time.sleep(min(0.5, 0.002 * (2 ** min(attempt, 8))) * random.random())
 
 
 def _rollback(conn: Any) -> bool:
