@@ -2,7 +2,8 @@
 the kernel's general path would write the same rows with several statements. The same boards,
 completed once each way, end up with the same tasks, runs, events, insight rollups and task
 counts; where the function cannot do the whole work (a budget, a child without an assignee, a
-goal's last task, verify commands) the general path does it."""
+goal's last task, verify commands) the general path does it. A plain create is one statement
+too, and answers and writes what the general path does."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 
 import agentboard
-from agentboard.domain.errors import StaleRun
+from agentboard.domain.errors import InvalidInput, StaleRun
 from agentboard.kernel import hooks, runs
+from agentboard.kernel.tasks import creation
 
 pytestmark = pytest.mark.postgres
 
@@ -221,5 +223,40 @@ def test_parents_completing_at_once_promote_their_child_once(pg_url: str) -> Non
             assert len(promoted) == 1, promoted
             payload = promoted[0]["payload"]
             assert (json.loads(payload) if isinstance(payload, str) else payload)["by"] in parents
+    finally:
+        ab.close()
+
+
+def _plain_creates(ab: Any) -> list[dict[str, Any]]:
+    b = ab.board()
+    ab.add_profile("w", command="true")
+    out = [b.create("known", assignee="w", body="b", priority=3, skills=["py"], verify=["true"], review=True,
+                    max_runtime=60, max_retries=2, tenant="acme", model="m1"),
+           b.create("unknown", assignee="nobody")]
+    return [{k: v for k, v in o.items() if k not in _VOLATILE} for o in out]
+
+
+def test_a_plain_create_answers_and_writes_what_the_general_path_does(two_boards: tuple[Any, Any],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_ab, general_ab = two_boards
+    fast = _plain_creates(fast_ab)
+    monkeypatch.setattr(creation, "_plain", lambda db, new: False)
+    general = _plain_creates(general_ab)
+    assert fast == general
+    assert "warnings" in fast[1] and "warnings" not in fast[0]
+    f, g = _dump(fast_ab), _dump(general_ab)
+    assert (f["tasks"], f["events"], f["counts"]) == (g["tasks"], g["events"], g["counts"])
+
+
+def test_a_plain_create_on_an_archived_board_is_refused_and_writes_nothing(pg_url: str) -> None:
+    ab = agentboard.connect(pg_url)
+    try:
+        ab.create_board("old", name="Old")
+        ab.board("old").create("first", assignee="w")
+        ab.db.write(lambda tx: tx.execute("UPDATE boards SET archived = 1 WHERE slug = 'old'"))
+        before = _dump(ab)
+        with pytest.raises(InvalidInput, match="archived"):
+            ab.board("old").create("second", assignee="w")
+        assert _dump(ab) == before
     finally:
         ab.close()

@@ -23,7 +23,7 @@ from ..common import (
 from ..flow import (
     reopen_goal,
 )
-from ..host_access import checked_verify, placed
+from ..host_access import check_name, checked_verify, placed
 from ..notifications import auto_subscribe_in
 
 _model = model  # the module, where a parameter named ``model`` (a task's model) hides it
@@ -148,9 +148,114 @@ def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -
         return {}
     if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
         return {}
+    return _assignee_warning_text(assignee)
+
+
+def _assignee_warning_text(assignee: str | None) -> dict[str, Any]:
     # (the did-you-mean of a typo is the CLI's: reading every profile here would cost a round trip)
     return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
                          f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
+
+
+def _insert_params(new: NewTask, assignee: str | None, status: str, workspace_kind: str,
+                   workspace_path: str | None, now: float) -> dict[str, Any]:
+    """The parameters of :data:`_INSERT_TASK` for ``new`` (its id apart)."""
+    return {
+        "board": new.board, "title": new.title, "body": new.body, "assignee": assignee, "status": status,
+        "priority": new.priority, "tenant": new.tenant, "goal_id": new.goal, "created_by": new.actor, "now": now,
+        "workspace_kind": workspace_kind, "workspace_path": workspace_path, "branch_name": new.branch,
+        "idem": new.idempotency_key, "skills": dump_json(list(new.skills)), "max_runtime": new.max_runtime,
+        "max_retries": new.max_retries, "review": 1 if new.review else 0, "verify": dump_json(list(new.verify)),
+        "model": new.model, "block_kind": None, "block_reason": None, "not_before": new.not_before,
+    }
+
+
+def _created_payload(new: NewTask, assignee: str | None, status: str) -> dict[str, Any]:
+    """The ``created`` event's payload."""
+    return {"assignee": assignee, "status": status, "parents": list(new.parents), "tenant": new.tenant,
+            "title": new.title, **({"not_before": new.not_before} if new.not_before is not None else {})}
+
+
+def _created_out(new: NewTask, task_id: str, assignee: str | None, status: str, workspace_kind: str,
+                 workspace_path: str | None, now: float, warning: dict[str, Any]) -> Row:
+    """The answer to a create: the task as written."""
+    return {
+        "id": task_id,
+        "board": new.board,
+        "title": new.title,
+        "body": new.body,
+        "assignee": assignee,
+        "status": status,
+        "priority": new.priority,
+        "tenant": new.tenant,
+        "goal_id": new.goal,
+        "created_by": new.actor,
+        "created_at": now,
+        "updated_at": now,
+        "workspace_kind": workspace_kind,
+        "workspace_path": workspace_path,
+        "branch_name": new.branch,
+        "idempotency_key": new.idempotency_key,
+        "skills": list(new.skills),
+        "max_runtime_seconds": new.max_runtime,
+        "max_retries": new.max_retries,
+        "review_required": new.review,
+        "verify": list(new.verify),
+        "model": new.model,
+        "current_run_id": None,
+        "consecutive_failures": 0,
+        "not_before": new.not_before,
+        **warning,
+    }
+
+
+#: PostgreSQL: a plain task (see :func:`_plain`) created in one statement, a transaction of its
+#: own: its board read (the insert happens only on a board that is not archived), whether its
+#: assignee is a profile, the insert and its ``created`` event. No row, or ``created`` 0: nothing
+#: was written, and the general path says why.
+_CREATE_PLAIN_PG = (
+    "WITH b AS (SELECT b.archived, EXISTS (SELECT 1 FROM profiles WHERE name = :assignee) AS assignee_known "
+    "FROM boards b WHERE b.slug = :board), "
+    "i AS (" + _INSERT_TASK_PG[: _INSERT_TASK_PG.index(" VALUES (")] + " SELECT :id, :board, :title, :body, "
+    ":assignee, :status, CAST(:priority AS integer), :tenant, :goal_id, :created_by, CAST(:now AS double precision), "
+    "CAST(:now AS double precision), :workspace_kind, :workspace_path, :branch_name, :idem, :skills, "
+    "CAST(:max_runtime AS integer), CAST(:max_retries AS integer), CAST(:review AS integer), :verify, :model, 0, 0, "
+    "0, :block_kind, :block_reason, CAST(:not_before AS double precision) FROM b WHERE b.archived = 0 RETURNING id), "
+    f"e AS (INSERT INTO task_events {EVENT_COLUMNS} "
+    "SELECT :board, i.id, NULL, 'created', :payload, :created_by, :now FROM i) "
+    "SELECT b.assignee_known, (SELECT COUNT(*) FROM i) AS created FROM b"
+)
+#: the SQLSTATE of a unique violation: a task id taken already (one chance in 2^32)
+_UNIQUE = "23505"
+
+
+def _plain(db: Database, new: NewTask) -> bool:
+    """Whether ``new`` needs nothing of a create but its board, its assignee's profile and the
+    insert: ready with an assignee, in a scratch workspace, with no parents, goal, idempotency
+    key, named check, start time, race or default subscriptions."""
+    return (db.dialect == "postgresql" and new.check_board and bool(new.assignee) and not new.triage
+            and not new.parents and not new.goal and not new.idempotency_key and not new.race
+            and new.not_before is None and new.workspace_kind == "scratch" and not new.workspace_path
+            and not any(check_name(v) for v in new.verify)
+            and not (db.settings.notify_default and new.subscribe_default))
+
+
+def _create_plain_pg(db: Database, new: NewTask) -> Row | None:
+    """A plain task created in one round trip (:data:`_CREATE_PLAIN_PG`); None, with nothing
+    written, when the general path must do it."""
+    now = time.time()
+    assignee = new.assignee
+    status = states.READY
+    params = _insert_params(new, assignee, status, "scratch", None, now)
+    params["id"] = model.new_task_id()
+    params["payload"] = dump_json(_created_payload(new, assignee, status))
+    rows = db.write_one(_CREATE_PLAIN_PG, params, declined=_UNIQUE)
+    if not rows or not rows[0]["created"]:
+        return None
+    db.signal({new.board})
+    known = bool(rows[0]["assignee_known"])
+    warning = {} if known else _assignee_warning_text(assignee)
+    return _created_out(new, params["id"], assignee, status, "scratch", None, now, warning)
 
 
 def create_in(tx: Tx, new: NewTask) -> Row:
@@ -207,36 +312,9 @@ def create_in(tx: Tx, new: NewTask) -> Row:
         status = states.READY
     states.check("create", None, status)
     now = time.time()
-    skills = list(new.skills)
-    verify = list(new.verify)
     parents = list(new.parents)
-    params: dict[str, Any] = {
-        "board": board,
-        "title": new.title,
-        "body": new.body,
-        "assignee": assignee,
-        "status": status,
-        "priority": new.priority,
-        "tenant": new.tenant,
-        "goal_id": new.goal,
-        "created_by": new.actor,
-        "now": now,
-        "workspace_kind": workspace_kind,
-        "workspace_path": workspace_path,
-        "branch_name": new.branch,
-        "idem": new.idempotency_key,
-        "skills": dump_json(skills),
-        "max_runtime": new.max_runtime,
-        "max_retries": new.max_retries,
-        "review": 1 if new.review else 0,
-        "verify": dump_json(verify),
-        "model": new.model,
-        "block_kind": None,
-        "block_reason": None,
-        "not_before": new.not_before,
-    }
-    created = {"assignee": assignee, "status": status, "parents": parents, "tenant": new.tenant, "title": new.title,
-               **({"not_before": new.not_before} if new.not_before is not None else {})}
+    params = _insert_params(new, assignee, status, workspace_kind, workspace_path, now)
+    created = _created_payload(new, assignee, status)
     for _ in range(20):
         params["id"] = model.new_task_id()
         if tx.db.dialect == "postgresql":
@@ -260,34 +338,8 @@ def create_in(tx: Tx, new: NewTask) -> Row:
     if tx.db.settings.notify_default and new.subscribe_default:
         auto_subscribe_in(tx, board, task_id, [(t, mask_target(t)) for t in tx.db.settings.notify_default],
                           new.actor)
-    out = {
-        "id": task_id,
-        "board": board,
-        "title": new.title,
-        "body": new.body,
-        "assignee": assignee,
-        "status": status,
-        "priority": new.priority,
-        "tenant": new.tenant,
-        "goal_id": new.goal,
-        "created_by": new.actor,
-        "created_at": now,
-        "updated_at": now,
-        "workspace_kind": workspace_kind,
-        "workspace_path": workspace_path,
-        "branch_name": new.branch,
-        "idempotency_key": new.idempotency_key,
-        "skills": skills,
-        "max_runtime_seconds": new.max_runtime,
-        "max_retries": new.max_retries,
-        "review_required": new.review,
-        "verify": verify,
-        "model": new.model,
-        "current_run_id": None,
-        "consecutive_failures": 0,
-        "not_before": new.not_before,
-        **_assignee_warning(tx, assignee, known if assignee == new.assignee else None),
-    }
+    out = _created_out(new, task_id, assignee, status, workspace_kind, workspace_path, now,
+                       _assignee_warning(tx, assignee, known if assignee == new.assignee else None))
     if new.race:
         return open_race_in(tx, out, new.race, new.race_until, new.actor)
     return out
@@ -306,6 +358,10 @@ def create_task(db: Database, new: NewTask) -> Row:
     Two creators racing on one idempotency key: the loser's insert hits the unique index, and
     the same record runs once more, now finding (and returning) the winner's task.
     """
+    if _plain(db, new):
+        done = _create_plain_pg(db, new)
+        if done is not None:
+            return done
     try:
         return db.write(create_in, new)
     except AgentboardError:
