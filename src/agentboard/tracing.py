@@ -6,7 +6,7 @@ Tracing is on when ``otel_endpoint`` is set (``AGENTBOARD_OTEL_ENDPOINT``, or th
 packages are installed. Otherwise :data:`tracer` stays ``None`` and every hook is one ``is None``
 test: nothing is imported, nothing changes.
 
-Hooks: ``store.engine.Database.write``/``read``, wrapped when tracing starts (each kernel verb is
+Hooks: ``store.engine.Database.write``/``read``/``write_one``, wrapped when tracing starts (each kernel verb is
 one transaction, its span named after the kernel function), :class:`TraceMiddleware`
 (``api/app.py``), ``Dispatcher.run_pass_report`` and ``WorkerRegistry.forget`` (a worker's run,
 from its start to its handled exit).
@@ -137,7 +137,8 @@ def verb_span(fn: Callable[..., Any], kind: str, dialect: str) -> AbstractContex
 
 
 def _trace_transactions() -> None:
-    """Wrap ``Database.write`` and ``read`` (every kernel verb is one of them) in a span each.
+    """Wrap ``Database.write``, ``read`` and ``write_one`` (every kernel verb is one of them) in a
+    span each.
     Installed only when tracing starts, so an untraced process runs the store's own methods."""
     from .store.engine import Database
 
@@ -154,6 +155,16 @@ def _trace_transactions() -> None:
         traced._traced = True  # type: ignore[attr-defined]
         traced.__doc__ = plain.__doc__
         setattr(Database, kind, traced)
+    one = Database.write_one
+    if not getattr(one, "_traced", False):
+        def traced_one(self: Any, sql: str, params: dict[str, Any], *, verb: Callable[..., Any], _plain: Any = one,
+                       **kwargs: Any) -> Any:
+            with verb_span(verb, "write", self.dialect):
+                return _plain(self, sql, params, verb=verb, **kwargs)
+
+        traced_one._traced = True  # type: ignore[attr-defined]
+        traced_one.__doc__ = one.__doc__
+        Database.write_one = traced_one  # type: ignore[method-assign]
 
 
 @contextmanager

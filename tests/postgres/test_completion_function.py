@@ -260,3 +260,29 @@ def test_a_plain_create_on_an_archived_board_is_refused_and_writes_nothing(pg_ur
         assert _dump(ab) == before
     finally:
         ab.close()
+
+
+def test_the_one_statement_verbs_are_traced_under_their_kernel_names(pg_url: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentboard import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "tracer", provider.get_tracer("test"))
+    tracing._trace_transactions()
+    ab = agentboard.connect(pg_url)
+    try:
+        b = ab.board()
+        t = b.create("traced", assignee="w")["id"]
+        run = b.claim_next()[0]["run_id"]
+        b.complete(t, run_id=run, summary="done")
+    finally:
+        ab.close()
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert {"kernel.tasks.create", "kernel.runs.claim_next", "kernel.runs.complete"} <= set(names), names

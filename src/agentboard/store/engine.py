@@ -508,12 +508,14 @@ class Database:
                 self._signal(tx.boards_touched)
             return result
 
-    def write_one(self, sql: str, params: dict[str, Any], *, declined: str | None = None) -> list[Row] | None:
+    def write_one(self, sql: str, params: dict[str, Any], *, verb: Callable[..., Any],
+                  declined: str | None = None) -> list[Row] | None:
         """PostgreSQL: one statement as a transaction of its own (autocommit on the pipeline: one
         round trip, no ``BEGIN`` or ``COMMIT``), with the retries of :meth:`write`; its rows.
-        ``declined``: a SQLSTATE the statement raises to say the caller must take another path
-        (its writes rolled back with it): None is returned then. The caller signals the commit
-        (:meth:`signal`) when the statement wrote events."""
+        ``verb``: the kernel function whose transaction it is (what :meth:`write` would have run:
+        it names the transaction's trace span). ``declined``: a SQLSTATE the statement raises to
+        say the caller must take another path (its writes rolled back with it): None is returned
+        then. The caller signals the commit (:meth:`signal`) when the statement wrote events."""
         assert self.dialect == "postgresql", "write_one: PostgreSQL only"
         from .pgwire import Wire
 

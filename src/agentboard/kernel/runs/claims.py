@@ -210,7 +210,7 @@ def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, tt
     if sql is None:
         sql = _claim_next_pg[shape] = _claim_pg(_CLAIM_READ.replace("t.id = :id", f"t.id = ({pick})"),
                                                 "(SELECT id FROM t)")
-    rows = db.write_one(sql, params)
+    rows = db.write_one(sql, params, verb=_claim_next)
     if not rows:
         return []
     task = rows[0]

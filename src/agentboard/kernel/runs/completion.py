@@ -447,7 +447,7 @@ def _complete_function_pg(
         "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
         "s": report.summary, "m": dump_json(report.metadata) if report.metadata is not None else None,
         "ec": exit_code, "actor": actor, "payload": dump_json(_completed_payload(report, synthetic=False)),
-        "by": dump_json({"by": task_id}), **up}, declined=_DECLINED)
+        "by": dump_json({"by": task_id}), **up}, verb=complete_in, declined=_DECLINED)
     done = rows[0]["done"] if rows else None
     if done is None:
         return None

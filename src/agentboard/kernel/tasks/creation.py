@@ -249,7 +249,7 @@ def _create_plain_pg(db: Database, new: NewTask) -> Row | None:
     params = _insert_params(new, assignee, status, "scratch", None, now)
     params["id"] = model.new_task_id()
     params["payload"] = dump_json(_created_payload(new, assignee, status))
-    rows = db.write_one(_CREATE_PLAIN_PG, params, declined=_UNIQUE)
+    rows = db.write_one(_CREATE_PLAIN_PG, params, verb=create_in, declined=_UNIQUE)
     if not rows or not rows[0]["created"]:
         return None
     db.signal({new.board})
