@@ -4,6 +4,8 @@ Setup bulk-inserts the tasks (executemany on the raw connection, setup only): st
 priorities and a few links spread like a busy board. Timed, median of repeats:
 - ``board_view``: columns by status with counts and the first 100 cards of each (target ≤ 100 ms)
 - ``list_filtered``: ``list_tasks(status=…, assignee=…)`` (target ≤ 20 ms)
+- ``glance``: what a woken dispatcher reads before deciding on a pass
+  (``kernel.dispatching.glance``: ready work, lapsed claims, its running tasks, reviews/triage/races)
 - baseline: one pass over the table (``SELECT COUNT(*), SUM(priority) FROM tasks``), same path
 
     python bench/board_view.py [--n 100000] [--repeats 15] [--backend sqlite|postgres]
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import agentboard
-from agentboard.kernel import queries
+from agentboard.kernel import dispatching, queries
 
 STATUS_MIX = [("done", 55), ("todo", 20), ("ready", 10), ("archived", 8), ("blocked", 3), ("review", 2),
               ("triage", 1), ("running", 1)]
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(result))
     print(f"\nboard view benchmark, {args.backend}, {args.n:,} tasks, median of {args.repeats}", file=sys.stderr)
-    for key in ("baseline_scan_ms", "board_view_ms", "list_filtered_ms"):
+    for key in ("baseline_scan_ms", "board_view_ms", "list_filtered_ms", "glance_ms"):
         print(f"  {key:<22}{result[key]:>9.2f} ms", file=sys.stderr)
     print(f"  targets: board_view ≤ {result['targets']['board_view_ms']} ms, "
           f"list_filtered ≤ {result['targets']['list_filtered_ms']} ms", file=sys.stderr)
@@ -123,6 +125,7 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
                      args.repeats)
     bv = median_ms(lambda: queries.board_view(db, "default"), args.repeats)
     lf = median_ms(lambda: queries.list_tasks(db, "default", status="todo", assignee="agent-3"), args.repeats)
+    gl = median_ms(lambda: dispatching.glance(db, "host-1", unrecorded=db.dialect == "sqlite"), args.repeats)
     client.close()
     return {
         "backend": args.backend,
@@ -131,7 +134,9 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
         "baseline_scan_ms": round(base, 3),
         "board_view_ms": round(bv, 3),
         "list_filtered_ms": round(lf, 3),
-        "ratios": {"board_view": round(bv / base, 2), "list_filtered": round(lf / base, 2)},
+        "glance_ms": round(gl, 3),
+        "ratios": {"board_view": round(bv / base, 2), "list_filtered": round(lf / base, 2),
+                   "glance": round(gl / base, 3)},
         "targets": {"board_view_ms": 100, "list_filtered_ms": 20},
     }
 

@@ -24,6 +24,10 @@ threads and RSS of each dispatcher (and per agent) at peak, and the guard proces
 of the same machine only.
 
     python bench/fleet.py [--hosts 8] [--slots 40] [--rate 10] [--seconds 20] [--burst 200]
+                          [--phases steady,burst,kill]
+
+``--phases`` runs some of the phases only (``--phases burst``: the burst alone, its agents left
+running when the run ends, as the dispatchers' shutdown stops them).
 
 The targets (``targets`` in the JSON, each with whether this run was at its scale and met it):
 1,000 agents at once with ready → spawn p99 ≤ 250 ms at 30 new tasks/s, and a burst of 1,000
@@ -88,6 +92,31 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
+def _machine_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores), from ``/proc/stat``."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _postgres_cpu_s() -> float:
+    """CPU seconds used so far by the running PostgreSQL server's processes."""
+    total = 0.0
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() == "postgres":
+                    total += _cpu_s(int(d.name))
+            except OSError:
+                continue
+    return total
+
+
+def _cpu_split(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float, float]:
+    """The machine's, the dispatchers' and PostgreSQL's CPU seconds so far."""
+    return _machine_cpu_s(), sum(_cpu_s(p.pid) for p in procs), _postgres_cpu_s()
+
+
 def _free_port() -> int:
     import socket
 
@@ -150,6 +179,109 @@ def _wait(fn: Any, timeout: float) -> bool:
     return False
 
 
+def _steady(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
+            ports: list[int], sample: Any, peak: dict[str, Any], out: dict[str, Any]) -> None:
+    """Phase 1: ``--rate`` new tasks per second for ``--seconds``."""
+    _vacuum(url)
+    ids: list[str] = []
+    cpu0 = [_cpu_s(p.pid) for p in procs]
+    passes0 = [_passes(port) for port in ports]
+    t0 = time.monotonic()
+    k = 0
+    while time.monotonic() - t0 < args.seconds:
+        due = int((time.monotonic() - t0) * args.rate)
+        while k < due:
+            ids.append(board.create(f"steady {k}", assignee="w")["id"])
+            k += 1
+        sample()
+        time.sleep(0.05)
+    span = time.monotonic() - t0
+    cpu = [_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
+    passes = [(a[0] - b[0], a[1] - b[1]) for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
+    _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'done'") >= len(ids), 120)
+    lat, _, _ = _latencies(ab.db, ids)
+    out["steady"] = {"rate_per_s": args.rate, "tasks": len(ids), "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+                     "peak_agents": peak["agents"],
+                     # per dispatcher, while the tasks were being created
+                     "passes_per_s": round(sum(p for p, _ in passes) / len(procs) / span, 1),
+                     "skipped_passes_per_s": round(sum(s for _, s in passes) / len(procs) / span, 1),
+                     "dispatcher_cpu_pct": round(sum(cpu) / len(procs) / span * 100, 1)}
+
+
+def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
+           ports: list[int], sample: Any, out: dict[str, Any]) -> None:
+    """Phase 2: ``--burst`` children made ready by their parent's completion."""
+    _vacuum(url)
+    # the children wait for a parent whose completion makes them all ready in one transaction
+    gate = board.create("gate")["id"]  # no agent takes it until all its children exist
+    held = [board.create(f"burst {i}", assignee="w", parents=[gate])["id"] for i in range(args.burst)]
+    passes0 = [_passes(port) for port in ports]
+    board.assign(gate, "gate")
+    _wait(lambda: board.show(gate)["status"] == "running", 60)
+    cpu0 = _cpu_split(procs)
+    # (through the gate's links: the poll itself must not read every task of the board)
+    _wait(lambda: (sample() or True) and _count(ab.db, "SELECT COUNT(*) FROM task_runs r JOIN task_links l ON "
+                                                "l.child_id = r.task_id WHERE l.parent_id = :g", {"g": gate}) >= len(held), 120)
+    # from the gate's start to the last spawn, over the burst's tasks: what starting one costs
+    cpu = [(b - a) * 1000 / max(1, len(held)) for a, b in zip(cpu0, _cpu_split(procs), strict=True)]
+    passes1 = [_passes(port) for port in ports]
+    burst_passes = [a[0] - b[0] for a, b in zip(passes1, passes0, strict=True)]
+    burst_skipped = [a[1] - b[1] for a, b in zip(passes1, passes0, strict=True)]
+    # per host: the burst's tasks it started and the claim transactions that took them
+    per_host = ab.db.read(lambda tx: tx.all(
+        "SELECT r.worker_host AS host, COUNT(*) AS tasks, COUNT(DISTINCT r.claim_lock) AS claims FROM task_runs r "
+        "JOIN task_links l ON l.child_id = r.task_id WHERE l.parent_id = :g GROUP BY r.worker_host ORDER BY 1", {"g": gate}))
+    _, first, last = _latencies(ab.db, held)
+    t_ready = float(ab.db.read(lambda tx: tx.scalar(
+        "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
+        "'status_changed')", {"t": gate})) or 0) or float(board.show(gate).get("completed_at") or 0)
+    out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
+                    "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
+                    # more than the slots: the last ones wait for earlier agents to finish
+                    "over_capacity": len(held) > args.hosts * args.slots,
+                    # passes each dispatcher ran (the gate's own included) until all had started
+                    "passes_per_host": burst_passes,
+                    # wake-ups each dispatcher's glance found nothing to do for
+                    "skipped_per_host": burst_skipped,
+                    "tasks_per_host": [int(r["tasks"]) for r in per_host],
+                    "claims_per_host": [int(r["claims"]) for r in per_host],
+                    "cpu_ms_per_task": {"machine": round(cpu[0], 2), "dispatchers": round(cpu[1], 2),
+                                        "postgres": round(cpu[2], 2),
+                                        "agents_and_rest": round(cpu[0] - cpu[1] - cpu[2], 2)}}
+    if "kill" in args.phases or args.phases.count("burst") > 1:  # the next phase starts on an idle board
+        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0, 180)
+
+
+def _kill(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
+          running_q: str, out: dict[str, Any]) -> None:
+    """Phase 3: host 0 killed with ``kill -9`` while its agents work."""
+    _vacuum(url)
+    victim = procs[0]
+    long_ids = [board.create(f"long {i}", assignee="long")["id"] for i in range(args.hosts * 3)]
+    _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND worker_host = "
+                                "'host-0'") > 0 and _count(ab.db, running_q) >= len(long_ids), 60)
+    pids = [int(r["worker_pid"]) for r in ab.db.read(lambda tx: tx.all(
+        "SELECT worker_pid FROM tasks WHERE status = 'running' AND worker_host = 'host-0' AND worker_pid IS NOT NULL"))]
+    lost = {r["id"] for r in ab.db.read(lambda tx: tx.all(
+        "SELECT id FROM tasks WHERE status = 'running' AND worker_host = 'host-0'"))}
+    t_kill = time.time()
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    time.sleep(5)
+    from agentboard.dispatch.liveness import group_has_live
+
+    orphans = sum(1 for p in pids if group_has_live(p))
+    _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0,
+          args.ttl * 3 + args.kill_work * 2 + 60)
+    restarted = ab.db.read(lambda tx: tx.all(
+        "SELECT task_id, MIN(started_at) AS at FROM task_runs WHERE worker_host != 'host-0' AND attempt >= 1 "
+        "GROUP BY task_id"))
+    back = [float(r["at"]) - t_kill for r in restarted if r["task_id"] in lost]
+    out["kill"] = {"host_tasks": len(lost), "agents": len(pids), "orphans_alive_after_5s": orphans,
+                   "restarted_elsewhere": len(back), "restarted_after_s_max": round(max(back), 1) if back else None,
+                   "ttl_s": args.ttl}
+
+
 def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     import agentboard
 
@@ -158,6 +290,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     ab.settings.home = root / "client"
     ab.add_profile("w", command=_agent(args.work))
     ab.add_profile("long", command=_agent(args.kill_work))
+    ab.add_profile("gate", command=_agent(1))
     board = ab.board()
     procs: list[subprocess.Popen[bytes]] = []
     ports = [_free_port() for _ in range(args.hosts)]
@@ -185,83 +318,16 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         # the dispatchers start (a loaded machine takes a while): each has run a pass
         if not _wait(lambda: all(_passes(port)[0] >= 1 for port in ports), 180):
             raise SystemExit("the dispatchers did not start within 180 s; see " + str(root))
-        # 1. steady
-        _vacuum(url)
-        ids: list[str] = []
-        cpu0 = [_cpu_s(p.pid) for p in procs]
-        passes0 = [_passes(port) for port in ports]
-        t0 = time.monotonic()
-        k = 0
-        while time.monotonic() - t0 < args.seconds:
-            due = int((time.monotonic() - t0) * args.rate)
-            while k < due:
-                ids.append(board.create(f"steady {k}", assignee="w")["id"])
-                k += 1
-            sample()
-            time.sleep(0.05)
-        span = time.monotonic() - t0
-        cpu = [_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
-        passes = [(a[0] - b[0], a[1] - b[1]) for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
-        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'done'") >= len(ids), 120)
-        lat, _, _ = _latencies(ab.db, ids)
-        out["steady"] = {"rate_per_s": args.rate, "tasks": len(ids), "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
-                         "peak_agents": peak["agents"],
-                         # per dispatcher, while the tasks were being created
-                         "passes_per_s": round(sum(p for p, _ in passes) / len(procs) / span, 1),
-                         "skipped_passes_per_s": round(sum(s for _, s in passes) / len(procs) / span, 1),
-                         "dispatcher_cpu_pct": round(sum(cpu) / len(procs) / span * 100, 1)}
-        # 2. burst: made ready at once
-        _vacuum(url)
-        # the children wait for a parent whose completion makes them all ready in one transaction
-        gate = board.create("gate", assignee="w")["id"]
-        held = [board.create(f"burst {i}", assignee="w", parents=[gate])["id"] for i in range(args.burst)]
-        passes0 = [_passes(port) for port in ports]
-        _wait(lambda: (sample() or True) and _count(ab.db, "SELECT COUNT(*) FROM task_runs r JOIN tasks t ON "
-                                                    "t.id = r.task_id WHERE t.title LIKE 'burst %'") >= len(held), 120)
-        burst_passes = [a[0] - b[0] for a, b in zip([_passes(port) for port in ports], passes0, strict=True)]
-        # per host: the burst's tasks it started and the claim transactions that took them
-        per_host = ab.db.read(lambda tx: tx.all(
-            "SELECT r.worker_host AS host, COUNT(*) AS tasks, COUNT(DISTINCT r.claim_lock) AS claims FROM task_runs r "
-            "JOIN tasks t ON t.id = r.task_id WHERE t.title LIKE 'burst %' GROUP BY r.worker_host ORDER BY 1"))
-        _, first, last = _latencies(ab.db, held)
-        t_ready = float(ab.db.read(lambda tx: tx.scalar(
-            "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
-            "'status_changed')", {"t": gate})) or 0) or float(board.show(gate).get("completed_at") or 0)
-        out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
-                        "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
-                        # more than the slots: the last ones wait for earlier agents to finish
-                        "over_capacity": len(held) > args.hosts * args.slots,
-                        # passes each dispatcher ran (the gate's own included) until all had started
-                        "passes_per_host": burst_passes,
-                        "tasks_per_host": [int(r["tasks"]) for r in per_host],
-                        "claims_per_host": [int(r["claims"]) for r in per_host]}
-        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0, 180)
-        # 3. kill -9 of a host with its agents at work
-        _vacuum(url)
-        victim = procs[0]
-        long_ids = [board.create(f"long {i}", assignee="long")["id"] for i in range(args.hosts * 3)]
-        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND worker_host = "
-                                    "'host-0'") > 0 and _count(ab.db, running_q) >= len(long_ids), 60)
-        pids = [int(r["worker_pid"]) for r in ab.db.read(lambda tx: tx.all(
-            "SELECT worker_pid FROM tasks WHERE status = 'running' AND worker_host = 'host-0' AND worker_pid IS NOT NULL"))]
-        lost = {r["id"] for r in ab.db.read(lambda tx: tx.all(
-            "SELECT id FROM tasks WHERE status = 'running' AND worker_host = 'host-0'"))}
-        t_kill = time.time()
-        victim.send_signal(signal.SIGKILL)
-        victim.wait()
-        time.sleep(5)
-        from agentboard.dispatch.liveness import group_has_live
-
-        orphans = sum(1 for p in pids if group_has_live(p))
-        _wait(lambda: _count(ab.db, "SELECT COUNT(*) FROM tasks WHERE status != 'done'") == 0,
-              args.ttl * 3 + args.kill_work * 2 + 60)
-        restarted = ab.db.read(lambda tx: tx.all(
-            "SELECT task_id, MIN(started_at) AS at FROM task_runs WHERE worker_host != 'host-0' AND attempt >= 1 "
-            "GROUP BY task_id"))
-        back = [float(r["at"]) - t_kill for r in restarted if r["task_id"] in lost]
-        out["kill"] = {"host_tasks": len(lost), "agents": len(pids), "orphans_alive_after_5s": orphans,
-                       "restarted_elsewhere": len(back), "restarted_after_s_max": round(max(back), 1) if back else None,
-                       "ttl_s": args.ttl}
+        for phase in args.phases.split(","):  # in the order given; a burst may come more than once
+            if phase == "steady":
+                _steady(ab, board, url, args, procs, ports, sample, peak, out)
+            elif phase == "burst":
+                _burst(ab, board, url, args, procs, ports, sample, out)
+                out.setdefault("bursts", []).append(out["burst"])
+            elif phase == "kill":
+                _kill(ab, board, url, args, procs, running_q, out)
+            else:
+                raise SystemExit(f"unknown phase {phase!r}: steady, burst or kill")
         out["duplicates"] = _count(ab.db, "SELECT COUNT(*) FROM (SELECT task_id FROM task_runs WHERE outcome = "
                                           "'completed' GROUP BY task_id HAVING COUNT(*) > 1) d")
         agents = max(1, peak["agents"])
@@ -297,6 +363,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=10.0)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--burst", type=int, default=200)
+    ap.add_argument("--phases", default="steady,burst,kill", help="comma-separated: steady, burst, kill")
     args = ap.parse_args()
     load0 = load_average()
     url, name = fresh_pg(args.pg)

@@ -3,6 +3,7 @@ every running task of the fleet; the caps still count every host's."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -101,3 +102,41 @@ def test_a_glance_sees_a_task_enter_review_or_triage_or_a_race_leave_running(ab:
     tasks.archive(db, "default", t["id"])
     assert kd.glance(db, "host-a").waiting[0] == before[0]
 
+
+
+def test_a_glance_reads_the_ready_running_and_waiting_tasks_through_indexes_never_the_whole_table(ab: Any) -> None:
+    """A dispatcher glances at every wake-up (several a second per host in a burst): on a board
+    with a long history, reading all of ``tasks`` each time would grow with every task ever done."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    for i in range(40):
+        t = tasks.create(db, "default", f"old {i}", assignee="w")
+        runs.complete(db, "default", t["id"], summary="ok", run_id=runs.claim(db, "default", t["id"])["run_id"])
+    tasks.create(db, "default", "ready one", assignee="w")
+    params = {"h": "host-a", "now": time.time()}
+    for unrecorded in (False, True):
+        sql = kd.glance_sql(unrecorded=unrecorded)
+        if db.dialect == "sqlite":
+            with db._raw() as conn:
+                plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
+            whole = [p for p in plan if p.startswith("SCAN tasks") and "INDEX" not in p]
+        else:
+            def _plan(tx: Any, sql: str = sql) -> list[str]:
+                tx.execute("SET enable_seqscan = off")  # a scan left in the plan has no index to use
+                try:
+                    return [str(next(iter(r.values()))) for r in tx.all("EXPLAIN " + sql, params)]
+                finally:
+                    tx.execute("RESET enable_seqscan")
+            plan = db.read(_plan)
+            # each read of tasks: one of the partial indexes (ready, running, waiting tasks only),
+            # or a look-up by key (a comment's task); not a scan of the table or a whole index
+            partial = ("ix_tasks_board_assignee", "ix_tasks_running", "ix_tasks_waiting")
+            whole = []
+            for i, line in enumerate(plan):
+                m = re.search(r"(?:using|Bitmap Index Scan on) (\w+)", line)
+                if "Seq Scan on tasks" in line or (
+                        m and m[1].startswith(("tasks_", "ix_tasks_")) and m[1] not in partial
+                        and not (m[1] == "tasks_pkey" and "Index Cond" in plan[i + 1])):
+                    whole.append(line)
+        assert not whole, plan
+    assert kd.glance(db, "host-a").ready

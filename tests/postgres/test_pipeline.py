@@ -178,3 +178,34 @@ def test_a_process_that_exits_right_after_its_commit_still_wakes_the_listeners(p
         got = list(conn.notifies(timeout=5, stop_after=1))
     assert got and got[0].payload == "default"
     assert [t["title"] for t in queries.list_tasks(_db(pg_url, tmp_path), "default")] == ["from a short-lived process"]
+
+
+def test_a_dispatchers_claims_and_records_wake_no_other_host_but_a_promotion_does(pg_url: str, tmp_path: Path) -> None:
+    """In a burst, eight hosts' claims and spawn records would each wake the seven others for a
+    glance that finds nothing new for them; this process's own listeners still hear of them."""
+    from agentboard.kernel import dispatching as kd
+
+    db = _db(pg_url, tmp_path)
+    gate = tasks.create(db, "default", "gate", assignee="w")
+    made = [tasks.create(db, "default", f"t{i}", assignee="w")["id"] for i in range(3)]
+    child = tasks.create(db, "default", "child", assignee="w", parents=[gate["id"]])
+    local: list[set[str]] = []
+    db.add_listener(local.append)
+    db._notifier.flush()  # the creations' notification is out before listening starts
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("LISTEN agentboard_events")
+        claimed = kd.claim_batch(db, "default", made, host="host-a")
+        kd.record_spawns(db, "default", [{"task_id": c["id"], "run_id": c["run_id"], "pid": 4242 + n, "host": "host-a"}
+                                         for n, c in enumerate(claimed)])
+        db._notifier.flush()  # anything they had marked goes out now
+        with psycopg.connect(pg_url, autocommit=True) as other:  # commits after anything they sent
+            other.execute("SELECT pg_notify('agentboard_events', 'marker')")
+        heard = [n.payload for n in conn.notifies(timeout=10, stop_after=1)]
+        assert heard == ["marker"]
+        assert len(local) == 2  # the claim and the record, for this process's own dispatcher and API
+        run = runs.claim(db, "default", gate["id"], host="host-a")
+        runs.complete(db, "default", gate["id"], summary="ok", run_id=run["run_id"])
+        heard = [n.payload for n in conn.notifies(timeout=10, stop_after=1)]
+    assert heard == ["default"]  # the completion made the child ready: work for any host
+    assert queries.task_detail(db, "default", child["id"])["status"] == "ready"
+    db.close()

@@ -43,16 +43,16 @@ def validate_target(db: Database, path: str, mode: str | None = None, board: str
         raise InvalidInput(f"target directory {path!r} contains '..': give a plain absolute path")
     norm = os.path.normpath(raw)
     p = Path(norm)
+    if home is None:
+        home = db.settings.home
+    why = sensitive_reason(p, home)  # whether it exists or not: never a folder of credentials
+    if why:
+        raise InvalidInput(f"cannot use {norm} as a target directory: {why}")
     kboards.check_workdir(norm, create=create)
     if mode is None:
         mode = "linked-existing" if p.exists() else "linked-new"
     if mode not in MODES:
         raise InvalidInput(f"unknown target mode {mode!r}: use linked-new or linked-existing")
-    if home is None:
-        home = db.settings.home
-    why = sensitive_reason(p, home)
-    if why:
-        raise InvalidInput(f"cannot use {norm} as a target directory: {why}")
     other = kd.board_with_workdir(db, norm, board)
     if other:
         raise Conflict(f"{norm} is already the target directory of board {other!r}")

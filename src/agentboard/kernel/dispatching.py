@@ -30,7 +30,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import Conflict, InvalidInput, StaleRun
-from ..store.engine import Database, Row, Tx, dump_json, in_list
+from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
@@ -132,27 +132,36 @@ class Glance:
     waiting: tuple[int, float] = (0, 0.0)
 
 
+def glance_sql(*, unrecorded: bool = False) -> str:
+    """The statement of :func:`glance` (parameters ``h``, the host, and ``now``): every part
+    read through an index, never the whole of ``tasks``."""
+    mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
+    return (
+        # in the claim index's order, so its entries are read, not the table (where the ready
+        # tasks, the newest, come after every finished one)
+        f"SELECT COALESCE((SELECT 1 FROM tasks WHERE {CLAIMABLE} AND (cooldown_until IS NULL OR "
+        "cooldown_until <= :now) ORDER BY board, assignee, priority DESC, created_at, id LIMIT 1), 0) AS ready, "
+        "CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'running' AND claim_expires < :now) "
+        "THEN 1 ELSE 0 END AS lapsed, "
+        f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
+        f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
+        f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
+        "AS comments, "
+        # reviews, triage and races: their own partial index (ix_tasks_waiting)
+        f"(SELECT COUNT(*) FROM tasks WHERE {WAITING}) AS waiting, "
+        f"(SELECT MAX(updated_at) FROM tasks WHERE {WAITING}) AS waiting_at")
+
+
 def glance(db: Database, host: str, now: float | None = None, *, unrecorded: bool = False) -> Glance:
     """One small read through the indexes of ready and running tasks, instead of a pass's
     full read: whether there is work to start, a lapsed claim, a fingerprint of this host's
     running tasks and one of the tasks a pass acts on without a worker (reviews, triage, races).
     ``unrecorded``: running tasks with no host count as this host's (SQLite)."""
     at = time.time() if now is None else now
-    mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
-    waiting = "status IN ('review', 'triage') OR (status = 'running' AND race_until IS NOT NULL)"
+    sql = glance_sql(unrecorded=unrecorded)
 
     def _r(tx: Tx) -> Glance:
-        row = tx.one(
-            "SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'ready' AND (cooldown_until IS NULL "
-            "OR cooldown_until <= :now)) THEN 1 ELSE 0 END AS ready, "
-            "CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'running' AND claim_expires < :now) "
-            "THEN 1 ELSE 0 END AS lapsed, "
-            f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
-            f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
-            f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
-            "AS comments, "
-            f"(SELECT COUNT(*) FROM tasks WHERE {waiting}) AS waiting, "
-            f"(SELECT MAX(updated_at) FROM tasks WHERE {waiting}) AS waiting_at", {"h": host, "now": at}) or {}
+        row = tx.one(sql, {"h": host, "now": at}) or {}
         return Glance(bool(row.get("ready")), bool(row.get("lapsed")),
                       (int(row.get("n") or 0), int(row.get("runs") or 0), int(row.get("comments") or 0)),
                       (int(row.get("waiting") or 0), float(row.get("waiting_at") or 0.0)))
@@ -375,6 +384,9 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
         if task_id in out:
             task = {k: v for k, v in free[task_id].items() if k not in ("pending", "current_run_id", "supervised")}
             result.append({**out[task_id], "task": task})
+    # claims alone give no other host's dispatcher anything to do (a budget's block or the
+    # one-by-one path, which may demote a task, still wake them)
+    tx.wakes_hosts = bool(slow) or len(allowed) < sum(1 for r in found if not r["pending"])
     return result
 
 
@@ -446,6 +458,7 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
                    "workspace": it.get("workspace")}
         payload.update(it.get("extra") or {})
         tx.event(board, it["task_id"], "spawned", payload, run_id=int(it["run_id"]), actor="dispatcher", at=now)
+    tx.wakes_hosts = bool(stale)  # a worker recorded gives no other host anything to do
     return stale
 
 

@@ -107,6 +107,9 @@ EVENT_COLUMNS = "(board, task_id, run_id, kind, payload, actor, created_at)"
 #: ready to be claimed. A query meant to read that index has this term word for word: SQLite's
 #: planner uses a partial index only for a query whose condition contains the index's own
 CLAIMABLE = "status = 'ready'"
+#: the tasks a dispatcher's pass acts on without a worker of their own (``ix_tasks_waiting``'s
+#: predicate, word for word in the queries meant to read it)
+WAITING = "status IN ('review', 'triage') OR (status = 'running' AND race_until IS NOT NULL)"
 _EVENT_INSERT = (
     f"INSERT INTO task_events {EVENT_COLUMNS} "
     "VALUES (:board, :task_id, :run_id, :kind, :payload, :actor, :at)"
@@ -124,7 +127,7 @@ def _sqlite_dict(row: sqlite3.Row) -> Row:
 class Tx:
     """One transaction on one DB-API connection."""
 
-    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "_pg", "wire")
+    __slots__ = ("db", "conn", "cur", "wrote_events", "boards_touched", "wakes_hosts", "_pg", "wire")
 
     def __init__(self, db: Database, conn: Any, wire: Wire | None = None) -> None:
         self.db = db
@@ -143,6 +146,10 @@ class Tx:
             self.cur = conn.cursor()
         self.wrote_events = False
         self.boards_touched: set[str] = set()
+        #: whether its commit may give another host's dispatcher something to do (PostgreSQL's
+        #: notification); False for a dispatcher's own claims and records of its workers, which
+        #: only this process's listeners hear of (other hosts' passes have nothing new to do)
+        self.wakes_hosts = True
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> Any:
         if self.wire is not None:
@@ -505,7 +512,7 @@ class Database:
                     tx.cur.close()
                 self._release(token, broken=broken)
             if tx.wrote_events:
-                self._signal(tx.boards_touched)
+                self._signal(tx.boards_touched, hosts=tx.wakes_hosts)
             return result
 
     def write_one(self, sql: str, params: dict[str, Any], *, verb: Callable[..., Any],
@@ -591,8 +598,8 @@ class Database:
 
     # -- change signal ----------------------------------------------------------------------
 
-    def _signal(self, boards: set[str]) -> None:
-        if self.dialect == "postgresql":  # other processes: the notifier's next pg_notify
+    def _signal(self, boards: set[str], *, hosts: bool = True) -> None:
+        if self.dialect == "postgresql" and hosts:  # other processes: the notifier's next pg_notify
             notifier = self._notifier
             if notifier is None:
                 from .pgnotify import Notifier

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from . import rollups as _rollups
-from .engine import CLAIMABLE
+from .engine import CLAIMABLE, WAITING
 
 metadata = sa.MetaData()
 
@@ -117,6 +117,13 @@ tasks = sa.Table(
         "claim_expires",
         sqlite_where=sa.text("status = 'running'"),
         postgresql_where=sa.text("status = 'running'"),
+    ),
+    sa.Index(  # the tasks a pass acts on with no worker of its own, which a woken dispatcher's
+        # glance counts: reviews, triage, races under way (0028)
+        "ix_tasks_waiting",
+        "updated_at",
+        sqlite_where=sa.text(WAITING),
+        postgresql_where=sa.text(WAITING),
     ),
     sa.Index(
         "ix_tasks_race_of",
