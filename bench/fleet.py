@@ -11,7 +11,11 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    completion); time from that completion (its event's time, taken as its transaction starts,
    so the promotion of the children counts) to the first and to the last ``spawned`` (a burst larger
    than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
-   dispatcher ran meanwhile, and per host the tasks it started and the claims that took them;
+   dispatcher ran and the wake-ups it skipped meanwhile, per host the tasks it started and the
+   claims that took them, and the CPU per task of the machine, the dispatchers and PostgreSQL
+   (from the gate's start to the last spawn). Its baseline, measured in the same run just before:
+   the same ``--burst`` agents started by one process with a bare ``Popen`` each
+   (``baseline_raw_spawn``, ``vs_raw``);
 3. **kill -9**: one host killed with its agents at work (they sleep ``--kill-work`` s); its
    agents must be gone within its guard's grace (sampled), its tasks back on the board within the
    claim TTL and completed once elsewhere.
@@ -39,6 +43,7 @@ all started within 2 s, the first within 100 ms, with no duplicates. At their sc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -208,9 +213,36 @@ def _steady(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list
                      "dispatcher_cpu_pct": round(sum(cpu) / len(procs) / span * 100, 1)}
 
 
+def _raw_spawns(n: int, root: Path, work: float) -> dict[str, float]:
+    """The baseline of a burst, measured in the same run: ``n`` of the same agent started by one
+    process with a bare ``Popen`` each (a folder with ``.board/`` and a log file each, a session
+    of its own), no database; the wall time to start them all and the machine's CPU per agent.
+    They are stopped afterwards."""
+    base = root / "raw"
+    cmd = ["sh", "-c", f"sleep {work}; echo '{{\"success\": true}}' > .board/result.json"]
+    started: list[subprocess.Popen[bytes]] = []
+    m0, t0 = _machine_cpu_s(), time.perf_counter()
+    for i in range(n):
+        d = base / f"w{i}"
+        (d / ".board").mkdir(parents=True)
+        with open(d / "log", "ab", buffering=0) as log:
+            started.append(subprocess.Popen(cmd, cwd=d, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True, close_fds=True))
+    wall = time.perf_counter() - t0
+    time.sleep(0.5)  # the last ones' own start (their exec) counted too
+    cpu = _machine_cpu_s() - m0
+    for p in started:
+        with contextlib.suppress(OSError):
+            os.killpg(p.pid, signal.SIGKILL)
+    for p in started:
+        p.wait()
+    return {"all_started_ms": round(wall * 1000, 1), "cpu_ms_per_task": round(cpu * 1000 / max(1, n), 2)}
+
+
 def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
            ports: list[int], sample: Any, out: dict[str, Any]) -> None:
     """Phase 2: ``--burst`` children made ready by their parent's completion."""
+    raw = _raw_spawns(args.burst, Path(tempfile.mkdtemp(prefix="ab-bench-raw-")), args.work)
     _vacuum(url)
     # the children wait for a parent whose completion makes them all ready in one transaction
     gate = board.create("gate")["id"]  # no agent takes it until all its children exist
@@ -245,6 +277,10 @@ def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[
                     "skipped_per_host": burst_skipped,
                     "tasks_per_host": [int(r["tasks"]) for r in per_host],
                     "claims_per_host": [int(r["claims"]) for r in per_host],
+                    # the same agents started by a bare Popen each, in this run: the floor
+                    "baseline_raw_spawn": raw,
+                    "vs_raw": {"all_spawned": round((last - t_ready) * 1000 / raw["all_started_ms"], 2) if last else None,
+                               "cpu_per_task": round(cpu[0] / raw["cpu_ms_per_task"], 2)},
                     "cpu_ms_per_task": {"machine": round(cpu[0], 2), "dispatchers": round(cpu[1], 2),
                                         "postgres": round(cpu[2], 2),
                                         "agents_and_rest": round(cpu[0] - cpu[1] - cpu[2], 2)}}
