@@ -1,6 +1,6 @@
 """The files ``lifecycle.prepare`` writes before a spawn keep their content while it takes the
 short cuts (one read, no wiki lookup without published pages, no git for non-git folders,
-the result schema serialized once)."""
+the JSON written by orjson, files in a new ``.board/`` created in place)."""
 
 from __future__ import annotations
 
@@ -61,3 +61,28 @@ def test_git_excludes_only_inside_a_git_work_tree(ab, board, tmp_path):
     lifecycle.prepare(ab.db, ab.settings, board.slug, {"id": t["id"]}, 2, nested)
     exclude = (repo / ".git" / "info" / "exclude").read_text().splitlines()
     assert ".board/" in exclude and ".mcp.json" in exclude
+
+
+def test_a_workspace_that_becomes_a_repository_is_excluded_at_once_though_its_parent_was_looked_at(
+        ab, board, tmp_path):
+    t = board.create("x", assignee="w")
+    first, second = tmp_path / "ws" / "first", tmp_path / "ws" / "second"
+    first.mkdir(parents=True)
+    second.mkdir()
+    lifecycle.prepare(ab.db, ab.settings, board.slug, {"id": t["id"]}, 1, first)  # no git above ws/: remembered
+    subprocess.run(["git", "init", "-q", str(second)], check=True)
+    lifecycle.prepare(ab.db, ab.settings, board.slug, {"id": t["id"]}, 2, second)
+    exclude = (second / ".git" / "info" / "exclude").read_text().splitlines()
+    assert ".board/" in exclude and ".mcp.json" in exclude
+
+
+def test_a_hand_off_with_a_number_json_allows_but_orjson_refuses_is_still_written(ab, board, tmp_path):
+    parent = board.create("parent", assignee="w")
+    child = board.create("child", assignee="w", parents=[parent["id"]])
+    board.complete(parent["id"], summary="done", metadata={"big": 2**70, "name": "Ünïcode"})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    lifecycle.prepare(ab.db, ab.settings, board.slug, {"id": child["id"]}, 1, ws)
+    doc = json.loads((ws / ".board" / "task.json").read_text(encoding="utf-8"))
+    assert doc["parents"][0]["metadata"] == {"big": 2**70, "name": "Ünïcode"}
+    assert boarddir.json_text({"a": [1.5, None, "é"]}) == '{\n  "a": [\n    1.5,\n    null,\n    "é"\n  ]\n}\n'

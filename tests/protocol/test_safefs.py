@@ -74,6 +74,24 @@ def test_writing_beneath_a_planted_folder_link_replaces_the_link_and_leaves_its_
     assert _listing(victim) == before
 
 
+def test_a_file_in_a_folder_just_made_is_written_in_place_but_never_through_a_link_planted_there(
+        resolver: str, tmp_path: Path, victim: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with safefs.open_board(ws) as bdir:
+        assert bdir.fresh  # made by this call
+        bdir.write_text("context.md", "new\n")
+        os.symlink(victim / "keep.txt", ws / ".board" / "task.json")  # a link planted in between
+        bdir.write_text("task.json", "{}\n")
+    assert (victim / "keep.txt").read_text() == "keep\n"
+    assert not (ws / ".board" / "task.json").is_symlink()
+    assert (ws / ".board" / "task.json").read_text() == "{}\n"
+    assert (ws / ".board" / "context.md").read_text() == "new\n"
+    assert sorted(os.listdir(ws / ".board")) == ["context.md", "task.json"]  # no temporary file left
+    with safefs.open_board(ws) as again:
+        assert not again.fresh  # there already: written as a new file renamed over the name
+
+
 def test_removing_a_tree_unlinks_its_links_and_never_deletes_what_they_point_at(
         resolver: str, tmp_path: Path, victim: Path) -> None:
     ws = tmp_path / "ws"

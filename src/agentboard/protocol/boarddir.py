@@ -14,7 +14,6 @@ The worker writes ``result.json`` (and a reviewer agent ``review-verdict.json``)
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -24,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from .. import gitsafe
 from ..store.engine import Row
@@ -39,7 +40,7 @@ log = logging.getLogger("agentboard.protocol")
 
 
 def board_dir(workspace: Path) -> Path:
-    return Path(workspace) / BOARD_DIR
+    return (workspace if isinstance(workspace, Path) else Path(workspace)) / BOARD_DIR
 
 
 def result_path(workspace: Path) -> Path:
@@ -67,28 +68,27 @@ def write_text(path: Path, text: str) -> None:
     safefs.write_file(path, text)
 
 
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
+def json_text(data: Any) -> str:
+    """JSON as the workspace files hold it: indented by two spaces, text as UTF-8, anything JSON
+    has no type for (a path, a timestamp object) as its ``str``, and a final newline. Written by
+    orjson (a twentieth of the standard encoder's time on a ``task.json``); a whole number over
+    64 bits, which orjson refuses, falls back to the standard encoder."""
+    try:
+        return orjson.dumps(data, default=str, option=_JSON_OPTIONS).decode() + "\n"
+    except TypeError:  # orjson.JSONEncodeError: an integer over 64 bits
+        return json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
 def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-_CONSTANT_KEYS = ("result_schema", "result_example")
-
-
-@functools.lru_cache(maxsize=1)
-def _constant_tail() -> str:
-    return json.dumps({"result_schema": RESULT_SCHEMA, "result_example": RESULT_EXAMPLE}, indent=2,
-                      ensure_ascii=False, default=str)
+    write_text(path, json_text(data))
 
 
 def task_json_text(doc: dict[str, Any]) -> str:
-    """``task.json`` as :func:`write_json` writes it; the schema and example it ends with are
-    serialized once per process (the same text: same nesting level, same options)."""
-    if (tuple(doc)[-2:] == _CONSTANT_KEYS and doc["result_schema"] is RESULT_SCHEMA
-            and doc["result_example"] is RESULT_EXAMPLE and len(doc) > 2):
-        head = json.dumps({k: v for k, v in doc.items() if k not in _CONSTANT_KEYS}, indent=2,
-                          ensure_ascii=False, default=str)
-        return head[:-2] + ",\n" + _constant_tail()[2:] + "\n"
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    """``task.json`` as :func:`write_json` writes it."""
+    return json_text(doc)
 
 
 def _sections(body: str) -> dict[str, list[str]]:
@@ -291,20 +291,43 @@ def _git(top: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+#: how long what lies above a workspace folder (its parents' ``.git``) is remembered
+_ABOVE_TTL = 5.0
+_above: dict[str, tuple[float, bool]] = {}
+
+
+def _git_at_or_above(folder: str) -> bool:
+    """Whether ``folder`` or one of its parents holds a ``.git``; remembered for a few seconds
+    per folder (a burst of workers shares its workspaces' parent: one walk, not one per worker)."""
+    now = time.monotonic()
+    hit = _above.get(folder)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    found, d = False, folder
+    while True:
+        if os.path.lexists(os.path.join(d, ".git")):
+            found = True
+            break
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    if len(_above) > 4096:
+        _above.clear()
+    _above[folder] = (now + _ABOVE_TTL, found)
+    return found
+
+
 def _maybe_in_git(workspace: Path) -> bool:
     """False only when ``workspace`` cannot be inside a git work tree: no ``.git`` in it or any
-    parent and no ``GIT_DIR``/``GIT_WORK_TREE`` in the environment (saves starting git)."""
+    parent (by its path as given and as resolved) and no ``GIT_DIR``/``GIT_WORK_TREE`` in the
+    environment (saves starting git). The workspace's own ``.git`` is looked for every time; its
+    parents' answer is remembered for a few seconds."""
     if os.environ.get("GIT_DIR") or os.environ.get("GIT_WORK_TREE"):
         return True
     for start in {os.path.abspath(workspace), os.path.realpath(workspace)}:
-        d = start
-        while True:
-            if os.path.lexists(os.path.join(d, ".git")):
-                return True
-            up = os.path.dirname(d)
-            if up == d:
-                break
-            d = up
+        if os.path.lexists(os.path.join(start, ".git")) or _git_at_or_above(os.path.dirname(start)):
+            return True
     return False
 
 
@@ -327,16 +350,18 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
     """
     path = Path(workspace) / MCP_FILE
     with safefs.open_root(workspace) as root:
-        if root.exists(MCP_FILE) and is_tracked(workspace, MCP_FILE):
+        present = root.exists(MCP_FILE)
+        if present and is_tracked(workspace, MCP_FILE):
             return None
         data: dict[str, Any] = {}
+        raw = None
         try:
-            raw = root.read_bytes(MCP_FILE, limit=MCP_READ_LIMIT)
+            if present:  # (a new workspace has none: nothing to merge, nothing to read)
+                raw = root.read_bytes(MCP_FILE, limit=MCP_READ_LIMIT)
         except safefs.Unsafe as exc:
             log.warning("%s; it is replaced", exc)
-            raw = None
         except OSError:
-            raw = None
+            pass
         if raw is not None:
             try:
                 loaded = json.loads(raw.decode("utf-8"))
@@ -347,7 +372,7 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
         servers: dict[str, Any] = found if isinstance(found, dict) else {}
         servers["agentboard"] = mcp_server_entry(env)
         data["mcpServers"] = servers
-        root.write_text(MCP_FILE, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+        root.write_text(MCP_FILE, json_text(data))
     return path
 
 

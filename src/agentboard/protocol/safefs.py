@@ -104,6 +104,11 @@ def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
 
 
 def _parts(rel: str | os.PathLike[str]) -> list[str]:
+    if isinstance(rel, str) and rel and "/" not in rel and "\0" not in rel:  # one plain name: the common case
+        if rel == ".":
+            return []
+        if rel != "..":
+            return [rel]
     parts = [p for p in Path(rel).parts if p not in ("", ".")]
     for p in parts:
         if p == ".." or "/" in p or p.startswith("/"):
@@ -116,11 +121,22 @@ class Dir:
 
     Use as a context manager (the descriptor is closed on exit)."""
 
-    def __init__(self, fd: int, path: Path):
+    def __init__(self, fd: int, path: Path, rel: tuple[str, ...] = ()):
         self.fd = fd
-        self.path = path
+        self._base = path
+        self._rel = rel
+        self._path: Path | None = path if not rel else None
         #: what was removed because it stood where a folder or file of ours belongs
         self.removed: list[str] = []
+        #: this folder was made empty by the call that opened it: no one else knows it yet
+        self.fresh = False
+
+    @property
+    def path(self) -> Path:
+        """Where this folder is (for messages; every operation goes through :attr:`fd`)."""
+        if self._path is None:
+            self._path = self._base.joinpath(*self._rel)
+        return self._path
 
     # -- lifetime --------------------------------------------------------------------------------
 
@@ -146,7 +162,7 @@ class Dir:
         :class:`Unsafe` (a missing one ``FileNotFoundError``)."""
         parts = _parts(rel)
         if not parts:
-            return self._child(os.dup(self.fd), self.path)
+            return self._child(os.dup(self.fd))
         if not create:
             try:
                 fd = _openat2(self.fd, "/".join(parts), _DIR_FLAGS)
@@ -158,27 +174,33 @@ class Dir:
                                             "link or a file, not folders; refused") from None
                 raise
             if fd is not None:
-                return self._child(fd, self.path.joinpath(*parts))
+                return self._child(fd, tuple(parts))
         fd = os.dup(self.fd)
-        path = self.path
+        made = False
         try:
-            for name in parts:
-                nfd = self._step(fd, path, name, create)
+            for i, name in enumerate(parts):
+                nfd, made = self._step(fd, parts[:i], name, create)
                 os.close(fd)
-                fd, path = nfd, path / name
+                fd = nfd
         except BaseException:
             os.close(fd)
             raise
-        return self._child(fd, path)
+        child = self._child(fd, tuple(parts))
+        child.fresh = made
+        return child
 
-    def _child(self, fd: int, path: Path) -> Dir:
-        d = Dir(fd, path)
+    def _child(self, fd: int, rel: tuple[str, ...] = ()) -> Dir:
+        """The folder ``rel`` beneath this one, open as ``fd``."""
+        d = Dir(fd, self._base, self._rel + rel)
+        d._path = self._path if not rel else None
         d.removed = self.removed  # one account for the whole chain
         return d
 
-    def _step(self, fd: int, path: Path, name: str, create: bool) -> int:
+    def _step(self, fd: int, above: list[str], name: str, create: bool) -> tuple[int, bool]:
+        """The folder ``name`` in the folder ``fd`` (``above``: that one's path beneath this one)
+        opened, and whether this call made it."""
         try:
-            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+            return os.open(name, _DIR_FLAGS, dir_fd=fd), False
         except FileNotFoundError:
             if not create:
                 raise
@@ -186,17 +208,18 @@ class Dir:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
             if not create:
-                raise NotAFolder(exc.errno, f"{path / name} is a link or a file, not a folder; refused") from None
+                raise NotAFolder(exc.errno, f"{self.path.joinpath(*above, name)} is a link or a file, not a folder; refused") from None
             os.unlink(name, dir_fd=fd)  # a link (or a file) where our folder belongs: removed, not followed
-            self.removed.append(str(path / name))
+            self.removed.append(str(self.path.joinpath(*above, name)))
+        made = True
         try:
             os.mkdir(name, 0o755, dir_fd=fd)
         except FileExistsError:
-            pass
+            made = False
         try:
-            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+            return os.open(name, _DIR_FLAGS, dir_fd=fd), made
         except OSError as exc:  # replaced again between mkdir and open: give up rather than follow
-            raise Unsafe(exc.errno, f"{path / name} keeps changing under the dispatcher; refused") from None
+            raise Unsafe(exc.errno, f"{self.path.joinpath(*above, name)} keeps changing under the dispatcher; refused") from None
 
     # -- looking -----------------------------------------------------------------------------------
 
@@ -220,24 +243,23 @@ class Dir:
         """The content of the regular file ``name``, or None when there is none. A link, a hard
         link (another name of the same file: it may be anyone's), a FIFO, a device or a file over
         ``limit`` bytes raises :class:`Unsafe` saying which."""
-        where = self.path / name
         try:
             fd = os.open(_name(name), _READ_FLAGS, dir_fd=self.fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise Unsafe(exc.errno, f"{where} is a symbolic link; it is not read") from None
+                raise Unsafe(exc.errno, f"{self.path / name} is a symbolic link; it is not read") from None
             raise
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise Unsafe(errno.EINVAL, f"{where} is not a regular file; it is not read")
+                raise Unsafe(errno.EINVAL, f"{self.path / name} is not a regular file; it is not read")
             if st.st_nlink > 1:
-                raise Unsafe(errno.EMLINK, f"{where} is hard-linked ({st.st_nlink} names for one file); "
+                raise Unsafe(errno.EMLINK, f"{self.path / name} is hard-linked ({st.st_nlink} names for one file); "
                                            "it is not read")
             if st.st_size > limit:
-                raise Unsafe(errno.EFBIG, f"{where} is {st.st_size} bytes, over the {limit}-byte limit; "
+                raise Unsafe(errno.EFBIG, f"{self.path / name} is {st.st_size} bytes, over the {limit}-byte limit; "
                                           "it is not read")
             chunks, left = [], limit + 1
             while left > 0:
@@ -248,7 +270,7 @@ class Dir:
                 left -= len(chunk)
             data = b"".join(chunks)
             if len(data) > limit:  # grew while read
-                raise Unsafe(errno.EFBIG, f"{where} is over the {limit}-byte limit; it is not read")
+                raise Unsafe(errno.EFBIG, f"{self.path / name} is over the {limit}-byte limit; it is not read")
             return data
         finally:
             os.close(fd)
@@ -261,8 +283,14 @@ class Dir:
 
     def write_bytes(self, name: str, data: bytes, *, mode: int = 0o644) -> None:
         """Write ``name`` atomically: a fresh temporary file renamed over it (whatever stood at
-        the name — a link, a hard link — is replaced, never written through)."""
+        the name — a link, a hard link — is replaced, never written through).
+
+        In a folder this process has just made (:attr:`fresh`), where no one can be reading yet,
+        a name that is still free is created and written in place (``O_EXCL | O_NOFOLLOW``: it
+        fails if anything stands there, and then the file is written as above)."""
         name = _name(name)
+        if self.fresh and self._write_new(name, data, mode):
+            return
         tmp = f".{name}.tmp"
         try:
             fd = os.open(tmp, _NEW_FLAGS, mode, dir_fd=self.fd)
@@ -283,6 +311,27 @@ class Dir:
             except OSError:
                 pass
             raise
+
+    def _write_new(self, name: str, data: bytes, mode: int) -> bool:
+        """Create ``name`` with ``data``; False (nothing written) when something stands there."""
+        try:
+            fd = os.open(name, _NEW_FLAGS, mode, dir_fd=self.fd)
+        except FileExistsError:
+            return False
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except BaseException:
+            try:
+                os.unlink(name, dir_fd=self.fd)
+            except OSError:
+                pass
+            raise
+        return True
 
     def write_text(self, name: str, text: str, *, mode: int = 0o644) -> None:
         self.write_bytes(name, text.encode("utf-8"), mode=mode)
@@ -328,7 +377,7 @@ class Dir:
                 os.unlink(name, dir_fd=self.fd)
                 return True
             raise
-        with Dir(fd, self.path / name) as d:
+        with Dir(fd, self._base, self._rel + (name,)) as d:
             d.clear()
         os.rmdir(name, dir_fd=self.fd)
         return True
@@ -347,7 +396,7 @@ def _name(name: str) -> str:
 
 def open_root(workspace: str | os.PathLike[str]) -> Dir:
     """The workspace folder itself (its path is the dispatcher's: trusted)."""
-    path = Path(workspace)
+    path = workspace if isinstance(workspace, Path) else Path(workspace)
     return Dir(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), path)
 
 
