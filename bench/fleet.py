@@ -47,6 +47,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -242,7 +243,9 @@ def _raw_spawns(n: int, root: Path, work: float) -> dict[str, float]:
 def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[subprocess.Popen[bytes]],
            ports: list[int], sample: Any, out: dict[str, Any]) -> None:
     """Phase 2: ``--burst`` children made ready by their parent's completion."""
-    raw = _raw_spawns(args.burst, Path(tempfile.mkdtemp(prefix="ab-bench-raw-")), args.work)
+    # (beneath the fleet's folder, removed at the end: removing thousands of files just before the
+    # burst would slow the file system's next creates, the burst's workspaces)
+    raw = _raw_spawns(args.burst, Path(tempfile.mkdtemp(prefix="raw-", dir=ab.settings.home.parent)), args.work)
     _vacuum(url)
     # the children wait for a parent whose completion makes them all ready in one transaction
     gate = board.create("gate")["id"]  # no agent takes it until all its children exist
@@ -385,7 +388,23 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 p.kill()
         ab.close()
+        _remove(root)
     return out
+
+
+def _remove(root: Path) -> None:
+    """Stop the agents still working beneath ``root`` (a dispatcher that stops leaves its workers
+    running, by design) and remove the folder."""
+    top = str(root.resolve())
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd == top or cwd.startswith(top + os.sep):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
