@@ -12,7 +12,8 @@ only through this module:
   (``create=True``), or the operation is refused (:class:`Unsafe`);
 - a file is written as a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``) renamed over
   its name inside that folder: whatever was at the name (a link, a hard link) is replaced, never
-  written through;
+  written through; in a folder the same call has just made, a free name is created with the same
+  flags and written in place;
 - a file is read with ``O_NOFOLLOW | O_NONBLOCK`` and only when it is a regular file with one
   link and at most ``limit`` bytes: a link, a hard link (it could be another user's file), a FIFO
   or a device is refused with a reason;
@@ -298,12 +299,7 @@ class Dir:
             self.remove(tmp)
             fd = os.open(tmp, _NEW_FLAGS, mode, dir_fd=self.fd)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
+            _write_all(fd, data)
             os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except BaseException:
             try:
@@ -319,12 +315,7 @@ class Dir:
         except FileExistsError:
             return False
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
+            _write_all(fd, data)
         except BaseException:
             try:
                 os.unlink(name, dir_fd=self.fd)
@@ -386,6 +377,16 @@ class Dir:
         """Remove everything in this folder (see :meth:`remove`)."""
         for entry in os.scandir(self.fd):
             self.remove(entry.name)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, then close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _name(name: str) -> str:
