@@ -158,15 +158,15 @@ def _wait_for_workers(d: Any, say: bool) -> None:
 
     from .common import ctrl_c_flag
 
-    left = [w for w in d.workers.all() if not w.poll()]
-    if left and say:
-        click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
-                   "runs on this home); Ctrl-C stops it and they can then only report through "
-                   ".board/result.json", err=True)
     def registered() -> set[tuple[int, int]]:
         return {(w.run_id, w.pid) for w in d.workers.all()}
 
-    with ctrl_c_flag() as stop:
+    with ctrl_c_flag() as stop:  # before the message that tells the person about Ctrl-C
+        left = [w for w in d.workers.all() if not w.poll()]
+        if left and say:
+            click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
+                       "runs on this home); Ctrl-C stops it and they can then only report through "
+                       ".board/result.json", err=True)
         unchanged_since: float | None = None
         while not stop.is_set():
             while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
