@@ -78,3 +78,18 @@ def test_a_worker_whose_dispatcher_serves_no_api_still_gets_tools_that_say_how_t
     assert out[0]["result"]["serverInfo"]["name"] == "agentboard"
     assert out[1]["result"]["isError"] is True
     assert "report by writing .board/result.json" in out[1]["result"]["content"][0]["text"]
+
+
+def test_a_client_that_opens_with_discover_and_then_gives_up_waiting_is_answered_by_the_sdk_alone() -> None:
+    """A 2026 client asks ``server/discover`` first and, when the SDK is slow to load, falls back to
+    ``initialize``: were that answered at once, the client would take the session for a handshake one
+    while the SDK serves the discover one, and refuse its every later request."""
+    from mcp_types.version import LATEST_MODERN_VERSION
+
+    meta = {"io.modelcontextprotocol/protocolVersion": LATEST_MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
+    out = _talk([sys.executable, "-m", "agentboard", "mcp"], [discover, _initialize("2025-06-18", 2)], 2)
+    by_id = {m["id"]: m for m in out}
+    assert LATEST_MODERN_VERSION in by_id[1]["result"]["supportedVersions"], by_id[1]
+    assert "error" in by_id[2] and "result" not in by_id[2], by_id[2]

@@ -12,6 +12,10 @@ a few lines of its own, while the SDK loads in the main thread; then the SDK ser
   (so the SDK's session is initialized the same way), then, once the SDK has answered that
   ``initialize`` too, passes on every later line as it came, in order (the SDK handles requests
   concurrently: one passed on sooner could be taken before the session knows its version);
+- a client whose first request is not ``initialize`` (a 2026 client opens with
+  ``server/discover``) is the SDK's alone: a later ``initialize`` (the client gave up waiting for
+  the SDK to load) is passed on unanswered, so the SDK's refusal reaches the client, which then
+  asks again in the session the SDK chose;
 - another thread copies the SDK's output to the client, but for its answer to that
   ``initialize`` (the client has one already).
 
@@ -58,6 +62,9 @@ class Front:
         self.instructions = instructions
         self.answered: object = None  # the id of the initialize this side answered
         self.has_answered = threading.Event()
+        #: a request other than ``initialize`` came first (a 2026 client's ``server/discover``):
+        #: the SDK alone decides what the session is, and a later ``initialize`` is its to answer
+        self.passing = False
         #: the SDK answered that initialize too: its session is ready for the next messages
         self.sdk_ready = threading.Event()
         self.lock = threading.Lock()
@@ -75,9 +82,11 @@ class Front:
                     # the SDK handles messages concurrently: none may reach it before its session
                     # has taken the initialize (it would not know the negotiated version yet)
                     self.sdk_ready.wait()
-                else:
+                elif not self.passing:
                     msg = _message(line)
-                    if msg.get("method") == "initialize" and "id" in msg:
+                    if "id" in msg and "method" in msg and msg["method"] != "initialize":
+                        self.passing = True
+                    elif msg.get("method") == "initialize" and "id" in msg:
                         self.answered = msg["id"]
                         self.has_answered.set()
                         result = initialize_result(msg.get("params") or {}, self.instructions)
