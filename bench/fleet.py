@@ -270,7 +270,12 @@ def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[
     t_ready = float(ab.db.read(lambda tx: tx.scalar(
         "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
         "'status_changed')", {"t": gate})) or 0) or float(board.show(gate).get("completed_at") or 0)
-    out["burst"] = {"tasks": len(held), "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
+    # the first claim of a burst task (its run's start): what the wake-up and the claim take, before a spawn
+    first_claim = float(ab.db.read(lambda tx: tx.scalar(
+        "SELECT MIN(r.started_at) FROM task_runs r JOIN task_links l ON l.child_id = r.task_id "
+        "WHERE l.parent_id = :g", {"g": gate})) or 0)
+    out["burst"] = {"tasks": len(held), "first_claim_ms": round((first_claim - t_ready) * 1000, 1) if first_claim else None,
+                    "first_spawn_ms": round((first - t_ready) * 1000, 1) if first else None,
                     "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
                     # more than the slots: the last ones wait for earlier agents to finish
                     "over_capacity": len(held) > args.hosts * args.slots,

@@ -170,6 +170,10 @@ class RunTokens:
     """The dispatcher's token factory: a run token for each worker it starts (called with the
     board, task and run), and :meth:`many` for a batch of runs of one board in one transaction."""
 
+    #: the tokens are rows of the board's own database: a dispatcher issues a batch's in the
+    #: transaction that claims it (``kernel.dispatching.claim_to_start``)
+    stored = True
+
     def __init__(self, db: Database) -> None:
         self.db = db
 

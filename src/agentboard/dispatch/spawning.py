@@ -6,13 +6,15 @@ One path starts every worker process, a task's own worker and a repair attempt a
    :data:`FIRST_CLAIM` first and then :data:`CLAIM_BATCH` at a time, each group in one
    transaction (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next
    is claimed: the first workers of a big pass start (and are recorded) at once, not after all
-   of them. A claim takes the first still-ready tasks among the next few chosen, passing over
-   those another host is claiming at that moment (``SKIP LOCKED``) or took already; on
-   PostgreSQL a pass chooses up to twice its room, so the ones after fill in and a host fills
-   its room in one pass while other hosts claim from the same queue;
+   of them (the first group is recorded before the next claim; each later group's starts
+   overlap the claim of the one after it). A claim takes the first still-ready tasks among the
+   next few chosen, passing over those another host is claiming at that moment (``SKIP
+   LOCKED``) or took already; on PostgreSQL a pass chooses up to twice its room, so the ones
+   after fill in and a host fills its room in one pass while other hosts claim from the same
+   queue;
 2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
-   (``protocol.lifecycle.prepare``; what they need is read for the whole batch at once with
-   ``lifecycle.prepare_reads``). A repair attempt reuses its run's workspace and gets the repair
+   (``protocol.lifecycle.prepare``; what they need is read for the whole group by its claim,
+   ``kernel.dispatching.claim_to_start``, which also issues the group's run tokens). A repair attempt reuses its run's workspace and gets the repair
    prompt instead;
 3. **launch**: the run token, the environment and the command line (:mod:`.adapters`);
 4. **start**: the process (:func:`.spawn.start`), watched so that its exit wakes the dispatcher;
@@ -195,6 +197,7 @@ class Spawner:
         out = BatchResult([], [], [], [])
         taken = 0
         size = FIRST_CLAIM
+        first = True
         pending: tuple[_Group, list[Future[Started | SpawnError]]] | None = None
         while left and taken < want:
             n = min(size, want - taken)
@@ -213,8 +216,11 @@ class Spawner:
                 last = max(i for i, c in enumerate(window) if c.task["id"] in got)
                 left = left[last + 1:]
             size = CLAIM_BATCH
-            if pending is None and not (left and taken < want):  # one group: nothing to overlap
+            if first or (pending is None and not (left and taken < want)):
+                # the pass's first group is started and recorded before the next claim: its
+                # workers are seen running at once (the next claims overlap the starts after it)
                 _merge(out, self._finish_group(board, group, self._start_all(board, group)))
+                first = False
                 continue
             started = [self._prep_pool.submit(self._start_one, board, group, item) for item in group.todo]
             if pending is not None:
@@ -228,19 +234,16 @@ class Spawner:
         """Claim one group of chosen tasks (at most ``limit`` of them) in one transaction; issue
         their run tokens and read what their files need."""
         ctx, slug = self.ctx, board["slug"]
-        claimed = kd.claim_batch(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
-                                 host=ctx.host, limit=limit)
+        # tokens kept in the board's own database are issued in the claim's transaction, with the
+        # reads the workers' files need: one round of the database before the workers start
+        stored = bool(getattr(ctx.token_factory, "stored", False))
+        got = kd.claim_to_start(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
+                                host=ctx.host, limit=limit, tokens=stored, wiki_on=ctx.settings.wiki_context)
         by_id = {c.task["id"]: c for c in chosen}
         todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
-                 int(cl["run_id"])) for cl in claimed]
-        tokens = self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo]) if todo else {}
-        loaded: dict[str, PrepareInputs | AgentboardError] = {}
-        if todo:
-            try:
-                loaded = lifecycle.prepare_reads(ctx.db, ctx.settings, slug, [c.task["id"] for c, _ in todo])
-            except AgentboardError as exc:
-                log.info("reading what %d workers need at once failed (%s); one by one", len(todo), exc)
-        return _Group([by_id[cl["id"]] for cl in claimed], todo, tokens, loaded)
+                 int(cl["run_id"])) for cl in got.claimed]
+        tokens = got.tokens if stored else self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo])
+        return _Group([by_id[cl["id"]] for cl in got.claimed], todo, tokens, got.inputs)
 
     def _start_one(self, board: Row, group: _Group, item: tuple[Choice, int]) -> Started | SpawnError:
         """Prepare and start one claimed task's worker (on any thread)."""
@@ -283,8 +286,8 @@ class Spawner:
                 loaded: PrepareInputs | AgentboardError | None = None, *, token: str | None = None) -> Launch:
         """The workspace and ``.board/`` files of a task's own worker, then its launch.
 
-        ``loaded``: this task's entry of ``lifecycle.prepare_reads``, if read already; ``token``:
-        the run's token, if issued already (else it is asked for here).
+        ``loaded``: this task's entry of the claim's reads (``ClaimedToStart.inputs``), if read
+        already; ``token``: the run's token, if issued already (else it is asked for here).
         """
         slug, task = board["slug"], choice.task
         confinement = self._confinement(choice.profile)

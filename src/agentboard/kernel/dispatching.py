@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain import model
-from ..domain.errors import Conflict, InvalidInput, StaleRun
+from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun
 from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 from .runs.claims import claimed_payload
 from .tasks import unblock_in
+from .tokens import create_run_tokens_in
+from .worker_protocol import PrepareInputs, prepare_inputs_many_in
 
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
@@ -404,6 +406,35 @@ def claim_batch(
     return db.write(_claim_batch, board, list(task_ids), ttl, host, actor, limit)
 
 
+@dataclass(frozen=True)
+class ClaimedToStart:
+    """What :func:`claim_to_start` took: the claimed tasks (as :func:`claim_batch` answers), a run
+    token for each (when asked for) and what each worker's files need, by task id."""
+
+    claimed: list[Row]
+    tokens: dict[int, str]
+    inputs: dict[str, PrepareInputs | AgentboardError]
+
+
+def claim_to_start(
+    db: Database, board: str, task_ids: list[str], *, ttl: int | None = None, host: str | None = None,
+    actor: str | None = "dispatcher", limit: int | None = None, tokens: bool = False, wiki_on: bool = False,
+) -> ClaimedToStart:
+    """:func:`claim_batch`, and in the same transaction the claimed runs' tokens (``tokens``:
+    ``kernel.tokens.create_run_tokens``) and what their workers' files need
+    (``worker_protocol.prepare_inputs_many``): what a dispatcher needs before it starts the
+    workers, in one round of the database instead of three."""
+    def _w(tx: Tx) -> ClaimedToStart:
+        claimed = _claim_batch(tx, board, list(task_ids), ttl, host, actor, limit)
+        if not claimed:
+            return ClaimedToStart([], {}, {})
+        runs = [(c["id"], int(c["run_id"])) for c in claimed]
+        issued = create_run_tokens_in(tx, board, runs) if tokens else {}
+        return ClaimedToStart(claimed, issued, prepare_inputs_many_in(tx, board, [c["id"] for c in claimed],
+                                                                      wiki_on=wiki_on))
+    return db.write(_w)
+
+
 def _keep_reported_workspace(tx: Tx, it: dict[str, Any]) -> None:
     """A worker that reported (review, or a block) before its spawn was recorded: its run is
     closed, but its work is in the workspace the spawn made, so the task keeps that workspace's
@@ -689,7 +720,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "Glance", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "ClaimedToStart", "Glance", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

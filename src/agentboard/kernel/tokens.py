@@ -125,22 +125,25 @@ def create_run_tokens(db: Database, board: str, runs: list[tuple[str, int]]) -> 
     open run of that task on that board gets none (it is left out of the answer)."""
     if not runs:
         return {}
+    return db.write(create_run_tokens_in, board, runs)
+
+
+def create_run_tokens_in(tx: Tx, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
+    """:func:`create_run_tokens` inside the caller's transaction (a dispatcher's claim)."""
+    if not runs:
+        return {}
     issued = {int(run_id): (task_id, new_token()) for task_id, run_id in runs}
-
-    def _w(tx: Tx) -> dict[int, str]:
-        params: dict[str, Any] = {}
-        found = tx.all("SELECT id, board, task_id, status FROM task_runs WHERE id IN "
-                       + in_list("r", list(issued), params), params)
-        ok = {int(r["id"]) for r in found
-              if r["board"] == board and r["status"] == "open" and r["task_id"] == issued[int(r["id"])][0]}
-        now = time.time()
-        boards = dump_json([board])
-        tx.executemany(_INSERT_RUN_TOKEN, [
-            {"n": f"run:{rid}", "h": hash_token(issued[rid][1]), "r": RUN_ROLE, "b": boards, "run": rid,
-             "task": issued[rid][0], "now": now} for rid in sorted(ok)])
-        return {rid: issued[rid][1] for rid in ok}
-
-    return db.write(_w)
+    params: dict[str, Any] = {}
+    found = tx.all("SELECT id, board, task_id, status FROM task_runs WHERE id IN "
+                   + in_list("r", list(issued), params), params)
+    ok = {int(r["id"]) for r in found
+          if r["board"] == board and r["status"] == "open" and r["task_id"] == issued[int(r["id"])][0]}
+    now = time.time()
+    boards = dump_json([board])
+    tx.executemany(_INSERT_RUN_TOKEN, [
+        {"n": f"run:{rid}", "h": hash_token(issued[rid][1]), "r": RUN_ROLE, "b": boards, "run": rid,
+         "task": issued[rid][0], "now": now} for rid in sorted(ok)])
+    return {rid: issued[rid][1] for rid in ok}
 
 
 def list_tokens(db: Database, *, include_revoked: bool = False, include_runs: bool = False) -> list[Row]:

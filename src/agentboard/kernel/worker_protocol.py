@@ -69,16 +69,20 @@ def prepare_inputs_many(db: Database, board: str, task_ids: Sequence[str], *,
                         wiki_on: bool) -> dict[str, PrepareInputs | AgentboardError]:
     """:class:`PrepareInputs` of several tasks of one board, in one transaction; a task whose
     read failed maps to the error (NotFound: it is gone or on another board)."""
-    def _r(tx: Tx) -> dict[str, PrepareInputs | AgentboardError]:
-        published = wiki_on and _any_published_in(tx, board)
-        details = task_details_in(tx, board, task_ids, events=0)
-        history = _history_events_in(tx, board, [i for i, d in details.items() if not isinstance(d, AgentboardError)])
-        out: dict[str, PrepareInputs | AgentboardError] = {}
-        for task_id, detail in details.items():
-            out[task_id] = (detail if isinstance(detail, AgentboardError)
-                            else PrepareInputs(detail, history.get(task_id, []), published))
-        return out
-    return db.read(_r)
+    return db.read(prepare_inputs_many_in, board, task_ids, wiki_on=wiki_on)
+
+
+def prepare_inputs_many_in(tx: Tx, board: str, task_ids: Sequence[str], *,
+                           wiki_on: bool) -> dict[str, PrepareInputs | AgentboardError]:
+    """:func:`prepare_inputs_many` inside the caller's transaction (a dispatcher's claim)."""
+    published = wiki_on and _any_published_in(tx, board)
+    details = task_details_in(tx, board, task_ids, events=0)
+    history = _history_events_in(tx, board, [i for i, d in details.items() if not isinstance(d, AgentboardError)])
+    out: dict[str, PrepareInputs | AgentboardError] = {}
+    for task_id, detail in details.items():
+        out[task_id] = (detail if isinstance(detail, AgentboardError)
+                        else PrepareInputs(detail, history.get(task_id, []), published))
+    return out
 
 
 def prepare_inputs(db: Database, board: str, task_id: str, *, wiki_on: bool) -> PrepareInputs:
