@@ -168,7 +168,7 @@ def running_api(home: Path, timeout: float = 2.0) -> str | None:
 
 class RunTokens:
     """The dispatcher's token factory: a run token for each worker it starts (called with the
-    board, task and run), and :meth:`many` for a batch of runs of one board in one transaction."""
+    board, task and run); a batch's are issued in the transaction that claims it (:attr:`stored`)."""
 
     #: the tokens are rows of the board's own database: a dispatcher issues a batch's in the
     #: transaction that claims it (``kernel.dispatching.claim_to_start``)
@@ -181,11 +181,6 @@ class RunTokens:
         from ..kernel import tokens
 
         return tokens.create_run_token(self.db, board, task_id, run_id)
-
-    def many(self, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
-        from ..kernel import tokens
-
-        return tokens.create_run_tokens(self.db, board, runs)
 
 
 def run_tokens(db: Database) -> RunTokens:

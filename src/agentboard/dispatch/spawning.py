@@ -235,15 +235,14 @@ class Spawner:
         their run tokens and read what their files need."""
         ctx, slug = self.ctx, board["slug"]
         # tokens kept in the board's own database are issued in the claim's transaction, with the
-        # reads the workers' files need: one round of the database before the workers start
+        # reads the workers' files need (other factories issue each worker's as it starts)
         stored = bool(getattr(ctx.token_factory, "stored", False))
         got = kd.claim_to_start(ctx.db, slug, [c.task["id"] for c in chosen], ttl=ctx.settings.claim_ttl,
                                 host=ctx.host, limit=limit, tokens=stored, wiki_on=ctx.settings.wiki_context)
         by_id = {c.task["id"]: c for c in chosen}
         todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
                  int(cl["run_id"])) for cl in got.claimed]
-        tokens = got.tokens if stored else self._tokens(slug, [(c.task["id"], run_id) for c, run_id in todo])
-        return _Group([by_id[cl["id"]] for cl in got.claimed], todo, tokens, got.inputs)
+        return _Group([by_id[cl["id"]] for cl in got.claimed], todo, got.tokens, got.inputs)
 
     def _start_one(self, board: Row, group: _Group, item: tuple[Choice, int]) -> Started | SpawnError:
         """Prepare and start one claimed task's worker (on any thread)."""
@@ -427,18 +426,6 @@ class Spawner:
         return w
 
     # -- the shared steps -------------------------------------------------------------------------
-
-    def _tokens(self, board: str, runs: list[tuple[str, int]]) -> dict[int, str]:
-        """Tokens for a batch of runs in one transaction, when the factory can issue several
-        (a run left out gets its own later, or the error saying why it cannot)."""
-        many = getattr(self.ctx.token_factory, "many", None)
-        if many is None or len(runs) < 2:
-            return {}
-        try:
-            return dict(many(board, runs))
-        except AgentboardError as exc:
-            log.info("issuing %d run tokens at once failed (%s); one by one", len(runs), exc)
-            return {}
 
     def _token(self, board: str, task_id: str, run_id: int) -> str | None:
         factory = self.ctx.token_factory
