@@ -7,6 +7,8 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 from agentboard.kernel import dispatching as kd
 from agentboard.kernel import runs, tasks
 
@@ -140,3 +142,23 @@ def test_a_glance_reads_the_ready_running_and_waiting_tasks_through_indexes_neve
                     whole.append(line)
         assert not whole, plan
     assert kd.glance(db, "host-a").ready
+
+
+def test_a_pass_learns_from_its_snapshot_when_the_schedules_races_and_supervisors_have_work(ab: Any) -> None:
+    """So a pass with none of them reads nothing more for them: its snapshot and the ready queue."""
+    from agentboard.kernel import schedules
+
+    ab.add_profile("w", command="true")
+    board = ab.board()
+    now = time.time()
+    snap = kd.pass_snapshot(ab.db, now, host="host-a")
+    assert (snap.timers_at, snap.races, snap.supervision) == (None, {}, {})
+    (ab.settings.home / "templates").mkdir(parents=True, exist_ok=True)
+    (ab.settings.home / "templates" / "t.toml").write_text('[[task]]\ntitle = "nightly"\nassignee = "w"\n')
+    sched = schedules.add(ab.db, "default", "0 3 * * *", template="t", home=ab.settings.home, now=now)
+    assert kd.pass_snapshot(ab.db, now, host="host-a").timers_at == sched["next_at"]
+    waiting = board.create("later", assignee="w", not_before=now + 60)
+    assert waiting["status"] == "todo"
+    assert kd.pass_snapshot(ab.db, now, host="host-a").timers_at == pytest.approx(now + 60)
+    race = board.create("two ways", race=["w", "w"])["id"]
+    assert kd.pass_snapshot(ab.db, now, host="host-a").races == {"default": [race]}

@@ -214,10 +214,10 @@ class _Pass:
         if not self.dry_run:
             self._due(self.planner.budgets.check(snap.running, slugs, self.now))
         self._promote(held)
-        self._schedules(slugs)
-        self._races(slugs)
+        self._schedules(slugs, snap.timers_at)
+        self._races(slugs, snap.races)
         if not self.dry_run:  # supervision tasks are created before spawning, started like any task
-            self._due(self.planner.supervising.run(held, self.now))
+            self._due(self.planner.supervising.run(held, self.now, snap.supervision))
         self._spawn(held, {r["name"]: profile_out(r) for r in snap.profiles})
         if not self.dry_run:  # after spawning, and never waiting for the LLM
             self.planner.auto.schedule(held, self.now)
@@ -336,21 +336,25 @@ class _Pass:
                     log.warning("promotion safety net on %s: %s", b["slug"], exc)
         self._due(planner.last_promote + interval)
 
-    def _races(self, slugs: set[str]) -> None:
-        """Settle the held boards' races (``dispatch.races``): start ready ones, follow their
-        attempts, stop, finish or pick them. Before spawning, so the attempts started here run
-        in this pass."""
+    def _races(self, slugs: set[str], under_way: dict[str, list[str]]) -> None:
+        """Settle the held boards' races under way (``dispatch.races``; read in the pass's
+        snapshot): start ready ones, follow their attempts, stop, finish or pick them. Before
+        spawning, so the attempts started here run in this pass."""
         if self.dry_run:
             return
-        for slug in sorted(slugs):
+        for slug in sorted(slugs & set(under_way)):
             try:
-                races.settle(self.ctx.db, slug)
+                races.settle(self.ctx.db, slug, ids=under_way[slug])
             except AgentboardError as exc:
                 log.warning("races on %s: %s", slug, exc)
 
-    def _schedules(self, slugs: set[str]) -> None:
-        """Fire the held boards' due schedules and promote their tasks whose time has come."""
+    def _schedules(self, slugs: set[str], timers_at: float | None) -> None:
+        """Fire the held boards' due schedules and promote their tasks whose time has come, once
+        the first of them has (``timers_at``, read in the pass's snapshot)."""
         if self.dry_run:
+            return
+        if timers_at is None or timers_at > self.now:
+            self._due(timers_at)
             return
         s = self.ctx.settings
         try:

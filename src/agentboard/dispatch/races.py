@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..domain.errors import AgentboardError
@@ -19,10 +20,11 @@ from . import branches, finish
 log = logging.getLogger("agentboard.dispatch")
 
 
-def settle(db: Database, board: str) -> list[str]:
-    """Settle the board's races; returns the races won in this call."""
+def settle(db: Database, board: str, ids: Sequence[str] | None = None) -> list[str]:
+    """Settle the board's races (``ids``: those under way, read already); returns the races won
+    in this call."""
     won = []
-    for task_id, n in kraces.settle(db, board):
+    for task_id, n in kraces.settle(db, board, ids=ids):
         try:
             finish.pick(db, board, task_id, n, actor="dispatcher")
             won.append(task_id)

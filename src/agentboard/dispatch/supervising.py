@@ -45,10 +45,11 @@ class Supervising:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def run(self, held: list[Row], now: float) -> float | None:
-        """One pass's supervision over the boards ``held``; the next time a sweep is due."""
+    def run(self, held: list[Row], now: float, work: dict[str, Row] | None = None) -> float | None:
+        """One pass's supervision over the boards ``held``; the next time a sweep is due.
+        ``work``: the due work, read already (the pass's snapshot)."""
         db = self.ctx.db
-        work = ks.due_work(db)
+        work = ks.due_work(db) if work is None else work
         due: float | None = None
         interval = float(self.ctx.settings.supervisor_sweep)
         for b in held:

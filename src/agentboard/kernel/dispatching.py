@@ -33,8 +33,11 @@ from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun
 from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
+from .races import under_way_in
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 from .runs.claims import claimed_payload
+from .schedules import next_due_in
+from .supervision.sweep import due_work_in
 from .tasks import unblock_in
 from .tokens import create_run_tokens_in
 from .worker_protocol import PrepareInputs, prepare_inputs_many_in
@@ -70,12 +73,20 @@ class PassSnapshot:
     #: with a ``host``: the earliest claim expiry still ahead among other hosts' running tasks
     #: (when a pass is next due to look for a lapsed claim), None when there is none
     next_lapse: float | None = None
+    #: when the schedules next have something to do (``schedules.next_due_in``, past times
+    #: included): a pass ticks them only once it has come
+    timers_at: float | None = None
+    #: the races under way, their task ids by board (``races.under_way_in``)
+    races: dict[str, list[str]] = field(default_factory=dict)
+    #: the supervisors' due work by board (``supervision.due_work``)
+    supervision: dict[str, Row] = field(default_factory=dict)
 
 
 def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
     """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
     the running tasks with their current run and, per board, the earliest end of a ready task's
-    cooldown after ``now``.
+    cooldown after ``now``; and whether the schedules, races and supervisors have anything to do
+    (so a pass with none of them reads nothing more for them).
 
     ``host``: only that host's running tasks (and those no host recorded yet: on SQLite its own,
     or a spawn under way), through the partial index of running tasks by host, plus other
@@ -99,8 +110,10 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         return float(row["at"]) if row and row["at"] is not None else None
 
     def _r(tx: Tx) -> PassSnapshot:
+        boards = tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug")
+        slugs = [b["slug"] for b in boards]
         return PassSnapshot(
-            boards=tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug"),
+            boards=boards,
             profiles=tx.all("SELECT * FROM profiles"),
             running=_running(tx),
             load=tx.all("SELECT board, assignee, COUNT(*) AS n FROM tasks WHERE status = 'running' "
@@ -113,6 +126,9 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
                 "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
                 "AND block_kind = 'rate_limited' GROUP BY board") if r["until"] is not None},
             next_lapse=_next_lapse(tx),
+            timers_at=next_due_in(tx, slugs),
+            races=under_way_in(tx, slugs),
+            supervision=due_work_in(tx),
         )
     return db.read(_r)
 

@@ -389,13 +389,28 @@ def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
     return _decide(tx, board, race, rows, actor)
 
 
-def settle(db: Database, board: str, *, actor: str = "dispatcher") -> list[tuple[str, int]]:
+def under_way_in(tx: Tx, boards: Sequence[str]) -> dict[str, list[str]]:
+    """The races under way on ``boards`` (attempts pending or running, or a ready race): their
+    task ids by board. A pass reads it in its snapshot (``kernel.dispatching.pass_snapshot``)."""
+    if not boards:
+        return {}
+    p: dict[str, Any] = {}
+    b1, b2 = in_list("b", list(boards), p), in_list("c", list(boards), p)
+    out: dict[str, list[str]] = {}
+    for r in tx.all("SELECT DISTINCT board, task_id AS id FROM attempts WHERE board IN " + b1 + " AND state IN "
+                    "('pending', 'running') UNION SELECT board, id FROM tasks WHERE board IN " + b2
+                    + " AND status = 'ready' AND race_until IS NOT NULL", p):
+        out.setdefault(r["board"], []).append(r["id"])
+    return out
+
+
+def settle(db: Database, board: str, *, actor: str = "dispatcher",
+           ids: Sequence[str] | None = None) -> list[tuple[str, int]]:
     """Settle the board's races under way (see the module docstring), one transaction per race.
-    Returns the ``(race, attempt)`` pairs whose winner the dispatcher picks now."""
-    ids = db.read(lambda tx: [r["task_id"] for r in tx.all(
-        "SELECT DISTINCT task_id FROM attempts WHERE board = :b AND state IN ('pending', 'running') "
-        "UNION SELECT id FROM tasks WHERE board = :b2 AND status = 'ready' AND race_until IS NOT NULL",
-        {"b": board, "b2": board})])
+    Returns the ``(race, attempt)`` pairs whose winner the dispatcher picks now. ``ids``: the
+    races under way, read already (:func:`under_way_in`)."""
+    if ids is None:
+        ids = db.read(lambda tx: under_way_in(tx, [board]).get(board, []))
     out = []
     for tid in ids:
         n = db.write(_settle_race, board, tid, actor)
@@ -482,4 +497,4 @@ def entries_of(items: Iterable[Row]) -> list[Entry]:
 
 
 __all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "finished_losers", "is_unpicked_race", "pick", "refuse",
-           "settle", "settle_one"]
+           "settle", "settle_one", "under_way_in"]

@@ -199,6 +199,23 @@ def _promote_waiting(tx: Tx, boards: list[str], now: float) -> list[str]:
     return out
 
 
+def next_due_in(tx: Tx, boards: list[str]) -> float | None:
+    """When :func:`tick` next has something to do on ``boards``, past times included: the
+    earliest enabled schedule or waiting task (``not_before``); None when there is none. A pass
+    reads it in its snapshot (``kernel.dispatching.pass_snapshot``) and ticks once it has come."""
+    if not boards:
+        return None
+    from ..store.engine import in_list
+
+    params: dict[str, Any] = {}
+    b = in_list("b", boards, params)
+    a = tx.scalar("SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND board IN " + b, params)
+    w = tx.scalar("SELECT MIN(not_before) FROM tasks WHERE not_before IS NOT NULL AND status = 'todo' AND board IN "
+                  + b, params)
+    times = [float(x) for x in (a, w) if x is not None]
+    return min(times) if times else None
+
+
 def tick(db: Database, boards: list[str], *, now: float | None = None, host: str | None = None,
          grace: float | None = None, home: Path | None = None) -> tuple[list[Row], list[str], float | None]:
     """Fire the due schedules of ``boards`` and promote their tasks whose time has come.
@@ -243,4 +260,4 @@ def not_before_of(value: str | float | None, now: float) -> float | None:
     return point_in_time(value, now, past=False)
 
 
-__all__ = ["MISSED", "add", "fires", "list_schedules", "not_before_of", "remove", "tick"]
+__all__ = ["MISSED", "add", "fires", "list_schedules", "next_due_in", "not_before_of", "remove", "tick"]

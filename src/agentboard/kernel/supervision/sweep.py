@@ -242,21 +242,25 @@ def sweep_candidates(db: Database, board: str, now: float) -> Row:
 
 def due_work(db: Database) -> dict[str, Row]:
     """Boards with open wakes, ``{board: {"pending": n, "running": n}}``, and the verifying goals
-    with verify commands (``{board: {"goals": [...]}}``): one cheap read per pass."""
-    def _r(tx: Tx) -> dict[str, Row]:
-        out: dict[str, Row] = {}
-        for r in tx.all("SELECT board, status, COUNT(*) AS n FROM supervisor_wakes "
-                        "WHERE status IN ('pending', 'running') GROUP BY board, status"):
-            out.setdefault(r["board"], {"pending": 0, "running": 0, "goals": []})[r["status"]] = int(r["n"])
-        for g in tx.all("SELECT id, board, title, verify FROM goals WHERE status = 'verifying' AND verify != '[]'"):
-            entry = out.setdefault(g["board"], {"pending": 0, "running": 0, "goals": []})
-            try:
-                commands = json.loads(g["verify"] or "[]")
-            except ValueError:
-                commands = []
-            entry["goals"].append({"id": g["id"], "title": g["title"], "verify": commands})
-        return out
-    return db.read(_r)
+    with verify commands (``{board: {"goals": [...]}}``): one cheap read (a pass has it in its
+    snapshot, ``kernel.dispatching.pass_snapshot``)."""
+    return db.read(due_work_in)
+
+
+def due_work_in(tx: Tx) -> dict[str, Row]:
+    """:func:`due_work` inside the caller's transaction."""
+    out: dict[str, Row] = {}
+    for r in tx.all("SELECT board, status, COUNT(*) AS n FROM supervisor_wakes "
+                    "WHERE status IN ('pending', 'running') GROUP BY board, status"):
+        out.setdefault(r["board"], {"pending": 0, "running": 0, "goals": []})[r["status"]] = int(r["n"])
+    for g in tx.all("SELECT id, board, title, verify FROM goals WHERE status = 'verifying' AND verify != '[]'"):
+        entry = out.setdefault(g["board"], {"pending": 0, "running": 0, "goals": []})
+        try:
+            commands = json.loads(g["verify"] or "[]")
+        except ValueError:
+            commands = []
+        entry["goals"].append({"id": g["id"], "title": g["title"], "verify": commands})
+    return out
 
 
 def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list[int]:
