@@ -63,3 +63,31 @@ def test_threads_use_their_own_connections_and_survive_close(home: Any) -> None:
     assert len(client.board().list(limit=1000)) == 80
     client.close()
     assert not [f for f in os.listdir(home) if f.endswith("-journal")]
+
+
+def test_a_pipelined_read_answers_what_a_plain_read_answers_and_a_bad_statement_loses_nothing(ab: Any) -> None:
+    """Statements sent with ``Tx.later`` before any is read (one round trip on PostgreSQL)."""
+    db = ab.db
+    made = [tasks.create(db, "default", f"task {i}", assignee="w")["id"] for i in range(3)]
+
+    def _sent(tx: Any) -> tuple[list[Any], list[Any]]:
+        ids = tx.later("SELECT id FROM tasks WHERE board = :b ORDER BY id", {"b": "default"})
+        n = tx.later("SELECT COUNT(*) AS n FROM tasks WHERE status = 'ready'")
+        return [r["id"] for r in ids()], [r["n"] for r in n()]
+
+    def _plain(tx: Any) -> tuple[list[Any], list[Any]]:
+        return ([r["id"] for r in tx.all("SELECT id FROM tasks WHERE board = :b ORDER BY id", {"b": "default"})],
+                [r["n"] for r in tx.all("SELECT COUNT(*) AS n FROM tasks WHERE status = 'ready'")])
+
+    assert db.read_pipelined(_sent) == db.read(_plain) == (sorted(made), [3])
+
+    def _bad(tx: Any) -> Any:
+        first = tx.later("SELECT id FROM tasks")
+        tx.later("SELECT no_such_column FROM tasks")
+        return first()
+
+    with pytest.raises(Exception, match="no_such_column"):
+        db.read_pipelined(_bad)
+    assert db.read_pipelined(_sent) == (sorted(made), [3])  # the connection is usable again
+    tasks.create(db, "default", "one more", assignee="w")
+    assert db.read_pipelined(_sent)[1] == [4]

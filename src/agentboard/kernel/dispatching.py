@@ -33,11 +33,11 @@ from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun
 from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
-from .races import under_way_in
+from .races import under_way_later
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 from .runs.claims import claimed_payload
-from .schedules import next_due_in
-from .supervision.sweep import due_work_in
+from .schedules import next_due_later
+from .supervision.sweep import due_work_later
 from .tasks import unblock_in
 from .tokens import create_run_tokens_in
 from .worker_protocol import PrepareInputs, prepare_inputs_many_in
@@ -73,10 +73,10 @@ class PassSnapshot:
     #: with a ``host``: the earliest claim expiry still ahead among other hosts' running tasks
     #: (when a pass is next due to look for a lapsed claim), None when there is none
     next_lapse: float | None = None
-    #: when the schedules next have something to do (``schedules.next_due_in``, past times
+    #: when the schedules next have something to do (``schedules.next_due_later``, past times
     #: included): a pass ticks them only once it has come
     timers_at: float | None = None
-    #: the races under way, their task ids by board (``races.under_way_in``)
+    #: the races under way, their task ids by board (``races.under_way_later``)
     races: dict[str, list[str]] = field(default_factory=dict)
     #: the supervisors' due work by board (``supervision.due_work``)
     supervision: dict[str, Row] = field(default_factory=dict)
@@ -94,43 +94,41 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
     earliest claim of theirs still to lapse (the pass is due again then); the caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
     not O(every worker of the fleet)."""
     at = time.time() if now is None else now
-
-    def _running(tx: Tx) -> list[Row]:
-        if host is None:
-            return tx.all(_RUNNING)
-        own = tx.all(_RUNNING + " AND (t.worker_host = :h OR t.worker_host IS NULL)", {"h": host})
-        lapsed = tx.all(_RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h", {"h": host, "now": at})
-        return own + lapsed
-
-    def _next_lapse(tx: Tx) -> float | None:
-        if host is None:
-            return None
-        row = tx.one("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
-                     "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at})
-        return float(row["at"]) if row and row["at"] is not None else None
+    mine = " AND (t.worker_host = :h OR t.worker_host IS NULL)"
+    lapsed = " AND t.claim_expires < :now AND t.worker_host <> :h"
 
     def _r(tx: Tx) -> PassSnapshot:
-        boards = tx.all("SELECT * FROM boards WHERE archived = 0 ORDER BY slug")
-        slugs = [b["slug"] for b in boards]
+        # every statement is sent before any is read: one round trip on PostgreSQL
+        later = tx.later
+        boards = later("SELECT * FROM boards WHERE archived = 0 ORDER BY slug")
+        profiles = later("SELECT * FROM profiles")
+        running = ([later(_RUNNING)] if host is None else
+                   [later(_RUNNING + mine, {"h": host}), later(_RUNNING + lapsed, {"h": host, "now": at})])
+        load = later("SELECT board, assignee, COUNT(*) AS n FROM tasks WHERE status = 'running' "
+                     "GROUP BY board, assignee") if host is not None else list
+        cooldowns = later("SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
+                          "AND cooldown_until > :now GROUP BY board", {"now": at})
+        reviewing = later(_REVIEWING, {"rv": REVIEW_CLAIM + "%"})
+        timed = later("SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
+                      "AND block_kind = 'rate_limited' GROUP BY board")
+        next_lapse = later("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
+                           "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at}) if host else list
+        timers, races, supervision = next_due_later(tx), under_way_later(tx), due_work_later(tx)
+        lapse = next_lapse()
         return PassSnapshot(
-            boards=boards,
-            profiles=tx.all("SELECT * FROM profiles"),
-            running=_running(tx),
-            load=tx.all("SELECT board, assignee, COUNT(*) AS n FROM tasks WHERE status = 'running' "
-                        "GROUP BY board, assignee") if host is not None else [],
-            cooldowns={r["board"]: float(r["until"]) for r in tx.all(
-                "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'ready' "
-                "AND cooldown_until > :now GROUP BY board", {"now": at}) if r["until"] is not None},
-            reviewing=tx.all(_REVIEWING, {"rv": REVIEW_CLAIM + "%"}),
-            timed_blocks={r["board"]: float(r["until"]) for r in tx.all(
-                "SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE status = 'blocked' "
-                "AND block_kind = 'rate_limited' GROUP BY board") if r["until"] is not None},
-            next_lapse=_next_lapse(tx),
-            timers_at=next_due_in(tx, slugs),
-            races=under_way_in(tx, slugs),
-            supervision=due_work_in(tx),
+            boards=boards(),
+            profiles=profiles(),
+            running=[r for rows in running for r in rows()],
+            load=load(),
+            cooldowns={r["board"]: float(r["until"]) for r in cooldowns() if r["until"] is not None},
+            reviewing=reviewing(),
+            timed_blocks={r["board"]: float(r["until"]) for r in timed() if r["until"] is not None},
+            next_lapse=float(lapse[0]["at"]) if lapse and lapse[0]["at"] is not None else None,
+            timers_at=timers(),
+            races=races(),
+            supervision=supervision(),
         )
-    return db.read(_r)
+    return db.read_pipelined(_r)
 
 
 @dataclass(frozen=True)

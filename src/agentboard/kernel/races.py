@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..domain import model, states
@@ -389,28 +389,36 @@ def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
     return _decide(tx, board, race, rows, actor)
 
 
-def under_way_in(tx: Tx, boards: Sequence[str]) -> dict[str, list[str]]:
-    """The races under way on ``boards`` (attempts pending or running, or a ready race): their
-    task ids by board. A pass reads it in its snapshot (``kernel.dispatching.pass_snapshot``)."""
-    if not boards:
-        return {}
+def under_way_later(tx: Tx, boards: Sequence[str] | None = None) -> Callable[[], dict[str, list[str]]]:
+    """The races under way on ``boards`` (None: every board not archived): attempts pending or
+    running, or a ready race; their task ids by board. Sent now, read when the answer is called
+    (a pass reads it in its snapshot, ``kernel.dispatching.pass_snapshot``)."""
+    if boards is not None and not boards:
+        return dict
     p: dict[str, Any] = {}
-    b1, b2 = in_list("b", list(boards), p), in_list("c", list(boards), p)
-    out: dict[str, list[str]] = {}
-    for r in tx.all("SELECT DISTINCT board, task_id AS id FROM attempts WHERE board IN " + b1 + " AND state IN "
+    if boards is None:
+        b1 = b2 = "(SELECT slug FROM boards WHERE archived = 0)"
+    else:
+        b1, b2 = in_list("b", list(boards), p), in_list("c", list(boards), p)
+    sent = tx.later("SELECT DISTINCT board, task_id AS id FROM attempts WHERE board IN " + b1 + " AND state IN "
                     "('pending', 'running') UNION SELECT board, id FROM tasks WHERE board IN " + b2
-                    + " AND status = 'ready' AND race_until IS NOT NULL", p):
-        out.setdefault(r["board"], []).append(r["id"])
-    return out
+                    + " AND status = 'ready' AND race_until IS NOT NULL", p)
+
+    def answer() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in sent():
+            out.setdefault(r["board"], []).append(r["id"])
+        return out
+    return answer
 
 
 def settle(db: Database, board: str, *, actor: str = "dispatcher",
            ids: Sequence[str] | None = None) -> list[tuple[str, int]]:
     """Settle the board's races under way (see the module docstring), one transaction per race.
     Returns the ``(race, attempt)`` pairs whose winner the dispatcher picks now. ``ids``: the
-    races under way, read already (:func:`under_way_in`)."""
+    races under way, read already (:func:`under_way_later`)."""
     if ids is None:
-        ids = db.read(lambda tx: under_way_in(tx, [board]).get(board, []))
+        ids = db.read(lambda tx: under_way_later(tx, [board])().get(board, []))
     out = []
     for tid in ids:
         n = db.write(_settle_race, board, tid, actor)
@@ -497,4 +505,4 @@ def entries_of(items: Iterable[Row]) -> list[Entry]:
 
 
 __all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "finished_losers", "is_unpicked_race", "pick", "refuse",
-           "settle", "settle_one", "under_way_in"]
+           "settle", "settle_one", "under_way_later"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,21 +200,26 @@ def _promote_waiting(tx: Tx, boards: list[str], now: float) -> list[str]:
     return out
 
 
-def next_due_in(tx: Tx, boards: list[str]) -> float | None:
-    """When :func:`tick` next has something to do on ``boards``, past times included: the
-    earliest enabled schedule or waiting task (``not_before``); None when there is none. A pass
-    reads it in its snapshot (``kernel.dispatching.pass_snapshot``) and ticks once it has come."""
-    if not boards:
-        return None
+def next_due_later(tx: Tx, boards: list[str] | None = None) -> Callable[[], float | None]:
+    """When :func:`tick` next has something to do on ``boards`` (None: every board not
+    archived), past times included: the earliest enabled schedule or waiting task
+    (``not_before``); None when there is none. Sent now, read when the answer is called (a pass
+    reads it in its snapshot, ``kernel.dispatching.pass_snapshot``, and ticks once it has come)."""
     from ..store.engine import in_list
 
+    if boards == []:
+        return lambda: None
     params: dict[str, Any] = {}
-    b = in_list("b", boards, params)
-    a = tx.scalar("SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND board IN " + b, params)
-    w = tx.scalar("SELECT MIN(not_before) FROM tasks WHERE not_before IS NOT NULL AND status = 'todo' AND board IN "
-                  + b, params)
-    times = [float(x) for x in (a, w) if x is not None]
-    return min(times) if times else None
+    b = in_list("b", boards, params) if boards is not None else "(SELECT slug FROM boards WHERE archived = 0)"
+    sent = tx.later("SELECT (SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND board IN " + b + ") AS a, "
+                    "(SELECT MIN(not_before) FROM tasks WHERE not_before IS NOT NULL AND status = 'todo' "
+                    "AND board IN " + b + ") AS w", params)
+
+    def answer() -> float | None:
+        row = sent()[0]
+        times = [float(x) for x in (row["a"], row["w"]) if x is not None]
+        return min(times) if times else None
+    return answer
 
 
 def tick(db: Database, boards: list[str], *, now: float | None = None, host: str | None = None,
@@ -260,4 +266,4 @@ def not_before_of(value: str | float | None, now: float) -> float | None:
     return point_in_time(value, now, past=False)
 
 
-__all__ = ["MISSED", "add", "fires", "list_schedules", "next_due_in", "not_before_of", "remove", "tick"]
+__all__ = ["MISSED", "add", "fires", "list_schedules", "next_due_later", "not_before_of", "remove", "tick"]

@@ -197,6 +197,17 @@ class Tx:
             return next(iter(row.values()))
         return row[0]
 
+    def later(self, sql: str, params: dict[str, Any] | None = None) -> Callable[[], list[Row]]:
+        """Send a statement whose rows are read later (call the answer): on a PostgreSQL
+        pipeline (:meth:`Database.read_pipelined`, a write) every statement sent before the first
+        is read travels in one round trip; elsewhere it runs now."""
+        wire = self.wire
+        if wire is not None:
+            sent = wire.send(sql, params)
+            return lambda: wire.rows(sent)
+        rows = self.all(sql, params)
+        return lambda: rows
+
     def rows_of(self, sent: Any) -> list[Row]:
         """PostgreSQL: the rows of a statement :meth:`execute` sent earlier in this transaction
         (read with whatever statement was read after it: no round trip of its own)."""
@@ -594,6 +605,43 @@ class Database:
                 raise
             finally:
                 tx.cur.close()
+                self._release(token, broken=broken)
+
+    def read_pipelined(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """:meth:`read` for a ``fn`` that sends its statements with :meth:`Tx.later` before it
+        reads any: on PostgreSQL they go on the connection's pipeline (``pgwire``: prepared once
+        per connection) and their answers come back in one round trip, where :meth:`read` takes
+        one per statement (each statement still sees what was committed when it starts, as in
+        :meth:`read`). On SQLite it is :meth:`read`."""
+        if self.dialect != "postgresql":
+            return self.read(fn, *args, **kwargs)
+        from .pgwire import Wire
+
+        deadline = time.monotonic() + _WRITE_DEADLINE
+        while True:
+            conn, token = self._acquire()
+            broken = False
+            conn.autocommit = True  # no BEGIN: the statements up to the sync are one implicit transaction
+            wire = Wire(conn)
+            tx = Tx(self, conn, wire)
+            wire.start()
+            try:
+                try:
+                    result = fn(tx, *args, **kwargs)
+                    wire.sync()
+                    return result
+                finally:
+                    wire.finish()
+                    if conn.info.transaction_status == _PG_IDLE:
+                        conn.autocommit = False
+            except BaseException as exc:
+                broken = conn.info.transaction_status != _PG_IDLE and not _rollback(conn)
+                if _retryable(exc) and time.monotonic() < deadline:
+                    time.sleep(0.01 * random.random())
+                    continue
+                _raise_unavailable(exc)
+                raise
+            finally:
                 self._release(token, broken=broken)
 
     # -- change signal ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ...domain import model, states
@@ -244,23 +245,28 @@ def due_work(db: Database) -> dict[str, Row]:
     """Boards with open wakes, ``{board: {"pending": n, "running": n}}``, and the verifying goals
     with verify commands (``{board: {"goals": [...]}}``): one cheap read (a pass has it in its
     snapshot, ``kernel.dispatching.pass_snapshot``)."""
-    return db.read(due_work_in)
+    return db.read(lambda tx: due_work_later(tx)())
 
 
-def due_work_in(tx: Tx) -> dict[str, Row]:
-    """:func:`due_work` inside the caller's transaction."""
-    out: dict[str, Row] = {}
-    for r in tx.all("SELECT board, status, COUNT(*) AS n FROM supervisor_wakes "
-                    "WHERE status IN ('pending', 'running') GROUP BY board, status"):
-        out.setdefault(r["board"], {"pending": 0, "running": 0, "goals": []})[r["status"]] = int(r["n"])
-    for g in tx.all("SELECT id, board, title, verify FROM goals WHERE status = 'verifying' AND verify != '[]'"):
-        entry = out.setdefault(g["board"], {"pending": 0, "running": 0, "goals": []})
-        try:
-            commands = json.loads(g["verify"] or "[]")
-        except ValueError:
-            commands = []
-        entry["goals"].append({"id": g["id"], "title": g["title"], "verify": commands})
-    return out
+def due_work_later(tx: Tx) -> Callable[[], dict[str, Row]]:
+    """:func:`due_work` inside the caller's transaction: sent now, read when the answer is called."""
+    wakes = tx.later("SELECT board, status, COUNT(*) AS n FROM supervisor_wakes "
+                     "WHERE status IN ('pending', 'running') GROUP BY board, status")
+    goals = tx.later("SELECT id, board, title, verify FROM goals WHERE status = 'verifying' AND verify != '[]'")
+
+    def answer() -> dict[str, Row]:
+        out: dict[str, Row] = {}
+        for r in wakes():
+            out.setdefault(r["board"], {"pending": 0, "running": 0, "goals": []})[r["status"]] = int(r["n"])
+        for g in goals():
+            entry = out.setdefault(g["board"], {"pending": 0, "running": 0, "goals": []})
+            try:
+                commands = json.loads(g["verify"] or "[]")
+            except ValueError:
+                commands = []
+            entry["goals"].append({"id": g["id"], "title": g["title"], "verify": commands})
+        return out
+    return answer
 
 
 def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list[int]:
