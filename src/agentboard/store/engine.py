@@ -19,7 +19,8 @@ late. A write transaction runs on libpq's pipeline (``pgwire``): statements whos
 not needed (event rows, ``BEGIN``, ``COMMIT``) travel with the next statement that needs an
 answer, so a verb costs one round trip per answer it waits for plus the commit; listeners hear
 of commits from the process's notifier thread (``pgnotify``). Reads run in autocommit (one round
-trip per statement). Serialization failures, deadlocks,
+trip per statement), or on the pipeline when the statements are sent before any is read
+(:meth:`Database.read_pipelined`: one round trip for all). Serialization failures, deadlocks,
 lock timeouts and a unique violation from a race are retried.
 """
 
