@@ -9,7 +9,8 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    at once (about ``--rate`` × ``--work`` once the phase is longer than ``--work``);
 2. **burst**: ``--burst`` tasks made ready at once (one transaction: their parent's
    completion); time from that completion (its event's time, taken as its transaction starts,
-   so the promotion of the children counts) to the first and to the last ``spawned`` (a burst larger
+   so the promotion of the children counts) to the first claim of one of them (its run's start),
+   and to the first and to the last ``spawned`` (a burst larger
    than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
    dispatcher ran and the wake-ups it skipped meanwhile, per host the tasks it started and the
    claims that took them, and the CPU per task of the machine, the dispatchers and PostgreSQL
