@@ -1,6 +1,6 @@
 """The dispatcher's side of the supervisor (``kernel.supervision`` holds the wakes).
 
-Each pass, for the boards with open wakes (one cheap read, :func:`kernel.supervision.due_work`):
+Each pass, for the boards with open wakes (read with the pass's snapshot, :func:`kernel.supervision.due_work`):
 
 - **reconcile**: wakes whose supervision task ended without marking them handled expire,
   re-fire once, then go to a person;
