@@ -37,9 +37,10 @@ class BudgetWatch:
         self.first_seen: dict[int, float] = {}
         self.last_release = 0.0
 
-    def check(self, running: list[Row], slugs: set[str], now: float) -> float | None:
+    def check(self, running: list[Row], slugs: set[str], now: float, spent: bool = True) -> float | None:
         """Stop the local workers whose budget is spent once their grace is over; release what a
-        budget lets through again. Returns when it needs the next pass."""
+        budget lets through again. Returns when it needs the next pass. ``spent=False``: no
+        budget is spent (the pass's snapshot says so), nothing to read for the running tasks."""
         ctx = self.ctx
         due: float | None = None
         interval = float(ctx.settings.dispatch_interval)
@@ -50,7 +51,7 @@ class BudgetWatch:
             except AgentboardError as exc:
                 log.warning("releasing budget-blocked tasks: %s", exc)
         try:
-            over = {r["id"]: r["reason"] for r in kb.running_over_budget(ctx.db)} if running else {}
+            over = {r["id"]: r["reason"] for r in kb.running_over_budget(ctx.db)} if running and spent else {}
         except AgentboardError as exc:
             log.warning("reading spent budgets: %s", exc)
             over = {}

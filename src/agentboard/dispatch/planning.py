@@ -212,7 +212,7 @@ class _Pass:
             self._due(snap.next_lapse + 0.01)
         self._resume_timed(snap.timed_blocks, slugs)
         if not self.dry_run:
-            self._due(self.planner.budgets.check(snap.running, slugs, self.now))
+            self._due(self.planner.budgets.check(snap.running, slugs, self.now, snap.budgets_spent))
         self._promote(held)
         self._schedules(slugs, snap.timers_at)
         self._races(slugs, snap.races)

@@ -45,7 +45,10 @@ from .worker_protocol import PrepareInputs, prepare_inputs_many_in
 _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
     "t.last_heartbeat_at, t.max_runtime_seconds, t.workspace_kind, t.workspace_path, t.branch_name, "
-    "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace "
+    "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace, "
+    # what the inbox files of the host's workers need (``protocol.inbox``), through the comments'
+    # (task, id) index
+    "(SELECT MAX(c.id) FROM task_comments c WHERE c.task_id = t.id) AS newest_comment "
     "FROM tasks t LEFT JOIN task_runs r ON r.id = t.current_run_id WHERE t.status = 'running' "
     "AND t.race_until IS NULL"  # a race's own task runs no worker: its attempts do (kernel.races)
 )
@@ -80,13 +83,15 @@ class PassSnapshot:
     races: dict[str, list[str]] = field(default_factory=dict)
     #: the supervisors' due work by board (``supervision.due_work``)
     supervision: dict[str, Row] = field(default_factory=dict)
+    #: some budget was found spent in its window (``budgets.running_over_budget`` has work)
+    budgets_spent: bool = True
 
 
 def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
     """What a dispatcher pass starts from, in one read: the boards (not archived), the profiles,
     the running tasks with their current run and, per board, the earliest end of a ready task's
-    cooldown after ``now``; and whether the schedules, races and supervisors have anything to do
-    (so a pass with none of them reads nothing more for them).
+    cooldown after ``now``; and whether the schedules, races, supervisors and spent budgets have
+    anything to do (so a pass with none of them reads nothing more for them).
 
     ``host``: only that host's running tasks (and those no host recorded yet: on SQLite its own,
     or a spawn under way), through the partial index of running tasks by host, plus other
@@ -114,6 +119,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         next_lapse = later("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
                            "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at}) if host else list
         timers, races, supervision = next_due_later(tx), under_way_later(tx), due_work_later(tx)
+        spent = later("SELECT 1 AS x FROM budgets WHERE exhausted_window IS NOT NULL LIMIT 1")
         lapse = next_lapse()
         return PassSnapshot(
             boards=boards(),
@@ -127,6 +133,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
             timers_at=timers(),
             races=races(),
             supervision=supervision(),
+            budgets_spent=bool(spent()),
         )
     return db.read_pipelined(_r)
 

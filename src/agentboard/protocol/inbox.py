@@ -67,7 +67,8 @@ class Inboxes:
     def sync(self, db: Database, running: list[Row], local: Callable[[Row], bool]) -> int:
         """Append new comments to the ``.board/inbox.md`` of each running task whose worker is
         on this host and whose task has a comment past the run's cursor; returns how many were
-        appended."""
+        appended. Each row's newest comment id comes with it (``newest_comment``, the pass's
+        snapshot) or is read here."""
         where: dict[int, tuple[str, Path]] = {}
         for r in running:
             rid = r.get("current_run_id")
@@ -78,7 +79,10 @@ class Inboxes:
         self.opened = 0
         if not where:
             return 0
-        newest = kinbox.newest_comments(db, [t for t, _ in where.values()])
+        if all("newest_comment" in r for r in running):  # read with the rows (a pass's snapshot)
+            newest = {str(r["id"]): int(r["newest_comment"]) for r in running if r["newest_comment"] is not None}
+        else:
+            newest = kinbox.newest_comments(db, [t for t, _ in where.values()])
         todo = {rid: w for rid, w in where.items()
                 if w[0] in newest and newest[w[0]] > self.cursors.get(rid, -1)}
         if not todo:
