@@ -299,12 +299,13 @@ class _Pass:
             exits, due = reaper.check_orphans(current, self.now)
             self._due(due)
         for r in rows:  # (their load is counted from the snapshot's per-board counts)
-            if ctx.local(r) and ctx.workers.takes_slot(r["current_run_id"]):
+            # (every worker was reaped as the pass began: an exit since wakes the next pass)
+            if ctx.local(r) and ctx.workers.takes_slot(r["current_run_id"], polled=True):
                 self.load.local += 1
             if self.dry_run:
                 continue
             try:
-                check = reaper.check_running(r, self.now)
+                check = reaper.check_running(r, self.now, polled=True)
             except AgentboardError as exc:
                 log.info("run %s of %s: %s", r["current_run_id"], r["id"], exc)
                 continue

@@ -254,9 +254,10 @@ class Reaper:
 
     # -- running tasks ------------------------------------------------------------------------------
 
-    def check_running(self, r: Row, now: float) -> Check:
+    def check_running(self, r: Row, now: float, *, polled: bool = False) -> Check:
         """Look at one running task (a row of ``PassSnapshot.running``); slow work goes to
-        the job pool, an exit is returned (claimed) for :meth:`handle_exits`."""
+        the job pool, an exit is returned (claimed) for :meth:`handle_exits`. ``polled``: the
+        pass reaped every worker a moment ago (an exit since then wakes the next pass)."""
         ctx, rid = self.ctx, r["current_run_id"]
         if ctx.workers.busy(rid):
             return Check()
@@ -266,7 +267,7 @@ class Reaper:
             return self._check_claim(r, now, by_hand)
         w = ctx.workers.get(rid)
         if w is not None:
-            alive, due = not w.poll(), None
+            alive, due = not (w.exited if polled else w.poll()), None
         elif r["worker_pid"]:
             alive, due = liveness.pid_alive(r["worker_pid"], started_after=started), None
         else:

@@ -203,14 +203,15 @@ class WorkerRegistry:
             with self._lock:
                 self._exiting.discard(run_id)
 
-    def takes_slot(self, run_id: int) -> bool:
+    def takes_slot(self, run_id: int, *, polled: bool = False) -> bool:
         """Whether the run's local process still counts against the caps: a worker that exited
-        frees its slot at once, while its result is still being read and applied."""
+        frees its slot at once, while its result is still being read and applied. ``polled``:
+        the caller reaped every worker a moment ago (a pass): what that found is used."""
         with self._lock:
             if run_id in self._exiting:
                 return False
             w = self._workers.get(run_id)
-        return not (w is not None and w.poll())
+        return not (w is not None and (w.exited if polled else w.poll()))
 
 
 class Notes:

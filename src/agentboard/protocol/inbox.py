@@ -69,12 +69,12 @@ class Inboxes:
         on this host and whose task has a comment past the run's cursor; returns how many were
         appended. Each row's newest comment id comes with it (``newest_comment``, the pass's
         snapshot) or is read here."""
-        where: dict[int, tuple[str, Path]] = {}
+        where: dict[int, tuple[str, str]] = {}
         for r in running:
             rid = r.get("current_run_id")
             ws = r.get("run_workspace") or r.get("workspace_path")
             if rid is not None and ws and local(r):
-                where[int(rid)] = (str(r["id"]), Path(ws))
+                where[int(rid)] = (str(r["id"]), str(ws))
         self.cursors = {rid: c for rid, c in self.cursors.items() if rid in where}
         self.opened = 0
         if not where:
@@ -89,7 +89,7 @@ class Inboxes:
             return 0
         self.opened = len(todo)
         n = 0
-        for rid, (written, appended) in _sync({rid: ws for rid, (_, ws) in todo.items()}, db).items():
+        for rid, (written, appended) in _sync({rid: Path(ws) for rid, (_, ws) in todo.items()}, db).items():
             if written is None:  # not readable now: looked at again next pass
                 continue
             # the file is up to date, or has the first LIMIT of more: then its cursor, not the newest
