@@ -1,6 +1,7 @@
 """Insights, on both backends: a run history made through the real verbs, and the numbers a
 person would work out by hand from it — per profile, per model and per board day. The rollups
-kept as runs close agree with the ones rebuilt from the runs afterwards."""
+kept as runs close (each closed run pending until a fold adds it) agree with the ones rebuilt
+from the runs afterwards."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentboard.domain.errors import InvalidInput
-from agentboard.kernel import insights, races, runs
+from agentboard.kernel import insights, purge, races, runs
 from agentboard.store import rollups
 
 DAY = 86400
@@ -82,6 +83,8 @@ def _groups(board: Any, by: str, since: str | None = None) -> dict[str, dict[str
 
 
 def _rollup_rows(board: Any) -> list[dict[str, Any]]:
+    """The rollups' rows (once the closed runs pending are folded into them)."""
+    insights.fold(board.db)
     cols = ", ".join((*rollups.KEYS, *rollups.COUNTS))
     rows = board.db.read(lambda tx: tx.all(f"SELECT {cols} FROM run_rollups ORDER BY board, day, profile, model"))
     return [{k: (round(float(v), 6) if isinstance(v, float) else v) for k, v in dict(r).items()} for r in rows]
@@ -157,8 +160,8 @@ def test_rollups_kept_as_runs_close_equal_the_ones_rebuilt_from_the_runs(board: 
 
 
 def test_runs_of_minutes_and_tasks_of_hours_land_in_the_buckets_a_rebuild_puts_them_in(board: Any) -> None:
-    """A completion names only the rollup columns its run adds to (its duration's bucket and its
-    task's cycle time's): with runs far from the first bucket, a rebuild still agrees."""
+    """A completed run is folded into the bucket of its duration and its task's cycle time: with
+    runs far from the first bucket, a rebuild agrees."""
     for i, (run_s, cycle_s) in enumerate([(90.0, 5_000.0), (3.5, 3.6), (1_000.0, 200_000.0)]):
         t = board.create(f"long {i}", assignee="w", review=i == 1)["id"]
         run = board.claim(t)["run_id"]
@@ -175,7 +178,9 @@ def test_runs_of_minutes_and_tasks_of_hours_land_in_the_buckets_a_rebuild_puts_t
 
 
 def _summed_rows(board: Any) -> list[dict[str, Any]]:
-    """The rollups per key, their shards (one per writing connection on PostgreSQL) added up."""
+    """The rollups per key, their shards (one per writing connection on PostgreSQL) added up, once
+    the closed runs pending are folded into them."""
+    insights.fold(board.db)
     keys = ", ".join(rollups.KEYS)
     sums = ", ".join(f"SUM({c}) AS {c}" for c in rollups.COUNTS)
     rows = board.db.read(lambda tx: tx.all(f"SELECT {keys}, {sums} FROM run_rollups GROUP BY {keys} ORDER BY {keys}"))
@@ -210,6 +215,89 @@ def test_usage_learned_after_a_run_closed_is_counted(board: Any, ab: Any) -> Non
     kept = _rollup_rows(board)
     insights.rebuild(board.db)
     assert _rollup_rows(board) == kept
+
+
+def _pending(board: Any) -> list[tuple[int, int]]:
+    return [(int(r["run_id"]), int(r["done"])) for r in board.db.read(
+        lambda tx: tx.all("SELECT run_id, done FROM run_rollups_pending ORDER BY run_id"))]
+
+
+def test_a_completed_run_waits_in_the_pending_runs_until_a_read_folds_it_in(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true")
+    tid = board.create("one", assignee="alpha")["id"]
+    r = board.claim(tid)["run_id"]
+    board.complete(tid, run_id=r, usage={"input_tokens": 7, "output_tokens": 3, "cost_usd": 0.2})
+    assert _pending(board) == [(r, 1)]
+    assert board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM run_rollups")) == 0
+    g = _groups(board, "profile")["alpha"]  # the read folds first
+    assert (g["runs"], g["tasks_done"], g["input_tokens"], g["cost_usd"]) == (1, 1, 7, pytest.approx(0.2))
+    assert _pending(board) == []
+    assert insights.fold(board.db) is False  # nothing left: no write
+
+
+def test_usage_learned_after_the_run_was_folded_in_is_added_once(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true")
+    tid = board.create("late usage", assignee="alpha")["id"]
+    r = board.claim(tid)["run_id"]
+    board.complete(tid, run_id=r, usage={"input_tokens": 5})
+    assert insights.fold(board.db) is True
+    runs.update_run(board.db, r, input_tokens=40, cost_usd=0.3)
+    g = _groups(board, "profile")["alpha"]
+    assert (g["input_tokens"], g["cost_usd"]) == (40, pytest.approx(0.3))
+    kept = _rollup_rows(board)
+    insights.rebuild(board.db)
+    assert _rollup_rows(board) == kept
+
+
+def test_a_purged_task_whose_run_was_pending_stays_counted(board: Any, ab: Any) -> None:
+    ab.add_profile("alpha", command="true")
+    tid = board.create("gone soon", assignee="alpha")["id"]
+    board.complete(tid, run_id=board.claim(tid)["run_id"], usage={"cost_usd": 0.5})
+    purge.purge(board.db, board.slug, tid)
+    assert _pending(board) == []
+    g = _groups(board, "profile")["alpha"]
+    assert (g["runs"], g["tasks_done"], g["cost_usd"]) == (1, 1, pytest.approx(0.5))
+
+
+def test_runs_completed_while_others_fold_are_each_counted_once(board: Any, ab: Any) -> None:
+    """Four writers complete tasks while two folders fold over and over: every run is counted
+    once, as a rebuild counts it."""
+    import threading
+
+    ab.add_profile("alpha", command="true")
+    ids = [board.create(f"t{i}", assignee="alpha")["id"] for i in range(60)]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def complete(part: list[str]) -> None:
+        try:
+            for tid in part:
+                board.complete(tid, run_id=runs.claim(board.db, board.slug, tid)["run_id"], usage={"cost_usd": 0.01})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def fold() -> None:
+        try:
+            while not done.is_set():
+                insights.fold(board.db)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=complete, args=(ids[i::4],)) for i in range(4)]
+    folders = [threading.Thread(target=fold) for _ in range(2)]
+    for th in (*writers, *folders):
+        th.start()
+    for th in writers:
+        th.join()
+    done.set()
+    for th in folders:
+        th.join()
+    assert errors == []
+    g = _groups(board, "profile")["alpha"]
+    assert (g["runs"], g["tasks_done"], g["cost_usd"]) == (60, 60, pytest.approx(0.6))
+    kept = _summed_rows(board)
+    insights.rebuild(board.db, board.slug)
+    assert _summed_rows(board) == kept
 
 
 def test_since_keeps_only_the_last_days(board: Any, ab: Any) -> None:

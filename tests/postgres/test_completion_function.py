@@ -16,7 +16,7 @@ import pytest
 
 import agentboard
 from agentboard.domain.errors import InvalidInput, StaleRun
-from agentboard.kernel import hooks, runs
+from agentboard.kernel import hooks, insights, runs
 from agentboard.kernel.tasks import creation
 
 pytestmark = pytest.mark.postgres
@@ -47,7 +47,14 @@ def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _dump(ab: Any) -> dict[str, Any]:
-    """Everything the completions wrote, with ids mapped to task titles and clocks left out."""
+    """Everything the completions wrote, with ids mapped to task titles and clocks left out: the
+    runs pending for the insight rollups, then the rollups once they are folded."""
+    pending = ab.db.read(lambda tx: sorted(
+        (r["title"], r["attempt"], r["done"]) for r in tx.all(
+            "SELECT t.title, r.attempt, g.done FROM run_rollups_pending g JOIN task_runs r ON r.id = g.run_id "
+            "JOIN tasks t ON t.id = r.task_id")))
+    insights.fold(ab.db)
+
     def read(tx: Any) -> dict[str, Any]:
         titles = {r["id"]: r["title"] for r in tx.all("SELECT id, title FROM tasks UNION ALL SELECT id, title FROM goals")}
 
@@ -82,6 +89,7 @@ def _dump(ab: Any) -> dict[str, Any]:
             "runs": sorted(((titles[r["task_id"]], clean(r)) for r in tx.all("SELECT * FROM task_runs")),
                            key=lambda x: (x[0], x[1]["attempt"])),
             "events": events,
+            "pending": pending,
             "rollups": rollups,
             "counts": counts,
         }
@@ -181,6 +189,7 @@ def test_a_stale_report_is_refused_with_the_same_error_and_nothing_written(pg_ur
         first = b.claim(t)["run_id"]
         b.reclaim(t)
         b.claim(t)
+        insights.fold(ab.db)
         before = _dump(ab)
         with pytest.raises(StaleRun):
             b.complete(t, run_id=first, summary="late")

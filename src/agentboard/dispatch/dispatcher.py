@@ -33,7 +33,7 @@ from .. import tracing
 from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import dispatching as kd
-from ..kernel import maintenance
+from ..kernel import insights, maintenance
 from ..observe import metrics
 from ..observe.health import PassMarks
 from ..store.engine import Database
@@ -57,9 +57,10 @@ PASS_MIN_GAP = 0.02
 #: glance sees ready work, lapsed claims, this host's running tasks, review, triage and races,
 #: not everything a pass acts on (supervisor wakes, schedules, goals, board settings)
 SKIP_AT_MOST = 0.5
-#: PostgreSQL: how often a running dispatcher folds the boards' task count deltas that piled up
-#: (``kernel.maintenance.fold_task_counts``; the board view folds them too, but a board nobody
-#: looks at would grow them)
+#: how often a running dispatcher folds the boards' task count deltas that piled up on PostgreSQL
+#: (``kernel.maintenance.fold_task_counts``) and the closed runs pending for the insight rollups
+#: (``kernel.insights.fold``); the board view and the insights read fold them too, but a board
+#: nobody looks at would grow them
 FOLD_COUNTS_EVERY = 60.0
 
 
@@ -230,12 +231,13 @@ class Dispatcher:
                 base = None
             look = None
             last = started
-            if not self.ctx.sqlite and time.monotonic() >= self._fold_due:
+            if time.monotonic() >= self._fold_due:
                 self._fold_due = time.monotonic() + FOLD_COUNTS_EVERY
                 try:
                     maintenance.fold_task_counts(self.db)
+                    insights.fold(self.db)
                 except AgentboardError as exc:
-                    log.info("folding the task counts failed (%s); tried again later", exc)
+                    log.info("folding the task counts or the closed runs failed (%s); tried again later", exc)
             skipped_at: float | None = None  # the first change skipped since the pass
             while not self._stop.is_set():
                 left = interval - (time.monotonic() - started)

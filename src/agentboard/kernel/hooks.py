@@ -122,14 +122,11 @@ def budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
         fn(tx, board, task_id, actor)
 
 
-def run_closed(tx: Tx, run_id: int, *, done: bool = False, outcome: str | None = None,
-               duration: float | None = None, cycle: float | None = None) -> None:
+def run_closed(tx: Tx, run_id: int, *, done: bool = False) -> None:
     """A worker's or reviewer's run was closed (once per run; not a person's synthetic run).
-    ``done``: its close made its task done, and ``task_done`` is not fired for it. What the
-    caller already knows of it, when it does: ``duration`` (``ended_at - started_at``, 0 when
-    not positive) with its ``outcome`` and, when ``done``, the task's ``cycle`` time (likewise)."""
+    ``done``: its close made its task done, and ``task_done`` is not fired for it."""
     for fn in _of("run_closed"):
-        fn(tx, run_id, done=done, outcome=outcome, duration=duration, cycle=cycle)
+        fn(tx, run_id, done=done)
 
 
 def task_done(tx: Tx, board: str, task_id: str) -> None:

@@ -2,11 +2,14 @@
 
 Everything is read from ``run_rollups`` (``store/rollups.py``), which this module keeps: it
 subscribes to the kernel's hooks and adds one row's worth of facts, in the transaction that
-closes a run (``run_closed``), finishes a task (``task_done``), takes a task out of done
-(``task_undone``: its done is taken away again), records a review verdict (``reviewed``) or
-learns a closed run's usage late (``run_usage``) — one upsert each, sent
-unread on PostgreSQL. A read sums a few rows per day, so its cost does not grow with the number
-of tasks or runs. Races entered and won come from the ``attempts`` table (a few rows per race).
+finishes a task (``task_done``), takes a task out of done (``task_undone``: its done is taken
+away again), records a review verdict (``reviewed``) or learns a closed run's usage late
+(``run_usage``) — one upsert each, sent unread on PostgreSQL. A run's close (``run_closed``, the
+busiest of them: every completion) only appends the run to ``run_rollups_pending``, a narrow
+row; a fold adds the pending runs in one aggregated statement (:func:`fold`): every read folds
+first, so what it shows is exact, and a running dispatcher folds now and then. A read sums a few
+rows per day, so its cost does not grow with the number of tasks or runs. Races entered and won
+come from the ``attempts`` table (a few rows per race).
 
 Percentiles (durations, cycle times) are estimated from the rollups' bucketed histograms: the
 bucket holding the rank, and a position inside it on a log scale (within a factor of 2, usually
@@ -36,9 +39,8 @@ DAY = 86400
 # -- keeping the rollups (hook handlers, in the caller's transaction) --------------------------------
 
 
-def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None,
-         only: frozenset[str] | None = None) -> None:
-    tx.execute(rollups.statement(tx.db.dialect, source, only=only), {"id": ident, **(extra or {})})
+def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None) -> None:
+    tx.execute(rollups.statement(tx.db.dialect, source), {"id": ident, **(extra or {})})
 
 
 #: the server-side completion that adds a worker's closed run (and its task done with it) to the
@@ -48,15 +50,27 @@ PG_COMPLETION = "agentboard_complete_running"
 
 @hooks.on("run_closed")
 @hooks.mirrored(PG_COMPLETION)
-def run_closed_in(tx: Tx, run_id: int, *, done: bool = False, outcome: str | None = None,
-                  duration: float | None = None, cycle: float | None = None) -> None:
-    """A run closed: its outcome, attempt, usage and duration (and, ``done``, its task done).
-    With its duration (and, ``done``, its task's cycle time) known, only the columns its row can
-    add to are in the statement (``rollups.closed_run_counts``)."""
-    only = None
-    if duration is not None and (cycle is not None or not done):
-        only = rollups.closed_run_counts(outcome, duration, cycle if done else None)
-    _add(tx, rollups.RUN_DONE if done else rollups.RUN, int(run_id), only=only)
+def run_closed_in(tx: Tx, run_id: int, *, done: bool = False) -> None:
+    """A run closed (``done``: and made its task done): appended to the pending runs, which a
+    fold adds to the rollups (:func:`fold_in`) with its outcome, attempt, usage and duration as
+    they are then (and its task's done and cycle time)."""
+    tx.execute("INSERT INTO run_rollups_pending (run_id, done) VALUES (:id, :d)", {"id": int(run_id), "d": int(done)})
+
+
+def _take_pending(tx: Tx, where: str, params: dict[str, Any]) -> bool:
+    """Add the pending runs ``where`` selects to the rollups now, one by one, in the caller's
+    transaction (before a change a fold would otherwise read wrongly); True if any was pending.
+    A fold that deleted one of them first counted it as it was before this transaction."""
+    taken = tx.all(f"DELETE FROM run_rollups_pending WHERE {where} RETURNING run_id, done", params)
+    for row in taken:
+        _add(tx, rollups.RUN_DONE if row["done"] else rollups.RUN, int(row["run_id"]))
+    return bool(taken)
+
+
+def add_pending_of_task_in(tx: Tx, task_id: str) -> bool:
+    """Add the task's pending runs to the rollups now (before its runs change or go: a purge, a
+    done task leaving done); True if any was pending."""
+    return _take_pending(tx, "run_id IN (SELECT id FROM task_runs WHERE task_id = :id)", {"id": task_id})
 
 
 @hooks.on("task_done")
@@ -69,7 +83,9 @@ def task_done_in(tx: Tx, board: str, task_id: str) -> None:
 @hooks.on("task_undone")
 def task_undone_in(tx: Tx, board: str, task_id: str) -> None:
     """A done task is about to leave done (reopened, or restored from the archive): its done and
-    cycle time are taken away from where :func:`task_done_in` added them (done again, it counts once)."""
+    cycle time are taken away from where :func:`task_done_in` (or the fold of the run that made
+    it done) added them (done again, it counts once)."""
+    add_pending_of_task_in(tx, task_id)
     _add(tx, rollups.UNDONE, task_id)
     tx.execute(rollups.emptied_statement(tx.db.dialect), {"id": task_id})
 
@@ -82,9 +98,27 @@ def reviewed_in(tx: Tx, board: str, task_id: str, verdict: str) -> None:
 
 @hooks.on("run_usage")
 def run_usage_in(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cost_usd: float) -> None:
-    """Usage learned after a run closed: added on the day the run closed."""
+    """Usage learned after a run closed: added on the day the run closed (a run still pending is
+    added now, with its usage as it now is)."""
+    if _take_pending(tx, "run_id = :id", {"id": int(run_id)}):
+        return
     _add(tx, rollups.USAGE, int(run_id), {"d_in": int(input_tokens), "d_out": int(output_tokens),
                                            "d_cost": float(cost_usd)})
+
+
+def fold_in(tx: Tx) -> None:
+    """Add every pending closed run to the rollups (``store.rollups.fold_statements``)."""
+    for sql in rollups.fold_statements(tx.db.dialect):
+        tx.execute(sql)
+
+
+def fold(db: Database) -> bool:
+    """:func:`fold_in` in a transaction of its own, when any run is pending (a read first: no
+    write when none is); True if it folded."""
+    if db.read(lambda tx: tx.scalar("SELECT run_id FROM run_rollups_pending LIMIT 1")) is None:
+        return False
+    db.write(fold_in)
+    return True
 
 
 def rebuild_in(tx: Tx, board: str | None = None) -> None:
@@ -312,8 +346,11 @@ def read(db: Database, board: str, q: Query, *, now: float | None = None) -> Row
     pass and review approval rates, races entered and won, duration p50/p90, tokens and cost per
     done task, failure classes. Per board: tasks done, started, work in progress, runs and spend
     per day, and the cycle time's p50/p90 and histogram. The CLI's ``stats --by``, ``GET
-    /api/insights`` and the dashboard's Insights page all read this."""
+    /api/insights`` and the dashboard's Insights page all read this. The pending closed runs are
+    folded first (:func:`fold`)."""
+    fold(db)
     return db.read(read_in, board, q, now=now)
 
 
-__all__ = ["BYS", "Query", "day_iso", "percentile", "read", "read_in", "rebuild", "rebuild_in", "since_days"]
+__all__ = ["BYS", "Query", "add_pending_of_task_in", "day_iso", "fold", "fold_in", "percentile", "read", "read_in", "rebuild", "rebuild_in",
+           "since_days"]

@@ -43,6 +43,9 @@ def _purge(tx: Tx, board: str, task_id: str, force: bool, actor: str | None) -> 
                                      "forced": bool(force), "children": unfinished}, actor=actor, at=now)
     # the tables' definitions: read by a purge only, not by every process that builds the web app
     from ..store.schema import metadata
+    from .insights import add_pending_of_task_in
+
+    add_pending_of_task_in(tx, task_id)  # its runs stay counted in the insights, as runs added before
 
     removed: dict[str, int] = {}
     for table in metadata.sorted_tables:

@@ -16,6 +16,10 @@ sum a key's rows: counts, sums and two bucketed histograms (run durations and ta
 - :data:`REVIEW`: a review verdict (reviewed, approved), counted for the reviewed run's profile;
 - :data:`USAGE`: tokens and cost learned after the run closed.
 
+A run's close does not add its own row: it appends the run to ``run_rollups_pending`` (0029),
+and :func:`fold_statements` adds every pending run at once, as :data:`RUN` (or :data:`RUN_DONE`)
+adds one, in one aggregated upsert (``kernel.insights.fold``).
+
 The same statements, without the one-row filter, rebuild every row from the runs, tasks and
 reviews (:func:`rebuild`): the migration that adds the table and ``agentboard`` maintenance use
 it. Days are UTC (``floor(epoch / 86400)``).
@@ -184,7 +188,7 @@ _ALL = {
     REVIEW: "1 = 1",
 }
 _BOARD_OF = {RUN: "r.board", DONE: "t.board", REVIEW: "v.board"}
-_cache: dict[tuple[str, str, bool, bool, bool, frozenset[str] | None], str] = {}
+_cache: dict[tuple[str, str, bool, bool, bool], str] = {}
 
 
 #: the row of a key one write adds to: on PostgreSQL its connection's (``shard``, 0021), so
@@ -192,72 +196,76 @@ _cache: dict[tuple[str, str, bool, bool, bool, frozenset[str] | None], str] = {}
 _SHARD = {"postgresql": "CAST(mod(pg_backend_pid(), 8) AS SMALLINT)", "sqlite": "0"}
 
 
-def closed_run_counts(outcome: str | None, duration: float, cycle: float | None) -> frozenset[str]:
-    """The columns a closed run's row can add to (:data:`RUN`; with ``cycle``, its task's cycle
-    time, :data:`RUN_DONE`), given its outcome and its duration (``ended_at - started_at``, 0 when
-    not positive): every other column of its row is 0. A statement over these alone
-    (``statement(..., only=...)``) adds the same as the full one, with a fraction of the
-    expressions to evaluate."""
-    out = {"runs", "firsts", "first_ok", "verified_total", "verified_pass", "started", "input_tokens",
-           "output_tokens", "cost_usd", "duration_s", f"d{bucket_of(duration)}"}
-    if outcome not in SUCCESS_OUTCOMES:
-        out.add(f"f_{outcome}" if outcome in FAILURE_CLASSES[:-1] else "f_other")
-    if cycle is not None:
-        out |= {"done", f"c{bucket_of(cycle)}"}
-    return frozenset(out)
-
-
-def statement(dialect: str, source: str, *, one: bool = True, board: bool = False, sharded: bool = True,
-              only: frozenset[str] | None = None) -> str:
+def statement(dialect: str, source: str, *, one: bool = True, board: bool = False, sharded: bool = True) -> str:
     """The upsert that adds ``source``'s facts to the rollups: of the one row ``:id`` names
     (``one``), or of every row (of board ``:board`` when ``board``). ``sharded=False``: for the
     table as migration 0018 made it, before its ``shard`` column (0021). :data:`UNDONE` takes
-    the facts :data:`DONE` added away (one row only). ``only`` (one row): the columns the row
-    can add to (:func:`closed_run_counts`); the others are left out, not added as 0."""
-    key = (dialect, source, one, board, sharded, only)
+    the facts :data:`DONE` added away (one row only)."""
+    key = (dialect, source, one, board, sharded)
     if key in _cache:
         return _cache[key]
     frm, cols = _SOURCES[source](dialect)
-    counts = COUNTS if only is None or not one else tuple(c for c in COUNTS if c in only)
     where = _ONE[source] if one else _ALL[source]
     if board and not one:
         where += f" AND {_BOARD_OF[source]} = :board"
     keys = [*KEYS, "shard"] if sharded else list(KEYS)
-    names = [*keys, *counts]
+    names = [*keys, *COUNTS]
     if one:  # at most one row: no aggregation to plan
         sign = "-" if source in _SUBTRACTED else ""
         exprs = [cols[k] for k in KEYS] + [_SHARD[dialect]] * sharded + [
-            f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in counts]
+            f"{sign}({cols.get(c, '0')})" if sign else cols.get(c, "0") for c in COUNTS]
         group = ""
     else:
-        exprs = [cols[k] for k in KEYS] + ["0"] * sharded + [f"SUM({cols.get(c, '0')})" for c in counts]
+        exprs = [cols[k] for k in KEYS] + ["0"] * sharded + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
         group = f" GROUP BY {', '.join(cols[k] for k in KEYS)}"
     upsert = (f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
-              + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in counts))
-    if only is not None and one and sharded and dialect == "postgresql":
-        # the row's update first, the insert only when the key has no row yet: an upsert that
-        # finds the row locks it (a WAL record of its own) before it updates it; the insert's
-        # own upsert still adds to a row another transaction inserted meanwhile. (With every
-        # column, the statement's three lists of them would cost the server more time than the
-        # lock record saves.)
-        sql = (f"WITH s ({', '.join(names)}) AS (SELECT {', '.join(exprs)} FROM {frm} WHERE {where}), "
-               "u AS (UPDATE run_rollups SET " + ", ".join(f"{c} = run_rollups.{c} + s.{c}" for c in counts)
-               + " FROM s WHERE " + " AND ".join(f"run_rollups.{k} = s.{k}" for k in keys) + " RETURNING 1) "
-               f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(names)} FROM s "
-               f"WHERE NOT EXISTS (SELECT 1 FROM u) {upsert}")
-    else:
-        sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
-               f"WHERE {where}{group} {upsert}")
-    if only is None or len(_cache) < 4096:  # (a few shapes of closed runs are common)
-        _cache[key] = sql
+              + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
+    sql = (f"INSERT INTO run_rollups ({', '.join(names)}) SELECT {', '.join(exprs)} FROM {frm} "
+           f"WHERE {where}{group} {upsert}")
+    _cache[key] = sql
     return sql
+
+
+#: the pending closed runs a fold takes (``run_rollups_pending``, 0029): on PostgreSQL deleted in
+#: the statement that adds them (a run another fold deletes first is skipped once that fold commits)
+_PENDING = {
+    "postgresql": "g AS (DELETE FROM run_rollups_pending RETURNING run_id, done)",
+    "sqlite": "",
+}
+
+
+def fold_statements(dialect: str) -> list[str]:
+    """Add every pending closed run (``run_rollups_pending``) to the rollups and delete it from
+    the pending ones, as :data:`RUN` adds a run (:data:`RUN_DONE` when its close made its task
+    done), in one aggregated upsert. PostgreSQL: one statement; SQLite: the upsert, then the delete."""
+    key = (dialect, "fold", False, False, True)
+    if key in _cache:
+        return _cache[key].split(";\n")
+    frm, cols = _run_source(dialect)
+    own = f"CASE WHEN {_OWN_TASK} THEN 1 ELSE 0 END"
+    cols = {**cols, "done": f"CASE WHEN g.done = 1 THEN {own} ELSE 0 END",
+            **{f"c{i}": f"CASE WHEN g.done = 1 THEN {own} * {_in_bucket(_CYCLE, i)} ELSE 0 END" for i in range(BUCKETS)}}
+    pending = "g" if dialect == "postgresql" else "run_rollups_pending g"
+    frm = frm.replace("task_runs r ", f"{pending} JOIN task_runs r ON r.id = g.run_id ", 1)
+    keys = [*KEYS, "shard"]
+    exprs = [cols[k] for k in KEYS] + [_SHARD[dialect]] + [f"SUM({cols.get(c, '0')})" for c in COUNTS]
+    upsert = (f"INSERT INTO run_rollups ({', '.join((*keys, *COUNTS))}) SELECT {', '.join(exprs)} FROM {frm} "
+              f"WHERE r.synthetic = 0 GROUP BY {', '.join(cols[k] for k in KEYS)} "
+              f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+              + ", ".join(f"{c} = run_rollups.{c} + excluded.{c}" for c in COUNTS))
+    if dialect == "postgresql":
+        sql = f"WITH {_PENDING[dialect]} {upsert}"
+    else:
+        sql = upsert + ";\nDELETE FROM run_rollups_pending"
+    _cache[key] = sql
+    return sql.split(";\n")
 
 
 def emptied_statement(dialect: str) -> str:
     """Delete the rows (every shard) of the keys on task ``:id``'s board and completion day that
     count nothing any more (after :data:`UNDONE`): a rebuild would not make them, and a read
     would show them as groups."""
-    key = (dialect, "emptied", True, True, True, None)
+    key = (dialect, "emptied", True, True, True)
     if key not in _cache:
         where = ("board = (SELECT t.board FROM tasks t WHERE t.id = :id) "
                  f"AND day = (SELECT {_day(dialect, 't.completed_at')} FROM tasks t WHERE t.id = :id)")
@@ -271,8 +279,11 @@ def rebuild_statements(dialect: str, *, board: bool = False, sharded: bool = Tru
     """Delete the rollups (of ``:board``) and add every run, done task and review again (on
     PostgreSQL after fresh statistics: a plan made on none joins a million tasks row by row)."""
     delete = "DELETE FROM run_rollups" + (" WHERE board = :board" if board else "")
+    # the pending closed runs (0029, after the shard of 0021) are counted by the rebuild's own statements
+    pending = ["DELETE FROM run_rollups_pending" + (
+        " WHERE run_id IN (SELECT id FROM task_runs WHERE board = :board)" if board else "")] * sharded
     analyze = ["ANALYZE tasks, task_runs, reviews, attempts"] if dialect == "postgresql" else []
-    return [*analyze, delete, *(statement(dialect, s, one=False, board=board, sharded=sharded)
+    return [*analyze, *pending, delete, *(statement(dialect, s, one=False, board=board, sharded=sharded)
                                        for s in (RUN, DONE, REVIEW))]
 
 
@@ -288,4 +299,4 @@ def rebuild(conn: Any, dialect: str) -> None:
 
 
 __all__ = ["BUCKETS", "COUNTS", "DONE", "FAILURE_CLASSES", "KEYS", "REVIEW", "RUN", "RUN_DONE", "UNDONE", "USAGE", "bucket_bounds",
-           "bucket_of", "closed_run_counts", "emptied_statement", "rebuild", "rebuild_statements", "statement"]
+           "bucket_of", "emptied_statement", "fold_statements", "rebuild", "rebuild_statements", "statement"]

@@ -548,6 +548,17 @@ run_rollups = sa.Table(
                 server_default="0") for c in _rollups.COUNTS),
 )
 
+# closed runs not yet added to run_rollups (0029): a run's close appends its row here, one
+# narrow insert instead of the update of a wide rollup row; a fold (an insights read, a running
+# dispatcher now and then) adds them all in one statement and deletes them (store/rollups.py)
+run_rollups_pending = sa.Table(
+    "run_rollups_pending",
+    metadata,
+    sa.Column("run_id", BigId, primary_key=True, autoincrement=False),
+    # 1: the close made its task done (its done and cycle time are added with the run)
+    sa.Column("done", sa.SmallInteger, nullable=False, server_default="0"),
+)
+
 meta = sa.Table(
     "agentboard_meta",
     metadata,

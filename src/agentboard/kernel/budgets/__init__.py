@@ -56,7 +56,6 @@ from .ledger import (
     account_usage_in,
     rebuild_board_in,
     record_llm_usage,
-    run_duration,
     run_updated_in,
     spend_in,
     spending,
@@ -79,5 +78,5 @@ __all__ = [
     "LIMIT_OF", "METRICS", "PERS", "SCOPES", "Limits", "account_run_in", "account_usage_in", "amount", "block_in",
     "clear_budget", "expected_in", "for_task", "own_scope", "rebuild_board_in", "spending", "gate_batch_in", "gate_in", "record_llm_usage", "release",
     "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
-    "usage_numbers", "window", "account_row_in", "run_duration", "run_updated_in", "SUPERVISION", "scope_name", "CLOSED_RUN", "CLOSED_RUN_FACTS",
+    "usage_numbers", "window", "account_row_in", "run_updated_in", "SUPERVISION", "scope_name", "CLOSED_RUN", "CLOSED_RUN_FACTS",
 ]

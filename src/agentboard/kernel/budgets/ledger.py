@@ -297,31 +297,19 @@ def run_spend(closed: Row, task: Row | None) -> Row:
             "pending": closed.get("exit_code") is None and closed.get("worker_pid") is not None}
 
 
-def run_duration(started_at: Any, ended_at: Any) -> float:
-    """A run's duration as the rollups compute it: ``ended_at - started_at``, 0 when not positive."""
-    start, end = float(started_at), float(ended_at)
-    return end - start if end > start else 0.0
-
-
 def account_run_in(tx: Tx, closed: Row | None, *, task: Row | None = None, actor: str | None = None,
-                   budgeted: bool | None = None, done: bool = False, outcome: str | None = None,
-                   cycle: float | None = None) -> bool:
+                   budgeted: bool | None = None, done: bool = False) -> bool:
     """Count a run that was just closed against its scopes, and check their budgets. ``closed``:
     what the statement that closed it returned (:data:`CLOSED_RUN`; None when it closed nothing).
     ``task``: its task's row, when the caller has it (else read when a budget may apply).
     ``budgeted=False``: the caller knows no budget covers it (None: the statement's hint says).
-    ``done``: the run's close made its task done (the rollups count both at once). ``outcome``
-    (and, when ``done``, the task's ``cycle`` time): what the caller closed it with, so the rollup
-    names only the columns the run adds to. True when the run counted now (the ``run_closed`` hook
-    then fired for it)."""
+    ``done``: the run's close made its task done (the rollups count both at once). True when the
+    run counted now (the ``run_closed`` hook then fired for it)."""
     if closed is None or closed.get("synthetic"):
         return False
     run_id = int(closed["id"])
     # the statement closed the run: it counts once, as do the rollups
-    duration = None
-    if outcome is not None and closed.get("started_at") is not None and closed.get("ended_at") is not None:
-        duration = run_duration(closed["started_at"], closed["ended_at"])
-    hooks.run_closed(tx, run_id, done=done, outcome=outcome, duration=duration, cycle=cycle)
+    hooks.run_closed(tx, run_id, done=done)
     if budgeted is None:
         hint = closed.get("budget_hint")
         budgeted = hint is None or bool(hint)

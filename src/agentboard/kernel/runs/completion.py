@@ -148,14 +148,8 @@ def _complete_running_pg(
         usage = json.loads(usage)
     tx.events_written(board)
     done = task["status"] == states.DONE
-    if usage:  # the run and, when it made its task done, that too: one upsert
-        # its duration is the run's runtime, its task's cycle time read from the task's
-        # row as the rollups compute both (so the upsert names only the columns they add to)
-        cycle = None
-        if done and task.get("completed_at") is not None and task.get("created_at") is not None:
-            cycle = max(float(task["completed_at"]) - float(task["created_at"]), 0.0)
-        hooks.run_closed(tx, run_id, done=done, outcome=task.get("last_outcome"),
-                         duration=float(usage.get("runtime") or 0), cycle=cycle)
+    if usage:  # the run closed (and, when it made its task done, that too: one pending row)
+        hooks.run_closed(tx, run_id, done=done)
     if usage and hints.get("budget_hint", True):
         budgets.account_row_in(tx, {k: usage.get(k) for k in _USAGE_KEYS}, run_id, now, actor=actor)
     return _after_completed(tx, board, task, task["status"], run_id, actor,
@@ -230,27 +224,16 @@ def _close_completed_run(tx: Tx, rid: int, task: Row, target: str, report: Repor
     outcome = "review_requested" if target == states.REVIEW else "completed"
     params = {"o": outcome, "now": now, "s": report.summary,
               "m": dump_json(meta) if meta is not None else None, "r": rid, "ec": exit_code, **up}
-    # the task's cycle time as the rollups compute it, when the close makes it done (with the
-    # run's duration, the rollup's statement names only the columns the run adds to)
-    cycle = None
-    if done and task.get("completed_at") is not None and task.get("created_at") is not None:
-        cycle = max(float(task["completed_at"]) - float(task["created_at"]), 0.0)
     if budgeted is False:  # nothing to count but the run itself: the statement's count is enough
-        if tx.db.dialect == "postgresql":
-            # sent unread (an answer would cost a round trip); the task's row is locked while it
-            # runs this run, so the run is open and closes here, once
-            tx.execute(close, params)
-            hooks.run_closed(tx, rid, done=done)
-            return True
-        started = tx.one(close + " RETURNING started_at", params)
-        if started is None:
+        tx.execute(close, params)
+        # PostgreSQL: sent unread (an answer would cost a round trip); the task's row is locked
+        # while it runs this run, so the run is open and closes here, once
+        if tx.db.dialect != "postgresql" and tx.rowcount != 1:
             return False
-        hooks.run_closed(tx, rid, done=done, outcome=outcome, duration=budgets.run_duration(started["started_at"], now),
-                         cycle=cycle)
+        hooks.run_closed(tx, rid, done=done)
         return True
     closed = tx.one(close + (budgets.CLOSED_RUN_FACTS if budgeted else budgets.CLOSED_RUN), params)
-    return budgets.account_run_in(tx, closed, task=task, actor=actor, budgeted=budgeted, done=done, outcome=outcome,
-                                  cycle=cycle)
+    return budgets.account_run_in(tx, closed, task=task, actor=actor, budgeted=budgeted, done=done)
 
 
 def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
