@@ -157,7 +157,8 @@ class Glance:
 
 def glance_sql(*, unrecorded: bool = False) -> str:
     """The statement of :func:`glance` (parameters ``h``, the host, and ``now``): every part
-    read through an index, never the whole of ``tasks``."""
+    read through an index, never the whole of ``tasks``; this host's running tasks and the
+    waiting ones read once each."""
     mine = "status = 'running' AND (worker_host = :h" + (" OR worker_host IS NULL)" if unrecorded else ")")
     return (
         # in the claim index's order, so its entries are read, not the table (where the ready
@@ -165,14 +166,12 @@ def glance_sql(*, unrecorded: bool = False) -> str:
         f"SELECT COALESCE((SELECT 1 FROM tasks WHERE {CLAIMABLE} AND (cooldown_until IS NULL OR "
         "cooldown_until <= :now) ORDER BY board, assignee, priority DESC, created_at, id LIMIT 1), 0) AS ready, "
         "CASE WHEN EXISTS (SELECT 1 FROM tasks WHERE status = 'running' AND claim_expires < :now) "
-        "THEN 1 ELSE 0 END AS lapsed, "
-        f"(SELECT COUNT(*) FROM tasks WHERE {mine}) AS n, "
-        f"(SELECT COALESCE(SUM(current_run_id), 0) FROM tasks WHERE {mine}) AS runs, "
-        f"(SELECT COUNT(*) FROM task_comments c WHERE c.task_id IN (SELECT id FROM tasks WHERE {mine})) "
-        "AS comments, "
+        "THEN 1 ELSE 0 END AS lapsed, m.n, m.runs, m.comments, w.waiting, w.waiting_at "
+        "FROM (SELECT COUNT(*) AS n, COALESCE(SUM(t.current_run_id), 0) AS runs, "
+        "COALESCE(SUM((SELECT COUNT(*) FROM task_comments c WHERE c.task_id = t.id)), 0) AS comments "
+        f"FROM tasks t WHERE {mine}) m, "
         # reviews, triage and races: their own partial index (ix_tasks_waiting)
-        f"(SELECT COUNT(*) FROM tasks WHERE {WAITING}) AS waiting, "
-        f"(SELECT MAX(updated_at) FROM tasks WHERE {WAITING}) AS waiting_at")
+        f"(SELECT COUNT(*) AS waiting, MAX(updated_at) AS waiting_at FROM tasks WHERE {WAITING}) w")
 
 
 def glance(db: Database, host: str, now: float | None = None, *, unrecorded: bool = False) -> Glance:
