@@ -180,6 +180,26 @@ def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
     wait_for(lambda: all_in(board, ids, {"done"}))
 
 
+def test_a_capped_profile_with_a_long_queue_does_not_hold_back_the_tasks_behind_it(ab, board, dispatcher, tmp_path):
+    """Thirty older tasks of a profile capped at one run at a time lead the queue; the task of
+    another profile behind them still starts in the same pass (however far down it waits)."""
+    gate = tmp_path / "gate"
+    hold = "sh -c " + shlex.quote(
+        f"while [ ! -f {gate} ]; do sleep 0.05; done; "
+        "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
+    ab.add_profile("one", command=hold, max_concurrency=1)
+    ab.add_profile("many", command=hold)
+    ids = [board.create(f"one {i}", assignee="one")["id"] for i in range(30)]
+    other = board.create("many 0", assignee="many")["id"]
+    d = dispatcher(start=False, max_parallel=4)
+    rep = d.run_pass()
+    assert sorted(s["profile"] for s in rep["spawned"]) == ["many", "one"]
+    assert board.show(other)["status"] == "running"
+    gate.write_text("go")
+    d.start()
+    wait_for(lambda: all_in(board, [*ids, other], {"done"}))
+
+
 def test_worker_env_has_the_task_identity_and_no_dispatcher_secrets(ab, board, dispatcher, tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTBOARD_LLM_API_KEY", "sk-dispatcher-secret")
     monkeypatch.setenv("AGENTBOARD_TOKEN", "dashboard-session-token")

@@ -61,6 +61,11 @@ def free_memory_mb() -> int | None:
     return None
 
 
+#: the most ready tasks of one board a pass reads to fill its room (page after page, while the
+#: ones it reads cannot start): a board whose first thousands of ready tasks all wait for a full
+#: profile or a busy folder starts the ones behind them in a later pass
+READY_READ_AT_MOST = 2000
+
 class BoardLock:
     """An exclusive, non-blocking file lock: one dispatcher per board per SQLite home."""
 
@@ -449,30 +454,58 @@ class _Pass:
 
     def _choose(self, b: Row, profiles: dict[str, Row], room: int, spare: int = 0) -> list[Choice]:
         """Up to ``room`` ready tasks of ``b`` to start, by priority then age, and up to ``spare``
-        more after them (to claim in place of those another host takes first)."""
+        more after them (to claim in place of those another host takes first). The queue is read
+        a page at a time, as far as it takes to fill them: a profile found full (or missing, or
+        disabled) is left out of the pages that follow, so the tasks of others behind a long
+        queue of its own still start (up to :data:`READY_READ_AT_MOST` tasks read per board)."""
         slug, db = b["slug"], self.ctx.db
-        batch = kd.ready_batch(db, slug, room * 3 + 8)
-        room += spare
-        if not batch:
-            return []
-        prev = kd.last_runs(db, [c["last_run_id"] for c in batch if c.get("last_run_id")])
+        want = room + spare
         chosen: list[Choice] = []
         taken: Counter[str] = Counter()
         now = time.time()
         target = b.get("default_workdir")
+        busy: dict[str, tuple[str, int | None]] = {}
+        #: assignees left out of the next pages: their profile is full, missing or disabled
+        skip: set[str] = set()
+        after: Row | None = None
+        limit, read = want + 8, 0
+        while len(chosen) < want and read < READY_READ_AT_MOST:
+            batch = kd.ready_batch(db, slug, limit, after=after, skip=sorted(skip))
+            read += len(batch)
+            if not batch:
+                break
+            self._choose_from(slug, b, batch, profiles, want, chosen, taken, busy, skip, target, now)
+            if len(batch) < limit:
+                break
+            after, limit = batch[-1], min(limit * 2, READY_READ_AT_MOST)
+        return chosen
+
+    def _choose_from(self, slug: str, b: Row, batch: list[Row], profiles: dict[str, Row], want: int,
+                     chosen: list[Choice], taken: Counter[str], busy: dict[str, tuple[str, int | None]],
+                     skip: set[str], target: str | None, now: float) -> None:
+        """One page of the ready queue (see :meth:`_choose`): append what may start to ``chosen``."""
+        db = self.ctx.db
+        prev = kd.last_runs(db, [c["last_run_id"] for c in batch if c.get("last_run_id")])
         shared_target = (os.path.normpath(str(target)) if target and not self.dry_run
                          and any((c.get("workspace_kind") or "scratch") == "scratch" for c in batch)
                          and not is_git_target(target) else None)
         folders = {c["id"]: f for c in batch if (f := _shared_folder(c, shared_target)) is not None}
-        busy = kd.folders_in_use(db, sorted(set(folders.values()))) if folders else {}
+        unseen = sorted({f for f in folders.values() if f not in busy})
+        if unseen:
+            for where, who in kd.folders_in_use(db, unseen).items():
+                busy.setdefault(where, who)
         for c in batch:
-            if len(chosen) >= room:
+            if len(chosen) >= want:
                 break
             p = self._profile_of(slug, c, profiles)
             if p is None:
+                if c["assignee"]:
+                    skip.add(c["assignee"])
                 continue
             limit = p.get("max_concurrency")
             if limit and self.load.per_profile[p["name"]] + taken[p["name"]] >= int(limit):
+                if c["assignee"] == p["name"]:
+                    skip.add(p["name"])
                 continue
             if self._guarded(slug, c, profiles, now):
                 continue
@@ -492,7 +525,6 @@ class _Pass:
                 busy[folder] = (c["id"], None)
             chosen.append(Choice(c, p))
             taken[p["name"]] += 1
-        return chosen
 
     def _profile_of(self, slug: str, c: Row, profiles: dict[str, Row]) -> Row | None:
         """The enabled profile that runs ready task ``c``; None (and a skip) when there is none."""

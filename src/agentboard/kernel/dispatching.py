@@ -238,9 +238,20 @@ def resume_timed_blocks(db: Database, boards: list[str], now: float | None = Non
     return db.write(_w)
 
 
-def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
-    """Ready tasks out of cooldown, highest priority first, then oldest."""
+def ready_batch(db: Database, board: str, limit: int, *, after: Row | None = None,
+                skip: list[str] | None = None) -> list[Row]:
+    """Ready tasks out of cooldown, highest priority first, then oldest: the first ``limit``, or
+    the ``limit`` that follow ``after`` (a row of the page before) in that order; ``skip``:
+    assignees whose tasks are left out (a pass that found their profile full or unusable)."""
     def _r(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
+        more = ""
+        if after is not None:
+            more += (" AND (t.priority < :ap OR (t.priority = :ap AND (t.created_at > :ac "
+                     "OR (t.created_at = :ac AND t.id > :ai))))")
+            params.update(ap=after["priority"], ac=after["created_at"], ai=after["id"])
+        if skip:
+            more += " AND (t.assignee IS NULL OR t.assignee NOT IN " + in_list("s", sorted(skip), params) + ")"
         rows = tx.all(
             "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.updated_at, t.completed_at, "
             "t.consecutive_failures, t.last_failure_error, t.last_outcome, t.workspace_kind, "
@@ -248,9 +259,9 @@ def ready_batch(db: Database, board: str, limit: int) -> list[Row]:
             "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "
             "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
             "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL "
-            "AND (t.cooldown_until IS NULL OR t.cooldown_until <= :now) "
+            f"AND (t.cooldown_until IS NULL OR t.cooldown_until <= :now){more} "
             "ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
-            {"b": board, "now": time.time(), "n": limit},
+            params,
         )
         if rows and any(not r["assignee"] for r in rows):
             fallback = default_assignee(tx, board)
