@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,5 +79,10 @@ def dispatcher(ab: Any) -> Iterator[Callable[..., Any]]:
     yield make
     for d in made:
         d.stop()
+        # a test that failed before releasing its workers leaves none behind (a stopped
+        # dispatcher leaves its workers running, as a restart re-adopts them)
+        for w in d.ctx.workers.all():
+            with contextlib.suppress(OSError):
+                os.killpg(w.pid, signal.SIGKILL)
     for api in apis:
         api.stop()
