@@ -108,6 +108,8 @@ def run_usage_in(tx: Tx, run_id: int, input_tokens: int, output_tokens: int, cos
 
 def fold_in(tx: Tx) -> None:
     """Add every pending closed run to the rollups (``store.rollups.fold_statements``)."""
+    if tx.db.dialect == "postgresql":  # runs piled up while nothing folded: not cut by the statement timeout
+        tx.execute("SET LOCAL statement_timeout = 0")
     for sql in rollups.fold_statements(tx.db.dialect):
         tx.execute(sql)
 
