@@ -161,13 +161,20 @@ def test_unknown_and_disabled_profiles_are_skipped_with_an_event(ab, board, disp
     assert all_in(board, [t1["id"], t2["id"]], {"ready"})
 
 
-def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
+def _capped_profiles(ab, tmp_path):
+    """Profiles ``one`` (one run at a time) and ``many``, whose workers wait until the returned
+    gate file exists, then report success."""
     gate = tmp_path / "gate"
     hold = "sh -c " + shlex.quote(
         f"while [ ! -f {gate} ]; do sleep 0.05; done; "
         "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
     ab.add_profile("one", command=hold, max_concurrency=1)
     ab.add_profile("many", command=hold)
+    return gate
+
+
+def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
+    gate = _capped_profiles(ab, tmp_path)
     ids = [board.create(f"one {i}", assignee="one")["id"] for i in range(3)]
     ids += [board.create(f"many {i}", assignee="many")["id"] for i in range(5)]
     d = dispatcher(start=False, max_parallel=4)
@@ -183,12 +190,7 @@ def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
 def test_a_capped_profile_with_a_long_queue_does_not_hold_back_the_tasks_behind_it(ab, board, dispatcher, tmp_path):
     """Thirty older tasks of a profile capped at one run at a time lead the queue; the task of
     another profile behind them still starts in the same pass (however far down it waits)."""
-    gate = tmp_path / "gate"
-    hold = "sh -c " + shlex.quote(
-        f"while [ ! -f {gate} ]; do sleep 0.05; done; "
-        "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
-    ab.add_profile("one", command=hold, max_concurrency=1)
-    ab.add_profile("many", command=hold)
+    gate = _capped_profiles(ab, tmp_path)
     ids = [board.create(f"one {i}", assignee="one")["id"] for i in range(30)]
     other = board.create("many 0", assignee="many")["id"]
     d = dispatcher(start=False, max_parallel=4)
