@@ -3,6 +3,7 @@ and safe when several processes open a fresh home at once."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import traceback
@@ -298,4 +299,46 @@ def test_the_runs_leave_the_usage_ledger_and_a_downgrade_writes_them_back(tmp_pa
 def test_the_runs_leave_the_usage_ledger_and_a_downgrade_writes_them_back_on_postgres(empty_pg: str) -> None:
     db = Database(empty_pg)
     _runs_leave_the_ledger_and_come_back(db)
+    db.close()
+
+
+@pytest.mark.postgres
+def test_the_completion_answers_columns_and_the_previous_versions_function_stays_for_a_rolling_upgrade(
+        empty_pg: str) -> None:
+    from alembic import command
+
+    from agentboard.kernel import runs
+
+    db = Database(empty_pg)
+    migrate.upgrade(db)
+
+    def finish(title: str) -> dict[str, Any]:
+        parent = tasks.create(db, "default", title, assignee="w")["id"]
+        child = tasks.create(db, "default", f"{title} child", assignee="w", parents=[parent])["id"]
+        out = runs.complete(db, "default", parent, summary="done", run_id=runs.claim(db, "default", parent)["run_id"])
+        assert out["status"] == "done" and out["promoted"] == [child]
+        return out
+
+    out = finish("at head")
+    assert isinstance(out["completed_at"], float) and out["review_required"] is False
+    functions = ("SELECT proname, pg_get_function_result(oid) AS answer FROM pg_proc "
+                 "WHERE proname LIKE 'agentboard_complete_running%' ORDER BY 1")
+    # the previous version's processes, still running during a rolling upgrade, call the first
+    assert db.read(lambda tx: tx.all(functions)) == [
+        {"proname": "agentboard_complete_running", "answer": "json"},
+        {"proname": "agentboard_complete_running_row", "answer": "record"}]
+    old = tasks.create(db, "default", "the previous version's", assignee="w")["id"]
+    run = runs.claim(db, "default", old)["run_id"]
+    answer = db.write(lambda tx: tx.scalar(
+        "SELECT agentboard_complete_running(:id, 'default', CAST(:run AS bigint), 1.0, 0, NULL, 1, 0, 0, 'done', "
+        "NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}')", {"id": old, "run": run}))
+    answer = json.loads(answer) if isinstance(answer, str) else answer
+    assert answer["task"]["status"] == "done" and answer["promoted"] == []
+    cfg = migrate._config()
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0029")
+    assert [r["proname"] for r in db.read(lambda tx: tx.all(functions))] == ["agentboard_complete_running"]
+    migrate.upgrade(db)
+    finish("upgraded again")
     db.close()

@@ -70,11 +70,19 @@ class _Prepared:
     """The statements prepared on one connection, and its adaptation context (kept: a
     connection serves one transaction at a time)."""
 
-    __slots__ = ("names", "tr")
+    __slots__ = ("names", "columns", "tr")
 
     def __init__(self, conn: Any) -> None:
         self.names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+        #: the column names of a prepared statement's rows, by its name (a prepared statement's
+        #: columns never change: the server refuses it, ``STALE_PLAN``, and it is prepared anew)
+        self.columns: dict[bytes, list[str]] = {}
         self.tr = Transformer(conn)
+
+    def forget(self) -> None:
+        """Every statement is prepared anew (its columns read anew)."""
+        self.names.clear()
+        self.columns.clear()
 
 
 #: statement names are never reused in a process (a forgotten name may still exist in a session)
@@ -89,15 +97,18 @@ _ATTR = "_agentboard_prepared"
 class Sent:
     """One statement in the pipeline: its result once read, or the error it raised."""
 
-    __slots__ = ("result", "error", "done", "key", "sync")
+    __slots__ = ("result", "error", "done", "key", "sync", "name")
 
-    def __init__(self, key: tuple[bytes, tuple[int, ...]] | None = None, *, sync: bool = False) -> None:
+    def __init__(self, key: tuple[bytes, tuple[int, ...]] | None = None, *, sync: bool = False,
+                 name: bytes | None = None) -> None:
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
         #: the statement this entry prepares (its name is forgotten if the prepare fails)
         self.key = key
         self.sync = sync
+        #: the prepared statement this entry runs (None: an unnamed one)
+        self.name = name
 
 
 class Wire:
@@ -157,7 +168,7 @@ class Wire:
             self.pg.send_query_params(text, data, param_types=types or None)
         else:
             self.pg.send_query_prepared(name, data)
-        sent = Sent()
+        sent = Sent(name=name)
         self.queue.append(sent)
         self.last = sent
         self.last_many = None
@@ -233,7 +244,11 @@ class Wire:
         res = self.result(sent)
         if res is None or res.status != _ST.TUPLES_OK or res.ntuples == 0:
             return []
-        names = [res.fname(i).decode() for i in range(res.nfields)]
+        names = self.prepared.columns.get(sent.name) if sent.name is not None else None
+        if names is None or len(names) != res.nfields:
+            names = [res.fname(i).decode() for i in range(res.nfields)]
+            if sent.name is not None:
+                self.prepared.columns[sent.name] = names
         self.tr.set_pgresult(res)
         return self.tr.load_rows(0, res.ntuples, lambda values: dict(zip(names, values, strict=True)))
 
@@ -280,7 +295,7 @@ class Wire:
             error = pg_errors.error_from_result(last, encoding=self.encoding)
             sent.error = error
             if getattr(error, "sqlstate", None) in (STALE_PLAN, NO_SUCH_STATEMENT):  # re-prepared next time
-                self.prepared.names.clear()
+                self.prepared.forget()
             if self.error is None:
                 self.error = error
 

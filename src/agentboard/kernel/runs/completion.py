@@ -383,37 +383,22 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 
 
 #: PostgreSQL: a worker's completion of its running task as one server-side function
-#: (``agentboard_complete_running``, migration 0027) run as a transaction of its own: the
-#: statements of :data:`_COMPLETE_RUNNING_PG`, the run's rollup, the promotion of the children it
-#: unblocks and the check of its goal, in one round trip. It answers NULL (nothing written) or
-#: raises :data:`_DECLINED` (everything rolled back) where the general path has more to do: a
-#: budget may count the run, a waiting child has no assignee, the swap does not apply, the task
-#: is its goal's last open task.
+#: (``agentboard_complete_running_row``, migration 0030) run as a transaction of its own:
+#: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
+#: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
+#: the task's columns and the promoted children (every column NULL: nothing written) or raises
+#: :data:`_DECLINED` (everything rolled back) where the general path has more to do: a budget may
+#: count the run, a waiting child has no assignee, the swap does not apply, the task is its
+#: goal's last open task.
 _COMPLETE_FUNCTION_PG = (
-    "SELECT agentboard_complete_running(:id, :board, CAST(:run AS bigint), :now, CAST(:force AS integer), "
-    ":res, CAST(:noverify AS integer), CAST(:integrated AS integer), CAST(:await_spawn AS integer), :s, :m, "
-    "CAST(:in_t AS bigint), CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), "
-    ":actor, :payload, :by) AS done"
+    "SELECT (f.task).*, f.promoted AS promoted__ FROM agentboard_complete_running_row(:id, :board, "
+    "CAST(:run AS bigint), :now, CAST(:force AS integer), :res, CAST(:noverify AS integer), "
+    "CAST(:integrated AS integer), CAST(:await_spawn AS integer), :s, :m, CAST(:in_t AS bigint), "
+    "CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), :actor, :payload, :by) f"
 )
-_PG_FUNCTION = "agentboard_complete_running"
+_PG_FUNCTION = "agentboard_complete_running_row"
 #: the SQLSTATE with which :data:`_COMPLETE_FUNCTION_PG` declines after its swap
 _DECLINED = "ABC01"
-#: the run's fields after the task's columns in the function's answer
-_RUN_FIELDS = ("run__board", "run__profile", "run__attempt", "run__started_at", "run__ended_at", "run__input_tokens",
-               "run__output_tokens", "run__cost_usd", "run__synthetic")
-_float_columns: frozenset[str] | None = None
-
-
-def _task_floats() -> frozenset[str]:
-    """The task columns of type double precision (a whole number in JSON reads as an int)."""
-    global _float_columns
-    if _float_columns is None:
-        import sqlalchemy as sa
-
-        from ...store import schema
-
-        _float_columns = frozenset(c.name for c in schema.tasks.c if isinstance(c.type, sa.Double))
-    return _float_columns
 
 
 def _complete_function_pg(
@@ -431,21 +416,13 @@ def _complete_function_pg(
         "s": report.summary, "m": dump_json(report.metadata) if report.metadata is not None else None,
         "ec": exit_code, "actor": actor, "payload": dump_json(_completed_payload(report, synthetic=False)),
         "by": dump_json({"by": task_id}), **up}, verb=complete_in, declined=_DECLINED)
-    done = rows[0]["done"] if rows else None
-    if done is None:
+    task = rows[0] if rows else None
+    if task is None or task["id"] is None:
         return None
-    if isinstance(done, str):
-        done = json.loads(done)
-    task: Row = done["task"]
-    for key in _RUN_FIELDS:  # the row as the function answers it: the task's columns, then the run's
-        task.pop(key, None)
-    for key in _task_floats():
-        value = task.get(key)
-        if isinstance(value, int):
-            task[key] = float(value)
+    promoted = task.pop("promoted__")
     db.signal({board})
     if task["status"] == states.DONE:
-        task["promoted"] = list(done["promoted"])
+        task["promoted"] = list(promoted)
     task["run_id"] = run_id
     return task_out(task)
 
