@@ -108,3 +108,26 @@ def test_a_dispatcher_through_pgbouncer_in_transaction_mode_runs_every_task_once
     ab.close()
     assert sorted(r["task_id"] for r in runs) == sorted(ids)
     assert {r["outcome"] for r in runs} == {"completed"}
+
+
+def test_through_a_transaction_pooler_no_statement_is_prepared_on_a_server_session(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # statement names are unique in a process, not across processes: through a transaction-mode
+    # pooler, a name this process prepared on one server session may be another process's
+    # statement on the session its next transaction gets
+    from agentboard.kernel import runs, tasks
+
+    counts = []
+    for pooled in ("false", "true"):
+        monkeypatch.setenv("AGENTBOARD_PG_TRANSACTION_POOLER", pooled)
+        ab = agentboard.connect(pg_url)
+        try:
+            for i in range(3):
+                t = tasks.create(ab.db, "default", f"{pooled} {i}", assignee="w")["id"]
+                runs.complete(ab.db, "default", t, run_id=runs.claim(ab.db, "default", t)["run_id"], summary="ok")
+            with ab.db._raw() as conn:  # the one connection these verbs ran on, one after the other
+                counts.append(conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0])
+            assert [t["status"] for t in ab.board().list(limit=10) if t["title"].startswith(pooled)] == ["done"] * 3
+        finally:
+            ab.close()
+    assert counts[0] > 0 and counts[1] == 0

@@ -495,7 +495,7 @@ class Database:
                 from .pgwire import Wire
 
                 conn.autocommit = True  # the pipeline sends its own BEGIN and COMMIT
-                tx = Tx(self, conn, Wire(conn))
+                tx = Tx(self, conn, Wire(conn, prepare=not self.settings.pg_transaction_pooler))
             else:
                 tx = Tx(self, conn)
             try:
@@ -546,7 +546,7 @@ class Database:
             broken = False
             # no BEGIN is sent, so the server runs the statement as a transaction of its own
             # whatever psycopg's autocommit flag says (the pipeline bypasses psycopg's cursor)
-            wire = Wire(conn)
+            wire = Wire(conn, prepare=not self.settings.pg_transaction_pooler)
             wire.start()
             try:
                 try:
@@ -623,7 +623,7 @@ class Database:
             conn, token = self._acquire()
             broken = False
             conn.autocommit = True  # no BEGIN: the statements up to the sync are one implicit transaction
-            wire = Wire(conn)
+            wire = Wire(conn, prepare=not self.settings.pg_transaction_pooler)
             tx = Tx(self, conn, wire)
             wire.start()
             try:

@@ -11,7 +11,9 @@ psycopg cursor:
   nobody reads, ``COMMIT`` and the listeners' notification travel with the next read or the final
   sync, so a verb costs one round trip per answer it needs plus the commit;
 - statements are prepared once per connection (named ``ab_<n>``, keyed by their text and the
-  parameters' types), so the server parses and plans each only once;
+  parameters' types), so the server parses and plans each only once; not through a
+  transaction-mode pooler (``pg_transaction_pooler``), where the next transaction may run on a
+  server session on which another process gave the same name to another statement;
 - waiting is a ``poll`` on the connection's socket (the GIL is free meanwhile) with the
   connection in non-blocking mode, reading whatever arrives while a long pipeline is being sent,
   so neither side can fill its buffers and wait for the other.
@@ -114,11 +116,15 @@ class Sent:
 class Wire:
     """One write transaction's pipeline on a psycopg connection (in autocommit, idle)."""
 
-    __slots__ = ("conn", "pg", "tr", "queue", "prepared", "error", "encoding", "fd", "last", "last_many", "_poll", "_unsynced")
+    __slots__ = ("conn", "pg", "tr", "queue", "prepared", "prepare", "error", "fd", "last", "last_many", "_poll", "_unsynced")
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, prepare: bool = True) -> None:
         self.conn = conn
         self.pg = conn.pgconn
+        #: whether statements are prepared on the session (not through a transaction-mode
+        #: pooler: the next transaction may run on another server session, where a name of this
+        #: process may be another process's statement)
+        self.prepare = prepare
         self.queue: deque[Sent] = deque()
         prepared = getattr(conn, _ATTR, None)
         if prepared is None:
@@ -127,7 +133,6 @@ class Wire:
         self.prepared = prepared
         self.tr = prepared.tr
         self.error: BaseException | None = None
-        self.encoding = conn.info.encoding
         self.fd = self.pg.socket
         self.last: Sent | None = None
         #: the statements of the last :meth:`send_many` (its row count is theirs together)
@@ -158,7 +163,7 @@ class Wire:
         key = (text, types)
         name = self.prepared.names.get(key)
         prep: Sent | None = None
-        if name is None and len(self.prepared.names) < _MAX_PREPARED:
+        if name is None and self.prepare and len(self.prepared.names) < _MAX_PREPARED:
             name = f"ab_{next(_names)}".encode()
             self.prepared.names[key] = name
             self.pg.send_prepare(name, text, param_types=types or None)
@@ -292,7 +297,7 @@ class Wire:
         if sent.key is not None:  # the prepare failed or was skipped: the name does not exist
             self.prepared.names.pop(sent.key, None)
         if status == _ST.FATAL_ERROR and last is not None:
-            error = pg_errors.error_from_result(last, encoding=self.encoding)
+            error = pg_errors.error_from_result(last, encoding=self.conn.info.encoding)
             sent.error = error
             if getattr(error, "sqlstate", None) in (STALE_PLAN, NO_SUCH_STATEMENT):  # re-prepared next time
                 self.prepared.forget()
