@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def bouncer(pg_url: str) -> Iterator[str]:
+@contextmanager
+def _pgbouncer(pg_url: str, sessions: int) -> Iterator[str]:
     """PgBouncer in transaction mode on a loopback port in front of the test's database (a pool
-    of 2 server sessions); the URL through it."""
+    of ``sessions`` server sessions); the URL through it."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -54,7 +55,7 @@ def bouncer(pg_url: str) -> Iterator[str]:
         f"[databases]\n* = host={server.host or '127.0.0.1'} port={server.port or 5432}\n"
         f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
         f"auth_type = trust\nauth_file = {d / 'users.txt'}\npool_mode = transaction\n"
-        "default_pool_size = 2\nmax_client_conn = 200\nignore_startup_parameters = extra_float_digits\n")
+        f"default_pool_size = {sessions}\nmax_client_conn = 200\nignore_startup_parameters = extra_float_digits\n")
     for f in d.iterdir():
         f.chmod(0o644)
     argv = [binary, str(d / "pgbouncer.ini")] + (["-u", "nobody"] if os.geteuid() == 0 else [])
@@ -76,6 +77,12 @@ def bouncer(pg_url: str) -> Iterator[str]:
         proc.wait(30)
         log.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def bouncer(pg_url: str) -> Iterator[str]:
+    with _pgbouncer(pg_url, 2) as url:
+        yield url
 
 
 def test_a_dispatcher_through_pgbouncer_in_transaction_mode_runs_every_task_once_woken_by_each(
@@ -131,3 +138,41 @@ def test_through_a_transaction_pooler_no_statement_is_prepared_on_a_server_sessi
         finally:
             ab.close()
     assert counts[0] > 0 and counts[1] == 0
+
+
+#: one process's verbs through the pooler: ``argv[1]`` the URL, ``argv[2]`` its name; prints the
+#: errors it met, one per line
+_WRITER = """
+import sys
+import agentboard
+from agentboard.kernel import runs, tasks
+ab = agentboard.connect(sys.argv[1])
+for i in range(120):
+    try:
+        t = tasks.create(ab.db, "default", f"{sys.argv[2]} {i}", assignee="w")["id"]
+        if sys.argv[2] == "finisher":
+            runs.complete(ab.db, "default", t, run_id=runs.claim(ab.db, "default", t)["run_id"], summary="ok")
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+ab.close()
+"""
+
+
+def test_two_processes_sharing_one_pooled_server_session_run_every_verb_without_an_error(
+        pg_url: str, tmp_path: Path) -> None:
+    import sys
+
+    agentboard.connect(pg_url).close()  # the schema, before the pooler's sessions open
+    env = {**os.environ, "AGENTBOARD_PG_TRANSACTION_POOLER": "true", "AGENTBOARD_HOME": str(tmp_path)}
+    with _pgbouncer(pg_url, 1) as url:
+        procs = [subprocess.Popen([sys.executable, "-c", _WRITER, url, name], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for name in ("creator", "finisher")]
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs == ["", ""], outs  # e.g. "DuplicatePreparedStatement prepared statement "ab_1" already exists"
+    ab = agentboard.connect(pg_url)
+    try:
+        counts = ab.db.read(lambda tx: tx.all("SELECT status, COUNT(*) AS n FROM tasks GROUP BY status ORDER BY 1"))
+    finally:
+        ab.close()
+    assert [(r["status"], r["n"]) for r in counts] == [("done", 120), ("ready", 120)]
