@@ -588,6 +588,27 @@ def test_goals_view_shows_progress_blocked_reasons_and_cost(page: Any, kernel: A
     expect(page.locator("#drawer .drawer-title")).to_have_text(stuck["title"], timeout=T)
 
 
+def test_a_click_on_a_goals_blocked_task_survives_a_live_refresh_between_press_and_release(
+        page: Any, kernel: Any) -> None:
+    b = kernel.board()
+    goal = b.goal(uniq("Refreshed"))
+    stuck = b.create(uniq("Pressed while refreshing"), assignee="coder", goal=goal["id"])
+    b.block(stuck["id"], "waiting on a vendor")
+    page.get_by_role("button", name="Goals", exact=True).click()
+    button = page.locator(f".goal[data-id='{goal['id']}']").get_by_role("button", name=stuck["title"])
+    expect(button).to_be_visible(timeout=T)
+    box = button.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    # an event on the board while the button is held: the view's live refresh comes meanwhile
+    b.comment(stuck["id"], "still waiting", author="someone")
+    page.wait_for_timeout(1500)
+    page.mouse.up()
+    expect(page.locator("#drawer .drawer-title")).to_have_text(stuck["title"], timeout=T)
+    # and the refresh it waited for came after the click
+    expect(page.locator(f".goal[data-id='{goal['id']}'] .goal-blocked")).to_contain_text("waiting on a vendor")
+
+
 def test_profiles_panel_edits_a_description(page: Any, kernel: Any) -> None:
     kernel.add_profile("reviewer", command="true", description="old words", model_name="opus", max_concurrency=2)
     page.get_by_role("button", name="Profiles", exact=True).click()

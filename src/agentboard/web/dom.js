@@ -50,6 +50,27 @@ export function clear(el) {
   return el;
 }
 
+// A click is a press and a release on the same element: a live refresh that rebuilds a view
+// between the two swallows the click. While a pointer is down, such a refresh waits for the
+// release (and the click that follows it).
+let pressed = false;
+const afterRelease = [];
+document.addEventListener("pointerdown", () => { pressed = true; }, true);
+const released = () => {
+  if (!pressed) return;
+  pressed = false;
+  setTimeout(() => { for (const fn of afterRelease.splice(0)) fn(); }, 0);
+};
+document.addEventListener("pointerup", released, true);
+document.addEventListener("pointercancel", released, true);
+
+/** True (and ``fn`` queued for after the release) while a pointer is pressed. */
+export function laterIfPressed(fn) {
+  if (!pressed) return false;
+  afterRelease.push(fn);
+  return true;
+}
+
 export function $(sel, root = document) {
   return root.querySelector(sel);
 }

@@ -2,7 +2,7 @@
 
 import { api } from "./api.js";
 import { budgetBlock } from "./budgets.js";
-import { ago, clear, h, toast } from "./dom.js";
+import { ago, clear, h, laterIfPressed, toast } from "./dom.js";
 import { profileCheck } from "./profile_check.js";
 import { STATUSES, STATUS_LABEL, emit, listOf, scope, state } from "./state.js";
 
@@ -13,6 +13,7 @@ export async function renderGoals(root) {
   try {
     goals = listOf(await api.get("/api/goals", scope()), "goals");
     if (state.view !== "goals") return; // the user moved on while this loaded
+    if (laterIfPressed(() => { if (state.view === "goals") renderGoals(root); })) return; // a click under way
   } catch (err) {
     if (state.view !== "goals") return;
     clear(root).appendChild(h("div.panel-error", { role: "alert" }, err.message));
