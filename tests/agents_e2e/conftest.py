@@ -133,6 +133,15 @@ class Board:
         out = json.loads(self.setup("runs", task_id, "--json"))
         return out["runs"] if isinstance(out, dict) else out
 
+    def worker_said(self, task_id: str, needle: str) -> str:
+        """The lines of the task's worker log (the CLI's own output, as the dispatcher keeps it)
+        that mention ``needle``, or its last lines: what a failed assertion shows of what the CLI
+        did and what it was answered."""
+        log = self.home / "boards" / "proj" / "logs" / f"{task_id}.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else ["(no worker log)"]
+        hits = [ln for ln in lines if needle in ln] or lines[-40:]
+        return "\n".join(ln[:2000] for ln in hits)
+
     def start(self, *args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen([sys.executable, "-m", "agentboard", *args], env=self.env, cwd=self.cwd,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -45,7 +45,7 @@ def test_a_claude_worker_writes_commits_heartbeats_and_completes_through_mcp_in_
     assert run["input_tokens"] == 4 * 1500 and run["output_tokens"] == 4 * 40  # every turn's usage
     assert run["cost_usd"] and run["cost_usd"] > 0  # Claude Code reports its cost
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
-    assert tid in beats and "wrote hello.txt" in beats
+    assert tid in beats and "wrote hello.txt" in beats, board.worker_said(tid, "kanban_heartbeat")
 
 
 def test_a_claude_worker_under_the_dispatcher_process_reaches_review_with_its_summary(

@@ -49,7 +49,7 @@ def test_a_codex_worker_under_the_dispatcher_process_writes_runs_heartbeats_and_
     assert run["outcome"] == "completed" and run["exit_code"] == 0
     assert run["input_tokens"] == 5 * 900 and run["output_tokens"] == 5 * 25
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
-    assert "wrote hello.txt" in beats
+    assert "wrote hello.txt" in beats, board.worker_said(tid, "kanban_heartbeat")
 
 
 def test_a_one_shot_pass_records_the_exit_and_usage_of_a_codex_worker_that_completed_through_mcp(

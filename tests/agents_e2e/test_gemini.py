@@ -39,7 +39,7 @@ def test_a_gemini_worker_writes_commits_heartbeats_and_completes_through_mcp_in_
     assert run["outcome"] == "completed" and run["exit_code"] == 0
     assert run["input_tokens"] and run["input_tokens"] >= 5 * 800 and run["output_tokens"] >= 5 * 20
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
-    assert tid in beats and "wrote hello.txt" in beats
+    assert tid in beats and "wrote hello.txt" in beats, board.worker_said(tid, "kanban_heartbeat")
 
 
 def test_a_gemini_worker_under_the_dispatcher_process_reaches_review_with_its_summary(

@@ -39,7 +39,7 @@ def test_an_opencode_worker_writes_commits_heartbeats_and_completes_through_mcp_
     assert run["outcome"] == "completed" and run["exit_code"] == 0
     assert run["input_tokens"] == 5 * 700 and run["output_tokens"] == 5 * 15
     beats = board("watch", "--kinds", "heartbeat", "--since", "0", "--once", "--json").stdout
-    assert tid in beats and "wrote hello.txt" in beats
+    assert tid in beats and "wrote hello.txt" in beats, board.worker_said(tid, "kanban_heartbeat")
 
 
 def test_an_opencode_worker_without_a_valid_key_waits_for_a_person(board: Board, model: Model) -> None:

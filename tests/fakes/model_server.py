@@ -34,7 +34,11 @@ reply is a dict:
 ``{cwd}`` in a path, a command or an argument is replaced by the working folder the CLI
 named in its request (its system prompt or environment context).
 
-Every request is appended to the log (one JSON line: time, path, the body, which reply it got).
+A request whose body is one already answered (a client's retry of a step) gets the same reply
+again rather than the next turn: a turn is never lost to a response the client dropped.
+
+Every request is appended to the log (one JSON line: time, path, the body, which reply it got,
+whether it repeated an earlier request).
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ class Script:
         self.log = log
         self.used = 0
         self.generation: object = None
+        #: the reply each agentic request body was given: a client that sends a request again (its
+        #: retry after a dropped connection or a timeout) gets the same reply, as from a model that
+        #: answers the same conversation the same way, instead of taking the next turn
+        self.answered: dict[str, tuple[dict[str, Any], int | None]] = {}
         self.lock = threading.Lock()
 
     def next_reply(self, agentic: bool, body: dict[str, Any], route: str, self_path: str = "") -> dict[str, Any]:
@@ -75,16 +83,24 @@ class Script:
                 data = {}
             if data.get("generation") != self.generation:  # a new script: from its first reply
                 self.generation, self.used = data.get("generation"), 0
+                self.answered.clear()
             turns = data.get("turns") or []
             reply: dict[str, Any] = {"text": "OK"}
             index = None
-            if agentic and self.used < len(turns):
+            key = json.dumps([route, body], sort_keys=True)
+            repeat = agentic and key in self.answered
+            if repeat:
+                reply, index = self.answered[key]
+                reply = dict(reply)
+            elif agentic and self.used < len(turns):
                 reply, index = dict(turns[self.used]), self.used
                 self.used += 1
+            if agentic and not repeat and index is not None:
+                self.answered[key] = (dict(reply), index)
             reply.setdefault("usage", data.get("usage") or DEFAULT_USAGE)
             with self.log.open("a") as fh:
                 fh.write(json.dumps({"at": time.time(), "route": route, "path": self_path, "turn": index,
-                                     "agentic": agentic, "body": body}) + "\n")
+                                     "agentic": agentic, "repeat": repeat, "body": body}) + "\n")
             return reply
 
 
