@@ -182,15 +182,22 @@ def claim(
     return out
 
 
-def _next_ready(params: dict[str, Any], assignees: list[str] | None) -> str:
-    """The ready tasks of board ``:b`` in the order they are claimed, up to ``:n``."""
+def _next_ready(params: dict[str, Any], assignees: list[str] | None, limit: int) -> str:
+    """The ready tasks of board ``:b`` in the order they are claimed, up to ``limit``.
+
+    The limit is written into the statement, not bound: PostgreSQL plans a prepared statement
+    once for any parameters only while that plan looks no dearer than planning anew, and it
+    prices an unknown ``LIMIT`` at a tenth of the rows. On a board of some ten thousand tasks
+    that made the claim's generic plan look dearer, and every claim planned its whole statement
+    again: 0.5 ms more of the server's CPU per claim (``bench/README.md``, "A claim planned
+    anew")."""
     sql = (
         "SELECT id FROM tasks WHERE board = :b AND status = 'ready' "
         "AND (cooldown_until IS NULL OR cooldown_until <= :now) "
     )
     if assignees is not None:
         sql += "AND assignee IN " + in_list("a", assignees, params) + " "
-    return sql + "ORDER BY priority DESC, created_at, id LIMIT :n"
+    return sql + f"ORDER BY priority DESC, created_at, id LIMIT {int(limit)}"
 
 
 def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, ttl: int | None, host: str | None,
@@ -202,9 +209,9 @@ def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, tt
     now = time.time()
     expires = now + (int(ttl) if ttl else int(db.settings.claim_ttl))
     claim_lock = f"{host or ''}::{now}"
-    params: dict[str, Any] = {"b": board, "now": now, "n": 1, "lock": claim_lock, "exp": expires, "pid": None,
+    params: dict[str, Any] = {"b": board, "now": now, "lock": claim_lock, "exp": expires, "pid": None,
                               "host": host, "actor": actor}
-    pick = _next_ready(params, assignees) + " FOR UPDATE SKIP LOCKED"
+    pick = _next_ready(params, assignees, 1) + " FOR UPDATE SKIP LOCKED"
     shape = None if assignees is None else len(assignees)
     sql = _claim_next_pg.get(shape)
     if sql is None:
@@ -221,10 +228,10 @@ def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, tt
 
 
 def _claim_next(tx: Tx, board: str, limit: int, assignees: list[str] | None, ttl: int | None, host: str | None, actor: str | None) -> list[Row]:
-    params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
+    params: dict[str, Any] = {"b": board, "now": time.time()}
     if assignees is not None and not assignees:
         return []
-    sql = _next_ready(params, assignees)
+    sql = _next_ready(params, assignees, limit)
     if tx.db.dialect == "postgresql":
         sql += " FOR UPDATE SKIP LOCKED"
     out = []
