@@ -189,8 +189,7 @@ def _next_ready(params: dict[str, Any], assignees: list[str] | None, limit: int)
     once for any parameters only while that plan looks no dearer than planning anew, and it
     prices an unknown ``LIMIT`` at a tenth of the rows. On a board of some ten thousand tasks
     that made the claim's generic plan look dearer, and every claim planned its whole statement
-    again: 0.5 ms more of the server's CPU per claim (``bench/README.md``, "A claim planned
-    anew")."""
+    again: 0.5 ms more of the server's CPU per claim (``bench/pg_board_size.py``)."""
     sql = (
         "SELECT id FROM tasks WHERE board = :b AND status = 'ready' "
         "AND (cooldown_until IS NULL OR cooldown_until <= :now) "
