@@ -15,7 +15,10 @@ Reported: wall and CPU time (this process) per pass and per baseline read, the r
 database round trips of a pass (transactions, counted at ``Database.read``/``write``).
 
     python bench/pass_cost.py [--backend postgres|sqlite] [--running 160] [--ready 140]
-                              [--passes 100] [--rounds 5] [--json]
+                              [--done 0] [--passes 100] [--rounds 5] [--json]
+
+``--done`` puts that many done tasks on the board first (one statement), a board with a long
+history; a large ``--ready`` is a long queue.
 """
 
 from __future__ import annotations
@@ -86,6 +89,17 @@ def _count_transactions(fn: Any) -> Counter[str]:
     return calls
 
 
+def _history(ab: Any, board: Any, n: int) -> None:
+    """``n`` done tasks on the board, in one statement: a board with a long history."""
+    t = board.create("done long ago", assignee="w")
+    board.complete(t["id"], run_id=board.claim(t["id"])["run_id"], summary="ok")
+    cols = list(ab.db.read(lambda tx: tx.one("SELECT * FROM tasks WHERE id = :i", {"i": t["id"]})))
+    picks = ", ".join("'h_' || CAST(n.i AS VARCHAR(8))" if c == "id" else f"t.{c}" for c in cols)
+    sql = (f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {int(n)}) "
+           f"INSERT INTO tasks ({', '.join(cols)}) SELECT {picks} FROM tasks t, n WHERE t.id = :src")
+    ab.db.write(lambda tx: tx.execute(sql, {"src": t["id"]}))
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="ab-bench-pass-"))
     url = name = None
@@ -97,6 +111,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         ab.settings.max_parallel = args.running
         ab.add_profile("w", command=f"sleep {SLEEP}")
         board = ab.board()
+        if args.done:
+            _history(ab, board, args.done)
         for i in range(args.running + args.ready):
             board.create(f"task {i}", assignee="w")
         d = Dispatcher(ab.db, ab.settings)
@@ -126,7 +142,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def med(label: str, i: int) -> float:
         return round(statistics.median(x[i] for x in per[label]), 3)
 
-    return {"backend": args.backend, "running": args.running, "ready": args.ready,
+    return {"backend": args.backend, "running": args.running, "ready": args.ready, "done": args.done,
             "pass_ms": {"wall": med("pass", 0), "cpu": med("pass", 1)},
             "baseline_ms": {"wall": med("baseline", 0), "cpu": med("baseline", 1)},
             "ratio": {"wall": round(med("pass", 0) / med("baseline", 0), 2),
@@ -140,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg", default=DEFAULT_PG)
     ap.add_argument("--running", type=int, default=160)
     ap.add_argument("--ready", type=int, default=140)
+    ap.add_argument("--done", type=int, default=0, help="done tasks on the board first (a long history)")
     ap.add_argument("--passes", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true", help="JSON only")
@@ -147,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     out = measure(args)
     print(json.dumps(out))
     if not args.json:
-        print(f"a pass, {args.running} running, {args.ready} ready, nothing new ({args.backend}): "
+        print(f"a pass, {args.running} running, {args.ready} ready, {args.done} done, nothing new ({args.backend}): "
               f"{out['pass_ms']['wall']} ms wall, {out['pass_ms']['cpu']} ms CPU; the bare read of its running "
               f"tasks {out['baseline_ms']['wall']} ms ({out['ratio']['wall']}x); transactions per pass "
               f"{out['transactions_per_pass']}", file=sys.stderr)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentboard.kernel import dispatching as kd
-from agentboard.kernel import runs, tasks
+from agentboard.kernel import races, runs, tasks
 
 
 def _claimed(ab: Any, claims: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
@@ -142,6 +142,49 @@ def test_a_glance_reads_the_ready_running_and_waiting_tasks_through_indexes_neve
                     whole.append(line)
         assert not whole, plan
     assert kd.glance(db, "host-a").ready
+
+
+def test_a_pass_snapshot_finds_cooldowns_timed_blocks_races_and_the_load_through_their_own_indexes(
+        ab: Any) -> None:
+    """Every pass reads when the next cooldown and the next timed block end, which races are
+    under way and how many tasks run per assignee. On a board with a long history or a long
+    queue, reading every ready task or the whole table for them made each pass grow with the
+    board (14 ms at 100,000 done tasks, 42 ms at 100,000 ready ones, on PostgreSQL; the count
+    10 ms on SQLite): each reads a partial index holding only its own tasks."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    for i in range(40):
+        t = tasks.create(db, "default", f"old {i}", assignee="w")
+        runs.complete(db, "default", t["id"], summary="ok", run_id=runs.claim(db, "default", t["id"])["run_id"])
+    for i in range(40):
+        tasks.create(db, "default", f"queued {i}", assignee="w")
+    own = {kd.COOLDOWNS_SQL: "ix_tasks_cooldown", kd.TIMED_BLOCKS_SQL: "ix_tasks_timed_block",
+           races.UNDER_WAY_SQL: "ix_tasks_ready_race", kd.load_sql(db.dialect): "ix_tasks_running"}
+    for sql, index in own.items():
+        if db.dialect == "sqlite":
+            with db._raw() as conn:
+                plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, {"now": time.time()}).fetchall()]
+            reads = [p for p in plan if re.match(r"(SCAN|SEARCH) (tasks|t)\b", p)]
+        else:
+            def _plan(tx: Any, sql: str = sql) -> list[str]:
+                tx.execute("SET enable_seqscan = off")  # a scan left in the plan has no index to use
+                try:
+                    return [str(next(iter(r.values()))) for r in tx.all("EXPLAIN " + sql, {"now": time.time()})]
+                finally:
+                    tx.execute("RESET enable_seqscan")
+            plan = db.read(_plan)
+            reads = [p for p in plan if " on tasks" in p]
+        assert reads and all(index in p for p in reads), plan
+    # and they answer: a cooldown ahead, a timed block, a race of two attempts
+    now = time.time()
+    cooling, blocked = (tasks.create(db, "default", n, assignee="w")["id"] for n in ("cooling", "limited"))
+    db.write(lambda tx: tx.execute("UPDATE tasks SET cooldown_until = :u WHERE id = :id", {"u": now + 600, "id": cooling}))
+    tasks.block(db, "default", blocked, "rate limited", kind="rate_limited", until=now + 900)
+    race = tasks.create(db, "default", "raced", race=["w", "w"])["id"]
+    snap = kd.pass_snapshot(db, now=now, host="host-a")
+    assert snap.cooldowns == {"default": pytest.approx(now + 600)}
+    assert snap.timed_blocks == {"default": pytest.approx(now + 900)}
+    assert race in snap.races.get("default", [])
 
 
 def test_a_pass_learns_from_its_snapshot_when_the_schedules_races_and_supervisors_have_work(ab: Any) -> None:

@@ -389,6 +389,21 @@ def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
     return _decide(tx, board, race, rows, actor)
 
 
+def _under_way(b1: str, b2: str) -> str:
+    """The races under way on the boards ``b1`` / ``b2`` (conditions on a board's slug): a ready
+    race's task found through ``ix_tasks_ready_race``, its board checked after, so no planner
+    reads a board's ready tasks to find its few races."""
+    return ("SELECT DISTINCT board, task_id AS id FROM attempts WHERE board " + b1 + " AND state IN "
+            "('pending', 'running') UNION SELECT t.board, t.id FROM tasks t WHERE t.status = 'ready' "
+            "AND t.race_until IS NOT NULL AND EXISTS (SELECT 1 FROM boards b WHERE b.slug = t.board AND b.slug "
+            + b2 + ")")
+
+
+#: the races under way on every board not archived (a pass's snapshot reads it)
+UNDER_WAY_SQL = _under_way("IN (SELECT slug FROM boards WHERE archived = 0)",
+                           "IN (SELECT slug FROM boards WHERE archived = 0)")
+
+
 def under_way_later(tx: Tx, boards: Sequence[str] | None = None) -> Callable[[], dict[str, list[str]]]:
     """The races under way on ``boards`` (None: every board not archived): attempts pending or
     running, or a ready race; their task ids by board. Sent now, read when the answer is called
@@ -397,12 +412,9 @@ def under_way_later(tx: Tx, boards: Sequence[str] | None = None) -> Callable[[],
         return dict
     p: dict[str, Any] = {}
     if boards is None:
-        b1 = b2 = "(SELECT slug FROM boards WHERE archived = 0)"
+        sent = tx.later(UNDER_WAY_SQL)
     else:
-        b1, b2 = in_list("b", list(boards), p), in_list("c", list(boards), p)
-    sent = tx.later("SELECT DISTINCT board, task_id AS id FROM attempts WHERE board IN " + b1 + " AND state IN "
-                    "('pending', 'running') UNION SELECT board, id FROM tasks WHERE board IN " + b2
-                    + " AND status = 'ready' AND race_until IS NOT NULL", p)
+        sent = tx.later(_under_way("IN " + in_list("b", list(boards), p), "IN " + in_list("c", list(boards), p)), p)
 
     def answer() -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -505,4 +517,4 @@ def entries_of(items: Iterable[Row]) -> list[Entry]:
 
 
 __all__ = ["ATTEMPT", "attempts", "check_pick", "comparison", "finished_losers", "is_unpicked_race", "pick", "refuse",
-           "settle", "settle_one", "under_way_later"]
+           "settle", "settle_one", "under_way_later", "UNDER_WAY_SQL"]

@@ -125,6 +125,28 @@ tasks = sa.Table(
         sqlite_where=sa.text(WAITING),
         postgresql_where=sa.text(WAITING),
     ),
+    # the few tasks a pass times or settles, read in its snapshot without reading every ready
+    # task or the whole table (0031): a cooldown's end, a timed block's end, a race under way
+    sa.Index(
+        "ix_tasks_cooldown",
+        "board",
+        "cooldown_until",
+        sqlite_where=sa.text("status = 'ready' AND cooldown_until IS NOT NULL"),
+        postgresql_where=sa.text("status = 'ready' AND cooldown_until IS NOT NULL"),
+    ),
+    sa.Index(
+        "ix_tasks_timed_block",
+        "board",
+        "cooldown_until",
+        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'rate_limited'"),
+        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'rate_limited'"),
+    ),
+    sa.Index(
+        "ix_tasks_ready_race",
+        "board",
+        sqlite_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
+        postgresql_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
+    ),
     sa.Index(
         "ix_tasks_race_of",
         "race_of",
