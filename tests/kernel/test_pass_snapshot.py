@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentboard.kernel import dispatching as kd
-from agentboard.kernel import races, runs, tasks
+from agentboard.kernel import races, runs, schedules, tasks
 
 
 def _claimed(ab: Any, claims: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
@@ -159,7 +159,8 @@ def test_a_pass_snapshot_finds_cooldowns_timed_blocks_races_and_the_load_through
     for i in range(40):
         tasks.create(db, "default", f"queued {i}", assignee="w")
     own = {kd.COOLDOWNS_SQL: "ix_tasks_cooldown", kd.TIMED_BLOCKS_SQL: "ix_tasks_timed_block",
-           races.UNDER_WAY_SQL: "ix_tasks_ready_race", kd.load_sql(db.dialect): "ix_tasks_running"}
+           races.UNDER_WAY_SQL: "ix_tasks_ready_race", kd.load_sql(db.dialect): "ix_tasks_running",
+           schedules.NEXT_DUE_SQL: "ix_tasks_not_before"}
     for sql, index in own.items():
         if db.dialect == "sqlite":
             with db._raw() as conn:
@@ -181,7 +182,10 @@ def test_a_pass_snapshot_finds_cooldowns_timed_blocks_races_and_the_load_through
     db.write(lambda tx: tx.execute("UPDATE tasks SET cooldown_until = :u WHERE id = :id", {"u": now + 600, "id": cooling}))
     tasks.block(db, "default", blocked, "rate limited", kind="rate_limited", until=now + 900)
     race = tasks.create(db, "default", "raced", race=["w", "w"])["id"]
+    waiting = tasks.create(db, "default", "later", assignee="w", not_before=now + 1200)
+    assert waiting["status"] == "todo"
     snap = kd.pass_snapshot(db, now=now, host="host-a")
+    assert snap.timers_at == pytest.approx(now + 1200)
     assert snap.cooldowns == {"default": pytest.approx(now + 600)}
     assert snap.timed_blocks == {"default": pytest.approx(now + 900)}
     assert race in snap.races.get("default", [])

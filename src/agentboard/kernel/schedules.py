@@ -200,6 +200,19 @@ def _promote_waiting(tx: Tx, boards: list[str], now: float) -> list[str]:
     return out
 
 
+def _next_due(b1: str, b2: str) -> str:
+    """The earliest enabled schedule and waiting task of the boards ``b1`` / ``b2`` (SQL lists):
+    the task through ``ix_tasks_not_before``, its board checked after, so no planner reads a
+    board's todo tasks to find the few with a start time."""
+    return ("SELECT (SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND board IN " + b1 + ") AS a, "
+            "(SELECT MIN(t.not_before) FROM tasks t WHERE t.status = 'todo' AND t.not_before IS NOT NULL "
+            "AND EXISTS (SELECT 1 FROM boards b WHERE b.slug = t.board AND b.slug IN " + b2 + ")) AS w")
+
+
+#: when a pass next has a schedule or waiting task to tick, on every board not archived
+NEXT_DUE_SQL = _next_due("(SELECT slug FROM boards WHERE archived = 0)", "(SELECT slug FROM boards WHERE archived = 0)")
+
+
 def next_due_later(tx: Tx, boards: list[str] | None = None) -> Callable[[], float | None]:
     """When :func:`tick` next has something to do on ``boards`` (None: every board not
     archived), past times included: the earliest enabled schedule or waiting task
@@ -210,10 +223,10 @@ def next_due_later(tx: Tx, boards: list[str] | None = None) -> Callable[[], floa
     if boards == []:
         return lambda: None
     params: dict[str, Any] = {}
-    b = in_list("b", boards, params) if boards is not None else "(SELECT slug FROM boards WHERE archived = 0)"
-    sent = tx.later("SELECT (SELECT MIN(next_at) FROM schedules WHERE enabled = 1 AND board IN " + b + ") AS a, "
-                    "(SELECT MIN(not_before) FROM tasks WHERE not_before IS NOT NULL AND status = 'todo' "
-                    "AND board IN " + b + ") AS w", params)
+    if boards is None:
+        sent = tx.later(NEXT_DUE_SQL)
+    else:
+        sent = tx.later(_next_due(in_list("b", boards, params), in_list("c", boards, params)), params)
 
     def answer() -> float | None:
         row = sent()[0]
@@ -266,4 +279,4 @@ def not_before_of(value: str | float | None, now: float) -> float | None:
     return point_in_time(value, now, past=False)
 
 
-__all__ = ["MISSED", "add", "fires", "list_schedules", "next_due_later", "not_before_of", "remove", "tick"]
+__all__ = ["MISSED", "NEXT_DUE_SQL", "add", "fires", "list_schedules", "next_due_later", "not_before_of", "remove", "tick"]

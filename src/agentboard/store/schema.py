@@ -126,7 +126,8 @@ tasks = sa.Table(
         postgresql_where=sa.text(WAITING),
     ),
     # the few tasks a pass times or settles, read in its snapshot without reading every ready
-    # task or the whole table (0031): a cooldown's end, a timed block's end, a race under way
+    # task or the whole table (0031): a cooldown's end, a timed block's end, a race under way, a
+    # start time
     sa.Index(
         "ix_tasks_cooldown",
         "board",
@@ -146,6 +147,13 @@ tasks = sa.Table(
         "board",
         sqlite_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
         postgresql_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
+    ),
+    sa.Index(
+        "ix_tasks_not_before",
+        "board",
+        "not_before",
+        sqlite_where=sa.text("status = 'todo' AND not_before IS NOT NULL"),
+        postgresql_where=sa.text("status = 'todo' AND not_before IS NOT NULL"),
     ),
     sa.Index(
         "ix_tasks_race_of",
