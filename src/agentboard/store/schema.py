@@ -11,6 +11,11 @@ import sqlalchemy as sa
 from . import rollups as _rollups
 from .engine import CLAIMABLE, WAITING
 
+
+def _partial(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
+    """An index over the rows that match ``where`` only (on both backends): most writes skip it."""
+    return sa.Index(name, *columns, unique=unique, sqlite_where=sa.text(where), postgresql_where=sa.text(where))
+
 metadata = sa.MetaData()
 
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -91,84 +96,28 @@ tasks = sa.Table(
     sa.Column("race_until", sa.String(16)),
     sa.Column("race_of", sa.String(16)),
     # partial: only the rows that need finding, so most writes skip them (0003)
-    sa.Index(
-        "ix_tasks_goal",
-        "goal_id",
-        sqlite_where=sa.text("goal_id IS NOT NULL"),
-        postgresql_where=sa.text("goal_id IS NOT NULL"),
-    ),
-    sa.Index(
-        "ix_tasks_supervision",
-        "board",
-        "status",
-        sqlite_where=sa.text("purpose = 'supervision'"),
-        postgresql_where=sa.text("purpose = 'supervision'"),
-    ),
-    sa.Index(  # the tasks a spent budget blocks, per board (/metrics; 0020)
-        "ix_tasks_budget_blocked",
-        "board",
-        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
-        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'budget'"),
-    ),
-    sa.Index(  # a host's running tasks, and other hosts' lapsed claims, found by a pass without
-        # reading every running task; one index, so a claim adds one entry (0025)
-        "ix_tasks_running",
-        "worker_host",
-        "claim_expires",
-        sqlite_where=sa.text("status = 'running'"),
-        postgresql_where=sa.text("status = 'running'"),
-    ),
-    sa.Index(  # the tasks a pass acts on with no worker of its own, which a woken dispatcher's
-        # glance counts: reviews, triage, races under way (0028)
-        "ix_tasks_waiting",
-        "updated_at",
-        sqlite_where=sa.text(WAITING),
-        postgresql_where=sa.text(WAITING),
-    ),
+    _partial("ix_tasks_goal", "goal_id", where="goal_id IS NOT NULL"),
+    _partial("ix_tasks_supervision", "board", "status", where="purpose = 'supervision'"),
+    # the tasks a spent budget blocks, per board (/metrics; 0020)
+    _partial("ix_tasks_budget_blocked", "board", where="status = 'blocked' AND block_kind = 'budget'"),
+    # a host's running tasks, and other hosts' lapsed claims, found by a pass without reading
+    # every running task; one index, so a claim adds one entry (0025)
+    _partial("ix_tasks_running", "worker_host", "claim_expires", where="status = 'running'"),
+    # the tasks a pass acts on with no worker of its own, which a woken dispatcher's glance
+    # counts: reviews, triage, races under way (0028)
+    _partial("ix_tasks_waiting", "updated_at", where=WAITING),
     # the few tasks a pass times or settles, read in its snapshot without reading every ready
-    # task or the whole table (0031): a cooldown's end, a timed block's end, a race under way, a
-    # start time
-    sa.Index(
-        "ix_tasks_cooldown",
-        "board",
-        "cooldown_until",
-        sqlite_where=sa.text("status = 'ready' AND cooldown_until IS NOT NULL"),
-        postgresql_where=sa.text("status = 'ready' AND cooldown_until IS NOT NULL"),
-    ),
-    sa.Index(
-        "ix_tasks_timed_block",
-        "board",
-        "cooldown_until",
-        sqlite_where=sa.text("status = 'blocked' AND block_kind = 'rate_limited'"),
-        postgresql_where=sa.text("status = 'blocked' AND block_kind = 'rate_limited'"),
-    ),
-    sa.Index(
-        "ix_tasks_ready_race",
-        "board",
-        sqlite_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
-        postgresql_where=sa.text("status = 'ready' AND race_until IS NOT NULL"),
-    ),
-    sa.Index(
-        "ix_tasks_not_before",
-        "board",
-        "not_before",
-        sqlite_where=sa.text("status = 'todo' AND not_before IS NOT NULL"),
-        postgresql_where=sa.text("status = 'todo' AND not_before IS NOT NULL"),
-    ),
-    sa.Index(
-        "ix_tasks_race_of",
-        "race_of",
-        sqlite_where=sa.text("race_of IS NOT NULL"),
-        postgresql_where=sa.text("race_of IS NOT NULL"),
-    ),
-    sa.Index(
-        "ux_tasks_idempotency",
-        "board",
-        "idempotency_key",
-        unique=True,
-        sqlite_where=sa.text("idempotency_key IS NOT NULL AND status != 'archived'"),
-        postgresql_where=sa.text("idempotency_key IS NOT NULL AND status != 'archived'"),
-    ),
+    # or todo task or the whole table (0031): a cooldown's end, a timed block's end, a race
+    # under way, a start time
+    _partial("ix_tasks_cooldown", "board", "cooldown_until",
+             where="status = 'ready' AND cooldown_until IS NOT NULL"),
+    _partial("ix_tasks_timed_block", "board", "cooldown_until",
+             where="status = 'blocked' AND block_kind = 'rate_limited'"),
+    _partial("ix_tasks_ready_race", "board", where="status = 'ready' AND race_until IS NOT NULL"),
+    _partial("ix_tasks_not_before", "board", "not_before", where="status = 'todo' AND not_before IS NOT NULL"),
+    _partial("ix_tasks_race_of", "race_of", where="race_of IS NOT NULL"),
+    _partial("ux_tasks_idempotency", "board", "idempotency_key", unique=True,
+             where="idempotency_key IS NOT NULL AND status != 'archived'"),
 )
 
 # the board view's columns and the filtered list, in display order (priority first, then age),
@@ -447,15 +396,7 @@ supervisor_wakes = sa.Table(
     sa.Column("task_id", sa.String(16)),
     sa.Column("updated_at", Ts),
     sa.Column("note", sa.Text),
-    sa.Index(
-        "ux_wakes_pending",
-        "board",
-        "reason",
-        "subject",
-        unique=True,
-        sqlite_where=sa.text("status = 'pending'"),
-        postgresql_where=sa.text("status = 'pending'"),
-    ),
+    _partial("ux_wakes_pending", "board", "reason", "subject", unique=True, where="status = 'pending'"),
     sa.Index("ix_wakes_status", "status", "board"),
     sa.Index("ix_wakes_task", "task_id"),
 )
@@ -533,18 +474,8 @@ budget_usage = sa.Table(
     sa.Index("ix_budget_usage_board", "board", "at"),
     # a task's rows (a task budget's total, a purge) and a run's marker (0022)
     sa.Index("ix_budget_usage_task_run", "task_id", "run_id"),
-    sa.Index(
-        "ix_budget_usage_pending",
-        "at",
-        sqlite_where=sa.text("pending = 1"),
-        postgresql_where=sa.text("pending = 1"),
-    ),
-    sa.Index(
-        "ix_budget_usage_goal",
-        "goal_id",
-        sqlite_where=sa.text("goal_id IS NOT NULL"),
-        postgresql_where=sa.text("goal_id IS NOT NULL"),
-    ),
+    _partial("ix_budget_usage_pending", "at", where="pending = 1"),
+    _partial("ix_budget_usage_goal", "goal_id", where="goal_id IS NOT NULL"),
 )
 
 # what each budgeted scope spent per window, kept with the ledger (0009)
