@@ -62,6 +62,10 @@ SKIP_AT_MOST = 0.5
 #: (``kernel.insights.fold``); the board view and the insights read fold them too, but a board
 #: nobody looks at would grow them
 FOLD_COUNTS_EVERY = 60.0
+#: how often a dispatcher on PostgreSQL looks whether the board's tables changed enough since
+#: their planner statistics were taken, and analyzes them then (``kernel.maintenance.
+#: refresh_statistics``; on a thread of its own, so no pass waits for it)
+STATISTICS_EVERY = 1.0
 
 
 class Dispatcher:
@@ -95,6 +99,8 @@ class Dispatcher:
         #: wake-ups whose pass was skipped (nothing this host could act on)
         self.skipped = 0
         self._fold_due = time.monotonic() + FOLD_COUNTS_EVERY
+        self._statistics_due = 0.0
+        self._statistics: threading.Thread | None = None
         #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
         self.last_pass_at = 0.0
         self._marks = PassMarks(db, self.ctx.host, boards)
@@ -231,6 +237,7 @@ class Dispatcher:
                 base = None
             look = None
             last = started
+            self._keep_statistics()
             if time.monotonic() >= self._fold_due:
                 self._fold_due = time.monotonic() + FOLD_COUNTS_EVERY
                 try:
@@ -259,6 +266,27 @@ class Dispatcher:
                     skipped_at = last
                 self.skipped += 1
                 metrics.pass_skipped(self.host)
+
+    def _keep_statistics(self) -> None:
+        """PostgreSQL: every :data:`STATISTICS_EVERY` seconds at most, analyze the tables whose
+        planner statistics lag behind their rows, on a thread of its own."""
+        if self.db.dialect != "postgresql" or time.monotonic() < self._statistics_due:
+            return
+        if self._statistics is not None and self._statistics.is_alive():
+            return
+        self._statistics_due = time.monotonic() + STATISTICS_EVERY
+
+        def refresh() -> None:
+            try:
+                analyzed = maintenance.refresh_statistics(self.db)
+            except Exception as exc:  # the next look tries again; passes go on meanwhile
+                log.info("refreshing the planner statistics failed (%s); tried again later", exc)
+            else:
+                if analyzed:
+                    log.info("analyzed %s: their planner statistics lagged behind their rows", ", ".join(analyzed))
+
+        self._statistics = threading.Thread(target=refresh, name="agentboard-statistics", daemon=True)
+        self._statistics.start()
 
     def _glance(self) -> kd.Glance | None:
         try:

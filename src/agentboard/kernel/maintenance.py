@@ -1,5 +1,5 @@
 """Housekeeping that changes no task state: pruning old events, folding task count deltas,
-checkpointing SQLite's log."""
+checkpointing SQLite's log, keeping PostgreSQL's planner statistics current."""
 
 from __future__ import annotations
 
@@ -97,3 +97,56 @@ def checkpoint(db: Database) -> bool:
         row = conn.execute(sa.text("PRAGMA wal_checkpoint(TRUNCATE)")).fetchone()
         conn.commit()
     return row is not None and int(row[0]) == 0
+
+
+#: PostgreSQL: the tables whose planner statistics a dispatcher keeps current
+#: (:func:`refresh_statistics`): those its claims and a worker's start read by key
+STATISTICS_TABLES = ("tasks", "task_links", "task_runs", "task_events")
+#: a table's statistics lag once more rows than this floor plus this share of its live rows
+#: changed since its last ``ANALYZE`` (autovacuum's own rule is 50 rows plus 10 %, applied only
+#: when its launcher next visits the database, every minute by default)
+STATISTICS_FLOOR = 500
+STATISTICS_SHARE = 0.1
+#: the server's activity counters, which every backend updates as its transactions end
+STALE_STATISTICS_SQL = (
+    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
+    "AND relname IN (" + ", ".join(f"'{t}'" for t in STATISTICS_TABLES) + ") "
+    f"AND n_mod_since_analyze > {STATISTICS_FLOOR} + {STATISTICS_SHARE} * n_live_tup ORDER BY relname"
+)
+#: the key of the transaction lock one host holds while it analyzes (the others leave it the work)
+_ANALYZE_LOCK = 0x61625F616E616C  # "ab_anal"
+
+
+def stale_statistics(db: Database) -> list[str]:
+    """PostgreSQL: the tables of :data:`STATISTICS_TABLES` whose planner statistics lag behind
+    their rows (:data:`STALE_STATISTICS_SQL`); [] on SQLite."""
+    if db.dialect != "postgresql":
+        return []
+    return [str(r["relname"]) for r in db.read(lambda tx: tx.all(STALE_STATISTICS_SQL))]
+
+
+def refresh_statistics(db: Database) -> list[str]:
+    """PostgreSQL: ``ANALYZE`` the tables whose statistics lag (:func:`stale_statistics`), one
+    host at a time: a host that finds another at it leaves it the work. The tables analyzed.
+
+    A graph created in bulk and then released (a parent whose completion makes a thousand
+    children ready) would otherwise be claimed and started on plans made when its tables were
+    empty: each look-up by key a scan of the whole table, each claim a walk over every ready
+    task (``bench/README.md``, ``fleet.py``). ``ANALYZE`` blocks no reader or writer; a role
+    that does not own the tables gets a warning from the server and nothing is analyzed."""
+    if db.dialect != "postgresql":
+        return []
+    stale = stale_statistics(db)
+    if not stale:
+        return []
+    with db._raw() as conn:
+        autocommit = conn.autocommit
+        conn.autocommit = True
+        try:
+            with conn.transaction():  # the lock is the transaction's: safe behind a transaction pooler
+                if not conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_ANALYZE_LOCK,)).fetchone()[0]:
+                    return []
+                conn.execute("ANALYZE " + ", ".join(t for t in STATISTICS_TABLES if t in stale))
+        finally:
+            conn.autocommit = autocommit
+    return stale
