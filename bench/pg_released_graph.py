@@ -13,7 +13,11 @@ empty board; ``refreshed``, after ``kernel.maintenance.refresh_statistics`` (wha
 dispatcher does within seconds, on a thread of its own). The ratios are ``stale`` over
 ``refreshed`` in the same round.
 
-    python bench/pg_released_graph.py [--n 1000] [--group 8] [--rounds 3]
+With ``--backlog N``, N done tasks are on the board before it is analyzed: a board with a long
+history, where the release is too small a change for the statistics to be refreshed, and the
+planner's statistics still say no task is ready.
+
+    python bench/pg_released_graph.py [--n 1000] [--group 8] [--rounds 3] [--backlog 0]
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def _client_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _case(pg: str, n: int, group: int, refresh: bool) -> dict[str, Any]:
+def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[str, Any]:
     import psycopg
 
     import agentboard
@@ -72,16 +76,24 @@ def _case(pg: str, n: int, group: int, refresh: bool) -> dict[str, Any]:
         db = client.db
         gate = tasks.create(db, "default", "gate", assignee="w")["id"]
         with psycopg.connect(url, autocommit=True) as conn:
+            if backlog:  # a long history: done tasks, bulk-inserted
+                conn.execute(
+                    "INSERT INTO tasks (id, board, title, body, assignee, status, priority, created_at, updated_at) "
+                    "SELECT 'old_' || g, 'default', 'old', '', 'w', 'done', 0, g, g FROM generate_series(1, %s) g",
+                    (backlog,))
             conn.execute("VACUUM ANALYZE")
         children = [tasks.create(db, "default", f"child {i}", assignee="w", parents=[gate])["id"] for i in range(n)]
         run = runs.claim(db, "default", gate)
         runs.complete(db, "default", gate, summary="released", run_id=run["run_id"])
         analyzed: list[str] = []
         if refresh:
-            deadline = time.monotonic() + 15  # the server takes up to a second to count the writes
+            # the server counts the writes within a second or two of their commits; on a board
+            # with a long history the release may be too small a change to refresh anything
+            deadline = time.monotonic() + (3 if backlog else 15)
             while not analyzed and time.monotonic() < deadline:
                 analyzed = maintenance.refresh_statistics(db)
-                time.sleep(0 if analyzed else 0.2)
+                if not analyzed:
+                    time.sleep(0.2)
         server0, client0, wall0 = _server_cpu_s(), _client_cpu_s(), time.perf_counter()
         left, pid = list(children), 100_000
         while left:
@@ -108,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=1000, help="children released at once (default 1000)")
     ap.add_argument("--group", type=int, default=8, help="tasks per claim, as a dispatcher's (default 8)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of both cases, alternated (default 3)")
+    ap.add_argument("--backlog", type=int, default=0,
+                    help="done tasks on the board before it is analyzed (default 0): a board with a long history")
     ap.add_argument("--pg", default=DEFAULT_PG, help="the server (a database of its own per case)")
     args = ap.parse_args(argv)
     if args.n < 10 or args.group < 1 or args.rounds < 1:
@@ -117,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     for r in range(args.rounds):
         order = CASES if r % 2 == 0 else CASES[::-1]
-        got = {case: _case(args.pg, args.n, args.group, case == "refreshed") for case in order}
+        got = {case: _case(args.pg, args.n, args.group, case == "refreshed", args.backlog) for case in order}
         row = {case: {k: (round(v, 3) if isinstance(v, float) else v) for k, v in got[case].items()} for case in CASES}
         row["stale_vs_refreshed"] = {k: round(got["stale"][k] / got["refreshed"][k], 2)
                                      for k in ("server_ms", "client_ms", "wall_ms")}
@@ -128,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['stale']['wall_ms']:.3f} / {row['refreshed']['wall_ms']:.3f} ms "
               f"(analyzed: {', '.join(row['refreshed']['analyzed']) or 'nothing'})", file=sys.stderr, flush=True)
     median = {k: statistics.median(r["stale_vs_refreshed"][k] for r in rounds) for k in ("server_ms", "client_ms", "wall_ms")}
-    print(json.dumps({"bench": "pg_released_graph", "n": args.n, "group": args.group, "rounds": rounds,
+    print(json.dumps({"bench": "pg_released_graph", "n": args.n, "group": args.group, "backlog": args.backlog,
+                      "rounds": rounds,
                       "median_stale_vs_refreshed": median,
                       "load_average": {"start": load0, "end": load_average()}}))
     print(f"\nmedian of {args.rounds}, stale over refreshed statistics: server CPU {median['server_ms']:.2f}, "

@@ -35,7 +35,7 @@ from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .races import under_way_later
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
-from .runs.claims import claimed_payload
+from .runs.claims import STILL_READY, claimed_payload, still_ready
 from .schedules import next_due_later
 from .supervision.sweep import due_work_later
 from .tasks import unblock_in
@@ -369,6 +369,33 @@ def last_event_of(db: Database, task_id: str, kind: str) -> Row | None:
 _CLAIMED_FIELDS = "t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, t.branch_name"
 
 
+def claim_candidates_sql(ids: str, *, limited: bool, dialect: str) -> str:
+    """The read that locks a claim's chosen tasks (``ids``: their parenthesized list of
+    parameters; ``limited``: only the first ``:lim`` still ready, by priority then age) with
+    what their workers' start needs and whether a parent is pending. The tasks are found by key
+    whatever the planner's statistics say of the ready queue or the board (:data:`STILL_READY`;
+    no board in the statement: the caller drops a row of another board, which a task moved
+    since it was chosen would be)."""
+    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.purpose, t.current_run_id, t.parents_override = 0 AND EXISTS ("
+           " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
+           " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
+           f"FROM tasks t WHERE {still_ready('t')} AND t.race_until IS NULL AND t.id IN " + ids)
+    if limited:
+        sql += " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :lim"
+    if dialect == "postgresql":
+        sql += " FOR UPDATE OF t SKIP LOCKED"
+    return sql
+
+
+#: a claimed task's compare-and-swap, found by key (:data:`STILL_READY`)
+CLAIM_SWAP_SQL = (
+    "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
+    "claim_expires = :exp, worker_pid = NULL, worker_host = :host, last_heartbeat_at = :now, "
+    "started_at = COALESCE(started_at, :now), updated_at = :now "
+    f"WHERE id = :id AND {STILL_READY} AND current_run_id IS NULL"
+)
+
+
 def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None,
                  limit: int | None = None) -> list[Row]:
     """Set-based claim: one read, one multi-row insert of the runs, one batched update of the
@@ -378,17 +405,11 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
     being claimed by another transaction, by priority then age (the ready queue's order)."""
     if not ids:
         return []
-    params: dict[str, Any] = {"b": board}
-    sql = ("SELECT " + _CLAIMED_FIELDS + ", t.goal_id, t.purpose, t.current_run_id, t.parents_override = 0 AND EXISTS ("
-           " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id"
-           " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) AS pending "
-           "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL AND t.id IN " + in_list("i", ids, params))
+    params: dict[str, Any] = {}
+    sql = claim_candidates_sql(in_list("i", ids, params), limited=limit is not None, dialect=tx.db.dialect)
     if limit is not None:
-        sql += " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :lim"
         params["lim"] = int(limit)
-    if tx.db.dialect == "postgresql":
-        sql += " FOR UPDATE OF t SKIP LOCKED"
-    found = tx.all(sql, params)
+    found = [r for r in tx.all(sql, params) if r["board"] == board]
     # the budgets: a task whose scope cannot afford one more run is blocked, not claimed
     allowed = {r["id"] for r in budgets.gate_batch_in(tx, [r for r in found if not r["pending"]], actor=actor)}
     free = {r["id"]: r for r in found if r["pending"] or r["id"] in allowed}
@@ -410,10 +431,7 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
             + ", ".join(values) + " RETURNING id, task_id", vp)
         run_of = {r["task_id"]: int(r["id"]) for r in made}
         tx.executemany(
-            "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
-            "claim_expires = :exp, worker_pid = NULL, worker_host = :host, last_heartbeat_at = :now, "
-            "started_at = COALESCE(started_at, :now), updated_at = :now "
-            "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL",
+            CLAIM_SWAP_SQL,
             [{"r": run_of[row["id"]], "lock": lock, "exp": expires, "host": host, "now": now, "id": row["id"]}
              for row in fast])
         if tx.rowcount != len(fast):  # pragma: no cover - the rows are locked (write lock, FOR UPDATE)
@@ -766,7 +784,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "COOLDOWNS_SQL", "TIMED_BLOCKS_SQL", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "CLAIM_SWAP_SQL", "COOLDOWNS_SQL", "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

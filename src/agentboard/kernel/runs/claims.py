@@ -47,6 +47,18 @@ def claim_ttl(tx: Tx, ttl: int | None) -> int:
 
 # -- claim ------------------------------------------------------------------------------------
 
+#: The check that a task found by its key is still ready, in a claim's compare-and-swap. Written
+#: so that no index of ready tasks can serve the statement: their predicate is ``status =
+#: 'ready'``, and with statistics from a quiet spell (none ready then) PostgreSQL prices such an
+#: index as empty and reads the task through the whole of it, not its primary key, so that every
+#: claim walked the ready queue (``tests/postgres/test_claims_by_key.py``).
+STILL_READY = "status || '' = 'ready'"
+
+
+def still_ready(alias: str = "") -> str:
+    """:data:`STILL_READY` for the table named ``alias`` (``"t"``: ``t.status || '' = 'ready'``)."""
+    return (alias + "." if alias else "") + STILL_READY
+
 #: the task and whether any parent is still pending, in one statement
 _CLAIM_READ = (
     "SELECT t.id, t.status, t.assignee, t.board, t.parents_override = 0 AND EXISTS ("
@@ -68,7 +80,7 @@ def _claim_pg(read: str, task: str) -> str:
         "u AS (UPDATE tasks SET status = 'running', current_run_id = (SELECT id FROM r), claim_lock = :lock, "
         "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
         "started_at = COALESCE(started_at, :now), updated_at = :now "
-        f"WHERE id = {task} AND status = 'ready' AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
+        f"WHERE id = {task} AND {STILL_READY} AND current_run_id IS NULL AND EXISTS (SELECT 1 FROM r) RETURNING id), "
         f"e AS (INSERT INTO task_events {EVENT_COLUMNS} SELECT t.board, t.id, r.id, 'claimed', "
         "jsonb_strip_nulls(jsonb_build_object('host', CAST(:host AS text), 'assignee', t.assignee))::text, :actor, :now "
         "FROM t JOIN r ON true JOIN u ON u.id = t.id) "
@@ -139,7 +151,7 @@ def claim_in(
         "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
         "claim_expires = :exp, worker_pid = :pid, worker_host = :host, last_heartbeat_at = :now, "
         "started_at = COALESCE(started_at, :now), updated_at = :now "
-        "WHERE id = :id AND status = 'ready' AND current_run_id IS NULL",
+        f"WHERE id = :id AND {STILL_READY} AND current_run_id IS NULL",
         {"r": run_id, "lock": claim_lock, "exp": expires, "pid": pid, "host": host, "now": now, "id": task_id},
     )
     if tx.rowcount != 1:
