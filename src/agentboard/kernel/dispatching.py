@@ -54,6 +54,16 @@ _RUNNING = (
 )
 
 
+#: a host's own running tasks, and those no host recorded yet: two statements, each found by its
+#: key in the index of running tasks by host. As one (``worker_host = :h OR worker_host IS
+#: NULL``) the planner, with statistics from a quiet spell, read every running task of every host
+#: through that index and dropped the others' (``tests/postgres/test_quiet_statistics.py``)
+RUNNING_OWN_SQL = _RUNNING + " AND t.worker_host = :h"
+RUNNING_UNRECORDED_SQL = _RUNNING + " AND t.worker_host IS NULL"
+#: other hosts' running tasks whose claim has lapsed (the index's second column, in the index)
+RUNNING_LAPSED_SQL = _RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h"
+
+
 @dataclass(frozen=True)
 class PassSnapshot:
     """What a dispatcher pass starts from (see :func:`pass_snapshot`)."""
@@ -117,8 +127,6 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
     earliest claim of theirs still to lapse (the pass is due again then); the caps get every host's as counts per (board, assignee). A pass then costs O(its own workers),
     not O(every worker of the fleet)."""
     at = time.time() if now is None else now
-    mine = " AND (t.worker_host = :h OR t.worker_host IS NULL)"
-    lapsed = " AND t.claim_expires < :now AND t.worker_host <> :h"
 
     def _r(tx: Tx) -> PassSnapshot:
         # every statement is sent before any is read: one round trip on PostgreSQL
@@ -126,7 +134,8 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         boards = later("SELECT * FROM boards WHERE archived = 0 ORDER BY slug")
         profiles = later("SELECT * FROM profiles")
         running = ([later(_RUNNING)] if host is None else
-                   [later(_RUNNING + mine, {"h": host}), later(_RUNNING + lapsed, {"h": host, "now": at})])
+                   [later(RUNNING_OWN_SQL, {"h": host}), later(RUNNING_UNRECORDED_SQL),
+                    later(RUNNING_LAPSED_SQL, {"h": host, "now": at})])
         load = later(load_sql(tx.db.dialect)) if host is not None else list
         cooldowns = later(COOLDOWNS_SQL, {"now": at})
         reviewing = later(_REVIEWING, {"rv": REVIEW_CLAIM + "%"})
@@ -784,7 +793,8 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "CLAIM_SWAP_SQL", "COOLDOWNS_SQL", "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "CLAIM_SWAP_SQL", "COOLDOWNS_SQL", "RUNNING_LAPSED_SQL", "RUNNING_OWN_SQL", "RUNNING_UNRECORDED_SQL",
+    "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]

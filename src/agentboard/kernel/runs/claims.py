@@ -51,7 +51,7 @@ def claim_ttl(tx: Tx, ttl: int | None) -> int:
 #: so that no index of ready tasks can serve the statement: their predicate is ``status =
 #: 'ready'``, and with statistics from a quiet spell (none ready then) PostgreSQL prices such an
 #: index as empty and reads the task through the whole of it, not its primary key, so that every
-#: claim walked the ready queue (``tests/postgres/test_claims_by_key.py``).
+#: claim walked the ready queue (``tests/postgres/test_quiet_statistics.py``).
 STILL_READY = "status || '' = 'ready'"
 
 

@@ -1,6 +1,7 @@
-"""A claim finds its tasks by key on a board whose planner statistics come from a quiet spell:
-a long history, nothing ready when it was last analyzed, then a queue of ready tasks. Through
-the partial index of ready tasks (priced as empty) each claim read the whole queue."""
+"""Statements that find their rows by key on a board whose planner statistics come from a quiet
+spell: a long history, nothing ready or running when it was last analyzed, then a queue of
+ready tasks and a fleet's workers. Through the partial indexes of ready or running tasks (priced
+as empty), each claim read the whole ready queue, and each pass every host's running tasks."""
 
 from __future__ import annotations
 
@@ -66,4 +67,20 @@ def test_claims_by_key_still_take_only_ready_tasks(pg_url: str, tmp_path: Path) 
     assert sorted(c["id"] for c in got) == ["r_1", "r_2"]
     again = kd.claim_batch(db, "default", ["r_1", "r_3"], host="h", limit=5)
     assert [c["id"] for c in again] == ["r_3"]
+    db.close()
+
+
+def test_a_pass_reads_its_own_running_tasks_by_key_whatever_the_statistics_say(pg_url: str, tmp_path: Path) -> None:
+    db = _quiet_then_queued(pg_url, tmp_path, done=20_000, ready=1_000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # eight hosts' workers, none when analyzed
+        conn.execute("UPDATE tasks SET status = 'running', worker_host = 'host-' || (substr(id, 3)::int % 8), "
+                     "claim_expires = 4e9 WHERE id LIKE 'r_%'")
+    for sql, p in ((kd.RUNNING_OWN_SQL, {"h": "host-3"}), (kd.RUNNING_UNRECORDED_SQL, {}),
+                   (kd.RUNNING_LAPSED_SQL, {"h": "host-3", "now": 1.0})):
+        plan = db.read(lambda tx, sql=sql, p=p: [str(next(iter(r.values()))) for r in tx.all("EXPLAIN " + sql, p)])
+        scan = [i for i, line in enumerate(plan) if "Scan using ix_tasks_running on tasks" in line]
+        # the index of running tasks, entered by its key (not walked whole with the rows filtered)
+        assert scan and "Index Cond" in plan[scan[0] + 1], plan
+    snap = kd.pass_snapshot(db, host="host-3")
+    assert len(snap.running) == 125 and {r["worker_host"] for r in snap.running} == {"host-3"}
     db.close()
