@@ -98,3 +98,27 @@ def test_sqlite_has_no_statistics_to_keep(tmp_path: Path) -> None:
         assert maintenance.stale_statistics(client.db) == [] and maintenance.refresh_statistics(client.db) == []
     finally:
         client.close()
+
+
+def test_a_role_that_may_not_analyze_the_tables_leaves_them_to_autovacuum(pg_url: str, tmp_path: Path) -> None:
+    """For a role that does not own them, ``ANALYZE`` only warns: it would, every second."""
+    import secrets
+
+    role = "ab_reader_" + secrets.token_hex(3)
+    _bulk_tasks(pg_url, 1000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    try:
+        base, _, name = pg_url.rpartition("/")
+        scheme, _, rest = base.partition("://")
+        as_reader = _db(f"{scheme}://{role}@{rest.split('@', 1)[-1]}/{name}", tmp_path)
+        assert maintenance.stale_statistics(as_reader) == [] and maintenance.refresh_statistics(as_reader) == []
+        as_reader.close()
+        owner = _db(pg_url, tmp_path)
+        assert maintenance.stale_statistics(owner) == ["tasks"]
+        owner.close()
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
