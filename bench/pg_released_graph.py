@@ -11,7 +11,8 @@ the client's CPU and the wall time.
 Two cases per round, alternated, each on a fresh database: ``stale``, the statistics of the
 empty board; ``refreshed``, after ``kernel.maintenance.refresh_statistics`` (what a running
 dispatcher does within seconds, on a thread of its own). The ratios are ``stale`` over
-``refreshed`` in the same round.
+``refreshed`` in the same round. Autovacuum is off on the bench's tables, so that only the case
+under test analyzes them.
 
 With ``--backlog N``, N done tasks are on the board before it is analyzed: a board with a long
 history, where the release is too small a change for the statistics to be refreshed, and the
@@ -81,6 +82,8 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
                     "INSERT INTO tasks (id, board, title, body, assignee, status, priority, created_at, updated_at) "
                     "SELECT 'old_' || g, 'default', 'old', '', 'w', 'done', 0, g, g FROM generate_series(1, %s) g",
                     (backlog,))
+            for table in maintenance.STATISTICS_TABLES:  # only the case under test analyzes them
+                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
             conn.execute("VACUUM ANALYZE")
         children = [tasks.create(db, "default", f"child {i}", assignee="w", parents=[gate])["id"] for i in range(n)]
         run = runs.claim(db, "default", gate)

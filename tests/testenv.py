@@ -287,6 +287,23 @@ def database_url(name: str) -> str:
     return PG_URL.rpartition("/")[0] + "/" + name
 
 
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float = 300) -> tuple[dict[str, Any], str]:
+    """Run ``bench/<script>`` as a real process against the local server (``--pg``); its JSON
+    line and its table (stderr). Fails with the script's stderr when it exits non-zero."""
+    import json
+    import subprocess
+    import sys
+
+    require_pg()
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--pg", PG_URL, *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
 def point_home_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``home`` the AGENTBOARD_HOME, with no database URL, board or worker identity set."""
     monkeypatch.setenv("AGENTBOARD_HOME", str(home))

@@ -4,22 +4,16 @@ statements planned anew (none on a board this small)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
-from testenv import PG_URL, require_pg
+from testenv import BENCH, run_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "pg_board_size.py"
+SCRIPT = BENCH / "pg_board_size.py"
 
 
 def test_the_board_size_benchmark_measures_every_verb_in_every_round_against_the_first() -> None:
-    require_pg()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--pg", PG_URL, "--rounds", "2", "--n", "20"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, table = run_bench("pg_board_size.py", "--rounds", "2", "--n", "20")
     assert out["bench"] == "pg_board_size" and out["n"] == 20
     assert [r["round"] for r in out["rounds"]] == [1, 2]
     assert [r["done_tasks_before"] for r in out["rounds"]] == [0, 40]
@@ -28,7 +22,7 @@ def test_the_board_size_benchmark_measures_every_verb_in_every_round_against_the
         assert all(v > 0 for v in row["server_us_per_op"].values()), row
     assert out["rounds"][0]["vs_first_round"] == {"create": 1.0, "claim": 1.0, "complete": 1.0, "drain": 1.0}
     assert out["replanned_statements"] == []
-    assert "no prepared statement was planned anew" in proc.stderr
+    assert "no prepared statement was planned anew" in table
 
 
 def test_the_board_size_benchmark_refuses_a_single_round_with_a_one_line_reason() -> None:

@@ -3,29 +3,23 @@ cases measured per child, the refreshed one on statistics analyzed after the rel
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
-from testenv import PG_URL, require_pg
+from testenv import BENCH, run_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "pg_released_graph.py"
+SCRIPT = BENCH / "pg_released_graph.py"
 
 
 def test_the_released_graph_benchmark_measures_both_cases_and_their_ratio() -> None:
-    require_pg()
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--pg", PG_URL, "--n", "600", "--rounds", "1"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out, table = run_bench("pg_released_graph.py", "--n", "600", "--rounds", "1")
     assert out["bench"] == "pg_released_graph" and out["n"] == 600
     (row,) = out["rounds"]
     assert row["stale"]["analyzed"] == [] and "tasks" in row["refreshed"]["analyzed"]
     for case in ("stale", "refreshed"):
         assert all(row[case][k] > 0 for k in ("server_ms", "client_ms", "wall_ms")), row
     assert set(out["median_stale_vs_refreshed"]) == {"server_ms", "client_ms", "wall_ms"}
-    assert "stale over refreshed statistics" in proc.stderr
+    assert "stale over refreshed statistics" in table
 
 
 def test_the_released_graph_benchmark_refuses_a_tiny_graph_with_a_one_line_reason() -> None:
