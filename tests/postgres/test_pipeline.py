@@ -9,9 +9,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from testenv import database_url, scratch_database
 
 from agentboard.config import Settings
 from agentboard.domain.errors import Conflict, NotFound
@@ -236,3 +238,44 @@ def test_the_claim_of_the_next_task_keeps_one_plan_on_a_board_of_thousands_of_re
     (claim,) = db.write(plans)
     assert claim["generic_plans"] >= 10 and claim["custom_plans"] <= 5, claim
     db.close()
+
+
+def test_the_ready_queue_read_keeps_one_plan_on_a_board_of_thousands_of_ready_tasks(tmp_path: Path) -> None:
+    """A pass reads its ready queue with its room as the limit: bound as a parameter, that limit
+    was priced at a tenth of the rows and every pass planned the read anew."""
+    from agentboard.kernel import dispatching
+
+    with scratch_database(prefix="ab_ready_") as name:  # a database of its own, migrated here
+        _ready_queue_keeps_one_plan(database_url(name), tmp_path, dispatching)
+
+
+def _ready_queue_keeps_one_plan(pg_url: str, tmp_path: Path, dispatching: Any) -> None:
+    import agentboard
+
+    agentboard.connect(pg_url).close()  # migrated, as a person's first command does
+    # one connection: every read on the one session whose prepared statements are looked at
+    db = open_database(pg_url, settings=Settings(home=tmp_path, pg_pool_size=1, pg_max_overflow=0), migrate=False)
+    first = tasks.create(db, "default", "t0", assignee="w")
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # 10,000 more like it, one in ten ready
+        conn.execute("INSERT INTO tasks SELECT r.* FROM tasks t, generate_series(1, 10000) g, "
+                     "LATERAL jsonb_populate_record(NULL::tasks, to_jsonb(t) || "
+                     "jsonb_build_object('id', 't_' || g, 'created_at', t.created_at + g, "
+                     "'status', CASE WHEN g %% 10 = 0 THEN 'ready' ELSE 'done' END)) r "
+                     "WHERE t.id = %s", (first["id"],))
+        conn.execute("ANALYZE")
+    for _ in range(25):
+        got = dispatching.ready_batch(db, "default", 7)
+        assert len(got) == 7 and got[0]["id"] == first["id"]  # the oldest first, the limit kept
+    (read,) = db.read(lambda tx: tx.all(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+        "WHERE statement LIKE '%last_run_id%' AND statement NOT LIKE '%pg_prepared_statements%'"))
+    assert read["generic_plans"] >= 10 and read["custom_plans"] <= 5, read
+    db.close()
+
+
+def test_a_read_writes_its_limit_rounded_up_to_three_significant_bits() -> None:
+    from agentboard.kernel.dispatching import limit_in_statement
+
+    assert [limit_in_statement(n) for n in (1, 7, 8, 9, 17, 100, 160, 161)] == [1, 7, 8, 10, 20, 112, 160, 192]
+    assert all(n <= limit_in_statement(n) <= n * 1.25 for n in range(1, 5000))
+    assert len({limit_in_statement(n) for n in range(1, 513)}) == 32

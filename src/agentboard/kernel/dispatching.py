@@ -262,13 +262,27 @@ def resume_timed_blocks(db: Database, boards: list[str], now: float | None = Non
     return db.write(_w)
 
 
+def limit_in_statement(limit: int) -> int:
+    """The ``LIMIT`` a read of ``limit`` rows writes into its statement: ``limit`` rounded up to
+    three significant bits (at most a quarter more rows; 1 to 8 exactly). Bound as a parameter,
+    PostgreSQL prices a ``LIMIT`` at a tenth of the rows, so on a long queue the plan made for
+    any limit looked dearer than one made for the value at hand and every read was planned anew
+    (as the claim's was, ``runs.claims``); written in, a pass's varying room makes a handful of
+    statements, each planned once per connection."""
+    shift = max(int(limit).bit_length() - 3, 0)
+    return -(-int(limit) >> shift) << shift
+
+
 def ready_batch(db: Database, board: str, limit: int, *, after: Row | None = None,
                 skip: list[str] | None = None) -> list[Row]:
     """Ready tasks out of cooldown, highest priority first, then oldest: the first ``limit``, or
     the ``limit`` that follow ``after`` (a row of the page before) in that order; ``skip``:
     assignees whose tasks are left out (a pass that found their profile full or unusable)."""
+    if limit <= 0:
+        return []
+
     def _r(tx: Tx) -> list[Row]:
-        params: dict[str, Any] = {"b": board, "now": time.time(), "n": limit}
+        params: dict[str, Any] = {"b": board, "now": time.time()}
         more = ""
         if after is not None:
             more += (" AND (t.priority < :ap OR (t.priority = :ap AND (t.created_at > :ac "
@@ -284,9 +298,9 @@ def ready_batch(db: Database, board: str, limit: int, *, after: Row | None = Non
             "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
             "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL "
             f"AND (t.cooldown_until IS NULL OR t.cooldown_until <= :now){more} "
-            "ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
+            f"ORDER BY t.priority DESC, t.created_at, t.id LIMIT {limit_in_statement(limit)}",
             params,
-        )
+        )[:limit]
         if rows and any(not r["assignee"] for r in rows):
             fallback = default_assignee(tx, board)
             for r in rows:
@@ -794,7 +808,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 __all__ = [
     "CLAIM_SWAP_SQL", "COOLDOWNS_SQL", "RUNNING_LAPSED_SQL", "RUNNING_OWN_SQL", "RUNNING_UNRECORDED_SQL",
-    "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses",
+    "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses", "limit_in_statement",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",
 ]
