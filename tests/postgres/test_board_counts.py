@@ -87,6 +87,9 @@ def test_a_board_nobody_looks_at_has_its_count_deltas_folded_and_its_counts_kept
         tasks.archive(db, "quiet", t["id"])
     assert maintenance.fold_task_counts(db) == []  # not piled up: left alone
     assert _deltas(db, "quiet") == 1 + 60 + 10
+    # a statement that sets a task's status or board to what it was changes no count
+    db.write(lambda tx: tx.execute("UPDATE tasks SET status = status, board = board WHERE board = 'quiet'"))
+    assert _deltas(db, "quiet") == 1 + 60 + 10
     for i in range(COUNT_DELTAS_FOLD_AT):
         tasks.create(db, "quiet", f"more{i}")
     assert maintenance.fold_task_counts(db) == ["quiet"]  # what a running dispatcher calls

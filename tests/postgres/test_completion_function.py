@@ -17,6 +17,7 @@ import pytest
 import agentboard
 from agentboard.domain.errors import InvalidInput, StaleRun
 from agentboard.kernel import hooks, insights, runs
+from agentboard.kernel.runs import completion
 from agentboard.kernel.tasks import creation
 
 pytestmark = pytest.mark.postgres
@@ -162,7 +163,7 @@ def test_the_function_and_the_general_path_write_the_same_rows(two_boards: tuple
     assert fast["answers"]["checked"]["pending_verification"] is True
 
 
-def test_a_plain_completion_runs_the_function_and_a_budgeted_one_does_not_write_through_it(pg_url: str) -> None:
+def test_a_plain_completion_runs_the_function_and_a_budgeted_board_s_take_the_general_path(pg_url: str) -> None:
     ab = agentboard.connect(pg_url)
     try:
         b = ab.board()
@@ -177,6 +178,17 @@ def test_a_plain_completion_runs_the_function_and_a_budgeted_one_does_not_write_
         run2 = b.claim(t2)["run_id"]
         b.complete(t2, run_id=run2, usage={"cost_usd": 0.25})
         assert b.budgets()[0]["spent"]["cost"] == 0.25
+        # the function declined (a budget may count the run) and rolled back what it wrote: the
+        # board's next completions go straight to the general path, and each is counted once
+        assert completion._budgeted_now(ab.db, b.slug)
+        t3 = b.create("budgeted too", assignee="w")["id"]
+        b.complete(t3, run_id=b.claim(t3)["run_id"], usage={"cost_usd": 0.5})
+        assert b.budgets()[0]["spent"]["cost"] == 0.75
+        assert ab.db.read(lambda tx: tx.scalar(
+            "SELECT COUNT(*) FROM task_events WHERE kind = 'completed' AND task_id IN (:a, :b)",
+            {"a": t2, "b": t3})) == 2
+        assert ab.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM run_rollups_pending WHERE run_id = :r",
+                                               {"r": run2})) <= 1
     finally:
         ab.close()
 

@@ -528,13 +528,15 @@ class Database:
             return result
 
     def write_one(self, sql: str, params: dict[str, Any], *, verb: Callable[..., Any],
-                  declined: str | None = None) -> list[Row] | None:
+                  declined: str | None = None,
+                  on_declined: Callable[[BaseException], None] | None = None) -> list[Row] | None:
         """PostgreSQL: one statement as a transaction of its own (autocommit on the pipeline: one
         round trip, no ``BEGIN`` or ``COMMIT``), with the retries of :meth:`write`; its rows.
         ``verb``: the kernel function whose transaction it is (what :meth:`write` would have run:
         it names the transaction's trace span). ``declined``: a SQLSTATE the statement raises to
         say the caller must take another path (its writes rolled back with it): None is returned
-        then. The caller signals the commit (:meth:`signal`) when the statement wrote events."""
+        then, after ``on_declined(error)`` (the error says why, its diagnostics). The caller
+        signals the commit (:meth:`signal`) when the statement wrote events."""
         assert self.dialect == "postgresql", "write_one: PostgreSQL only"
         from .pgwire import Wire
 
@@ -557,6 +559,8 @@ class Database:
                     wire.finish()
             except BaseException as exc:
                 if declined is not None and getattr(exc, "sqlstate", None) == declined:
+                    if on_declined is not None:
+                        on_declined(exc)
                     return None
                 broken = conn.info.transaction_status != _PG_IDLE and not _rollback(conn)
                 if _retryable(exc) and time.monotonic() < deadline:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -383,13 +385,13 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 
 
 #: PostgreSQL: a worker's completion of its running task as one server-side function
-#: (``agentboard_complete_running_row``, migration 0030) run as a transaction of its own:
+#: (``agentboard_complete_running_row``, migrations 0030, 0032) run as a transaction of its own:
 #: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
 #: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
-#: the task's columns and the promoted children (every column NULL: nothing written) or raises
-#: :data:`_DECLINED` (everything rolled back) where the general path has more to do: a budget may
-#: count the run, a waiting child has no assignee, the swap does not apply, the task is its
-#: goal's last open task.
+#: the task's columns and the promoted children (every column NULL: nothing written, the swap does
+#: not apply) or raises one of :data:`_DECLINED` (everything rolled back) where the general path
+#: has more to do: a waiting child has no assignee, the task is its goal's last open task, a
+#: budget may count the run (this one with the detail :data:`_BUDGETED`, 0032).
 _COMPLETE_FUNCTION_PG = (
     "SELECT (f.task).*, f.promoted AS promoted__ FROM agentboard_complete_running_row(:id, :board, "
     "CAST(:run AS bigint), :now, CAST(:force AS integer), :res, CAST(:noverify AS integer), "
@@ -397,8 +399,30 @@ _COMPLETE_FUNCTION_PG = (
     "CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), :actor, :payload, :by) f"
 )
 _PG_FUNCTION = "agentboard_complete_running_row"
+#: the detail of its decline where a budget may count the run (0032)
+_BUDGETED = "budget"
 #: the SQLSTATE with which :data:`_COMPLETE_FUNCTION_PG` declines after its swap
 _DECLINED = "ABC01"
+#: seconds a board whose completion the function declined because a budget may count the run
+#: sends its completions straight to the general path: a budget stays for a while, and the
+#: function's decline costs its writes, rolled back
+BUDGETED_FOR = 30.0
+#: per database, the boards whose completions take the general path, and until when (monotonic)
+_budgeted: weakref.WeakKeyDictionary[Database, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def _budgeted_now(db: Database, board: str) -> bool:
+    """Whether ``board``'s completions skip the function for now (a budget may count them)."""
+    until = _budgeted.get(db, {}).get(board)
+    return until is not None and time.monotonic() < until
+
+
+def _remember_budgeted(db: Database, board: str) -> Callable[[BaseException], None]:
+    def remember(exc: BaseException) -> None:
+        diag = getattr(exc, "diag", None)
+        if getattr(diag, "message_detail", None) == _BUDGETED:
+            _budgeted.setdefault(db, {})[board] = time.monotonic() + BUDGETED_FOR
+    return remember
 
 
 def _complete_function_pg(
@@ -415,7 +439,8 @@ def _complete_function_pg(
         "integrated": 1 if integrated else 0, "await_spawn": 1 if await_spawn else 0,
         "s": report.summary, "m": dump_json(report.metadata) if report.metadata is not None else None,
         "ec": exit_code, "actor": actor, "payload": dump_json(_completed_payload(report, synthetic=False)),
-        "by": dump_json({"by": task_id}), **up}, verb=complete_in, declined=_DECLINED)
+        "by": dump_json({"by": task_id}), **up}, verb=complete_in, declined=_DECLINED,
+        on_declined=_remember_budgeted(db, board))
     task = rows[0] if rows else None
     if task is None or task["id"] is None:
         return None
@@ -449,7 +474,8 @@ def complete(
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
     if (db.dialect == "postgresql" and run_id is not None
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)
-            and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")):
+            and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")
+            and not _budgeted_now(db, board)):
         done = _complete_function_pg(db, board, task_id, report, run_id, actor, force_done, verified, exit_code,
                                      integrated, await_spawn)
         if done is not None:
