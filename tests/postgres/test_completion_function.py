@@ -193,6 +193,32 @@ def test_a_plain_completion_runs_the_function_and_a_budgeted_board_s_take_the_ge
         ab.close()
 
 
+def test_the_function_declines_a_budgeted_run_as_the_previous_version_expects_and_writes_nothing(
+        pg_url: str) -> None:
+    """Where a budget may count the run, the function's swap writes first and its checks roll
+    everything back with SQLSTATE ABC01 (the previous version's processes, still running during a
+    rolling upgrade, take the general path on that one only) and the detail ``budget``."""
+    import psycopg
+
+    ab = agentboard.connect(pg_url)
+    try:
+        b = ab.board()
+        b.set_budget(max_cost=1.0)
+        t = b.create("budgeted", assignee="w")["id"]
+        run = b.claim(t)["run_id"]
+        insights.fold(ab.db)
+        before = _dump(ab)
+        with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            with pytest.raises(psycopg.Error) as raised:
+                conn.execute(
+                    "SELECT (f.task).id FROM agentboard_complete_running_row(%s, 'default', %s, 1.0, 0, NULL, 1, 0, 0, "
+                    "'done', NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}') f", (t, run))
+        assert raised.value.sqlstate == "ABC01" and raised.value.diag.message_detail == "budget"
+        assert _dump(ab) == before and b.show(t)["status"] == "running"
+    finally:
+        ab.close()
+
+
 def test_a_stale_report_is_refused_with_the_same_error_and_nothing_written(pg_url: str) -> None:
     ab = agentboard.connect(pg_url)
     try:
