@@ -97,31 +97,21 @@ def _function() -> str:
     return fn
 
 
-_COUNT_FUNCTION = """
-CREATE OR REPLACE FUNCTION agentboard_task_counts() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO task_count_deltas (board, status, d) VALUES (NEW.board, NEW.status, 1);
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO task_count_deltas (board, status, d) VALUES (OLD.board, OLD.status, -1);
-    ELSIF OLD.board = NEW.board THEN
-        IF OLD.status IS DISTINCT FROM NEW.status THEN
-            INSERT INTO task_count_deltas (board, status, d, prev) VALUES (NEW.board, NEW.status, 1, OLD.status);
-        END IF;
-    ELSE
-        INSERT INTO task_count_deltas (board, status, d)
-        VALUES (OLD.board, OLD.status, -1), (NEW.board, NEW.status, 1);
-    END IF;
-    RETURN NULL;
-END
-$$
-"""
+#: 0021's count function, where an update that keeps the status on the same board appends nothing
+_SAME_BOARD = ("    ELSIF OLD.board = NEW.board THEN\n"
+               "        INSERT INTO task_count_deltas (board, status, d, prev) VALUES (NEW.board, NEW.status, 1, OLD.status);\n")
+_COUNT_FUNCTION = _0021._COUNT_FUNCTION.replace(_SAME_BOARD, (
+    "    ELSIF OLD.board = NEW.board THEN\n"
+    "        IF OLD.status IS DISTINCT FROM NEW.status THEN\n"
+    "            INSERT INTO task_count_deltas (board, status, d, prev) VALUES (NEW.board, NEW.status, 1, OLD.status);\n"
+    "        END IF;\n"))
+assert _COUNT_FUNCTION != _0021._COUNT_FUNCTION, "0032: 0021's count function changed"
 
 _TRIGGER = ("CREATE TRIGGER tasks_count_update AFTER UPDATE OF status, board ON tasks FOR EACH ROW "
             "EXECUTE FUNCTION agentboard_task_counts()")
-_OLD_TRIGGER = ("CREATE TRIGGER tasks_count_update AFTER UPDATE OF status, board ON tasks FOR EACH ROW "
-                "WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.board IS DISTINCT FROM NEW.board) "
-                "EXECUTE FUNCTION agentboard_task_counts()")
+#: 0013's: the same with a WHEN clause
+_OLD_TRIGGER = _TRIGGER.replace(" EXECUTE ", " WHEN (OLD.status IS DISTINCT FROM NEW.status OR "
+                                "OLD.board IS DISTINCT FROM NEW.board) EXECUTE ")
 
 
 def upgrade() -> None:
