@@ -14,6 +14,12 @@ Systems (``--systems``, default all four), each in a fresh database of its own o
   ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id``;
   ``UPDATE … SET status = 'done'``. What a queue costs with nothing on top.
 
+What each part of agentboard's completion costs: ``agentboard-without-<part>`` is agentboard
+with that part of the completion taken away in its own database (``bench/_completion_parts.py``:
+``count-trigger``, ``checks``, ``rollup``, ``run-update``, ``timer-indexes``; several joined
+with ``+``; ``all`` leaves the floor, the task's update and its event). Such a completion no
+longer does all of its job: these systems measure, they are not a way to run.
+
 Verbs: ``create`` (enqueue), ``claim`` (claim the next job), ``complete`` (the claimed jobs),
 ``drain`` (claim next + complete, on jobs created beforehand, not timed). For each N in
 ``--procs`` (1, 2, 4): N worker processes, each with its own connection, share ``--ops``
@@ -44,6 +50,7 @@ agentboard writes less).
     python bench/pg_peers.py             # N = 1, 2, 4; 1,200 ops per phase; 3 rounds
     python bench/pg_peers.py --quick     # a smoke run
     python bench/pg_peers.py --systems agentboard,raw --procs 1 --ops 400
+    python bench/pg_peers.py --systems agentboard,agentboard-without-count-trigger,pgqueuer --procs 1,2
 
 Prints one JSON line on stdout and a table on stderr. Exits 2 when a chosen peer is not
 installed.
@@ -70,10 +77,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _completion_parts import ALL, PARTS, strip  # noqa: E402
 from _shared import DEFAULT_PG, drop_pg, fresh_pg, load_average  # noqa: E402
 
 FORK = mp.get_context("fork")
 SYSTEMS = ("agentboard", "procrastinate", "pgqueuer", "raw")
+#: ``agentboard-without-<part>``: agentboard with parts of its completion taken away
+#: (``_completion_parts``; ``+`` joins several, ``all`` is the floor), to measure what each costs
+WITHOUT = "agentboard-without-"
 PEER_PACKAGES = {"procrastinate": "procrastinate", "pgqueuer": "pgqueuer"}
 VERBS = ("create", "claim", "complete", "drain")
 BOARD = "default"
@@ -334,14 +345,27 @@ KINDS: dict[str, type[System]] = {"agentboard": Agentboard, "procrastinate": Pro
                                   "pgqueuer": Pgqueuer, "raw": Raw}
 
 
+def _parts(system: str) -> set[str] | None:
+    """The parts an ``agentboard-without-…`` system takes away (None: not such a system)."""
+    return set(system[len(WITHOUT):].split("+")) if system.startswith(WITHOUT) else None
+
+
+def _known(system: str) -> bool:
+    parts = _parts(system)
+    return system in SYSTEMS if parts is None else bool(parts) and parts <= {*PARTS, ALL}
+
+
 def install(system: str, url: str) -> None:
     """The system's schema in its fresh database (each library's own installer)."""
     import psycopg
 
-    if system == "agentboard":
+    if system == "agentboard" or _parts(system) is not None:
         import agentboard
 
         agentboard.connect(url).close()  # migrates; the default board
+        if (parts := _parts(system)) is not None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                strip(conn, parts)
     elif system == "raw":
         with psycopg.connect(url, autocommit=True) as conn:
             for sql in Raw.SCHEMA:
@@ -370,7 +394,7 @@ def install(system: str, url: str) -> None:
 
 def _worker(system: str, url: str, k: int, tag: str, barrier: Any, out: Any) -> None:
     try:
-        sysm = KINDS[system]()
+        sysm = KINDS["agentboard" if _parts(system) is not None else system]()
         pids = sysm.open(url, tag)
         for verb in ("create", "claim", "complete"):  # statements prepared, caches warm
             sysm.run(verb, WARM, f"{tag} warm")
@@ -613,20 +637,21 @@ def _kb(v: float | None) -> str:
 
 
 def table(rows: list[dict[str, Any]], rats: list[dict[str, Any]]) -> str:
-    lines = ["verb      N  system            ops/s   CPU ms/op = client + server   WAL KB/op (own)   "
+    w = max([14, *(len(r["system"]) for r in rows)])
+    lines = [f"verb      N  {'system':<{w}}    ops/s   CPU ms/op = client + server   WAL KB/op (own)   "
              "background CPU ms/op"]
     for r in rows:
         cpu = r["client_cpu_ms_per_op"] + r["server_cpu_ms_per_op"]
         wal = f"{_kb(r['wal_bytes_per_op'])} ({_kb(r['own_wal_bytes_per_op'])})"
-        lines.append(f"{r['verb']:<8} {r['procs']:>2}  {r['system']:<14} {r['ops_per_s']:>7.0f}   "
+        lines.append(f"{r['verb']:<8} {r['procs']:>2}  {r['system']:<{w}} {r['ops_per_s']:>7.0f}   "
                      f"{cpu:>6.3f} = {r['client_cpu_ms_per_op']:>6.3f} + {r['server_cpu_ms_per_op']:>6.3f}"
                      f"      {wal:<17} {r['background_cpu_ms_per_op']:.3f}")
     if rats:
         lines.append("")
-        lines.append("agentboard / peer   verb      N   throughput   CPU/op   WAL/op (own)")
+        lines.append(f"agentboard / {'peer':<{w - 2}} verb      N   throughput   CPU/op   WAL/op (own)")
         for q in rats:
             own = f" ({q['own_wal']:.2f})" if "own_wal" in q else ""
-            lines.append(f"  / {q['peer']:<15} {q['verb']:<8} {q['procs']:>2}   {q['throughput']:>10.2f}   "
+            lines.append(f"  / {q['peer']:<{w + 1}} {q['verb']:<8} {q['procs']:>2}   {q['throughput']:>10.2f}   "
                          f"{q['cpu']:>6.2f}   {q['wal']:>6.2f}{own}")
     return "\n".join(lines)
 
@@ -648,9 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg", default=DEFAULT_PG, help="the server (a database of its own per system is created and dropped)")
     args = ap.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in SYSTEMS]
+    unknown = [s for s in systems if not _known(s)]
     if unknown or not systems:
-        print(f"pg_peers: unknown system {', '.join(unknown) or '(none)'}; choose among {', '.join(SYSTEMS)}",
+        print(f"pg_peers: unknown system {', '.join(unknown) or '(none)'}; choose among {', '.join(SYSTEMS)}, "
+              f"or {WITHOUT}<part> with part one of {', '.join(PARTS)}, {ALL} (join several with +)",
               file=sys.stderr)
         return 2
     missing = [s for s in systems if s in PEER_PACKAGES and importlib.util.find_spec(PEER_PACKAGES[s]) is None]

@@ -72,3 +72,18 @@ def test_a_peer_that_is_not_installed_ends_the_benchmark_with_the_command_that_i
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "procrastinate not installed" in proc.stderr and "pip install -e '.[bench]'" in proc.stderr
+
+
+def test_the_completion_with_its_parts_taken_away_is_measured_beside_the_whole_one() -> None:
+    # the floor (every part away) and one part alone: the function's text still has each part
+    systems = ["agentboard", "agentboard-without-all", "agentboard-without-count-trigger+rollup"]
+    out, table = _run("--quick", "--ops", "20", "--procs", "1", "--systems", ",".join(systems))
+    _check(out, systems, [1])
+    assert "agentboard-without-all" in table
+
+
+def test_an_unknown_part_of_the_completion_ends_the_benchmark_with_the_parts_to_choose_from() -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--systems", "agentboard,agentboard-without-budgets"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "unknown system agentboard-without-budgets" in proc.stderr and "count-trigger" in proc.stderr
