@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentboard.kernel import boards, profiles, races, runs, schedules, tasks
 from agentboard.kernel import dispatching as kd
-from agentboard.kernel import races, runs, schedules, tasks
 
 
 def _claimed(ab: Any, claims: tuple[tuple[str, str, int], ...]) -> dict[str, str]:
@@ -30,9 +31,23 @@ def test_a_pass_reads_its_own_running_tasks_and_only_the_lapsed_claims_of_other_
     time.sleep(1.1)  # (lets the 1 s claim lapse; not a timing assertion)
     snap = kd.pass_snapshot(db, host="host-a")
     assert sorted(r["id"] for r in snap.running) == sorted([made["mine"], made["lapsed"]])
-    assert sum(int(r["n"]) for r in snap.load if r["board"] == "default" and r["assignee"] == "w") == 3
+    assert snap.load == []  # no cap anywhere: no other host's running task is counted either
     every = kd.pass_snapshot(db)  # without a host: every running task, as before
     assert sorted(r["id"] for r in every.running) == sorted(made.values())
+
+
+@pytest.mark.parametrize("cap", ["profile", "board", "folder"])
+def test_a_cap_anywhere_has_every_hosts_running_tasks_counted_for_it(ab: Any, cap: str, tmp_path: Path) -> None:
+    db = ab.db
+    _claimed(ab, (("mine", "host-a", 600), ("theirs", "host-b", 600), ("more", "host-c", 600)))
+    if cap == "profile":
+        profiles.update(db, "w", max_concurrency=5)
+    elif cap == "board":
+        boards.update(db, "default", settings={"max_parallel": 4})
+    else:  # another board's shared folder (one writer at a time there unless it is a git repository)
+        ab.create_board("shared", workdir=str(tmp_path))
+    load = kd.pass_snapshot(db, host="host-a").load
+    assert sum(int(r["n"]) for r in load if r["board"] == "default" and r["assignee"] == "w") == 3
 
 
 def test_a_pass_knows_when_the_next_claim_of_another_host_lapses(ab: Any) -> None:
@@ -164,17 +179,19 @@ def test_a_pass_snapshot_finds_cooldowns_timed_blocks_races_and_the_load_through
     for sql, index in own.items():
         if db.dialect == "sqlite":
             with db._raw() as conn:
-                plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, {"now": time.time()}).fetchall()]
+                plan = [str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, {"now": time.time(), **kd.CAPPED_PARAMS}).fetchall()]
             reads = [p for p in plan if re.match(r"(SCAN|SEARCH) (tasks|t)\b", p)]
         else:
             def _plan(tx: Any, sql: str = sql) -> list[str]:
                 tx.execute("SET enable_seqscan = off")  # a scan left in the plan has no index to use
                 try:
-                    return [str(next(iter(r.values()))) for r in tx.all("EXPLAIN " + sql, {"now": time.time()})]
+                    return [str(next(iter(r.values()))) for r in tx.all("EXPLAIN " + sql, {"now": time.time(), **kd.CAPPED_PARAMS})]
                 finally:
                     tx.execute("RESET enable_seqscan")
             plan = db.read(_plan)
-            reads = [p for p in plan if " on tasks" in p]
+            # a bitmap scan names its index on the line below its heap scan
+            reads = [p for p in plan if (" on tasks" in p and "Bitmap Heap Scan" not in p)
+                     or "Bitmap Index Scan on " in p]
         assert reads and all(index in p for p in reads), plan
     # and they answer: a cooldown ahead, a timed block, a race of two attempts
     now = time.time()

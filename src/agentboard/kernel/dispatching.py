@@ -107,12 +107,26 @@ TIMED_BLOCKS_SQL = ("SELECT board, MIN(cooldown_until) AS until FROM tasks WHERE
                     "AND block_kind = 'rate_limited' GROUP BY board")
 
 
+#: whether any cap needs every host's running tasks counted: a profile's ``max_concurrency``, a
+#: board's ``max_parallel`` setting, or a board's shared folder (one writer at a time when it is
+#: not a git repository, which only the dispatcher can tell; any folder counts here)
+CAPPED_SQL = (
+    "SELECT 1 FROM profiles WHERE max_concurrency IS NOT NULL UNION ALL "
+    "SELECT 1 FROM boards WHERE archived = 0 AND (default_workdir IS NOT NULL OR settings LIKE :capped)"
+)
+#: the parameters of :data:`CAPPED_SQL` (and so of :func:`load_sql`)
+CAPPED_PARAMS = {"capped": "%max_parallel%"}
+
+
 def load_sql(dialect: str) -> str:
-    """Every host's running tasks counted per (board, assignee), through the partial index of
-    running tasks: SQLite's planner would otherwise read the whole status index for the order of
-    its ``GROUP BY`` (10 ms a pass at 100,000 done tasks), so there the index is named."""
+    """Every host's running tasks counted per (board, assignee), for the caps, and only where a
+    cap exists (:data:`CAPPED_SQL`, read once per statement; its parameters :data:`CAPPED_PARAMS`): without one a pass reads no other
+    host's running tasks. Through the partial index of running tasks: SQLite's planner would
+    otherwise read the whole status index for the order of its ``GROUP BY`` (10 ms a pass at
+    100,000 done tasks), so there the index is named."""
     hint = " INDEXED BY ix_tasks_running" if dialect == "sqlite" else ""
-    return f"SELECT board, assignee, COUNT(*) AS n FROM tasks{hint} WHERE status = 'running' GROUP BY board, assignee"
+    return (f"SELECT board, assignee, COUNT(*) AS n FROM tasks{hint} WHERE status = 'running' "
+            f"AND EXISTS ({CAPPED_SQL}) GROUP BY board, assignee")
 
 
 def pass_snapshot(db: Database, now: float | None = None, host: str | None = None) -> PassSnapshot:
@@ -136,7 +150,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         running = ([later(_RUNNING)] if host is None else
                    [later(RUNNING_OWN_SQL, {"h": host}), later(RUNNING_UNRECORDED_SQL),
                     later(RUNNING_LAPSED_SQL, {"h": host, "now": at})])
-        load = later(load_sql(tx.db.dialect)) if host is not None else list
+        load = later(load_sql(tx.db.dialect), CAPPED_PARAMS) if host is not None else list
         cooldowns = later(COOLDOWNS_SQL, {"now": at})
         reviewing = later(_REVIEWING, {"rv": REVIEW_CLAIM + "%"})
         timed = later(TIMED_BLOCKS_SQL)
