@@ -187,6 +187,24 @@ def test_caps_per_profile_and_global(ab, board, dispatcher, tmp_path):
     wait_for(lambda: all_in(board, ids, {"done"}))
 
 
+def test_a_profiles_cap_counts_the_tasks_another_host_runs(ab, board, dispatcher, tmp_path):
+    """Where a cap exists a pass counts every host's running tasks (and only there: without a
+    cap it reads none of theirs); here another host's run takes the capped profile's one place."""
+    from agentboard.kernel import runs
+
+    gate = _capped_profiles(ab, tmp_path)
+    elsewhere, waiting = (board.create(f"one {i}", assignee="one")["id"] for i in range(2))
+    free = board.create("many 0", assignee="many")["id"]
+    runs.claim(ab.db, "default", elsewhere, host="host-elsewhere", pid=4242)
+    d = dispatcher(start=False, max_parallel=4)
+    rep = d.run_pass()
+    assert [s["task"] for s in rep["spawned"]] == [free]
+    assert board.show(waiting)["status"] == "ready"
+    gate.write_text("go")
+    d.start()
+    wait_for(lambda: all_in(board, [free], {"done"}))
+
+
 def test_a_capped_profile_with_a_long_queue_does_not_hold_back_the_tasks_behind_it(ab, board, dispatcher, tmp_path):
     """Thirty older tasks of a profile capped at one run at a time lead the queue; the task of
     another profile behind them still starts in the same pass (however far down it waits)."""
