@@ -1,7 +1,7 @@
-"""A dispatcher keeps PostgreSQL's planner statistics current: tables that grew past their
-statistics are analyzed within a second or two, by one host at a time, so a graph created in
-bulk and then released is claimed on plans that know its rows; tables changed in place, at most
-once a minute."""
+"""A dispatcher keeps PostgreSQL's planner statistics current: tables changed far past what their
+statistics know are analyzed within a second or two, by one host at a time, so a graph created
+in bulk and then released is claimed on plans that know its rows; other changes, at most once a
+minute."""
 
 from __future__ import annotations
 

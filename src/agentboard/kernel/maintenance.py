@@ -107,11 +107,13 @@ STATISTICS_TABLES = ("tasks", "task_links", "task_runs", "task_events")
 #: when its launcher next visits the database, every minute by default)
 STATISTICS_FLOOR = 500
 STATISTICS_SHARE = 0.1
-#: a lagging table is analyzed at once when it holds more than this many times the rows its
-#: statistics know (plus the floor): a board created or released in bulk, planned as if empty
-#: (``pg_released_graph.py``). A table whose size they know is analyzed again at most every
-#: :data:`STATISTICS_EVERY` seconds: the rows a burst of claims changes, one after another,
-#: would otherwise have each host analyze it again every few seconds while the burst runs
+#: a lagging table is analyzed at once when more of its rows changed than this many times the
+#: rows its statistics know (plus the floor): a board created or released in bulk, planned as if
+#: empty (``pg_released_graph.py``). Changes, not live rows: the server counts both as backends
+#: hand in their counters, and a bulk load's changes (inserts, then the release's updates) come
+#: in faster. Otherwise a lagging table is analyzed again at most every :data:`STATISTICS_EVERY`
+#: seconds: the rows a burst of claims changes, one after another, would otherwise have each
+#: host analyze it again every few seconds while the burst runs
 STATISTICS_GROWTH = 2
 STATISTICS_EVERY = 60.0
 #: the server's activity counters, which every backend updates as its transactions end; only
@@ -122,7 +124,7 @@ STALE_STATISTICS_SQL = (
     "WHERE s.schemaname = current_schema() "
     "AND s.relname IN (" + ", ".join(f"'{t}'" for t in STATISTICS_TABLES) + ") "
     f"AND s.n_mod_since_analyze > {STATISTICS_FLOOR} + {STATISTICS_SHARE} * s.n_live_tup "
-    f"AND (s.n_live_tup > {STATISTICS_GROWTH} * GREATEST(c.reltuples, 0) + {STATISTICS_FLOOR} "
+    f"AND (s.n_mod_since_analyze > {STATISTICS_GROWTH} * GREATEST(c.reltuples, 0) + {STATISTICS_FLOOR} "
     "OR COALESCE(GREATEST(s.last_analyze, s.last_autoanalyze), '-infinity') < now() - make_interval(secs => :every)) "
     "AND (pg_has_role(c.relowner, 'USAGE') "
     "OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') "
@@ -134,8 +136,8 @@ _ANALYZE_LOCK = 0x61625F616E616C  # "ab_anal"
 
 def stale_statistics(db: Database, *, every: float = STATISTICS_EVERY) -> list[str]:
     """PostgreSQL: the tables of :data:`STATISTICS_TABLES` whose planner statistics lag behind
-    their rows (:data:`STALE_STATISTICS_SQL`): grown past them, or changed and not analyzed for
-    ``every`` seconds; [] on SQLite."""
+    their rows (:data:`STALE_STATISTICS_SQL`): changed far past them, or changed and not analyzed
+    for ``every`` seconds; [] on SQLite."""
     if db.dialect != "postgresql":
         return []
     return [str(r["relname"]) for r in db.read(lambda tx: tx.all(STALE_STATISTICS_SQL, {"every": float(every)}))]
