@@ -120,10 +120,11 @@ CAPPED_PARAMS = {"capped": "%max_parallel%"}
 
 def load_sql(dialect: str) -> str:
     """Every host's running tasks counted per (board, assignee), for the caps, and only where a
-    cap exists (:data:`CAPPED_SQL`, read once per statement; its parameters :data:`CAPPED_PARAMS`): without one a pass reads no other
-    host's running tasks. Through the partial index of running tasks: SQLite's planner would
-    otherwise read the whole status index for the order of its ``GROUP BY`` (10 ms a pass at
-    100,000 done tasks), so there the index is named."""
+    cap exists (:data:`CAPPED_SQL`, read once per statement; its parameters are
+    :data:`CAPPED_PARAMS`): without one a pass reads no other host's running tasks. Through the
+    partial index of running tasks: SQLite's planner would otherwise read the whole status index
+    for the order of its ``GROUP BY`` (10 ms a pass at 100,000 done tasks), so there the index
+    is named."""
     hint = " INDEXED BY ix_tasks_running" if dialect == "sqlite" else ""
     return (f"SELECT board, assignee, COUNT(*) AS n FROM tasks{hint} WHERE status = 'running' "
             f"AND EXISTS ({CAPPED_SQL}) GROUP BY board, assignee")
