@@ -1,7 +1,7 @@
 """Round trips of the hot verbs on PostgreSQL, counted from libpq's protocol trace: a plain
 create costs one, a worker's claim and heartbeat two each, the claim of the next ready task one, a worker's
-completion one (with the children it promotes: it is one server-side function), whatever the
-network's latency."""
+completion one (with the children it promotes: it is one server-side function), a task's detail
+two, whatever the network's latency."""
 
 from __future__ import annotations
 
@@ -61,3 +61,38 @@ def test_create_claim_and_heartbeat_take_two_round_trips_and_a_completion_one(pg
     assert counts["heartbeat"] <= 2, counts
     assert counts["complete"] == 1, counts
     assert counts["events_after"] <= 2, counts
+
+
+def test_a_tasks_detail_and_a_dispatchers_claim_read_the_tasks_surroundings_in_one_round_trip(pg_url: str) -> None:
+    from agentboard.kernel import comments, dispatching, goals
+
+    ab = agentboard.connect(pg_url)
+    db = ab.db
+    goal = goals.create(db, "default", "ship it")
+    parent = tasks.create(db, "default", "parent", assignee="w")
+    done = runs.claim(db, "default", parent["id"])
+    runs.complete(db, "default", parent["id"], run_id=done["run_id"], summary="handed over")
+    kids = [tasks.create(db, "default", f"child {i}", assignee="w", parents=[parent["id"]], goal=goal["id"])
+            for i in range(2)]
+    comments.comment(db, "default", kids[0]["id"], "mind the tests", author="alice")
+    counts: dict[str, int] = {}
+    with RoundTrips(db) as rt:
+        detail = queries.task_detail(db, "default", kids[0]["id"])
+    counts["detail"] = rt.count
+    with RoundTrips(db) as rt:
+        got = dispatching.claim_to_start(db, "default", [k["id"] for k in kids], host="h", limit=2, tokens=True)
+    counts["claim to start"] = rt.count
+    ab.close()
+    # every part of the detail is there: the done parent's handoff, the comment, the goal
+    assert [p["handoff"]["summary"] for p in detail["parents"]] == ["handed over"]
+    assert [c["body"] for c in detail["comments"]] == ["mind the tests"]
+    assert detail["goal"]["title"] == "ship it"
+    assert sorted(c["id"] for c in got.claimed) == sorted(k["id"] for k in kids)
+    first = got.inputs[kids[0]["id"]]
+    assert not isinstance(first, Exception)
+    assert [c["body"] for c in first.detail["comments"]] == ["mind the tests"]
+    assert first.detail["parents"][0]["handoff"]["summary"] == "handed over"
+    # the statements that need only the ids travel together, the handoffs and the goal after
+    # them (11 and 16 round trips when each statement took its own)
+    assert counts["detail"] <= 2, counts
+    assert counts["claim to start"] <= 8, counts

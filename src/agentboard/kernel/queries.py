@@ -291,12 +291,43 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
                     events: int = 50) -> dict[str, Row | AgentboardError]:
     """:func:`task_detail` of several tasks of ``board`` with one statement per kind of row for
     all of them (the dispatcher prepares a batch of workers); a task not on the board maps to
-    its ``NotFound``."""
+    its ``NotFound``.
+
+    The statements that need only the ids are sent together (:meth:`Tx.later`): on a PostgreSQL
+    pipeline (a dispatcher's claim, :meth:`Database.read_pipelined`) they take one round trip,
+    not one each, and the rows of an id not on the board are left out here. The done parents'
+    handoffs and the goals, which need the first answers, follow in a second."""
     ids = list(dict.fromkeys(task_ids))
     p: dict[str, Any] = {}
     inl = in_list("i", ids, p)
     # by id alone (the board is checked here): the primary key whatever the planner's statistics say
-    found = {r["id"]: task_out(r) for r in tx.all(f"SELECT * FROM tasks WHERE id IN {inl}", p) if r["board"] == board}
+    sent_tasks = tx.later(f"SELECT * FROM tasks WHERE id IN {inl}", p)
+    sent_parents = tx.later(
+        "SELECT l.child_id AS of_task, t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
+        f"JOIN tasks t ON t.id = l.parent_id WHERE l.child_id IN {inl} ORDER BY l.created_at, t.id", p)
+    sent_children = tx.later(
+        "SELECT l.parent_id AS of_task, t.id, t.title, t.status, t.assignee FROM task_links l "
+        f"JOIN tasks t ON t.id = l.child_id WHERE l.parent_id IN {inl} ORDER BY l.created_at, t.id", p)
+    sent_comments = tx.later(
+        f"SELECT task_id AS of_task, id, author, body, kind, created_at FROM task_comments WHERE task_id IN {inl} "
+        "ORDER BY id", p)
+    sent_events = tx.later(  # the last ``events`` of each task
+        "SELECT task_id AS of_task, id, task_id, run_id, kind, payload, actor, created_at FROM ("
+        "SELECT e.*, ROW_NUMBER() OVER (PARTITION BY e.task_id ORDER BY e.id DESC) AS rn FROM task_events e "
+        f"WHERE e.task_id IN {inl}) x WHERE rn <= :n ORDER BY id", {**p, "n": events}) if events > 0 else None
+    sent_runs = tx.later(f"SELECT task_id AS of_task, * FROM task_runs WHERE task_id IN {inl} ORDER BY id", p)
+    sent_attachments = tx.later(
+        f"SELECT task_id AS of_task, id, name, path, size, sha256, created_at FROM attachments WHERE task_id IN {inl} "
+        "ORDER BY id", p)
+    sent_reviews = tx.later(f"SELECT task_id AS of_task, * FROM reviews WHERE task_id IN {inl} ORDER BY id", p)
+    found = {r["id"]: task_out(r) for r in sent_tasks() if r["board"] == board}
+    parents = _grouped(sent_parents())
+    children = _grouped(sent_children())
+    comments = _grouped(sent_comments())
+    evs: dict[Any, list[Row]] = _grouped(sent_events()) if sent_events is not None else {}
+    task_runs = _grouped(sent_runs())
+    attachments = _grouped(sent_attachments())
+    reviews = _grouped(sent_reviews())
     out: dict[str, Row | AgentboardError] = {}
     for task_id in ids:
         if task_id not in found:
@@ -307,44 +338,25 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
     ids = [i for i in ids if i in found]
     if not ids:
         return out
-    p = {}
-    inl = in_list("i", ids, p)
-    parents = _grouped(tx.all(
-        "SELECT l.child_id AS of_task, t.id, t.title, t.status, t.assignee, t.result FROM task_links l "
-        f"JOIN tasks t ON t.id = l.parent_id WHERE l.child_id IN {inl} ORDER BY l.created_at, t.id", p))
-    done = [q["id"] for rows in parents.values() for q in rows if q["status"] == states.DONE]
-    handoffs: dict[str, Row] = {}
+    done = list(dict.fromkeys(q["id"] for i in ids for q in parents.get(i, []) if q["status"] == states.DONE))
+    sent_handoffs = None
     if done:  # each done parent's latest completed run
         hp: dict[str, Any] = {}
-        handoffs = {r["task_id"]: run_out(r) for r in tx.all(
+        sent_handoffs = tx.later(
             "SELECT * FROM task_runs WHERE id IN (SELECT MAX(id) FROM task_runs WHERE task_id IN "
-            f"{in_list('p', dict.fromkeys(done), hp)} AND status = 'closed' "
-            "AND outcome IN ('completed', 'review_requested') GROUP BY task_id)", hp)}
-    children = _grouped(tx.all(
-        "SELECT l.parent_id AS of_task, t.id, t.title, t.status, t.assignee FROM task_links l "
-        f"JOIN tasks t ON t.id = l.child_id WHERE l.parent_id IN {inl} ORDER BY l.created_at, t.id", p))
-    comments = _grouped(tx.all(
-        f"SELECT task_id AS of_task, id, author, body, kind, created_at FROM task_comments WHERE task_id IN {inl} "
-        "ORDER BY id", p))
-    evs: dict[Any, list[Row]] = {}
-    if events > 0:  # the last ``events`` of each task
-        evs = _grouped(tx.all(
-            "SELECT task_id AS of_task, id, task_id, run_id, kind, payload, actor, created_at FROM ("
-            "SELECT e.*, ROW_NUMBER() OVER (PARTITION BY e.task_id ORDER BY e.id DESC) AS rn FROM task_events e "
-            f"WHERE e.task_id IN {inl}) x WHERE rn <= :n ORDER BY id", {**p, "n": events}))
-    task_runs = _grouped(tx.all(f"SELECT task_id AS of_task, * FROM task_runs WHERE task_id IN {inl} ORDER BY id", p))
-    attachments = _grouped(tx.all(
-        f"SELECT task_id AS of_task, id, name, path, size, sha256, created_at FROM attachments WHERE task_id IN {inl} "
-        "ORDER BY id", p))
-    reviews = _grouped(tx.all(f"SELECT task_id AS of_task, * FROM reviews WHERE task_id IN {inl} ORDER BY id", p))
+            f"{in_list('p', done, hp)} AND status = 'closed' "
+            "AND outcome IN ('completed', 'review_requested') GROUP BY task_id)", hp)
     goal_ids = list(dict.fromkeys(found[i]["goal_id"] for i in ids if found[i].get("goal_id")))
     goals: dict[str, Row] = {}
+    sent_goals = None
     if goal_ids:
         gp: dict[str, Any] = {"b": board}
-        for g in tx.all(f"SELECT id, title, status, body, acceptance FROM goals WHERE id IN "
-                        f"{in_list('g', goal_ids, gp)} AND board = :b", gp):
-            g["acceptance"] = _decoded(g["acceptance"])
-            goals[g["id"]] = g
+        sent_goals = tx.later(f"SELECT id, title, status, body, acceptance FROM goals WHERE id IN "
+                              f"{in_list('g', goal_ids, gp)} AND board = :b", gp)
+    handoffs = {r["task_id"]: run_out(r) for r in sent_handoffs()} if sent_handoffs is not None else {}
+    for g in sent_goals() if sent_goals is not None else []:
+        g["acceptance"] = _decoded(g["acceptance"])
+        goals[g["id"]] = g
     races = race_cards(tx, [i for i in ids if found[i].get("race_until")])
     for task_id in ids:
         task = found[task_id]
@@ -374,7 +386,7 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
     decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
     unless the goal is on the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
     """
-    return db.read(task_detail_in, board, task_id, events=events)
+    return db.read_pipelined(task_detail_in, board, task_id, events=events)
 
 
 def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:

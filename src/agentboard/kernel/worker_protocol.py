@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,47 +41,55 @@ class PrepareInputs:
     """Whether the board has a published wiki page (False when the wiki context is off)."""
 
 
-def _history_events_in(tx: Tx, board: str, task_ids: Sequence[str]) -> dict[str, list[Row]]:
-    """The history events of each of ``task_ids`` (see :class:`PrepareInputs`), in one statement."""
+def _history_events_in(tx: Tx, board: str, task_ids: Sequence[str]) -> Callable[[], dict[str, list[Row]]]:
+    """The history events of each of ``task_ids`` (see :class:`PrepareInputs`), in one statement
+    sent now (:meth:`Tx.later`) and read when the answer is called."""
     params: dict[str, Any] = {"b": board}
-    rows = tx.all(
+    sent = tx.later(
         "SELECT task_id, id, run_id, kind, payload, actor, created_at FROM task_events "
         f"WHERE task_id IN {in_list('t', task_ids, params)} AND board = :b "
         f"AND kind IN {in_list('k', HISTORY_KINDS, params)} ORDER BY id",
         params,
     )
-    out: dict[str, list[Row]] = {}
-    for r in rows:
-        try:
-            r["payload"] = json.loads(r["payload"] or "{}")
-        except ValueError:
-            r["payload"] = {}
-        out.setdefault(r.pop("task_id"), []).append(r)
-    return out
+
+    def read() -> dict[str, list[Row]]:
+        out: dict[str, list[Row]] = {}
+        for r in sent():
+            try:
+                r["payload"] = json.loads(r["payload"] or "{}")
+            except ValueError:
+                r["payload"] = {}
+            out.setdefault(r.pop("task_id"), []).append(r)
+        return out
+    return read
 
 
-def _any_published_in(tx: Tx, board: str) -> bool:
-    return tx.one("SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1",
-                  {"b": board}) is not None
+def _any_published_in(tx: Tx, board: str) -> Callable[[], bool]:
+    """Whether ``board`` has a published wiki page: sent now, read when the answer is called."""
+    sent = tx.later("SELECT 1 AS x FROM wiki_pages WHERE board = :b AND status = 'published' LIMIT 1", {"b": board})
+    return lambda: bool(sent())
 
 
 def prepare_inputs_many(db: Database, board: str, task_ids: Sequence[str], *,
                         wiki_on: bool) -> dict[str, PrepareInputs | AgentboardError]:
     """:class:`PrepareInputs` of several tasks of one board, in one transaction; a task whose
     read failed maps to the error (NotFound: it is gone or on another board)."""
-    return db.read(prepare_inputs_many_in, board, task_ids, wiki_on=wiki_on)
+    return db.read_pipelined(prepare_inputs_many_in, board, task_ids, wiki_on=wiki_on)
 
 
 def prepare_inputs_many_in(tx: Tx, board: str, task_ids: Sequence[str], *,
                            wiki_on: bool) -> dict[str, PrepareInputs | AgentboardError]:
     """:func:`prepare_inputs_many` inside the caller's transaction (a dispatcher's claim)."""
-    published = wiki_on and _any_published_in(tx, board)
+    # sent with the details' first statements: one round trip on a PostgreSQL pipeline
+    published = _any_published_in(tx, board) if wiki_on else (lambda: False)
+    read_history = _history_events_in(tx, board, list(dict.fromkeys(task_ids)))
     details = task_details_in(tx, board, task_ids, events=0)
-    history = _history_events_in(tx, board, [i for i, d in details.items() if not isinstance(d, AgentboardError)])
+    history = read_history()
+    published_now = published()
     out: dict[str, PrepareInputs | AgentboardError] = {}
     for task_id, detail in details.items():
         out[task_id] = (detail if isinstance(detail, AgentboardError)
-                        else PrepareInputs(detail, history.get(task_id, []), published))
+                        else PrepareInputs(detail, history.get(task_id, []), published_now))
     return out
 
 

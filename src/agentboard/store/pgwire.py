@@ -194,12 +194,14 @@ class Wire:
         return -1 if self.last is None else self.rowcount(self.last)
 
     def sync(self) -> None:
-        """End the pipeline's batch: every statement's result is read (raises the first error)."""
-        self.pg.pipeline_sync()
-        self._unsynced = False
-        marker = Sent(sync=True)
-        self.queue.append(marker)
-        self._read_through(marker)
+        """End the pipeline's batch: every statement's result is read (raises the first error).
+        Nothing sent since the last sync (every answer read already): no sync of its own."""
+        if self._unsynced:
+            self.pg.pipeline_sync()
+            self._unsynced = False
+            self.queue.append(Sent(sync=True))
+        if self.queue:
+            self._read_through(self.queue[-1])
         if self.error is not None:
             error, self.error = self.error, None
             raise error
@@ -234,10 +236,13 @@ class Wire:
         if not sent.done:
             # a sync, not a flush request: the server then reports "idle in transaction" while
             # the verb works on the answer, so the session's idle timeout still applies to a
-            # client that stops dead in the middle of a transaction (BEGIN keeps it open)
-            self.pg.pipeline_sync()
-            self._unsynced = False
-            self.queue.append(Sent(sync=True))
+            # client that stops dead in the middle of a transaction (BEGIN keeps it open). None
+            # when nothing was sent since the last: the answers of statements sent together
+            # arrive with the first one read, and a sync each would cost a turn each
+            if self._unsynced:
+                self.pg.pipeline_sync()
+                self._unsynced = False
+                self.queue.append(Sent(sync=True))
             self._read_through(sent)
         if sent.error is not None:
             raise sent.error
