@@ -196,12 +196,7 @@ class Wire:
     def sync(self) -> None:
         """End the pipeline's batch: every statement's result is read (raises the first error).
         Nothing sent since the last sync (every answer read already): no sync of its own."""
-        if self._unsynced:
-            self.pg.pipeline_sync()
-            self._unsynced = False
-            self.queue.append(Sent(sync=True))
-        if self.queue:
-            self._read_through(self.queue[-1])
+        self._sync_and_read()
         if self.error is not None:
             error, self.error = self.error, None
             raise error
@@ -222,12 +217,16 @@ class Wire:
         self.pg.exit_pipeline_mode()
 
     def _sync_and_read(self) -> None:
+        self._sync_sent()
+        if self.queue:
+            self._read_through(self.queue[-1])
+
+    def _sync_sent(self) -> None:
+        """A sync after the statements sent since the last one, if any."""
         if self._unsynced:
             self.pg.pipeline_sync()
             self._unsynced = False
             self.queue.append(Sent(sync=True))
-        if self.queue:
-            self._read_through(self.queue[-1])
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -239,10 +238,7 @@ class Wire:
             # client that stops dead in the middle of a transaction (BEGIN keeps it open). None
             # when nothing was sent since the last: the answers of statements sent together
             # arrive with the first one read, and a sync each would cost a turn each
-            if self._unsynced:
-                self.pg.pipeline_sync()
-                self._unsynced = False
-                self.queue.append(Sent(sync=True))
+            self._sync_sent()
             self._read_through(sent)
         if sent.error is not None:
             raise sent.error
