@@ -291,12 +291,8 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
                     events: int = 50) -> dict[str, Row | AgentboardError]:
     """:func:`task_detail` of several tasks of ``board`` with one statement per kind of row for
     all of them (the dispatcher prepares a batch of workers); a task not on the board maps to
-    its ``NotFound``.
-
-    The statements that need only the ids are sent together (:meth:`Tx.later`): on a PostgreSQL
-    pipeline (a dispatcher's claim, :meth:`Database.read_pipelined`) they take one round trip,
-    not one each, and the rows of an id not on the board are left out here. The done parents'
-    handoffs and the goals, which need the first answers, follow in a second."""
+    its ``NotFound``. What needs only the ids is sent together (:meth:`Tx.later`: one round
+    trip on a pipeline), the handoffs and goals after it; rows of ids not on the board are dropped."""
     ids = list(dict.fromkeys(task_ids))
     p: dict[str, Any] = {}
     inl = in_list("i", ids, p)
@@ -321,13 +317,9 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
         "ORDER BY id", p)
     sent_reviews = tx.later(f"SELECT task_id AS of_task, * FROM reviews WHERE task_id IN {inl} ORDER BY id", p)
     found = {r["id"]: task_out(r) for r in sent_tasks() if r["board"] == board}
-    parents = _grouped(sent_parents())
-    children = _grouped(sent_children())
-    comments = _grouped(sent_comments())
+    parents, children, comments, task_runs, attachments, reviews = (_grouped(sent()) for sent in (
+        sent_parents, sent_children, sent_comments, sent_runs, sent_attachments, sent_reviews))
     evs: dict[Any, list[Row]] = _grouped(sent_events()) if sent_events is not None else {}
-    task_runs = _grouped(sent_runs())
-    attachments = _grouped(sent_attachments())
-    reviews = _grouped(sent_reviews())
     out: dict[str, Row | AgentboardError] = {}
     for task_id in ids:
         if task_id not in found:
@@ -347,16 +339,13 @@ def task_details_in(tx: Tx, board: str, task_ids: Sequence[str], *,
             f"{in_list('p', done, hp)} AND status = 'closed' "
             "AND outcome IN ('completed', 'review_requested') GROUP BY task_id)", hp)
     goal_ids = list(dict.fromkeys(found[i]["goal_id"] for i in ids if found[i].get("goal_id")))
-    goals: dict[str, Row] = {}
     sent_goals = None
     if goal_ids:
         gp: dict[str, Any] = {"b": board}
         sent_goals = tx.later(f"SELECT id, title, status, body, acceptance FROM goals WHERE id IN "
                               f"{in_list('g', goal_ids, gp)} AND board = :b", gp)
     handoffs = {r["task_id"]: run_out(r) for r in sent_handoffs()} if sent_handoffs is not None else {}
-    for g in sent_goals() if sent_goals is not None else []:
-        g["acceptance"] = _decoded(g["acceptance"])
-        goals[g["id"]] = g
+    goals = {g["id"]: {**g, "acceptance": _decoded(g["acceptance"])} for g in (sent_goals() if sent_goals else [])}
     races = race_cards(tx, [i for i in ids if found[i].get("race_until")])
     for task_id in ids:
         task = found[task_id]
