@@ -41,9 +41,11 @@ from _shared import DEFAULT_PG, drop_pg, fresh_pg, load_average  # noqa: E402
 CASES = ("stale", "refreshed")
 
 
-def _server_cpu_s() -> float:
-    """The CPU time of every PostgreSQL process on this machine (the server is local)."""
-    total = 0
+def _server_cpu() -> dict[tuple[int, int], int]:
+    """The CPU time (clock ticks) of every PostgreSQL process on this machine (the server is
+    local), by process id and start time: a process that ends or starts meanwhile (another
+    client's backend) must not move the difference of the others."""
+    ticks: dict[tuple[int, int], int] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -54,8 +56,14 @@ def _server_cpu_s() -> float:
             continue
         if "(postgres)" in stat:
             fields = stat.rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            ticks[(int(pid), int(fields[19]))] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def _server_cpu_s(since: dict[tuple[int, int], int]) -> float:
+    """Seconds of PostgreSQL's CPU since the snapshot ``since``: what the processes alive now
+    spent after it (one started since counts whole)."""
+    return sum(t - since.get(key, 0) for key, t in _server_cpu().items()) / os.sysconf("SC_CLK_TCK")
 
 
 def _client_cpu_s() -> float:
@@ -97,7 +105,7 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
                 analyzed = maintenance.refresh_statistics(db)
                 if not analyzed:
                     time.sleep(0.2)
-        server0, client0, wall0 = _server_cpu_s(), _client_cpu_s(), time.perf_counter()
+        server0, client0, wall0 = _server_cpu(), _client_cpu_s(), time.perf_counter()
         left, pid = list(children), 100_000
         while left:
             got = dispatching.claim_to_start(db, "default", left[:4 * group], host="bench", limit=group, tokens=True)
@@ -110,7 +118,7 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
             taken = {c["id"] for c in got.claimed}
             left = [t for t in left if t not in taken]
         wall = time.perf_counter() - wall0
-        out = {"server_ms": (_server_cpu_s() - server0) * 1000 / n, "client_ms": (_client_cpu_s() - client0) * 1000 / n,
+        out = {"server_ms": _server_cpu_s(server0) * 1000 / n, "client_ms": (_client_cpu_s() - client0) * 1000 / n,
                "wall_ms": wall * 1000 / n, "analyzed": analyzed}
         client.close()
         return out

@@ -308,6 +308,34 @@ def test_drawer_edits_the_title_and_adds_a_comment(page: Any, kernel: Any) -> No
     expect(drawer).to_be_hidden()
 
 
+def test_a_value_being_typed_in_the_drawer_survives_a_live_refresh_and_is_saved(page: Any, kernel: Any) -> None:
+    t = kernel.board().create(uniq("Typed into"), assignee="coder")
+    page.reload()
+    card(page, t["title"]).click()
+    drawer = page.locator("#drawer")
+    expect(drawer.locator(".drawer-title")).to_have_text(t["title"], timeout=T)
+
+    drawer.locator(".meta-priority").fill("4")  # typed, not yet committed
+    note = uniq("Someone else's comment")
+    kernel.board().comment(t["id"], note)  # a live change re-renders the drawer meanwhile
+    expect(drawer.locator(".comment-body", has_text=note)).to_be_visible(timeout=T)
+    expect(drawer.locator(".meta-priority")).to_have_value("4")
+    expect(drawer.locator(".meta-priority")).to_be_focused()
+
+    drawer.locator(".meta-priority").press("Enter")
+    expect(card(page, t["title"]).locator(".pill-prio")).to_have_text("P4", timeout=T)
+    assert kernel.board().show(t["id"])["priority"] == 4
+
+    # leaving the field saves it too, once
+    drawer.locator(".meta-model").fill("some-model")
+    drawer.locator(".drawer-title").click()
+    expect(drawer.locator(".meta-model")).to_have_value("some-model")
+    page.wait_for_function(f"fetch('/api/tasks/{t['id']}').then(r => r.json()).then(d => (d.task || d).model === 'some-model')",
+                           timeout=T)
+    edits = [e for e in kernel.board().show(t["id"])["events"] if e["kind"] == "edited"]
+    assert sum("model" in e["payload"].get("fields", []) for e in edits) == 1
+
+
 def test_a_dependency_cycle_is_refused_with_the_servers_message(page: Any, kernel: Any) -> None:
     from agentboard.domain.errors import Conflict
 

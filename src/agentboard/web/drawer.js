@@ -94,6 +94,7 @@ function render() {
   const draftFocused = draft && document.activeElement === draft;
   const titleEditor = editing.title ? root.querySelector(".title-input") : null;
   const bodyEditor = editing.body ? root.querySelector(".body-editor") : null;
+  const field = typedField();
   const scroll = root.scrollTop;
   clear(root);
   const parts = [
@@ -126,6 +127,43 @@ function render() {
   root.append(...parts.filter(Boolean));
   root.scrollTop = scroll;
   if (draftFocused) root.querySelector(".comment-input").focus();
+  if (field) restoreField(field);
+}
+
+/** The meta field the user is typing in (its class, value and caret), so that a live refresh
+ * arriving meanwhile does not throw the typed value away or take the focus from it. */
+const KEPT_FIELDS = [".meta-priority", ".meta-model"];
+function typedField() {
+  const el = document.activeElement;
+  const sel = el && root.contains(el) ? KEPT_FIELDS.find((s) => el.matches(s)) : null;
+  if (!sel) return null;
+  let caret = null;
+  try { caret = [el.selectionStart, el.selectionEnd]; } catch { /* a number input has no caret */ }
+  return { sel, value: el.value, caret };
+}
+
+function restoreField({ sel, value, caret }) {
+  const el = root.querySelector(sel);
+  if (!el) return;
+  el.value = value;
+  el.focus();
+  if (caret && caret[0] !== null) {
+    try { el.setSelectionRange(caret[0], caret[1]); } catch { /* not a text field */ }
+  }
+}
+
+/** Save a meta field when it changes or loses the focus (a value carried over a refresh is set
+ * by the script, which fires no change): each value once, compared with the task's own. */
+function onCommit(el, save) {
+  let sent = null;
+  const commit = async () => {
+    if (el.value === sent) return;
+    sent = el.value;
+    if (!(await save())) sent = null;
+  };
+  el.addEventListener("change", commit);
+  el.addEventListener("blur", commit);
+  el.addEventListener("keydown", (ev) => { if (ev.key === "Enter") el.blur(); });
 }
 
 /** A triage task whose specify / decompose failed: when auto mode tries again. */
@@ -209,20 +247,23 @@ function metaRow() {
     if (await patch({ assignee: assignee.value || null })) refreshDrawer();
   });
   const priority = h("input.meta-priority", { type: "number", step: "1", value: String(task.priority ?? 0), "aria-label": "priority" });
-  const savePriority = async () => {
+  onCommit(priority, async () => {
     const v = Number(priority.value);
-    if (Number.isFinite(v) && v !== task.priority && (await patch({ priority: v }))) refreshDrawer();
-  };
-  priority.addEventListener("change", savePriority);
-  priority.addEventListener("keydown", (ev) => { if (ev.key === "Enter") priority.blur(); });
+    if (!Number.isFinite(v) || v === task.priority) return true;
+    const ok = await patch({ priority: v });
+    if (ok) refreshDrawer();
+    return ok;
+  });
   // the task's own model, handed to whichever agent CLI runs it; empty: the profile's
   const model = h("input.meta-model", { type: "text", value: task.model || "", maxlength: "200", placeholder: "the profile's model",
     "aria-label": "model", title: "the model the agent CLI runs this task with (e.g. claude-sonnet-4-5, openai/gpt-5); empty: the profile's" });
-  model.addEventListener("change", async () => {
+  onCommit(model, async () => {
     const v = model.value.trim();
-    if (v !== (task.model || "") && (await patch({ model: v }))) refreshDrawer();
+    if (v === (task.model || "")) return true;
+    const ok = await patch({ model: v });
+    if (ok) refreshDrawer();
+    return ok;
   });
-  model.addEventListener("keydown", (ev) => { if (ev.key === "Enter") model.blur(); });
   return h("div.meta-grid",
     h("label", "Assignee"), assignee,
     h("label", "Priority"), priority,
