@@ -127,16 +127,19 @@ def _scenario(ab: Any) -> dict[str, Any]:
     t["spent"] = s.create("spent", assignee="w")["id"]
     titles = {v: k for k, v in t.items()}
     answers = {}
+    types = {}
 
     def finish(board: Any, name: str, **kw: Any) -> None:
         run = board.claim(t[name])["run_id"]
-        answers[name] = _answer(board.complete(t[name], run_id=run, summary=f"{name} done", result=f"{name}: ok",
-                                               metadata={"files": [name]}, **kw), titles)
+        out = board.complete(t[name], run_id=run, summary=f"{name} done", result=f"{name}: ok",
+                             metadata={"files": [name]}, **kw)
+        answers[name] = _answer(out, titles)
+        types[name] = {k: type(v).__name__ for k, v in out.items()}
 
     for name in ("plain", "review", "root", "left", "right", "join", "g1", "g2", "orphan_parent", "checked"):
         finish(b, name, usage={"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.01})
     finish(s, "spent", usage={"cost_usd": 1.5})
-    return {"answers": answers, "written": _dump(ab), "goal": b.goals()[0]["status"],
+    return {"answers": answers, "types": types, "written": _dump(ab), "goal": b.goals()[0]["status"],
             "spent": s.budgets()[0]["spent"]}
 
 
@@ -147,6 +150,8 @@ def test_the_function_and_the_general_path_write_the_same_rows(two_boards: tuple
     _general_path(monkeypatch)
     general = _scenario(general_ab)
     assert fast["answers"] == general["answers"]
+    # the function's answer (one JSON object) decodes every column to what the general path's does
+    assert fast["types"] == general["types"]
     assert fast["written"]["tasks"] == general["written"]["tasks"]
     assert fast["written"]["runs"] == general["written"]["runs"]
     diff = [(f, g) for f, g in zip(fast["written"]["events"], general["written"]["events"], strict=False) if f != g]
@@ -333,3 +338,16 @@ def test_the_one_statement_verbs_are_traced_under_their_kernel_names(pg_url: str
         ab.close()
     names = [s.name for s in exporter.get_finished_spans()]
     assert {"kernel.tasks.create", "kernel.runs.claim_next", "kernel.runs.complete"} <= set(names), names
+
+
+def test_the_times_the_function_answers_as_json_are_the_tasks_double_precision_columns() -> None:
+    import sqlalchemy as sa
+
+    from agentboard.store import schema
+
+    doubles = {c.name for c in schema.tasks.c if isinstance(c.type, sa.Double)}
+    assert completion.TASK_FLOATS == doubles
+    # a whole number of seconds comes back a float, as the column's own decoding gives it
+    task = completion._task_of_json('{"id": "t_1", "created_at": 1700000000, "priority": 3, "completed_at": null}')
+    assert task == {"id": "t_1", "created_at": 1700000000.0, "priority": 3, "completed_at": None}
+    assert type(task["created_at"]) is float and type(task["priority"]) is int

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ...domain import model, states
 from ...domain.errors import Conflict, InvalidInput
 from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
@@ -388,12 +390,14 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 #: (``agentboard_complete_running_row``, migrations 0030, 0032) run as a transaction of its own:
 #: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
 #: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
-#: the task's columns and the promoted children (every column NULL: nothing written, the swap does
+#: the task's row as one JSON object and the promoted children (the task NULL: nothing written, the swap does
 #: not apply) or raises one of :data:`_DECLINED` (everything rolled back) where the general path
 #: has more to do: a waiting child has no assignee, the task is its goal's last open task, a
-#: budget may count the run (this one with the detail :data:`_BUDGETED`, 0032).
+#: budget may count the run (this one with the detail :data:`_BUDGETED`, 0032). One JSON column,
+#: not the row's 49: the server starts one expression instead of one per column, and the client
+#: parses one text (:func:`_task_of_json`).
 _COMPLETE_FUNCTION_PG = (
-    "SELECT (f.task).*, f.promoted AS promoted__ FROM agentboard_complete_running_row(:id, :board, "
+    "SELECT row_to_json(f.task)::text AS task__, f.promoted AS promoted__ FROM agentboard_complete_running_row(:id, :board, "
     "CAST(:run AS bigint), :now, CAST(:force AS integer), :res, CAST(:noverify AS integer), "
     "CAST(:integrated AS integer), CAST(:await_spawn AS integer), :s, :m, CAST(:in_t AS bigint), "
     "CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), :actor, :payload, :by) f"
@@ -441,15 +445,32 @@ def _complete_function_pg(
         "ec": exit_code, "actor": actor, "payload": dump_json(_completed_payload(report, synthetic=False)),
         "by": dump_json({"by": task_id}), **up}, verb=complete_in, declined=_DECLINED,
         on_declined=_remember_budgeted(db, board))
-    task = rows[0] if rows else None
-    if task is None or task["id"] is None:
+    answer = rows[0] if rows else None
+    if answer is None or answer["task__"] is None:
         return None
-    promoted = task.pop("promoted__")
+    task = _task_of_json(answer["task__"])
+    promoted = answer["promoted__"]
     db.signal({board})
     if task["status"] == states.DONE:
         task["promoted"] = list(promoted)
     task["run_id"] = run_id
     return task_out(task)
+
+
+#: the task's columns of type ``double precision`` (``store.schema``: the times): ``row_to_json``
+#: writes a whole one without a fraction, which JSON reads back as an integer
+TASK_FLOATS = frozenset({"created_at", "updated_at", "started_at", "completed_at", "cooldown_until", "claim_expires",
+                         "last_heartbeat_at", "not_before"})
+
+
+def _task_of_json(text: str) -> Row:
+    """A task's row from its ``row_to_json``: the values the row's columns decode to."""
+    task: Row = orjson.loads(text)
+    for key in TASK_FLOATS:
+        value = task.get(key)
+        if type(value) is int:
+            task[key] = float(value)
+    return task
 
 
 def complete(
