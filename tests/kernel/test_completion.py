@@ -115,3 +115,18 @@ def test_a_completion_over_a_budget_is_recorded_and_the_budget_says_spent(board:
     shown = budgets.show(board.db, scope="board", ref=B)[0]
     assert shown["exhausted"] and shown["spent"]["cost"] == 0.5
     assert [e["kind"] for e in board.events(kinds=["budget_exhausted"])] == ["budget_exhausted"]
+
+
+def test_a_completions_event_says_what_was_reported_and_nothing_for_what_was_not(board: Any) -> None:
+    plain, full, by_hand = (board.create(t, assignee="w")["id"] for t in ("plain", "full", "by hand"))
+    board.complete(plain, run_id=board.claim(plain)["run_id"])
+    board.complete(full, run_id=board.claim(full)["run_id"], summary="did it\nall of it", result="3 files")
+    board.complete(by_hand, summary="closed by a person")
+
+    def payload(task_id: str) -> dict[str, Any]:
+        (ev,) = [e for e in board.show(task_id)["events"] if e["kind"] == "completed"]
+        return dict(ev["payload"])
+
+    assert payload(plain) == {}
+    assert payload(full) == {"summary": "did it", "result": "3 files"}
+    assert payload(by_hand) == {"summary": "closed by a person", "synthetic": True}

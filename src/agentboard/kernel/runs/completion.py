@@ -241,7 +241,18 @@ def _close_completed_run(tx: Tx, rid: int, task: Row, target: str, report: Repor
 
 
 def _completed_payload(report: Report, *, synthetic: bool) -> dict[str, Any]:
-    return {"summary": first_line(report.summary), "result": report.result, "synthetic": synthetic}
+    """A ``completed`` (or ``review_requested``) event's payload: the summary's first line and
+    the result when there are any, ``synthetic`` only for a person's close of a task that was not
+    running (no agent's run). Nothing written for what is absent: every completion's event is a
+    row of the busiest table."""
+    out: dict[str, Any] = {}
+    if summary := first_line(report.summary):
+        out["summary"] = summary
+    if report.result is not None:
+        out["result"] = report.result
+    if synthetic:
+        out["synthetic"] = True
+    return out
 
 
 def _after_completed(tx: Tx, board: str, task: Row, target: str, rid: int, actor: str | None, *,
