@@ -335,6 +335,16 @@ def test_a_value_being_typed_in_the_drawer_survives_a_live_refresh_and_is_saved(
     edits = [e for e in kernel.board().show(t["id"])["events"] if e["kind"] == "edited"]
     assert sum("model" in e["payload"].get("fields", []) for e in edits) == 1
 
+    # the verify editor stays open with what was typed in it
+    drawer.locator(".verify-edit").click()
+    drawer.locator(".verify-input").fill("true\necho checked")
+    kernel.board().comment(t["id"], note2 := uniq("Another comment"))
+    expect(drawer.locator(".comment-body", has_text=note2)).to_be_visible(timeout=T)
+    expect(drawer.locator(".verify-input")).to_have_value("true\necho checked")
+    drawer.locator(".verify-save").click()
+    expect(drawer.locator(".verify-cmd")).to_have_count(2, timeout=T)
+    assert kernel.board().show(t["id"])["verify"] == ["true", "echo checked"]
+
 
 def test_a_dependency_cycle_is_refused_with_the_servers_message(page: Any, kernel: Any) -> None:
     from agentboard.domain.errors import Conflict
@@ -625,7 +635,15 @@ def test_a_click_on_a_goals_blocked_task_survives_a_live_refresh_between_press_a
     page.get_by_role("button", name="Goals", exact=True).click()
     button = page.locator(f".goal[data-id='{goal['id']}']").get_by_role("button", name=stuck["title"])
     expect(button).to_be_visible(timeout=T)
-    box = button.bounding_box()
+    # the view may re-render once more as it settles (the block's event): its box once it stays
+    expect(page.locator(f".goal[data-id='{goal['id']}'] .goal-blocked")).to_contain_text("waiting on a vendor", timeout=T)
+    box = None
+    for _ in range(50):
+        box = button.bounding_box()
+        if box is not None:
+            break
+        page.wait_for_timeout(100)
+    assert box is not None, "the goal's blocked task never stayed on screen"
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.down()
     # an event on the board while the button is held: the view's live refresh comes meanwhile

@@ -14,9 +14,10 @@ import { STATUS_LABEL, VERB_LABEL, allows, emit, goalTitle, llmStatus, profileNa
 
 let root = null;          // the <aside> element
 let task = null;          // the last loaded detail
-let editing = { title: false, body: false };
+let editing = { title: false, body: false, verify: false };
 let loadSeq = 0;
 let logText = "";         // the last log tail shown, kept across re-renders
+let verifyDraft = null;   // the verify editor's text while it is open, kept across re-renders
 const diffView = {};      // the diff section's page and open file, kept across re-renders
 
 const taskPath = (id, tail = "") => `/api/tasks/${encodeURIComponent(id)}${tail}`;
@@ -38,7 +39,7 @@ export function isOpen() {
 
 export async function openDrawer(id) {
   if (state.drawerId !== id) {
-    editing = { title: false, body: false };
+    editing = { title: false, body: false, verify: false };
     logText = "";
   }
   state.drawerId = id;
@@ -57,7 +58,7 @@ export async function openDrawer(id) {
 export function closeDrawer() {
   state.drawerId = null;
   task = null;
-  editing = { title: false, body: false };
+  editing = { title: false, body: false, verify: false };
   if (!root) return;
   root.hidden = true;
   clear(root);
@@ -95,6 +96,9 @@ function render() {
   const titleEditor = editing.title ? root.querySelector(".title-input") : null;
   const bodyEditor = editing.body ? root.querySelector(".body-editor") : null;
   const field = typedField();
+  const verifyBox = editing.verify ? root.querySelector(".verify-input") : null;
+  verifyDraft = verifyBox ? verifyBox.value : null;
+  const verifyFocused = verifyBox && document.activeElement === verifyBox;
   const scroll = root.scrollTop;
   clear(root);
   const parts = [
@@ -128,6 +132,7 @@ function render() {
   root.scrollTop = scroll;
   if (draftFocused) root.querySelector(".comment-input").focus();
   if (field) restoreField(field);
+  if (verifyFocused) root.querySelector(".verify-input")?.focus();
 }
 
 /** The meta field the user is typing in (its class, value and caret), so that a live refresh
@@ -283,21 +288,28 @@ function metaRow() {
 /** The task's verify commands; "edit" opens a box with one command a line (empty: none). */
 function verifyField() {
   const cmds = task.verify || [];
-  const shown = h("span.verify-view",
+  if (editing.verify) {
+    const box = h("textarea.verify-input", { rows: Math.max(2, cmds.length + 1), "aria-label": "verify commands" });
+    box.value = verifyDraft ?? cmds.join("\n");
+    const save = async () => {
+      const verify = box.value.split("\n").map((c) => c.trim()).filter(Boolean);
+      if (await patch({ verify })) {
+        editing.verify = false;
+        refreshDrawer();
+      }
+    };
+    return h("span.verify-editor", box,
+      h("button.btn.btn-sm.btn-primary.verify-save", { type: "button", onclick: save }, "Save"),
+      h("button.btn.btn-sm", { type: "button", onclick: () => { editing.verify = false; render(); } }, "Cancel"));
+  }
+  return h("span.verify-view",
     cmds.length ? cmds.map((c) => h("code.verify-cmd", c)) : h("span.muted", "none"),
     h("button.link-btn.verify-edit", { type: "button", onclick: () => {
-      const box = h("textarea.verify-input", { rows: Math.max(2, cmds.length + 1), "aria-label": "verify commands" });
-      box.value = cmds.join("\n");
-      const save = async () => {
-        const verify = box.value.split("\n").map((c) => c.trim()).filter(Boolean);
-        if (await patch({ verify })) refreshDrawer();
-      };
-      shown.replaceWith(h("span.verify-editor", box,
-        h("button.btn.btn-sm.btn-primary.verify-save", { type: "button", onclick: save }, "Save"),
-        h("button.btn.btn-sm", { type: "button", onclick: () => render() }, "Cancel")));
-      box.focus();
+      editing.verify = true;
+      verifyDraft = null;
+      render();
+      focusSoon(".verify-input");
     } }, "edit"));
-  return shown;
 }
 
 // ---- status actions --------------------------------------------------------------------------
