@@ -3,6 +3,7 @@ and safe when several processes open a fresh home at once."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -341,4 +342,64 @@ def test_the_completion_answers_columns_and_the_previous_versions_function_stays
     assert [r["proname"] for r in db.read(lambda tx: tx.all(functions))] == ["agentboard_complete_running"]
     migrate.upgrade(db)
     finish("upgraded again")
+    db.close()
+
+
+@pytest.mark.postgres
+def test_postgres_reorders_the_tasks_and_runs_columns_keeping_rows_keys_triggers_and_the_completion(
+        empty_pg: str) -> None:
+    from alembic import command
+
+    from agentboard.kernel import runs
+
+    hot = importlib.import_module("agentboard.store.migrations.versions.0033_pg_hot_columns_last")
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0032")
+    done = tasks.create(db, "default", "finished", assignee="w", verify=["true"])["id"]
+    runs.complete(db, "default", done, summary="ok", verified=True,
+                  run_id=runs.claim(db, "default", done, host="h")["run_id"])
+    running = tasks.create(db, "default", "at work", assignee="w")["id"]
+    run = runs.claim(db, "default", running, host="h")["run_id"]
+    runs.record_spawn(db, "default", running, run, pid=77, host="h", log_path="/l/w.log", workspace="/w")
+    tasks.create(db, "default", "waiting", assignee="w", parents=[running])
+
+    def columns(table: str) -> list[str]:
+        return [r["attname"] for r in db.read(lambda tx: tx.all(
+            "SELECT attname FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 "
+            "AND NOT attisdropped ORDER BY attnum", {"t": table}))]
+
+    def contents() -> tuple[Any, ...]:
+        def _r(tx: Any) -> tuple[Any, ...]:
+            return (tx.all("SELECT * FROM tasks ORDER BY id"), tx.all("SELECT * FROM task_runs ORDER BY id"),
+                    # the same indexes on the same columns; a partial index's condition comes back
+                    # spelled by the server (an IN list as an array of casts), which plans the same
+                    tx.all("SELECT indexname, split_part(indexdef, ' WHERE ', 1) AS d, indexdef LIKE '% WHERE %' AS p "
+                           "FROM pg_indexes WHERE tablename IN ('tasks', 'task_runs') ORDER BY 1"),
+                    tx.all("SELECT tgname, pg_get_triggerdef(oid) AS d FROM pg_trigger WHERE NOT tgisinternal "
+                           "AND tgrelid = 'tasks'::regclass ORDER BY 1"),
+                    tx.all("SELECT relname, reloptions FROM pg_class WHERE relname IN ('tasks', 'task_runs') "
+                           "ORDER BY 1"))
+        return db.read(_r)
+
+    before = contents()
+    assert columns("tasks") == list(hot.TASKS_OLD) and columns("task_runs") == list(hot.RUNS_OLD)
+    migrate.upgrade(db)
+    assert columns("tasks") == list(hot.TASKS_NEW) and columns("task_runs") == list(hot.RUNS_NEW)
+    assert contents() == before
+    # the run ids go on from the same sequence, the completion function answers, the counts follow
+    out = runs.complete(db, "default", running, run_id=run, summary="done")
+    assert out["status"] == "done" and len(out["promoted"]) == 1
+    child = runs.claim(db, "default", out["promoted"][0], host="h")
+    assert child["run_id"] > run
+    counted = {c["status"]: c["count"] for c in queries.board_view(db, "default")["columns"] if c["count"]}
+    assert counted == {"done": 2, "running": 1}
+    after = contents()
+    cfg = migrate._config()
+    with db.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0032")
+    assert columns("tasks") == list(hot.TASKS_OLD) and columns("task_runs") == list(hot.RUNS_OLD)
+    assert contents() == after
+    runs.complete(db, "default", out["promoted"][0], run_id=child["run_id"], summary="done")
+    migrate.upgrade(db)
     db.close()

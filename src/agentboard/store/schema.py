@@ -38,6 +38,9 @@ boards = sa.Table(
     sa.Column("archived_at", Ts),
 )
 
+# PostgreSQL stores the columns of ``tasks`` and ``task_runs`` in another order (migration 0033):
+# what a claim, a heartbeat, a worker's start and a completion change, side by side, so that an
+# update staying on its page writes only that stretch of the row to the WAL. Readers name columns.
 tasks = sa.Table(
     "tasks",
     metadata,
