@@ -7,7 +7,7 @@ Create Date: 2026-12-04
 An update whose new row stays on its page writes to the WAL only the bytes of the row from the
 first that changed to the last that changed (PostgreSQL compares the old and the new row's
 common prefix and suffix). A task's claim changed its ``status`` (the sixth column) and its
-claim (the 29th to 34th), so it wrote everything between: the task's dates, workspace, skills,
+claim (the 32nd to 37th), so it wrote everything between: the task's dates, workspace, skills,
 checks and counters, about 200 bytes of the row. A closed run's row did the same from its
 ``status`` to its cost, its log and workspace paths in between.
 
