@@ -403,3 +403,32 @@ def test_postgres_reorders_the_tasks_and_runs_columns_keeping_rows_keys_triggers
     runs.complete(db, "default", out["promoted"][0], run_id=child["run_id"], summary="done")
     migrate.upgrade(db)
     db.close()
+
+
+@pytest.mark.postgres
+def test_a_process_that_prepared_its_statements_before_the_tables_were_rebuilt_keeps_working(
+        empty_pg: str) -> None:
+    from agentboard.kernel import dispatching, runs
+
+    old = Database(empty_pg)
+    migrate.upgrade(old, "0032")
+    # statements that read every column of a task (``t.*``, ``RETURNING *``), prepared on the
+    # connection of this process, as a dispatcher of the previous version has them
+    first = tasks.create(old, "default", "before", assignee="w")["id"]
+    got = runs.claim_next(old, "default", limit=1, host="h")
+    runs.complete(old, "default", first, run_id=got[0]["run_id"], summary="done")
+    dispatching.pass_snapshot(old, host="h")
+    queued = [tasks.create(old, "default", f"after {i}", assignee="w")["id"] for i in range(2)]
+
+    new = Database(empty_pg)
+    migrate.upgrade(new)
+    new.close()
+
+    got = runs.claim_next(old, "default", limit=1, host="h")
+    assert got and got[0]["id"] in queued
+    out = runs.complete(old, "default", got[0]["id"], run_id=got[0]["run_id"], summary="done")
+    assert out["status"] == "done"
+    assert [r["id"] for r in dispatching.pass_snapshot(old, host="h").running] == []
+    detail = queries.task_detail(old, "default", first)
+    assert detail["status"] == "done" and [r["outcome"] for r in detail["runs"]] == ["completed"]
+    old.close()
