@@ -7,26 +7,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 
 from agentboard.kernel import dispatching, runs, tasks
 from agentboard.store import open_database
-
-
-@pytest.fixture
-def walinspect(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True)
-    try:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-    except psycopg.Error as exc:  # pragma: no cover - a server built without the contrib modules
-        conn.close()
-        pytest.skip(f"pg_walinspect is not available: {exc}")
-    yield conn
-    conn.close()
 
 
 def _index_entries(conn: psycopg.Connection[Any], start: str, end: str) -> Counter[str]:

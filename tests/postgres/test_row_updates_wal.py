@@ -6,11 +6,9 @@ they do not change, are not written again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 
 from agentboard.kernel import runs, tasks
 from agentboard.store import open_database
@@ -19,18 +17,6 @@ from agentboard.store import open_database
 VERIFY = [f"python -m pytest tests/suite_{i}/ -q --maxfail=1 --timeout=600" for i in range(8)]
 SKILLS = [f"skill-number-{i}-with-a-long-name" for i in range(8)]
 LONG = "/srv/agentboard/workspaces/" + "a-rather-deep-folder/" * 8
-
-
-@pytest.fixture
-def wal(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    conn = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True)
-    try:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-    except psycopg.Error as exc:  # pragma: no cover - a server built without the contrib modules
-        conn.close()
-        pytest.skip(f"pg_walinspect is not available: {exc}")
-    yield conn
-    conn.close()
 
 
 def _lsn(conn: psycopg.Connection[Any]) -> str:
@@ -53,24 +39,24 @@ def _same_page_updates(conn: psycopg.Connection[Any], table: str, start: str, en
 
 
 def test_a_claim_and_a_completion_do_not_write_the_columns_they_leave_alone_again(
-        pg_url: str, wal: psycopg.Connection[Any]) -> None:
+        pg_url: str, walinspect: psycopg.Connection[Any]) -> None:
     db = open_database(pg_url)
     row_bytes = claim_logged = close_logged = done_logged = 0
     for _ in range(3):  # a checkpoint in between logs the whole page: try again
         t = tasks.create(db, "default", "a task with long checks", assignee="w", verify=VERIFY, skills=SKILLS)
-        start = _lsn(wal)
+        start = _lsn(walinspect)
         c = runs.claim(db, "default", t["id"], host="host-1")
-        middle = _lsn(wal)
+        middle = _lsn(walinspect)
         runs.record_spawn(db, "default", t["id"], c["run_id"], pid=4242, host="host-1",
                           log_path=LONG + "worker.log", workspace=LONG)
-        spawned = _lsn(wal)
+        spawned = _lsn(walinspect)
         runs.complete(db, "default", t["id"], run_id=c["run_id"], summary="done", verified=True)
-        end = _lsn(wal)
-        claimed = _same_page_updates(wal, "tasks", start, middle)
-        done = _same_page_updates(wal, "tasks", spawned, end)
-        closed = _same_page_updates(wal, "task_runs", spawned, end)
+        end = _lsn(walinspect)
+        claimed = _same_page_updates(walinspect, "tasks", start, middle)
+        done = _same_page_updates(walinspect, "tasks", spawned, end)
+        closed = _same_page_updates(walinspect, "task_runs", spawned, end)
         if claimed and done and closed:
-            row = wal.execute("SELECT pg_column_size(t.*) FROM tasks t WHERE id = %s", (t["id"],)).fetchone()
+            row = walinspect.execute("SELECT pg_column_size(t.*) FROM tasks t WHERE id = %s", (t["id"],)).fetchone()
             assert row is not None
             row_bytes, claim_logged, done_logged, close_logged = int(row[0]), claimed[0], done[0], closed[0]
             break
