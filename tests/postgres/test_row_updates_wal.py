@@ -6,6 +6,7 @@ they do not change, are not written again."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -20,8 +21,15 @@ LONG = "/srv/agentboard/workspaces/" + "a-rather-deep-folder/" * 8
 
 
 def _lsn(conn: psycopg.Connection[Any]) -> str:
+    """The WAL's end, once flushed (``pg_walinspect`` reads no further than the flushed WAL; the
+    WAL writer flushes what an asynchronous commit left within its delay)."""
     row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
+    for _ in range(100):
+        flushed = conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (row[0],)).fetchone()
+        if flushed and flushed[0]:
+            break
+        time.sleep(0.05)
     return str(row[0])
 
 
