@@ -508,7 +508,7 @@ class Spawner:
                   "host": self.ctx.host, "log_path": str(s.worker.log_path), "workspace": str(s.worker.workspace),
                   "workspace_kind": s.launch.attempt.workspace.kind if not s.launch.attempt.number else None,
                   "branch": s.launch.attempt.workspace.branch, "base_branch": s.launch.attempt.workspace.base,
-                  "extra": _event_extra(s.launch)} for s in started]
+                  "extra": _event_extra(s.launch), "started": s.worker.started} for s in started]
         stale_ids = {int(it["run_id"]) for it in kd.record_spawns(self.ctx.db, board, items)}
         spawned = [Spawned(board, s.worker.task_id, s.worker.run_id, s.worker.pid, s.launch.attempt.profile["name"],
                            str(s.worker.workspace)) for s in started if s.worker.run_id not in stale_ids]

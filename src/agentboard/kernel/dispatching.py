@@ -590,7 +590,11 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
         payload = {"pid": int(it["pid"]), "host": it.get("host"), "log": it.get("log_path"),
                    "workspace": it.get("workspace")}
         payload.update(it.get("extra") or {})
-        tx.event(board, it["task_id"], "spawned", payload, run_id=int(it["run_id"]), actor="dispatcher", at=now)
+        # the event's time is the process's start (``started``, when the caller knows it): the
+        # record follows it by the rest of its group's starts, and a later group's by the claim
+        # of the group after it
+        at = min(float(it["started"]), now) if it.get("started") else now
+        tx.event(board, it["task_id"], "spawned", payload, run_id=int(it["run_id"]), actor="dispatcher", at=at)
     tx.wakes_hosts = bool(stale)  # a worker recorded gives no other host anything to do
     return stale
 
@@ -600,7 +604,8 @@ def record_spawns(db: Database, board: str, items: list[dict[str, Any]]) -> list
 
     Each item: ``task_id``, ``run_id``, ``pid`` and optionally ``host``, ``log_path``,
     ``workspace``, ``workspace_kind``, ``branch``, ``base_branch`` (stored on the task),
-    ``extra`` (merged into the event payload). Returns the items whose run is no
+    ``extra`` (merged into the event payload), ``started`` (the process's start, epoch seconds:
+    the event's time; else the record's). Returns the items whose run is no
     longer current (reclaimed between the claim and the spawn), each with an ``error``; their
     workers must be stopped.
     """
