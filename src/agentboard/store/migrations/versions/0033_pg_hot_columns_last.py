@@ -140,9 +140,16 @@ def rebuild(table: str, order: tuple[str, ...]) -> None:
     op.execute(f"ANALYZE {table}")
 
 
+def _lock() -> None:
+    """Both tables at once, before either is copied: taken one after the other, a writer holding
+    the second while it waits for the first would deadlock with the rebuild."""
+    op.execute("LOCK TABLE tasks, task_runs IN ACCESS EXCLUSIVE MODE")
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
+    _lock()
     rebuild("tasks", TASKS_NEW)
     rebuild("task_runs", RUNS_NEW)
 
@@ -150,5 +157,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
+    _lock()
     rebuild("tasks", TASKS_OLD)
     rebuild("task_runs", RUNS_OLD)
