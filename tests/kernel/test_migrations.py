@@ -432,3 +432,57 @@ def test_a_process_that_prepared_its_statements_before_the_tables_were_rebuilt_k
     detail = queries.task_detail(old, "default", first)
     assert detail["status"] == "done" and [r["outcome"] for r in detail["runs"]] == ["completed"]
     old.close()
+
+
+@pytest.mark.postgres
+def test_the_rebuilt_tables_keep_their_privileges_and_comments(empty_pg: str) -> None:
+    import secrets
+
+    reader = "ab_reader_" + secrets.token_hex(4)
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0032")
+
+    def grants(tx: Any) -> Any:
+        return (tx.all("SELECT table_name, privilege_type FROM information_schema.role_table_grants "
+                       "WHERE grantee = :r ORDER BY 1, 2", {"r": reader}),
+                tx.all("SELECT obj_description('tasks'::regclass, 'pg_class') AS t, "
+                       "col_description('tasks'::regclass, (SELECT attnum FROM pg_attribute "
+                       "WHERE attrelid = 'tasks'::regclass AND attname = 'status')) AS c"))
+
+    def setup(tx: Any) -> None:
+        tx.execute(f"CREATE ROLE {reader}")
+        tx.execute(f"GRANT SELECT ON tasks, task_runs TO {reader}")
+        tx.execute(f"GRANT UPDATE ON tasks TO {reader}")
+        tx.execute("COMMENT ON TABLE tasks IS 'the board''s work'")
+        tx.execute("COMMENT ON COLUMN tasks.status IS 'see domain/states.py'")
+
+    db.write(setup)
+    try:
+        before = db.read(grants)
+        assert len(before[0]) == 3 and before[1] == [{"t": "the board's work", "c": "see domain/states.py"}]
+        migrate.upgrade(db)
+        assert db.read(lambda tx: tx.scalar("SELECT attname FROM pg_attribute WHERE attrelid = 'tasks'::regclass "
+                                            "AND attnum = 6")) == "priority"  # rebuilt
+        assert db.read(grants) == before
+    finally:
+        db.write(lambda tx: tx.execute(f"REVOKE ALL ON tasks, task_runs FROM {reader}"))
+        db.write(lambda tx: tx.execute(f"DROP ROLE {reader}"))
+        db.close()
+
+
+@pytest.mark.postgres
+def test_a_view_on_the_tasks_stops_the_rebuild_with_what_to_do_and_changes_nothing(empty_pg: str) -> None:
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0032")
+    tasks.create(db, "default", "kept", assignee="w")
+    db.write(lambda tx: tx.execute("CREATE VIEW open_work AS SELECT id, title FROM tasks WHERE status <> 'done'"))
+    with pytest.raises(Exception, match=r"cannot carry view open_work over: drop it, run the upgrade again"):
+        migrate.upgrade(db)
+    assert migrate.current_revision(db) == "0032"
+    assert db.read(lambda tx: tx.scalar("SELECT attname FROM pg_attribute WHERE attrelid = 'tasks'::regclass "
+                                        "AND attnum = 6")) == "status"
+    assert [r["title"] for r in db.read(lambda tx: tx.all("SELECT title FROM open_work"))] == ["kept"]
+    db.write(lambda tx: tx.execute("DROP VIEW open_work"))
+    migrate.upgrade(db)
+    assert migrate.current_revision(db) == migrate.HEAD
+    db.close()

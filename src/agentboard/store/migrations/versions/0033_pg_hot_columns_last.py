@@ -16,9 +16,11 @@ what rarely changes first; then what a claim, a heartbeat and a completion chang
 (``status``, the current run, the claim, ``updated_at``); then what only a worker's first start
 sets (its workspace and branch). A run: its fixed facts, then what its start records (pid, log,
 workspace), its heartbeat (``last_heartbeat_at``, ``claim_expires``), then what its close sets.
-What the tables hold, their keys, indexes, triggers, ``fillfactor`` and the run ids' sequence stay;
-the completion function, whose answer has the task's row type, is dropped and created again as it
-was. Readers name the columns; SQLite keeps its order (it writes whole pages either way).
+What the tables hold, their keys, indexes, triggers, ``fillfactor``, owner, privileges, comments
+and the run ids' sequence stay; the completion function, whose answer has the task's row type, is
+dropped and created again as it was. A view, row security policy, publication, extended
+statistics, rule or further constraint that someone added on either table stops the migration
+before anything is changed, with what to drop first. Readers name the columns; SQLite keeps its order (it writes whole pages either way).
 
 The rebuild copies every task and run: on a board of a million tasks it takes the time of that
 copy and its indexes, with the tables locked.
@@ -82,11 +84,52 @@ def _rows(sql: str, **params: Any) -> list[Any]:
     return list(op.get_bind().execute(sa.text(sql), params).fetchall())
 
 
+#: what may depend on a table that a rebuild cannot carry over: the objects named, by kind
+_DEPENDENTS_SQL = (
+    "SELECT 'view ' || v.oid::regclass::text FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid "
+    "JOIN pg_class v ON v.oid = r.ev_class WHERE d.classid = 'pg_rewrite'::regclass "
+    "AND d.refobjid = CAST(:t AS regclass) AND v.oid <> CAST(:t AS regclass) "
+    "UNION SELECT 'constraint ' || conname FROM pg_constraint "
+    "WHERE (conrelid = CAST(:t AS regclass) AND contype <> 'p') OR confrelid = CAST(:t AS regclass) "
+    "UNION SELECT 'policy ' || polname FROM pg_policy WHERE polrelid = CAST(:t AS regclass) "
+    "UNION SELECT 'publication ' || p.pubname FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+    "WHERE r.prrelid = CAST(:t AS regclass) "
+    "UNION SELECT 'statistics ' || stxname FROM pg_statistic_ext WHERE stxrelid = CAST(:t AS regclass) "
+    "UNION SELECT 'rule ' || rulename FROM pg_rewrite WHERE ev_class = CAST(:t AS regclass) AND rulename <> '_RETURN' "
+    "ORDER BY 1"
+)
+
+
+def _grants(table: str) -> list[str]:
+    """The ``GRANT`` statements that give ``table``'s privileges back to whom they were given
+    (its owner's own come with the ownership)."""
+    rows = _rows(
+        "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END, "
+        "a.privilege_type, a.is_grantable FROM pg_class c, aclexplode(c.relacl) a "
+        "WHERE c.oid = CAST(:t AS regclass) AND a.grantee <> c.relowner ORDER BY 1, 2", t=table)
+    return [f"GRANT {priv} ON {table} TO {who}" + (" WITH GRANT OPTION" if grantable else "")
+            for who, priv, grantable in rows]
+
+
+def _check(table: str) -> None:
+    """Stop, before anything is changed, where something on ``table`` could not be carried over."""
+    blocking = [r[0] for r in _rows(_DEPENDENTS_SQL, t=table)]
+    if blocking:
+        them = "it" if len(blocking) == 1 else "them"
+        raise RuntimeError(
+            f"migration 0033 rebuilds the table {table} with its columns in a new order and cannot carry "
+            f"{', '.join(blocking)} over: drop {them}, run the upgrade again, then create {them} anew "
+            "(nothing was changed)")
+
+
 def rebuild(table: str, order: tuple[str, ...]) -> None:
     """Rebuild ``table`` with its columns in ``order``: the same types, defaults, NOT NULLs,
-    storage options (``fillfactor``), rows, key, indexes and triggers; the functions whose
-    signature uses its row type dropped and created again; a sequence it owns kept and owned
-    again."""
+    storage options (``fillfactor``), rows, key, indexes, triggers, owner, privileges and
+    comments; the functions whose signature uses its row type dropped and created again; a
+    sequence it owns kept and owned again. A view, policy, publication, extended statistics,
+    rule or constraint other than the key on it stops the migration with what to do first,
+    before anything is changed."""
+    _check(table)
     cols = _rows(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) "
         "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
@@ -115,6 +158,17 @@ def rebuild(table: str, order: tuple[str, ...]) -> None:
                   "AND a.attnum = d.refobjsubid WHERE d.objid = CAST(:s AS regclass) AND d.deptype = 'a'",
                   s=sequences[0]) if sequences else []
 
+    owned_by = _rows("SELECT quote_ident(pg_get_userbyid(relowner)), pg_get_userbyid(relowner) = current_user "
+                     "FROM pg_class WHERE oid = CAST(:t AS regclass)", t=table)[0]
+    grants = _grants(table)
+    comments = [f"COMMENT ON TABLE {table} IS " + r[0] for r in _rows(
+        "SELECT quote_literal(obj_description(CAST(:t AS regclass), 'pg_class')) "
+        "WHERE obj_description(CAST(:t AS regclass), 'pg_class') IS NOT NULL", t=table)]
+    comments += [f'COMMENT ON COLUMN {table}."{n}" IS ' + text for n, text in _rows(
+        "SELECT attname, quote_literal(col_description(attrelid, attnum)) FROM pg_attribute "
+        "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND col_description(attrelid, attnum) IS NOT NULL",
+        t=table)]
+
     new = f"{table}_0033"
     defs = ", ".join(
         f'"{n}" {by_name[n][1]}' + (" NOT NULL" if by_name[n][2] else "")
@@ -137,12 +191,19 @@ def rebuild(table: str, order: tuple[str, ...]) -> None:
         op.execute(f"ALTER SEQUENCE {sequence} OWNED BY {table}.{owner[0][0]}")
     for _, definition in functions:
         op.execute(definition)
+    if not owned_by[1]:
+        op.execute(f"ALTER TABLE {table} OWNER TO {owned_by[0]}")
+    for statement in (*grants, *comments):
+        op.execute(statement)
     op.execute(f"ANALYZE {table}")
 
 
 def _lock() -> None:
-    """Both tables at once, before either is copied: taken one after the other, a writer holding
-    the second while it waits for the first would deadlock with the rebuild."""
+    """Both tables checked, then locked at once before either is copied: taken one after the
+    other, a writer holding the second while it waits for the first would deadlock with the
+    rebuild."""
+    _check("tasks")
+    _check("task_runs")
     op.execute("LOCK TABLE tasks, task_runs IN ACCESS EXCLUSIVE MODE")
 
 
