@@ -123,9 +123,14 @@ def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab
     claimed = [e for e in events(board, kind="claimed") if e["task_id"] in ids]
     spawned = [e for e in events(board, kind="spawned") if e["task_id"] in ids]
     assert len(claimed) == len(spawned) == n
-    # a claim, its workers started and recorded, then the next claim: three of each
-    assert len({e["created_at"] for e in claimed}) == len({e["created_at"] for e in spawned}) == 3
-    assert min(e["created_at"] for e in spawned) < max(e["created_at"] for e in claimed)
+    # a claim, its workers started and recorded, then the next claim: three of each (a group's
+    # record sets its tasks' updated_at, one time per record)
+    recorded = {t: board.show(t)["updated_at"] for t in ids}
+    assert len({e["created_at"] for e in claimed}) == len(set(recorded.values())) == 3
+    assert min(recorded.values()) < max(e["created_at"] for e in claimed)
+    # each spawned event is timed when its worker's process started, which its record follows
+    assert all(float(e["created_at"]) <= recorded[e["task_id"]] for e in spawned)
+    assert len({e["created_at"] for e in spawned}) > 3
     d.start()
     wait_for(lambda: all_in(board, ids, {"done"}), what="every task done")
 
