@@ -486,3 +486,23 @@ def test_a_view_on_the_tasks_stops_the_rebuild_with_what_to_do_and_changes_nothi
     migrate.upgrade(db)
     assert migrate.current_revision(db) == migrate.HEAD
     db.close()
+
+
+@pytest.mark.postgres
+def test_a_privilege_on_one_column_stops_the_rebuild_too(empty_pg: str) -> None:
+    import secrets
+
+    reader = "ab_col_" + secrets.token_hex(4)
+    db = Database(empty_pg)
+    migrate.upgrade(db, "0032")
+    db.write(lambda tx: tx.execute(f"CREATE ROLE {reader}"))
+    db.write(lambda tx: tx.execute(f"GRANT SELECT (id, title) ON tasks TO {reader}"))
+    try:
+        with pytest.raises(Exception, match=r"cannot carry the privileges on column id, the privileges on column "
+                                             r"title over: drop them"):
+            migrate.upgrade(db)
+        assert migrate.current_revision(db) == "0032"
+    finally:
+        db.write(lambda tx: tx.execute(f"REVOKE ALL ON tasks FROM {reader}"))
+        db.write(lambda tx: tx.execute(f"DROP ROLE {reader}"))
+        db.close()

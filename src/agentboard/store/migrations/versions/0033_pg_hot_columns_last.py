@@ -19,8 +19,9 @@ workspace), its heartbeat (``last_heartbeat_at``, ``claim_expires``), then what 
 What the tables hold, their keys, indexes, triggers, ``fillfactor``, owner, privileges, comments
 and the run ids' sequence stay; the completion function, whose answer has the task's row type, is
 dropped and created again as it was. A view, row security policy, publication, extended
-statistics, rule or further constraint that someone added on either table stops the migration
-before anything is changed, with what to drop first. Readers name the columns; SQLite keeps its order (it writes whole pages either way).
+statistics, rule, further constraint or column privilege that someone added on either table stops
+the migration before anything is changed, with what to drop first. Readers name the columns;
+SQLite keeps its order (it writes whole pages either way).
 
 The rebuild copies every task and run: on a board of a million tasks it takes the time of that
 copy and its indexes, with the tables locked.
@@ -96,6 +97,8 @@ _DEPENDENTS_SQL = (
     "WHERE r.prrelid = CAST(:t AS regclass) "
     "UNION SELECT 'statistics ' || stxname FROM pg_statistic_ext WHERE stxrelid = CAST(:t AS regclass) "
     "UNION SELECT 'rule ' || rulename FROM pg_rewrite WHERE ev_class = CAST(:t AS regclass) AND rulename <> '_RETURN' "
+    "UNION SELECT 'the privileges on column ' || attname FROM pg_attribute "
+    "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND attacl IS NOT NULL "
     "ORDER BY 1"
 )
 
@@ -126,9 +129,7 @@ def rebuild(table: str, order: tuple[str, ...]) -> None:
     """Rebuild ``table`` with its columns in ``order``: the same types, defaults, NOT NULLs,
     storage options (``fillfactor``), rows, key, indexes, triggers, owner, privileges and
     comments; the functions whose signature uses its row type dropped and created again; a
-    sequence it owns kept and owned again. A view, policy, publication, extended statistics,
-    rule or constraint other than the key on it stops the migration with what to do first,
-    before anything is changed."""
+    sequence it owns kept and owned again. What :func:`_check` finds stops the migration first."""
     _check(table)
     cols = _rows(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) "
