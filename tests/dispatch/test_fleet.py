@@ -112,10 +112,13 @@ def test_a_full_host_skips_the_passes_of_changes_it_cannot_act_on_but_not_of_its
 
 
 def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab, board, dispatcher):
+    from collections import Counter
+
     from agentboard.dispatch.spawning import CLAIM_BATCH, FIRST_CLAIM
 
     ab.add_profile("w", command=RESULT_OK)
-    n = FIRST_CLAIM + CLAIM_BATCH + 3
+    # groups of 2, 8, then twice the one before: 2, 8, 16 and the 3 left
+    n = FIRST_CLAIM + CLAIM_BATCH + 2 * CLAIM_BATCH + 3
     ids = [board.create(f"t{i}", assignee="w")["id"] for i in range(n)]
     d = dispatcher(start=False, max_parallel=n)
     report = d.run_pass()
@@ -123,14 +126,16 @@ def test_a_big_pass_records_its_first_workers_before_it_claims_the_last_tasks(ab
     claimed = [e for e in events(board, kind="claimed") if e["task_id"] in ids]
     spawned = [e for e in events(board, kind="spawned") if e["task_id"] in ids]
     assert len(claimed) == len(spawned) == n
-    # a claim, its workers started and recorded, then the next claim: three of each (a group's
+    # a claim, its workers started and recorded, then the next claim: four of each (a group's
     # record sets its tasks' updated_at, one time per record)
     recorded = {t: board.show(t)["updated_at"] for t in ids}
-    assert len({e["created_at"] for e in claimed}) == len(set(recorded.values())) == 3
+    assert len({e["created_at"] for e in claimed}) == len(set(recorded.values())) == 4
+    sizes = sorted(Counter(e["created_at"] for e in claimed).values())
+    assert sizes == sorted([FIRST_CLAIM, CLAIM_BATCH, 2 * CLAIM_BATCH, 3])
     assert min(recorded.values()) < max(e["created_at"] for e in claimed)
     # each spawned event is timed when its worker's process started, which its record follows
     assert all(float(e["created_at"]) <= recorded[e["task_id"]] for e in spawned)
-    assert len({e["created_at"] for e in spawned}) > 3
+    assert len({e["created_at"] for e in spawned}) > 4
     d.start()
     wait_for(lambda: all_in(board, ids, {"done"}), what="every task done")
 

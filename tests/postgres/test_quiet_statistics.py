@@ -49,13 +49,14 @@ def test_a_claim_reads_its_chosen_tasks_and_swaps_each_by_key_whatever_the_stati
     db = _quiet_then_queued(pg_url, tmp_path, done=20_000, ready=2_000)
     params: dict[str, Any] = {"b": "default", "lim": 8}
     ids = [f"r_{g}" for g in range(500, 532)]
-    from agentboard.store.engine import in_list
+    from agentboard.store.engine import in_list, values_list
 
     chosen = kd.claim_candidates_sql(in_list("i", ids, params), limited=True, dialect="postgresql")
-    swap_params = {"r": 1, "lock": "x", "exp": 0.0, "host": "h", "now": 0.0, "id": "r_700"}
+    swap_params: dict[str, Any] = {"lock": "x", "exp": 0.0, "host": "h", "now": 0.0}
+    swap = kd.CLAIM_SWAP_MANY_SQL.format(values=values_list("s", [(i, n) for n, i in enumerate(ids)], swap_params))
     claim_one = {"id": "r_701", "b": "default", "lock": "x", "exp": 0.0, "pid": None, "host": "h", "now": 0.0,
                  "actor": None}
-    for sql, p in ((chosen, params), (kd.CLAIM_SWAP_SQL, swap_params), (claims._CLAIM_PG, claim_one)):
+    for sql, p in ((chosen, params), (swap, swap_params), (claims._CLAIM_PG, claim_one)):
         reads = _reads_of_tasks(db, sql, p)
         assert reads and set(reads) == {"tasks_pkey"}, (sql, reads)
     db.close()

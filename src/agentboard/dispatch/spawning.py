@@ -3,7 +3,8 @@
 One path starts every worker process, a task's own worker and a repair attempt alike:
 
 1. **claim** (a task's own worker): the chosen tasks of a board in the queue's order,
-   :data:`FIRST_CLAIM` first and then :data:`CLAIM_BATCH` at a time, each group in one
+   :data:`FIRST_CLAIM` first, then :data:`CLAIM_BATCH`, then twice the group before up to
+   :data:`CLAIM_BATCH_MAX` (2, 8, 16, 32, 64, 64, ...), each group in one
    transaction (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next
    is claimed: the first workers of a big pass start (and are recorded) at once, not after all
    of them (the first group is recorded before the next claim; each later group's starts
@@ -61,10 +62,13 @@ log = logging.getLogger("agentboard.dispatch")
 
 #: threads preparing the workspaces and .board/ files of the tasks claimed in one pass
 PREPARE_THREADS = 8
-#: how many chosen tasks one claim takes (then started and recorded before the next claim)
-CLAIM_BATCH = 8
-#: the first claim of a pass is smaller: its workers start and are recorded sooner
+#: the first claim of a pass is small: its workers start and are recorded soonest
 FIRST_CLAIM = 2
+#: the second claim's size; each claim after it takes twice the one before, up to
+#: :data:`CLAIM_BATCH_MAX`: a claim, its reads and its record cost about the same for 8 tasks as
+#: for 32, so a big pass spends less of the machine per worker in fewer, larger groups
+CLAIM_BATCH = 8
+CLAIM_BATCH_MAX = 64
 #: a claim of n tasks looks at the next n * CLAIM_WINDOW candidates (others may take some)
 CLAIM_WINDOW = 4
 #: seconds between SIGTERM and SIGKILL when stopping a worker
@@ -215,7 +219,7 @@ class Spawner:
             else:  # the ones before the last claimed were taken by others (or not claimable)
                 last = max(i for i, c in enumerate(window) if c.task["id"] in got)
                 left = left[last + 1:]
-            size = CLAIM_BATCH
+            size = CLAIM_BATCH if first else min(size * 2, CLAIM_BATCH_MAX)
             if first or (pending is None and not (left and taken < want)):
                 # the pass's first group is started and recorded before the next claim: its
                 # workers are seen running at once (the next claims overlap the starts after it)

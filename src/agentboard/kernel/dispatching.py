@@ -30,7 +30,7 @@ from typing import Any
 
 from ..domain import model
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun
-from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list
+from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list, values_list
 from . import budgets
 from .common import board_settings, default_assignee, get_task, task_out
 from .races import under_way_later
@@ -425,12 +425,14 @@ def claim_candidates_sql(ids: str, *, limited: bool, dialect: str) -> str:
     return sql
 
 
-#: a claimed task's compare-and-swap, found by key (:data:`STILL_READY`)
-CLAIM_SWAP_SQL = (
-    "UPDATE tasks SET status = 'running', current_run_id = :r, claim_lock = :lock, "
+#: a claimed group's compare-and-swap, its tasks found by key (:data:`STILL_READY`); ``{values}``
+#: is its ``(task id, run id)`` list. One statement opens ``tasks`` and its indexes once, where one
+#: per task opened them for each: a fifth of the time for a group of 64 on PostgreSQL
+CLAIM_SWAP_MANY_SQL = (
+    "UPDATE tasks SET status = 'running', current_run_id = v.column2, claim_lock = :lock, "
     "claim_expires = :exp, worker_pid = NULL, worker_host = :host, last_heartbeat_at = :now, "
-    "started_at = COALESCE(started_at, :now), updated_at = :now "
-    f"WHERE id = :id AND {STILL_READY} AND current_run_id IS NULL"
+    "started_at = COALESCE(started_at, :now), updated_at = :now FROM (VALUES {values}) v "
+    f"WHERE tasks.id = v.column1 AND tasks.{STILL_READY} AND tasks.current_run_id IS NULL"
 )
 
 
@@ -460,23 +462,26 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
         lock = f"{host or ''}::{now}"
         values, vp = [], {"b": board, "exp": expires, "host": host, "now": now, "lock": lock}
         for n, row in enumerate(fast):
-            vp.update({f"i{n}": row["id"], f"j{n}": row["id"], f"p{n}": row["assignee"]})
-            values.append(f"(:i{n}, :b, :p{n}, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_runs WHERE task_id = :j{n}), "
-                          "'open', :lock, :exp, NULL, :host, :now, :now, 0)")
+            vp.update({f"i{n}": row["id"], f"p{n}": row["assignee"]})
+            values.append(f"(:i{n}, :p{n})")
+        # the runs' attempt numbers by one subquery over a list of (task, profile): planned once
+        # whatever the group's size (a subquery in each row of a VALUES list is planned once per
+        # row: 5 ms to plan a group of 64 on PostgreSQL, where this takes 0.25)
         made = tx.all(
             "INSERT INTO task_runs (task_id, board, profile, attempt, status, claim_lock, claim_expires, "
-            "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) VALUES "
-            + ", ".join(values) + " RETURNING id, task_id", vp)
+            "worker_pid, worker_host, started_at, last_heartbeat_at, synthetic) "
+            "SELECT v.column1, :b, v.column2, (SELECT COALESCE(MAX(r.attempt), 0) + 1 FROM task_runs r "
+            "WHERE r.task_id = v.column1), 'open', :lock, :exp, NULL, :host, :now, :now, 0 FROM (VALUES "
+            + ", ".join(values) + ") v RETURNING id, task_id", vp)
         run_of = {r["task_id"]: int(r["id"]) for r in made}
-        tx.executemany(
-            CLAIM_SWAP_SQL,
-            [{"r": run_of[row["id"]], "lock": lock, "exp": expires, "host": host, "now": now, "id": row["id"]}
-             for row in fast])
+        sp: dict[str, Any] = {"lock": lock, "exp": expires, "host": host, "now": now}
+        swap = values_list("s", [(row["id"], run_of[row["id"]]) for row in fast], sp)
+        tx.execute(CLAIM_SWAP_MANY_SQL.format(values=swap), sp)
         if tx.rowcount != len(fast):  # pragma: no cover - the rows are locked (write lock, FOR UPDATE)
             raise Conflict(f"{len(fast) - max(tx.rowcount, 0)} of {len(fast)} tasks were claimed by someone else")
+        tx.events(board, [(row["id"], "claimed", claimed_payload(host, row["assignee"]), run_of[row["id"]], actor, now)
+                          for row in fast])
         for row in fast:
-            tx.event(board, row["id"], "claimed", claimed_payload(host, row["assignee"]),
-                     run_id=run_of[row["id"]], actor=actor, at=now)
             out[row["id"]] = {"claimed": True, "id": row["id"], "run_id": run_of[row["id"]], "claim_lock": lock,
                               "claim_expires": expires, "assignee": row["assignee"], "status": "running"}
     for task_id in slow:
@@ -576,16 +581,23 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
     rows = [{"pid": int(it["pid"]), "host": it.get("host"), "ws": it.get("workspace"), "log": it.get("log_path"),
              "wk": it.get("workspace_kind"), "br": it.get("branch"), "bb": it.get("base_branch"),
              "now": now, "id": it["task_id"], "r": int(it["run_id"])} for it in ok]
-    tx.executemany(
-        "UPDATE tasks SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
-        "workspace_path = COALESCE(:ws, workspace_path), workspace_kind = COALESCE(:wk, workspace_kind), "
-        "branch_name = COALESCE(:br, branch_name), base_branch = COALESCE(:bb, base_branch), updated_at = :now "
-        "WHERE id = :id AND current_run_id = :r",
-        [{k: v for k, v in r.items() if k != "log"} for r in rows])
-    tx.executemany(
-        "UPDATE task_runs SET worker_pid = :pid, worker_host = COALESCE(:host, worker_host), "
-        "log_path = :log, workspace_path = :ws WHERE id = :r",
-        [{k: v for k, v in r.items() if k in ("pid", "host", "log", "ws", "r")} for r in rows])
+    # one statement for the group's tasks and one for its runs (see :data:`CLAIM_SWAP_MANY_SQL`)
+    tp: dict[str, Any] = {"now": now}
+    values = values_list("w", [(r["id"], r["r"], r["pid"], r["host"], r["ws"], r["wk"], r["br"], r["bb"])
+                               for r in rows], tp)
+    tx.execute(
+        "UPDATE tasks SET worker_pid = v.column3, worker_host = COALESCE(v.column4, worker_host), "
+        "workspace_path = COALESCE(v.column5, workspace_path), workspace_kind = COALESCE(v.column6, workspace_kind), "
+        "branch_name = COALESCE(v.column7, branch_name), base_branch = COALESCE(v.column8, base_branch), "
+        f"updated_at = :now FROM (VALUES {values}) v WHERE tasks.id = v.column1 AND tasks.current_run_id = v.column2",
+        tp)
+    rp: dict[str, Any] = {}
+    values = values_list("w", [(r["r"], r["pid"], r["host"], r["log"], r["ws"]) for r in rows], rp)
+    tx.execute(
+        "UPDATE task_runs SET worker_pid = v.column2, worker_host = COALESCE(v.column3, worker_host), "
+        f"log_path = v.column4, workspace_path = v.column5 FROM (VALUES {values}) v WHERE task_runs.id = v.column1",
+        rp)
+    spawned = []
     for it in ok:
         payload = {"pid": int(it["pid"]), "host": it.get("host"), "log": it.get("log_path"),
                    "workspace": it.get("workspace")}
@@ -594,7 +606,8 @@ def _record_spawns(tx: Tx, board: str, items: list[dict[str, Any]]) -> list[dict
         # record follows it by the rest of its group's starts, and a later group's by the claim
         # of the group after it
         at = min(float(it["started"]), now) if it.get("started") else now
-        tx.event(board, it["task_id"], "spawned", payload, run_id=int(it["run_id"]), actor="dispatcher", at=at)
+        spawned.append((it["task_id"], "spawned", payload, int(it["run_id"]), "dispatcher", at))
+    tx.events(board, spawned)
     tx.wakes_hosts = bool(stale)  # a worker recorded gives no other host anything to do
     return stale
 
@@ -827,7 +840,7 @@ def board_with_workdir(db: Database, path: str, other_than: str | None = None) -
 
 
 __all__ = [
-    "CLAIM_SWAP_SQL", "COOLDOWNS_SQL", "RUNNING_LAPSED_SQL", "RUNNING_OWN_SQL", "RUNNING_UNRECORDED_SQL",
+    "CLAIM_SWAP_MANY_SQL", "COOLDOWNS_SQL", "RUNNING_LAPSED_SQL", "RUNNING_OWN_SQL", "RUNNING_UNRECORDED_SQL",
     "TIMED_BLOCKS_SQL", "claim_candidates_sql", "ClaimedToStart", "Glance", "load_sql", "PassSnapshot", "glance", "board_with_workdir", "claim_batch", "claim_to_start", "complete_runs", "finished_worktree_tasks", "gc_statuses", "limit_in_statement",
     "extend_claims", "last_event_of", "last_runs", "pass_snapshot", "promote_pending", "ready_batch", "recent_comments",
     "record_review_spawn", "record_spawns", "review_candidates", "review_facts", "running_task_ids", "sent_to_review_by", "task",

@@ -35,7 +35,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -227,6 +227,20 @@ class Tx:
         commit is signalled like one of :meth:`event`'s."""
         self.wrote_events = True
         self.boards_touched.add(board)
+
+    def events(self, board: str, items: Sequence[tuple[str | None, str, dict[str, Any] | None, int | None,
+                                                     str | None, float]]) -> None:
+        """Append several event rows in one statement: ``(task_id, kind, payload, run_id, actor,
+        at)`` each, in their order (what :meth:`event` writes for each)."""
+        if not items:
+            return
+        self.wrote_events = True
+        self.boards_touched.add(board)
+        params: dict[str, Any] = {}
+        rows = values_list("e", [(board, task_id, run_id, kind, dump_json(payload or {}), actor, at)
+                                 for task_id, kind, payload, run_id, actor, at in items], params)
+        # a plain multi-row VALUES: each value takes its column's type (a NULL run id too)
+        self.execute(f"INSERT INTO task_events {EVENT_COLUMNS} VALUES {rows}", params)
 
     def event(
         self,
@@ -843,6 +857,22 @@ def in_list(prefix: str, values: Iterable[Any], params: dict[str, Any]) -> str:
         return "(NULL)"
     params.update(names)
     return "(" + ", ".join(":" + k for k in names) + ")"
+
+
+def values_list(prefix: str, rows: Iterable[Sequence[Any]], params: dict[str, Any]) -> str:
+    """``(:p0_0, :p0_1), (:p1_0, :p1_1), ...`` for an SQL ``VALUES`` list (read as ``column1``,
+    ``column2``, ... on both backends): binds each row's values in ``params`` under
+    ``prefix``+row+``_``+column. A set-based statement over a group's rows (``UPDATE ... FROM
+    (VALUES ...) v``) opens its table and indexes once where one statement per row opens them
+    per row."""
+    out = []
+    for n, row in enumerate(rows):
+        names = [f"{prefix}{n}_{k}" for k in range(len(row))]
+        params.update(zip(names, row, strict=True))
+        out.append("(" + ", ".join(":" + k for k in names) + ")")
+    if not out:
+        raise ValueError("values_list: no rows")
+    return ", ".join(out)
 
 
 def sqlite_file(url: str) -> str:
