@@ -84,29 +84,24 @@ class RoundTrips:
         self._file = tempfile.TemporaryFile(mode="w+")
         self.count = 0
 
-    def _checkout(self, dbapi_conn: Any, _rec: Any, _proxy: Any) -> None:
+    def _checkout(self, conn: Any) -> None:
         from psycopg.pq import Trace
 
-        dbapi_conn.pgconn.trace(self._file.fileno())
-        dbapi_conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        conn.pgconn.trace(self._file.fileno())
+        conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
 
-    def _checkin(self, dbapi_conn: Any, _rec: Any) -> None:
-        dbapi_conn.pgconn.untrace()
+    def _checkin(self, conn: Any) -> None:
+        conn.pgconn.untrace()
 
     def __enter__(self) -> RoundTrips:
-        from sqlalchemy import event
-
         self._file.seek(0)
         self._file.truncate()
-        event.listen(self.db.engine, "checkout", self._checkout)
-        event.listen(self.db.engine, "checkin", self._checkin)
+        self.db.engine  # noqa: B018 - the pool is made with the engine
+        self.db._pool.watchers.append((self._checkout, self._checkin))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        from sqlalchemy import event
-
-        event.remove(self.db.engine, "checkout", self._checkout)
-        event.remove(self.db.engine, "checkin", self._checkin)
+        self.db._pool.watchers.remove((self._checkout, self._checkin))
         self._file.flush()
         self._file.seek(0)
         self.count = 0

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker ve
     import sqlalchemy as sa  # never imports it (about 120 ms of start-up)
 
     from .pgnotify import Notifier
+    from .pgpool import PgPool
     from .pgwire import Wire
 
 T = TypeVar("T")
@@ -270,6 +271,16 @@ class Tx:
         )
 
 
+class _PgToken:
+    """What :meth:`Database._release` needs to give a PostgreSQL connection back."""
+
+    __slots__ = ("pool", "conn")
+
+    def __init__(self, pool: PgPool, conn: Any) -> None:
+        self.pool = pool
+        self.conn = conn
+
+
 class Database:
     """A board database: SQLite file or PostgreSQL server, and the settings its verbs follow.
 
@@ -295,9 +306,9 @@ class Database:
         self._notifier: Notifier | None = None
         #: PostgreSQL pool: checkouts that found every connection busy, seconds they waited,
         #: checkouts that timed out (read by the metrics)
-        self.pool_waits = 0
-        self.pool_wait_seconds = 0.0
         self.pool_timeouts = 0
+        #: PostgreSQL: the verbs' connections (:mod:`.pgpool`), made with the engine
+        self._pool: PgPool | None = None
         if self.dialect == "postgresql":
             self._engine = self._make_engine()
         _open.add(self)
@@ -316,7 +327,9 @@ class Database:
     def _make_engine(self) -> sa.Engine:
         import sqlalchemy as sa
         from sqlalchemy import event as sa_event
-        from sqlalchemy.pool import QueuePool
+        from sqlalchemy.pool import NullPool, QueuePool
+
+        from .pgpool import PgPool
 
         if self.dialect == "sqlite":
             engine = sa.create_engine(
@@ -352,14 +365,25 @@ class Database:
         connect_args: dict[str, Any] = {"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options}
         if st.pg_transaction_pooler:  # each transaction may get another server session
             connect_args = {"connect_timeout": connect_args["connect_timeout"], "prepare_threshold": None}
-        return sa.create_engine(
-            url, poolclass=QueuePool, pool_size=st.pg_pool_size, max_overflow=st.pg_max_overflow,
-            pool_timeout=st.pg_pool_timeout, pool_pre_ping=False, connect_args=connect_args,
-        )
+        # the engine serves the migrations and their lock, on connections of their own (closed
+        # after use: a session setting of theirs never reaches a verb); the verbs' transactions
+        # take theirs from :attr:`_pool`
+        engine = sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+        conninfo = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+        def _connect() -> Any:
+            import psycopg
+
+            return psycopg.connect(conninfo, **connect_args)
+
+        self._pool = PgPool(_connect, size=st.pg_pool_size, overflow=st.pg_max_overflow, timeout=st.pg_pool_timeout)
+        return engine
 
     def _forked(self) -> None:
         if self._engine is not None:
             self._engine.dispose(close=False)
+        if self._pool is not None:
+            self._pool.forget()
         if self._notifier is not None:
             self._notifier.forked()
         self._cond = threading.Condition()
@@ -380,15 +404,26 @@ class Database:
         if self._notifier is not None:
             self._notifier.close()
             self._notifier = None
+        if self._pool is not None:
+            self._pool.close()
         if self._engine is not None:
             self._engine.dispose()
 
     def pool_state(self) -> tuple[int | None, int | None]:
         """PostgreSQL: this process's pooled connections ``(in use, idle)``; SQLite: ``(None, None)``."""
-        if self.dialect != "postgresql" or self._engine is None:
+        if self.dialect != "postgresql" or self._pool is None:
             return None, None
-        pool: Any = self._engine.pool
-        return int(pool.checkedout()), int(pool.checkedin())
+        return self._pool.state()
+
+    @property
+    def pool_waits(self) -> int:
+        """PostgreSQL: checkouts that found every connection busy (read by the metrics)."""
+        return self._pool.waits if self._pool is not None else 0
+
+    @property
+    def pool_wait_seconds(self) -> float:
+        """PostgreSQL: seconds checkouts waited for a busy pool."""
+        return self._pool.wait_seconds if self._pool is not None else 0.0
 
     def pg_sql(self, sql: str) -> str:
         out = self._pg_cache.get(sql)
@@ -402,7 +437,8 @@ class Database:
     # SQLite: each thread keeps one DB-API connection for its transactions (a pool checkout
     # per transaction costs as much as two statements). A nested call on the same thread, a
     # thread after ``close()`` and a child after ``fork()`` get their own connection.
-    # PostgreSQL: the SQLAlchemy pool (a checkout is cheap next to a network round trip).
+    # PostgreSQL: this process's pool (:mod:`.pgpool`: a checkout and a checkin send nothing
+    # and cost a few microseconds; the SQLAlchemy pool's cost 30-100 of the client's CPU).
 
     def _sqlite_path(self) -> str:
         return sqlite_file(self.url)
@@ -421,17 +457,23 @@ class Database:
                 local.generation = self._generation
                 local.busy = True
                 return conn, local
-        pool: Any = self.engine.pool
+        if self.dialect == "postgresql":
+            return self._pg_acquire()
+        proxy = self.engine.raw_connection()  # SQLite, the thread's own connection busy (nested)
+        return proxy.driver_connection, proxy
+
+    def _pg_acquire(self) -> tuple[Any, Any]:
+        from .pgpool import PoolTimeout
+
+        if self._pool is None:
+            self.engine  # noqa: B018 - makes the engine and the pool
+        pool = self._pool
+        assert pool is not None
         st = self.settings
-        waited = self.dialect == "postgresql" and pool.checkedout() >= st.pg_pool_size + st.pg_max_overflow and time.monotonic()
         try:
-            proxy = self.engine.raw_connection()
-            if waited:
-                self.pool_waits += 1
-                self.pool_wait_seconds += time.monotonic() - waited
+            conn = pool.get()
         except Exception as exc:
-            name = type(exc).__name__
-            if name == "TimeoutError":  # sqlalchemy.exc.TimeoutError: the pool is exhausted
+            if isinstance(exc, PoolTimeout):
                 self.pool_timeouts += 1
                 raise Unavailable(
                     f"all {st.pg_pool_size + st.pg_max_overflow} database connections of this process "
@@ -439,9 +481,9 @@ class Database:
                     "AGENTBOARD_PG_POOL_SIZE / AGENTBOARD_PG_MAX_OVERFLOW (docs/deploy.md)"
                 ) from None
             if not any(c.__name__ == "OperationalError" for c in type(exc).__mro__):
-                raise  # (psycopg's ConnectionTimeout is one, as is SQLAlchemy's wrapper)
+                raise  # (psycopg's ConnectionTimeout is one)
             raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}") from None
-        return proxy.driver_connection, proxy
+        return conn, _PgToken(pool, conn)
 
     def _release(self, token: Any, *, broken: bool = False) -> None:
         if isinstance(token, threading.local):
@@ -455,6 +497,9 @@ class Database:
                     conn.close()
                 except Exception:
                     pass
+            return
+        if isinstance(token, _PgToken):
+            token.pool.put(token.conn, broken=broken)
             return
         if broken:
             token.invalidate()
