@@ -164,7 +164,7 @@ def test_a_lost_network_is_retried_after_a_back_off_without_counting_as_a_failur
 
 
 def slow_gemini(tmp_path: Path, tool_calls: int) -> str:
-    """A Gemini CLI stand-in that works for ~6 s, printing a tool call every 0.3 s (or nothing),
+    """A Gemini CLI stand-in that works for ~9 s, printing a tool call every 0.3 s (or nothing),
     then reports through `agentboard complete`."""
     exe = tmp_path / "gemini"
     exe.write_text(f"""#!{sys.executable}
@@ -174,7 +174,7 @@ if sys.argv[1:] == ["--version"]:
 def emit(o):
     print(json.dumps(o), flush=True)
 emit({{"type": "init", "timestamp": "t", "session_id": "s", "model": "gemini-2.5-pro"}})
-for i in range(20):
+for i in range(30):
     time.sleep(0.3)
     if {tool_calls}:
         emit({{"type": "tool_use", "timestamp": "t", "tool_name": "read_file", "tool_id": f"read_file-{{i}}",
@@ -192,7 +192,8 @@ def test_an_agents_tool_calls_are_its_heartbeat_and_a_quiet_one_goes_stale(
         ab, board, dispatcher, tmp_path, tool_calls, outcomes):
     ab.add_profile("gemini", adapter="gemini", command=slow_gemini(tmp_path, tool_calls))
     t = board.create("read for a while", assignee="gemini")
-    dispatcher(stale_timeout=2, stale_heartbeat=2)
+    # 4 s without a sign of life: past the quiet one's start on a loaded machine, well before its end
+    dispatcher(stale_timeout=4, stale_heartbeat=4)
     wait_for(lambda: [r for r in board.runs(t["id"]) if r.get("outcome")], what="the first run to end")
     assert [r["outcome"] for r in board.runs(t["id"])][:1] == outcomes
     beats = events(board, t["id"], "heartbeat")
