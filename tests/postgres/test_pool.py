@@ -7,10 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pytest
-
 from agentboard.config import Settings
-from agentboard.domain.errors import Unavailable
 from agentboard.kernel import queries, tasks
 from agentboard.store import open_database
 
@@ -46,14 +43,57 @@ def test_a_connection_killed_by_the_server_is_replaced(pg_url: str, tmp_path: Pa
     db = open_database(pg_url, settings=Settings(home=tmp_path))
     old = _backend_pid(db)
     with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (old,))
-    # the verb that meets the dead connection says so (nothing written); the next gets a new one
-    with pytest.raises(Unavailable, match="lost the connection to the database server"):
-        tasks.create(db, "default", "on the dead connection")
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (old,))
+    # the idle connection the server ended is never handed out: the next verb runs on a new one
     made = tasks.create(db, "default", "after the kill")
     assert queries.task_detail(db, "default", made["id"])["title"] == "after the kill"
     assert [t["title"] for t in queries.list_tasks(db, "default")] == ["after the kill"]
     assert _backend_pid(db) != old
+    assert db._pool is not None and db._pool.dead == 1
+    db.close()
+
+
+def test_after_the_server_ends_every_idle_connection_no_verb_fails(pg_url: str, tmp_path: Path) -> None:
+    # what a restart or a failover of the server does to a long-running API or dispatcher: every
+    # connection it kept idle is ended; each verb after it runs on a connection that works
+    import psycopg
+
+    db = open_database(pg_url, settings=Settings(home=tmp_path, pg_pool_size=4, pg_max_overflow=0))
+    inside, go = threading.Barrier(5), threading.Event()
+
+    def hold(tx: object) -> int:
+        pid = int(tx.scalar("SELECT pg_backend_pid()"))  # type: ignore[attr-defined]
+        inside.wait(30)
+        go.wait(30)
+        return pid
+
+    pids: list[int] = []
+    threads = [threading.Thread(target=lambda: pids.append(db.read(hold))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    inside.wait(30)
+    go.set()
+    for t in threads:
+        t.join(30)
+    assert db.pool_state() == (0, 4) and len(set(pids)) == 4
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    for i in range(6):
+        tasks.create(db, "default", f"after the restart {i}")
+    assert {t["title"] for t in queries.list_tasks(db, "default", limit=10)} == {
+        f"after the restart {i}" for i in range(6)}
+    assert _backend_pid(db) not in pids
+    assert db._pool is not None and db._pool.dead == 4
+    db.close()
+
+
+def test_an_idle_connection_with_nothing_from_the_server_is_handed_out_again(pg_url: str, tmp_path: Path) -> None:
+    db = open_database(pg_url, settings=Settings(home=tmp_path))
+    first = _backend_pid(db)
+    tasks.create(db, "default", "one")
+    assert _backend_pid(db) == first
+    assert db._pool is not None and db._pool.dead == 0
     db.close()
 
 

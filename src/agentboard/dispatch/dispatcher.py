@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import tracing
 from ..config import Settings
-from ..domain.errors import AgentboardError
+from ..domain.errors import AgentboardError, Unavailable
 from ..kernel import dispatching as kd
 from ..kernel import insights, maintenance
 from ..observe import metrics
@@ -230,8 +230,12 @@ class Dispatcher:
             base = look or self._glance()  # as the pass begins: what a later change is compared with
             try:
                 self.run_pass_report()
-            except Exception:  # a pass must never kill the loop
-                log.exception("dispatcher pass failed")
+            except Exception as exc:  # a pass must never kill the loop
+                if isinstance(exc, Unavailable):  # the server is restarting, or out of reach: one line
+                    log.warning("dispatcher pass failed: %s; trying again in %.0f s", " ".join(str(exc).split()),
+                                RETRY_AFTER_FAILURE)
+                else:
+                    log.exception("dispatcher pass failed")
                 metrics.pass_done(self.host, started, ok=False)
                 self._next_due = time.time() + RETRY_AFTER_FAILURE
                 base = None

@@ -269,6 +269,8 @@ class DatabaseCollector(Collector):
                        "process's pool busy"),
             "wait_s": c("agentboard_db_pool_wait_seconds", "Seconds checkouts waited for a busy pool"),
             "timeouts": c("agentboard_db_pool_timeouts", "Checkouts that gave up after pg_pool_timeout"),
+            "dead": c("agentboard_db_pool_dead_connections", "Idle connections found ended by the server "
+                      "(a restart, a failover, a timeout) and replaced at a checkout"),
             "collect": g("agentboard_metrics_collect_seconds", "Seconds this scrape spent reading the "
                          "database"),
         }
@@ -311,6 +313,7 @@ class DatabaseCollector(Collector):
         f["waits"].add_metric([], db.pool_waits)
         f["wait_s"].add_metric([], db.pool_wait_seconds)
         f["timeouts"].add_metric([], db.pool_timeouts)
+        f["dead"].add_metric([], db.pool_dead)
         f["collect"].add_metric([], time.perf_counter() - t0)
         yield from f.values()
 

@@ -425,6 +425,11 @@ class Database:
         """PostgreSQL: seconds checkouts waited for a busy pool."""
         return self._pool.wait_seconds if self._pool is not None else 0.0
 
+    @property
+    def pool_dead(self) -> int:
+        """PostgreSQL: idle connections the server had ended, closed at a checkout (never used)."""
+        return self._pool.dead if self._pool is not None else 0
+
     def pg_sql(self, sql: str) -> str:
         out = self._pg_cache.get(sql)
         if out is None:
