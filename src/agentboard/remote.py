@@ -10,7 +10,8 @@ same domain errors (so the CLI prints the same one-line message and exits with t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ URL_VAR = worker_env.API_URL
 TOKEN_VAR = worker_env.TOKEN
 #: seconds a call may take (a completion may run the reviewer)
 TIMEOUT = 120.0
+#: seconds a call keeps trying while the board cannot take it yet (the API answers 503 with a
+#: ``Retry-After``: the verb never reached the database; or the API's port refuses the
+#: connection: the request was never sent), so a worker's report outlives a restart
+RETRY_FOR = 30.0
 
 _ERRORS: dict[str, type[errors.AgentboardError]] = {
     cls.code: cls for cls in (
@@ -57,16 +62,30 @@ def error_for(status: int, body: Any, *, run_id: int | None = None, task_id: str
     return cls(message)
 
 
+def _retry_after(resp: Any) -> float | None:
+    """Seconds the API asks to wait before the same request (a 503 whose verb never reached the
+    database), or None: the request may have been applied, or will not be."""
+    value = resp.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 class WorkerClient:
     """Calls of the board's API with one token (a worker's run token)."""
 
     def __init__(self, url: str, token: str, *, run_id: int | None = None, task_id: str | None = None,
-                 timeout: float = TIMEOUT) -> None:
+                 timeout: float = TIMEOUT, retry_for: float = RETRY_FOR,
+                 on_retry: Callable[[str], None] | None = None) -> None:
         import httpx
 
         self.url = url.rstrip("/")
         self.run_id = run_id
         self.task_id = task_id
+        self.retry_for = retry_for
+        #: called once per call that has to wait, with why (the CLI says so on stderr)
+        self.on_retry = on_retry
         self._http = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
                                   headers={"Authorization": f"Bearer {token}"})
 
@@ -90,18 +109,40 @@ class WorkerClient:
         import httpx
 
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            resp = self._http.request(method, path, params=query, json=json, content=content,
-                                      headers={"Content-Type": "application/octet-stream"} if content is not None else None)
-        except httpx.HTTPError as exc:
-            raise errors.Unavailable(f"cannot reach the board's API at {self.url}: {exc}") from None
-        try:
-            body = resp.json()
-        except ValueError:
-            body = None
-        if resp.status_code >= 400:
-            raise error_for(resp.status_code, body, run_id=self.run_id, task_id=self.task_id)
-        return body
+        deadline = time.monotonic() + self.retry_for
+        pause = 0.5
+        told = False
+        while True:
+            why: str | None = None
+            try:
+                resp = self._http.request(
+                    method, path, params=query, json=json, content=content,
+                    headers={"Content-Type": "application/octet-stream"} if content is not None else None)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
+                why = f"cannot reach the board's API at {self.url}: {exc}"
+                wait = pause
+            except httpx.HTTPError as exc:
+                raise errors.Unavailable(f"cannot reach the board's API at {self.url}: {exc}") from None
+            else:
+                try:
+                    body = resp.json()
+                except ValueError:
+                    body = None
+                if resp.status_code < 400:
+                    return body
+                err = error_for(resp.status_code, body, run_id=self.run_id, task_id=self.task_id)
+                retry = _retry_after(resp) if resp.status_code == 503 else None
+                if retry is None:
+                    raise err
+                why, wait = err.message, retry
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.Unavailable(f"{why} (tried for {self.retry_for:g}s)")
+            if not told and self.on_retry is not None:
+                self.on_retry(f"{why}; trying again for up to {self.retry_for:g}s")
+                told = True
+            time.sleep(min(max(wait, 0.1), left, 5.0))
+            pause = min(pause * 2, 5.0)
 
     # -- reads --------------------------------------------------------------------------------------
 

@@ -70,3 +70,48 @@ def test_a_dispatcher_outlives_its_server_refusing_connections(pg_url: str, tmp_
         admin.close()
         d.stop()
         ab.close()
+
+
+def test_a_workers_report_waits_for_the_server_and_is_applied_once_it_is_back(pg_url: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    import agentboard
+    from agentboard.api.serve import WorkerAPI, run_tokens
+    from agentboard.kernel import runs
+
+    ab = agentboard.connect(pg_url)
+    ab.settings.home = tmp_path
+    ab.add_profile("w", command="true")
+    made = tasks.create(ab.db, "default", "report across a restart", assignee="w")
+    run = runs.claim(ab.db, "default", made["id"])
+    api = WorkerAPI(ab.settings, ab.db).start()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AGENTBOARD_API_URL": api.url,
+           "AGENTBOARD_TOKEN": run_tokens(ab.db)("default", made["id"], run["run_id"]),
+           "AGENTBOARD_TASK": made["id"], "AGENTBOARD_RUN_ID": str(run["run_id"]), "AGENTBOARD_BOARD": "default"}
+    admin, name = _admin(pg_url)
+    try:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                      "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+        back = threading.Timer(2.0, lambda: admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        back.start()
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "agentboard", "complete", "--summary", "ported"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        back.join()
+        # it waited for the server (and said so once), then its report was applied
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started >= 1.5
+        assert done.stderr.count("trying again for up to") == 1, done.stderr
+        assert "cannot open the database" in done.stderr
+        detail = queries.task_detail(ab.db, "default", made["id"])
+        assert detail["status"] == "done"
+        assert [(r["id"], r["summary"]) for r in detail["runs"]] == [(run["run_id"], "ported")]
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
+        api.stop()
+        ab.close()

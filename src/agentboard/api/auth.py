@@ -26,7 +26,7 @@ from ..domain.errors import AgentboardError, Forbidden, Unauthorized
 from ..kernel import tokens as tokens_kernel
 from ..kernel.host_access import Access
 from ..store.engine import Database
-from .errors import error_body
+from .errors import error_body, retry_after
 
 COOKIE = "agentboard_token"
 CSRF_HEADER = "x-agentboard"
@@ -278,7 +278,7 @@ class AuthMiddleware:
             who = await anyio.to_thread.run_sync(authenticate, self.db, token, via_cookie)
         except AgentboardError as exc:
             browser = not scope["path"].startswith("/api") and "text/html" in headers.get("accept", "")
-            await deny(send, exc.http_status, exc.code, exc.message, html=browser)
+            await deny(send, exc.http_status, exc.code, exc.message, html=browser, retry=retry_after(exc))
             return
         if via_cookie and scope["method"] not in SAFE_METHODS:
             if headers.get(CSRF_HEADER) != "1" and not same_origin(headers, scope.get("scheme", "http")):
@@ -289,9 +289,10 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-async def deny(send: Send, status: int, code: str, message: str, *, html: bool = False) -> None:
+async def deny(send: Send, status: int, code: str, message: str, *, html: bool = False,
+               retry: str | None = None) -> None:
     """Answer a request before any route runs: the JSON error body (or, for a browser, the
-    login page)."""
+    login page); ``retry``: its ``Retry-After``."""
     if html:
         body = login_page(message)
         ctype = b"text/html; charset=utf-8"
@@ -301,5 +302,7 @@ async def deny(send: Send, status: int, code: str, message: str, *, html: bool =
     headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="agentboard"'))
+    if retry:
+        headers.append((b"retry-after", retry.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import orjson
@@ -40,6 +41,13 @@ class Json(Response):
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Json:
     return Json({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def retry_after(exc: BaseException) -> str | None:
+    """The ``Retry-After`` of an error whose request never reached the database (safe to send
+    again then: :class:`Unavailable` with ``retry_after``), else None."""
+    seconds = getattr(exc, "retry_after", None)
+    return str(max(1, math.ceil(seconds))) if isinstance(seconds, int | float) else None
 
 
 def error_body(code: str, message: str) -> bytes:
@@ -108,7 +116,8 @@ def install(app: FastAPI, *, postgres: bool) -> None:
     @app.exception_handler(AgentboardError)
     async def _kernel(request: Request, exc: AgentboardError) -> Response:
         status = exc.http_status if 400 <= exc.http_status < 600 else 500
-        return error_response(status, exc.code, exc.message)
+        retry = retry_after(exc)
+        return error_response(status, exc.code, exc.message, {"Retry-After": retry} if retry else None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:

@@ -92,7 +92,10 @@ def remote() -> WorkerClient | None:
     if "remote" not in _state:
         from agentboard.remote import WorkerClient
 
-        _state["remote"] = WorkerClient.from_env() if in_worker() else None
+        client = WorkerClient.from_env() if in_worker() else None
+        if client is not None:  # a call that waits for the board says so, once
+            client.on_retry = lambda why: click.echo(f"agentboard: {why}", err=True)
+        _state["remote"] = client
     return _state["remote"]  # type: ignore[no-any-return]
 
 

@@ -59,6 +59,14 @@ class TooLarge(InvalidInput):
 
 
 class Unavailable(AgentboardError):
+    """The database (or another service the verb needs) cannot be reached. ``retry_after``: the
+    verb never reached the database, so running it again in that many seconds is safe (the API
+    answers it as a ``Retry-After`` header); None where it may have (a connection lost mid-way)."""
+
     code = "unavailable"
     exit_code = 6
     http_status = 503
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

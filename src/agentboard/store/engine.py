@@ -483,11 +483,11 @@ class Database:
                 raise Unavailable(
                     f"all {st.pg_pool_size + st.pg_max_overflow} database connections of this process "
                     f"stayed busy for {st.pg_pool_timeout:g}s; try again, or raise "
-                    "AGENTBOARD_PG_POOL_SIZE / AGENTBOARD_PG_MAX_OVERFLOW (docs/deploy.md)"
+                    "AGENTBOARD_PG_POOL_SIZE / AGENTBOARD_PG_MAX_OVERFLOW (docs/deploy.md)", retry_after=1.0,
                 ) from None
             if not any(c.__name__ == "OperationalError" for c in type(exc).__mro__):
                 raise  # (psycopg's ConnectionTimeout is one)
-            raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}") from None
+            raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}", retry_after=1.0) from None
         return conn, _PgToken(pool, conn)
 
     def _release(self, token: Any, *, broken: bool = False) -> None:
