@@ -9,9 +9,10 @@ same domain errors (so the CLI prints the same one-line message and exits with t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,16 @@ def _retry_after(resp: Any) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+@contextlib.contextmanager
+def _or_the_file() -> Iterator[None]:
+    """A report the board could not take says where else it can go."""
+    try:
+        yield
+    except errors.Unavailable as exc:
+        raise errors.Unavailable(f"{exc.message}; the report can also be written to .board/result.json "
+                                 "(applied when this worker exits)") from None
 
 
 class WorkerClient:
@@ -185,17 +196,19 @@ class WorkerClient:
                  metadata: dict[str, Any] | None = None, result: str | None = None,
                  usage: dict[str, Any] | None = None, review: bool = False,
                  board: str | None = None) -> dict[str, Any]:
-        return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
-                         json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,
-                               "run_id": run_id, "review": review})
+        with _or_the_file():
+            return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
+                             json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,
+                                   "run_id": run_id, "review": review})
 
     def block(self, task_id: str, reason: str, *, kind: str | None = None, run_id: int | None = None,
               board: str | None = None, on: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"reason": reason, "kind": kind, "run_id": run_id}
         if on:
             body["on"] = on
-        return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
-                         json=body)
+        with _or_the_file():
+            return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
+                             json=body)
 
     def request_review(self, task_id: str, *, summary: str | None = None, run_id: int | None = None,
                        review: bool = True) -> dict[str, Any]:

@@ -39,3 +39,10 @@ def test_without_a_wait_an_unreachable_api_is_reported_at_once() -> None:
         client.task_detail("t_00000000")
     assert time.monotonic() - started < 5
     client.close()
+
+
+def test_a_report_the_board_cannot_take_names_the_file_it_can_go_to() -> None:
+    client = WorkerClient(f"http://127.0.0.1:{_closed_port()}", "abt_x", retry_for=0)
+    with pytest.raises(Unavailable, match=r"cannot reach the board's API .*\.board/result\.json"):
+        client.complete("t_00000000", run_id=1, summary="done")
+    client.close()
