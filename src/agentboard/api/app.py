@@ -92,7 +92,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.ab = state
-    errors.install(app, postgres=db.dialect == "postgresql")
+    errors.install(app, postgres=db.dialect == "postgresql", db=db)
     errors.document_errors(app)
     # the routers' routes are the app's own (each already carries its path and tags): an included
     # router would build every route's models again for each app, on its first request

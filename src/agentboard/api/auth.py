@@ -26,7 +26,7 @@ from ..domain.errors import AgentboardError, Forbidden, Unauthorized
 from ..kernel import tokens as tokens_kernel
 from ..kernel.host_access import Access
 from ..store.engine import Database
-from .errors import error_body, retry_after
+from .errors import WRITES_AT, error_body, retry_after
 
 COOKIE = "agentboard_token"
 CSRF_HEADER = "x-agentboard"
@@ -270,6 +270,7 @@ class AuthMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["path"] in CHAT_PATHS:
             await self.app(scope, receive, send)
             return
+        scope.setdefault("state", {})[WRITES_AT] = self.db.writes  # (errors.retry_after)
         headers = headers_of(scope)
         token, via_cookie = token_from(headers)
         try:
@@ -278,7 +279,7 @@ class AuthMiddleware:
             who = await anyio.to_thread.run_sync(authenticate, self.db, token, via_cookie)
         except AgentboardError as exc:
             browser = not scope["path"].startswith("/api") and "text/html" in headers.get("accept", "")
-            await deny(send, exc.http_status, exc.code, exc.message, html=browser, retry=retry_after(exc))
+            await deny(send, exc.http_status, exc.code, exc.message, html=browser, retry=retry_after(exc, self.db, scope))
             return
         if via_cookie and scope["method"] not in SAFE_METHODS:
             if headers.get(CSRF_HEADER) != "1" and not same_origin(headers, scope.get("scheme", "http")):

@@ -43,11 +43,22 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return Json({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
-def retry_after(exc: BaseException) -> str | None:
-    """The ``Retry-After`` of an error whose request never reached the database (safe to send
-    again then: :class:`Unavailable` with ``retry_after``), else None."""
+#: the request's scope key holding how many writes this process had committed when it began
+WRITES_AT = "agentboard_writes_at"
+
+
+def retry_after(exc: BaseException, db: Any, scope: Any) -> str | None:
+    """The ``Retry-After`` of an error whose request never reached the database, so that sending
+    it again is safe: :class:`Unavailable` with ``retry_after``, and no write committed in this
+    process since the request began (a request of several transactions whose first committed is
+    not to be sent again; another request's commit meanwhile makes this conservative). Else None."""
     seconds = getattr(exc, "retry_after", None)
-    return str(max(1, math.ceil(seconds))) if isinstance(seconds, int | float) else None
+    if not isinstance(seconds, int | float):
+        return None
+    began = (scope.get("state") or {}).get(WRITES_AT) if isinstance(scope, dict) else None
+    if began is None or getattr(db, "writes", None) != began:
+        return None
+    return str(max(1, math.ceil(seconds)))
 
 
 def error_body(code: str, message: str) -> bytes:
@@ -109,14 +120,14 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install(app: FastAPI, *, postgres: bool) -> None:
+def install(app: FastAPI, *, postgres: bool, db: Any = None) -> None:
     """The error handlers (``postgres``: also PostgreSQL's refusal of a value, a 400; psycopg is
     not imported for a SQLite home)."""
 
     @app.exception_handler(AgentboardError)
     async def _kernel(request: Request, exc: AgentboardError) -> Response:
         status = exc.http_status if 400 <= exc.http_status < 600 else 500
-        retry = retry_after(exc)
+        retry = retry_after(exc, db, request.scope)
         return error_response(status, exc.code, exc.message, {"Retry-After": retry} if retry else None)
 
     @app.exception_handler(RequestValidationError)

@@ -27,6 +27,7 @@ lock timeouts and a unique violation from a race are retried.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import random
@@ -297,6 +298,10 @@ class Database:
         self._listeners: list[Callable[[set[str]], None]] = []
         self._cond = threading.Condition()
         self._commit_seq = 0
+        #: write transactions this process committed (a request that fails with nothing
+        #: committed meanwhile may be sent again: the API's ``Retry-After``)
+        self.writes = 0
+        self._writes = itertools.count(1)
         self._local = threading.local()
         self._conns: dict[int, Any] = {}
         self._conns_lock = threading.Lock()
@@ -587,6 +592,7 @@ class Database:
                 if tx.cur is not None:
                     tx.cur.close()
                 self._release(token, broken=broken)
+            self.writes = next(self._writes)
             if tx.wrote_events:
                 self._signal(tx.boards_touched, hosts=tx.wakes_hosts)
             return result
@@ -618,7 +624,9 @@ class Database:
                 try:
                     sent = wire.send(sql, params)
                     wire.sync()
-                    return wire.rows(sent)
+                    rows = wire.rows(sent)
+                    self.writes = next(self._writes)
+                    return rows
                 finally:
                     wire.finish()
             except BaseException as exc:
