@@ -49,6 +49,10 @@ log = logging.getLogger("agentboard.dispatch")
 
 #: after a pass that failed, the loop tries again this many seconds later
 RETRY_AFTER_FAILURE = 1.0
+#: while the database cannot be reached, the pause between passes doubles up to this many
+#: seconds (whatever wakes the loop meanwhile), and the failure is logged once a minute
+UNAVAILABLE_PAUSE_MAX = 8.0
+UNAVAILABLE_LOG_EVERY = 60.0
 #: the shortest time between the starts of two passes: the commits of every host wake every
 #: dispatcher, and under a busy board they arrive faster than passes are worth running (many
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
@@ -99,6 +103,11 @@ class Dispatcher:
         #: wake-ups whose pass was skipped (nothing this host could act on)
         self.skipped = 0
         self._fold_due = time.monotonic() + FOLD_COUNTS_EVERY
+        #: passes failed in a row because the database could not be reached, since when, and
+        #: when that was last logged
+        self._down = 0
+        self._down_since = 0.0
+        self._down_logged = 0.0
         self._statistics_due = 0.0
         self._statistics: threading.Thread | None = None
         #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
@@ -226,19 +235,25 @@ class Dispatcher:
         interval = float(self.settings.dispatch_interval)
         look: kd.Glance | None = None
         while not self._stop.is_set():
+            if self._down and self._stop.wait(max(0.0, self._next_due - time.time())):
+                break  # the database out of reach: the next try when its pause is over
             started = time.monotonic()
-            base = look or self._glance()  # as the pass begins: what a later change is compared with
+            # as the pass begins: what a later change is compared with (none while the database is away)
+            base = look or (None if self._down else self._glance())
             try:
                 self.run_pass_report()
             except Exception as exc:  # a pass must never kill the loop
-                if isinstance(exc, Unavailable):  # the server is restarting, or out of reach: one line
-                    log.warning("dispatcher pass failed: %s; trying again in %.0f s", " ".join(str(exc).split()),
-                                RETRY_AFTER_FAILURE)
-                else:
-                    log.exception("dispatcher pass failed")
                 metrics.pass_done(self.host, started, ok=False)
-                self._next_due = time.time() + RETRY_AFTER_FAILURE
+                self._next_due = time.time() + (self._unavailable(exc) if isinstance(exc, Unavailable)
+                                                 else RETRY_AFTER_FAILURE)
+                if not isinstance(exc, Unavailable):
+                    log.exception("dispatcher pass failed")
                 base = None
+            else:
+                if self._down:
+                    log.warning("the database answers again: %d pass(es) failed over %.0f s", self._down,
+                                time.monotonic() - self._down_since)
+                    self._down = 0
             look = None
             last = started
             self._keep_statistics()
@@ -270,6 +285,22 @@ class Dispatcher:
                     skipped_at = last
                 self.skipped += 1
                 metrics.pass_skipped(self.host)
+
+    def _unavailable(self, exc: Unavailable) -> float:
+        """A pass the database's absence failed (a restart, a failover, the network): one line
+        when it starts and once a minute while it lasts; the seconds until the next try (1, 2,
+        4, then 8)."""
+        now = time.monotonic()
+        self._down += 1
+        if self._down == 1:
+            self._down_since = self._down_logged = now
+        pause = min(UNAVAILABLE_PAUSE_MAX, RETRY_AFTER_FAILURE * (1 << min(self._down - 1, 8)))
+        if self._down == 1 or now - self._down_logged >= UNAVAILABLE_LOG_EVERY:
+            self._down_logged = now
+            log.warning("dispatcher pass failed: %s; %s; trying again every %.0f s at most", " ".join(str(exc).split()),
+                        "the first failure" if self._down == 1 else
+                        f"{self._down} passes failed over {now - self._down_since:.0f} s", UNAVAILABLE_PAUSE_MAX)
+        return pause
 
     def _keep_statistics(self) -> None:
         """PostgreSQL: every :data:`STATISTICS_EVERY` seconds at most, analyze the tables whose
