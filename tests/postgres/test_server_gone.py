@@ -71,7 +71,7 @@ def test_a_dispatcher_outlives_its_server_refusing_connections(pg_url: str, tmp_
         # the task made once the server was back was started and finished by the same dispatcher
         assert queries.task_detail(db, "default", made["id"])["status"] == "done"
         assert not [r for r in caplog.records if r.getMessage().startswith("dispatcher pass failed")]
-        assert [r for r in caplog.records if r.getMessage().startswith("the database answers again")]
+        assert [r for r in caplog.records if r.getMessage().startswith("dispatcher pass works again")]
     finally:
         admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         admin.close()

@@ -36,6 +36,7 @@ from ..kernel import dispatching as kd
 from ..kernel import insights, maintenance
 from ..observe import metrics
 from ..observe.health import PassMarks
+from ..observe.outage import Outage, one_line
 from ..store.engine import Database
 from .guard import guard_pid_file, take_over
 from .planning import Planner
@@ -47,12 +48,9 @@ from .wake import Waker
 
 log = logging.getLogger("agentboard.dispatch")
 
-#: after a pass that failed, the loop tries again this many seconds later
+#: after a pass that failed, the loop tries again this many seconds later (while the database
+#: cannot be reached, after the pauses of :class:`~agentboard.observe.outage.Outage`)
 RETRY_AFTER_FAILURE = 1.0
-#: while the database cannot be reached, the pause between passes doubles up to this many
-#: seconds (whatever wakes the loop meanwhile), and the failure is logged once a minute
-UNAVAILABLE_PAUSE_MAX = 8.0
-UNAVAILABLE_LOG_EVERY = 60.0
 #: the shortest time between the starts of two passes: the commits of every host wake every
 #: dispatcher, and under a busy board they arrive faster than passes are worth running (many
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
@@ -103,11 +101,8 @@ class Dispatcher:
         #: wake-ups whose pass was skipped (nothing this host could act on)
         self.skipped = 0
         self._fold_due = time.monotonic() + FOLD_COUNTS_EVERY
-        #: passes failed in a row because the database could not be reached, since when, and
-        #: when that was last logged
-        self._down = 0
-        self._down_since = 0.0
-        self._down_logged = 0.0
+        #: passes the database's absence failed in a row
+        self._outage = Outage(log, "dispatcher pass")
         self._statistics_due = 0.0
         self._statistics: threading.Thread | None = None
         #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
@@ -235,25 +230,24 @@ class Dispatcher:
         interval = float(self.settings.dispatch_interval)
         look: kd.Glance | None = None
         while not self._stop.is_set():
-            if self._down and self._stop.wait(max(0.0, self._next_due - time.time())):
+            down = self._outage.down
+            if down and self._stop.wait(max(0.0, self._next_due - time.time())):
                 break  # the database out of reach: the next try when its pause is over
             started = time.monotonic()
             # as the pass begins: what a later change is compared with (none while the database is away)
-            base = look or (None if self._down else self._glance())
+            base = look or (None if down else self._glance())
             try:
                 self.run_pass_report()
             except Exception as exc:  # a pass must never kill the loop
                 metrics.pass_done(self.host, started, ok=False)
-                self._next_due = time.time() + (self._unavailable(exc) if isinstance(exc, Unavailable)
-                                                 else RETRY_AFTER_FAILURE)
-                if not isinstance(exc, Unavailable):
+                if isinstance(exc, Unavailable):  # a restart, a failover: a line, and growing pauses
+                    self._next_due = time.time() + self._outage.failed(exc)
+                else:
                     log.exception("dispatcher pass failed")
+                    self._next_due = time.time() + RETRY_AFTER_FAILURE
                 base = None
             else:
-                if self._down:
-                    log.warning("the database answers again: %d pass(es) failed over %.0f s", self._down,
-                                time.monotonic() - self._down_since)
-                    self._down = 0
+                self._outage.over()
             look = None
             last = started
             self._keep_statistics()
@@ -263,7 +257,9 @@ class Dispatcher:
                     maintenance.fold_task_counts(self.db)
                     insights.fold(self.db)
                 except AgentboardError as exc:
-                    log.info("folding the task counts or the closed runs failed (%s); tried again later", exc)
+                    if not isinstance(exc, Unavailable):
+                        log.info("folding the task counts or the closed runs failed (%s); tried again later",
+                                 one_line(exc))
             skipped_at: float | None = None  # the first change skipped since the pass
             while not self._stop.is_set():
                 left = interval - (time.monotonic() - started)
@@ -286,22 +282,6 @@ class Dispatcher:
                 self.skipped += 1
                 metrics.pass_skipped(self.host)
 
-    def _unavailable(self, exc: Unavailable) -> float:
-        """A pass the database's absence failed (a restart, a failover, the network): one line
-        when it starts and once a minute while it lasts; the seconds until the next try (1, 2,
-        4, then 8)."""
-        now = time.monotonic()
-        self._down += 1
-        if self._down == 1:
-            self._down_since = self._down_logged = now
-        pause = min(UNAVAILABLE_PAUSE_MAX, RETRY_AFTER_FAILURE * (1 << min(self._down - 1, 8)))
-        if self._down == 1 or now - self._down_logged >= UNAVAILABLE_LOG_EVERY:
-            self._down_logged = now
-            log.warning("dispatcher pass failed: %s; %s; trying again every %.0f s at most", " ".join(str(exc).split()),
-                        "the first failure" if self._down == 1 else
-                        f"{self._down} passes failed over {now - self._down_since:.0f} s", UNAVAILABLE_PAUSE_MAX)
-        return pause
-
     def _keep_statistics(self) -> None:
         """PostgreSQL: every :data:`STATISTICS_EVERY` seconds at most, analyze the tables whose
         planner statistics lag behind their rows, on a thread of its own."""
@@ -315,7 +295,8 @@ class Dispatcher:
             try:
                 analyzed = maintenance.refresh_statistics(self.db)
             except Exception as exc:  # the next look tries again; passes go on meanwhile
-                log.info("refreshing the planner statistics failed (%s); tried again later", exc)
+                if not self._outage.down:  # (the passes say the database is away)
+                    log.info("refreshing the planner statistics failed (%s); tried again later", one_line(exc))
             else:
                 if analyzed:
                     log.info("analyzed %s: their planner statistics lagged behind their rows", ", ".join(analyzed))
@@ -327,7 +308,8 @@ class Dispatcher:
         try:
             return kd.glance(self.db, self.host, unrecorded=self.ctx.sqlite)
         except AgentboardError as exc:
-            log.info("a glance at the board failed (%s); a full pass instead", exc)
+            if not isinstance(exc, Unavailable):  # (the pass that follows says the database is away)
+                log.info("a glance at the board failed (%s); a full pass instead", one_line(exc))
             return None
 
     def _idle(self, look: kd.Glance | None, base: kd.Glance) -> bool:

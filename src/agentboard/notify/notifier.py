@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 
 from ..config import Settings
 from ..domain import events as event_kinds
+from ..domain.errors import Unavailable
 from ..kernel import notifications as kn
 from ..kernel import queries
 from ..kernel.rows import EventRow
 from ..observe import metrics
+from ..observe.outage import Outage
 from ..store.engine import Database, Row
 from . import messages
 from .outbound import Policy
@@ -106,13 +108,20 @@ class Notifier:
         self._wake.set()
 
     def _loop(self) -> None:
+        outage = Outage(log, "notifier cycle")
         while not self._stop.is_set():
             self._wake.clear()
             try:
                 report = self.run_once()
+            except Unavailable as exc:  # the database away: a line, and growing pauses
+                if self._stop.wait(outage.failed(exc)):
+                    break
+                continue
             except Exception:  # the loop outlives a database hiccup; the next cycle retries
                 log.exception("notifier cycle failed")
                 report = CycleReport()
+            else:
+                outage.over()
             metrics.notify_cycle(report.messages, report.failures, len(report.parked))
             if report.claimed and not self._stop.is_set():
                 continue  # there may be more due at once
