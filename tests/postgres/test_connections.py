@@ -43,6 +43,20 @@ def test_a_server_that_does_not_answer_fails_the_cli_with_a_one_line_error(silen
     assert "Traceback" not in out.stderr
 
 
+def test_a_server_that_refuses_connections_fails_the_cli_with_one_line(tmp_path: Path) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there: libpq's refusal runs over two lines
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
+    env.update(AGENTBOARD_HOME=str(tmp_path), AGENTBOARD_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/x")
+    out = subprocess.run([sys.executable, "-m", "agentboard", "list"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == Unavailable.exit_code
+    assert out.stderr.startswith("error: cannot open the database") and "refused" in out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+
+
 def test_an_exhausted_pool_fails_with_a_clear_error_instead_of_waiting(pg_url: str, tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, pg_pool_size=1, pg_max_overflow=0, pg_pool_timeout=0.5)
     db = open_database(pg_url, settings=settings)

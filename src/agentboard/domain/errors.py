@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def one_line(text: object) -> str:
+    """``text`` (an error, a driver's message) with its line breaks and runs of spaces made single
+    spaces: what a CLI error, a log line or an API message shows."""
+    return " ".join(str(text).split())
+
+
 class AgentboardError(Exception):
     """Base class. ``code`` is a stable machine-readable name."""
 

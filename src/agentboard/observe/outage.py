@@ -14,16 +14,13 @@ from __future__ import annotations
 import logging
 import time
 
+from ..domain.errors import one_line
+
 #: the pause before the first try again, in seconds; it doubles up to :data:`PAUSE_MAX`
 PAUSE_FIRST = 1.0
 PAUSE_MAX = 8.0
 #: while an outage lasts, it is logged again this often (seconds)
 LOG_EVERY = 60.0
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message with its line breaks and runs of spaces made single spaces."""
-    return " ".join(str(exc).split())
 
 
 class Outage:

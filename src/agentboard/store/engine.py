@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import Settings, default_home
-from ..domain.errors import AgentboardError, Unavailable
+from ..domain.errors import AgentboardError, Unavailable, one_line
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
     import sqlalchemy as sa  # never imports it (about 120 ms of start-up)
@@ -492,7 +492,8 @@ class Database:
                 ) from None
             if not any(c.__name__ == "OperationalError" for c in type(exc).__mro__):
                 raise  # (psycopg's ConnectionTimeout is one)
-            raise Unavailable(f"cannot open the database: {getattr(exc, 'orig', exc)}", retry_after=1.0) from None
+            raise Unavailable(f"cannot open the database: {one_line(getattr(exc, 'orig', exc))}",
+                              retry_after=1.0) from None
         return conn, _PgToken(pool, conn)
 
     def _release(self, token: Any, *, broken: bool = False) -> None:
@@ -826,7 +827,7 @@ def _raise_unavailable(exc: BaseException) -> None:
             "try again"
         ) from exc
     if any(c.__name__ == "OperationalError" for c in type(exc).__mro__) or (state or "").startswith("08"):
-        raise Unavailable(f"lost the connection to the database server: {exc}".strip()) from exc
+        raise Unavailable(f"lost the connection to the database server: {one_line(exc)}".strip()) from exc
 
 
 def _sqlite_setup(dbapi_conn: Any) -> None:
