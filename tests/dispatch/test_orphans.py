@@ -132,6 +132,30 @@ def test_a_dispatcher_stopped_on_purpose_leaves_its_worker_to_the_next_one_on_th
     assert not journal.exists()
 
 
+def test_a_worker_taken_over_by_the_next_dispatcher_still_reports_through_the_api(ab, board, tmp_path):
+    """The next dispatcher on the host serves its workers' API where the last one did, so a
+    worker it took over reports with `agentboard complete` (its URL and run token unchanged)."""
+    go = tmp_path / "go"
+    ab.add_profile("w", command="sh -c " + shlex.quote(
+        f"while [ ! -f {go} ]; do sleep 0.05; done; agentboard complete --summary 'after the restart' "
+        f"> {tmp_path / 'said'} 2>&1"))
+    t = board.create("reports across a restart", assignee="w")
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a")
+    pid = _first_pid(board, t["id"])
+    _stop(d1)
+    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-a")
+    try:
+        wait_for(lambda: "took over 1 worker(s)" in (tmp_path / "d2.log").read_text(), what="the worker adopted")
+        assert pid_alive(pid)
+        go.write_text("")
+        wait_for(lambda: all_in(board, [t["id"]], {"done"}), timeout=20)
+    finally:
+        _stop(d2)
+    (run,) = board.runs(t["id"])
+    assert (run["outcome"], run["summary"]) == ("completed", "after the restart")
+    assert "trying again" not in (tmp_path / "said").read_text()
+
+
 def _threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 

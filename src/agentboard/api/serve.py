@@ -55,6 +55,34 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: where a home keeps the loopback port of the last workers' API a dispatcher served on it
+WORKER_PORT_FILE = Path("run") / "worker-api.port"
+
+
+def bind_worker_port(home: Path) -> socket.socket:
+    """A loopback socket for the workers' API of a dispatcher on ``home``: on the port the last
+    one used when it is free, so the workers a dispatcher takes over from the one before
+    (stopped on purpose, ``guard``) reach it at the URL they were given; else on a new port,
+    remembered for the next."""
+    path = home / WORKER_PORT_FILE
+    try:
+        port = int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        port = 0
+    if 1024 <= port <= 65535:
+        try:
+            return bind("127.0.0.1", port)
+        except OSError:  # taken meanwhile: a new one
+            pass
+    sock = bind("127.0.0.1", 0)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(str(sock.getsockname()[1]), encoding="ascii")
+        tmp.replace(path)
+    return sock
+
+
 def url_for(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     if ":" in shown and not shown.startswith("["):
@@ -217,7 +245,7 @@ class WorkerAPI:
         if found:
             self.url = found
             return self
-        self._sock = bind("127.0.0.1", 0)
+        self._sock = bind_worker_port(self.settings.home)
         self.url = url_for("127.0.0.1", int(self._sock.getsockname()[1]))
         if not lazy:
             self.serve()
