@@ -110,36 +110,13 @@ def test_a_restarted_dispatcher_stops_its_leftover_worker_whose_task_moved_on(ab
     assert f"end {runs[0]['id']}" in _lines(journal)
 
 
-def test_a_dispatcher_stopped_on_purpose_leaves_its_worker_to_the_next_one_on_the_host(ab, board, tmp_path):
-    """SIGTERM: the worker keeps running, and the dispatcher started next on the host adopts it
-    (the task completes once, in its first run)."""
-    journal, go = tmp_path / "journal", tmp_path / "go"
-    ab.add_profile("w", command="sh -c " + shlex.quote(
-        f"while [ ! -f {go} ]; do sleep 0.05; done; echo '{{\"success\": true, \"summary\": \"ok\"}}' > .board/result.json"))
-    t = board.create("survives a restart", assignee="w")
-    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a")
-    pid = _first_pid(board, t["id"])
-    _stop(d1)
-    d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-a")
-    try:
-        wait_for(lambda: "took over 1 worker(s)" in (tmp_path / "d2.log").read_text(), what="the worker adopted")
-        assert pid_alive(pid)
-        go.write_text("")
-        wait_for(lambda: all_in(board, [t["id"]], {"done"}))
-    finally:
-        _stop(d2)
-    assert [r["outcome"] for r in board.runs(t["id"])] == ["completed"]
-    assert not journal.exists()
-
-
-def test_a_worker_taken_over_by_the_next_dispatcher_still_reports_through_the_api(ab, board, tmp_path):
-    """The next dispatcher on the host serves its workers' API where the last one did, so a
-    worker it took over reports with `agentboard complete` (its URL and run token unchanged)."""
+def _through_a_restart(ab: Any, board: Any, tmp_path: Path, title: str, report: str) -> str:
+    """A task whose worker waits for a go, then runs ``report``; its dispatcher is stopped on
+    purpose while it works, the next one on the host takes it over, then the go is given. The
+    task's id, once done."""
     go = tmp_path / "go"
-    ab.add_profile("w", command="sh -c " + shlex.quote(
-        f"while [ ! -f {go} ]; do sleep 0.05; done; agentboard complete --summary 'after the restart' "
-        f"> {tmp_path / 'said'} 2>&1"))
-    t = board.create("reports across a restart", assignee="w")
+    ab.add_profile("w", command="sh -c " + shlex.quote(f"while [ ! -f {go} ]; do sleep 0.05; done; {report}"))
+    t = board.create(title, assignee="w")
     d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a")
     pid = _first_pid(board, t["id"])
     _stop(d1)
@@ -151,9 +128,26 @@ def test_a_worker_taken_over_by_the_next_dispatcher_still_reports_through_the_ap
         wait_for(lambda: all_in(board, [t["id"]], {"done"}), timeout=20)
     finally:
         _stop(d2)
-    (run,) = board.runs(t["id"])
+    return str(t["id"])
+
+
+def test_a_dispatcher_stopped_on_purpose_leaves_its_worker_to_the_next_one_on_the_host(ab, board, tmp_path):
+    """SIGTERM: the worker keeps running, and the dispatcher started next on the host adopts it
+    (the task completes once, in its first run)."""
+    tid = _through_a_restart(ab, board, tmp_path, "survives a restart",
+                             "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
+    assert [r["outcome"] for r in board.runs(tid)] == ["completed"]
+
+
+def test_a_worker_taken_over_by_the_next_dispatcher_still_reports_through_the_api(ab, board, tmp_path):
+    """The next dispatcher on the host serves its workers' API where the last one did, so a
+    worker it took over reports with `agentboard complete` (its URL and run token unchanged)."""
+    said = tmp_path / "said"
+    tid = _through_a_restart(ab, board, tmp_path, "reports across a restart",
+                             f"agentboard complete --summary 'after the restart' > {said} 2>&1")
+    (run,) = board.runs(tid)
     assert (run["outcome"], run["summary"]) == ("completed", "after the restart")
-    assert "trying again" not in (tmp_path / "said").read_text()
+    assert "trying again" not in said.read_text()
 
 
 def _threads(pid: int) -> int:
