@@ -435,7 +435,7 @@ class Client:
         self,
         name: str,
         *,
-        command: str,
+        command: str | None = None,
         adapter: str = "command",
         description: str = "",
         max_concurrency: int | None = None,
@@ -448,7 +448,8 @@ class Client:
         permission: str = "edit",
         actor: str | None = None,
     ) -> Row:
-        """Add an agent profile: the command the dispatcher runs for the tasks assigned to ``name``;
+        """Add an agent profile: the command the dispatcher runs for the tasks assigned to ``name``
+        (for an agent CLI's ``adapter``, default: the CLI's executable on ``PATH``);
         ``isolation``: ``none``, ``user`` or ``sandbox`` (``docs/security.md``); ``permission``
         (``claude``/``codex``): ``edit``, ``full`` or ``read`` (``docs/dispatcher.md``)."""
         return profiles.add(self.db, name, command=command, adapter=adapter, description=description,

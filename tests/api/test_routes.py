@@ -270,6 +270,15 @@ def test_profiles(api: Api) -> None:
     err(c.delete("/api/profiles/coder"), 404)
 
 
+def test_an_agent_cli_profile_without_a_command_runs_the_cli_of_its_adapter(api: Api) -> None:
+    c = api.as_admin
+    made = c.post("/api/profiles", json={"name": "coder", "adapter": "codex"})
+    assert made.status_code == 201 and made.json()["command"] == "codex"
+    # a script's profile says how to start it: refused, nothing stored
+    assert "needs --command" in err(c.post("/api/profiles", json={"name": "script"}), 400, "invalid_input")
+    assert [p["name"] for p in c.get("/api/profiles").json()] == ["coder"]
+
+
 def test_wiki_pages_and_drafts(api: Api) -> None:
     c = api.as_admin
     assert c.post("/api/wiki", json={"slug": "deploy", "title": "Deploying", "body": "run make"}).status_code == 201

@@ -78,6 +78,17 @@ def test_adding_a_profile_whose_program_is_not_on_path_warns_and_names_it(cli_ho
     assert "warning" not in run("profiles", "set", "coder", "--command", "true").stderr
 
 
+def test_an_agent_cli_profile_added_as_the_agents_page_says_runs_the_cli_on_path(cli_home: Path) -> None:
+    p = run("profiles", "add", "coder", "--adapter", "claude", "--description", "writes and fixes code")
+    assert "profile coder added (claude: claude)" in p.stdout
+    assert json.loads(run("profiles", "show", "coder", "--json").stdout)["command"] == "claude"
+    # a script's profile has no default: one line saying what to give, and nothing added
+    p = run("profiles", "add", "script", check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "needs --command CMD" in p.stderr and "--adapter claude|codex|gemini|opencode" in p.stderr
+    assert [x["name"] for x in json.loads(run("profiles", "list", "--json").stdout)] == ["coder"]
+
+
 def test_a_script_given_to_an_interpreter_that_does_not_exist_is_caught_at_add_set_and_check(
         cli_home: Path, tmp_path: Path) -> None:
     missing = tmp_path / "agents" / "missing.sh"

@@ -195,7 +195,8 @@ class GoalPatch(Body):
 
 class ProfileCreate(Body):
     name: str = Field(max_length=200)
-    command: str = Field(max_length=10_000)
+    command: str | None = Field(default=None, max_length=10_000,
+                                description="how to start the agent; an agent CLI's adapter defaults to its executable")
     adapter: str = Field(default="command", max_length=32)
     description: str = ""
     max_concurrency: int | None = Field(default=None, ge=1, le=10_000)

@@ -75,7 +75,8 @@ def list_(as_json: bool) -> None:
 
 @profiles.command("add")
 @click.argument("name")
-@click.option("--command", "command", required=True, metavar="CMD", help="how to start the agent")
+@click.option("--command", "command", default=None, metavar="CMD",
+              help="how to start the agent (an agent CLI's adapter: default its executable on PATH)")
 @click.option("--adapter", default="command", metavar="A",
               help="command (default), claude, codex, gemini or opencode")
 @click.option("--description", default="", metavar="D", help="what it is good at (used for routing)")
@@ -91,7 +92,7 @@ def list_(as_json: bool) -> None:
               help="agent CLIs: edit (default: edit files, run commands), full (no checks) or read")
 @json_option
 @handle_errors
-def add(name: str, command: str, adapter: str, description: str, max_concurrency: int | None,
+def add(name: str, command: str | None, adapter: str, description: str, max_concurrency: int | None,
         env: tuple[str, ...], skills: tuple[str, ...], model_name: str | None, orchestrator: bool,
         disabled: bool, isolation: str, permission: str, as_json: bool) -> None:
     """Add a profile."""

@@ -173,15 +173,31 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def default_command(adapter: str | None, command: str | None) -> str:
+    """The command a new profile stores: ``command`` as given, else, for an agent CLI's adapter,
+    the CLI's executable name (found on ``PATH`` when the worker starts). A script's profile
+    (adapter ``command``) has no default: it says how to start the agent."""
+    if command is not None and command.strip():
+        return command
+    clis = [a for a in settings_schema.ADAPTERS if a != "command"]
+    if adapter in clis:
+        return str(adapter)
+    if adapter in (None, "command"):
+        raise InvalidInput("a profile needs --command CMD (how to start the agent, e.g. "
+                           "--command \"python3 agent.py {task_id}\"), or --adapter "
+                           f"{'|'.join(clis)} for an agent CLI on PATH")
+    return command or ""  # an unknown adapter: the schema's check names the adapters
+
+
 def add(
-    db: Database, name: str, *, command: str, adapter: str = "command", description: str = "",
+    db: Database, name: str, *, command: str | None = None, adapter: str = "command", description: str = "",
     max_concurrency: int | None = None, env: dict[str, str] | None = None, skills: list[str] | None = None,
     model_name: str | None = None, enabled: bool = True, orchestrator: bool = False, isolation: str = "none",
     permission: str = "edit", actor: str | None = None,
 ) -> Row:
     name = model.profile_name(name)
     fields = _validate({
-        "command": command, "adapter": adapter, "description": description, "max_concurrency": max_concurrency,
+        "command": default_command(adapter, command), "adapter": adapter, "description": description, "max_concurrency": max_concurrency,
         "env": env or {}, "skills": skills or [], "model": model_name, "enabled": enabled, "orchestrator": orchestrator,
         "isolation": isolation, "permission": permission,
     })
