@@ -83,6 +83,9 @@ def test_runs_stats_assignees(cli) -> None:
     assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "reclaimed"), (2, "completed")]
     human = cli("runs", tid).out
     assert "reclaimed" in human and "second try worked" in human
+    # each run's spend, where it was reported
+    first, second = (line for line in human.splitlines() if "reclaimed" in line or "completed" in line)
+    assert "100 / 20" in second and "$0.5000" in second and "$" not in first
     stats = cli("stats", "--json").json()
     assert stats["by_status"]["done"] == 1 and stats["runs"] == 2
     assert (stats["input_tokens"], stats["output_tokens"], stats["cost_usd"]) == (100, 20, 0.5)

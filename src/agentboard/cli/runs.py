@@ -37,10 +37,21 @@ def runs(task_id: str | None, board: str | None, as_json: bool) -> None:
             return duration(r["ended_at"] - r["started_at"])
         return "running" if r.get("status") == "open" else "-"
 
+    # what the runs spent, where the agent reported it (an agent CLI's tokens and cost)
+    spent = any(r.get(k) is not None for r in rows for k in ("input_tokens", "output_tokens", "cost_usd"))
+
+    def usage(r: Mapping[str, Any]) -> tuple[str, ...]:
+        if not spent:
+            return ()
+        i, o, c = r.get("input_tokens"), r.get("output_tokens"), r.get("cost_usd")
+        tokens = "-" if i is None and o is None else f"{i or 0:,} / {o or 0:,}"
+        return (tokens, "-" if c is None else f"${float(c):.4f}")
+
     table(
-        ["run", "attempt", "profile", "status", "outcome", "started", "took", "host", "summary / error"],
+        ["run", "attempt", "profile", "status", "outcome", "started", "took", "host",
+         *(("tokens in / out", "cost") if spent else ()), "summary / error"],
         [(r["id"], r.get("attempt"), r.get("profile"), r.get("status"), r.get("outcome"),
-          age(r.get("started_at")) + " ago", took(r), r.get("worker_host"),
+          age(r.get("started_at")) + " ago", took(r), r.get("worker_host"), *usage(r),
           clip(r.get("summary") or r.get("error"), 60) + (" [synthetic]" if r.get("synthetic") else ""))
          for r in rows],
         status_column=None, empty=f"{tid} has no runs yet",
