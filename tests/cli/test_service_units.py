@@ -58,6 +58,7 @@ def test_the_units_of_a_home_pass_systemd_analyze_verify_and_run_the_installed_e
     disp = keys((tmp_path / "units" / "agentboard-dispatcher.service").read_text())
     assert serve["ExecStart"] == [f"{EXE} serve --no-dispatch"]
     assert disp["ExecStart"] == [f"{EXE} dispatcher"]
+    assert disp["KillMode"] == ["process"] and disp["Delegate"] == ["yes"] and "Delegate" not in serve
     for k in (serve, disp):
         assert f"AGENTBOARD_HOME={cli_home}" in k["Environment"]
         assert k["EnvironmentFile"] == ["-/etc/agentboard/env"]

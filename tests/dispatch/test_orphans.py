@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agentboard.cgroups import WorkerCgroups
 from agentboard.dispatch.guard import guard_pid_file
 from agentboard.dispatch.liveness import group_has_live, pid_alive
 
@@ -74,6 +77,37 @@ def test_a_killed_dispatcher_s_worker_stops_with_it_and_its_task_completes_once(
     assert [r["outcome"] for r in runs][-1] == "completed" and runs[0]["worker_host"] == "host-a"
     assert runs[-1]["worker_host"] == "host-b"
     _no_overlap(journal)
+
+
+def test_a_killed_dispatcher_s_worker_takes_what_it_started_in_a_session_of_its_own_with_it(ab, board, tmp_path):
+    """kill -9 of the dispatcher: the guard ends its worker's process group and the worker's
+    cgroup, so a daemon the agent started with ``setsid`` (out of the group) is stopped too."""
+    cgroups = WorkerCgroups(Path(ab.settings.home), "host-a")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+    daemon_pid = tmp_path / "daemon.pid"
+    daemon = f"echo $$ > {daemon_pid}; exec sleep 600"
+    script = (f"setsid sh -c {shlex.quote(daemon)} < /dev/null > /dev/null 2>&1 & "
+              "sleep 600 & wait")
+    ab.add_profile("w", command="sh -c " + shlex.quote(script))
+    t = board.create("leave a daemon", assignee="w")
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a", AGENTBOARD_CLAIM_TTL=30)
+    try:
+        pid = _first_pid(board, t["id"])
+        daemon_at = int(wait_for(lambda: daemon_pid.exists() and daemon_pid.read_text().strip(), what="the daemon"))
+        assert os.getsid(daemon_at) != os.getsid(pid)  # out of the worker's session and group
+        d1.send_signal(signal.SIGKILL)
+        d1.wait()
+        wait_for(lambda: not pid_alive(pid) and not group_has_live(pid), what="the killed dispatcher's worker gone")
+        wait_for(lambda: not pid_alive(daemon_at), what="the worker's daemon gone with it")
+    finally:
+        if d1.poll() is None:
+            _stop(d1)
+        try:
+            os.kill(int(daemon_pid.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        cgroups.close()
 
 
 def test_a_restarted_dispatcher_stops_its_leftover_worker_whose_task_moved_on(ab, board, tmp_path):
@@ -171,3 +205,44 @@ def test_a_dispatcher_with_50_workers_holds_no_thread_per_worker(ab, board, tmp_
     finally:
         _stop(d)
     assert open_runs(ab.db) == 0
+
+
+def test_a_starting_dispatcher_ends_what_is_left_in_the_cgroups_of_runs_that_are_over(ab, board, tmp_path):
+    """The dispatcher and its guard lost together leave a run's cgroup with a daemon in it: the
+    next dispatcher on the host ends it and removes the cgroup; the cgroup of a run still open on
+    the host (a one-shot pass's worker) is left alone."""
+    import subprocess
+
+    from agentboard.cgroups import wrapped
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    ab.settings.host_id = "host-a"
+    cgroups = WorkerCgroups(Path(ab.settings.home), "host-a")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+    ab.add_profile("w", command="true")
+    over = board.create("over", assignee="w")
+    open_ = board.create("still running", assignee="w")
+    gone_run = board.claim(over["id"])["run_id"]
+    board.complete(over["id"], summary="done elsewhere", run_id=gone_run)
+    live_run = board.claim(open_["id"], host="host-a")["run_id"]
+    procs = [subprocess.Popen(wrapped(["sleep", "600"], cgroups.prepare(rid)), start_new_session=True)
+             for rid in (gone_run, live_run)]
+    try:
+        wait_for(lambda: all(len(members) == 1 for members in
+                             ([*map(int, (cgroups.folder(r) / "cgroup.procs").read_text().split())]
+                              for r in (gone_run, live_run))), what="both in their cgroups")
+        d = Dispatcher(ab.db, ab.settings)
+        d.start()
+        try:
+            wait_for(lambda: procs[0].poll() is not None, what="the daemon of the run that is over ended")
+            assert not cgroups.folder(gone_run).exists()
+            assert procs[1].poll() is None and cgroups.folder(live_run).exists()
+        finally:
+            d.stop()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        cgroups.end(live_run, grace=0)
+        cgroups.close()

@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 import agentboard
+from agentboard.cgroups import WorkerCgroups
 from agentboard.dispatch import liveness
 from agentboard.dispatch.dispatcher import Dispatcher
 from agentboard.kernel import runs, tokens
@@ -232,6 +233,44 @@ def test_a_workers_background_child_does_not_outlive_the_workers_exit(ab: Any, t
         assert ab.board().show(t["id"])["status"] == "done"
         bg = int(pidfile.read_text())
         assert not liveness.pid_alive(bg)
+        assert not late.exists()
+    finally:
+        d.stop()
+        try:
+            os.kill(int(pidfile.read_text()), 9)
+        except (OSError, ValueError):
+            pass
+
+
+def _cgroups_or_skip(ab: Any) -> WorkerCgroups:
+    cg = WorkerCgroups(Path(ab.settings.home), ab.settings.host_id or "test")
+    if cg.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cg.why}")
+    return cg
+
+
+@pytest.mark.parametrize("leave", ["setsid", "setpgid"])
+def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_run(
+        ab: Any, tmp_path: Path, leave: str) -> None:
+    _cgroups_or_skip(ab)
+    late, pidfile = tmp_path / "late", tmp_path / "bg.pid"
+    child = f"echo $$ > {pidfile}; sleep 30; echo late > {late}"
+    regroup = (f"import os, time; os.setpgid(0, 0); open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
+               f"time.sleep(30); open({str(late)!r}, 'w').write('late')")  # a process group of its own
+    start = (f"setsid sh -c {shlex.quote(child)} < /dev/null > /dev/null 2>&1 &" if leave == "setsid"
+             else f"{shlex.quote(sys.executable)} -c {shlex.quote(regroup)} &")
+    script = (f"{start} while [ ! -s {pidfile} ]; do sleep 0.01; done; "
+              "echo '{\"success\": true, \"summary\": \"left a daemon\"}' > .board/result.json")
+    ab.add_profile("leaver", command="sh -c " + shlex.quote(script))
+    t = ab.board().create("leave a daemon behind", assignee="leaver")
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        d.run_pass()
+        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] != "running",
+                 timeout=60, what="the run over")
+        assert ab.board().show(t["id"])["status"] == "done"
+        bg = int(pidfile.read_text())
+        assert not liveness.pid_alive(bg), f"the {leave} process {bg} outlived its run"
         assert not late.exists()
     finally:
         d.stop()

@@ -189,3 +189,40 @@ def test_verification_does_not_run_when_the_workers_confinement_is_gone(
     assert "bubblewrap" in shown["last_failure_error"]
     assert not ran.exists()
 
+
+
+# -- what a check leaves running ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("contained", [True, False], ids=["in the run's cgroup", "without cgroups"])
+def test_a_check_that_leaves_a_daemon_holding_its_output_is_done_at_once(tmp_path: Path, contained: bool) -> None:
+    """The worker's tests start a daemon in a session of its own that keeps the check's output
+    open: the check is judged as soon as its shell is done, and, in the run's cgroup, the daemon
+    ends with it (without cgroups only its process group can be ended)."""
+    from agentboard.cgroups import WorkerCgroups
+    from agentboard.dispatch import liveness
+    from agentboard.protocol import verify
+
+    folder = None
+    cgroups = WorkerCgroups(tmp_path / "home", "verify-test")
+    if contained:
+        if cgroups.probe() is None:
+            pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+        folder = cgroups.prepare(424242)
+    pidfile = tmp_path / "daemon.pid"
+    command = (f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & sleep 30 & "
+               f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo checked")
+    try:
+        result = verify.run_command(command, tmp_path, timeout=120, cgroup=folder)
+        assert result.passed and result.output_tail.strip() == "checked"
+        assert result.seconds < 60  # the old pipe waited for the daemon: 300 s, then forever
+        daemon = int(pidfile.read_text())
+        if contained:
+            assert not liveness.pid_alive(daemon), "the daemon outlived the check"
+            assert folder is not None and not folder.exists()
+    finally:
+        try:
+            os.kill(int(pidfile.read_text()), 9)
+        except (OSError, ValueError):
+            pass
+        cgroups.close()

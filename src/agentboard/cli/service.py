@@ -170,6 +170,9 @@ def render(p: UnitPlan, what: str) -> str:
         # workers are processes of their own: a restart (an upgrade) leaves them running and the
         # next dispatcher picks their exits up
         service.append("KillMode=process")
+        # its cgroup is its own to divide: each worker runs in a cgroup of its own beneath it, so
+        # what a worker leaves running outside its process group ends with its run
+        service.append("Delegate=yes")
     service += _hardening(p)
     install = ["", "[Install]", "WantedBy=" + ("default.target" if p.user_units else "multi-user.target")]
     return "\n".join(unit + service + install) + "\n"

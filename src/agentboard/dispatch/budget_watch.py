@@ -82,6 +82,7 @@ class BudgetWatch:
                 log.warning("run %s of %s: the worker survived SIGKILL", r["current_run_id"], r["id"])
                 return
             liveness.end_group(int(pid), grace=STOP_GRACE)
+        self.ctx.cgroups.end(int(r["current_run_id"]), grace=STOP_GRACE)
         if w is not None:
             w.poll()
             self.ctx.workers.forget(w.run_id)

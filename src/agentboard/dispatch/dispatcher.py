@@ -202,6 +202,7 @@ class Dispatcher:
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
         self.ctx.guard.detach(float(self.settings.claim_ttl) / 2)
+        self.ctx.cgroups.close()  # its folder, when no worker is left in it
 
     def wake(self) -> None:
         """Ask for a pass now (e.g. the dashboard's "dispatch now")."""

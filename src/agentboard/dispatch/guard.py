@@ -46,7 +46,8 @@ class Guard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._held: set[int] = set()
+        #: process group -> the worker's cgroup (or None)
+        self._held: dict[int, Path | None] = {}
 
     @property
     def pid(self) -> int | None:
@@ -61,8 +62,8 @@ class Guard:
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", __file__, str(GUARD_GRACE)], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-            for pgid in self._held:
-                self._send(f"+{pgid}\n")
+            for pgid, cgroup in self._held.items():
+                self._send(_hold_line(pgid, cgroup))
             if pid_file is not None:
                 try:
                     pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -80,18 +81,19 @@ class Guard:
         except (OSError, ValueError):
             pass
 
-    def hold(self, pgid: int) -> None:
-        """End process group ``pgid`` if this dispatcher dies."""
+    def hold(self, pgid: int, cgroup: Path | None = None) -> None:
+        """End process group ``pgid`` (and what is in the worker's ``cgroup``) if this
+        dispatcher dies."""
         with self._lock:
             if pgid not in self._held:
-                self._held.add(pgid)
-                self._send(f"+{pgid}\n")
+                self._held[pgid] = cgroup
+                self._send(_hold_line(pgid, cgroup))
 
     def release(self, pgid: int) -> None:
         """Process group ``pgid`` is gone (or no longer ours to end)."""
         with self._lock:
             if pgid in self._held:
-                self._held.discard(pgid)
+                del self._held[pgid]
                 self._send(f"-{pgid}\n")
 
     def detach(self, keep_for: float) -> None:
@@ -110,6 +112,13 @@ class Guard:
             except (OSError, ValueError):
                 pass
         threading.Thread(target=proc.wait, name="agentboard-guard-reap", daemon=True).start()
+
+
+def _hold_line(pgid: int, cgroup: Path | None) -> str:
+    """The guard's line for a worker: ``+pgid`` and, where it has one, its cgroup's folder (a
+    path without spaces or line breaks: :mod:`.cgroups` names them)."""
+    path = str(cgroup) if cgroup is not None and not any(c.isspace() for c in str(cgroup)) else ""
+    return f"+{pgid} {path}\n" if path else f"+{pgid}\n"
 
 
 def guard_pid_file(home: Path, host: str) -> Path:
@@ -228,7 +237,9 @@ def _live(groups: set[int]) -> set[int]:
     return found & groups
 
 
-def _end_groups(groups: set[int], grace: float) -> None:
+def _end_groups(groups: set[int], grace: float, cgroups: dict[int, str] | None = None) -> None:
+    """End ``groups`` (SIGTERM, SIGKILL after ``grace``), then kill what is left in their
+    workers' ``cgroups`` (process group -> cgroup folder): what left the group with them."""
     live = _live(groups)
     for g in live:
         try:
@@ -244,6 +255,37 @@ def _end_groups(groups: set[int], grace: float) -> None:
             os.killpg(g, signal.SIGKILL)
         except OSError:
             pass
+    for folder in (cgroups or {}).values():
+        _kill_cgroup(folder)
+
+
+def _kill_cgroup(folder: str) -> None:
+    """SIGKILL everything in cgroup ``folder`` (the standard library only: this process is
+    started with ``-I``) and remove it."""
+    try:
+        with open(os.path.join(folder, "cgroup.kill"), "w") as fh:
+            fh.write("1\n")
+    except OSError:
+        pass
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as fh:
+                pids = [int(p) for p in fh.read().split()]
+        except (OSError, ValueError):
+            return
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
 
 
 def main(argv: list[str]) -> int:
@@ -255,27 +297,37 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR1, lambda *_: taken.set())  # the next dispatcher took them over
     grace = float(argv[1]) if len(argv) > 1 else GUARD_GRACE
     groups: set[int] = set()
+    cgroups: dict[int, str] = {}  # a held group's cgroup folder, kept while the group is held
     keep_for = 0.0
     for raw in sys.stdin.buffer:
-        line = raw.strip().decode("ascii", "replace")
+        line = raw.strip().decode("utf-8", "replace")
+        head, _, folder = line.partition(" ")
         if line.startswith("detach"):
             try:
                 keep_for = float(line.split()[1])
             except (IndexError, ValueError):
                 keep_for = 0.0
-        elif line[:1] in ("+", "-") and line[1:].isdigit():
-            pgid = int(line[1:])
-            if pgid > 1:
-                (groups.add if line[0] == "+" else groups.discard)(pgid)
+        elif head[:1] in ("+", "-") and head[1:].isdigit():
+            pgid = int(head[1:])
+            if pgid <= 1:
+                continue
+            if head[0] == "+":
+                groups.add(pgid)
+                if folder.startswith("/"):
+                    cgroups[pgid] = folder
+            else:
+                groups.discard(pgid)
+                cgroups.pop(pgid, None)
     deadline = time.monotonic() + keep_for
+    held = set(groups)  # a group whose leader is gone may have left processes in its cgroup
     while keep_for and groups and not taken.is_set():  # kept for a takeover: until it, or their end
         groups = _live(groups)
         left = deadline - time.monotonic()
         if left <= 0:
             break
         taken.wait(min(1.0, left))
-    if groups and not taken.is_set():
-        _end_groups(groups, grace)
+    if (groups or cgroups) and not taken.is_set():
+        _end_groups(groups, grace, {g: f for g, f in cgroups.items() if g in held})
     return 0
 
 

@@ -206,7 +206,7 @@ class Reaper:
             run = runs.get(rid) or {}
             if run.get("status") == "open" and run.get("worker_host") == ctx.host and run.get("worker_pid") == pid:
                 keep[rid] = (pid, at)
-                ctx.guard.hold(pid)
+                ctx.guard.hold(pid, ctx.cgroups.folder(rid))
                 ctx.exits.watch(pid)
                 continue
             stopped += 1
@@ -215,7 +215,26 @@ class Reaper:
             ctx.jobs.submit(rid, self._stop_pid, str(run.get("board") or ""), str(run.get("task_id") or ""),
                             rid, pid, at)
         ctx.worker_file.rewrite(keep)
+        self._end_stale_cgroups(set(keep))
         return len(keep), stopped
+
+    def _end_stale_cgroups(self, kept: set[int]) -> None:
+        """The cgroups of this host's runs that are over (their dispatcher and its guard were lost
+        together): what is left in them is ended, and they are removed. A run still open here
+        (adopted, or a one-shot pass's worker) keeps its cgroup."""
+        ctx = self.ctx
+        found = [rid for rid in ctx.cgroups.runs() if rid not in kept]
+        if not found:
+            return
+        runs = kd.last_runs(ctx.db, found)
+        for rid in found:
+            run = runs.get(rid) or {}
+            if run.get("status") == "open" and run.get("worker_host") == ctx.host:
+                continue
+            left = ctx.cgroups.end(rid, grace=STOP_GRACE)
+            if left:
+                log.warning("run %s is over: ended %d process(es) its worker left running (%s)", rid, len(left),
+                            " ".join(map(str, left[:10])))
 
     # -- a previous run's worker ----------------------------------------------------------------------
 
@@ -471,6 +490,11 @@ class Reaper:
         pid = e.worker.pid if e.worker is not None else (e.row or {}).get("worker_pid")
         if pid and not liveness.end_group(int(pid), grace=EXIT_GROUP_GRACE):
             log.warning("run %s: a process the worker left behind survived SIGKILL (group %s)", e.run_id, pid)
+        # what left its process group (setsid, job control) is still in the run's cgroup
+        left = self.ctx.cgroups.end(e.run_id, grace=EXIT_GROUP_GRACE)
+        if left:
+            log.warning("run %s: ended %d process(es) the worker left running outside its process group: %s",
+                        e.run_id, len(left), " ".join(map(str, left[:10])))
 
     def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion

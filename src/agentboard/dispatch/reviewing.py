@@ -241,6 +241,7 @@ class Reviewing:
         pid = w.pid if w is not None else r.get("worker_pid")
         if pid:
             liveness.end_group(int(pid), grace=2.0)
+        self.ctx.cgroups.end(rid, grace=2.0)
         self.ctx.workers.forget(rid)
         workspace = w.workspace if w is not None else Path(r.get("workspace_path") or ".")
         profile = (w.profile if w is not None else None) or {"name": r.get("profile")}

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import tracing
+from ..cgroups import WorkerCgroups
 from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import runs as kr
@@ -300,6 +301,8 @@ class Context:
     guard: Guard = field(init=False)
     #: the workers this host's dispatcher started, for the next one on the host (:mod:`.guard`)
     worker_file: WorkerFile = field(init=False)
+    #: each worker's cgroup, where the host has them (:mod:`.cgroups`)
+    cgroups: WorkerCgroups = field(init=False)
 
     def __post_init__(self) -> None:
         self.notes = Notes(self.db)
@@ -307,15 +310,16 @@ class Context:
         self.exits = ExitWatcher(self.wake)
         self.guard = Guard()
         self.worker_file = WorkerFile(worker_file(self.home, self.host))
+        self.cgroups = WorkerCgroups(self.home, self.host)
         self.workers.on_forget = self._gone
 
     def track(self, w: Worker) -> None:
         """A worker just started: its exit wakes the dispatcher; unless this is a one-shot pass
         (whose workers outlive it), the guard ends its process group if the dispatcher dies and
-        the worker file lists it."""
+        the worker file lists it (with its cgroup, where the host has them: :mod:`.cgroups`)."""
         self.exits.watch(w.proc)
         if not self.one_shot:
-            self.guard.hold(w.pid)
+            self.guard.hold(w.pid, self.cgroups.folder(w.run_id))
             self.worker_file.started(w.run_id, w.pid, w.started)
 
     def _gone(self, w: Worker) -> None:

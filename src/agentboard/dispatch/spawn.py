@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .. import cgroups
 from ..config import Settings
 from ..domain import worker_env as worker_env_vars
 from ..domain.worker_env import WorkerEnv
@@ -85,10 +86,6 @@ def read_exit(path: Path | None) -> int | None:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-# runs the agent as its child, then records its exit status next to the log (atomically)
-_EXIT_WRAPPER = 'f=$1; shift; "$@"; c=$?; printf "%s" "$c" > "$f.tmp" && mv "$f.tmp" "$f"; exit $c'
 
 
 def _resolve(argv0: str, env: dict[str, str]) -> str:
@@ -170,12 +167,14 @@ class Worker:
 
 def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max_bytes: int,
           header: str | None = None, exit_file: Path | None = None,
-          confinement: Confinement = NONE, show: Sequence[Path] = ()) -> tuple[subprocess.Popen[bytes], int]:
+          confinement: Confinement = NONE, show: Sequence[Path] = (),
+          cgroup: Path | None = None) -> tuple[subprocess.Popen[bytes], int]:
     """Start a worker in its own session, its output appended to ``log``; ``exit_file``: wrap it
     to record its exit status; ``confinement``: the OS user and sandbox it runs in (a sandbox
     shows what the program needs, :func:`.isolation.needed_paths`; a program it would hide is an
-    :class:`.isolation.IsolationError`; ``show``: more paths it needs)."""
-    wrapped = exit_file is not None
+    :class:`.isolation.IsolationError`; ``show``: more paths it needs); ``cgroup``: the folder of
+    the cgroup it joins before the program runs (:mod:`.cgroups`)."""
+    wrapped = exit_file is not None or cgroup is not None
     if confinement.mode != "none":
         argv = [_resolve(argv[0], env), *argv[1:]]
         if confinement.bwrap is not None:
@@ -186,8 +185,8 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
     user, group, extra_groups = confinement.popen_ids(switch_in_argv=wrapped)
     if exit_file is not None:
         exit_file.unlink(missing_ok=True)
-        argv = ["/bin/sh", "-c", _EXIT_WRAPPER, "agentboard-worker", str(exit_file),
-                _resolve(argv[0], env), *argv[1:]]
+    if wrapped:
+        argv = cgroups.wrapped([_resolve(argv[0], env), *argv[1:]], cgroup, exit_file)
     fh, offset = open_log(log, log_max_bytes)
     try:
         if header:

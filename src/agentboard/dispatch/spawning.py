@@ -374,7 +374,7 @@ class Spawner:
         if conf.bwrap is not None:
             extra = [workspaces.borrowed_objects(workspace)] if workspaces.is_task_repo(workspace) else []
             conf = conf.showing(isolation.needed_paths(["/bin/sh"], env, extra=extra))
-        return verify.Setup(conf, env)
+        return verify.Setup(conf, env, cgroup=self.ctx.cgroups.folder(run_id))
 
     # -- a repair attempt ---------------------------------------------------------------------------
 
@@ -469,7 +469,8 @@ class Spawner:
                 ln.command.argv, cwd=at.workspace.path, env=ln.env, log=logp,
                 log_max_bytes=self.ctx.settings.log_max_bytes, header=_header(ln),
                 exit_file=spawn.exit_path(home, at.board, at.task_id, at.run_id) if self.ctx.one_shot else None,
-                confinement=conf, show=[workspaces.borrowed_objects(at.workspace.path)] if task_repo else ())
+                confinement=conf, show=[workspaces.borrowed_objects(at.workspace.path)] if task_repo else (),
+                cgroup=self.ctx.cgroups.prepare(at.run_id))
         except (workspaces.WorkspaceError, isolation.IsolationError) as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
         except OSError as exc:

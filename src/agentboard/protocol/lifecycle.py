@@ -241,7 +241,7 @@ def _verify_and_complete(
         if setup is not None:
             outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
                                  checks=host_access.board_checks(db, board), confinement=setup.confinement,
-                                 base_env=setup.base_env, unavailable=setup.unavailable)
+                                 base_env=setup.base_env, unavailable=setup.unavailable, cgroup=setup.cgroup)
         else:
             env = {**WorkerEnv(task=task_id, run_id=run_id).to_env(),
                    **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}

@@ -1,7 +1,9 @@
 """Verification: a task's ``verify`` commands, run in the workspace after a reported success.
 
-Each command runs through the shell in its own process group with a timeout; a command that
-outlives it is killed with its children. The first failure stops the run of commands.
+Each command runs through the shell in its own process group (and, where the host has cgroups,
+in the run's cgroup) with a timeout; a command that outlives it is killed with its children, and
+what a command leaves running when it is done is ended too. The first failure stops the run of
+commands.
 
 The commands run the worker's code (its tests, its Makefile), so they run under the same
 confinement as the profile that did the work (``dispatch.isolation``): in its sandbox, as the
@@ -19,12 +21,14 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import cgroups
 from ..kernel.host_access import CHECK_PREFIX, resolve_checks
 
 TAIL_BYTES = 4000
@@ -99,6 +103,9 @@ class Setup:
     confinement: Confinement | None
     base_env: Mapping[str, str] | None
     unavailable: str | None = None
+    #: the run's cgroup, where the host has them: each command joins it, and what a command
+    #: leaves running in it is ended with the command
+    cgroup: Path | None = None
 
 
 def _tail(data: bytes, limit: int = TAIL_BYTES) -> str:
@@ -107,40 +114,61 @@ def _tail(data: bytes, limit: int = TAIL_BYTES) -> str:
 
 
 def run_command(command: str, workspace: Path, timeout: float, env: dict[str, str] | None = None, *,
-                confinement: Confinement | None = None, base_env: Mapping[str, str] | None = None) -> CommandResult:
+                confinement: Confinement | None = None, base_env: Mapping[str, str] | None = None,
+                cgroup: Path | None = None) -> CommandResult:
     """Run one shell command in ``workspace``. Its environment: ``base_env`` (else the
     dispatcher's own) with ``env`` on top; under ``confinement`` (a sandbox, another user) the
-    shell runs inside it."""
+    shell runs inside it; with ``cgroup`` (the run's, :mod:`agentboard.cgroups`) it joins it first.
+
+    Its output goes to a file, not a pipe: a process it leaves running cannot hold the check
+    open. When the shell is done (or killed at the timeout), what it left running is ended: its
+    process group, and everything in ``cgroup`` (what left the group: ``setsid``)."""
     started = time.monotonic()
+    if cgroup is not None:
+        try:
+            cgroup.mkdir(exist_ok=True)
+        except OSError:
+            cgroup = None
     full = {**(os.environ if base_env is None else base_env), **(env or {})}
     argv: list[str] = ["/bin/sh", "-c", command]
     user = group = extra_groups = None
     if confinement is not None and confinement.mode != "none":
-        argv = confinement.command(argv, workspace)
-        user, group, extra_groups = confinement.popen_ids()
+        argv = confinement.command(argv, workspace, switch_in_argv=cgroup is not None)
+        user, group, extra_groups = confinement.popen_ids(switch_in_argv=cgroup is not None)
         full = confinement.environment(full, workspace)
-    proc = subprocess.Popen(
-        argv, cwd=str(workspace), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, env=full, user=user, group=group,
-        extra_groups=extra_groups,
-    )
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=3)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        out, _ = proc.communicate()
-    tail = _tail(out or b"")
+    if cgroup is not None:
+        argv = cgroups.wrapped(argv, cgroup)
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            argv, cwd=str(workspace), stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True, env=full, user=user, group=group,
+            extra_groups=extra_groups,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=3)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            proc.wait()
+        try:  # what the check left running (a server it started, a daemon) ends with it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if cgroup is not None:
+            cgroups.end_cgroup(cgroup, grace=0.0)
+        size = out.seek(0, os.SEEK_END)
+        out.seek(max(0, size - TAIL_BYTES * 2))
+        tail = _tail(out.read())
     if timed_out:
         tail += f"\n[killed: no result within {timeout:g} s]"
     return CommandResult(command, proc.returncode, time.monotonic() - started, tail, timed_out)
@@ -148,11 +176,13 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
 
 def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, str] | None = None,
         checks: Mapping[str, str] | None = None, confinement: Confinement | None = None,
-        base_env: Mapping[str, str] | None = None, unavailable: str | None = None) -> Verification:
+        base_env: Mapping[str, str] | None = None, unavailable: str | None = None,
+        cgroup: Path | None = None) -> Verification:
     """Run ``commands`` in order in ``workspace``; stop at the first failure. ``checks``: the
     board's named checks, which ``check:NAME`` entries run. ``confinement`` and ``base_env``:
     the worker's (see the module docstring). ``unavailable``: why that confinement cannot be
-    had here — then nothing runs and the first command fails saying so."""
+    had here — then nothing runs and the first command fails saying so. ``cgroup``: the run's
+    (:func:`run_command`)."""
     out = Verification(confinement=confinement.describe() if confinement is not None else None)
     if confinement is not None or unavailable is not None:
         log.info("verifying in %s: %s", workspace, unavailable or out.confinement)
@@ -165,7 +195,8 @@ def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, 
             result = CommandResult(label, None, 0.0, f"[not run: it must run confined like the worker, and "
                                    f"{unavailable}]")
         else:
-            result = run_command(command, workspace, timeout, env, confinement=confinement, base_env=base_env)
+            result = run_command(command, workspace, timeout, env, confinement=confinement, base_env=base_env,
+                                 cgroup=cgroup)
             result.command = label
         out.results.append(result)
         if not result.passed:
