@@ -339,7 +339,9 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     board = ab.board()
     procs: list[subprocess.Popen[bytes]] = []
     ports = [_free_port() for _ in range(args.hosts)]
-    out: dict[str, Any] = {"hosts": args.hosts, "slots": args.slots, "ttl_s": args.ttl, "work_s": args.work}
+    out: dict[str, Any] = {"hosts": args.hosts, "slots": args.slots, "ttl_s": args.ttl, "work_s": args.work,
+                           # each worker in a cgroup of its own (the dispatchers read the same setting)
+                           "worker_cgroups": bool(ab.settings.worker_cgroups)}
     for i in range(args.hosts):
         home = root / f"host{i}"
         home.mkdir()

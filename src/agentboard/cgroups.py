@@ -7,14 +7,16 @@ cannot leave its cgroup without write access to a cgroup above it, which a worke
 unprivileged one: the cgroup files are the dispatcher's; see ``docs/security.md``).
 
 Where the host has a writable cgroup v2 hierarchy (the dispatcher's own cgroup is delegated to it,
-or it runs as root), each worker starts in ``<the dispatcher's cgroup>/agentboard-<host>-<home>/run-<run
-id>`` (``<home>``: a digest of the home's path): the small shell that starts it joins that cgroup before it runs the agent's program (so
-nothing the program forks is ever outside it), then becomes the program; when its run's exit is handled,
-what is left there is sent SIGTERM, then killed (``cgroup.kill``) after the grace, and the cgroup
-removed. The folder is found again by run id, so a dispatcher that took the worker over, or the
+or it runs as root), each worker runs in ``<the dispatcher's cgroup>/agentboard-<host>-<home>/run-<run
+id>`` (``<home>``: a digest of the home's path): the small shell that starts it (:data:`WRAPPER`)
+joins that cgroup before it runs the program, so nothing the program forks is ever outside it (its
+checks join it the same way); when its run's exit is handled, what is left there is sent SIGTERM,
+then killed (``cgroup.kill``) after the grace, and the cgroup removed. The folder is found again by run id, so a dispatcher that took the worker over, or the
 next one-shot pass, ends it too; its path is kept in ``<home>/run/cgroup-<host>``, for passes made
 from another cgroup. Without such a hierarchy (a container that mounts it read-only, a user
-session without delegation) the process group is all there is, as before: :func:`probe` says why.
+session without delegation), or with the setting ``worker_cgroups`` off (the shell costs each
+start about a millisecond of CPU), the process group is all there is: :meth:`WorkerCgroups.probe`
+says why.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _own_cgroup() -> Path | None:
 class WorkerCgroups:
     """The cgroups of one host's workers (``host``), or none (``base is None``; ``why`` says why)."""
 
-    def __init__(self, home: Path, host: str) -> None:
+    def __init__(self, home: Path, host: str, *, enabled: bool = True) -> None:
         self.record = home / "run" / f"cgroup-{_UNSAFE.sub('_', host)}"
         # run ids are a database's: two homes on one host (two databases) never share a folder
         where = hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:10]
@@ -66,12 +68,16 @@ class WorkerCgroups:
         self._probed = False
         #: the folders runs' cgroups may be in (this process's and the recorded one)
         self._bases: list[Path] = []
+        self.enabled = enabled
 
     def probe(self) -> Path | None:
         """The folder holding the workers' cgroups, made if need be (once; None: unavailable)."""
         if self._probed:
             return self.base
         self._probed = True
+        if not self.enabled:
+            self.why = "the setting worker_cgroups is off"
+            return None
         candidates: list[Path] = []
         try:
             recorded = self.record.read_text().strip()

@@ -69,6 +69,9 @@ class Settings:
     #: the most triage tasks auto mode hands the LLM per pass
     auto_decompose_per_pass: int = 3
     verify: bool = True
+    #: each worker, and its checks, in a cgroup of its own where the host has them, so what it
+    #: takes out of its process group ends with its run (``agentboard.cgroups``)
+    worker_cgroups: bool = True
     #: who reviews a task entering review when its board does not say: auto, off, llm (or on),
     #: heuristic, profile:NAME (see ``protocol.review.choose_reviewer``)
     reviewer_agent: str = "auto"

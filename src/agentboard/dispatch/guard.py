@@ -282,10 +282,11 @@ def _kill_cgroup(folder: str) -> None:
             except OSError:
                 pass
         time.sleep(0.02)
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
+    for path in (folder, os.path.dirname(folder)):  # and the host's folder, when it was the last
+        try:
+            os.rmdir(path)
+        except OSError:
+            break
 
 
 def main(argv: list[str]) -> int:

@@ -310,7 +310,7 @@ class Context:
         self.exits = ExitWatcher(self.wake)
         self.guard = Guard()
         self.worker_file = WorkerFile(worker_file(self.home, self.host))
-        self.cgroups = WorkerCgroups(self.home, self.host)
+        self.cgroups = WorkerCgroups(self.home, self.host, enabled=bool(self.settings.worker_cgroups))
         self.workers.on_forget = self._gone
 
     def track(self, w: Worker) -> None:

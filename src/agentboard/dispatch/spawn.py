@@ -173,7 +173,7 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
     to record its exit status; ``confinement``: the OS user and sandbox it runs in (a sandbox
     shows what the program needs, :func:`.isolation.needed_paths`; a program it would hide is an
     :class:`.isolation.IsolationError`; ``show``: more paths it needs); ``cgroup``: the folder of
-    the cgroup it joins before the program runs (:mod:`.cgroups`)."""
+    the cgroup it joins before its program runs (:mod:`agentboard.cgroups`)."""
     wrapped = exit_file is not None or cgroup is not None
     if confinement.mode != "none":
         argv = [_resolve(argv[0], env), *argv[1:]]
@@ -185,7 +185,7 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
     user, group, extra_groups = confinement.popen_ids(switch_in_argv=wrapped)
     if exit_file is not None:
         exit_file.unlink(missing_ok=True)
-    if wrapped:
+    if wrapped:  # a shell joins the cgroup before the program runs (and records its exit status)
         argv = cgroups.wrapped([_resolve(argv[0], env), *argv[1:]], cgroup, exit_file)
     fh, offset = open_log(log, log_max_bytes)
     try:
