@@ -436,3 +436,10 @@ def test_a_new_home_is_private_to_its_owner(tmp_path: Path) -> None:
                         assert _mode(f) == 0o600, f
     finally:
         os.umask(old)
+
+
+def test_with_worker_cgroups_off_no_cgroup_is_made_and_the_reason_says_so(tmp_path: Path) -> None:
+    off = WorkerCgroups(tmp_path / "home", "h", enabled=False)
+    assert off.probe() is None and off.prepare(1) is None and off.runs() == []
+    assert "worker_cgroups is off" in off.why
+    assert not (tmp_path / "home" / "run").exists()
