@@ -35,6 +35,42 @@ LONG_FIRST = ("tests/test_install.py", "tests/api/test_schema_fuzz.py", "tests/a
               "tests/test_docs_examples.py", "tests/kernel/test_state_machine.py")
 
 
+def _worker_cgroup_folders() -> set[Path]:
+    """The folders of workers' cgroups (``agentboard.cgroups``) beside this process's cgroup."""
+    from agentboard.cgroups import _own_cgroup
+
+    own = _own_cgroup()
+    try:
+        return set(own.glob("agentboard-*")) if own is not None else set()
+    except OSError:
+        return set()
+
+
+_cgroups_before: set[Path] = set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _cgroups_before
+    _cgroups_before = _worker_cgroup_folders()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The suite's homes come and go: the cgroup folders their dispatchers made (empty by now)
+    are removed once every test process is done (by the one that started them, or alone)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    for folder in _worker_cgroup_folders() - _cgroups_before:
+        for run in folder.glob("run-*"):
+            try:
+                run.rmdir()
+            except OSError:
+                pass
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Move the long-running files (:data:`LONG_FIRST`) to the front; the order stays otherwise."""
     items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))

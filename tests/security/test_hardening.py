@@ -272,6 +272,8 @@ def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_
         bg = int(pidfile.read_text())
         assert not liveness.pid_alive(bg), f"the {leave} process {bg} outlived its run"
         assert not late.exists()
+        (ended,) = [e for e in ab.board().events(0, task_id=t["id"]) if e["kind"] == "leftovers_ended"]
+        assert ended["payload"]["processes"] >= 1
     finally:
         d.stop()
         try:

@@ -495,6 +495,14 @@ class Reaper:
         if left:
             log.warning("run %s: ended %d process(es) the worker left running outside its process group: %s",
                         e.run_id, len(left), " ".join(map(str, left[:10])))
+            w = e.worker
+            board = w.board if w is not None else (e.row or {}).get("board")
+            task_id = w.task_id if w is not None else (e.row or {}).get("id")
+            if board:  # on the task's timeline: its agent leaves daemons behind
+                self.ctx.notes.note(("leftovers", e.run_id), str(board), task_id, "leftovers_ended",
+                                    {"processes": len(left), "reason": "still running in the run's cgroup "
+                                     "after its worker exited (started outside its process group)"},
+                                    run_id=e.run_id)
 
     def _plain_exits(self, exits: list[FoundExit]) -> set[int]:
         """Exits of first attempts whose whole effect is a completion
