@@ -219,40 +219,47 @@ def test_a_board_whose_stored_settings_are_bad_does_not_stop_the_other_boards(ab
 # -- process groups -------------------------------------------------------------------------------
 
 
-def test_a_workers_background_child_does_not_outlive_the_workers_exit(ab: Any, tmp_path: Path) -> None:
-    late, pidfile = tmp_path / "late", tmp_path / "bg.pid"
-    script = (f"sh -c 'sleep 30; echo late > {late}' & echo $! > {pidfile}; "
-              "echo '{\"success\": true, \"summary\": \"left a child\"}' > .board/result.json")
+def _leave_behind(ab: Any, script: str, pidfile: Path) -> tuple[str, int]:
+    """Run a task whose agent (``script``) leaves a process behind that writes its pid to
+    ``pidfile``, until the run is over: the task's id and that process's pid."""
     ab.add_profile("leaver", command="sh -c " + shlex.quote(script))
-    t = ab.board().create("leave a child behind", assignee="leaver")
+    t = ab.board().create("leave a process behind", assignee="leaver")
     d = Dispatcher(ab.db, ab.settings)
     try:
         d.run_pass()
         wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] != "running",
                  timeout=60, what="the run over")
-        assert ab.board().show(t["id"])["status"] == "done"
-        bg = int(pidfile.read_text())
+    finally:
+        d.stop()
+    assert ab.board().show(t["id"])["status"] == "done"
+    return t["id"], int(pidfile.read_text())
+
+
+def _kill_from(pidfile: Path) -> None:
+    try:
+        os.kill(int(pidfile.read_text()), 9)
+    except (OSError, ValueError):
+        pass
+
+
+def test_a_workers_background_child_does_not_outlive_the_workers_exit(ab: Any, tmp_path: Path) -> None:
+    late, pidfile = tmp_path / "late", tmp_path / "bg.pid"
+    script = (f"sh -c 'sleep 30; echo late > {late}' & echo $! > {pidfile}; "
+              "echo '{\"success\": true, \"summary\": \"left a child\"}' > .board/result.json")
+    try:
+        _, bg = _leave_behind(ab, script, pidfile)
         assert not liveness.pid_alive(bg)
         assert not late.exists()
     finally:
-        d.stop()
-        try:
-            os.kill(int(pidfile.read_text()), 9)
-        except (OSError, ValueError):
-            pass
-
-
-def _cgroups_or_skip(ab: Any) -> WorkerCgroups:
-    cg = WorkerCgroups(Path(ab.settings.home), ab.settings.host_id or "test")
-    if cg.probe() is None:
-        pytest.skip(f"no cgroups for workers on this host: {cg.why}")
-    return cg
+        _kill_from(pidfile)
 
 
 @pytest.mark.parametrize("leave", ["setsid", "setpgid"])
 def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_run(
         ab: Any, tmp_path: Path, leave: str) -> None:
-    _cgroups_or_skip(ab)
+    cgroups = WorkerCgroups(Path(ab.settings.home), ab.settings.host_id or "test")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
     late, pidfile = tmp_path / "late", tmp_path / "bg.pid"
     child = f"echo $$ > {pidfile}; sleep 30; echo late > {late}"
     regroup = (f"import os, time; os.setpgid(0, 0); open({str(pidfile)!r}, 'w').write(str(os.getpid())); "
@@ -261,25 +268,14 @@ def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_
              else f"{shlex.quote(sys.executable)} -c {shlex.quote(regroup)} &")
     script = (f"{start} while [ ! -s {pidfile} ]; do sleep 0.01; done; "
               "echo '{\"success\": true, \"summary\": \"left a daemon\"}' > .board/result.json")
-    ab.add_profile("leaver", command="sh -c " + shlex.quote(script))
-    t = ab.board().create("leave a daemon behind", assignee="leaver")
-    d = Dispatcher(ab.db, ab.settings)
     try:
-        d.run_pass()
-        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] != "running",
-                 timeout=60, what="the run over")
-        assert ab.board().show(t["id"])["status"] == "done"
-        bg = int(pidfile.read_text())
+        task_id, bg = _leave_behind(ab, script, pidfile)
         assert not liveness.pid_alive(bg), f"the {leave} process {bg} outlived its run"
         assert not late.exists()
-        (ended,) = [e for e in ab.board().events(0, task_id=t["id"]) if e["kind"] == "leftovers_ended"]
+        (ended,) = [e for e in ab.board().events(0, task_id=task_id) if e["kind"] == "leftovers_ended"]
         assert ended["payload"]["processes"] >= 1
     finally:
-        d.stop()
-        try:
-            os.kill(int(pidfile.read_text()), 9)
-        except (OSError, ValueError):
-            pass
+        _kill_from(pidfile)
 
 
 # -- a full disk ----------------------------------------------------------------------------------

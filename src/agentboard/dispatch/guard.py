@@ -260,29 +260,20 @@ def _end_groups(groups: set[int], grace: float, cgroups: dict[int, str] | None =
 
 
 def _kill_cgroup(folder: str) -> None:
-    """SIGKILL everything in cgroup ``folder`` (the standard library only: this process is
-    started with ``-I``) and remove it."""
-    try:
-        with open(os.path.join(folder, "cgroup.kill"), "w") as fh:
-            fh.write("1\n")
-    except OSError:
-        pass
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        try:
-            with open(os.path.join(folder, "cgroup.procs")) as fh:
-                pids = [int(p) for p in fh.read().split()]
-        except (OSError, ValueError):
-            return
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.02)
-    for path in (folder, os.path.dirname(folder)):  # and the host's folder, when it was the last
+    """SIGKILL everything in cgroup ``folder`` and remove it (and the host's folder above it,
+    when it was the last). ``agentboard/cgroups.py`` is loaded from its file: it needs the
+    standard library only, and this process imports nothing of agentboard's package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "agentboard_guard_cgroups", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                 "cgroups.py"))
+    if spec is None or spec.loader is None:
+        return
+    cgroups = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cgroups)
+    cgroups.kill(Path(folder))
+    for path in (folder, os.path.dirname(folder)):
         try:
             os.rmdir(path)
         except OSError:
