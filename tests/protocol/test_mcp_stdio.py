@@ -13,8 +13,9 @@ from mcp_types import version
 
 from agentboard.mcp import stdio
 
-ENV_WORKER = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default",
-              "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_nothing"}
+#: a worker whose dispatcher serves no API: its server starts at once (an API that refuses the
+#: connection is retried for ``remote.RETRY_FOR``, 30 s, as across a dispatcher's restart)
+ENV_WORKER = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default"}
 
 
 def _talk(argv: list[str], messages: list[dict[str, Any]], answers: int,
@@ -70,7 +71,7 @@ def test_the_versions_answered_are_those_the_sdk_negotiates() -> None:
 
 def test_a_worker_whose_dispatcher_serves_no_api_still_gets_tools_that_say_how_to_report() -> None:
     """An agent CLI that requires its MCP servers (Codex) would not begin its session if ours exited."""
-    no_api = {k: v for k, v in ENV_WORKER.items() if k not in ("AGENTBOARD_API_URL", "AGENTBOARD_TOKEN")}
+    no_api = dict(ENV_WORKER)
     heartbeat = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                  "params": {"name": "kanban_heartbeat", "arguments": {"note": "half way"}}}
     out = _talk([sys.executable, "-m", "agentboard", "mcp"], [_initialize("2025-06-18"), INITIALIZED, heartbeat], 2,
