@@ -8,14 +8,14 @@ unprivileged one: the cgroup files are the dispatcher's; see ``docs/security.md`
 
 Where the host has a writable cgroup v2 hierarchy (the dispatcher's own cgroup is delegated to it,
 or it runs as root), each worker runs in ``<the dispatcher's cgroup>/agentboard-<host>-<home>/run-<run
-id>`` (``<home>``: a digest of the home's path): the small shell that starts it (:data:`WRAPPER`)
+id>`` (``<home>``: a digest of the home's path): the small shell that starts it (:data:`WRAPPER`;
+a program that is itself a shell's ``-c`` script, its script's first command, :func:`wrapped`)
 joins that cgroup before it runs the program, so nothing the program forks is ever outside it (its
 checks join it the same way); when its run's exit is handled, what is left there is sent SIGTERM,
 then killed (``cgroup.kill``) after the grace, and the cgroup removed. The folder is found again by run id, so a dispatcher that took the worker over, or the
 next one-shot pass, ends it too; its path is kept in ``<home>/run/cgroup-<host>``, for passes made
 from another cgroup. Without such a hierarchy (a container that mounts it read-only, a user
-session without delegation), or with the setting ``worker_cgroups`` off (the shell costs each
-start about a millisecond of CPU), the process group is all there is: :meth:`WorkerCgroups.probe`
+session without delegation), or with the setting ``worker_cgroups`` off, the process group is all there is: :meth:`WorkerCgroups.probe`
 says why.
 """
 
@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import re
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -193,8 +194,23 @@ WRAPPER = ('c=$1; f=$2; shift 2; '
            '"$@"; s=$?; printf "%s" "$s" > "$f.tmp" && mv "$f.tmp" "$f"; exit $s')
 
 
+#: shells whose ``-c`` script can begin with the join itself: they read no start-up file of
+#: their own before a non-interactive script (``bash`` reads ``$BASH_ENV``, ``zsh`` its
+#: ``.zshenv``: they go through :data:`WRAPPER`)
+_SHELLS = frozenset({"sh", "dash"})
+
+
 def wrapped(argv: list[str], cgroup: Path | None, exit_file: Path | None = None) -> list[str]:
-    """``argv`` started through :data:`WRAPPER` (``argv[0]`` as given: resolve it first)."""
+    """``argv`` started through :data:`WRAPPER` (``argv[0]`` as given: resolve it first). A
+    program that is itself a shell running a ``-c`` script (a profile's command with shell syntax
+    runs as ``/bin/sh -c``) joins the cgroup as its script's first command instead: the same
+    order — joined before anything of the script runs — without a second shell's start."""
+    if (cgroup is not None and exit_file is None and len(argv) >= 3 and argv[1] == "-c"
+            and os.path.basename(argv[0]) in _SHELLS):
+        where = shlex.quote(str(cgroup))
+        join = (f"echo $$ 2>/dev/null > {where}/cgroup.procs "
+                f"|| echo \"agentboard: could not join the cgroup \"{where} >&2; ")
+        return [argv[0], "-c", join + argv[2], *argv[3:]]
     return ["/bin/sh", "-c", WRAPPER, "agentboard-worker", str(cgroup or ""), str(exit_file or ""), *argv]
 
 

@@ -246,3 +246,66 @@ def test_a_starting_dispatcher_ends_what_is_left_in_the_cgroups_of_runs_that_are
             p.wait()
         cgroups.end(live_run, grace=0)
         cgroups.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["/bin/sh", "-c", 'grep "^0::" /proc/self/cgroup | cut -d: -f3; echo "$0 $1"', "zero", "one"],
+    ["sh", "-c", 'grep "^0::" /proc/self/cgroup | cut -d: -f3; echo "$0 $1"', "zero", "one"],
+    ["/bin/sh", "-ec", 'grep "^0::" /proc/self/cgroup | cut -d: -f3; echo "$0 $1"', "zero", "one"],
+    ["bash", "-c", 'grep "^0::" /proc/self/cgroup | cut -d: -f3; echo "$0 $1"', "zero", "one"],
+    ["/usr/bin/env", "sh", "-c", 'grep "^0::" /proc/self/cgroup | cut -d: -f3; echo "$0 $1"', "zero", "one"],
+], ids=["a shell's script", "a shell by name", "a shell with more options", "bash", "any other program"])
+def test_a_worker_is_in_its_runs_cgroup_before_its_first_command_with_its_own_arguments(tmp_path, argv):
+    """``sh`` running a ``-c`` script joins as the script's first command (no second shell);
+    anything else goes through the wrapper; either way the first command already runs inside."""
+    import subprocess
+
+    from agentboard.cgroups import wrapped
+
+    cgroups = WorkerCgroups(tmp_path / "home", "host-fold")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+    try:
+        folder = cgroups.prepare(7)
+        out = subprocess.run(wrapped(argv, folder), capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        where, args = out.stdout.splitlines()
+        assert where.endswith("/run-7")
+        assert args == "zero one"
+        assert out.stderr == ""
+    finally:
+        cgroups.end(7, grace=0)
+        cgroups.close()
+
+
+def test_a_shell_that_cannot_join_its_cgroup_says_so_and_runs_its_script(tmp_path):
+    import subprocess
+
+    from agentboard.cgroups import wrapped
+
+    gone = tmp_path / "no-such-cgroup"
+    out = subprocess.run(wrapped(["/bin/sh", "-c", "echo ran"], gone), capture_output=True, text=True, timeout=30)
+    assert out.stdout == "ran\n"
+    assert out.stderr == f"agentboard: could not join the cgroup {gone}\n"
+
+
+def test_bash_reads_its_start_up_file_only_inside_the_cgroup(tmp_path, monkeypatch):
+    """``$BASH_ENV`` runs before a ``bash -c`` script: bash goes through the wrapper, so even
+    that file runs inside the run's cgroup."""
+    import subprocess
+
+    from agentboard.cgroups import wrapped
+
+    cgroups = WorkerCgroups(tmp_path / "home", "host-bashenv")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+    startup = tmp_path / "startup.sh"
+    startup.write_text('grep "^0::" /proc/self/cgroup | cut -d: -f3\n')
+    try:
+        folder = cgroups.prepare(8)
+        out = subprocess.run(wrapped(["bash", "-c", "true"], folder), capture_output=True, text=True,
+                             timeout=30, env={**os.environ, "BASH_ENV": str(startup)})
+        assert out.stdout.strip().endswith("/run-8")
+    finally:
+        cgroups.end(8, grace=0)
+        cgroups.close()

@@ -219,10 +219,15 @@ def test_a_board_whose_stored_settings_are_bad_does_not_stop_the_other_boards(ab
 # -- process groups -------------------------------------------------------------------------------
 
 
-def _leave_behind(ab: Any, script: str, pidfile: Path) -> tuple[str, int]:
+def _leave_behind(ab: Any, script: str, pidfile: Path, launch: str = "shell") -> tuple[str, int]:
     """Run a task whose agent (``script``) leaves a process behind that writes its pid to
-    ``pidfile``, until the run is over: the task's id and that process's pid."""
-    ab.add_profile("leaver", command="sh -c " + shlex.quote(script))
+    ``pidfile``, until the run is over: the task's id and that process's pid. ``launch``: the
+    profile's command is the shell itself (``shell``) or a program that starts it (``program``)."""
+    command = "sh -c " + shlex.quote(script)
+    if launch == "program":
+        starter = f"import subprocess, sys; sys.exit(subprocess.call(['sh', '-c', {script!r}]))"
+        command = f"{shlex.quote(sys.executable)} -c {shlex.quote(starter)}"
+    ab.add_profile("leaver", command=command)
     t = ab.board().create("leave a process behind", assignee="leaver")
     d = Dispatcher(ab.db, ab.settings)
     try:
@@ -254,9 +259,10 @@ def test_a_workers_background_child_does_not_outlive_the_workers_exit(ab: Any, t
         _kill_from(pidfile)
 
 
+@pytest.mark.parametrize("launch", ["shell", "program"])
 @pytest.mark.parametrize("leave", ["setsid", "setpgid"])
 def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_run(
-        ab: Any, tmp_path: Path, leave: str) -> None:
+        ab: Any, tmp_path: Path, leave: str, launch: str) -> None:
     cgroups = WorkerCgroups(Path(ab.settings.home), ab.settings.host_id or "test")
     if cgroups.probe() is None:
         pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
@@ -269,7 +275,7 @@ def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_
     script = (f"{start} while [ ! -s {pidfile} ]; do sleep 0.01; done; "
               "echo '{\"success\": true, \"summary\": \"left a daemon\"}' > .board/result.json")
     try:
-        task_id, bg = _leave_behind(ab, script, pidfile)
+        task_id, bg = _leave_behind(ab, script, pidfile, launch)
         assert not liveness.pid_alive(bg), f"the {leave} process {bg} outlived its run"
         assert not late.exists()
         (ended,) = [e for e in ab.board().events(0, task_id=task_id) if e["kind"] == "leftovers_ended"]
