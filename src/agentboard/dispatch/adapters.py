@@ -328,7 +328,7 @@ def _claude_permission(permission: str, as_root: bool, servers: list[str], profi
 
 def _mcp_servers(mcp: Path) -> list[str]:
     try:
-        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
+        servers = safefs.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return []
     return [str(n) for n in servers if re.fullmatch(r"[A-Za-z0-9_-]+", str(n))] if isinstance(servers, dict) else []
@@ -366,7 +366,7 @@ def _prompt_text(prompt_file: Path) -> str:
 
 def _codex_mcp_overrides(mcp: Path) -> list[str]:
     try:
-        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
+        servers = safefs.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return []
     out: list[str] = []
@@ -395,7 +395,7 @@ _GEMINI_APPROVAL = {"edit": "auto_edit", "full": "yolo", "read": "default"}
 def _mcp_spec(mcp: Path) -> dict[str, dict[str, Any]]:
     """The MCP servers of the workspace's ``.mcp.json`` (name → command, args, env)."""
     try:
-        servers = json.loads(_workspace_text(mcp)).get("mcpServers", {})
+        servers = safefs.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
         return {}
     if not isinstance(servers, dict):

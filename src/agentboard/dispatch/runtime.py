@@ -47,6 +47,8 @@ log = logging.getLogger("agentboard.dispatch")
 
 #: threads of the job pool
 JOB_THREADS = 4
+#: the longest pause, in seconds, before a job that failed for a run is tried again
+JOB_RETRY_MAX = 60.0
 #: seconds a pool thread waits for work before it ends
 POOL_IDLE = 2.0
 
@@ -248,9 +250,19 @@ class Jobs:
         self.workers = workers
         self.wake = wake
         self._pool = Pool(JOB_THREADS, "agentboard-dispatch")
+        #: run id -> (failures in a row, not before): a job that keeps failing (a bug, or
+        #: something a worker left that no reader expected) is retried with a growing pause,
+        #: not at every pass
+        self._failing: dict[int, tuple[int, float]] = {}
+        self._failing_lock = threading.Lock()
 
     def submit(self, run_id: int, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` on the pool unless a job already handles ``run_id``."""
+        """Run ``fn(*args)`` on the pool unless a job already handles ``run_id``, or its last
+        job failed a moment ago (:data:`JOB_RETRY_MAX` at most)."""
+        with self._failing_lock:
+            failing = self._failing.get(run_id)
+        if failing is not None and time.monotonic() < failing[1]:
+            return
         if self.workers.claim(run_id):
             self._pool.submit(self.run, run_id, fn, *args)
 
@@ -264,7 +276,18 @@ class Jobs:
         try:
             fn(*args)
         except Exception:
-            log.exception("dispatcher job for run %s failed", run_id)
+            with self._failing_lock:
+                count = self._failing.get(run_id, (0, 0.0))[0] + 1
+                pause = min(JOB_RETRY_MAX, 2.0 ** (count - 1))
+                self._failing[run_id] = (count, time.monotonic() + pause)
+                if len(self._failing) > NOTES_MAX:
+                    self._failing.pop(next(iter(self._failing)))
+            log.exception("dispatcher job for run %s failed (%d in a row; tried again in %.0f s at the "
+                          "earliest)", run_id, count, pause)
+        else:
+            if self._failing:
+                with self._failing_lock:
+                    self._failing.pop(run_id, None)
         finally:
             self.release(run_id)
 

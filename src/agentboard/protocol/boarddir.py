@@ -364,7 +364,7 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
             pass
         if raw is not None:
             try:
-                loaded = json.loads(raw.decode("utf-8"))
+                loaded = safefs.loads(raw.decode("utf-8"))
                 data = loaded if isinstance(loaded, dict) else {}
             except ValueError:
                 data = {}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+
+from . import safefs
 
 MAX_ATTEMPTS = 2
 LOG_TAIL_BYTES = 64 * 1024
 SUMMARY_CAP = 2000
+#: the line the dispatcher writes into the log before each run (``spawning``)
+_HEADER = re.compile(r"(?m)^=== run \d+ of \S+ .*===[ \t]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _LABELLED = re.compile(r"(?im)^\s*(?:#+\s*)?(?:\*\*)?(?:summary|result|done)(?:\*\*)?\s*[:\-–]\s*(\S.*)$")
 
@@ -47,7 +50,7 @@ def _summary_from_raw(raw: str | None) -> str:
     if not raw:
         return ""
     try:
-        data = json.loads(raw)
+        data = safefs.loads(raw)
     except ValueError:
         m = re.search(r'"summary"\s*:\s*"((?:[^"\\]|\\.)*)"', raw)
         return m.group(1).strip() if m else ""
@@ -58,7 +61,7 @@ def _summary_from_raw(raw: str | None) -> str:
 def extract_summary(log_path: Path | None, raw_result: str | None = None) -> str:
     """A summary for a result that never validated: a ``Summary:`` line of the worker's output,
     else the ``summary`` the invalid file carried, else the output's last paragraph."""
-    text = _log_tail(log_path)
+    text = _HEADER.sub("", _log_tail(log_path))  # the dispatcher's own lines are not the worker's
     labelled: list[str] = _LABELLED.findall(text)
     if labelled:
         return labelled[-1].strip()[:SUMMARY_CAP]

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import safefs
+
 SCHEMA_VERSION = 1
 MAX_BYTES = 1024 * 1024
 
@@ -182,9 +184,11 @@ def parse_text(text: str) -> Parsed:
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
         return Parsed(True, None, [f"$: result.json is larger than {MAX_BYTES} bytes"], text[:2000])
     try:
-        data = json.loads(text)
+        data = safefs.loads(text)
     except json.JSONDecodeError as exc:
         return Parsed(True, None, [f"$: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"], text)
+    except ValueError as exc:
+        return Parsed(True, None, [f"$: not valid JSON: {exc}"], text[:2000])
     errors = validate(data)
     return Parsed(True, data if isinstance(data, dict) else None, errors, text)
 
@@ -202,8 +206,6 @@ def read(path: Path) -> Parsed:
     a file the worker may not read), a FIFO or a huge file is an invalid result whose error says
     so (and is recorded on the run like any other). A ``.board`` that is not a real folder holds
     no result (``exists=False``); the next preparation replaces it."""
-    from . import safefs
-
     try:
         raw = safefs.read_file(path, limit=READ_LIMIT)
     except safefs.NotAFolder:  # .board/ is a link (or a file): there is no result of ours to read

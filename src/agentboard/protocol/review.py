@@ -124,7 +124,7 @@ def read_verdict(path: Path) -> dict[str, Any]:
         raw = safefs.read_file(path, limit=1024 * 1024)  # no link followed, no hard link read
         if raw is None:
             raise FileNotFoundError(path)
-        data = json.loads(raw.decode("utf-8"))
+        data = safefs.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InvalidInput(f"no review verdict at {path}") from None
     except safefs.Unsafe as exc:

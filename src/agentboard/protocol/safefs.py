@@ -34,6 +34,7 @@ import platform
 import stat
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 BOARD_DIR = ".board"
 
@@ -504,3 +505,20 @@ def has_openat2() -> bool:
 
 __all__ = ["BOARD_DIR", "READ_LIMIT", "Dir", "NotAFolder", "Unsafe", "exists", "exists_in", "has_openat2", "locate", "open_board",
            "open_root", "read_file", "remove", "walk_chown", "write_file"]
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def loads(data: str | bytes) -> Any:
+    """JSON a worker may have written (``result.json``, a verdict, ``.mcp.json``): ``ValueError``
+    for anything but plain JSON — invalid text (a :class:`json.JSONDecodeError`), ``NaN`` or
+    ``Infinity``, or nesting deeper than the parser can follow (which would otherwise raise
+    ``RecursionError`` out of every reader)."""
+    import json
+
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None

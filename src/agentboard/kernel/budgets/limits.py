@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +37,13 @@ class Limits:
             if value is None:
                 return None
             try:
+                if isinstance(value, bool):
+                    raise TypeError
                 out = cast(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise InvalidInput(f"{name} must be a number, got {value!r}") from None
+            if not math.isfinite(out):
+                raise InvalidInput(f"{name} must be a finite number (leave it out for no limit), got {value!r}")
             if out < 0:
                 raise InvalidInput(f"{name} must be 0 or more, got {value!r}")
             return out

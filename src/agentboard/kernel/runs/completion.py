@@ -4,6 +4,7 @@ integration and a spawn not yet recorded) and a running task handed to review.""
 from __future__ import annotations
 
 import json
+import math
 import time
 import weakref
 from collections.abc import Callable
@@ -30,16 +31,22 @@ from .claims import _CLEAR_CLAIM, stale_error
 
 
 def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
-    """A run's usage report as statement parameters (``InvalidInput`` if a number is not one)."""
+    """A run's usage report as statement parameters: ``InvalidInput`` unless each number is a
+    finite one >= 0 (a negative cost would give a budget back, an infinite one spend it for good)."""
     usage = usage or {}
     def num(key: str, cast: type) -> Any:
         value = usage.get(key)
         if value is None:
             return None
         try:
-            return cast(value)
-        except (TypeError, ValueError):
-            raise InvalidInput(f"usage.{key} must be a number") from None
+            if isinstance(value, bool):
+                raise TypeError
+            out = cast(value)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}") from None
+        if not math.isfinite(out) or out < 0:
+            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}")
+        return out
     return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
 
 
