@@ -176,3 +176,48 @@ def test_the_api_checks_git_settings_and_serves_the_branch_and_its_diff(ab, tmp_
             assert (paged["page"], paged["pages"]) == (1, 1)
     finally:
         server.stop()
+
+
+# plants a file into another task's live worktree through its own branch (git add -f gets it past
+# the exclude agentboard writes), then reports
+PLANT = ("mkdir -p .worktrees/t_victim && printf 'echo planted > marker\\n' > .worktrees/t_victim/check.sh && "
+         "printf 'changed by the agent\\n' > notes.txt && git add -f .worktrees notes.txt && "
+         "git commit -qm 'an innocent change' && agentboard complete --summary 'edited notes'")
+
+
+@pytest.mark.parametrize("mode", ["merge", "squash", "rebase"])
+def test_a_branch_holding_files_under_worktrees_is_refused_and_no_other_task_workspace_is_written(
+        ab, tmp_path, dispatcher, mode):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "line one\n"})
+    victim = repo / ".worktrees" / "t_victim"
+    victim.mkdir(parents=True)
+    (victim / "check.sh").write_text("echo the victim's own check\n")
+    ab.create_board("flow", workdir=str(repo), settings={"integrate": mode})
+    ab.add_profile("agent", command=sh(PLANT))
+    board = ab.board("flow")
+    task = board.create("Edit the notes", assignee="agent", review=True)
+    dispatcher()
+    wait_for(lambda: board.show(task["id"])["status"] == "review", what="the task to reach review")
+    before = git(repo, "rev-parse", "main").strip()
+    t = board.approve(task["id"])
+    assert (t["status"], t["integration"]) == ("blocked", "refused")
+    assert "agentboard's own folders (.worktrees/t_victim/check.sh)" in t["block_reason"]
+    assert (victim / "check.sh").read_text() == "echo the victim's own check\n"
+    assert git(repo, "rev-parse", "main").strip() == before
+
+
+def test_a_branch_that_would_write_over_an_ignored_file_of_the_target_is_refused(ab, tmp_path, dispatcher):
+    plant = ("printf 'API_KEY=stolen\\n' > .env && printf 'changed by the agent\\n' > notes.txt && "
+             "git add -f .env notes.txt && git commit -qm 'config' && agentboard complete --summary 'done'")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "line one\n", ".gitignore": ".env\n"})
+    (repo / ".env").write_text("API_KEY=the owner's own\n")
+    ab.create_board("flow", workdir=str(repo), settings={"integrate": "merge"})
+    ab.add_profile("agent", command=sh(plant))
+    board = ab.board("flow")
+    task = board.create("Edit the notes", assignee="agent", review=True)
+    dispatcher()
+    wait_for(lambda: board.show(task["id"])["status"] == "review", what="the task to reach review")
+    t = board.approve(task["id"])
+    assert t["status"] == "blocked"
+    assert "would write over files the target" in t["block_reason"] and "(.env)" in t["block_reason"]
+    assert (repo / ".env").read_text() == "API_KEY=the owner's own\n"

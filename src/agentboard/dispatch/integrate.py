@@ -12,8 +12,11 @@ The new commit is made with ``git merge-tree`` / ``git commit-tree`` (rebase: in
 worktree), so nothing is touched until it exists; then the base branch moves in one step (a
 fast-forward of the target's checkout when it has the base branch checked out). Integration is
 refused (:class:`Refused`, nothing changed) when the
-task's worktree holds uncommitted work, the target's working tree has uncommitted changes in
-files the task changed, the base branch moved in a way that conflicts, or ``gh`` cannot be used.
+task's worktree holds uncommitted work, the branch holds files in agentboard's own folders
+(``.worktrees/``: other tasks' live workspaces; ``.board/``), the target's working tree has
+uncommitted changes in files the task changed or holds untracked or ignored files the branch
+would write over (git replaces ignored files without asking), the base branch moved in a way that
+conflicts, or ``gh`` cannot be used.
 """
 
 from __future__ import annotations
@@ -73,6 +76,23 @@ def _changed(lines: list[str]) -> list[str]:
     return names
 
 
+def _ours(path: str) -> bool:
+    """Whether ``path`` (of a branch's tree) lies in a folder of agentboard's own: the target's
+    ``.worktrees/`` (other tasks' workspaces) or any ``.board/`` (a workspace's protocol folder)."""
+    parts = path.split("/")
+    return parts[0] == ".worktrees" or ".board" in parts[:-1]
+
+
+def _untracked(repo: Path, base: str, touched: list[str]) -> list[str]:
+    """The paths of ``touched`` present in ``repo``'s checkout but not tracked at ``base``: what a
+    fast-forward would overwrite silently when they are ignored."""
+    present = [f for f in touched if os.path.lexists(repo / f)]
+    if not present:
+        return []
+    tracked = set(gitutil.git(repo, "ls-tree", "-r", "-z", "--name-only", base).split("\0"))
+    return sorted(f for f in present if f not in tracked)
+
+
 def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     """Integrate the task's branch into ``base`` in ``repo`` (see the module docstring); raises
     :class:`Refused` with nothing changed."""
@@ -90,8 +110,14 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
                           "commit them on the branch or discard them, then approve again",
                           {"files": pending[:50]})
-    touched = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only",
-                                      f"{base}...{branch}", "--").splitlines() if f]
+    touched = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only", "-z",
+                                      f"{base}...{branch}", "--").split("\0") if f]
+    ours = [f for f in touched if _ours(f)]
+    if ours:
+        raise Refused(f"the task's branch holds files in agentboard's own folders ({', '.join(ours[:10])}): "
+                      "`.worktrees/` holds other tasks' live workspaces and `.board/` a workspace's "
+                      f"exchange with the dispatcher; remove them from {branch}, then approve again",
+                      {"files": ours[:50]})
     checked_out = branches.current_branch(repo) == base
     if checked_out:
         dirty = set(_changed(gitutil.status_lines(repo)))
@@ -100,6 +126,12 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
             raise Refused(f"the target {repo} has uncommitted changes in files this task changes "
                           f"({', '.join(clash[:10])}); commit or stash them, then approve again",
                           {"files": clash})
+        untracked = _untracked(repo, base, touched)
+        if untracked:
+            raise Refused(f"the task's branch would write over files the target {repo} holds untracked or "
+                          f"ignored ({', '.join(untracked[:10])}), which git replaces without asking; move "
+                          "them away (or remove them from the branch), then approve again",
+                          {"files": untracked[:50]})
     base_sha = gitutil.git(repo, "rev-parse", "--verify", base).strip()
     if mode == "pr":
         return _pull_request(repo, task, branch, base, touched)
