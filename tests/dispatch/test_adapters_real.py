@@ -236,6 +236,26 @@ def test_codex_gets_past_its_arguments_in_each_permission_mode_and_stops_at_its_
     assert '"thread.started"' in output, output
 
 
+def test_codexs_command_line_names_the_board_servers_identity_but_never_holds_its_token(tmp_path):
+    """A command line is readable by every local user (``ps``): Codex is told which variables of
+    its own environment to hand the board's server, not their values; other servers keep theirs,
+    and one that cannot start (here: no such program) is left out, not fatal to the run."""
+    codex = real_cli("codex")
+    ws, prompt = workspace(tmp_path)
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "agentboard": {"command": sys.executable, "args": ["-m", "agentboard", "mcp"],
+                       "env": {"AGENTBOARD_TASK": "t_1", "AGENTBOARD_TOKEN": "abt_secret-run-token"}},
+        "docs": {"command": "docs-server", "env": {"DOCS_ROOT": "/srv/docs"}}}}))
+    profile = {"name": "p", "adapter": "codex", "command": codex, "permission": "edit"}
+    argv = adapters.build(profile, task_id="t_1", run_id=1, workspace=ws, prompt_file=prompt, board="default").argv
+    assert not [a for a in argv if "abt_secret-run-token" in a]
+    assert 'mcp_servers.agentboard.env_vars=["AGENTBOARD_TASK", "AGENTBOARD_TOKEN"]' in argv
+    assert 'mcp_servers.docs.env={ "DOCS_ROOT" = "/srv/docs" }' in argv
+    output = run_codex_until_turn(argv, offline_env(tmp_path / "home"), ws)
+    assert_parsed(output)
+    assert '"thread.started"' in output, output
+
+
 # -- the permission setting ---------------------------------------------------------------------
 
 def test_a_profile_keeps_its_permission_and_the_codex_command_line_follows_it(ab, board, tmp_path):

@@ -356,3 +356,66 @@ def test_a_sandboxed_worker_outlives_the_thread_that_started_it(home: Path) -> N
         shown = ab.board().show(task["id"])
         assert shown["status"] == "done", shown["last_failure_error"]
         assert shown["runs"][-1]["summary"] == "slept"
+
+
+# a worktree task's worker looks beside its own worktree: another task's worktree (its run token
+# in its .mcp.json) must not be there to read; its own .mcp.json is its owner's alone
+NEIGHBOUR = textwrap.dedent('''
+    import json, os
+    out = {"mode": oct(os.stat(".mcp.json").st_mode & 0o777)}
+    try:
+        out["beside"] = sorted(os.listdir(".."))
+    except OSError as exc:
+        out["beside"] = type(exc).__name__
+    try:
+        out["neighbour"] = open("../t_neighbour/.mcp.json").read()
+    except OSError as exc:
+        out["neighbour"] = type(exc).__name__
+    with open(".board/result.json", "w") as fh:
+        json.dump({"success": True, "summary": json.dumps(out)}, fh)
+''')
+
+
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_a_worktree_worker_never_sees_the_other_tasks_worktrees_tokens(
+        home: Path, isolation: str) -> None:
+    """The other worktrees of the target sit beside a worker's own: a sandbox shows it only its
+    own, and every worker's ``.mcp.json`` (its run token) is readable by its owner alone."""
+    if isolation == "sandbox":
+        require_bwrap()
+    repo = home.parent / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "dev@example.com"],
+                 ["config", "user.name", "dev"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    (repo / "README.md").write_text("hello\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True)
+    neighbour = repo / ".worktrees" / "t_neighbour"
+    neighbour.mkdir(parents=True)
+    (neighbour / ".mcp.json").write_text('{"token": "abt_the-neighbours-token"}')
+    script = home.parent / "neighbour.py"
+    script.write_text(NEIGHBOUR)
+    script.chmod(0o755)
+    with agentboard.connect(str(home)) as ab:
+        ab.create_board("flow", workdir=str(repo))
+        ab.add_profile("looker", command=f"/usr/bin/python3 {script}", isolation=isolation)
+        board = ab.board("flow")
+        task = board.create("look around", assignee="looker", workspace="worktree", max_retries=1)
+        from agentboard.dispatch.dispatcher import Dispatcher
+        d = Dispatcher(ab.db, ab.settings)
+        try:
+            d.run_pass()
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and board.show(task["id"])["status"] == "running":
+                d.run_pass()
+                time.sleep(0.2)
+        finally:
+            d.stop()
+        shown = board.show(task["id"])
+    assert shown["status"] == "done", shown
+    got = json.loads(shown["runs"][-1]["summary"])
+    assert got["mode"] == "0o600"
+    if isolation == "sandbox":
+        assert got["beside"] == [task["id"]]
+        assert got["neighbour"] == "FileNotFoundError"

@@ -379,13 +379,23 @@ def _codex_mcp_overrides(mcp: Path) -> list[str]:
             out += ["-c", f"mcp_servers.{name}.args={json.dumps([str(a) for a in spec['args']])}"]
         env = spec.get("env")
         if isinstance(env, dict) and env:
-            inner = ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in env.items())
-            out += ["-c", f"mcp_servers.{name}.env={{ {inner} }}"]
-        # the board's tools run without asking (with approval_policy "never" Codex otherwise
-        # refuses every MCP call), and the turn waits for the server to start (else a slow
-        # server is left out of the turn)
-        out += ["-c", f'mcp_servers.{name}.default_tools_approval_mode="approve"',
-                "-c", f"mcp_servers.{name}.required=true"]
+            # the board's own server reads its identity (the run token among it) from the
+            # worker's environment, which Codex passes on by name: on a command line it would
+            # be readable by every local user (``ps``, ``/proc/<pid>/cmdline``)
+            passed = sorted(str(k) for k in env if name == "agentboard" and str(k).startswith("AGENTBOARD_"))
+            inline = {str(k): str(v) for k, v in env.items() if str(k) not in passed}
+            if passed:
+                out += ["-c", f"mcp_servers.{name}.env_vars={json.dumps(passed)}"]
+            if inline:
+                inner = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in inline.items())
+                out += ["-c", f"mcp_servers.{name}.env={{ {inner} }}"]
+        # the tools run without asking (with approval_policy "never" Codex otherwise refuses
+        # every MCP call); the turn waits for the board's server to start (else a slow server
+        # is left out of the turn), while another server that fails to start is left out
+        # rather than failing the run
+        out += ["-c", f'mcp_servers.{name}.default_tools_approval_mode="approve"']
+        if name == "agentboard":
+            out += ["-c", f"mcp_servers.{name}.required=true"]
     return out
 
 

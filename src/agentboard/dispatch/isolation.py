@@ -118,6 +118,10 @@ class Confinement:
                 out += ["--ro-bind-try", p, p]
             bind = ["--bind", ws, ws]
             hide = ["--tmpfs", str(self.home)] if self.home is not None else []
+            # the other tasks' worktrees beside this one: their files (the run tokens in their
+            # .mcp.json among them) are theirs; the worker's own folder is bound back below
+            if workspace.parent.name == ".worktrees":
+                out += ["--tmpfs", str(workspace.parent)]
             # the later mount wins: a workspace inside the home is bound back over the hidden home;
             # a home inside the workspace stays hidden
             if self.home is not None and self.home.is_relative_to(workspace):

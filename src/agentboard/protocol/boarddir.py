@@ -372,7 +372,7 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
         servers: dict[str, Any] = found if isinstance(found, dict) else {}
         servers["agentboard"] = mcp_server_entry(env)
         data["mcpServers"] = servers
-        root.write_text(MCP_FILE, json_text(data))
+        root.write_text(MCP_FILE, json_text(data), mode=0o600)  # it holds the run's token
     return path
 
 
