@@ -239,3 +239,36 @@ def test_worker_env_has_the_task_identity_and_no_dispatcher_secrets(ab, board, d
     assert "AGENTBOARD_LLM_API_KEY" not in env and "PGPASSWORD" not in env
     assert "dashboard-session-token" not in out.read_text() and "sk-dispatcher-secret" not in out.read_text()
     assert any(os.access(os.path.join(p, "agentboard"), os.X_OK) for p in env["PATH"].split(":"))
+
+
+def test_a_task_a_person_moves_to_todo_stays_held_through_the_dispatchers_passes_until_moved_to_ready(ab, board):
+    """The safety net promotes a todo task whose parents are done (a missed promotion); one a
+    person put in todo is held there — whatever its assignee — until a person moves it to ready."""
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    ab.add_profile("w", command=RESULT_OK)
+    ab.add_profile("other", command="true")
+    t = board.create("hold me", assignee="w")
+    held = board.set_status(t["id"], "todo", actor="ana")
+    assert (held["status"], held["block_kind"]) == ("todo", "held")
+    assert held["block_reason"] == "held in todo by ana: move it to ready to let it run"
+    board.assign(t["id"], "other")  # a new assignee does not release it
+    ab.settings.dispatch_interval = 0  # the safety net on every pass
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        for _ in range(3):
+            d.run_pass()
+        assert board.show(t["id"])["status"] == "todo"
+        board.assign(t["id"], "w")
+        ready = board.set_status(t["id"], "ready", actor="ana")
+        assert (ready["status"], ready["block_kind"], ready["block_reason"]) == ("ready", None, None)
+        d.run_pass()
+        wait_for(lambda: d.run_pass() is not None and board.show(t["id"])["status"] == "done", timeout=60,
+                 what=f"it ran ({board.show(t['id'])['status']})")
+    finally:
+        d.stop()
+    # a todo task with no hold whose parents are done is still promoted by the safety net
+    u = board.create("missed promotion", assignee="w")
+    ab.db.write(lambda tx: tx.execute("UPDATE tasks SET status = 'todo' WHERE id = :id", {"id": u["id"]}))
+    from agentboard.kernel import dispatching
+    assert dispatching.promote_pending(ab.db, "default") == [u["id"]]

@@ -36,6 +36,11 @@ BLOCK_KINDS: Final[tuple[str, ...]] = (
     "rate_limited",
 )
 
+#: a todo task a person put there while its parents were done (``block_kind``; not a block): it
+#: stays in todo — the dispatcher's safety net does not promote it — until a person moves it to
+#: ready (the hold ends with it)
+HELD: Final = "held"
+
 #: block kinds that wait for a person (shown as such on the board)
 PERSON_KINDS: Final = frozenset({"needs_input", "rejected", "manual"})
 

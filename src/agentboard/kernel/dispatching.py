@@ -674,7 +674,8 @@ def complete_runs(db: Database, board: str, items: list[dict[str, Any]]) -> dict
 def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
     rows = tx.all(
         "SELECT t.id, t.assignee FROM tasks t WHERE t.board = :b AND t.status = 'todo' "
-        "AND (t.not_before IS NULL OR t.not_before <= :now) AND NOT EXISTS ("
+        "AND (t.not_before IS NULL OR t.not_before <= :now) AND COALESCE(t.block_kind, '') <> 'held' "
+        "AND NOT EXISTS ("
         " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id "
         " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) "
         "ORDER BY t.priority DESC, t.created_at LIMIT :n",
@@ -700,10 +701,12 @@ def _promote_pending(tx: Tx, board: str, limit: int) -> list[str]:
 
 
 def promote_pending(db: Database, board: str, *, limit: int = 200) -> list[str]:
-    """Safety net: promote todo tasks whose parents are all done and that have an assignee."""
+    """Safety net: promote todo tasks whose parents are all done and that have an assignee (but
+    for those a person holds there, ``states.HELD``)."""
     def _has_any(tx: Tx) -> bool:
         sql = (
-            "SELECT 1 AS x FROM tasks t WHERE t.board = :b AND t.status = 'todo' AND NOT EXISTS ("
+            "SELECT 1 AS x FROM tasks t WHERE t.board = :b AND t.status = 'todo' "
+            "AND COALESCE(t.block_kind, '') <> 'held' AND NOT EXISTS ("
             " SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id "
             " WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
         )

@@ -109,6 +109,9 @@ function render() {
     task.status === "blocked" && task.block_reason
       ? h("div.notice.notice-blocked", h("strong", `Blocked (${task.block_kind || "manual"}): `), task.block_reason)
       : null,
+    task.status === "todo" && task.block_kind === "held"
+      ? h("div.notice", h("strong", "Held: "), task.block_reason || "a person put it in todo")
+      : null,
     diagnosticsBlock({ task: task.id }, refreshDrawer),
     budgetBlock({ scope: "task", ref: task.id }),
     section("Description", descriptionBlock(bodyEditor), editing.body ? null : h("button.link-btn.body-edit", {

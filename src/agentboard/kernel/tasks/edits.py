@@ -42,7 +42,9 @@ def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: boo
         return_to_queue(tx, board, task, "reclaimed", error="reassigned", count_failure=False, actor=actor, run_id=None)
         task = get_task(tx, board, task_id)
     status = task["status"]
-    if status in (states.TODO, states.READY):
+    if status == states.TODO and task.get("block_kind") == states.HELD:
+        target = states.TODO  # a person holds it there: a new assignee does not release it
+    elif status in (states.TODO, states.READY):
         target = ready_or_todo(tx, task_id, assignee, board) if assignee else states.TODO
         if not assignee and target == states.TODO and default_assignee(tx, board) and not pending_parents(tx, task_id):
             target = states.TODO

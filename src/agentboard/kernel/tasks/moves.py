@@ -390,12 +390,22 @@ def _move_todo_ready(tx: Tx, board: str, task_id: str, status: str, actor: str |
         verb = "demote"
     states.check(verb, cur, status, task_id)
     now = time.time()
+    # a person's todo for a task whose parents are done is a hold (nothing else would keep it
+    # there: the dispatcher's safety net promotes such tasks); ready ends it
+    held = status == states.TODO and not pending_parents(tx, task_id)
+    kind, why = task.get("block_kind"), task.get("block_reason")
+    if held:
+        kind, why = states.HELD, f"held in todo by {actor or 'a person'}: move it to ready to let it run"
+    elif kind == states.HELD:
+        kind = why = None
     tx.execute(
-        "UPDATE tasks SET status = :s, assignee = :a, updated_at = :now WHERE id = :id",
-        {"s": status, "a": assignee, "now": now, "id": task_id},
+        "UPDATE tasks SET status = :s, assignee = :a, updated_at = :now, block_kind = :k, block_reason = :w "
+        "WHERE id = :id",
+        {"s": status, "a": assignee, "now": now, "id": task_id, "k": kind, "w": why},
     )
-    tx.event(board, task_id, "status", {"from": cur, "to": status}, actor=actor, at=now)
-    task.update(status=status, assignee=assignee)
+    tx.event(board, task_id, "status", {"from": cur, "to": status, **({"held": True} if held else {})},
+             actor=actor, at=now)
+    task.update(status=status, assignee=assignee, block_kind=kind, block_reason=why)
     return task_out(task)
 
 
