@@ -151,3 +151,33 @@ def test_a_job_that_keeps_failing_for_a_run_is_tried_again_after_a_growing_pause
         assert ran == [8, 7, 7]
     finally:
         jobs.drain()
+
+
+def test_a_worker_printing_without_end_keeps_its_log_near_log_max_bytes(ab: Any, tmp_path: Path) -> None:
+    """The worker writes its log itself: a run that prints 8 MiB against a 1 MiB cap has it cut
+    back while it runs — its first part, a line saying so, and what it printed last — and the
+    task's timeline says so once."""
+    ab.settings.log_max_bytes = 1024 * 1024
+    go = tmp_path / "go"
+    script = ("for i in 1 2 3 4 5 6 7 8; do head -c 1048576 /dev/zero | tr '\\0' 'A'; echo; done; "
+              f"echo the-last-line; while [ ! -e {go} ]; do sleep 0.05; done; "
+              "echo '{\"success\": true, \"summary\": \"printed a lot\"}' > .board/result.json")
+    ab.add_profile("printer", command="sh -c " + shlex.quote(script))
+    t = ab.board().create("print a lot", assignee="printer")
+    log = Path(ab.settings.home) / "boards" / "default" / "logs" / f"{t['id']}.log"
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        d.run_pass()
+        wait_for(lambda: log.exists() and "the-last-line" in log.read_text()[-200:] and d.run_pass() is not None
+                 and log.stat().st_size < 2 * 1024 * 1024, timeout=60, what="the log cut back with its last line")
+        go.write_text("")
+        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] == "done",
+                 timeout=60, what="the run judged")
+    finally:
+        d.stop()
+    text = log.read_text()
+    assert len(text) < 1.5 * 1024 * 1024
+    assert "this run's output passed log_max_bytes (1048576 bytes)" in text
+    assert text.rstrip().endswith("the-last-line")
+    capped = [e for e in ab.board().events(0, task_id=t["id"]) if e["kind"] == "log_capped"]
+    assert len(capped) == 1 and capped[0]["payload"]["max_bytes"] == 1024 * 1024

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import signal
 import time
@@ -59,6 +60,8 @@ REPORTED_GRACE = 30
 EXIT_GROUP_GRACE = 2.0
 #: an agent CLI's tool calls count as a heartbeat at most this often (seconds)
 TOOL_HEARTBEAT_MIN = 60.0
+#: seconds until a worker whose log is past half of ``log_max_bytes`` is looked at again
+LOG_LOOK_EVERY = 2.0
 
 
 @dataclass(frozen=True)
@@ -320,6 +323,7 @@ class Reaper:
         if w is not None and self._offline(w):
             ctx.jobs.submit(rid, self._stop_then_retry_offline, r, w)
             return Check()
+        log_due = self._cap_log(r, w, now)
         max_rt = r["max_runtime_seconds"]
         if max_rt and now - started > max_rt:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "timed_out",
@@ -337,7 +341,23 @@ class Reaper:
             return Check(Seen.STALE, earliest(deadline, runtime_end))
         renew = self._renew_claim(r, now)
         return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
-                                          renew.due))
+                                          renew.due, log_due))
+
+    def _cap_log(self, r: Row, w: spawn.Worker | None, now: float) -> float | None:
+        """Keep a local worker's log within ``log_max_bytes`` (:func:`.spawn.cap_log`); a log
+        that has passed half of it is looked at again in :data:`LOG_LOOK_EVERY` seconds."""
+        cap = int(self.ctx.settings.log_max_bytes or 0)
+        if w is None or not cap:
+            return None
+        dropped = spawn.cap_log(w, cap)
+        if dropped and w.log_dropped == dropped:  # the first cut of this run: said once
+            self.ctx.notes.note(("log_capped", w.run_id), r["board"], r["id"], "log_capped",
+                                {"max_bytes": cap, "log": str(w.log_path)}, run_id=w.run_id)
+        try:
+            grown = os.stat(w.log_path).st_size - w.log_offset
+        except OSError:
+            return None
+        return now + LOG_LOOK_EVERY if grown > cap // 2 or w.log_dropped else None
 
     def _made_progress(self, r: Row, w: spawn.Worker) -> bool:
         """An agent CLI worker whose log shows tool calls since the last look: recorded as a

@@ -124,6 +124,51 @@ def open_log(path: Path, max_bytes: int) -> tuple[IO[bytes], int]:
     return fh, size
 
 
+#: a capped log keeps this share of ``log_max_bytes`` from the start of the run's output, and as
+#: much of what it printed last
+LOG_KEEP_SHARE = 4
+
+
+def cap_log(w: Worker, max_bytes: int) -> int:
+    """Keep a running worker's log near ``max_bytes``: when this run's output (past
+    ``log_offset``) has grown beyond it, cut it back to its first ``max_bytes / 4`` bytes, a line
+    saying output was dropped, and its last ``max_bytes / 4`` bytes; what the worker writes next
+    follows (its output is appended). The worker writes its log directly, so this is how a run
+    that prints without end (a loop, or on purpose) cannot fill the home's disk. Returns the
+    bytes dropped now (0: within the cap, or no cap)."""
+    if not max_bytes:
+        return 0
+    try:
+        size = os.stat(w.log_path).st_size
+    except OSError:
+        return 0
+    if size - w.log_offset <= max_bytes:
+        return 0
+    share = max_bytes // LOG_KEEP_SHARE
+    try:
+        fd = os.open(w.log_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+    except OSError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        head_end = w.log_head_end or w.log_offset + share
+        tail = os.pread(fd, share, max(head_end, size - share))
+        dropped = size - head_end - len(tail)
+        if dropped <= 0:
+            return 0
+        os.ftruncate(fd, head_end)
+        if not w.log_head_end:
+            os.write(fd, f"\n[agentboard: this run's output passed log_max_bytes ({max_bytes} bytes); "
+                         "the middle of it is dropped]\n".encode())
+            w.log_head_end = os.fstat(fd).st_size
+        os.write(fd, tail)
+        w.log_dropped += dropped
+    finally:
+        os.close(fd)
+    w.scanned = w.offline_scanned = w.log_head_end
+    return dropped
+
+
 @dataclass
 class Worker:
     """A worker process this dispatcher started (its child)."""
@@ -147,6 +192,10 @@ class Worker:
     offline_scanned: int = 0
     #: fetches the branch of its task repository back into the target (called once it exited)
     collect: Callable[[], None] | None = None
+    #: bytes of this run's output dropped from its log so far, and where the part kept from its
+    #: start ends (:func:`cap_log`)
+    log_dropped: int = 0
+    log_head_end: int = 0
 
     @property
     def pid(self) -> int:

@@ -20,7 +20,7 @@ TELEMETRY: Final = (
     "respawn_guarded", "gave_up", "verify_failed", "result_invalid", "result_repaired",
     "result_degraded", "review_unavailable", "tip_scratch_workspace", "profile_skipped",
     "verified", "workspace_removed", "verify_pending", "wiki_unavailable",
-    "llm_used", "nudged", "workspace_busy", "tools_denied", "leftovers_ended",
+    "llm_used", "nudged", "workspace_busy", "tools_denied", "leftovers_ended", "log_capped",
 )
 GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",
