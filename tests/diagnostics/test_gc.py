@@ -26,7 +26,7 @@ def test_gc_dry_run_lists_what_would_go_and_gc_removes_it(cli, cli_home):
 
     r = cli("gc", "--dry-run")
     assert r.code == 0, r.err
-    assert r.lines()[0] == ("would remove 1 scratch workspace(s), 0 worktree(s), 0 race branch(es), 1 log(s); "
+    assert r.lines()[0] == ("would remove 1 scratch workspace(s), 0 worktree(s), 0 branch(es), 1 log(s); "
                             "would prune 0 event(s)")
     assert f"would remove {root / done}" in r.out and str(root / live) not in r.out
     assert (root / done).is_dir() and old_log.exists()  # nothing touched

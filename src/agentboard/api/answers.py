@@ -154,6 +154,28 @@ class Worker(TypedDict):
     host: str | None
 
 
+class PurgedWorkspace(TypedDict):
+    """Where the purged task worked: its workspace kind and path, and its branch."""
+
+    kind: str | None
+    path: str | None
+    branch: str | None
+
+
+class RemovedBranch(TypedDict):
+    repo: str
+    branch: str
+
+
+class KeptLeftover(TypedDict):
+    """What a purge left on disk: the path (and the branch), why, and the commands that remove it."""
+
+    path: str
+    branch: NotRequired[str]
+    why: str
+    how: str
+
+
 class PurgedTask(TypedDict):
     id: str
     board: str
@@ -164,6 +186,11 @@ class PurgedTask(TypedDict):
     promoted: list[str]
     worker: Worker | None
     worker_stopped: bool | None
+    workspace: PurgedWorkspace
+    #: the worker logs, exit files, scratch workspace and worktree removed
+    files_removed: list[str]
+    branches_removed: list[RemovedBranch]
+    kept: list[KeptLeftover]
 
 
 class RemovedAttachment(AttachmentRow):

@@ -55,7 +55,8 @@ _DETACHED_MARK = "\x00agentboard: pass done\x00"
 
 @click.command("dispatch")
 @click.option("--dry-run", is_flag=True, help="show what would be started, change nothing")
-@click.option("--max", "max_spawn", type=int, default=None, metavar="N", help="start at most N workers")
+@click.option("--max", "max_spawn", type=click.IntRange(0), default=None, metavar="N",
+              help="start at most N workers (0: only handle exits and expired claims)")
 @click.option("--all-boards", is_flag=True, help="every board, not just the current one")
 @click.option("--wait", is_flag=True,
               help="wait until the workers this pass started exit, and record how they ended")
@@ -262,8 +263,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
 
 @click.command("log")
 @click.argument("task_id", required=False, metavar="ID")
-@click.option("--tail", "tail", type=int, default=None, metavar="BYTES", help="only the last BYTES")
-@click.option("--run", "run_no", type=int, default=None, metavar="N", help="the log of attempt N")
+@click.option("--tail", "tail", type=click.IntRange(1), default=None, metavar="BYTES", help="only the last BYTES")
+@click.option("--run", "run_no", type=click.IntRange(1), default=None, metavar="N", help="the log of attempt N")
 @task_board_option
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
@@ -308,9 +309,9 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
 
 
 @click.command("gc")
-@click.option("--event-retention-days", type=int, default=None, metavar="N",
+@click.option("--event-retention-days", type=click.IntRange(0), default=None, metavar="N",
               help="prune events of finished tasks older than N days (default: setting, 30)")
-@click.option("--log-retention-days", type=int, default=None, metavar="N",
+@click.option("--log-retention-days", type=click.IntRange(0), default=None, metavar="N",
               help="remove worker logs older than N days (default: setting, 30)")
 @click.option("--all-boards", is_flag=True, help="every board, not just the current one")
 @click.option("--dry-run", is_flag=True, help="only show what would be removed")
@@ -320,7 +321,8 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
 def gc(event_retention_days: int | None, log_retention_days: int | None, all_boards: bool, dry_run: bool,
        board: str | None, as_json: bool) -> None:
     """Remove finished tasks' scratch workspaces, finished races' losing attempts (worktree and
-    branch), old logs and old events (never a dirty worktree)."""
+    branch), what purged tasks left (worktree, ab/ branch, logs), old logs and old events (never a
+    dirty worktree, nor commits that would be lost)."""
     from agentboard.dispatch import gc as gcmod
 
     from .output import progress
@@ -338,15 +340,17 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
         return
     verb, pruned = ("would remove", "would prune") if dry_run else ("removed", "pruned")
     click.echo(f"{verb} {len(rep['workspaces_removed'])} scratch workspace(s), "
-               f"{len(rep['worktrees_removed'])} worktree(s), {len(rep['branches_removed'])} race branch(es), "
+               f"{len(rep['worktrees_removed'])} worktree(s), {len(rep['branches_removed'])} branch(es), "
                f"{rep['logs_removed']} log(s); {pruned} {rep['events_pruned']} event(s)")
     if dry_run:
         for path in rep["workspaces_removed"] + rep["worktrees_removed"]:
             click.echo(f"would remove {path}")
     for b in rep["branches_removed"]:
-        click.echo(f"{verb} branch {b['branch']} in {b['repo']} (attempt {b['n']} of race {b['race']}, not picked)")
+        why = (f"attempt {b['n']} of race {b['race']}, not picked" if "race" in b
+               else f"task {b['task']} no longer exists")
+        click.echo(f"{verb} branch {b['branch']} in {b['repo']} ({why})")
     for k in rep["kept"]:
-        click.echo(f"kept {k['path']}: {k['why']}")
+        click.echo(f"kept {k['path']}: {k['why']}" + (f"\n  {k['how']}" if k.get("how") else ""))
 
 
 @click.command("demo")

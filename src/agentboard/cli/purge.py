@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 @click.command("archive")
 @click.argument("task_ids", nargs=-1, metavar="ID...")
 @click.option("--purge", is_flag=True, help="remove the task(s) and every row about them for real "
-              "(runs, comments, events, attachments); an audit event stays on the board")
+              "(runs, comments, events, attachments), their worker logs and workspaces, a clean worktree, "
+              "and their ab/ branch when no commit would be lost (what is kept is listed); an audit event "
+              "stays on the board")
 @click.option("--force", is_flag=True, help="with --purge: also a running task (its worker on this host is "
               "stopped) or one with unfinished children")
 @task_board_option
@@ -34,6 +36,7 @@ def archive(task_ids: tuple[str, ...], purge: bool, force: bool, board: str | No
         assert archive_tasks.callback is not None
         archive_tasks.callback(task_ids=task_ids, board=board, as_json=as_json)
         return
+    from agentboard.dispatch import gc as gcmod
     from agentboard.dispatch.liveness import stop_if_local
     from agentboard.kernel import purge as kernel_purge
 
@@ -45,11 +48,20 @@ def archive(task_ids: tuple[str, ...], purge: bool, force: bool, board: str | No
     def one(db: Database, slug: str, task_id: str, **_: Any) -> dict[str, Any]:
         out = kernel_purge.purge(db, slug, task_id, force=force, actor=common.actor(), home=s.home)
         out["worker_stopped"] = stop_if_local(out.get("worker"), s.host_id)
+        out.update(gcmod.after_purge(db, s.home, out))
         return out
 
     def describe(out: dict[str, Any]) -> str:
         n = sum(out["removed"].values())
-        return f"{out['id']}: purged ({n} rows removed)"
+        lines = [f"{out['id']}: purged ({n} rows removed)"]
+        for path in out.get("files_removed", []):
+            lines.append(f"  removed {path}")
+        for b in out.get("branches_removed", []):
+            lines.append(f"  removed branch {b['branch']} in {b['repo']}")
+        for k in out.get("kept", []):
+            lines.append(f"  kept {k['path']}: {k['why']}")
+            lines.append(f"    {k['how']}")
+        return "\n".join(lines)
 
     common.run_bulk(one, board, ids, as_json=as_json, describe=describe)
 

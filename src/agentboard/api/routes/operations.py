@@ -35,7 +35,10 @@ async def purge_task(request: Request, task_id: str = TaskId, board: str | None 
                                          "host is stopped) or one with unfinished children"),
                      who: Principal = Depends(current)) -> Response:
     """Remove the task and every row about it for real (admin); an audit event ``purged`` stays
-    on the board. A running task or one with unfinished children is a 409 unless ``force``."""
+    on the board. A running task or one with unfinished children is a 409 unless ``force``.
+    Then what it left on disk goes (``dispatch.gc.after_purge``): its worker logs, workspace,
+    clean worktree and merged ``ab/`` branch; ``kept`` says what stayed, why, and how to remove it."""
+    from ...dispatch.gc import after_purge
     from ...dispatch.liveness import stop_if_local
 
     slug = await run_in_threadpool(write_board, request, who, board, task_id)
@@ -44,6 +47,7 @@ async def purge_task(request: Request, task_id: str = TaskId, board: str | None 
     out = await run_in_threadpool(
         lambda: purge.purge(st.db, slug, task_id, force=force, actor=who.name, home=st.settings.home))
     out["worker_stopped"] = await run_in_threadpool(stop_if_local, out.get("worker"), st.settings.host_id)
+    out.update(await run_in_threadpool(after_purge, st.db, st.settings.home, out))
     return Json(out)
 
 
