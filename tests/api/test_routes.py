@@ -61,7 +61,9 @@ def test_patch_edits_fields_assigns_and_validates_before_changing_anything(api: 
     err(c.patch(f"/api/tasks/{t['id']}", json={"status": "sideways"}), 422, "invalid_request")
     err(c.patch(f"/api/tasks/{t['id']}", json={"colour": "red"}), 422)
     err(c.patch(f"/api/tasks/{t['id']}", json={}), 400)
-    err(c.patch(f"/api/tasks/{t['id']}", content=b"{not json", headers={"Content-Type": "application/json"}), 422)
+    msg = err(c.patch(f"/api/tasks/{t['id']}", content=b"{not json", headers={"Content-Type": "application/json"}),
+              400, "invalid_input")  # not a schema error: the body cannot be read at all
+    assert msg.startswith("the request body is not valid JSON: ") and "line 1, column 2" in msg
     assert api.last_event() == before
     assert api.ab.board().show(t["id"])["title"] == "better"
     err(c.patch("/api/tasks/t_deadbeef", json={"priority": 1}), 404, "not_found")
@@ -73,6 +75,29 @@ def test_patch_edits_fields_assigns_and_validates_before_changing_anything(api: 
     assert archived["status"] == "archived"
     assert c.get("/api/tasks").json() == []
     assert [x["id"] for x in c.get("/api/tasks", params={"include_archived": True}).json()] == [t["id"]]
+
+
+def test_an_out_of_range_priority_is_the_same_400_on_create_edit_and_bulk(api: Api) -> None:
+    c = api.as_admin
+    t = c.post("/api/tasks", json={"title": "t", "priority": 3}).json()
+    want = "priority is 2000000; give -1000000 to 1000000"
+    before = api.last_event()
+    assert err(c.post("/api/tasks", json={"title": "u", "priority": 2_000_000}), 400, "invalid_input") == want
+    assert err(c.patch(f"/api/tasks/{t['id']}", json={"priority": 2_000_000}), 400, "invalid_input") == want
+    bulk = {"ids": [t["id"]], "action": "priority", "priority": 2_000_000}
+    assert err(c.post("/api/tasks/bulk", json=bulk), 400, "invalid_input") == want
+    assert api.last_event() == before and api.ab.board().show(t["id"])["priority"] == 3
+    assert c.patch(f"/api/tasks/{t['id']}", json={"priority": -1_000_000}).json()["priority"] == -1_000_000
+
+
+def test_a_body_that_is_not_json_is_a_400_saying_so_and_where(api: Api) -> None:
+    c = api.as_admin
+    before = api.last_event()
+    msg = err(c.post("/api/tasks", content=b'{"title": "x",\n  oops}', headers={"Content-Type": "application/json"}),
+              400, "invalid_input")
+    assert msg.startswith("the request body is not valid JSON: ") and "at line 2, column 3" in msg, msg
+    assert api.last_event() == before
+    err(c.post("/api/tasks", json={"title": "x", "colour": "red"}), 422, "invalid_request")  # a schema error stays 422
 
 
 def test_create_and_list_with_filters_and_errors(api: Api) -> None:

@@ -112,6 +112,27 @@ def test_a_profile_permission_defaults_to_edit_and_can_be_changed(cli) -> None:
                           "edit, full, read")
 
 
+def test_a_goal_id_finds_its_own_board_and_a_wrong_board_names_the_goals(cli, counts) -> None:
+    cli("boards", "create", "proto")
+    cli("boards", "create", "calc", "--switch")
+    g = cli("goals", "create", "goal with verify", "--board", "proto", "--json").json()["id"]
+    shown = cli("goals", "show", g, "--json")
+    assert shown.code == 0, shown.err
+    assert shown.json()["board"] == "proto" and shown.json()["id"] == g
+    assert cli("goals", "show", g, "--board", "proto", "--json").json()["id"] == g
+    assert cli("supervisor", "goal", g, "--json").json()["id"] == g
+    before = counts()
+    assert_one_line_error(cli("goals", "show", g, "--board", "calc"), 2,
+                          f"goal {g} is on board 'proto', not 'calc'; leave out --board")
+    assert_one_line_error(cli("goals", "cancel", g, "--board", "calc"), 2, "is on board 'proto'")
+    assert_one_line_error(cli("goals", "show", g, "--board", "nope"), 3, "there is no board 'nope'",
+                          "a goal id finds its own board")
+    assert_one_line_error(cli("goals", "show", "g_00000000"), 3, "no goal g_00000000")
+    assert counts() == before
+    assert cli("goals", "cancel", g).code == 0
+    assert cli("goals", "list", "--board", "proto", "--status", "cancelled", "--json").json()[0]["id"] == g
+
+
 def test_goals(cli) -> None:
     cli("profiles", "add", "w", "--command", "true")
     r = cli("goals", "create", "Ship v2", "--body", "the big one", "--acceptance", "all tests pass",

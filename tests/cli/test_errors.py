@@ -75,6 +75,46 @@ def test_bad_input_is_refused_cleanly(cli, counts, seeded, args: list[str], code
     assert counts() == before
 
 
+COUNTS_BELOW_THEIR_LEAST = [
+    (["list", "--limit", "0"], "--limit"),
+    (["list", "--limit", "-5"], "--limit"),
+    (["dispatch", "--max", "-1"], "--max"),
+    (["show", "{a}", "--events", "-1"], "--events"),
+    (["log", "{a}", "--tail", "0"], "--tail"),
+    (["log", "{a}", "--run", "0"], "--run"),
+    (["tail", "{a}", "--since", "-1", "--once"], "--since"),
+    (["gc", "--dry-run", "--event-retention-days", "-1"], "--event-retention-days"),
+    (["gc", "--dry-run", "--log-retention-days", "-1"], "--log-retention-days"),
+    (["supervisor", "wakes", "--limit", "0"], "--limit"),
+    (["supervisor", "log", "--limit", "-1"], "--limit"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), COUNTS_BELOW_THEIR_LEAST, ids=[" ".join(c[0]) for c in COUNTS_BELOW_THEIR_LEAST])
+def test_a_count_below_its_least_value_is_a_usage_error_naming_the_option(cli, counts, seeded, args: list[str],
+                                                                          option: str) -> None:
+    argv = [seeded["a"] if a == "{a}" else a for a in args]
+    before = counts()
+    r = cli(*argv)
+    assert_one_line_error(r, 2, f"'{option}'", "is not in the range")
+    assert "offset" not in r.err and counts() == before
+
+
+def test_list_with_a_limit_of_one_shows_one_task_and_says_there_may_be_more(cli, seeded) -> None:
+    r = cli("list", "--limit", "1")
+    assert r.code == 0 and len(r.lines()) == 2  # the header and one task
+    assert "there may be more" in r.err
+
+
+def test_edit_holds_priority_and_max_retries_to_the_limits_of_create(cli, counts, seeded) -> None:
+    before = counts()
+    assert_one_line_error(cli("edit", seeded["a"], "--priority", "2000000"), 2,
+                          "priority is 2000000; give -1000000 to 1000000")
+    assert_one_line_error(cli("edit", seeded["a"], "--max-retries", "-1"), 2, "max_retries is -1; give 1 to 1000")
+    assert counts() == before
+    assert cli("edit", seeded["a"], "--priority", "-1000000", "--max-retries", "3").code == 0
+
+
 def test_oversized_body_is_refused(cli, counts, tmp_path: Path) -> None:
     big = tmp_path / "big.md"
     big.write_text("x" * (256 * 1024 + 1))

@@ -89,3 +89,35 @@ def test_adding_a_full_permission_claude_profile_as_root_warns_with_the_setting_
     assert "agentboard profiles set risky --permission edit" in r.err
     fixed = cli("profiles", "set", "risky", "--permission", "edit")
     assert fixed.code == 0 and "warning" not in fixed.err
+
+
+def test_a_script_given_by_a_relative_path_is_a_warning_naming_the_absolute_path_to_give(cli, tmp_path):
+    added = cli("profiles", "add", "researcher", "--command", "python3 research.py {task_id}")
+    assert added.code == 0
+    assert "warning: profile researcher: script 'research.py' (run by python3) is a relative path" in added.err
+    assert "agentboard profiles set researcher --command 'python3 /path/to/research.py {task_id}'" in added.err
+    r = cli("profiles", "check", "researcher", "--json")
+    assert r.code == 0, (r.out, r.err)  # a warning, not a failure: the task's repository may hold it
+    report = r.json()
+    script = by_name(report)["executable"]
+    assert report["ok"] and script["ok"] and script["warn"]
+    assert "resolves in each task's workspace" in script["detail"] and "absolute path" in script["detail"]
+    assert script["fix"] == "agentboard profiles set researcher --command 'python3 /path/to/research.py {task_id}'"
+    text = cli("profiles", "check", "researcher")
+    assert "warn executable: script 'research.py'" in text.out and "fix:" in text.out
+    agent = tmp_path / "research.py"
+    agent.write_text("print('hi')\n")
+    fixed = cli("profiles", "set", "researcher", "--command", f"python3 {agent} {{task_id}}")
+    assert fixed.code == 0 and "warning" not in fixed.err
+    assert not any(c["warn"] for c in cli("profiles", "check", "researcher", "--json").json()["checks"])
+
+
+def test_inline_code_a_module_or_a_placeholder_is_no_relative_script():
+    from agentboard.dispatch.profile_check import relative_script
+
+    assert relative_script("python3 -u agent.py {task_id}") == ("agent.py", "python3")
+    assert relative_script("FOO=1 sh agents/fix.sh") == ("agents/fix.sh", "sh")
+    assert relative_script("./agent.sh {task_id}") == ("./agent.sh", None)
+    for fine in ("python3 -m mypkg.agent", "sh -c 'echo hi'", "python3 {script}", "sh /abs/run.sh",
+                 "mytool --task {task_id}", "/usr/bin/python3 /abs/a.py", ""):
+        assert relative_script(fine) is None, fine

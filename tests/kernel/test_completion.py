@@ -91,7 +91,7 @@ def test_a_completion_refused_leaves_the_task_its_run_and_the_ledger_untouched(b
     run = board.claim(t)["run_id"]
     before = snapshot(board.db, t)
     ledger = board.db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM budget_usage"))
-    with pytest.raises(InvalidInput, match="usage.cost_usd must be a number"):
+    with pytest.raises(InvalidInput, match="usage.cost_usd must be a finite number >= 0"):
         board.complete(t, run_id=run, usage={"cost_usd": "lots"})
     with pytest.raises(StaleRun):
         board.complete(t, run_id=run + 1000, summary="not mine")
@@ -130,3 +130,22 @@ def test_a_completions_event_says_what_was_reported_and_nothing_for_what_was_not
     assert payload(plain) == {}
     assert payload(full) == {"summary": "did it", "result": "3 files"}
     assert payload(by_hand) == {"summary": "closed by a person", "synthetic": True}
+
+
+def test_completing_a_worktree_task_already_done_says_it_is_done_not_how_to_finish_it(board: Any) -> None:
+    from agentboard.domain.errors import InvalidTransition
+    from agentboard.kernel import boards
+
+    t = board.create("fix", assignee="w")["id"]
+    board.complete(t, run_id=board.claim(t)["run_id"], summary="fixed")
+    boards.update(board.db, board.slug, settings={"integrate": "merge"})
+    board.db.write(lambda tx: tx.execute(
+        "UPDATE tasks SET workspace_kind = 'worktree', branch_name = :br WHERE id = :id",
+        {"br": f"ab/{t}", "id": t}))
+    before = snapshot(board.db, t)
+
+    with pytest.raises(InvalidTransition) as err:
+        board.complete(t)
+
+    assert str(err.value).startswith(f"cannot complete task {t} while it is done (allowed from: ")
+    assert snapshot(board.db, t) == before

@@ -112,6 +112,25 @@ def document_errors(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _not_json(exc: RequestValidationError) -> str | None:
+    """The message for a body that is not JSON at all (FastAPI's ``json_invalid``: the decoder's
+    reason and its character offset): what is wrong and where, as a line and a column. None for
+    any other validation error."""
+    errors = exc.errors()
+    if len(errors) != 1 or errors[0].get("type") != "json_invalid":
+        return None
+    err = errors[0]
+    reason = str((err.get("ctx") or {}).get("error") or "").strip() or "it cannot be read"
+    loc = err.get("loc") or ()
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else None
+    doc = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
+    where = ""
+    if pos is not None and isinstance(doc, str):
+        line, column = doc.count("\n", 0, pos) + 1, pos - doc.rfind("\n", 0, pos)
+        where = f" at line {line}, column {column}"
+    return f"the request body is not valid JSON: {reason}{where}; send a JSON object"
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
@@ -132,6 +151,8 @@ def install(app: FastAPI, *, postgres: bool, db: Any = None) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        if (not_json := _not_json(exc)) is not None:  # not a schema error: the body cannot be read
+            return error_response(400, "invalid_input", not_json)
         return error_response(422, "invalid_request", _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)

@@ -130,7 +130,7 @@ class TaskCreate(Body):
 class TaskPatch(Body):
     status: Status | None = None
     assignee: str | None = Field(default=None, max_length=200)
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    priority: int | None = _task_field("priority")  # checked by the route: POST's 400 and message
     title: str | None = Field(default=None, max_length=2000)
     body: str | None = None
     result: str | None = Field(default=None, max_length=10_000)
@@ -150,7 +150,7 @@ class BulkRequest(Body):
     action: BulkAction
     status: Status | None = None
     assignee: str | None = Field(default=None, max_length=200)
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    priority: int | None = _task_field("priority")  # checked by the route, as PATCH's
     reason: str | None = Field(default=None, max_length=10_000)
 
 

@@ -151,9 +151,23 @@ def task_board(task_id: str, explicit: str | None = None) -> str:
     ``--board`` (``explicit``) need not be given; if it is, it must name the task's board (else
     exit 2). AGENTBOARD_BOARD and the current board never narrow a task id.
     """
+    from agentboard.kernel import lookups
+
+    return _own_board("task", task_id, explicit, lookups.task_board)
+
+
+def goal_board(goal_id: str, explicit: str | None = None) -> str:
+    """The board that holds ``goal_id``, wherever it lives (exit 3 if none does): goal ids are
+    unique in the home like task ids, and ``--board`` is checked the same way (:func:`task_board`)."""
+    from agentboard.kernel import lookups
+
+    return _own_board("goal", goal_id, explicit, lookups.goal_board)
+
+
+def _own_board(kind: str, ident: str, explicit: str | None, lookup: Callable[[Database, str], str]) -> str:
+    """The board ``lookup`` finds for the task or goal ``ident``; a given ``--board`` must exist and be it."""
     from agentboard.domain import model
     from agentboard.domain.errors import InvalidInput
-    from agentboard.kernel import lookups
 
     if explicit:
         from agentboard.domain.errors import NotFound
@@ -162,12 +176,12 @@ def task_board(task_id: str, explicit: str | None = None) -> str:
         try:
             boards.get(db(), model.board_slug(explicit))
         except NotFound:
-            raise NotFound(f"there is no board {explicit!r}: leave out --board (a task id finds its own board), "
+            raise NotFound(f"there is no board {explicit!r}: leave out --board (a {kind} id finds its own board), "
                            "or see `agentboard boards list`") from None
-    slug = lookups.task_board(db(), task_id)
+    slug = lookup(db(), ident)
     if explicit and model.board_slug(explicit) != slug:
-        raise InvalidInput(f"task {task_id} is on board {slug!r}, not {model.board_slug(explicit)!r}; "
-                           "leave out --board (a task id finds its own board)")
+        raise InvalidInput(f"{kind} {ident} is on board {slug!r}, not {model.board_slug(explicit)!r}; "
+                           f"leave out --board (a {kind} id finds its own board)")
     return slug
 
 
@@ -254,6 +268,12 @@ TASK_BOARD_HELP = "the task's board, if you want it checked (a task id finds its
 def task_board_option(fn: F) -> F:
     """``--board`` of a verb given task ids: optional, and it must name the tasks' board."""
     return click.option("--board", "board", default=None, help=TASK_BOARD_HELP)(fn)
+
+
+def goal_board_option(fn: F) -> F:
+    """``--board`` of a verb given a goal id: optional, and it must name the goal's board."""
+    return click.option("--board", "board", default=None,
+                        help="the goal's board, if you want it checked (a goal id finds its own board)")(fn)
 
 
 def json_option(fn: F) -> F:

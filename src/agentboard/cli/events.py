@@ -50,7 +50,7 @@ def _follow(
 
 @click.command("tail")
 @click.argument("task_id", required=False, metavar="[ID]")
-@click.option("--since", default=0, type=int, metavar="N", help="start after event id N (default: the beginning)")
+@click.option("--since", default=0, type=click.IntRange(0), metavar="N", help="start after event id N (default: the beginning)")
 @click.option("--once", is_flag=True, help="print what is there and exit")
 @task_board_option
 @json_lines_option

@@ -7,7 +7,7 @@ import click
 from agentboard.domain import states
 
 from . import common
-from .common import board_option, handle_errors, json_option
+from .common import board_option, goal_board_option, handle_errors, json_option
 
 
 @common.group("goals")
@@ -64,14 +64,14 @@ def list_(status: str | None, board: str | None, as_json: bool) -> None:
 
 @goals.command("show")
 @click.argument("goal_id", metavar="G")
-@board_option
+@goal_board_option
 @json_option
 @handle_errors
 def show(goal_id: str, board: str | None, as_json: bool) -> None:
     """A goal with its acceptance criteria and tasks."""
     from agentboard.kernel import goals as kg
 
-    slug = common.resolve_board(board)
+    slug = common.goal_board(goal_id, board)
     g = kg.show(common.db(), slug, goal_id)
     if as_json:
         common.emit_json(g)
@@ -98,13 +98,13 @@ def show(goal_id: str, board: str | None, as_json: bool) -> None:
 
 @goals.command("cancel")
 @click.argument("goal_id", metavar="G")
-@board_option
+@goal_board_option
 @json_option
 @handle_errors
 def cancel(goal_id: str, board: str | None, as_json: bool) -> None:
     """Cancel an active goal (its tasks stay as they are)."""
     from agentboard.kernel import goals as kg
 
-    slug = common.resolve_board(board)
+    slug = common.goal_board(goal_id, board)
     g = kg.cancel(common.db(), slug, goal_id, actor=common.actor())
     common.emit(g, as_json, f"{g['id']}: cancelled")

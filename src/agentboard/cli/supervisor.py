@@ -97,7 +97,7 @@ def status(board: str | None, as_json: bool) -> None:
 @supervisor.command("wakes")
 @click.option("--status", "wake_status", default=None,
               type=click.Choice(["pending", "running", "handled", "moot", "expired", "escalated"]))
-@click.option("--limit", default=200, show_default=True)
+@click.option("--limit", default=200, type=click.IntRange(1), show_default=True)
 @board_option
 @json_option
 @handle_errors
@@ -117,7 +117,7 @@ def wakes(wake_status: str | None, limit: int, board: str | None, as_json: bool)
 
 
 @supervisor.command("log")
-@click.option("--limit", default=100, show_default=True)
+@click.option("--limit", default=100, type=click.IntRange(1), show_default=True)
 @board_option
 @json_option
 @handle_errors
@@ -217,7 +217,7 @@ def goal(goal_id: str, board: str | None, as_json: bool) -> None:
     else:
         from agentboard.kernel import goals
 
-        out = goals.show(common.db(), _board(board), goal_id)
+        out = goals.show(common.db(), common.goal_board(goal_id, board), goal_id)
     common.emit(out, as_json, f"{out['id']}  {out['status']}  {out['title']}  ({out['done']}/{out['total']} done)")
 
 
@@ -409,7 +409,7 @@ def verdict(goal_id: str, evidence: str, passed: bool, no_propose: bool, board: 
     else:
         from agentboard.kernel import supervision
 
-        out = supervision.goal_verdict(common.db(), _board(board), goal_id, passed=passed, evidence=evidence,
-                                       propose=not no_propose, actor=common.actor())
+        out = supervision.goal_verdict(common.db(), common.goal_board(goal_id, board), goal_id, passed=passed,
+                                       evidence=evidence, propose=not no_propose, actor=common.actor())
     common.emit(out, as_json, f"goal {goal_id}: {out['status']}"
                 + (f" (proposal {out['proposal']})" if out.get("proposal") else ""))

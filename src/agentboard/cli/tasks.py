@@ -100,7 +100,7 @@ def create(title: str, body_file: str | None, checks: tuple[str, ...], board: st
 @click.option("--search", default=None, metavar="Q")
 @click.option("--archived", is_flag=True, help="include archived tasks")
 @click.option("--supervision", is_flag=True, help="include the supervisor's own tasks")
-@click.option("--limit", default=200, type=int, metavar="N")
+@click.option("--limit", default=200, type=click.IntRange(1), metavar="N", help="show at most N tasks")
 @board_option
 @json_option
 @handle_errors
@@ -213,7 +213,7 @@ def _print_detail(t: Mapping[str, Any]) -> None:
 
 @click.command("show")
 @click.argument("task_id", required=False, metavar="[ID]")
-@click.option("--events", "n_events", default=50, type=int, metavar="N", help="how many recent events")
+@click.option("--events", "n_events", default=50, type=click.IntRange(0), metavar="N", help="how many recent events")
 @task_board_option
 @json_option
 @handle_errors
@@ -287,11 +287,14 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
          max_retries: int | None, result: str | None, verify: tuple[str, ...], model_name: str | None,
          board: str | None, as_json: bool) -> None:
     """Change a task's title, body, priority, tenant, model, limits or verify commands (no status change)."""
+    from agentboard.domain import task_fields
     from agentboard.kernel import tasks
 
     slug = common.task_board(task_id, board)
     text = common.read_text(body, body_file)
     commands = [c for c in verify if c.strip()] if verify else None
+    priority = task_fields.check("priority", priority)  # create's limits and message
+    max_retries = task_fields.check("max_retries", max_retries)
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shlex
 import signal
@@ -39,7 +40,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain.worker_env import WorkerEnv
-from ..kernel.profiles import command_problem
+from ..kernel.profiles import _INLINE_FLAGS, _INTERPRETER_RE, command_problem
 from . import adapters
 
 #: the environment variables that hold each agent CLI's credentials
@@ -230,6 +231,8 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
             report.items.append(Item("executable", False, problem,
                                      f"agentboard profiles set {report.profile} --command '...'"))
             return False
+        if (relative := relative_script_warning(report.profile, command)) is not None:
+            report.items.append(Item("executable", True, relative[0], relative[1], warn=True))
         return True
     try:
         path = adapters.resolve_executable(first, path_env, ws)
@@ -249,10 +252,50 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
     return True
 
 
+def relative_script(command: str | None) -> tuple[str, str | None] | None:
+    """The script of a command line that names it by a relative path (``python3 research.py
+    {task_id}``, ``./agent.sh``) and the interpreter running it (None: the script is the program),
+    else None. A worker starts in its task's workspace, so the path resolves there, where it
+    exists only if the task's repository holds it."""
+    try:
+        words = shlex.split((command or "").strip())
+    except ValueError:
+        return None
+    while words and ("=" in words[0].split("/")[0] or words[0] == "env"):  # VAR=value prefixes, env
+        words = words[1:]
+    if not words or "{" in words[0] or any(c in words[0] for c in ";&|<>`$()"):
+        return None
+    exe = words[0]
+    if "/" in exe and not os.path.isabs(exe):
+        return exe, None
+    if not _INTERPRETER_RE.match(os.path.basename(exe)):
+        return None
+    for word in words[1:]:
+        if word in _INLINE_FLAGS or any(c in word for c in ";&|<>`$"):
+            return None
+        if not word.startswith("-"):
+            return None if "{" in word or os.path.isabs(word) else (word, os.path.basename(exe))
+    return None
+
+
+def relative_script_warning(profile: str, command: str | None) -> tuple[str, str] | None:
+    """The warning about a command line whose script is a relative path (:func:`relative_script`)
+    and its fix, the command with an absolute path (the file's own when this folder has it), or None."""
+    found = relative_script(command)
+    if found is None:
+        return None
+    script, runner = found
+    what = f"script {script!r} (run by {runner})" if runner else f"program {script!r}"
+    here = os.path.abspath(script)
+    absolute = here if os.path.isfile(here) else "/path/to/" + os.path.basename(script)
+    fixed = re.sub(rf"(?<![\w./-]){re.escape(script)}(?![\w./-])", lambda _: absolute, str(command), count=1)
+    return (f"{what} is a relative path, which resolves in each task's workspace, where it usually does not "
+            "exist: give its absolute path",
+            f"agentboard profiles set {profile} --command {shlex.quote(fixed)}")
+
+
 def _fix_of(message: str) -> str | None:
     """The commands a message names (between backticks), else its advice after a colon."""
-    import re
-
     commands = re.findall(r"`([^`]+)`", message)
     if commands:
         return " or ".join(c for c in commands if c.startswith(("agentboard", "npm")) or "--" in c) or None
@@ -416,4 +459,5 @@ def check_profiles(profiles: list[dict[str, Any]], settings: Settings, *, run: b
     return out
 
 
-__all__ = ["Item", "Report", "check", "check_profiles", "root_problem", "run_until", "take_turn", "worker_identity"]
+__all__ = ["Item", "Report", "check", "check_profiles", "relative_script", "relative_script_warning", "root_problem",
+           "run_until", "take_turn", "worker_identity"]

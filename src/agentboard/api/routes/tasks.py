@@ -17,7 +17,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import FileResponse, Response
 
-from ...domain import model
+from ...domain import model, task_fields
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
 from ...kernel import attachments, comments, host_access, queries, runs, tasks
 from ...store.engine import Database
@@ -138,7 +138,7 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
     if data.body is not None:
         edits["body"] = model.body(data.body)
     if data.priority is not None:
-        edits["priority"] = model.priority(data.priority)
+        edits["priority"] = task_fields.check("priority", data.priority)  # POST's limits and message
     for key in ("result", "tenant", "goal_id"):
         value = getattr(data, key)
         if value is not None:
@@ -203,6 +203,8 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
         raise InvalidInput(f"action {data.action!r} needs {need!r}")
     if data.action == "assign" and data.assignee and data.assignee.lower() not in ("none", "-"):
         model.profile_name(data.assignee)
+    if data.action == "priority":
+        task_fields.check("priority", data.priority)
     actor = who.name
     from ...dispatch import finish
 

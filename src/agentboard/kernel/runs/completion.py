@@ -320,11 +320,11 @@ def complete_in(
             # the worker reported before the dispatcher recorded its spawn (its workspace and
             # branch): its exit applies the report
             return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
+    states.check("complete", cur, target, task_id)  # a task already done says so, not how to finish it
     if due == "integrate" and not integrated:
         raise Conflict(f"task {task_id}'s branch is integrated into the board's base branch when it is done: "
                        "finish it through agentboard (the dispatcher after its worker's run, `agentboard complete`, "
                        "the API or the dashboard), which integrates it first")
-    states.check("complete", cur, target, task_id)
     now = time.time()
     metadata = report.metadata
     if cur == states.RUNNING:  # children the run says it created must exist and be its own
