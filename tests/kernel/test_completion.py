@@ -149,3 +149,17 @@ def test_completing_a_worktree_task_already_done_says_it_is_done_not_how_to_fini
 
     assert str(err.value).startswith(f"cannot complete task {t} while it is done (allowed from: ")
     assert snapshot(board.db, t) == before
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("priority", 2_000_000, "priority is 2000000; give -1000000 to 1000000"),
+    ("max_retries", -1, "max_retries is -1; give 1 to 1000"),
+])
+def test_an_edit_out_of_a_fields_range_is_refused_by_the_kernel_as_a_create_would_be(
+        board: Any, ab: Any, field: str, value: int, message: str) -> None:
+    from agentboard.kernel import tasks
+
+    t = board.create("edit me")
+    with pytest.raises(InvalidInput, match=message):
+        tasks.edit(ab.db, "default", t["id"], **{field: value})
+    assert board.show(t["id"])[field] == t[field]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ...domain import model, states
+from ...domain import model, states, task_fields
 from ...domain.errors import AgentboardError, Conflict, InvalidInput, NotFound
 from ...store.engine import Database, Row, Tx, dump_json
 from ..common import (
@@ -124,8 +124,8 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
             value = model.title(value)
         elif key == "body":
             value = model.body(value)
-        elif key == "priority":
-            value = model.priority(value)
+        elif key in ("priority", "max_retries"):
+            value = task_fields.check(key, value)  # the limits and messages of a new task's
         elif key == "max_runtime_seconds":
             value = model.duration(value)
         elif key == "review_required":
