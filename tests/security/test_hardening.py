@@ -284,6 +284,33 @@ def test_a_process_a_worker_takes_out_of_its_process_group_does_not_outlive_its_
         _kill_from(pidfile)
 
 
+def test_a_process_a_worker_detaches_ends_when_its_run_is_stopped_for_its_max_runtime(ab: Any, tmp_path: Path) -> None:
+    """Stopped by the dispatcher (here: its max runtime), not exited: what the worker started
+    outside its process group ends with the run, and the run's cgroup is removed."""
+    cgroups = WorkerCgroups(Path(ab.settings.home), ab.settings.host_id or "test")
+    if cgroups.probe() is None:
+        pytest.skip(f"no cgroups for workers on this host: {cgroups.why}")
+    pidfile = tmp_path / "bg.pid"
+    child = f"echo $$ > {pidfile}; exec sleep 300"
+    script = f"setsid sh -c {shlex.quote(child)} < /dev/null > /dev/null 2>&1 & sleep 300"
+    ab.add_profile("slow", command="sh -c " + shlex.quote(script))
+    t = ab.board().create("runs past its limit", assignee="slow", max_runtime="2s", max_retries=1)
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        d.run_pass()
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the daemon started")
+        bg = int(pidfile.read_text())
+        wait_for(lambda: d.run_pass() is not None and ab.board().show(t["id"])["status"] != "running",
+                 timeout=60, what="the run stopped at its max runtime")
+        run_id = ab.board().show(t["id"])["runs"][-1]["id"]
+        assert ab.board().show(t["id"])["runs"][-1]["outcome"] == "timed_out"
+        wait_for(lambda: not liveness.pid_alive(bg), timeout=15, what=f"the detached process {bg} ended")
+        assert not cgroups.folder(run_id).exists()
+    finally:
+        d.stop()
+        _kill_from(pidfile)
+
+
 # -- a full disk ----------------------------------------------------------------------------------
 
 

@@ -178,7 +178,7 @@ class Reaper:
 
     def stop_orphan(self, w: spawn.Worker) -> None:
         """Stop a worker whose run is no longer current (a job)."""
-        if liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc):
+        if self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc):
             self.ctx.workers.forget(w.run_id)
             w.poll()
             self.review_entry(w)
@@ -266,7 +266,7 @@ class Reaper:
         return True
 
     def _stop_pid(self, board: str, task_id: str, run_id: int, pid: int, started: float | None) -> None:
-        if liveness.stop_worker(pid, grace=STOP_GRACE, started_after=started):
+        if self.ctx.stop_worker(run_id, pid, grace=STOP_GRACE, started_after=started):
             self.ctx.guard.release(pid)
         elif board:
             self.ctx.notes.note(
@@ -418,7 +418,7 @@ class Reaper:
         pid = w.pid if w is not None else r["worker_pid"]
         ok = True
         if pid:
-            ok = liveness.stop_worker(pid, grace=STOP_GRACE, proc=w.proc if w else None,
+            ok = self.ctx.stop_worker(int(r["current_run_id"]), pid, grace=STOP_GRACE, proc=w.proc if w else None,
                                       started_after=float(r["run_started_at"] or 0) or None)
         if not ok:
             self.ctx.notes.note(
@@ -444,7 +444,7 @@ class Reaper:
     def _stop_then_retry_offline(self, r: Row, w: spawn.Worker) -> None:
         """A worker waiting for its network (Codex waits without end): stopped, then retried with
         back-off like a run that exited offline."""
-        if not liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc,
+        if not self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc,
                                     started_after=float(r["run_started_at"] or 0) or None):
             return
         w.poll()
@@ -467,7 +467,7 @@ class Reaper:
 
     def _stop_repair(self, r: Row, w: spawn.Worker) -> None:
         """A repair attempt past its deadline: stop it, then judge what it left behind."""
-        liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+        self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc)
         w.poll()
         self.handle_exit(r, w)
 

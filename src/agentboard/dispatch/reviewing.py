@@ -300,7 +300,7 @@ class Reviewing:
         self._close(r, "reviewed", None, usage=usage)
 
     def _stop(self, r: Row, w: spawn.Worker, error: str) -> None:
-        liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+        self.ctx.stop_worker(int(r["id"]), w.pid, grace=STOP_GRACE, proc=w.proc)
         w.poll()
         self.ctx.workers.forget(int(r["id"]))
         self._close(r, "timed_out", error, exit_code=w.exit_code)

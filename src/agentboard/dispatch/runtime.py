@@ -23,6 +23,7 @@ deadlines and the planner's promotion clock; a prepare thread only returns what 
 from __future__ import annotations
 
 import logging
+import subprocess
 import threading
 import time
 from collections import deque
@@ -39,6 +40,7 @@ from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import runs as kr
 from ..store.engine import Database, Row
+from . import liveness
 from .exits import ExitWatcher
 from .guard import Guard, WorkerFile, worker_file
 from .spawn import Worker
@@ -344,6 +346,16 @@ class Context:
         if not self.one_shot:
             self.guard.hold(w.pid, self.cgroups.folder(w.run_id))
             self.worker_file.started(w.run_id, w.pid, w.started)
+
+    def stop_worker(self, run_id: int, pid: int, *, grace: float, proc: subprocess.Popen[bytes] | None = None,
+                    started_after: float | None = None) -> bool:
+        """Stop the worker of run ``run_id`` before its run is judged (a timeout, a stale run, a
+        budget, a closed run): its process group (SIGTERM, SIGKILL after ``grace``), then what it
+        started outside that group, still in the run's cgroup. True when the worker is gone
+        (:func:`.liveness.stop_worker`: False means it survived SIGKILL; start no duplicate)."""
+        gone = liveness.stop_worker(pid, grace=grace, proc=proc, started_after=started_after)
+        self.cgroups.end(run_id, grace=grace)
+        return gone
 
     def _gone(self, w: Worker) -> None:
         if not self.one_shot:

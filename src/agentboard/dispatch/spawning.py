@@ -54,7 +54,7 @@ from ..kernel.worker_protocol import PrepareInputs
 from ..observe import logs, metrics
 from ..protocol import boarddir, lifecycle, verify
 from ..store.engine import Row
-from . import adapters, branches, breaker, diffs, gitutil, isolation, liveness, spawn, workspaces
+from . import adapters, branches, breaker, diffs, gitutil, isolation, spawn, workspaces
 from .report import Spawned, SpawnFailed
 from .runtime import Context, Pool
 
@@ -398,7 +398,7 @@ class Spawner:
         self.ctx.workers.add(started.worker)
         _spawned, stale = self.record(slug, [started])
         for w in stale:  # reclaimed meanwhile
-            liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+            self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc)
 
     # -- a review run ------------------------------------------------------------------------------
 
@@ -422,7 +422,7 @@ class Spawner:
         w = self.start(ln).worker
         if not kd.record_review_spawn(self.ctx.db, slug, task["id"], run_id, pid=w.pid, host=self.ctx.host,
                                       log_path=str(w.log_path), workspace=str(w.workspace), extra=_event_extra(ln)):
-            liveness.stop_worker(w.pid, grace=STOP_GRACE, proc=w.proc)
+            self.ctx.stop_worker(run_id, w.pid, grace=STOP_GRACE, proc=w.proc)
             raise SpawnError(f"review run {run_id} was closed before its reviewer started", RuntimeError("closed"))
         self.ctx.workers.add(w)
         log.info("spawned reviewer %s for %s run %s pid %s in %s", profile["name"], task["id"], run_id, w.pid,
