@@ -106,7 +106,8 @@ def test_a_claude_worker_whose_model_fails_is_a_crash(board: Board, model: Model
 
 def test_a_claude_worker_that_never_reports_is_nudged_once_then_a_protocol_violation(
         board: Board, model: Model) -> None:
-    model.script({"text": "I looked around."}, {"text": "Still nothing to say."})
+    model.script({"text": "I looked around."}, {"text": "Still nothing to say."},
+                 usage={"input_tokens": 1200, "output_tokens": 30})
     profile = board.claude(model)
     tid = _task(board, profile)
 
@@ -116,6 +117,8 @@ def test_a_claude_worker_that_never_reports_is_nudged_once_then_a_protocol_viola
     assert runs[-1]["outcome"] == "protocol_violation", runs
     turns = model.requests()
     assert len(turns) == 2  # the first start and the nudge
+    # both processes of the run spent: the run counts the two together
+    assert (runs[-1]["input_tokens"], runs[-1]["output_tokens"]) == (2 * 1200, 2 * 30)
     assert "kanban_complete" in str(turns[1]["body"]["messages"])  # the reminder names the tools
 
 

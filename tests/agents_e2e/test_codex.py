@@ -122,7 +122,8 @@ def test_a_codex_worker_whose_stream_is_cut_is_a_crash(board: Board, model: Mode
 
 def test_a_codex_worker_that_never_reports_is_nudged_once_then_a_protocol_violation(
         board: Board, model: Model) -> None:
-    model.script({"text": "I looked around."}, {"text": "Nothing more."})
+    model.script({"text": "I looked around."}, {"text": "Nothing more."},
+                 usage={"input_tokens": 1200, "output_tokens": 30})
     profile = board.codex(model)
     tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
 
@@ -131,3 +132,4 @@ def test_a_codex_worker_that_never_reports_is_nudged_once_then_a_protocol_violat
     runs = _runs(board, tid)
     assert runs[-1]["outcome"] == "protocol_violation", runs
     assert len(model.requests()) == 2
+    assert (runs[-1]["input_tokens"], runs[-1]["output_tokens"]) == (2 * 1200, 2 * 30)  # the start and the nudge

@@ -148,7 +148,7 @@ class Reaper:
         hand a task it sent to review to the reviewer."""
         out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
         try:
-            kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, **_usage(out))
+            kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, add_usage=w.attempt > 0, **_usage(out))
         except AgentboardError:
             pass
         self.note_denied(w.board, w.task_id, w.run_id, out)
@@ -582,7 +582,7 @@ class Reaper:
         usage = _usage(out)
         if usage:  # after_exit records the exit code itself
             try:
-                kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, **usage)
+                kr.update_run(self.ctx.db, rid, exit_code=facts.exit_code, add_usage=facts.attempt > 0, **usage)
             except AgentboardError:
                 pass
         self.note_denied(board, task_id, rid, out)

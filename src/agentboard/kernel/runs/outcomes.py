@@ -177,10 +177,14 @@ def record_telemetry(db: Database, board: str, task_id: str | None, kind: str, p
     db.write(_w)
 
 
-def _update_run(tx: Tx, run_id: int, fields: dict[str, Any]) -> None:
+def _update_run(tx: Tx, run_id: int, fields: dict[str, Any], add: bool = False) -> None:
     usage_keys = {"input_tokens", "output_tokens", "cost_usd"} & set(fields)
     before = (tx.one("SELECT status, input_tokens, output_tokens, cost_usd, synthetic FROM task_runs "
                      "WHERE id = :r", {"r": run_id}) if usage_keys else None)
+    if add and before is not None:  # another process of the same run: its usage comes on top
+        for key in usage_keys:
+            if before[key] is not None and fields[key] is not None:
+                fields[key] = before[key] + fields[key]
     sets = ", ".join(f"{k} = :{k}" for k in fields)
     tx.execute(f"UPDATE task_runs SET {sets} WHERE id = :rid", {**fields, "rid": run_id})
     if before is not None and before["status"] == "closed" and not before["synthetic"]:
@@ -211,12 +215,14 @@ def mark_nudged(db: Database, board: str, task_id: str, run_id: int, *, exit_cod
     return db.write(_w)
 
 
-def update_run(db: Database, run_id: int, **fields: Any) -> None:
-    """Attach facts learned after the fact (exit code, usage, verification output) to a run."""
+def update_run(db: Database, run_id: int, *, add_usage: bool = False, **fields: Any) -> None:
+    """Attach facts learned after the fact (exit code, usage, verification output) to a run.
+    ``add_usage``: the tokens and cost are another process's of the same run (a repair attempt,
+    a nudge) and are added to what the run has, not put in its place."""
     bad = set(fields) - _RUN_FIELDS
     if bad:
         raise InvalidInput(f"cannot set run fields {sorted(bad)}")
     if "metadata" in fields and not isinstance(fields["metadata"], str):
         fields["metadata"] = dump_json(fields["metadata"])
     if fields:
-        db.write(_update_run, run_id, fields)
+        db.write(_update_run, run_id, fields, add_usage)
