@@ -97,3 +97,18 @@ def test_a_gemini_profile_with_an_endpoint_and_no_key_waits_for_a_person_without
     assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
     assert "GEMINI_API_KEY" in str(task), task
     assert model.requests(agentic=False) == []
+
+
+def test_a_gemini_worker_whose_stream_is_cut_is_a_crash_saying_so_not_nudged(board: Board, model: Model) -> None:
+    """Gemini CLI exits 0 after an error result: what it said decides, not its exit status."""
+    model.script(*[{"cut": True}] * 8)
+    profile = board.gemini(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    (run, *_) = _runs(board, tid)
+    assert run["outcome"] == "crashed", run
+    assert "ended its turn with an error" in run["error"] and "stream" in run["error"].lower(), run
+    kinds = board("watch", "--since", "0", "--once", "--json").stdout
+    assert '"nudged"' not in kinds

@@ -272,3 +272,33 @@ def test_a_task_a_person_moves_to_todo_stays_held_through_the_dispatchers_passes
     ab.db.write(lambda tx: tx.execute("UPDATE tasks SET status = 'todo' WHERE id = :id", {"id": u["id"]}))
     from agentboard.kernel import dispatching
     assert dispatching.promote_pending(ab.db, "default") == [u["id"]]
+
+
+def test_a_worker_that_ends_its_turn_once_its_budget_is_spent_is_not_nudged_its_run_closes_for_the_budget(
+        ab, board, tmp_path):
+    """Told to stop (its heartbeat answers ``stop``), an agent ends its turn without a report:
+    the run closes as the budget's (blocked, not a counted protocol violation) and no process is
+    started again in the spent scope."""
+    from agentboard.dispatch.dispatcher import Dispatcher
+    from agentboard.kernel import budgets
+
+    go = tmp_path / "go"
+    ab.add_profile("w", command="sh -c " + shlex.quote(f"while [ ! -e {go} ]; do sleep 0.05; done; exit 0"))
+    t = board.create("spends", assignee="w")
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        d.run_pass()
+        wait_for(lambda: board.show(t["id"])["status"] == "running", what="the worker running")
+        budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_runs=0))  # spent now
+        go.write_text("")
+        wait_for(lambda: d.run_pass() is not None and board.show(t["id"])["status"] != "running",
+                 timeout=60, what="the run closed")
+    finally:
+        d.stop()
+    shown = board.show(t["id"])
+    assert (shown["status"], shown["block_kind"]) == ("blocked", "budget"), shown
+    runs = [r for r in shown["runs"] if not r.get("synthetic")]
+    assert [r["outcome"] for r in runs] == ["blocked"]
+    assert shown["consecutive_failures"] == 0
+    kinds = [e["kind"] for e in events(board, t["id"])]
+    assert "nudged" not in kinds and kinds.count("spawned") == 1, kinds

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.errors import AgentboardError, NotFound, StaleRun
+from ..kernel import budgets as kb
 from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
 from ..kernel import runs as kr
@@ -43,7 +44,7 @@ from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle
 from ..store.engine import Row
-from . import adapters, finish, liveness, spawn
+from . import adapters, finish, liveness, profile_check, spawn
 from .report import Seen
 from .runtime import Context
 from .spawning import STOP_GRACE, Spawner, SpawnError
@@ -642,8 +643,18 @@ class Reaper:
             detail = f"; its permission mode refused {', '.join(out.denied[:5])}" + detail
         said = f": {out.error}" if out.error else ""
         if out.failure == "auth":
-            self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. {adapters.LOGIN[facts.adapter]}, "
+            self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. "
+                        f"{profile_check.login_fix(facts.adapter, facts.profile)}, "
                         "then unblock the task")
+            return
+        # its budget is spent (its heartbeat said stop, and an agent that obeys ends its turn):
+        # the run closes as the budget's, never reminded to go on
+        spent = self.ctx.db.read(lambda tx: kb.stop_reason_in(tx, r["id"]))
+        if spent is not None:
+            try:
+                kb.stop_run(self.ctx.db, r["board"], r["id"], int(r["current_run_id"]), spent)
+            except AgentboardError as exc:
+                log.info("could not close run %s of %s for its budget: %s", r["current_run_id"], r["id"], exc)
             return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
             reset = out.retry_at
@@ -659,6 +670,10 @@ class Reaper:
         if exit_code == 0 and out.no_result:
             self.fail(r, "crashed", f"the {facts.adapter} agent exited 0 without its final result event: it "
                       "stopped before doing any work" + detail, exit_code=0)
+            return
+        if exit_code == 0 and out.is_error:  # it said it failed (Gemini CLI exits 0 after a cut stream)
+            self.fail(r, "crashed", f"{facts.cli} ended its turn with an error{said or ' (no message)'}" + detail,
+                      exit_code=0)
             return
         # a worker that stopped by itself (exit 0) and said nothing is reminded once
         if exit_code == 0 and self._nudged(r, facts):
