@@ -56,6 +56,10 @@ _NETWORK = re.compile(
     r"connection error|connection reset|unable to connect|cannot connect to api|error sending request|"
     r"stream disconnected|waiting for network|network (error|is unreachable)|socket hang up|"
     r"dns error|timed out while connecting|overloaded|bad gateway|service unavailable", re.I)
+#: lines about something other than the model's service: opencode logs that it could not fetch
+#: its model catalog (models.dev) whenever it has no internet, which says nothing of the service
+#: a run failed on
+_NOT_THE_SERVICE = re.compile(r"Failed to fetch models\.dev", re.I)
 #: the CLIs print a reset time in one of these ways
 _RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
 _RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
@@ -261,7 +265,8 @@ def _classify(out: Outcome, events: list[dict[str, Any]], text: str) -> None:
     """The failure class of a run that failed, from its error and what it printed."""
     said = "\n".join(filter(None, [out.error, out.final_text if out.is_error else None]))
     # the error events and stderr lines (not what the agent's tools printed)
-    noise = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("{"))
+    noise = "\n".join(line for line in text.splitlines()
+                      if not line.lstrip().startswith("{") and not _NOT_THE_SERVICE.search(line))
     errors = "\n".join(_error_text(ev) for ev in events)
     for source in (said, errors, noise):
         if not source:
