@@ -52,3 +52,22 @@ def test_an_opencode_worker_without_a_valid_key_waits_for_a_person(board: Board,
     task = board.task(tid)
     assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
     assert "could not sign in" in str(task), task
+
+
+def test_an_opencode_worker_stopped_at_its_max_runtime_counts_what_it_spent_by_then(
+        board: Board, model: Model) -> None:
+    """A runaway run is what budgets are for: the steps it finished before it was stopped are
+    on its run."""
+    model.script({"calls": [{"shell": "echo a > a.txt"}]}, {"calls": [{"shell": "sleep 120"}]},
+                 {"calls": [{"mcp": "kanban_complete", "args": {"summary": "never"}}]},
+                 usage={"input_tokens": 700, "output_tokens": 20})
+    profile = board.opencode(model)
+    tid = str(board.json("create", "run away", "--assignee", profile, "--max-runtime", "12s",
+                         "--max-retries", "1")["id"])
+
+    board("dispatch", "--wait")
+
+    (run, *_) = _runs(board, tid)
+    assert run["outcome"] == "timed_out", run
+    assert run["input_tokens"] is not None and run["input_tokens"] >= 700, run
+    assert run["output_tokens"] >= 20, run

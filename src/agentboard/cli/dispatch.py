@@ -148,6 +148,11 @@ def _detach(d: Any) -> None:
     os.close(null)
 
 
+#: seconds between the passes ``dispatch --wait`` makes while its workers run (their max runtime,
+#: budgets and repair deadlines are enforced by a pass)
+LIMITS_EVERY = 1.0
+
+
 def _wait_for_workers(d: Any, say: bool) -> None:
     """Wait until the workers this pass started exit, then record how they ended (a pass that
     starts nothing). ``say``: tell the person that this command serves their API meanwhile.
@@ -170,8 +175,11 @@ def _wait_for_workers(d: Any, say: bool) -> None:
                        ".board/result.json", err=True)
         unchanged_since: float | None = None
         while not stop.is_set():
+            looked = time.monotonic()
             while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
-                pass
+                if time.monotonic() - looked >= LIMITS_EVERY:  # a max runtime, a budget hold meanwhile
+                    d.run_pass_report(max_spawn=0)
+                    looked = time.monotonic()
             before = registered()
             if stop.is_set() or not before:
                 break  # every worker's exit is recorded (a recorded worker is forgotten)

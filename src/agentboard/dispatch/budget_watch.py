@@ -19,7 +19,7 @@ import logging
 from ..domain.errors import AgentboardError
 from ..kernel import budgets as kb
 from ..store.engine import Row
-from . import liveness, spawn
+from . import liveness, reaping, spawn
 from .runtime import Context
 
 log = logging.getLogger("agentboard.dispatch")
@@ -86,6 +86,7 @@ class BudgetWatch:
         if w is not None:
             w.poll()
             self.ctx.workers.forget(w.run_id)
+            reaping.stopped_usage(self.ctx.db, w)
         try:
             kb.stop_run(self.ctx.db, r["board"], r["id"], int(r["current_run_id"]), reason)
         except AgentboardError as exc:

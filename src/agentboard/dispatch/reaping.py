@@ -430,6 +430,7 @@ class Reaper:
         if w is not None:
             w.poll()
             self.ctx.workers.forget(w.run_id)
+            stopped_usage(self.ctx.db, w)
         self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
         metrics.runs_closed(self.ctx.db, [r["current_run_id"]])
 
@@ -710,6 +711,21 @@ def _crash_error(exit_code: int | None, pid: int | None) -> str:
             name = f"signal {num}"
         return f"worker killed by {name}"
     return f"worker exited with status {exit_code}"
+
+
+def stopped_usage(db: Any, w: spawn.Worker) -> None:
+    """What a worker the dispatcher stopped (a timeout, a spent budget) had spent by then, as its
+    output reported it (an agent CLI's finished turns and steps), put on its run: a run stopped
+    for running away counts what it spent."""
+    adapter = str((w.profile or {}).get("adapter") or "command")
+    if adapter not in adapters.CLI_ADAPTERS:
+        return
+    usage = _usage(adapters.read_output(adapter, w.log_path, w.log_offset))
+    if usage:
+        try:
+            kr.update_run(db, w.run_id, add_usage=w.attempt > 0, **usage)
+        except AgentboardError as exc:
+            log.info("usage of stopped run %s: %s", w.run_id, exc)
 
 
 def _usage(out: adapters.Outcome) -> dict[str, Any]:
