@@ -375,11 +375,33 @@ def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1
 _OFFLINE = re.compile(r"waiting for network", re.I)
 
 
-def waiting_for_network(adapter: str, log_path: Path, since: int, max_bytes: int = 256 * 1024) -> tuple[bool, int]:
-    """Whether an agent CLI's log, after byte ``since`` (its last ``max_bytes``), shows it waiting
-    for a network it cannot reach; and the offset to read from next time."""
+#: the shortest wait for a rate limit's reset that a running CLI is stopped for (a shorter one it
+#: sits out itself, as it would anyway)
+RATE_WAIT_MIN = 120.0
+
+
+@dataclass
+class Waiting:
+    """What a running agent CLI's new output says it waits for."""
+
+    #: a network it cannot reach
+    network: bool = False
+    #: the end of a rate limit it is sitting out (epoch seconds), at least ``RATE_WAIT_MIN`` away
+    rate_limit_until: float | None = None
+    #: what it said about the rate limit, in one line
+    said: str = ""
+
+
+def waiting(adapter: str, log_path: Path, since: int, max_bytes: int = 256 * 1024) -> tuple[Waiting, int]:
+    """What an agent CLI's log, after byte ``since`` (its last ``max_bytes``), shows it waiting
+    for: a network it cannot reach, or the reset of a rate limit (opencode retries a 429 by
+    sleeping until the time the service gave, its worker alive and its task running meanwhile);
+    and the offset to read from next time. Only the CLI's own lines count (not its JSON events,
+    where what the agent's tools printed is)."""
+    import time
+
     if adapter not in CLI_ADAPTERS:
-        return False, since
+        return Waiting(), since
     try:
         size = log_path.stat().st_size
         start = max(since, size - max_bytes)
@@ -387,9 +409,25 @@ def waiting_for_network(adapter: str, log_path: Path, since: int, max_bytes: int
             fh.seek(start)
             data = fh.read(size - start)
     except OSError:
-        return False, since
+        return Waiting(), since
     end = data.rfind(b"\n") + 1
-    return bool(_OFFLINE.search(data[:end].decode("utf-8", "replace"))), start + end
+    text = data[:end].decode("utf-8", "replace")
+    out = Waiting(network=bool(_OFFLINE.search(text)))
+    for line in reversed(text.splitlines()):
+        if line.lstrip().startswith("{") or not _RATE_LIMIT.search(line):
+            continue
+        until = reset_time(line)
+        if until is not None and until - time.time() >= RATE_WAIT_MIN:
+            out.rate_limit_until, out.said = until, " ".join(line.split())[-300:]
+        break
+    return out, start + end
+
+
+def waiting_for_network(adapter: str, log_path: Path, since: int, max_bytes: int = 256 * 1024) -> tuple[bool, int]:
+    """Whether an agent CLI's log, after byte ``since`` (its last ``max_bytes``), shows it waiting
+    for a network it cannot reach; and the offset to read from next time."""
+    seen, offset = waiting(adapter, log_path, since, max_bytes)
+    return seen.network, offset
 
 
 def tool_uses(adapter: str, text: str) -> int:

@@ -71,3 +71,24 @@ def test_an_opencode_worker_stopped_at_its_max_runtime_counts_what_it_spent_by_t
     assert run["outcome"] == "timed_out", run
     assert run["input_tokens"] is not None and run["input_tokens"] >= 700, run
     assert run["output_tokens"] >= 20, run
+
+
+def test_an_opencode_worker_sitting_out_a_long_rate_limit_is_stopped_and_its_task_blocked_until_the_reset(
+        board: Board, model: Model) -> None:
+    """opencode retries a 429 by sleeping until the reset the service gave, its task showing
+    running all the while: the dispatcher stops it and blocks the task ``rate_limited`` until then."""
+    import time
+
+    model.script({"status": 429, "reset_in": 900})
+    profile = board.opencode(model)
+    tid = str(board.json("create", "hit the limit", "--assignee", profile)["id"])
+    before = time.time()
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert (task["status"], task["block_kind"]) == ("blocked", "rate_limited"), task
+    assert before + 850 < float(task["cooldown_until"]) < time.time() + 950, task
+    assert "waiting for its reset" in task["block_reason"], task
+    (run,) = [r for r in board.runs(tid) if not r.get("synthetic")]
+    assert run["outcome"] == "rate_limited", run  # stopped, not slept through

@@ -54,6 +54,9 @@ from ..agentcli import (
 from ..agentcli import (
     Outcome as Outcome,
 )
+from ..agentcli import (
+    Waiting as Waiting,
+)
 from ..agentcli import _obj
 from ..agentcli import (
     json_events as json_events,
@@ -75,6 +78,9 @@ from ..agentcli import (
 )
 from ..agentcli import (
     tool_uses as tool_uses,
+)
+from ..agentcli import (
+    waiting as waiting,
 )
 from ..agentcli import (
     waiting_for_network as waiting_for_network,

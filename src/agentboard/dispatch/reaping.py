@@ -321,8 +321,12 @@ class Reaper:
         if w is not None and deadline is not None and now > deadline:
             ctx.jobs.submit(rid, self._stop_repair, r, w)
             return Check()
-        if w is not None and self._offline(w):
+        seen = self._waiting(w) if w is not None else None
+        if w is not None and seen is not None and seen.network:
             ctx.jobs.submit(rid, self._stop_then_retry_offline, r, w)
+            return Check()
+        if w is not None and seen is not None and seen.rate_limit_until is not None:
+            ctx.jobs.submit(rid, self._stop_rate_limited, r, w, seen.rate_limit_until, seen.said)
             return Check()
         log_due = self._cap_log(r, w, now)
         max_rt = r["max_runtime_seconds"]
@@ -434,14 +438,31 @@ class Reaper:
         self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
         metrics.runs_closed(self.ctx.db, [r["current_run_id"]])
 
-    def _offline(self, w: spawn.Worker) -> bool:
-        """An agent CLI worker whose new output shows it waiting for a network it cannot reach."""
+    def _waiting(self, w: spawn.Worker) -> adapters.Waiting | None:
+        """What an agent CLI worker's new output shows it waiting for (a network it cannot
+        reach, a rate limit's reset); None for other workers."""
         adapter = str((w.profile or {}).get("adapter") or "command")
         if adapter not in adapters.CLI_ADAPTERS:
-            return False
-        offline, w.offline_scanned = adapters.waiting_for_network(adapter, w.log_path,
-                                                                  max(w.offline_scanned, w.log_offset))
-        return offline
+            return None
+        seen, w.offline_scanned = adapters.waiting(adapter, w.log_path, max(w.offline_scanned, w.log_offset))
+        return seen
+
+    def _stop_rate_limited(self, r: Row, w: spawn.Worker, until: float, said: str) -> None:
+        """A worker sitting out a rate limit (opencode sleeps until the reset, holding its slot
+        and showing its task running): stopped, its task blocked ``rate_limited`` until then,
+        as for a CLI that exits on a 429."""
+        if not self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc,
+                                    started_after=float(r["run_started_at"] or 0) or None):
+            return
+        w.poll()
+        self.ctx.workers.forget(w.run_id)
+        stopped_usage(self.ctx.db, w)
+        adapter = str((w.profile or {}).get("adapter") or "command")
+        cli = adapters.NAMES.get(adapter, f"the {adapter} agent")
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+        self._block(r, "rate_limited", f"{cli} hit a rate limit or quota and was waiting for its reset "
+                    f"({said}); stopped, the dispatcher resumes the task at {when} (the reset time it gave)",
+                    until=until)
 
     def _stop_then_retry_offline(self, r: Row, w: spawn.Worker) -> None:
         """A worker waiting for its network (Codex waits without end): stopped, then retried with
