@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,16 @@ EDIT = ("printf 'line one\\nchanged by the agent\\n' > notes.txt && git commit -
         "agentboard complete --summary 'edited notes'")
 
 
-def to_review(ab: Any, tmp_path: Path, dispatcher: Any, integrate: str) -> tuple[Any, dict[str, Any], Path]:
-    repo = make_repo(tmp_path / "repo", {"notes.txt": "line one\nline two\n", "other.txt": "x\n"})
+def to_review(ab: Any, tmp_path: Path, dispatcher: Any, integrate: str, *, agent: str = EDIT,
+              files: dict[str, str] | None = None,
+              before: Callable[[Path], None] | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """A task whose agent (``agent``, a shell command) worked on ``files`` in a repository of
+    its own (``before`` prepares it further), in review on a board integrating by ``integrate``."""
+    repo = make_repo(tmp_path / "repo", files or {"notes.txt": "line one\nline two\n", "other.txt": "x\n"})
+    if before is not None:
+        before(repo)
     ab.create_board("flow", workdir=str(repo), settings={"integrate": integrate})
-    ab.add_profile("agent", command=sh(EDIT))
+    ab.add_profile("agent", command=sh(agent))
     board = ab.board("flow")
     task = board.create("Edit the notes", assignee="agent", review=True)
     dispatcher()
@@ -188,16 +195,13 @@ PLANT = ("mkdir -p .worktrees/t_victim && printf 'echo planted > marker\\n' > .w
 @pytest.mark.parametrize("mode", ["merge", "squash", "rebase"])
 def test_a_branch_holding_files_under_worktrees_is_refused_and_no_other_task_workspace_is_written(
         ab, tmp_path, dispatcher, mode):
-    repo = make_repo(tmp_path / "repo", {"notes.txt": "line one\n"})
+    def victim_worktree(repo: Path) -> None:
+        (repo / ".worktrees" / "t_victim").mkdir(parents=True)
+        (repo / ".worktrees" / "t_victim" / "check.sh").write_text("echo the victim's own check\n")
+
+    board, task, repo = to_review(ab, tmp_path, dispatcher, mode, agent=PLANT, files={"notes.txt": "line one\n"},
+                                  before=victim_worktree)
     victim = repo / ".worktrees" / "t_victim"
-    victim.mkdir(parents=True)
-    (victim / "check.sh").write_text("echo the victim's own check\n")
-    ab.create_board("flow", workdir=str(repo), settings={"integrate": mode})
-    ab.add_profile("agent", command=sh(PLANT))
-    board = ab.board("flow")
-    task = board.create("Edit the notes", assignee="agent", review=True)
-    dispatcher()
-    wait_for(lambda: board.show(task["id"])["status"] == "review", what="the task to reach review")
     before = git(repo, "rev-parse", "main").strip()
     t = board.approve(task["id"])
     assert (t["status"], t["integration"]) == ("blocked", "refused")
@@ -209,14 +213,9 @@ def test_a_branch_holding_files_under_worktrees_is_refused_and_no_other_task_wor
 def test_a_branch_that_would_write_over_an_ignored_file_of_the_target_is_refused(ab, tmp_path, dispatcher):
     plant = ("printf 'API_KEY=stolen\\n' > .env && printf 'changed by the agent\\n' > notes.txt && "
              "git add -f .env notes.txt && git commit -qm 'config' && agentboard complete --summary 'done'")
-    repo = make_repo(tmp_path / "repo", {"notes.txt": "line one\n", ".gitignore": ".env\n"})
-    (repo / ".env").write_text("API_KEY=the owner's own\n")
-    ab.create_board("flow", workdir=str(repo), settings={"integrate": "merge"})
-    ab.add_profile("agent", command=sh(plant))
-    board = ab.board("flow")
-    task = board.create("Edit the notes", assignee="agent", review=True)
-    dispatcher()
-    wait_for(lambda: board.show(task["id"])["status"] == "review", what="the task to reach review")
+    board, task, repo = to_review(ab, tmp_path, dispatcher, "merge", agent=plant,
+                                  files={"notes.txt": "line one\n", ".gitignore": ".env\n"},
+                                  before=lambda repo: (repo / ".env").write_text("API_KEY=the owner's own\n"))
     t = board.approve(task["id"])
     assert t["status"] == "blocked"
     assert "would write over files the target" in t["block_reason"] and "(.env)" in t["block_reason"]
