@@ -209,7 +209,7 @@ def test_a_model_provider_chosen_by_a_config_override_in_the_profiles_command_is
 
 def test_the_sign_in_advice_of_a_codex_profile_with_a_provider_of_its_own_names_the_providers_key(tmp_path, no_keys):
     from agentboard.dispatch.adapters import LOGIN
-    from agentboard.dispatch.profile_check import login_fix
+    from agentboard.dispatch.agent_config import login_fix
 
     home = codex_home_with_provider(tmp_path / "codex-home")
     fix = login_fix("codex", {"command": "codex", "env": {"CODEX_HOME": str(home)}})

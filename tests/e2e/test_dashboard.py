@@ -36,8 +36,18 @@ def column(page: Any, status: str) -> Any:
 
 
 def drag_to(page: Any, source: Any, status: str) -> None:
-    """Press on the card, move in steps to the column, release (pointer events, as a hand would)."""
-    source.scroll_into_view_if_needed()
+    """Press on the card, move in steps to the column, release (pointer events, as a hand would).
+    The board may draw the card again meanwhile (an event of its last move): then it is found again."""
+    from playwright.sync_api import Error
+
+    for _ in range(20):
+        try:
+            source.scroll_into_view_if_needed()
+            break
+        except Error as exc:
+            if "not attached" not in str(exc):
+                raise
+            page.wait_for_timeout(50)
     box = source.bounding_box()
     target = column(page, status).locator(".column-body").bounding_box()
     assert box and target

@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from typing import Any
 from ..config import Settings
 from ..domain.worker_env import WorkerEnv
 from ..kernel.profiles import _INLINE_FLAGS, _INTERPRETER_RE, command_problem
-from . import adapters
+from . import adapters, agent_config
 
 #: the environment variables that hold each agent CLI's credentials
 CREDENTIAL_ENV = {
@@ -191,14 +190,14 @@ def take_turn(profile: dict[str, Any], *, worker_uid: int | None = None, home: s
     out = adapters.outcome_of(adapter, events, output)
     if out.failure == "auth":
         return Item("turn", False, f"{name} could not sign in: {out.error or 'no login'}",
-                    login_fix(adapter, profile, home))
+                    agent_config.login_fix(adapter, profile, home))
     if out.is_error or out.no_result:
         said = out.error or " | ".join(output.strip().splitlines()[-2:])[:300] or "no output"
         fix = ("wait for the limit to reset, or use another key" if out.failure == "rate_limit" else
                "check the profile's endpoint (its env) and network" if out.failure == "network" else
                "run the command line by hand to see why")
         return Item("turn", False, f"{name} did not finish a turn in {took:.1f}s: {said}", fix)
-    model = (_model_of(events) or str(profile.get("model") or "") or configured_model(adapter, profile, home)
+    model = (_model_of(events) or str(profile.get("model") or "") or agent_config.configured_model(adapter, profile, home)
              or "the CLI's default model")
     usage = (f"{out.input_tokens} input / {out.output_tokens} output tokens"
              if out.input_tokens is not None else "no usage reported")
@@ -400,9 +399,9 @@ def _has_server(path: Path, key: str) -> bool:
 
 
 def _credentials(adapter: str, profile: dict[str, Any], env: dict[str, str], home: str | None) -> Item:
-    if adapter == "codex" and (provider := codex_provider(profile, home)) is not None and not provider.openai_auth:
+    if adapter == "codex" and (provider := agent_config.codex_provider(profile, home)) is not None and not provider.openai_auth:
         return _provider_credentials(provider, env)
-    names = [n for n in CREDENTIAL_ENV[adapter] if _lookup(env, n)]
+    names = [n for n in CREDENTIAL_ENV[adapter] if agent_config.lookup(env, n)]
     home_dir = Path(env.get("HOME") or home or os.path.expanduser("~"))
     if adapter == "codex" and (env.get("CODEX_HOME") or os.environ.get("CODEX_HOME")):
         files = [Path(env.get("CODEX_HOME") or os.environ["CODEX_HOME"]) / "auth.json"]
@@ -412,7 +411,7 @@ def _credentials(adapter: str, profile: dict[str, Any], env: dict[str, str], hom
         files.append(home_dir / ".claude.json")  # a login kept by Claude Code's own config
     found = [str(f) for f in files if _nonempty(f, adapter)]
     if adapter == "opencode":
-        found += _opencode_keys(env, home)
+        found += agent_config.opencode_keys(env, home)
     if names or found:
         return Item("credentials", True, "present: " + ", ".join([*(f"${n}" for n in names), *found]))
     fix = adapters.LOGIN[adapter] + (" (as the user the workers run as)" if home else "")
@@ -423,130 +422,7 @@ def _credentials(adapter: str, profile: dict[str, Any], env: dict[str, str], hom
                 f"{home_dir}", fix)
 
 
-def _lookup(env: dict[str, str], name: str) -> str | None:
-    """A variable as the worker gets it: the profile's env over this process's environment."""
-    return env.get(name) or os.environ.get(name) or None
-
-
-# -- Codex: the model provider its config names ------------------------------------------------
-
-#: Codex's own providers that need no key (a local model server)
-_CODEX_LOCAL = ("oss", "ollama", "lmstudio")
-
-
-@dataclass
-class CodexProvider:
-    """The model provider a Codex profile uses when it is not OpenAI's own."""
-
-    name: str
-    #: the config.toml it was read from
-    config: Path
-    #: the variable holding its key (``env_key``)
-    env_key: str | None = None
-    #: defined in the config (or one of Codex's local providers)
-    defined: bool = True
-    local: bool = False
-    #: its ``experimental_bearer_token`` is set
-    bearer: bool = False
-    #: ``requires_openai_auth``: OpenAI's login or key
-    openai_auth: bool = False
-
-
-def codex_home(env: dict[str, str], home: str | None = None) -> Path:
-    """The Codex home of a profile's workers: its ``CODEX_HOME``, else ``~/.codex`` of their home."""
-    given = _lookup(env, "CODEX_HOME")
-    if given:
-        return Path(given).expanduser()
-    return Path(env.get("HOME") or home or os.path.expanduser("~")) / ".codex"
-
-
-def codex_config(profile: dict[str, Any], home: str | None = None) -> tuple[dict[str, Any], Path]:
-    """The settings a profile's Codex works with, and the config.toml they come from: that file,
-    with the config profile its command selects (``-p NAME``: ``NAME.config.toml`` beside it or
-    its ``[profiles.NAME]``) and the command's ``-c key=value``, ``-m`` and ``--oss`` over it."""
-    env = {k: str(v) for k, v in (profile.get("env") or {}).items()}
-    folder = codex_home(env, home)
-    path = folder / "config.toml"
-    config = _toml(path)
-    try:
-        words = shlex.split(str(profile.get("command") or ""))[1:]
-    except ValueError:
-        words = []
-    overrides: list[str] = []
-    selected = config.get("profile")
-    i = 0
-    while i < len(words):
-        word, following = words[i], (words[i + 1] if i + 1 < len(words) else None)
-        if word in ("-c", "--config", "-p", "--profile", "-m", "--model") and following is not None:
-            if word in ("-p", "--profile"):
-                selected = following
-            else:
-                overrides.append(following if word in ("-c", "--config") else f"model={json.dumps(following)}")
-            i += 2
-            continue
-        if word.startswith(("--config=", "--profile=", "--model=")):
-            flag, _, given = word.partition("=")
-            if flag == "--profile":
-                selected = given
-            else:
-                overrides.append(given if flag == "--config" else f"model={json.dumps(given)}")
-        elif word == "--oss":
-            overrides.append('model_provider="oss"')
-        i += 1
-    if isinstance(selected, str) and selected:
-        profiles = config.get("profiles")
-        table = profiles.get(selected) if isinstance(profiles, dict) else None
-        if isinstance(table, dict):
-            config = _merged(config, table)
-        config = _merged(config, _toml(folder / f"{selected}.config.toml"))
-    for override in overrides:
-        key, sep, raw = override.partition("=")
-        if not sep or not key.strip():
-            continue
-        try:
-            value: Any = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw  # Codex takes a value that is not TOML as a string
-        parts = [p.strip().strip('"') for p in key.strip().split(".")]
-        config = _merged(config, _nested(parts, value))
-    return config, path
-
-
-def codex_provider(profile: dict[str, Any], home: str | None = None) -> CodexProvider | None:
-    """The model provider a Codex profile's config names, or None for OpenAI's own (a login
-    or ``OPENAI_API_KEY``)."""
-    try:
-        config, path = codex_config(profile, home)
-    except (OSError, ValueError, AttributeError, TypeError):  # a config this check cannot read: Codex's own
-        return None
-    name = config.get("model_provider")
-    if not isinstance(name, str) or not name or name == "openai":
-        return None
-    providers = config.get("model_providers")
-    spec = providers.get(name) if isinstance(providers, dict) else None
-    if not isinstance(spec, dict):
-        return CodexProvider(name, path, defined=name in _CODEX_LOCAL, local=name in _CODEX_LOCAL)
-    env_key = spec.get("env_key")
-    return CodexProvider(name, path, env_key=env_key if isinstance(env_key, str) and env_key else None,
-                         bearer=bool(spec.get("experimental_bearer_token")),
-                         openai_auth=bool(spec.get("requires_openai_auth")))
-
-
-def login_fix(adapter: str, profile: dict[str, Any], home: str | None = None) -> str:
-    """How a person gives a profile's agent CLI its credentials: for Codex with a model provider
-    of its own, the provider's ``env_key``; else :data:`adapters.LOGIN`."""
-    if adapter == "codex":
-        try:
-            provider = codex_provider(profile, home)
-        except Exception:  # noqa: BLE001 - a hint must not fail what asked for it
-            provider = None
-        if provider is not None and provider.env_key and not provider.openai_auth:
-            return (f"set {provider.env_key} in the profile's env (the env_key of Codex's model provider "
-                    f"{provider.name!r} in {provider.config}, which `codex login` does not sign in to)")
-    return adapters.LOGIN.get(adapter, "give the agent its credentials")
-
-
-def _provider_credentials(provider: CodexProvider, env: dict[str, str]) -> Item:
+def _provider_credentials(provider: agent_config.CodexProvider, env: dict[str, str]) -> Item:
     where = f"Codex's model provider {provider.name!r} in {provider.config}"
     if provider.local:
         return Item("credentials", True, f"none needed: Codex's model provider {provider.name!r} is a local one")
@@ -555,7 +431,7 @@ def _provider_credentials(provider: CodexProvider, env: dict[str, str]) -> Item:
                     "Codex refuses a provider it does not know", f"add [model_providers.{provider.name}] (its "
                     "base_url and env_key) to that config.toml, or name a provider it defines", warn=True)
     if provider.env_key:
-        if _lookup(env, provider.env_key):
+        if agent_config.lookup(env, provider.env_key):
             return Item("credentials", True, f"present: ${provider.env_key} (the env_key of {where})")
         return Item("credentials", False, f"no ${provider.env_key}, the env_key of {where}",
                     f"set {provider.env_key} in the profile's env (`codex login` does not sign in to that provider)")
@@ -568,11 +444,11 @@ def _codex_home_in_temp(profile: str, env: dict[str, str]) -> Item | None:
     """A warning when the profile's ``CODEX_HOME`` is under the temp folder: Codex will not create
     its helper binaries (its sandbox, ``codex-linux-sandbox``) there, so every shell command of its
     workers fails."""
-    given = _lookup(env, "CODEX_HOME")
+    given = agent_config.lookup(env, "CODEX_HOME")
     if not given:
         return None
     folder = os.path.realpath(os.path.expanduser(given))
-    temps = {os.path.realpath(t) for t in ("/tmp", tempfile.gettempdir(), _lookup(env, "TMPDIR") or "/tmp")}
+    temps = {os.path.realpath(t) for t in ("/tmp", tempfile.gettempdir(), agent_config.lookup(env, "TMPDIR") or "/tmp")}
     temp = next((t for t in sorted(temps) if folder == t or folder.startswith(t.rstrip("/") + "/")), None)
     if temp is None:
         return None
@@ -582,110 +458,6 @@ def _codex_home_in_temp(profile: str, env: dict[str, str]) -> Item | None:
                 "codex-linux-sandbox`)",
                 f"move that folder (its config.toml, auth.json) outside {temp}, then `agentboard profiles set "
                 f"{profile} --env CODEX_HOME=/path/outside/tmp`", warn=True)
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return {}
-
-
-def _nested(parts: list[str], value: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {parts[-1]: value}
-    for part in reversed(parts[:-1]):
-        out = {part: out}
-    return out
-
-
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` laid on ``base``, table by table."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-# -- opencode: the providers its config names --------------------------------------------------
-
-def _opencode_configs(env: dict[str, str], home: str | None) -> list[tuple[str, dict[str, Any]]]:
-    """opencode's configs a worker gets beside the adapter's own: ``OPENCODE_CONFIG_CONTENT`` first
-    (it wins), then the user's config file (``~/.config/opencode/opencode.json``)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    content = _lookup(env, "OPENCODE_CONFIG_CONTENT")
-    if content and isinstance(parsed := _jsonc(content), dict):
-        out.append(("$OPENCODE_CONFIG_CONTENT", parsed))
-    config_home = _lookup(env, "XDG_CONFIG_HOME") or str(
-        Path(env.get("HOME") or home or os.path.expanduser("~")) / ".config")
-    for name in ("opencode.jsonc", "opencode.json", "config.json"):
-        path = Path(config_home) / "opencode" / name
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if isinstance(parsed := _jsonc(text), dict):
-            out.append((str(path), parsed))
-    return out
-
-
-def _opencode_keys(env: dict[str, str], home: str | None) -> list[str]:
-    """The providers given a key (``provider.NAME.options.apiKey``, a ``{env:VAR}`` in it set) in
-    opencode's configs."""
-    found = []
-    for where, config in _opencode_configs(env, home):
-        providers = config.get("provider")
-        for name, spec in (providers.items() if isinstance(providers, dict) else []):
-            options = spec.get("options") if isinstance(spec, dict) else None
-            key = options.get("apiKey") if isinstance(options, dict) else None
-            if isinstance(key, str) and _resolved(key, env):
-                found.append(f"the apiKey of provider {name!r} in {where}")
-    return found
-
-
-def _resolved(value: str, env: dict[str, str]) -> str:
-    """A config value with opencode's ``{env:VAR}`` replaced (``{file:path}`` by a mark when the file exists)."""
-    value = re.sub(r"\{env:([^}]*)\}", lambda m: _lookup(env, m[1].strip()) or "", value)
-    value = re.sub(r"\{file:([^}]*)\}", lambda m: "file" if os.path.isfile(os.path.expanduser(m[1].strip())) else "",
-                   value)
-    return value.strip()
-
-
-def _jsonc(text: str) -> Any:
-    """JSON with comments and trailing commas (opencode's config), or None."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    bare = re.sub(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', lambda m: m[0] if m[0].startswith('"') else "", text,
-                  flags=re.S)
-    try:
-        return json.loads(re.sub(r",(\s*[}\]])", r"\1", bare))
-    except ValueError:
-        return None
-
-
-def configured_model(adapter: str, profile: dict[str, Any], home: str | None = None) -> str | None:
-    """The model a profile's config names when the CLI does not say which answered (Codex's
-    ``model``, opencode's ``--model`` or its config's ``model``), else None."""
-    try:
-        if adapter == "codex":
-            model = codex_config(profile, home)[0].get("model")
-            return model if isinstance(model, str) and model else None
-        if adapter == "opencode":
-            words = shlex.split(str(profile.get("command") or ""))
-            for i, word in enumerate(words[:-1]):
-                if word in ("-m", "--model"):
-                    return words[i + 1]
-            env = {k: str(v) for k, v in (profile.get("env") or {}).items()}
-            for _where, config in _opencode_configs(env, home):
-                if isinstance(config.get("model"), str) and config["model"]:
-                    return str(config["model"])
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-    return None
 
 
 def _nonempty(path: Path, adapter: str) -> bool:
@@ -737,6 +509,5 @@ def check_profiles(profiles: list[dict[str, Any]], settings: Settings, *, run: b
     return out
 
 
-__all__ = ["CodexProvider", "Item", "Report", "check", "check_profiles", "codex_config", "codex_home", "codex_provider",
-           "configured_model", "login_fix", "relative_script", "relative_script_warning", "root_problem", "run_until",
-           "take_turn", "worker_identity"]
+__all__ = ["Item", "Report", "check", "check_profiles", "relative_script", "relative_script_warning", "root_problem",
+           "run_until", "take_turn", "worker_identity"]

@@ -44,7 +44,7 @@ from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle
 from ..store.engine import Row
-from . import adapters, finish, liveness, profile_check, spawn
+from . import adapters, agent_config, finish, liveness, spawn
 from .report import Seen
 from .runtime import Context
 from .spawning import STOP_GRACE, Spawner, SpawnError
@@ -665,9 +665,11 @@ class Reaper:
             detail = f"; its permission mode refused {', '.join(out.denied[:5])}" + detail
         said = f": {out.error}" if out.error else ""
         if out.failure == "auth":
-            self._block(r, "needs_input", f"{facts.cli} could not sign in{said}. "
-                        f"{profile_check.login_fix(facts.adapter, facts.profile)}, "
-                        "then unblock the task")
+            # what to do first: a block reason is one line of 300 characters, and what the CLI
+            # said (a status, a URL) can take them all
+            self._block(r, "needs_input", f"{facts.cli} could not sign in. "
+                        f"{agent_config.login_fix(facts.adapter, facts.profile)}, then unblock the task"
+                        + (f" (it said: {out.error})" if out.error else ""))
             return
         # its budget is spent (its heartbeat said stop, and an agent that obeys ends its turn):
         # the run closes as the budget's, never reminded to go on
