@@ -119,6 +119,10 @@ def test_a_claude_worker_that_never_reports_is_nudged_once_then_a_protocol_viola
     assert len(turns) == 2  # the first start and the nudge
     # both processes of the run spent: the run counts the two together
     assert (runs[-1]["input_tokens"], runs[-1]["output_tokens"]) == (2 * 1200, 2 * 30)
+    # the reason quotes what the agent said last, not the tail of its JSON stream
+    assert runs[-1]["error"].endswith("; its last message: Still nothing to say."), runs[-1]["error"]
+    log = board("log", tid).stdout
+    assert f"=== run {runs[-1]['id']} of {tid}: reminded to report ===" in log
     assert "kanban_complete" in str(turns[1]["body"]["messages"])  # the reminder names the tools
 
 

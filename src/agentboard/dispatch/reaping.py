@@ -661,6 +661,9 @@ class Reaper:
         exit_code = facts.exit_code
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
+        if facts.adapter in adapters.CLI_ADAPTERS and out.final_text and not out.is_error:
+            # an agent CLI's log is its event stream: its last message says more than its last bytes
+            detail = f"; its last message: {' '.join(out.final_text.split())[:300]}"
         if out.denied:
             detail = f"; its permission mode refused {', '.join(out.denied[:5])}" + detail
         said = f": {out.error}" if out.error else ""

@@ -53,6 +53,7 @@ from ..kernel import tasks as ktasks
 from ..kernel.worker_protocol import PrepareInputs
 from ..observe import logs, metrics
 from ..protocol import boarddir, lifecycle, verify
+from ..protocol import inbox as boardinbox
 from ..store.engine import Row
 from . import adapters, branches, breaker, diffs, gitutil, isolation, spawn, workspaces
 from .report import Spawned, SpawnFailed
@@ -110,6 +111,8 @@ class Attempt:
     review: bool = False
     #: the board (its target directory and settings name the project's virtualenv)
     board_row: Mapping[str, Any] | None = None
+    #: the one reminder of a worker that stopped without reporting (a nudge), not a repair
+    reminder: bool = False
 
     @property
     def task_id(self) -> str:
@@ -393,7 +396,7 @@ class Spawner:
         ws = workspaces.Workspace(task.get("workspace_kind") or "scratch", workspace, branch=task.get("branch_name"))
         deadline = deadline_seconds or self.ctx.settings.repair_deadline
         attempt = Attempt(slug, task, profile, run_id, ws, number, deadline, self._confinement(profile),
-                          board_row=board_row)
+                          board_row=board_row, reminder=prompt_file.name == boardinbox.NUDGE_PROMPT_FILE)
         started = self.start(self.launch(attempt, prompt_file, token))
         self.ctx.workers.add(started.worker)
         _spawned, stale = self.record(slug, [started])
@@ -574,6 +577,8 @@ class Spawner:
 def _header(ln: Launch) -> str:
     """The line a run's output starts with in the task's log."""
     at = ln.attempt
+    if at.reminder:
+        return f"=== run {at.run_id} of {at.task_id}: reminded to report ==="
     if at.number:
         return f"=== run {at.run_id} of {at.task_id}: repair attempt {at.number} ==="
     if at.review:
