@@ -170,6 +170,9 @@ def test_drag_and_drop_moves_a_card_and_the_server_agrees(page: Any, kernel: Any
     drag_to(page, card(page, t["title"]), "todo")
     expect(column(page, "todo").locator(f".card[data-id='{t['id']}']")).to_have_attribute("data-status", "todo", timeout=T)
     assert status_of(kernel, t["id"]) == "todo"
+    # its parents are done: a person's todo holds it there, and the card says so
+    expect(column(page, "todo").locator(f".card[data-id='{t['id']}'] .card-held")).to_contain_text(
+        "held in todo", timeout=T)
 
     drag_to(page, card(page, t["title"]), "ready")
     expect(column(page, "ready").locator(f".card[data-id='{t['id']}']")).to_have_attribute("data-status", "ready", timeout=T)

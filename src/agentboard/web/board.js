@@ -233,8 +233,10 @@ function renderCard(card) {
   h("div.card-title", card.title),
   pills.length ? h("div.pills", pills) : null,
   card.race ? raceCard(card.race) : null,
-  (card.status === "blocked" || (card.status === "todo" && card.block_kind === "held")) && card.block_reason
+  card.status === "blocked" && card.block_reason
     ? h("div.card-reason", { title: `${card.block_kind || "blocked"}: ${card.block_reason}` }, card.block_reason) : null,
+  card.status === "todo" && card.block_kind === "held" && card.block_reason
+    ? h("div.card-reason.card-held", { title: card.block_reason }, card.block_reason) : null,
   card.status === "done" && card.result ? h("div.card-result", { title: card.result }, card.result) : null,
   h("div.card-meta", meta));
   el.addEventListener("click", (ev) => onCardClick(ev, card));
