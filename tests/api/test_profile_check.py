@@ -25,3 +25,17 @@ def test_the_api_gives_an_administrator_the_same_check_and_refuses_others(ab, tm
         member = a.client(a.token("someone"))
         assert member.post("/api/profiles/oc/check").status_code == 403
         assert a.as_admin.post("/api/profiles/nobody/check").status_code == 404
+
+
+def test_a_profile_whose_script_is_a_relative_path_is_warned_about_by_the_api_as_by_the_cli(ab):
+    """``python3 research.py {task_id}`` resolves in each task's workspace: every surface that
+    adds or changes a profile says so (the kernel's warning), and stores it all the same."""
+    with start_api(ab) as api:
+        r = api.as_admin.post("/api/profiles", json={"name": "researcher",
+                                                     "command": "python3 research.py {task_id}"})
+        assert r.status_code == 201, r.text
+        (warning,) = r.json()["warnings"]
+        assert "script 'research.py' (run by python3) is a relative path" in warning
+        assert "agentboard profiles set researcher --command 'python3 /path/to/research.py {task_id}'" in warning
+        fixed = api.as_admin.patch("/api/profiles/researcher", json={"command": "python3 /srv/research.py {task_id}"})
+        assert fixed.status_code == 200 and not any("relative" in w for w in fixed.json()["warnings"]), fixed.text

@@ -26,13 +26,10 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def _warn_root(p: dict[str, Any]) -> None:
     """Warnings on stderr when this host's dispatcher could not start the profile's agent (its
     program or script missing, or given by a relative path; Claude Code as root)."""
-    from agentboard.dispatch.profile_check import relative_script_warning, root_problem
+    from agentboard.dispatch.profile_check import root_problem
 
     for warning in p.get("warnings") or ():
         click.echo(f"warning: {warning}", err=True)
-    relative = relative_script_warning(p["name"], p.get("command")) if "warnings" in p else None
-    if relative and str(p.get("adapter") or "command") == "command":
-        click.echo(f"warning: profile {p['name']}: {relative[0]} (`{relative[1]}`)", err=True)
     problem = root_problem(p, common.db().settings)
     if problem:
         click.echo(f"warning: {problem}", err=True)

@@ -44,7 +44,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain.worker_env import WorkerEnv
-from ..kernel.profiles import _INLINE_FLAGS, _INTERPRETER_RE, command_problem
+from ..kernel.profiles import command_problem, relative_script, relative_script_warning
 from . import adapters, agent_config
 
 #: the environment variables that hold each agent CLI's credentials
@@ -258,48 +258,6 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
     report.items.append(Item("executable", True, f"{path} ({adapters.NAMES[adapter]} {'.'.join(map(str, version))}; "
                                                  f"supported >= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))})"))
     return True
-
-
-def relative_script(command: str | None) -> tuple[str, str | None] | None:
-    """The script of a command line that names it by a relative path (``python3 research.py
-    {task_id}``, ``./agent.sh``) and the interpreter running it (None: the script is the program),
-    else None. A worker starts in its task's workspace, so the path resolves there, where it
-    exists only if the task's repository holds it."""
-    try:
-        words = shlex.split((command or "").strip())
-    except ValueError:
-        return None
-    while words and ("=" in words[0].split("/")[0] or words[0] == "env"):  # VAR=value prefixes, env
-        words = words[1:]
-    if not words or "{" in words[0] or any(c in words[0] for c in ";&|<>`$()"):
-        return None
-    exe = words[0]
-    if "/" in exe and not os.path.isabs(exe):
-        return exe, None
-    if not _INTERPRETER_RE.match(os.path.basename(exe)):
-        return None
-    for word in words[1:]:
-        if word in _INLINE_FLAGS or any(c in word for c in ";&|<>`$"):
-            return None
-        if not word.startswith("-"):
-            return None if "{" in word or os.path.isabs(word) else (word, os.path.basename(exe))
-    return None
-
-
-def relative_script_warning(profile: str, command: str | None) -> tuple[str, str] | None:
-    """The warning about a command line whose script is a relative path (:func:`relative_script`)
-    and its fix, the command with an absolute path (the file's own when this folder has it), or None."""
-    found = relative_script(command)
-    if found is None:
-        return None
-    script, runner = found
-    what = f"script {script!r} (run by {runner})" if runner else f"program {script!r}"
-    here = os.path.abspath(script)
-    absolute = here if os.path.isfile(here) else "/path/to/" + os.path.basename(script)
-    fixed = re.sub(rf"(?<![\w./-]){re.escape(script)}(?![\w./-])", lambda _: absolute, str(command), count=1)
-    return (f"{what} is a relative path, which resolves in each task's workspace, where it usually does not "
-            "exist: give its absolute path",
-            f"agentboard profiles set {profile} --command {shlex.quote(fixed)}")
 
 
 def _fix_of(message: str) -> str | None:
