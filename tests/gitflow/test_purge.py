@@ -192,3 +192,24 @@ def test_a_purge_over_rest_removes_the_merged_worktree_task_and_answers_what_it_
     assert branches(repo) >= {f"ab/{unmerged}"} and f"ab/{merged}" not in branches(repo)
     [event] = [e for e in board.events(0, limit=1000) if e["kind"] == "purged" and e["payload"]["task"] == merged]
     assert event["payload"]["workspace"]["path"] == str(repo / ".worktrees" / merged)
+
+
+def test_deleting_a_board_for_good_removes_its_tasks_merged_worktrees_and_branches_and_keeps_the_rest(
+        ab, tmp_path, dispatcher):
+    """A board's home folder goes with it; its worktree tasks also left worktrees and ``ab/``
+    branches in its target: the delete removes those a purge would, and names what it kept."""
+    board, repo = code_board(ab, tmp_path)
+    merged, unmerged = run_to_done(board, dispatcher, ("merged", "committer"), ("kept", "committer"))
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", f"ab/{merged}")
+
+    out = cli(ab.home, "boards", "rm", "code", "--delete", "--json")
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert sorted(w["id"] for w in answer["worktrees"]) == sorted([merged, unmerged])
+    assert {"repo": str(repo), "branch": f"ab/{merged}"} in answer["branches_removed"]
+    assert not (repo / ".worktrees" / merged).exists() and f"ab/{merged}" not in branches(repo)
+    # the unmerged branch holds the only copy of its commit: kept, with the command that removes it
+    assert f"ab/{unmerged}" in branches(repo)
+    (kept,) = [k for k in answer["kept"] if k.get("branch") == f"ab/{unmerged}"]
+    assert f"git -C {repo} branch -D ab/{unmerged}" in kept["how"]
+    assert git(repo, "status", "--porcelain") == ""

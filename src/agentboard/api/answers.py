@@ -193,6 +193,22 @@ class PurgedTask(TypedDict):
     kept: list[KeptLeftover]
 
 
+class DeletedWorktree(TypedDict):
+    id: str
+    path: str | None
+    branch: str | None
+
+
+class DeletedBoard(BoardRow):
+    """A board deleted for good (``DELETE /api/boards/{slug}?purge=true``): its row, where its
+    worktree tasks worked, and what of that was removed or kept (as for a purged task)."""
+
+    worktrees: list[DeletedWorktree]
+    files_removed: list[str]
+    branches_removed: list[RemovedBranch]
+    kept: list[KeptLeftover]
+
+
 class RemovedAttachment(AttachmentRow):
     removed: bool
 
@@ -513,7 +529,7 @@ FILE_RESPONSE: dict[int | str, dict[str, Any]] = {
 
 
 __all__ = [
-    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "BoardStats", "BoardView", "BudgetCleared", "BudgetRow", "BulkAnswer",
+    "AssigneeRow", "AttachmentRow", "BoardColumn", "BoardRow", "DeletedBoard", "BoardStats", "BoardView", "BudgetCleared", "BudgetRow", "BulkAnswer",
     "CommentRow", "ConfigView", "DispatchPass", "EventRow", "ExistingTask", "FILE_RESPONSE", "Finding", "GoalBlocker", "GoalDetail",
     "GoalRow", "GoalVerdict", "Heartbeat", "InboxAnswer", "LinkRow", "LlmBulkAnswer", "LlmOutcome", "Me", "MetaView", "CreatedTask",
     "NotifyTest", "ProfileCheck", "ProfileRow", "PurgedTask", "RemovedAttachment", "RunRow", "ScheduleRow",

@@ -200,13 +200,22 @@ def rm(slug: str, delete: bool, as_json: bool) -> None:
     home = common.home()
     row = kb.delete(db, slug, home=home, actor=common.actor()) if delete else kb.archive(
         db, slug, home=home, actor=common.actor())
+    if delete:  # its tasks' worktrees and branches in its target
+        from agentboard.dispatch import gc as gcmod
+
+        row.update(gcmod.after_board_delete(db, home, row))
     f = common.current_board_file()
     if f.exists() and f.read_text().strip() == row["slug"]:
         f.unlink()
     if as_json:
         common.emit_json(row)
     elif delete:
-        click.echo(f"board {row['slug']} deleted")
+        lines = [f"board {row['slug']} deleted"]
+        lines += [f"  removed {path}" for path in row.get("files_removed", [])]
+        lines += [f"  removed branch {b['branch']} in {b['repo']}" for b in row.get("branches_removed", [])]
+        for k in row.get("kept", []):
+            lines += [f"  kept {k['path']}: {k['why']}", f"    {k['how']}"]
+        click.echo("\n".join(lines))
     else:
         click.echo(f"board {row['slug']} archived (agentboard boards restore {row['slug']} brings it back)")
 

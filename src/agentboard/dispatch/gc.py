@@ -193,7 +193,22 @@ def _delete_refusal(repo: Path, branch: str) -> str | None:
 # -- what a purged task leaves behind ------------------------------------------------------------
 
 
-def after_purge(db: Database, home: Path, purged: Row) -> dict[str, Any]:
+def after_board_delete(db: Database, home: Path, deleted: Row) -> dict[str, Any]:
+    """Remove what a deleted board's worktree tasks left in its target (their worktrees and ``ab/``
+    branches, by the rules of :func:`after_purge`; the home's folder of the board went with it).
+    ``deleted``: the answer of ``kernel.boards.delete``. Returns ``files_removed``,
+    ``branches_removed`` and ``kept``, as :func:`after_purge` does."""
+    out: dict[str, Any] = {"files_removed": [], "branches_removed": [], "kept": []}
+    board = {k: v for k, v in deleted.items() if k != "worktrees"}
+    for t in deleted.get("worktrees") or []:
+        one = after_purge(db, home, {"board": deleted["slug"], "id": t["id"], "workspace": {
+            "kind": "worktree", "path": t.get("path"), "branch": t.get("branch")}}, board=board)
+        for key in out:
+            out[key] += one[key]
+    return out
+
+
+def after_purge(db: Database, home: Path, purged: Row, *, board: Row | None = None) -> dict[str, Any]:
     """Remove what a purged task left outside the database. ``purged``: the answer of
     ``kernel.purge.purge`` (its ``workspace``), with ``worker_stopped`` when the surface stopped
     its worker. Removed: its worker logs and exit files, its scratch workspace, its worktree
@@ -206,7 +221,7 @@ def after_purge(db: Database, home: Path, purged: Row) -> dict[str, Any]:
     branches in the board's target)."""
     out: dict[str, Any] = {"files_removed": [], "branches_removed": [], "kept": []}
     try:
-        _after_purge(db, home, purged, out)
+        _after_purge(db, home, purged, out, board)
     except Exception as exc:  # noqa: BLE001
         out["kept"].append({"path": str(home / "boards" / str(purged["board"])),
                             "why": f"cleaning up after the purge failed: {exc}",
@@ -214,7 +229,7 @@ def after_purge(db: Database, home: Path, purged: Row) -> dict[str, Any]:
     return out
 
 
-def _after_purge(db: Database, home: Path, purged: Row, out: dict[str, Any]) -> None:
+def _after_purge(db: Database, home: Path, purged: Row, out: dict[str, Any], known: Row | None = None) -> None:
     slug, task_id = str(purged["board"]), str(purged["id"])
     worker = purged.get("worker")
     if worker and purged.get("worker_stopped") is not True:
@@ -240,11 +255,12 @@ def _after_purge(db: Database, home: Path, purged: Row, out: dict[str, Any]) -> 
     ws = purged.get("workspace") or {}
     if ws.get("kind") != "worktree":
         return
-    board: dict[str, Any] = {}
-    try:
-        board = dict(kboards.get(db, slug))
-    except Exception:  # the board went with it: its target is not known
-        pass
+    board: dict[str, Any] = dict(known or {})
+    if not board:
+        try:
+            board = dict(kboards.get(db, slug))
+        except Exception:  # the board went with it: its target is not known
+            pass
     task = {"id": task_id, "board": slug, "workspace_kind": "worktree", "workspace_path": ws.get("path"),
             "branch_name": ws.get("branch")}
     try:

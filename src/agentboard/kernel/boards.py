@@ -242,7 +242,8 @@ def restore(db: Database, slug: str, *, home: Path | None = None, actor: str | N
 
 
 def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | None = None) -> Row:
-    """Remove a board and everything on it, for good."""
+    """Remove a board and everything on it, for good. The answer's ``worktrees`` (``id``, ``path``,
+    ``branch``) are where its worktree tasks worked in its target, for ``dispatch.gc.after_board_delete``."""
     slug = model.board_slug(slug)
 
     def _w(tx: Tx) -> Row:
@@ -250,6 +251,12 @@ def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | No
         running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE board = :b AND status = 'running'", {"b": slug})
         if running:
             raise Conflict(f"board {slug!r} has {running} running task(s); reclaim or finish them first")
+        # where its tasks worked outside the home (a worktree and branch in the board's target):
+        # the surfaces hand this to dispatch.gc.after_board_delete
+        row = {**row, "worktrees": [
+            {"id": t["id"], "path": t["workspace_path"], "branch": t["branch_name"]}
+            for t in tx.all("SELECT id, workspace_path, branch_name FROM tasks WHERE board = :b "
+                            "AND workspace_kind = 'worktree' ORDER BY id", {"b": slug})]}
         for table in _SCOPED_TABLES:
             if table == "task_events":
                 # the newest event row (of any board) is never deleted: SQLite hands out
@@ -278,7 +285,7 @@ def delete(db: Database, slug: str, *, home: Path | None = None, actor: str | No
         for folder in (board_dir(home, slug), Path(row["archived_path"]) if row.get("archived_path") else None):
             if folder is not None and folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
-    return board_out(row)
+    return {**board_out(row), "worktrees": row["worktrees"]}
 
 
 def set_named(db: Database, board: str, key: str, name: str, value: str | None, *,

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from ...dispatch.targets import validate_target
 from ...domain import model, settings_schema
 from ...kernel import boards, compound, fanout, host_access, queries
-from ..answers import BoardRow, BoardView
+from ..answers import BoardRow, BoardView, DeletedBoard
 from ..auth import Principal, current
 from ..errors import dumps
 from ..models import BoardCreate, BoardPatch
@@ -81,7 +81,7 @@ def patch_board(request: Request, data: BoardPatch, slug: str = Slug,
                                      actor=who.name, **fields))
 
 
-@router.delete("/boards/{slug}", response_model=BoardRow, responses=responses(400, 404, 409))
+@router.delete("/boards/{slug}", response_model=DeletedBoard | BoardRow, responses=responses(400, 404, 409))
 def remove_board(request: Request, slug: str = Slug,
                  purge: bool = Query(default=False, description="delete for good instead of archiving"),
                  who: Principal = Depends(current)) -> Response:
@@ -90,7 +90,10 @@ def remove_board(request: Request, slug: str = Slug,
     who.check_admin(slug)
     st = state(request)
     if purge:
+        from ...dispatch.gc import after_board_delete
+
         out = boards.delete(st.db, slug, home=st.settings.home, actor=who.name)
+        out.update(after_board_delete(st.db, st.settings.home, out))  # its tasks' worktrees and branches
         st.forget_board(slug)
     else:
         out = boards.archive(st.db, slug, home=st.settings.home, actor=who.name)
