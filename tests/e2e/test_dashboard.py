@@ -339,6 +339,17 @@ def test_a_value_being_typed_in_the_drawer_survives_a_live_refresh_and_is_saved(
     expect(card(page, t["title"]).locator(".pill-prio")).to_have_text("P4", timeout=T)
     assert kernel.board().show(t["id"])["priority"] == 4
 
+    # the selection survives a refresh too: what is typed next replaces what was selected
+    drawer.locator(".meta-priority").focus()
+    page.keyboard.press("Control+A")
+    again = uniq("Another comment")
+    kernel.board().comment(t["id"], again)
+    expect(drawer.locator(".comment-body", has_text=again)).to_be_visible(timeout=T)
+    page.keyboard.type("9")
+    expect(drawer.locator(".meta-priority")).to_have_value("9")
+    drawer.locator(".meta-priority").press("Enter")
+    expect(card(page, t["title"]).locator(".pill-prio")).to_have_text("P9", timeout=T)
+
     # leaving the field saves it too, once
     drawer.locator(".meta-model").fill("some-model")
     drawer.locator(".drawer-title").click()

@@ -254,7 +254,10 @@ function metaRow() {
   assignee.addEventListener("change", async () => {
     if (await patch({ assignee: assignee.value || null })) refreshDrawer();
   });
-  const priority = h("input.meta-priority", { type: "number", step: "1", value: String(task.priority ?? 0), "aria-label": "priority" });
+  // a text field (numeric keyboard): its selection survives a live refresh while the person
+  // types, which a number field's cannot (typing after a refresh then landed beside the old value)
+  const priority = h("input.meta-priority", { type: "text", inputmode: "numeric", pattern: "-?[0-9]*",
+    value: String(task.priority ?? 0), "aria-label": "priority" });
   onCommit(priority, async () => {
     const v = Number(priority.value);
     if (!Number.isFinite(v) || v === task.priority) return true;
