@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -45,7 +46,8 @@ def _rounds(url: str, rounds: int, n: int) -> tuple[list[dict[str, Any]], list[d
     from agentboard.kernel import runs, tasks
     from agentboard.store import open_database
 
-    db = open_database(url, settings=Settings(home=Path(tempfile.mkdtemp(prefix="ab-board-size-"))), migrate=False)
+    home = Path(tempfile.mkdtemp(prefix="ab-board-size-"))
+    db = open_database(url, settings=Settings(home=home), migrate=False)
     pid = int(db.read(lambda tx: tx.scalar("SELECT pg_backend_pid()")))
     monitor = psycopg.connect(url, autocommit=True)
     board = "default"
@@ -87,6 +89,7 @@ def _rounds(url: str, rounds: int, n: int) -> tuple[list[dict[str, Any]], list[d
     finally:
         monitor.close()
         db.close()
+        shutil.rmtree(home, ignore_errors=True)
     return rows, [dict(r) for r in replanned]
 
 

@@ -67,6 +67,7 @@ import multiprocessing as mp
 import os
 import resource
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -209,8 +210,8 @@ class Agentboard(SyncSystem):
         from agentboard.store import open_database
 
         self.runs, self.tasks = runs, tasks
-        self.db = open_database(url, settings=Settings(home=Path(tempfile.mkdtemp(prefix="ab-pgpeers-"))),
-                                migrate=False)
+        self.home = Path(tempfile.mkdtemp(prefix="ab-pgpeers-"))
+        self.db = open_database(url, settings=Settings(home=self.home), migrate=False)
         return [int(self.db.read(lambda tx: tx.scalar("SELECT pg_backend_pid()")))]
 
     def create(self, name: str) -> None:
@@ -225,6 +226,7 @@ class Agentboard(SyncSystem):
 
     def close(self) -> None:
         self.db.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class Raw(SyncSystem):

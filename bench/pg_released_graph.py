@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -78,9 +79,10 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
     from agentboard.kernel import dispatching, maintenance, runs, tasks
 
     url, name = fresh_pg(pg)
+    home = Path(tempfile.mkdtemp(prefix="ab-released-"))
     try:
         client = agentboard.connect(url)
-        client.settings.home = Path(tempfile.mkdtemp(prefix="ab-released-"))
+        client.settings.home = home
         client.add_profile("w", command="true")
         db = client.db
         gate = tasks.create(db, "default", "gate", assignee="w")["id"]
@@ -124,6 +126,7 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
         return out
     finally:
         drop_pg(pg, name)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

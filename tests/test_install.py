@@ -63,6 +63,7 @@ def run_installed(exe: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AGENTBOARD_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["HOME"] = str(tmp_path / "person")
+    env["TMPDIR"] = str(tmp_path)  # the demo's throwaway home (a new temp folder) lands here, not in /tmp
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, env=env, timeout=120)
     assert version.returncode == 0, version.stderr
     from agentboard import __version__

@@ -7,6 +7,7 @@ increase; every closed run has an outcome. A refused verb changes nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -35,6 +36,7 @@ def _template() -> Path:
     """A migrated home, made once per session and copied for each example (migrating is slow)."""
     if not _TEMPLATE:
         folder = Path(tempfile.mkdtemp(prefix="ab-sm-template-"))
+        atexit.register(shutil.rmtree, folder, True)  # gone with the test process
         agentboard.connect(str(folder)).close()
         _TEMPLATE.append(folder)
     return _TEMPLATE[0]
