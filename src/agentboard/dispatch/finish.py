@@ -4,6 +4,8 @@ The CLI, REST (single and bulk, so the dashboard too), MCP, the Python API, the 
 and the dispatcher finish a task through these functions and nothing else:
 
 - :func:`review` / :func:`approve` — a verdict on a task in review; approval integrates;
+- :func:`review_run` — a reviewer agent's verdict from its review run (a profile or the LLM),
+  which closes the run: approval integrates the same way;
 - :func:`complete` — a worker's report (with its run id: the kernel holds it for verification
   and integration) or a person closing a task (without one: the gates below);
 - :func:`set_status` — the dashboard's move (bulk "Move to…", the Python API);
@@ -154,6 +156,24 @@ def review(db: Database, board: str, task_id: str, verdict: str, text: str = "",
     if verdict != "approved":
         return apply(False)
     return _approve(db, board, kd.task(db, board, task_id), apply, actor)
+
+
+def review_run(db: Database, board: str, task_id: str, run_id: int, v: runs.Verdict, *,
+               actor: str | None = None, usage: dict[str, Any] | None = None) -> Row:
+    """The verdict ``v`` of review run ``run_id`` (a reviewer profile's or the LLM's), applied
+    and the run closed; an approval integrates the branch first, as :func:`review` does. A
+    refused integration blocks the task ``needs_input`` (the answer's status says so) and the
+    run is closed as reviewed, its verdict kept on it."""
+    def apply(integrated: bool) -> Row:
+        return runs.review_run_verdict(db, board, task_id, run_id, v, actor=actor, usage=usage,
+                                       integrated=integrated)
+
+    if v.verdict != "approved":
+        return apply(False)
+    out = _approve(db, board, kd.task(db, board, task_id), apply, actor)
+    if out.get("status") != states.DONE:  # the branch could not be integrated: the task is blocked
+        runs.close_review_run(db, board, task_id, run_id, "reviewed", usage=usage, verdict=v)
+    return out
 
 
 def review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:

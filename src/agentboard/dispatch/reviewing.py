@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..domain import states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun, Unavailable
 from ..kernel import budgets as kbudgets
 from ..kernel import dispatching as kd
@@ -270,10 +271,12 @@ class Reviewing:
         if verdict.get("verdict") == "approved" and kraces.is_unpicked_race(self.ctx.db, board, task_id):
             self._pick(r, verdict, actor, usage)
             return
+        from . import finish
+
         try:
             v = kr.Verdict.build(verdict["verdict"], verdict.get("summary", ""), reviewer=reviewer,
                                  score=verdict.get("score"), findings=verdict.get("findings") or [])
-            kr.review_run_verdict(self.ctx.db, board, task_id, rid, v, actor=actor, usage=usage)
+            out = finish.review_run(self.ctx.db, board, task_id, rid, v, actor=actor, usage=usage)
         except StaleRun:
             return
         except Conflict as exc:  # the task left review meanwhile (a person decided first)
@@ -281,6 +284,10 @@ class Reviewing:
             log.info("review run %s of %s: %s", rid, task_id, exc)
         except InvalidInput as exc:
             self._close(r, "protocol_violation", f"the reviewer's verdict was refused: {exc.message}", usage=usage)
+        else:
+            if v.verdict == "approved" and out.get("status") != states.DONE:
+                log.info("review run %s of %s approved it, but its branch could not be integrated: %s", rid, task_id,
+                         out.get("block_reason") or "")
 
     def _pick(self, r: Row, verdict: dict[str, Any], actor: str, usage: dict[str, Any] | None) -> None:
         """A reviewer approved a race: the attempt it picks wins (``finish.pick``, as from every

@@ -224,27 +224,39 @@ def extend_review_claim(db: Database, board: str, task_id: str, run_id: int, *, 
 
 def close_review_run(db: Database, board: str, task_id: str, run_id: int, outcome: str, *,
                      error: str | None = None, exit_code: int | None = None,
-                     usage: dict[str, Any] | None = None) -> bool:
+                     usage: dict[str, Any] | None = None, verdict: Verdict | None = None) -> bool:
     """Close an open review run that gave no verdict (``outcome``: ``crashed``,
     ``protocol_violation``, ``spawn_failed``, ``superseded``...; an ``error`` is also an event of
-    that kind). False when it was closed already."""
-    return db.write(_close_review_run_in, board, task_id, run_id, outcome, error, exit_code, usage)
+    that kind), or whose ``verdict`` could not be applied as it stands (an approval whose branch
+    could not be integrated: kept on the run). False when it was closed already."""
+    def _w(tx: Tx) -> bool:
+        closed = _close_review_run_in(tx, board, task_id, run_id, outcome, error, exit_code, usage)
+        if closed and verdict is not None:
+            _keep_verdict(tx, run_id, verdict)
+        return closed
+    return db.write(_w)
+
+
+def _keep_verdict(tx: Tx, run_id: int, v: Verdict) -> None:
+    tx.execute("UPDATE task_runs SET summary = :s, review = :rv WHERE id = :r",
+               {"s": first_line(v.text, 500), "r": run_id, "rv": dump_json(
+                   {"reviewer": v.reviewer, "verdict": v.verdict, "score": v.score, "summary": v.text,
+                    "findings": list(v.findings)})})
 
 
 def review_run_verdict(db: Database, board: str, task_id: str, run_id: int, v: Verdict, *,
-                       actor: str | None = None, usage: dict[str, Any] | None = None) -> Row:
+                       actor: str | None = None, usage: dict[str, Any] | None = None,
+                       integrated: bool = False) -> Row:
     """Apply the verdict of review run ``run_id`` and close the run, in one transaction.
     :class:`StaleRun` when the run is closed already; the kernel's refusal when the task left
-    review meanwhile (a person decided first)."""
+    review meanwhile (a person decided first). ``integrated``: an approval's branch is on the
+    base branch already (``dispatch.finish.review_run``), as for :func:`review`."""
     def _w(tx: Tx) -> Row:
         if not tx.scalar("SELECT 1 FROM task_runs WHERE id = :r AND task_id = :t AND status = 'open' "
                          "AND claim_lock LIKE :rv", {"r": run_id, "t": task_id, "rv": REVIEW_CLAIM + "%"}):
             raise StaleRun(f"review run {run_id} of task {task_id} is closed already")
-        out = review_in(tx, board, task_id, v, actor=actor)
+        out = review_in(tx, board, task_id, v, actor=actor, integrated=integrated)
         _close_review_run_in(tx, board, task_id, run_id, "reviewed", None, None, usage)
-        tx.execute("UPDATE task_runs SET summary = :s, review = :rv WHERE id = :r",
-                   {"s": first_line(v.text, 500), "r": run_id, "rv": dump_json(
-                       {"reviewer": v.reviewer, "verdict": v.verdict, "score": v.score, "summary": v.text,
-                        "findings": list(v.findings)})})
+        _keep_verdict(tx, run_id, v)
         return out
     return db.write(_w)
