@@ -452,12 +452,17 @@ def redact(text: str | None) -> str | None:
     return _SECRET_VALUE.sub(lambda m: m.group("head") + (_MASK if m.group("value") else ""), out)
 
 
-def shown(settings: Settings) -> dict[str, Any]:
+#: settings that say where the home and the database are: not shown to a worker (``docs/security.md``)
+PLACES = frozenset({"home", "database_url"})
+
+
+def shown(settings: Settings, *, places: bool = True) -> dict[str, Any]:
     """The settings as they may be shown to any caller: secrets masked, credentials in URLs
-    and query strings redacted (:func:`redact`), ``extra`` left out."""
+    and query strings redacted (:func:`redact`), ``extra`` left out; ``places=False`` (a
+    worker's run token) leaves out where the home and the database are (:data:`PLACES`)."""
     out: dict[str, Any] = {}
     for f in fields(settings):
-        if f.name == "extra":
+        if f.name == "extra" or (not places and f.name in PLACES):
             continue
         value = getattr(settings, f.name)
         if f.name in SECRET_SETTINGS:

@@ -237,6 +237,15 @@ def test_run_token_reads_its_board_and_writes_only_its_own_task(api_any: Api) ->
     assert r.status_code == 401 and "closed" in r.json()["error"]["message"]
 
 
+def test_a_worker_is_not_told_where_the_home_and_the_database_are(api: Api) -> None:
+    ids = _seed(api)
+    run_id = _running(api, "default", ids["t1"])
+    worker = api.client(tokens.create_run_token(api.db, "default", ids["t1"], run_id))
+    seen = worker.get("/api/config").json()["settings"]
+    assert "home" not in seen and "database_url" not in seen and str(api.db.settings.home) not in str(seen)
+    assert api.as_admin.get("/api/config").json()["settings"]["home"] == str(api.db.settings.home)
+
+
 def test_run_token_is_refused_once_its_run_is_reclaimed(api: Api) -> None:
     ids = _seed(api)
     run_id = _running(api, "default", ids["t1"])

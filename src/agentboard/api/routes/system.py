@@ -69,13 +69,13 @@ def _llm_status(s: Settings) -> dict[str, Any]:
 @router.get("/config", response_model=ConfigView, responses=responses())
 def config(request: Request, who: Principal = Depends(current)) -> Response:
     """The settings with every secret masked and every credential in a URL or a query string
-    redacted (``agentboard.config.shown``: the same for every role), what this server runs,
-    and who the caller is."""
+    redacted (``agentboard.config.shown``: the same for every role, but a worker is not told
+    where the home and the database are), what this server runs, and who the caller is."""
     st = state(request)
     s = st.settings
     return Json({
         "version": __version__,
-        "settings": shown(s),
+        "settings": shown(s, places=not who.is_run),
         "database": st.db.dialect,
         "llm": _llm_status(s),
         "dispatcher": {"running": st.dispatcher is not None},
