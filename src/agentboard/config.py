@@ -58,6 +58,9 @@ class Settings:
     network_retry_limit: int = 6
     min_free_memory_mb: int = 256
     attachment_max_bytes: int = 25 * 1024 * 1024
+    #: what one worker run may post: comments on its task, tasks proposed into triage (``kernel.run_limits``)
+    run_comment_limit: int = 200
+    run_proposal_limit: int = 25
     log_max_bytes: int = 10 * 1024 * 1024
     event_retention_days: int = 30
     log_retention_days: int = 30

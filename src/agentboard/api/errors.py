@@ -86,6 +86,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI documentation of the error statuses a route can answer."""
     names = {400: "invalid input", 401: "no or bad token", 403: "wrong role or board",
              404: "unknown id", 409: "conflict", 413: "request too large", 422: "schema error",
+             429: "a limit on how much the caller may write was reached",
              503: "unavailable"}
     out: dict[int | str, dict[str, Any]] = {}
     for s in sorted({401, 403, 413, 422, *statuses}):

@@ -340,7 +340,7 @@ def exit_code_for(code: str) -> int:
     from agentboard.domain import errors
 
     for cls in (errors.InvalidInput, errors.NotFound, errors.Conflict, errors.InvalidTransition,
-                errors.StaleRun, errors.Unauthorized, errors.Forbidden, errors.TooLarge,
+                errors.StaleRun, errors.Unauthorized, errors.Forbidden, errors.TooLarge, errors.TooMany,
                 errors.Unavailable):
         if cls.code == code:
             return cls.exit_code

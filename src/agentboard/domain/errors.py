@@ -59,6 +59,15 @@ class Forbidden(AgentboardError):
     http_status = 403
 
 
+class TooMany(AgentboardError):
+    """A bound on how much one caller may write was reached (a worker run's comments or
+    proposals): nothing was written."""
+
+    code = "too_many"
+    exit_code = 4
+    http_status = 429
+
+
 class TooLarge(InvalidInput):
     code = "too_large"
     http_status = 413

@@ -32,7 +32,17 @@ from .. import config
 from ..domain import task_fields
 from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
 from ..domain.worker_env import WorkerEnv
-from ..kernel import attachments, comments, links, lookups, profiles, queries, runs, tasks
+from ..kernel import (
+    attachments,
+    comments,
+    links,
+    lookups,
+    profiles,
+    queries,
+    run_limits,
+    runs,
+    tasks,
+)
 from ..kernel.rows import TaskDetailWithGit
 from ..protocol import review
 from ..protocol.context import render
@@ -216,7 +226,8 @@ class LocalOps:
         return inbox.take(self.db, self.board, task_id, run_id=self.scope.run_id)
 
     def comment(self, task_id: str, body: str) -> dict[str, Any]:
-        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=self.scope.actor)
+        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=self.scope.actor,
+                                run_id=self.scope.run_id)
 
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
@@ -234,8 +245,12 @@ class LocalOps:
         return queries.task_detail(self.db, self.board, task_id, events=0).get("goal_id")
 
     def propose(self, title: str, body: str, assignee: str | None, goal: str | None) -> dict[str, Any]:
+        sc = self.scope
+        if sc.run_id is not None and sc.task_id and not sc.orchestrator:  # a worker's, as through the API
+            return run_limits.propose(self.db, self.board, title, task_id=sc.task_id, run_id=sc.run_id,
+                                      actor=sc.actor, body=body, assignee=assignee, goal=goal)
         return tasks.create(self.db, self.board, title, body=body, assignee=assignee, goal=goal, triage=True,
-                            actor=self.scope.actor)
+                            actor=sc.actor)
 
     def list_tasks(self, status: str | None, assignee: str | None, goal: str | None, search: str | None,
                    limit: int) -> Sequence[Mapping[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain import states
-from ..domain.errors import AgentboardError, StaleRun
+from ..domain.errors import AgentboardError, StaleRun, TooMany
 from ..domain.worker_env import WorkerEnv
 from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
 from ..kernel.worker_protocol import PrepareInputs
@@ -292,13 +292,20 @@ def verify_backoff(settings: Settings, failures: int) -> float:
     return max(0.0, delay * (1 + random.uniform(-jitter, jitter))) if jitter else delay
 
 
-def _ingest(db: Database, settings: Settings, board: str, task_id: str, data: dict[str, Any], author: str) -> None:
-    """followUpSuggestions → comments; wikiProposals → draft wiki pages (unless wiki is off)."""
+def _ingest(db: Database, settings: Settings, board: str, task_id: str, run_id: int, data: dict[str, Any],
+            author: str) -> None:
+    """followUpSuggestions → comments of the run (within what one run may post: the rest are
+    left out); wikiProposals → draft wiki pages (unless wiki is off; as many as one run may
+    propose tasks)."""
     for text in data.get("followUpSuggestions") or []:
-        comments.comment(db, board, task_id, f"Follow-up suggestion: {text.strip()}", author=author,
-                         mentions=False, kind="suggestion")
+        try:
+            comments.comment(db, board, task_id, f"Follow-up suggestion: {text.strip()}", author=author,
+                             mentions=False, kind="suggestion", run_id=run_id)
+        except TooMany as exc:
+            log.info("run %s of %s: follow-up suggestions left out: %s", run_id, task_id, exc.message)
+            break
     if settings.wiki_context:
-        for item in data.get("wikiProposals") or []:
+        for item in (data.get("wikiProposals") or [])[: max(0, int(settings.run_proposal_limit))]:
             wiki.propose(db, board, item["contentMd"], note=item.get("note"), task_id=task_id, author=author)
 
 
@@ -396,7 +403,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
         except StaleRun as exc:
             return ExitDecision(ExitAction.HANDLED, note=str(exc))
-        _ingest(db, settings, board, task_id, data, actor)
+        _ingest(db, settings, board, task_id, run_id, data, actor)
         return ExitDecision(ExitAction.HANDLED, note="worker needs input; task blocked")
     metadata: dict[str, Any] = {"source": "result.json"}
     for key in ("filesChanged", "notes", "followUpSuggestions"):
@@ -407,7 +414,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
                                     actor=actor, exit_code=exit_code, verifying=verifying, complete=complete,
                                     apply_verdict=apply_verdict)
     if decision.completed:
-        _ingest(db, settings, board, task_id, data, actor)
+        _ingest(db, settings, board, task_id, run_id, data, actor)
     return decision
 
 

@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, Response
 
 from ...domain import model, task_fields
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
-from ...kernel import attachments, comments, host_access, queries, runs, tasks
+from ...kernel import attachments, comments, host_access, queries, run_limits, runs, tasks
 from ...store.engine import Database
 from ..answers import (
     FILE_RESPONSE,
@@ -81,7 +81,8 @@ def list_tasks(
         search=search, include_archived=include_archived, limit=limit, offset=offset, supervision=supervision))
 
 
-@router.post("/tasks", response_model=CreatedTask | ExistingTask, status_code=201, responses=responses(400, 404, 409))
+@router.post("/tasks", response_model=CreatedTask | ExistingTask, status_code=201,
+             responses=responses(400, 404, 409, 429))
 def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
                 who: Principal = Depends(current)) -> Response:
     if who.is_run and not who.orchestrator and data.triage:
@@ -93,7 +94,12 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
     host_access.authorize(who.host, verify=fields.get("verify"), workspace=fields.get("workspace"),
                           branch=fields.get("branch"))
-    task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
+    if who.is_run and not who.orchestrator and who.run_id is not None and who.task_id:
+        # a worker's proposal: recorded on its own task, within what one run may propose
+        task = run_limits.propose(state(request).db, slug, data.title, task_id=who.task_id, run_id=who.run_id,
+                                  actor=who.name, **fields)
+    else:
+        task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
     return Json(task, status_code=201)
 
 
@@ -234,7 +240,8 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
     return Json({"results": results, "ok": ok, "failed": len(results) - ok})
 
 
-@router.post("/tasks/{task_id}/comments", response_model=CommentRow, status_code=201, responses=responses(400, 404))
+@router.post("/tasks/{task_id}/comments", response_model=CommentRow, status_code=201,
+             responses=responses(400, 404, 429))
 def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
                 board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
