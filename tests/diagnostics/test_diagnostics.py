@@ -56,6 +56,15 @@ def test_a_ready_task_for_a_missing_profile_is_found_and_assigning_it_clears_it(
     assert not _of(_findings(cli), "no_profile", t)
 
 
+def test_with_several_agents_a_task_without_one_gets_no_one_click_fix_that_would_pick_for_the_person(seeded):
+    cli = seeded
+    cli("profiles", "add", "a-reviewer", "--command", "true")
+    t = task_id(cli("create", "orphan", "--assignee", "ghost", "--json"))
+    (f,) = _of(_findings(cli), "no_profile", t)
+    assert f["action"] is None
+    assert f["fix"] == f"agentboard assign {t} PROFILE (one of: a-reviewer, w)"
+
+
 def test_a_disabled_profile_and_a_command_not_on_path_are_found_and_fixed(seeded):
     cli = seeded
     cli("profiles", "add", "off", "--command", "true")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentboard.kernel import budgets
+from agentboard.kernel import budgets, profiles
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-budget-dashboard")]
 
@@ -63,13 +63,31 @@ def _shot(name: str) -> Any:
 def test_a_card_nothing_can_run_carries_a_badge_whose_fix_button_clears_it(page: Any, kernel: Any) -> None:
     if not any(p["name"] == "coder" for p in kernel.profiles()):
         kernel.add_profile("coder", command="true")
+    # with several agents the badge names the fix and leaves the choice to the person
+    others = [p["name"] for p in kernel.profiles() if p["enabled"] and p["name"] != "coder"]
+    if not others:
+        kernel.add_profile("helper", command="true")
     t = kernel.board().create(uniq("Nobody runs me"), assignee="ghost")
     page.reload()
     badge = card(page, t["title"]).locator(".card-diag")
     expect(badge).to_contain_text("no profile", timeout=T)
-    expect(badge).to_have_attribute("title", re.compile("'ghost', which does not exist"))
-    page.screenshot(path=str(_shot("card_badge.png")))
-    badge.locator("button.diag-fix").click()
+    expect(badge).to_have_attribute("title", re.compile(r"'ghost', which does not exist[\s\S]*PROFILE \(one of: "))
+    expect(badge.locator("button.diag-fix")).to_have_count(0)
+    # with one agent the one-click fix gives the task to it
+    enabled = [p["name"] for p in kernel.profiles() if p["enabled"]]
+    for name in enabled:
+        if name != "coder":
+            profiles.update(kernel.db, name, enabled=False)
+    try:
+        page.reload()
+        badge = card(page, t["title"]).locator(".card-diag")
+        expect(badge).to_have_attribute("title", re.compile(f"fix: agentboard assign {t['id']} coder"), timeout=T)
+        page.screenshot(path=str(_shot("card_badge.png")))
+        badge.locator("button.diag-fix").click()
+    finally:
+        for name in enabled:
+            if name != "coder":
+                profiles.update(kernel.db, name, enabled=True)
     expect(card(page, t["title"]).locator(".card-diag")).to_have_count(0, timeout=T)
     shown = kernel.board().show(t["id"])
     assert shown.get("task", shown)["assignee"] != "ghost"

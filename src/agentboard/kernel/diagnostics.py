@@ -283,15 +283,21 @@ def _payload(text: Any) -> dict[str, Any]:
 
 
 def _assign_fix(tid: str, profiles: dict[str, Row]) -> str:
+    """Give the task an agent: the one there is, or the person picks among several."""
     enabled = sorted(n for n, p in profiles.items() if p["enabled"])
-    if enabled:
+    if len(enabled) == 1:
         return f"agentboard assign {tid} {_q(enabled[0])}"
+    if enabled:
+        shown = ", ".join(enabled[:8]) + (", …" if len(enabled) > 8 else "")
+        return f"agentboard assign {tid} PROFILE (one of: {shown})"
     return "agentboard profiles add NAME --command CMD"
 
 
 def _assign_action(tid: str, profiles: dict[str, Row]) -> dict[str, Any] | None:
-    enabled = sorted(n for n, p in profiles.items() if p["enabled"])
-    if not enabled:
+    """The one-click fix only when there is one agent to give the task to: with several, which
+    one is the person's choice (the assignee field), never the first name in the list."""
+    enabled = [n for n, p in profiles.items() if p["enabled"]]
+    if len(enabled) != 1:
         return None
     return {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"assignee": enabled[0]}}
 
