@@ -54,3 +54,21 @@ def test_block_unblock_comment_and_show_from_chat(chat: Chat) -> None:
     assert task["id"] in listed and "Talk to legal" in listed
     assert "unknown status" in chat.slash("list nonsense").json()["text"]
     assert "/kanban approve ID" in chat.slash("help").json()["text"]
+
+
+def test_list_from_chat_shows_the_newest_tasks_first_as_its_help_says(chat: Chat) -> None:
+    chat.link("slack", "U111")
+    board = chat.ab.board()
+    for i in range(20):
+        board.create(f"old urgent {i}", priority=9)
+    newest = board.create("just asked for", priority=0)
+    lines = chat.slash("list").json()["text"].splitlines()
+    listed = [ln for ln in lines if "t_" in ln]
+    assert newest["id"] in listed[0] and "old urgent 19" in listed[1]
+    assert any("… and more" in ln for ln in lines)
+
+
+def test_a_task_created_by_a_slash_command_says_its_news_go_to_the_channel_it_has_no_thread(chat: Chat) -> None:
+    chat.link("slack", "U111")
+    text = chat.slash('create "Rotate the keys"').json()["text"]
+    assert "Created t_" in text and "posted in this channel" in text and "this thread" not in text

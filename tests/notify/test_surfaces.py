@@ -65,6 +65,7 @@ def test_the_cli_refuses_bad_input_with_one_line_and_writes_nothing(home: Path) 
         before = len(ab.board().events())
         for args, needle in (
             (("notify", "add", "nosuch://x"), "Apprise cannot send"),
+            (("notify", "add", "notaurl"), "it has no scheme:// part"),
             (("notify", "add", "json://127.0.0.1:9/x", "--kind", "done"), "unknown event kind 'done'"),
             (("notify", "add", "json://127.0.0.1:9/x", "--task", "t_00000000"), "no task t_00000000"),
             (("notify", "add", "json://127.0.0.1:9/x", "--goal", "g_1", "--profile", "p"), "one of --task"),

@@ -138,7 +138,7 @@ def _create(ctx: Context, cmd: Command) -> Answer:
         task = tasks.create_task(ctx.db, new)
     lines = [_line(task), *task.get("warnings", [])]
     if ctx.origin is not None:
-        lines.append("Its news will be posted in this thread.")
+        lines.append(f"Its news will be posted in this {'thread' if ctx.origin.thread else 'channel'}.")
     return _about(task, f"Created {task['id']}", lines=lines)
 
 
@@ -147,7 +147,7 @@ def _list(ctx: Context, cmd: Command) -> Answer:
     ctx.who.check_read(slug)
     if cmd.status and cmd.status not in states.STATUSES:
         raise InvalidInput(f"unknown status {cmd.status!r}: use one of {', '.join(states.STATUSES)}")
-    rows = queries.list_tasks(ctx.db, slug, status=cmd.status, limit=LIST_MAX + 1)
+    rows = queries.list_tasks(ctx.db, slug, status=cmd.status, limit=LIST_MAX + 1, newest_first=True)
     what = f"{cmd.status} tasks" if cmd.status else "tasks"
     if not rows:
         return Answer(headline=f"No {what} on board {slug}.", board=slug)

@@ -106,8 +106,10 @@ def list_tasks(
     db: Database, board: str, *, assignee: str | None = None, status: str | Iterable[str] | None = None,
     tenant: str | None = None, goal: str | None = None, search: str | None = None,
     include_archived: bool = False, limit: int = 200, offset: int = 0, supervision: bool = False,
+    newest_first: bool = False,
 ) -> list[TaskCard]:
-    """A board's tasks; the supervisor's own tasks only with ``supervision``."""
+    """A board's tasks, by priority then age (``newest_first``: the newest first); the
+    supervisor's own tasks only with ``supervision``."""
     where, params = _filters(board, assignee=assignee, status=status, tenant=tenant, goal=goal,
                              search=search, include_archived=include_archived, supervision=supervision)
     if limit < 0 or offset < 0:
@@ -117,7 +119,8 @@ def list_tasks(
     def _r(tx: Tx) -> list[Row]:
         return tx.all(
             f"SELECT {CARD_COLUMNS} FROM tasks WHERE {where} "
-            "ORDER BY priority DESC, created_at, id LIMIT :lim OFFSET :off",
+            + ("ORDER BY created_at DESC, id DESC" if newest_first else "ORDER BY priority DESC, created_at, id")
+            + " LIMIT :lim OFFSET :off",
             params,
         )
     return [cast(TaskCard, task_out(r)) for r in db.read(_r)]

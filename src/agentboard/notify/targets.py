@@ -21,8 +21,10 @@ def check(url: str, policy: outbound.Policy | None = None) -> tuple[str, str]:
     :func:`outbound.check`: public addresses only, no plugin that reads local files."""
     text = (url or "").strip()
     if not text or "://" not in text:
+        what = "it is empty" if not text else (
+            f"it has no scheme:// part (its {len(text)} characters are not repeated here: they may hold a secret)")
         raise InvalidInput(
-            f"not an Apprise URL: {notify_targets.mask(text)!r}; use e.g. json://host/path, "
+            f"not an Apprise URL: {what}; use e.g. json://host/path, "
             "slack://..., discord://..., ntfy://topic (https://github.com/caronc/apprise/wiki)")
     plugin = _plugin(text)
     if plugin is None:
