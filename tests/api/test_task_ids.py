@@ -132,3 +132,24 @@ def test_a_board_patch_whose_archiving_is_refused_keeps_the_board_as_it_was(api_
     assert (both["name"], both["archived"]) == ("Old", True)
     back = c.patch("/api/boards/other", json={"description": "again", "archived": False}).json()
     assert (back["description"], back["archived"]) == ("again", False)
+
+
+def test_a_goal_id_finds_its_own_board_over_rest_as_the_cli_does(api_any: Api) -> None:
+    api = api_any
+    api.ab.create_board("other")
+    goal = api.ab.board("other").goal("ship the other thing")
+    c = api.as_admin
+    shown = c.get(f"/api/goals/{goal['id']}")
+    assert shown.status_code == 200 and shown.json()["title"] == "ship the other thing"
+    assert c.patch(f"/api/goals/{goal['id']}", json={"title": "renamed"}).json()["title"] == "renamed"
+    wrong = c.get(f"/api/goals/{goal['id']}", params={"board": "default"})
+    assert "leave out ?board=" in err(wrong, 400)
+    # a token limited to another board learns nothing of it
+    scoped = api.client(api.token("dflt", boards=("default",)))
+    hidden = scoped.get(f"/api/goals/{goal['id']}")
+    assert err(hidden, 404) == f"no goal {goal['id']}"
+    assert scoped.patch(f"/api/goals/{goal['id']}", json={"title": "x"}).status_code == 404
+    viewer = api.client(api.token("look", role="viewer"))
+    assert viewer.get(f"/api/goals/{goal['id']}").status_code == 200
+    assert viewer.patch(f"/api/goals/{goal['id']}", json={"title": "x"}).status_code == 403
+    assert c.get("/api/goals/g_00000000").status_code == 404

@@ -92,6 +92,25 @@ def _task_slug(request: Request, who: Principal, board: str | None, task_id: str
     return _seen(who, task_id, lookups.task_board(state(request).db, task_id), board)
 
 
+def goal_slug(request: Request, who: Principal, board: str | None, goal_id: str, *, write: bool = False) -> str:
+    """The board of goal ``goal_id`` (a goal id finds its own board, as a task id does), once the
+    caller may read it (``write``: change it) and ``?board=`` agrees."""
+    try:
+        slug = lookups.goal_board(state(request).db, goal_id)
+    except NotFound:
+        raise NotFound(f"no goal {goal_id}") from None
+    if not who.sees(slug):
+        raise NotFound(f"no goal {goal_id}")
+    if board and model.board_slug(board) != slug:
+        raise InvalidInput(f"goal {goal_id} is on board {slug!r}, not {model.board_slug(board)!r}; "
+                           "leave out ?board= (a goal id finds its own board)")
+    if write:
+        who.check_write(slug)
+    else:
+        who.check_read(slug)
+    return slug
+
+
 def read_board(request: Request, who: Principal, board: str | None, task_id: str | None = None) -> str:
     """The board a read acts on, after checking the caller may see it and it exists.
 

@@ -12,7 +12,7 @@ from ...kernel import compound, goals, host_access
 from ..answers import GoalDetail, GoalRow
 from ..auth import Principal, current
 from ..models import GoalCreate, GoalPatch
-from .common import Json, read_board, responses, state, write_board
+from .common import Json, goal_slug, read_board, responses, state, write_board
 
 router = APIRouter(prefix="/api", tags=["goals"])
 BoardQ = Query(default=None, max_length=64, description="board slug")
@@ -20,7 +20,7 @@ BoardQ = Query(default=None, max_length=64, description="board slug")
 GoalStatusQ = Query(default=None, pattern=f"^({'|'.join(states.GOAL_STATUSES)})$",
                     description=f"one of: {', '.join(states.GOAL_STATUSES)}",
                     json_schema_extra={"enum": list(states.GOAL_STATUSES)})
-GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…)")
+GoalId = PathParam(min_length=1, max_length=64, description="goal id (g_…); it finds its own board")
 
 
 @router.get("/goals", response_model=list[GoalRow], responses=responses(400, 404))
@@ -43,7 +43,7 @@ def create_goal(request: Request, data: GoalCreate, board: str | None = BoardQ,
 @router.get("/goals/{goal_id}", response_model=GoalDetail, responses=responses(400, 404))
 def show_goal(request: Request, goal_id: str = GoalId, board: str | None = BoardQ,
               who: Principal = Depends(current)) -> Response:
-    slug = read_board(request, who, board)
+    slug = goal_slug(request, who, board, goal_id)
     return Json(goals.show(state(request).db, slug, goal_id))
 
 
@@ -51,7 +51,7 @@ def show_goal(request: Request, goal_id: str = GoalId, board: str | None = Board
 def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: str | None = BoardQ,
                who: Principal = Depends(current)) -> Response:
     """Edit a goal; ``status: "cancelled"`` cancels it (all in one transaction)."""
-    slug = write_board(request, who, board)
+    slug = goal_slug(request, who, board, goal_id, write=True)
     fields = data.model_dump(exclude_none=True, exclude={"status"})
     if not fields and data.status is None:
         raise InvalidInput("nothing to change: send title, body, acceptance, priority, budget or status")
