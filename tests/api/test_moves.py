@@ -146,3 +146,14 @@ def test_the_dashboard_repeats_no_status_list() -> None:
     web = Path(agentboard.__file__).parent / "web"
     found = {f.name: m.group(0) for f in web.glob("*.js") for m in [listed.search(f.read_text())] if m}
     assert found == {}
+
+
+def test_a_move_of_a_blocked_task_to_blocked_with_a_new_reason_is_refused_not_dropped(api_any: Api) -> None:
+    c = api_any.as_admin
+    tid = api_any.ab.board().create("waits")["id"]
+    assert c.patch(f"/api/tasks/{tid}", json={"status": "blocked", "reason": "waiting for legal"}).status_code == 200
+    # the same column again (a drag) is a no-op; a new reason is refused as `agentboard block` refuses it
+    assert c.patch(f"/api/tasks/{tid}", json={"status": "blocked"}).status_code == 200
+    again = c.patch(f"/api/tasks/{tid}", json={"status": "blocked", "reason": "waiting for finance"})
+    assert again.status_code == 409 and "blocked already" in again.json()["error"]["message"]
+    assert c.get(f"/api/tasks/{tid}").json()["block_reason"] == "waiting for legal"

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ...domain import model, states
-from ...domain.errors import Conflict, InvalidInput, NotFound
+from ...domain.errors import Conflict, InvalidInput, InvalidTransition, NotFound
 from ...store.engine import Database, Row, Tx
 from .. import budgets, hooks
 from ..common import (
@@ -301,6 +301,10 @@ def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | Non
     current = get_task(tx, board, task_id, lock=True)
     cur = current["status"]
     if cur == status:
+        if status == states.BLOCKED and reason and reason.strip() != (current.get("block_reason") or ""):
+            # as `block` on a blocked task: a new reason is never dropped without a word
+            raise InvalidTransition(f"task {task_id} is blocked already (\"{current.get('block_reason') or ''}\"): "
+                                    "unblock it first, or add the new reason as a comment")
         return task_out(current)
     if status == states.RUNNING:
         raise Conflict("a task cannot be moved to running by hand; the dispatcher starts it when it is ready")
