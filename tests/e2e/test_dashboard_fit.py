@@ -1,7 +1,10 @@
 """What a newcomer met in the dashboard (Chromium on a real server): the top bar at laptop, wide
-and phone widths with a board budget set, links to a board and to a task on another board, the
-page a browser without a token gets, the worker log box, and the drawer's moves (exactly those
-the server allows)."""
+and phone widths with a board budget set (one row on a laptop with the board switcher and a
+two-limit budget), every view scrolling and no wider than a phone, the Notifications view with
+many subscriptions, links to a board and to a task on another board, the page a browser without
+a token gets, the worker log box, the drawer's moves (exactly those the server allows), drags and
+bulk moves that leave out what the card's data says the server refuses, a running card's clock
+(its current attempt) and the inline create form's race field."""
 
 from __future__ import annotations
 
@@ -99,6 +102,115 @@ def test_the_top_bar_fits_the_window_with_a_board_budget_set(browser: Any, serve
         close(page)
     finally:
         budgets.clear_budget(kernel.db, "board", "default")
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1600])
+def test_the_top_bar_stays_one_row_on_a_laptop_with_the_board_switcher_and_a_two_limit_budget(
+        browser: Any, server: Any, kernel: Any, width: int) -> None:
+    if not any(b["slug"] == "plain" for b in kernel.boards()):
+        kernel.create_board("plain")  # a second board: the switcher shows
+    budgets.set_budget(kernel.db, "board", "default", budgets.Limits.build(max_cost=1.5, max_runs=25))
+    try:
+        page = open_page(browser, server, width)
+        expect(page.locator("#topbar .budget-line")).to_have_count(2, timeout=T)
+        expect(page.locator("#topbar select.board-switch")).to_be_visible()
+        shot(page, f"topbar_switcher_budget_{width}.png")
+        spread = page.evaluate("""() => { const mids = Array.from(document.querySelectorAll('#topbar > *'))
+            .filter((el) => el.offsetParent !== null && el.getBoundingClientRect().width > 0)
+            .map((el) => { const r = el.getBoundingClientRect(); return r.top + r.height / 2; });
+            return Math.max(...mids) - Math.min(...mids); }""")
+        height = page.locator("#topbar").bounding_box()["height"]
+        assert spread < 6 and height < 56, f"the top bar wraps onto a second row at {width} px ({height:.0f} px high)"
+        for cls in ("dispatch-now", "help-btn", "new-board", "from-template"):
+            assert inside(page, page.locator(f"#topbar .{cls}")), f".{cls} is cut off at {width} px"
+        # a shortened label keeps its full name for assistive technology and its tooltip
+        expect(page.get_by_role("button", name="+ New board")).to_be_visible()
+        expect(page.get_by_role("button", name="+ From template")).to_be_visible()
+        close(page)
+    finally:
+        budgets.clear_budget(kernel.db, "board", "default")
+
+
+# ---- the other views -----------------------------------------------------------------------
+
+
+VIEWS = ["goals", "profiles", "insights", "supervisor", "notifications"]
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_every_view_scrolls_down_and_is_no_wider_than_the_window(browser: Any, server: Any, kernel: Any,
+                                                                 width: int) -> None:
+    page = open_page(browser, server, width)
+    for view in VIEWS:
+        page.evaluate(f"document.querySelector(\".tab[data-view='{view}']\").click()")
+        expect(page.locator(".main .panel-head h2")).to_be_visible(timeout=T)
+        expect(page.locator(".main .panel-loading")).to_have_count(0, timeout=T)
+        box = page.locator(".main").evaluate("""(el) => ({ overflow: getComputedStyle(el).overflowY,
+            wide: el.scrollWidth - el.clientWidth, page: document.documentElement.scrollWidth - innerWidth })""")
+        shot(page, f"view_{view}_{width}.png")
+        assert box["overflow"] in ("auto", "scroll"), f"the {view} view cannot scroll down ({box})"
+        assert box["wide"] <= 1 and box["page"] <= 0, f"the {view} view is wider than {width} px ({box})"
+    close(page)
+
+
+def _many_subscriptions(server: Any, kernel: Any, n: int) -> list[int]:
+    """``n`` subscriptions on a board of their own (nothing happens there: nothing is sent)."""
+    if not any(b["slug"] == "notes" for b in kernel.boards()):
+        kernel.create_board("notes")
+    have = server.api("GET", "/api/notify/subscriptions", params={"board": "notes"})
+    for i in range(len(have), n):
+        server.api("POST", "/api/notify/subscriptions", params={"board": "notes"},
+                   json={"target": f"json://127.0.0.1:9/fit/hook-{i}"})
+    return [s["id"] for s in server.api("GET", "/api/notify/subscriptions", params={"board": "notes"})]
+
+
+def test_the_notifications_view_scrolls_to_its_last_subscription(browser: Any, server: Any, kernel: Any) -> None:
+    subs = _many_subscriptions(server, kernel, 40)
+    page = open_page(browser, server, 1400, path="/?board=notes")
+    page.locator(".tab[data-view='notifications']").click()
+    rows = page.locator("tr.notify-sub")
+    expect(rows).to_have_count(len(subs), timeout=T)
+    last = rows.last.locator(".notify-remove")
+    assert last.bounding_box()["y"] > page.evaluate("innerHeight")  # below the fold at first
+    page.mouse.move(700, 500)
+    for _ in range(12):
+        page.mouse.wheel(0, 600)
+    page.wait_for_function("() => { const b = document.querySelectorAll('tr.notify-sub .notify-remove');"
+                           " const r = b[b.length - 1].getBoundingClientRect(); return r.bottom <= innerHeight; }",
+                           timeout=T)
+    shot(page, "notifications_scrolled.png")
+    last.click()  # reachable: the dialog asks first
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Remove this subscription?", timeout=T)
+    dialog.get_by_role("button", name="Cancel").click()
+    close(page)
+
+
+def test_on_a_phone_the_notifications_header_and_every_rows_buttons_are_within_the_screen(
+        browser: Any, server: Any, kernel: Any) -> None:
+    subs = _many_subscriptions(server, kernel, 40)
+    page = open_page(browser, server, 390, height=844, path="/?board=notes")
+    page.locator(".tab[data-view='notifications']").click()
+    rows = page.locator("tr.notify-sub")
+    expect(rows).to_have_count(len(subs), timeout=T)
+    shot(page, "notifications_phone.png")
+    for sel in (".notify-new-url", ".notify-new-scope", ".notify-add-btn"):
+        assert inside(page, page.locator(f".main .panel-head {sel}")), f"{sel} is off the screen"
+    off = page.evaluate("""() => Array.from(document.querySelectorAll('tr.notify-sub button'))
+        .filter((b) => { const r = b.getBoundingClientRect(); return r.width === 0 || r.left < 0 || r.right > innerWidth + 0.5; })
+        .map((b) => b.textContent)""")
+    assert not off, f"buttons off the screen: {off[:6]}"
+    # the last row is reached by scrolling the view down, and its Remove answers
+    main = page.locator(".main")
+    main.evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
+    assert main.evaluate("(el) => el.scrollTop") > 0
+    last = rows.last.locator(".notify-remove")
+    box = last.bounding_box()
+    assert box["y"] + box["height"] <= 844 and inside(page, last)
+    shot(page, "notifications_phone_end.png")
+    last.tap()
+    expect(page.get_by_role("dialog")).to_contain_text("Remove this subscription?", timeout=T)
+    close(page)
 
 
 @pytest.mark.parametrize("width", [1280, 1400])
@@ -334,9 +446,9 @@ def test_the_bulk_bar_offers_the_moves_of_the_selected_tasks(browser: Any, serve
     page = open_page(browser, server, 1400)
     page.locator(f".card[data-id='{todo['id']}'] .card-check").check()
     options = page.locator("#bulkbar .bulk-status option")
-    expect(options).to_have_text(["Move to…", "Ready", "Blocked"], timeout=T)
+    expect(options).to_have_text(["Move to…", "Blocked"], timeout=T)  # unassigned: it cannot be ready
     page.locator(f".card[data-id='{ready['id']}'] .card-check").check()
-    expect(options).to_have_text(["Move to…", "Todo (1 of 2)", "Ready (1 of 2)", "Blocked", "Done (1 of 2)"], timeout=T)
+    expect(options).to_have_text(["Move to…", "Todo (1 of 2)", "Blocked", "Done (1 of 2)"], timeout=T)
     shot(page, "bulk_moves.png")
     page.locator("#bulkbar .bulk-status").select_option("blocked")
     dialog = page.get_by_role("dialog")
@@ -402,7 +514,125 @@ def test_a_card_dragged_onto_a_column_it_cannot_move_to_stays_and_says_where_it_
     shot(page, "drag_refused.png")
     page.mouse.up()
     expect(page.locator(".toast-error")).to_contain_text("cannot move to Done", timeout=T)
-    expect(page.locator(".toast-error")).to_contain_text("Ready, Blocked")
+    expect(page.locator(".toast-error")).to_contain_text("(it can move to Blocked)")  # unassigned: not Ready
     expect(page.get_by_role("dialog")).to_have_count(0)  # nothing to confirm: nothing was asked of the server
     assert kernel.board().show(t["id"])["status"] == "todo"
+    close(page)
+
+
+# ---- moves the card's data says the server refuses -------------------------------------------
+
+
+def _drag_over(page: Any, card: Any, status: str) -> None:
+    """Press on ``card`` and move the pointer over column ``status`` (the button stays down)."""
+    box = card.bounding_box()
+    target = page.locator(f".column[data-status='{status}'] .column-body").bounding_box()
+    assert box and target
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 20, box["y"] + 30, steps=4)
+    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + 60, steps=12)
+
+
+def test_a_card_that_requires_review_is_never_offered_done_nor_an_unassigned_one_ready(
+        browser: Any, server: Any, kernel: Any) -> None:
+    coder(kernel)
+    b = kernel.board()
+    reviewed = b.create(uniq("Needs a review"), assignee="coder", review=True)  # ready
+    loose = b.create(uniq("Nobody on it"))  # todo, unassigned
+    assert b.show(reviewed["id"])["status"] == "ready"
+    page = open_page(browser, server, 1920)
+    card = page.locator(f".card[data-id='{reviewed['id']}']")
+    expect(card).to_be_visible(timeout=T)
+    # dragging: Done does not light up (Todo, which it may move to, does)
+    _drag_over(page, card, "todo")
+    expect(page.locator(".column[data-status='todo']")).to_have_class(re.compile("drop-target"))
+    target = page.locator(".column[data-status='done'] .column-body").bounding_box()
+    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + 80, steps=8)
+    done = page.locator(".column[data-status='done']")
+    expect(done).to_have_class(re.compile("drop-refused"))
+    expect(done).not_to_have_class(re.compile("drop-target"))
+    shot(page, "drag_review_over_done.png")
+    page.mouse.up()
+    expect(page.locator(".toast-error")).to_contain_text("requires review", timeout=T)
+    expect(page.get_by_role("dialog")).to_have_count(0)  # nothing asked: the move was never offered
+    assert b.show(reviewed["id"])["status"] == "ready"
+    page.locator(".toast-x").first.click()
+    _drag_over(page, page.locator(f".card[data-id='{loose['id']}']"), "ready")
+    expect(page.locator(".column[data-status='ready']")).to_have_class(re.compile("drop-refused"))
+    page.mouse.up()
+    expect(page.locator(".toast-error", has_text="no assignee")).to_be_visible(timeout=T)
+    assert b.show(loose["id"])["status"] == "todo"
+    # the bulk bar's Move to… leaves them out as well
+    page.locator(f".card[data-id='{reviewed['id']}'] .card-check").check()
+    page.locator(f".card[data-id='{loose['id']}'] .card-check").check()
+    options = page.locator("#bulkbar .bulk-status option")
+    expect(options).to_have_text(["Move to…", "Todo (1 of 2)", "Blocked"], timeout=T)
+    shot(page, "bulk_moves_refused_left_out.png")
+    # what the drawer offers (the server's own answer) agrees
+    moves = {m["status"] for m in server.api("GET", f"/api/tasks/{reviewed['id']}")["moves"]}
+    assert "done" not in moves
+    moves = {m["status"] for m in server.api("GET", f"/api/tasks/{loose['id']}")["moves"]}
+    assert "ready" not in moves
+    for t in (reviewed, loose):
+        b.archive(t["id"])
+    close(page)
+
+
+# ---- a running card's clock ------------------------------------------------------------------
+
+
+def test_a_running_cards_clock_counts_its_current_attempt_not_its_first(browser: Any, server: Any,
+                                                                         kernel: Any) -> None:
+    coder(kernel)
+    b = kernel.board()
+    t = b.create(uniq("Sent back for changes"), assignee="coder", review=True)
+    first = b.claim(t["id"])["run_id"]
+    b.complete(t["id"], summary="for review", run_id=first)
+    b.request_changes(t["id"], "handle the empty input too")
+    # its first attempt began two hours ago (tasks.started_at is set on the first claim only)
+    kernel.db.write(lambda tx: tx.execute("UPDATE tasks SET started_at = started_at - 7200 WHERE id = :i",
+                                          {"i": t["id"]}))
+    if b.show(t["id"])["status"] != "ready":
+        b.promote(t["id"])
+    b.claim(t["id"])  # the second attempt starts now
+    page = open_page(browser, server, 1920)
+    clock = page.locator(f".card[data-id='{t['id']}'] .meta-time")
+    expect(clock).to_have_text(re.compile(r"^\s*\d+s$"), timeout=T)  # seconds, not "2h 0m"
+    assert "attempt" in (clock.get_attribute("title") or "")
+    shot(page, "running_clock_current_attempt.png")
+    b.reclaim(t["id"])
+    b.archive(t["id"])
+    close(page)
+
+
+# ---- the inline create form ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_the_inline_create_forms_race_field_shows_its_placeholder_whole(browser: Any, server: Any,
+                                                                       kernel: Any, width: int) -> None:
+    coder(kernel)
+    b = kernel.board()
+    for status in ("todo", "ready", "blocked", "done"):  # columns with cards: each at its narrowest
+        if not b.list(status=status):
+            t = b.create(uniq(f"A {status} card"), assignee=None if status == "todo" else "coder")
+            if status == "blocked":
+                b.block(t["id"], "waiting")
+            elif status == "done":
+                b.complete(t["id"], summary="by hand")
+    page = open_page(browser, server, width)
+    col = page.locator(".column[data-status='ready']")
+    col.locator(".column-add").click()
+    race = col.locator(".create-race")
+    expect(race).to_be_visible(timeout=T)
+    fit = race.evaluate("""(el) => { const s = getComputedStyle(el); const c = document.createElement('canvas').getContext('2d');
+        c.font = `${s.fontSize} ${s.fontFamily}`;
+        return { text: c.measureText(el.placeholder).width,
+                 room: el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight) }; }""")
+    shot(page, f"create_form_race_{width}.png")
+    assert fit["room"] >= fit["text"], f"the race field's placeholder is cut: {fit}"
+    until = col.locator(".create-race-until")
+    assert inside(page, until) and until.bounding_box()["width"] > 80
+    page.keyboard.press("Escape")
     close(page)

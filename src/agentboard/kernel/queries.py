@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from ..domain import states
-from ..domain.errors import AgentboardError, InvalidInput
+from ..domain.errors import AgentboardError, InvalidInput, NotFound
 from ..store.engine import CLAIMABLE, Database, Row, Tx, in_list, pg_event_horizon
 from .attempts import race_cards
 from .common import (
@@ -197,6 +197,9 @@ def board_view(
             ids.extend(c["id"] for c in cards)
             columns.append({"status": s, "count": counts[s], "tasks": cards})
         extras = _card_extras(tx, ids, {c["id"]: c for col in columns for c in col["tasks"]})
+        running = {c["current_run_id"]: c for col in columns for c in col["tasks"] if c["status"] == states.RUNNING and c["current_run_id"]}
+        for r in tx.all(f"SELECT id, started_at FROM task_runs WHERE id IN {in_list('run', list(running), params)}", params) if running else ():
+            running[r["id"]]["run_started_at"] = r["started_at"]  # a running card's clock: its current run's start, by its key
         races = [c["id"] for col in columns for c in col["tasks"] if c.get("race_until")]
         for tid, race in race_cards(tx, races).items():
             extras.setdefault(tid, {})["race"] = race
@@ -217,7 +220,6 @@ def board_view(
     return cast(BoardView, out)
 
 
-
 #: PostgreSQL: the cards' counts in one statement, the ids as one array
 _CARD_EXTRAS_PG = (
     "SELECT x.id, "
@@ -230,8 +232,7 @@ _CARD_EXTRAS_PG = (
 )
 
 
-def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row] | None = None) -> dict[str, Row]:
-    card_rows = card_rows or {}
+def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row]) -> dict[str, Row]:
     out: dict[str, Row] = {i: {"comment_count": 0, "parent_count": 0, "child_count": 0, "children_done": 0} for i in ids}
     if tx.db.dialect == "postgresql":
         if ids:
@@ -413,8 +414,6 @@ def runs(db: Database, board: str, task_id: str) -> list[RunRow]:
 
 
 def get_run(db: Database, board: str, run_id: int) -> RunRow:
-    from ..domain.errors import NotFound
-
     def _r(tx: Tx) -> Row:
         row = tx.one("SELECT * FROM task_runs WHERE id = :r AND board = :b", {"r": run_id, "b": board})
         if row is None:
@@ -597,7 +596,5 @@ def task_owners(db: Database, board: str, task_ids: Iterable[str]) -> dict[str, 
     return db.read(_r)
 
 
-__all__ = [
-    "assignees", "board_view", "boards_after", "event_order", "events_after", "get_run", "last_event_id", "list_tasks", "runs", "stats",
-    "task_detail", "task_owners", "tenants",
-]
+__all__ = ["assignees", "board_view", "boards_after", "event_order", "events_after", "get_run", "last_event_id",
+           "list_tasks", "runs", "stats", "task_detail", "task_owners", "tenants"]

@@ -204,6 +204,8 @@ class BoardTask(TaskCard):
     #: set when the assignee names no profile (nothing will run it)
     assignee_unknown: NotRequired[bool]
     decompose_backoff: NotRequired[DecomposeBackoff]
+    #: a running card's current attempt: when its run started (``started_at`` is the first attempt's)
+    run_started_at: NotRequired[float]
 
 
 class RunReview(TypedDict):

@@ -6,7 +6,8 @@ import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
 import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
 import {
-  DESTRUCTIVE, STATUSES, STATUS_LABEL, emit, goalTitle, llmStatus, meta as domainMeta, movesFrom, profileNames, scope, state,
+  DESTRUCTIVE, STATUSES, STATUS_LABEL, cardMoves, emit, goalTitle, llmStatus, meta as domainMeta, profileNames,
+  refusedMove, scope, state,
 } from "./state.js";
 
 // ---- icons (inline SVG, no external assets) ----------------------------------------------------
@@ -214,8 +215,11 @@ function renderCard(card) {
     h("span.spacer"),
     card.comment_count ? h("span.meta-count", { title: `${card.comment_count} comments` }, icon("comment"), String(card.comment_count)) : null,
     links ? h("span.meta-count", { title: `${card.parent_count || 0} parents, ${card.child_count || 0} children` }, icon("link"), String(links)) : null,
-    card.status === "running" && card.started_at
-      ? h("span.meta-time", { title: `started ${fmtTime(card.started_at)}` }, icon("clock"), duration(card.started_at))
+    // a running card's clock: how long its current attempt has run (run_started_at: the current
+    // run's start; started_at is the first attempt's)
+    card.status === "running" && (card.run_started_at || card.started_at)
+      ? h("span.meta-time", { title: `this attempt started ${fmtTime(card.run_started_at || card.started_at)}` },
+        icon("clock"), duration(card.run_started_at || card.started_at))
       : h("span.meta-time", { title: `created ${fmtTime(card.created_at)}` }, h("span.meta-word", "created "), ago(card.created_at)),
   ];
   const el = h(`article.card${checked ? ".selected" : ""}`, {
@@ -331,12 +335,13 @@ function renderBulkBar() {
       h("button.btn.bulk-clear", { type: "button", onclick: clearSelection }, "Clear"));
   }
   bulkParts.count.textContent = `${n} selected`;
-  // the moves the selected tasks allow (the transition table's, from the server): each target
-  // with how many of the selection may make it when not all may
+  // the moves the selected tasks allow (the transition table's, from the server, less those a
+  // card's data shows will be refused): each target with how many of the selection may make it
+  // when not all may
   const allow = new Map();
   for (const id of state.selection) {
     const card = state.cards.get(id);
-    for (const target of card ? movesFrom(card.status) : []) allow.set(target, (allow.get(target) || 0) + 1);
+    for (const target of card ? cardMoves(card) : []) allow.set(target, (allow.get(target) || 0) + 1);
   }
   const targets = STATUSES.filter((s) => s !== "archived" && allow.has(s));
   const sig = JSON.stringify([n, targets.map((s) => [s, allow.get(s)])]);
@@ -464,8 +469,9 @@ function onDragMove(ev) {
     drag.refused = null;
     drag.target = null;
     if (col && col.dataset.status !== drag.card.status) {
-      // only a column the task may move to (the transition table's moves by hand) takes it
-      if (movesFrom(drag.card.status).includes(col.dataset.status)) drag.target = col;
+      // only a column the task may move to (the transition table's moves by hand, less those
+      // the card's data shows the server will refuse) takes it
+      if (cardMoves(drag.card).includes(col.dataset.status)) drag.target = col;
       else drag.refused = col;
     }
     if (drag.target) drag.target.classList.add("drop-target");
@@ -499,10 +505,13 @@ function onDragEnd(ev) {
   setTimeout(() => { suppressClick = false; }, 0);
   if (refused) {
     const to = refused.dataset.status;
-    const allowed = movesFrom(card.status).filter((s) => s !== "archived").map((s) => STATUS_LABEL[s]);
+    const allowed = cardMoves(card).filter((s) => s !== "archived").map((s) => STATUS_LABEL[s]);
+    const why = refusedMove(card, to);
+    const where = allowed.length ? ` (it can move to ${allowed.join(", ")})` : "";
     toast(to === "running"
       ? "A task cannot be moved to Running by hand; the dispatcher starts ready tasks."
-      : `A ${STATUS_LABEL[card.status].toLowerCase()} task cannot move to ${STATUS_LABEL[to]}${allowed.length ? ` (it can move to ${allowed.join(", ")})` : ""}.`, "error");
+      : why ? `${card.id} cannot move to ${STATUS_LABEL[to]}: ${why}${where}.`
+        : `A ${STATUS_LABEL[card.status].toLowerCase()} task cannot move to ${STATUS_LABEL[to]}${where}.`, "error");
     return;
   }
   if (!target) return;
@@ -538,8 +547,8 @@ export function openCreate(status = "todo") {
     h("option", { value: "" }, "no parent"),
     cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
   const race = h("input.create-race", {
-    type: "text", placeholder: "race: profile,profile:model (optional)", "aria-label": "race",
-    title: "a race: one attempt per profile, each on its own branch; the best verified one is picked",
+    type: "text", placeholder: "race: profile,profile:model", "aria-label": "race",
+    title: "optional — a race: one attempt per profile, each on its own branch; the best verified one is picked",
   });
   const until = h("select.create-race-until", { "aria-label": "race until", title: "when the race ends" },
     h("option", { value: "all" }, "until all finish"), h("option", { value: "first-pass" }, "first that passes"));

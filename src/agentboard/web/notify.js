@@ -160,15 +160,18 @@ export async function renderNotifications(root) {
       h("code", "agentboard notify add URL"), "."));
     return;
   }
-  root.appendChild(h("table.notify-table",
+  // the view scrolls (app.css); the table scrolls sideways in its box when the window is narrower
+  // than it, and on a phone each subscription stacks into a card (each cell names its column)
+  const cell = (tag, label, ...kids) => h(tag, { dataset: { label } }, ...kids);
+  root.appendChild(h("div.notify-table-wrap", h("table.notify-table",
     h("thead", h("tr", ["Follows", "Target", "Kinds", "Delivered", "Last sent", "State", "Last error", ""].map((c) => h("th", c)))),
     h("tbody", subs.map((s) => h(`tr.notify-sub${s.parked ? ".is-parked" : ""}`, { dataset: { id: String(s.id) } },
-      h("td", follows(s)),
-      h("td", h("code.notify-target", s.target)),
-      h("td.notify-kinds", s.default_kinds ? "default" : s.kinds.join(", ")),
-      h("td", String(s.delivered)),
-      h("td", s.last_sent_at ? ago(s.last_sent_at) : "—"),
-      h("td", stateOf(s)),
-      h("td.notify-error", s.last_error || "—"),
-      h("td", actions(s, again)))))));
+      cell("td", "Follows", follows(s)),
+      cell("td", "Target", h("code.notify-target", s.target)),
+      cell("td.notify-kinds", "Kinds", s.default_kinds ? "default" : s.kinds.join(", ")),
+      cell("td", "Delivered", String(s.delivered)),
+      cell("td", "Last sent", s.last_sent_at ? ago(s.last_sent_at) : "—"),
+      cell("td", "State", stateOf(s)),
+      cell("td.notify-error", "Last error", s.last_error || "—"),
+      cell("td.notify-actions-cell", "", actions(s, again))))))));
 }

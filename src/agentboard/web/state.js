@@ -28,6 +28,29 @@ export function movesFrom(status) {
   return Object.keys(meta.moves[status] || {});
 }
 
+/** Who takes an unassigned task: the board's ``default_assignee``, else the installation's. */
+export function defaultAssignee() {
+  const b = currentBoard();
+  return (b && b.settings && b.settings.default_assignee) || (state.config.settings || {}).default_assignee || "";
+}
+
+/** Why a card's own data says the server will refuse moving it to ``target`` ("" when it does not
+ * say): a task that requires review becomes done only by approval in review (a running one goes
+ * to review by itself), and a task nobody would run cannot be ready. The server stays the judge. */
+export function refusedMove(card, target) {
+  if (target === "done" && card.review_required && card.status !== "review" && card.status !== "running") {
+    return "it requires review, so it is done only by approving it in Review";
+  }
+  if (target === "ready" && !card.assignee && !defaultAssignee()) return "it has no assignee; assign it first";
+  return "";
+}
+
+/** The moves by hand offered for ``card``: the transition table's, less those its data shows the
+ * server will refuse (refusedMove; the drawer asks the server: ``moves`` of the task). */
+export function cardMoves(card) {
+  return movesFrom(card.status).filter((target) => !refusedMove(card, target));
+}
+
 /** Whether the transition table lets ``verb`` act on a task in ``status``. */
 export function allows(verb, status) {
   return (meta.verbs[verb] || []).includes(status);

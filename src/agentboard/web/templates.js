@@ -7,8 +7,8 @@ import { emit, scope, state } from "./state.js";
 
 export function templateButton() {
   return h("button.btn.btn-ghost.btn-sm.from-template", {
-    type: "button", onclick: openTemplates, title: "create tasks from a template",
-  }, "+ From template");
+    type: "button", onclick: openTemplates, title: "create tasks from a template", "aria-label": "+ From template",
+  }, h("span.label-long", "+ From template"), h("span.label-short", "+ Template"));
 }
 
 async function openTemplates() {
