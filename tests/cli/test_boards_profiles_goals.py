@@ -112,6 +112,14 @@ def test_a_profile_permission_defaults_to_edit_and_can_be_changed(cli) -> None:
                           "edit, full, read")
 
 
+def test_a_profile_with_an_unknown_adapter_or_too_many_slots_is_refused_naming_what_is_wrong(cli, counts) -> None:
+    before = counts()
+    assert_one_line_error(cli("profiles", "add", "p", "--adapter", "bogus"), 2, "unknown adapter 'bogus'", "claude")
+    assert_one_line_error(cli("profiles", "add", "p", "--command", "/bin/true", "--max-concurrency", "20000"), 2,
+                          "max_concurrency=20000", "at most 10000")
+    assert counts() == before
+
+
 def test_a_goal_id_finds_its_own_board_and_a_wrong_board_names_the_goals(cli, counts) -> None:
     cli("boards", "create", "proto")
     cli("boards", "create", "calc", "--switch")

@@ -99,7 +99,7 @@ _EXPECTED = {
     "env_setup": "the path of the project's virtualenv (absolute, or relative to the target directory)",
     "command": "a non-empty command",
     "description": "text of at most 16 KiB",
-    "max_concurrency": "a positive integer",
+    "max_concurrency": f"a positive integer of at most {MAX_CONCURRENCY_MAX}",
     "env": "an object mapping environment variable names (letters, digits and '_', not starting with a digit) to strings",
     "skills": "a list of strings",
     "model": "a model name of at most 200 characters",

@@ -231,7 +231,7 @@ def default_command(adapter: str | None, command: str | None) -> str:
         raise InvalidInput("a profile needs --command CMD (how to start the agent, e.g. "
                            "--command \"python3 agent.py {task_id}\"), or --adapter "
                            f"{'|'.join(clis)} for an agent CLI on PATH")
-    return command or ""  # an unknown adapter: the schema's check names the adapters
+    raise InvalidInput(f"unknown adapter {adapter!r}: use one of {', '.join(settings_schema.ADAPTERS)}")
 
 
 def add(
