@@ -211,3 +211,13 @@ def test_an_orchestrator_creates_a_race_reads_its_attempts_and_may_pick_only_a_p
     assert {"kanban_attempts", "kanban_pick"} <= set(tools)
     assert [a["state"] for a in _data(shown)["attempts"]] == ["pending", "pending"]
     assert pick.is_error and _data(pick)["error"] == "conflict"
+
+
+def test_an_empty_block_reason_is_refused_in_the_words_of_the_cli_and_rest(ab: Any, board: Any, _env: Env) -> None:
+    t = board.create("needs input", assignee="worker-a")
+    run = board.claim(t["id"])
+    _, (empty,) = _session(_env(t["id"], run["run_id"]), [("kanban_block", {"reason": "  "})])
+    assert empty.is_error
+    assert _data(empty) == {"error": "invalid_input",
+                            "message": "a block needs a reason: say what the task is waiting for"}
+    assert board.show(t["id"])["status"] == "running"

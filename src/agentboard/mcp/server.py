@@ -391,9 +391,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     @server.tool(description="Block your task because you need input; reason says what you need.")
     def kanban_block(reason: str) -> CallToolResult:
         def body() -> Any:
-            tid = own_task()
-            if not (reason or "").strip():
-                raise InvalidInput("reason is empty: say what you need")
+            tid = own_task()  # an empty reason: the kernel's refusal, in the CLI's and REST's words
             return _task_summary(ops.block(tid, reason))
         return _guard(body)
 
