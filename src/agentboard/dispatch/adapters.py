@@ -19,6 +19,14 @@
   permission rules are in a config file under ``.board/`` named by ``OPENCODE_CONFIG``; usage
   and cost are the sums of the ``step_finish`` events.
 
+A reviewer (``build(review=True)``) is started in the reviewed worker's workspace with the
+reviewer's rights: it gets the board's MCP server alone and reads none of the workspace's own
+configuration (docs/security.md): Claude Code ``--setting-sources user --strict-mcp-config``
+with an inline ``--mcp-config`` (its identity as ``${NAME}`` references: no token in argv);
+Codex the workspace marked untrusted (``-c projects=…``: no ``.codex/``); opencode
+``OPENCODE_DISABLE_PROJECT_CONFIG=1``; Gemini CLI ``advanced.ignoreLocalEnv``, and refused when
+the workspace's ``.gemini/`` holds anything beside the adapter's ``settings.json``.
+
 Each reads the installed CLI's version first (once per executable path and modification time)
 and refuses a version whose flags it was not built for. The profile's ``permission``
 (``edit``, ``full``, ``read``) maps to each CLI's own permission and sandbox flags; the task's
@@ -111,10 +119,15 @@ def _substitute(text: str, values: dict[str, str], quote: bool) -> str:
 
 def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path, prompt_file: Path,
           board: str, path_env: str | None = None, worker_uid: int | None = None,
-          model: str | None = None) -> Launch:
+          model: str | None = None, review: bool = False, mcp_env: dict[str, str] | None = None) -> Launch:
     """The command line of a worker. ``worker_uid``: the user it runs as when not the
     dispatcher's own (the ``claude`` adapter picks flags Claude Code accepts as root);
-    ``model``: the task's own model, over the profile's."""
+    ``model``: the task's own model, over the profile's.
+
+    ``review``: a reviewer judging another worker's workspace (below: a reviewer): no
+    configuration in the workspace may reach the CLI, and its only MCP server is the board's
+    own, with the identity ``mcp_env`` (else read from the workspace's ``.mcp.json``, that
+    server alone)."""
     adapter = profile.get("adapter") or "command"
     command = (profile.get("command") or "").strip()
     values = {"task_id": task_id, "run_id": str(run_id), "workspace": str(workspace),
@@ -154,10 +167,15 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     prompt = _prompt_text(prompt_file)
     mcp = workspace / ".mcp.json"
     model = model or profile.get("model")
+    # a reviewer gets the board's server alone, never one the worker listed in its workspace
+    servers = _review_server(mcp_env, _mcp_spec(mcp)) if review else _mcp_spec(mcp)
     if adapter == "claude":
         argv = [*base, "-p", "--output-format", "stream-json", "--verbose",
-                *_claude_permission(permission, as_root, _mcp_servers(mcp), profile.get("name"))]
-        if safefs.exists(mcp):
+                *_claude_permission(permission, as_root, list(servers) if review else _mcp_servers(mcp),
+                                    profile.get("name"))]
+        if review:  # no project or local settings (hooks, MCP servers, env), no .mcp.json
+            argv += _claude_review_flags(servers)
+        elif safefs.exists(mcp):
             argv += ["--mcp-config", str(mcp)]
         if model:
             argv += ["--model", str(model)]
@@ -167,7 +185,9 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         env = {k: v for k, v in _CLAUDE_MCP_WAIT.items() if k not in given}
         return Launch([*argv, "--", prompt], adapter, env)
     if adapter == "gemini":
-        settings = _gemini_settings(permission, _mcp_spec(mcp), {str(k): str(v) for k, v in _obj(profile.get("env")).items()})
+        settings = _gemini_settings(permission, servers, {str(k): str(v) for k, v in _obj(profile.get("env")).items()})
+        if review:  # refused when the workspace holds Gemini CLI configuration beside its settings
+            settings = _gemini_review_settings(workspace, settings)
         _write_gemini_settings(workspace, settings)
         argv = [*base, "--output-format", "stream-json", "--approval-mode", _GEMINI_APPROVAL[permission]]
         if model:
@@ -178,16 +198,20 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         if model and "/" not in str(model):
             raise AdapterError(f"opencode names a model provider/model (e.g. anthropic/claude-sonnet-4-5), not {model!r}: "
                                "set the task's or the profile's --model that way")
-        config = _write_config(workspace, OPENCODE_CONFIG, _opencode_config(permission, _mcp_spec(mcp)))
+        config = _write_config(workspace, OPENCODE_CONFIG, _opencode_config(permission, servers))
         argv = [*base, "run", "--format", "json", "--print-logs", "--log-level", "ERROR"]
         if model:
             argv += ["--model", str(model)]
-        return Launch([*argv, "--", prompt], adapter,
-                      {"OPENCODE_CONFIG": str(config), "OPENCODE_DISABLE_AUTOUPDATE": "1"})
+        env = {"OPENCODE_CONFIG": str(config), "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+        if review:  # no opencode.json(c), .opencode/ (plugins, tools, agents) nor AGENTS.md of the workspace
+            env.update(_OPENCODE_REVIEW_ENV)
+        return Launch([*argv, "--", prompt], adapter, env)
     argv = [*base, "exec", "--json", "--skip-git-repo-check", *_CODEX_PERMISSION[permission], "--cd", str(workspace)]
     if model:
         argv += ["--model", str(model)]
-    argv += _codex_mcp_overrides(mcp)
+    argv += _codex_mcp_overrides(servers if review else _raw_servers(mcp))
+    if review:  # the workspace untrusted: no project .codex/ config, hooks or rules
+        argv += _codex_untrusted(workspace)
     return Launch([*argv, "--", prompt], adapter)
 
 
@@ -370,15 +394,22 @@ def _prompt_text(prompt_file: Path) -> str:
     return text
 
 
-def _codex_mcp_overrides(mcp: Path) -> list[str]:
+def _raw_servers(mcp: Path) -> dict[str, dict[str, Any]]:
+    """The entries of the workspace's ``.mcp.json`` as written (each a dict, under a plain name)."""
     try:
         servers = safefs.loads(_workspace_text(mcp)).get("mcpServers", {})
     except (OSError, ValueError, AttributeError):
-        return []
+        return {}
+    if not isinstance(servers, dict):
+        return {}
+    return {str(n): spec for n, spec in servers.items()
+            if isinstance(spec, dict) and re.fullmatch(r"[A-Za-z0-9_-]+", str(n))}
+
+
+def _codex_mcp_overrides(servers: dict[str, dict[str, Any]]) -> list[str]:
+    """``-c mcp_servers.…`` overrides for the MCP servers ``servers``."""
     out: list[str] = []
     for name, spec in servers.items():
-        if not isinstance(spec, dict) or not re.fullmatch(r"[A-Za-z0-9_-]+", str(name)):
-            continue
         if spec.get("command"):
             out += ["-c", f"mcp_servers.{name}.command={json.dumps(str(spec['command']))}"]
         if spec.get("args"):
@@ -485,3 +516,61 @@ def _opencode_config(permission: str, servers: dict[str, dict[str, Any]]) -> dic
                     "enabled": True} for n, spec in servers.items()},
         "permission": _OPENCODE_PERMISSION[permission],
     }
+
+
+# -- a reviewer reads no configuration of the workspace it reviews ------------------------------
+
+#: opencode: no opencode.json(c), .opencode/ (plugins, tools, agents) nor AGENTS.md of the workspace
+_OPENCODE_REVIEW_ENV = {"OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
+#: what a Gemini CLI reviewer accepts in the workspace's ``.gemini/`` (the adapter's own settings)
+_GEMINI_REVIEW_ALLOWED = frozenset({"settings.json"})
+
+
+def _review_server(mcp_env: dict[str, str] | None, listed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A reviewer's MCP servers: the board's own with the identity ``mcp_env`` (else the board's
+    entry of the workspace's ``.mcp.json``, which the dispatcher wrote), never another."""
+    from ..protocol import boarddir
+
+    if mcp_env is None:
+        return {"agentboard": listed["agentboard"]} if "agentboard" in listed else {}
+    entry = boarddir.mcp_server_entry(dict(mcp_env))
+    return {"agentboard": {"command": str(entry["command"]), "args": [str(a) for a in entry["args"]],
+                           "env": {str(k): str(v) for k, v in entry["env"].items()}}}
+
+
+def _claude_review_flags(servers: dict[str, dict[str, Any]]) -> list[str]:
+    """User settings only (no ``.claude/settings*.json``, no ``.mcp.json``) and ``servers``
+    alone, inline, each environment value a ``${NAME}`` reference Claude Code expands from its
+    own environment (the reviewer's identity): the run token never on the command line."""
+    config = {"mcpServers": {name: {"command": spec["command"], "args": list(spec["args"]),
+                                    "env": {k: "${" + k + "}" for k in spec["env"] if re.fullmatch(r"[A-Za-z_]\w*", k)}}
+                             for name, spec in servers.items()}}
+    return ["--setting-sources", "user", "--strict-mcp-config", "--mcp-config", json.dumps(config)]
+
+
+def _codex_untrusted(workspace: Path) -> list[str]:
+    """The workspace an explicitly untrusted project (Codex looks at its own entry before its
+    repository's): no ``.codex/`` config, hooks or rules, whatever the user trusted."""
+    paths = dict.fromkeys([str(workspace), os.path.abspath(workspace), os.path.realpath(workspace)])
+    return ["-c", "projects={ " + ", ".join(f'{json.dumps(p)} = {{ trust_level = "untrusted" }}' for p in paths) + " }"]
+
+
+def _gemini_review_settings(workspace: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """A reviewer's Gemini CLI settings (no ``.env`` of the workspace), or AdapterError when the
+    workspace's ``.gemini/`` holds what Gemini CLI reads in a trusted folder (where alone it
+    starts MCP servers) and has no switch for: ``.env``, extensions, agents, policies, commands."""
+    try:
+        with safefs.open_root(workspace) as root:
+            found = []
+            if root.lstat(".gemini") is not None:
+                with root.sub(".gemini") as d:
+                    found = sorted(e.name for e in os.scandir(d.fd) if e.name not in _GEMINI_REVIEW_ALLOWED)
+    except OSError:  # a link or a file where .gemini/ belongs
+        found = ["(not a folder)"]
+    if found:
+        shown = ", ".join(f".gemini/{n}" for n in found[:5]) + (" …" if len(found) > 5 else "")
+        raise AdapterError(
+            f"the workspace holds Gemini CLI configuration ({shown}) that a Gemini CLI reviewer would load with the "
+            "reviewer's rights and cannot be told to ignore; it is not started: a person reviews this task "
+            "(or a reviewer profile of another adapter)")
+    return {**settings, "advanced": {**_obj(settings.get("advanced")), "ignoreLocalEnv": True}}

@@ -418,7 +418,7 @@ class Spawner:
             token = self._token(slug, task["id"], run_id)
             prompt_file = write_files(ws.path)
             at = Attempt(slug, task, profile, run_id, ws, confinement=confinement, review=True, board_row=board)
-            boarddir.write_mcp_json(ws.path, self.identity(at, token).to_env())
+            boarddir.write_mcp_json(ws.path, self.identity(at, token).to_env(), keep_others=False)
         except Exception as exc:
             raise SpawnError(f"preparing the review context failed: {type(exc).__name__}: {exc}", exc) from exc
         ln = self.launch(at, prompt_file, token)
@@ -446,14 +446,14 @@ class Spawner:
                                  review_run=at.review)
 
     def launch(self, at: Attempt, prompt_file: Path, token: str | None) -> Launch:
-        """The environment and command line of an attempt."""
-        env = spawn.worker_env(self.ctx.settings, self.identity(at, token), profile=at.profile,
-                               board_row=at.board_row)
+        """The environment and command line of an attempt (a reviewer's: :func:`.adapters.build`)."""
+        identity = self.identity(at, token)
+        env = spawn.worker_env(self.ctx.settings, identity, profile=at.profile, board_row=at.board_row)
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,
                                      prompt_file=prompt_file, board=at.board, path_env=env.get("PATH"),
-                                     worker_uid=at.confinement.uid,
-                                     model=None if at.review else at.task.get("model"))
+                                     worker_uid=at.confinement.uid, model=None if at.review else at.task.get("model"),
+                                     review=at.review, mcp_env=identity.to_env() if at.review else None)
         except adapters.AdapterError as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
         env.update(command.env)

@@ -341,8 +341,10 @@ def is_tracked(workspace: Path, name: str) -> bool:
     return bool(_git(top, "ls-files", "--", f":(top,literal){rel}"))
 
 
-def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
-    """Point MCP-capable agents at ``agentboard mcp``, keeping any other servers already listed.
+def write_mcp_json(workspace: Path, env: dict[str, str], *, keep_others: bool = True) -> Path | None:
+    """Point MCP-capable agents at ``agentboard mcp``, keeping any other servers already listed
+    (``keep_others``; a review run's file holds the board's server alone: a reviewer never starts
+    a server the worker listed).
 
     A ``.mcp.json`` tracked by the repository is left alone (it would show in the diff). An
     existing file is merged only when it is a regular file with one name: a link or a hard link
@@ -356,7 +358,7 @@ def write_mcp_json(workspace: Path, env: dict[str, str]) -> Path | None:
         data: dict[str, Any] = {}
         raw = None
         try:
-            if present:  # (a new workspace has none: nothing to merge, nothing to read)
+            if present and keep_others:  # (a new workspace has none: nothing to merge, nothing to read)
                 raw = root.read_bytes(MCP_FILE, limit=MCP_READ_LIMIT)
         except safefs.Unsafe as exc:
             log.warning("%s; it is replaced", exc)
