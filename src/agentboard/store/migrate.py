@@ -83,11 +83,27 @@ def upgrade(db: Database, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
+def known_revisions() -> set[str]:
+    """The schema revisions this agentboard knows (its migrations' ids)."""
+    return {p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")}
+
+
+def _check_not_newer(current: str | None) -> None:
+    """Refuse a database a newer agentboard migrated: this one cannot know its schema."""
+    if current is not None and current not in known_revisions():
+        raise Unavailable(f"this database is at schema {current}, newer than this agentboard knows (up to "
+                          f"{HEAD}): upgrade agentboard on this host (docs/deploy.md, Upgrades)")
+
+
 def ensure_schema(db: Database) -> None:
-    if current_revision(db) == HEAD:
+    current = current_revision(db)
+    if current == HEAD:
         return
+    _check_not_newer(current)
     with _migration_lock(db):
-        if current_revision(db) != HEAD:
+        current = current_revision(db)
+        if current != HEAD:
+            _check_not_newer(current)
             upgrade(db)
 
 
