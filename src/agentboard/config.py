@@ -6,6 +6,8 @@ Resolution, highest first: an explicit argument, the ``AGENTBOARD_<KEY>`` enviro
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import re
 import socket
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .domain.errors import InvalidInput
+
+log = logging.getLogger(__name__)
 
 #: environment variables of the dispatcher that never reach a worker (shell-style patterns, matched
 #: case-insensitively); ``AGENTBOARD_*`` is always removed as well
@@ -333,9 +337,14 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
     settings = Settings(home=root)
     sources: dict[str, str] = {}
     extra: dict[str, Any] = {}
+    known = {f.name for f in fields(Settings)}
     for key, value in file_values.items():
         if isinstance(value, dict):
             extra[key] = value
+        elif key not in known:  # a typo would otherwise leave the setting meant at its default
+            near = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            log.warning("%s: unknown setting %r%s is ignored; docs/settings.md lists the settings", cfg, key, hint)
     for f in fields(Settings):
         if f.name in ("home", "extra", "llm_uses"):
             continue

@@ -1,0 +1,20 @@
+"""A setting misspelled in config.toml is named, with the setting it is close to, rather than
+left silently at its default."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_a_misspelled_setting_in_config_toml_is_named_with_the_one_meant(cli_home: Path) -> None:
+    (cli_home / "config.toml").write_text('max_paralel = 3\nfailure_limit = 4\n[llm.specifier]\nmodel = "m"\n')
+    env = {**os.environ, "AGENTBOARD_HOME": str(cli_home)}
+    env.pop("AGENTBOARD_MAX_PARALLEL", None)
+    out = subprocess.run([sys.executable, "-m", "agentboard", "list", "--json"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "unknown setting 'max_paralel' (did you mean 'max_parallel'?) is ignored" in out.stderr
+    assert "failure_limit" not in out.stderr and "llm" not in out.stderr  # a known key, a table
