@@ -250,3 +250,21 @@ def test_wakes_waiting_on_a_disabled_supervisor_are_found_and_enabling_it_clears
     assert f["fix"] == "agentboard profiles set boss --enabled" and f["severity"] == "error"
     _fix(cli, f)
     assert not _of(_findings(cli), "supervisor_unavailable")
+
+
+@pytest.mark.parametrize(("url", "fix"), [
+    ("postgresql://postgres@127.0.0.1:1/nowhere", "start the database server"),
+    ("postgresql://postgres@127.0.0.1:5432/agentboard_no_such_database", "createdb NAME"),
+])
+def test_a_database_that_cannot_be_opened_is_reported_as_a_finding_in_json_too(tmp_path, url, fix):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENTBOARD_HOME": str(tmp_path / "home"), "AGENTBOARD_DATABASE_URL": url}
+    out = subprocess.run([sys.executable, "-m", "agentboard", "diagnostics", "--json"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 6, out.stderr
+    (f,) = json.loads(out.stdout)
+    assert f["kind"] == "database_unreachable" and f["severity"] == "error" and fix in f["fix"]

@@ -18,17 +18,25 @@ from .common import handle_errors, json_option, task_board_option
 def diagnostics(board: str | None, task_id: str | None, as_json: bool) -> None:
     """Ready tasks nothing can run, guarded and orphaned tasks, breaker trips, spent budgets, the
     target directories and the database — each with the command that fixes it."""
+    from agentboard.domain.errors import Unavailable
     from agentboard.kernel import boards as kboards
     from agentboard.kernel import diagnostics as kdiag
 
-    db = common.db()
+    try:
+        db = common.db()
+    except Unavailable as exc:  # the database that does not answer is what diagnostics reports
+        _show(kdiag.unreachable_found(exc.message), task_id, as_json)
+        raise SystemExit(exc.exit_code) from None
     if task_id:
         slugs = [common.task_board(task_id, board)]
     elif board:
         slugs = [common.existing_board(board)]
     else:
         slugs = [b["slug"] for b in kboards.list_boards(db)]
-    found = kdiag.diagnose(db, slugs, task_id=task_id, host=common.settings().host_id)
+    _show(kdiag.diagnose(db, slugs, task_id=task_id, host=common.settings().host_id), task_id, as_json)
+
+
+def _show(found: list[dict[str, Any]], task_id: str | None, as_json: bool) -> None:
     if as_json:
         common.emit_json(found)
         return

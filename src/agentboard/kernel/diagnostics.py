@@ -131,6 +131,29 @@ def _board_default(tx: Tx, board: str, settings: Settings) -> str | None:
     return default_assignee(tx, board)
 
 
+def unreachable(why: str) -> Finding:
+    """The finding of a database that does not answer (``why``: the driver's words), with the
+    fix its cause calls for."""
+    low = why.lower()
+    if "does not exist" in low:
+        fix = ("create the database (`createdb NAME` on the server) and run `agentboard init`, or point "
+               "database_url / AGENTBOARD_DATABASE_URL at the right one")
+    elif any(w in low for w in ("refused", "could not connect", "connection failed", "timeout", "timed out",
+                                "no such host", "name or service")):
+        fix = "start the database server, or check the host and port in database_url / AGENTBOARD_DATABASE_URL"
+    elif "password" in low or "authentication" in low or "permission denied" in low:
+        fix = "check the user and password in database_url / AGENTBOARD_DATABASE_URL and the server's access rules"
+    else:
+        fix = "check database_url / AGENTBOARD_DATABASE_URL and the database server"
+    return Finding("database_unreachable", None, f"the database does not answer: {' '.join(why.split())}", fix,
+                   severity="error")
+
+
+def unreachable_found(why: str) -> list[Row]:
+    """:func:`diagnose`'s answer when the database cannot even be opened."""
+    return [asdict(unreachable(why))]
+
+
 def _database(db: Database, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     try:
@@ -143,8 +166,7 @@ def _database(db: Database, settings: Settings) -> list[Finding]:
         else:
             db.read(lambda tx: tx.scalar("SELECT 1"))
     except Exception as exc:  # a broken connection is the finding
-        out.append(Finding("database_unreachable", None, f"the database does not answer: {exc}", None,
-                           severity="error"))
+        out.append(unreachable(str(exc)))
         return out
     if db.dialect == "sqlite":
         wal = Path(sqlite_file(db.url) + "-wal")
