@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.conftest import Api
-
 from agentboard.kernel import profiles, runs, tokens
+from api.conftest import Api
 
 
 def _worker(api: Api, comments: int = 200, proposals: int = 25) -> tuple[Any, str, int]:

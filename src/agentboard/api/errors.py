@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from ..domain.errors import AgentboardError, Unavailable
-from ..store.engine import DISK_FULL, disk_full
+from ..store.engine import DISK_FULL, bad_value, disk_full
 
 log = logging.getLogger("agentboard.api")
 
@@ -182,15 +182,6 @@ def install(app: FastAPI, *, postgres: bool, db: Any = None) -> None:
 
 
 def _bad_value(exc: Exception) -> str | None:
-    """A value the database cannot store (a NUL character, a number out of range): bad input."""
-    if isinstance(exc, OverflowError):
-        return "a number is out of range"
-    if type(exc).__module__.startswith("psycopg"):
-        try:
-            import psycopg
-
-            if isinstance(exc, psycopg.DataError):
-                return f"the database refused a value: {str(exc).splitlines()[0]}"
-        except ImportError:  # pragma: no cover - psycopg is a dependency
-            return None
-    return None
+    """A value the database cannot store, raised outside a transaction of the store (which
+    turns it into ``InvalidInput`` itself, :func:`agentboard.store.engine.bad_value`)."""
+    return bad_value(exc)

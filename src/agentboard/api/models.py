@@ -11,11 +11,13 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    ValidationInfo,
     WithJsonSchema,
-    model_validator,
+    field_validator,
 )
 
-from ..domain import states, task_fields
+from ..domain import model, states, task_fields
+from ..domain.errors import InvalidInput
 
 
 def _one_of(values: tuple[str, ...], what: str) -> Callable[[str], str]:
@@ -38,32 +40,51 @@ Verdict: TypeAlias = Annotated[str, AfterValidator(_one_of(states.VERDICTS, "ver
                                WithJsonSchema(_enum(states.VERDICTS))]
 
 
-def _no_nul(value: Any) -> None:
+def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("text must not contain NUL characters")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _no_nul(k)
-            _no_nul(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            _no_nul(v)
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _domain(rule: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A domain rule (raising ``InvalidInput``) as a pydantic validator (raising ``ValueError``)."""
+    def check(value: Any) -> Any:
+        if value is None:
+            return value
+        try:
+            return rule(value)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
+    return check
+
+
+#: a board's display name: one line, nothing invisible (the rule of a task's title)
+BoardName: TypeAlias = Annotated[str, AfterValidator(_domain(lambda v: model.visible(v, "board name")))]
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    @model_validator(mode="after")
-    def _text_is_storable(self) -> Body:
-        for name in type(self).model_fields:
-            _no_nul(getattr(self, name))
-        return self
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text_is_storable(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every text (in lists and objects too) without a NUL character, which PostgreSQL
+        cannot store (the kernel refuses it as well; this answers before any work), naming the
+        field; a block ``reason`` without terminal controls (``model.plain``)."""
+        if _has_nul(value):
+            raise ValueError(f"{info.field_name} contains a NUL character (U+0000); remove it")
+        if info.field_name == "reason" and isinstance(value, str):
+            _domain(lambda v: model.plain(v, "reason"))(value)
+        return value
 
 
 class BoardCreate(Body):
     slug: str = Field(max_length=200)
-    name: str | None = Field(default=None, max_length=200)
+    name: BoardName | None = Field(default=None, max_length=200)
     description: str = Field(default="", max_length=10_000)
     icon: str | None = Field(default=None, max_length=64)
     color: str | None = Field(default=None, max_length=64)
@@ -74,7 +95,7 @@ class BoardCreate(Body):
 
 
 class BoardPatch(Body):
-    name: str | None = Field(default=None, max_length=200)
+    name: BoardName | None = Field(default=None, max_length=200)
     description: str | None = Field(default=None, max_length=10_000)
     icon: str | None = Field(default=None, max_length=64)
     color: str | None = Field(default=None, max_length=64)

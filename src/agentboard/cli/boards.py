@@ -71,8 +71,11 @@ def create(slug: str, name: str | None, description: str, icon: str | None, colo
     """Create a board."""
     import os
 
+    from agentboard.domain import model
     from agentboard.kernel import boards as kb
 
+    if name is not None:  # one line, shown in every list: nothing invisible (a title's rule)
+        model.visible(name, "board name")
     if workdir is not None and workdir.strip():
         workdir = os.path.abspath(os.path.expanduser(workdir))
         from agentboard.dispatch.targets import validate_target
@@ -181,8 +184,10 @@ def set_(slug: str | None, base: str | None, integrate: str | None, review_first
 @handle_errors
 def rename(slug: str, name: str, as_json: bool) -> None:
     """Change a board's display name (the slug never changes)."""
+    from agentboard.domain import model
     from agentboard.kernel import boards as kb
 
+    model.visible(name, "board name")  # one line, shown in every list: nothing invisible
     row = kb.rename(common.db(), slug, name, actor=common.actor())
     common.emit(row, as_json, f"board {row['slug']} is now named {row['name']!r}")
 

@@ -289,7 +289,9 @@ def emit(data: Any, as_json: bool, line: str) -> None:
     if as_json:
         emit_json(data)
     else:
-        click.echo(line)
+        from .output import printable
+
+        click.echo(printable(line))
 
 
 def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, Any] | None:
@@ -301,6 +303,8 @@ def parse_json_object(value: str | None, what: str = "--metadata") -> dict[str, 
         data = json.loads(value)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON ({exc.msg} at position {exc.pos}); pass an object like '{{\"k\": 1}}'") from None
+    except RecursionError:
+        raise InvalidInput(f"{what} is nested too deeply; pass a flatter JSON object") from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{what} must be a JSON object like '{{\"k\": 1}}'")
     return data

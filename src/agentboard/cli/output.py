@@ -6,6 +6,7 @@ Rich is imported only when printing for a person on a terminal; piped output is 
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,31 @@ def _console() -> Any:
     return Console(highlight=False, soft_wrap=False)
 
 
+#: what :func:`printable` shows escaped: C0 controls but the line break and the tab, DEL, C1
+#: controls, and the bidirectional overrides and isolates (``model.terminal_control``)
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    o = ord(m.group())
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def printable(text: Any) -> str:
+    """``text`` safe to print on a terminal: a control character that would act on it (ESC
+    starting a sequence that moves the cursor, clears lines, sets the title or the clipboard;
+    BEL, a carriage return, a C1 control) or a bidirectional override is shown as a visible
+    escape (``\\x1b``, ``\\u202e``); line breaks and tabs stay. Every human renderer of
+    the CLI prints free text through it; ``--json`` output stays exact."""
+    value = "" if text is None else str(text)
+    return _UNPRINTABLE.sub(_escape, value)
+
+
+def echo(text: Any = "", **kwargs: Any) -> None:
+    """``click.echo`` of :func:`printable` text."""
+    click.echo(printable(text), **kwargs)
+
+
 def age(ts: float | None, now: float | None = None) -> str:
     """``12s``, ``5m``, ``3h``, ``2d`` — how long ago ``ts`` was."""
     from agentboard.domain.model import elapsed
@@ -50,7 +76,10 @@ def when(ts: float | None) -> str:
     """A local timestamp, second precision."""
     if not ts:
         return "-"
-    return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):  # beyond the calendar: never an error after a commit
+        return "never" if float(ts) > 0 else str(ts)
 
 
 def duration(seconds: float | None) -> str:
@@ -65,8 +94,7 @@ def duration(seconds: float | None) -> str:
 
 
 def clip(text: Any, width: int = 60) -> str:
-    value = "" if text is None else str(text)
-    value = " ".join(value.split())
+    value = printable(" ".join(("" if text is None else str(text)).split()))
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
@@ -76,8 +104,8 @@ def cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) or "-"
-    return str(value)
+        return printable(", ".join(str(v) for v in value)) or "-"
+    return printable(value)
 
 
 def table(
@@ -97,7 +125,7 @@ def table(
         from rich.table import Table
         from rich.text import Text
 
-        t = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
+        t = Table(title=Text(printable(title)) if title else None, header_style="bold", show_edge=False, pad_edge=False)
         for col in columns:
             t.add_column(col, overflow="fold")
         si = columns.index(status_column) if status_column in columns else -1
@@ -109,7 +137,7 @@ def table(
         _console().print(t)
         return
     if title:
-        click.echo(title)
+        click.echo(printable(title))
     widths = [max(len(str(c)), *(len(r[i]) for r in data)) for i, c in enumerate(columns)]
     lines = [columns, *data]
     for line in lines:
@@ -134,9 +162,9 @@ def fields(pairs: Iterable[tuple[str, Any]], *, title: str | None = None) -> Non
 
 def heading(text: str) -> None:
     if is_tty():
-        click.secho(text, bold=True)
+        click.secho(printable(text), bold=True)
     else:
-        click.echo(text)
+        click.echo(printable(text))
 
 
 def status(value: str) -> str:
@@ -173,7 +201,7 @@ def event_line(ev: Mapping[str, Any], *, with_task: bool = True) -> str:
     if ev.get("actor"):
         parts.append(f"by={ev['actor']}")
     parts.extend(details)
-    return "  ".join(parts)
+    return printable("  ".join(str(p) for p in parts))
 
 
 #: ``progress(phase, done, total)``: how far a long verb is (``total`` None: not known yet)

@@ -142,7 +142,7 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
 
 
 def _print_detail(t: Mapping[str, Any]) -> None:
-    from .output import age, clip, duration, event_line, fields, heading, table
+    from .output import age, clip, duration, echo, event_line, fields, heading, table
 
     fields([
         ("id", t["id"]), ("title", t["title"]), ("status", t["status"]),
@@ -169,7 +169,7 @@ def _print_detail(t: Mapping[str, Any]) -> None:
     if t.get("body"):
         click.echo("")
         heading("Body")
-        click.echo(t["body"].rstrip())
+        echo(t["body"].rstrip())
     for key, label in (("parents", "Parents"), ("children", "Children")):
         if t.get(key):
             click.echo("")
@@ -189,7 +189,7 @@ def _print_detail(t: Mapping[str, Any]) -> None:
             click.echo(f"run {r['id']}: degraded result — .board/result.json never validated; the summary was "
                        "taken from the worker's output. The validation errors:")
             for err in meta.get("errors") or []:
-                click.echo(f"  - {err}")
+                echo(f"  - {err}")
     if t.get("attachments"):
         click.echo("")
         table(["name", "size", "path"], [(a["name"], a["size"], a["path"]) for a in t["attachments"]],
@@ -203,7 +203,7 @@ def _print_detail(t: Mapping[str, Any]) -> None:
         click.echo("")
         heading("Comments")
         for c in t["comments"]:
-            click.echo(f"- {c['author']} ({age(c['created_at'])} ago): {c['body']}")
+            echo(f"- {c['author']} ({age(c['created_at'])} ago): {c['body']}")
     if t.get("events"):
         click.echo("")
         heading("Events")
@@ -295,6 +295,8 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
     commands = [c for c in verify if c.strip()] if verify else None
     priority = task_fields.check("priority", priority)  # create's limits and message
     max_retries = task_fields.check("max_retries", max_retries)
+    if max_runtime:  # create's limits and message ("" is passed on: it clears the limit)
+        max_runtime = task_fields.check("max_runtime", max_runtime)
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
@@ -367,9 +369,12 @@ def comment(args: tuple[str, ...], author: str | None, no_mentions: bool, board:
 
     Inside a worker, ID defaults to the worker's own task: `agentboard comment "text"`.
     """
+    from agentboard.domain import model
     from agentboard.domain.errors import InvalidInput
     from agentboard.kernel import comments
 
+    if author is not None:  # one line, shown in every thread: nothing invisible (a title's rule)
+        author = model.visible(author.strip(), "author") or None
     if len(args) == 2:
         task_id, text = args[0], args[1]
     elif len(args) == 1 and common.me().task:

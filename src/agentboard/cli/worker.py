@@ -70,7 +70,9 @@ def heartbeat(task_id: str | None, note: str | None, ttl: str | None, board: str
                              actor=common.actor(), messages=True)
     common.emit(out, as_json, f"{tid}: heartbeat recorded (run {out['run_id']})" + _messages_text(out))
     if out.get("stop") and not as_json:  # a spent budget: the worker must stop now
-        click.echo(f"STOP: {out.get('stop_reason')}", err=True)
+        from .output import printable
+
+        click.echo(printable(f"STOP: {out.get('stop_reason')}"), err=True)
 
 
 def _messages_text(out: dict[str, Any]) -> str:
@@ -174,6 +176,7 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], on
     Inside a worker, `agentboard block "reason"` blocks the worker's own task. With
     `--on TASK` (kind dependency) the task waits in todo and resumes by itself when TASK is done.
     """
+    from agentboard.domain import model
     from agentboard.domain.errors import InvalidInput
 
     own = common.me().task
@@ -183,6 +186,7 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], on
         ids, reason = [args[0], *args[2:]], args[1]
     else:
         raise InvalidInput('give the task id and a reason: agentboard block ID "what it waits for"')
+    model.plain(reason, "reason")  # a person's or a worker's reason: no terminal controls (the API's rule)
     ids = common.split_ids([*ids, *more_ids])
     api = common.remote()
     if api is not None:

@@ -151,12 +151,72 @@ def goal_id(value: Any) -> str:
     return value
 
 
+#: the bidirectional embedding, override and isolate characters (U+202A-U+202E, U+2066-U+2069):
+#: they make a terminal show a text in another order than it is written
+BIDI_OVERRIDES = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: the texts that :func:`body` checks with :func:`plain` (a heartbeat note, a profile's
+#: description): shown on one line or in a list, so no terminal control may reach them. (A block
+#: reason is checked where a person or a worker gives one, the CLI, the API and the MCP tool: the
+#: dispatcher's own reasons quote an agent's output, escapes and all, and are escaped when shown.)
+PLAIN_TEXTS = frozenset({"note", "description"})
+
+
+def no_nul(value: str, what: str) -> str:
+    """``value`` when it holds no NUL character (PostgreSQL cannot store one, and a C program
+    reading the text stops there): refused naming ``what``."""
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character (U+0000); remove it")
+    return value
+
+
+def terminal_control(ch: str) -> bool:
+    """Whether ``ch`` would act on a terminal instead of being shown: a C0 or C1 control
+    character other than a line break or a tab (ESC starting an escape sequence, BEL, a carriage
+    return), DEL, or a bidirectional override (:data:`BIDI_OVERRIDES`)."""
+    o = ord(ch)
+    return (o < 0x20 and ch not in "\n\t") or 0x7F <= o <= 0x9F or ch in BIDI_OVERRIDES
+
+
+def plain(value: str, what: str) -> str:
+    """``value`` when it holds no :func:`terminal_control` character (line breaks and tabs are
+    kept): a text printed on an operator's terminal cannot clear lines, set the window title or
+    reverse itself. Refused, not rewritten, naming the code point."""
+    for ch in value:
+        if terminal_control(ch):
+            raise InvalidInput(
+                f"invalid {what} {value[:80]!r}: control characters other than line breaks and tabs, and "
+                f"bidirectional overrides (here U+{ord(ch):04X}) are refused")
+    return value
+
+
 def body(value: str | None, limit: int = BODY_MAX, what: str = "body") -> str:
+    """A long text (a body, a comment, a summary): at most ``limit`` bytes of UTF-8, no NUL
+    character; one of :data:`PLAIN_TEXTS` also holds no terminal control (:func:`plain`). Other
+    control characters are kept and escaped where a terminal shows them (``cli.output.printable``)."""
     text = value or ""
     size = len(text.encode("utf-8"))
     if size > limit:
         raise InvalidInput(f"{what} is {size} bytes; the limit is {limit} bytes")
+    no_nul(text, what)
+    if what in PLAIN_TEXTS:
+        plain(text, what)
     return text
+
+
+def strings(value: Any, what: str) -> Any:
+    """``value`` (decoded JSON: metadata, usage) when none of its texts, keys included, holds a
+    NUL character (:func:`no_nul`, naming ``what``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            no_nul(item, what)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return value
 
 
 def duration(value: str | int | float | None) -> int | None:

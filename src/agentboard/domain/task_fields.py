@@ -101,6 +101,18 @@ def _optional(value: str) -> str | None:
     return value.strip() or None
 
 
+#: the longest ``max_runtime``: a year
+MAX_RUNTIME = 366 * 86400
+
+
+def _max_runtime(value: str | int | float) -> int | None:
+    seconds = model.duration(value)
+    if seconds is not None and seconds > MAX_RUNTIME:
+        raise InvalidInput(f"max_runtime is {seconds} seconds; the limit is {MAX_RUNTIME // 86400}d "
+                           f"({MAX_RUNTIME} seconds)")
+    return seconds
+
+
 def _not_before(value: float | str) -> float | None:
     from .timespec import point_in_time
 
@@ -127,7 +139,7 @@ FIELDS: tuple[TaskField, ...] = (
     TaskField("idempotency_key", "text", "a second create with the same key returns the first task",
               metavar="KEY", max_chars=255, template=False, rule=_optional),
     TaskField("max_runtime", "duration", "stop a run after this long (30s, 30m, 2h, 1d or seconds)",
-              metavar="DUR", rule=model.duration),
+              metavar="DUR", rule=_max_runtime),
     TaskField("max_retries", "int", "how many failed runs before it blocks", metavar="N", minimum=1, maximum=1000),
     TaskField("skills", "list", "a skill the worker is given (repeatable)", metavar="S", max_items=100,
               max_chars=200, option="--skill"),

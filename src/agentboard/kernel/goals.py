@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any, cast
 
-from ..domain import model
+from ..domain import model, task_fields
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json, in_list
 from .common import require_board
@@ -50,7 +50,7 @@ def create(
         tx.execute(
             "INSERT INTO goals (id, board, title, body, acceptance, status, priority, created_by, created_at, budget, verify) "
             "VALUES (:id, :b, :t, :body, :acc, 'active', :p, :a, :now, '{}', :v)",
-            {"id": gid, "b": board, "t": title, "body": body, "acc": dump_json(acc), "p": model.priority(priority),
+            {"id": gid, "b": board, "t": title, "body": body, "acc": dump_json(acc), "p": task_fields.check("priority", priority),
              "a": actor, "now": now, "v": dump_json(checks)},
         )
         tx.event(board, None, "goal_created", {"goal_id": gid, "title": title}, actor=actor, at=now)
@@ -89,7 +89,7 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
         elif k == "body":
             v = model.body(v)
         elif k == "priority":
-            v = model.priority(v)
+            v = task_fields.check("priority", v)
         elif k == "verify":
             v = dump_json([c.strip() for c in v if c and c.strip()])
         elif k in ("acceptance", "budget"):

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .. import config
-from ..domain import task_fields
-from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable
+from ..domain import model, task_fields
+from ..domain.errors import AgentboardError, Forbidden, InvalidInput, Unavailable, one_line
 from ..domain.worker_env import WorkerEnv
 from ..kernel import (
     attachments,
@@ -115,6 +116,31 @@ def _guard(fn: Callable[[], Any]) -> CallToolResult:
         return _ok(fn())
     except AgentboardError as exc:
         return _err(exc.code, exc.message)
+
+
+def _arguments_message(tool: str, exc: ValidationError) -> str:
+    """A tool's arguments that do not match its input schema, as one line: each wrong argument
+    and why (at most five), never the pydantic banner or its link."""
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+        got = f" (got {one_line(repr(err['input']))[:60]})" if "input" in err and err.get("type") != "missing" else ""
+        parts.append(f"{loc}: {one_line(err.get('msg', 'invalid'))}{got}")
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+class _Server(MCPServer):
+    """The SDK's server, with arguments that fail a tool's input schema answered as every other
+    refusal (:func:`_guard`): ``{"error": "invalid_input", "message": ...}``, not the SDK's
+    multi-line pydantic text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            return _err(InvalidInput.code, _arguments_message(name, exc.__cause__))
 
 
 def _about(name: str) -> Any:
@@ -354,7 +380,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     """An MCP server whose tools act for ``scope`` through ``ops``."""
     from .. import __version__
 
-    server = MCPServer(name="agentboard", instructions=INSTRUCTIONS, version=__version__)
+    server = _Server(name="agentboard", instructions=INSTRUCTIONS, version=__version__)
 
     def own_task() -> str:
         if not scope.task_id:
@@ -392,6 +418,7 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     def kanban_block(reason: str) -> CallToolResult:
         def body() -> Any:
             tid = own_task()  # an empty reason: the kernel's refusal, in the CLI's and REST's words
+            model.plain(reason, "reason")  # no terminal controls: the CLI's and REST's rule
             return _task_summary(ops.block(tid, reason))
         return _guard(body)
 

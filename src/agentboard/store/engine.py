@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import Settings, default_home
-from ..domain.errors import AgentboardError, Unavailable, one_line
+from ..domain.errors import AgentboardError, InvalidInput, Unavailable, one_line
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
     import sqlalchemy as sa  # never imports it (about 120 ms of start-up)
@@ -585,6 +585,7 @@ class Database:
                     raise Unavailable(DISK_FULL) from exc
                 if isinstance(exc, AgentboardError) or not _retryable(exc):
                     _raise_unavailable(exc)
+                    _raise_bad_value(exc)
                     raise
                 raise Unavailable(
                     "the database stayed busy for a minute; try again"
@@ -642,6 +643,7 @@ class Database:
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
                 _raise_unavailable(exc)
+                _raise_bad_value(exc)
                 raise
             finally:
                 self._release(token, broken=broken)
@@ -680,6 +682,7 @@ class Database:
                 if disk_full(exc):
                     raise Unavailable(DISK_FULL) from exc
                 _raise_unavailable(exc)
+                _raise_bad_value(exc)
                 raise
             finally:
                 tx.cur.close()
@@ -718,6 +721,7 @@ class Database:
                     time.sleep(0.01 * random.random())
                     continue
                 _raise_unavailable(exc)
+                _raise_bad_value(exc)
                 raise
             finally:
                 self._release(token, broken=broken)
@@ -828,6 +832,27 @@ def _raise_unavailable(exc: BaseException) -> None:
         ) from exc
     if any(c.__name__ == "OperationalError" for c in type(exc).__mro__) or (state or "").startswith("08"):
         raise Unavailable(f"lost the connection to the database server: {one_line(exc)}".strip()) from exc
+
+
+def bad_value(exc: BaseException) -> str | None:
+    """The message for a value the database cannot store, None for any other error: a number
+    out of range (sqlite3's ``OverflowError`` for an integer beyond 64 bits; PostgreSQL's
+    ``DataError``, such as ``NumericValueOutOfRange``) or a text it refuses (a NUL character on
+    PostgreSQL). Checked by type only; psycopg is not imported for a SQLite home."""
+    if isinstance(exc, OverflowError):
+        return "a number is out of range: give a smaller one"
+    if type(exc).__module__.startswith("psycopg") and any(c.__name__ == "DataError" for c in type(exc).__mro__):
+        return f"the database refused a value: {one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}"
+    return None
+
+
+def _raise_bad_value(exc: BaseException) -> None:
+    """A value the database cannot store (:func:`bad_value`) becomes :class:`InvalidInput`, so
+    every surface refuses it as bad input (exit 2, HTTP 400, ``invalid_input``); the transaction
+    was rolled back."""
+    message = bad_value(exc)
+    if message is not None:
+        raise InvalidInput(message) from exc
 
 
 def _sqlite_setup(dbapi_conn: Any) -> None:

@@ -16,6 +16,9 @@ from .scopes import PERS, SCOPES, WARN_AT
 
 # -- values ------------------------------------------------------------------------------------
 
+#: the largest whole-number limit (runs, seconds, tokens): a database integer holds it
+LIMIT_MAX = 2**62
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -46,6 +49,8 @@ class Limits:
                 raise InvalidInput(f"{name} must be a finite number (leave it out for no limit), got {value!r}")
             if out < 0:
                 raise InvalidInput(f"{name} must be 0 or more, got {value!r}")
+            if cast is int and out > LIMIT_MAX:
+                raise InvalidInput(f"{name} is {out}; the largest limit is {LIMIT_MAX} (leave it out for no limit)")
             return out
         if per is not None:
             per = per.strip().lower()

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ...domain import model, states
-from ...domain.errors import Conflict, NotFound, StaleRun
+from ...domain.errors import Conflict, InvalidInput, NotFound, StaleRun
 from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json, in_list
 from .. import budgets
 from ..common import (
@@ -41,8 +41,25 @@ def stale_error(task: Row, run_id: int | None) -> StaleRun:
 def claim_ttl(tx: Tx, ttl: int | None) -> int:
     """How long a claim lasts, in seconds: ``ttl`` when given, else the ``claim_ttl`` setting."""
     if ttl:
-        return int(ttl)
+        return ttl_seconds(ttl)
     return int(tx.db.settings.claim_ttl)
+
+
+#: the longest claim a worker may ask for, in seconds (the API's bound)
+TTL_MAX = 100_000_000
+
+
+def ttl_seconds(ttl: Any) -> int:
+    """A claim's TTL given by a caller, checked: whole seconds from 1 to :data:`TTL_MAX`."""
+    try:
+        if isinstance(ttl, bool):
+            raise TypeError
+        seconds = int(ttl)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInput(f"invalid ttl {ttl!r}: give whole seconds (or 30s, 30m, 2h, 1d)") from None
+    if not 1 <= seconds <= TTL_MAX:
+        raise InvalidInput(f"ttl is {seconds} seconds; give 1 to {TTL_MAX} seconds (about 3 years)")
+    return seconds
 
 
 # -- claim ------------------------------------------------------------------------------------
@@ -218,7 +235,7 @@ def _claim_next_one_pg(db: Database, board: str, assignees: list[str] | None, tt
     and event. None, with nothing written, when the task picked has a parent not done (the
     general path moves it back to todo)."""
     now = time.time()
-    expires = now + (int(ttl) if ttl else int(db.settings.claim_ttl))
+    expires = now + (ttl_seconds(ttl) if ttl else int(db.settings.claim_ttl))
     claim_lock = f"{host or ''}::{now}"
     params: dict[str, Any] = {"b": board, "now": now, "lock": claim_lock, "exp": expires, "pid": None,
                               "host": host, "actor": actor}

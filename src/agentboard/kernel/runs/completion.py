@@ -30,6 +30,10 @@ from .claims import _CLEAR_CLAIM, stale_error
 # -- complete -----------------------------------------------------------------------------------
 
 
+#: the largest number a usage report may hold (tokens, dollars): exact as a JSON number
+USAGE_MAX = 2**53
+
+
 def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
     """A run's usage report as statement parameters: ``InvalidInput`` unless each number is a
     finite one >= 0 (a negative cost would give a budget back, an infinite one spend it for good)."""
@@ -46,6 +50,8 @@ def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
             raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}") from None
         if not math.isfinite(out) or out < 0:
             raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}")
+        if out > USAGE_MAX:
+            raise InvalidInput(f"usage.{key} is {value!r}; the largest is {USAGE_MAX}")
         return out
     return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
 
@@ -70,6 +76,8 @@ class Report:
             summary = model.body(summary, model.SUMMARY_MAX, "summary").strip() or None
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidInput("metadata must be a JSON object")
+        if metadata is not None:
+            model.strings(metadata, "metadata")
         if metadata is not None and len(dump_json(metadata)) > model.METADATA_MAX:
             raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
         if result is not None:
