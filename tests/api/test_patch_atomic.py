@@ -44,3 +44,17 @@ def test_patch_applies_edit_assignee_and_status_together(api_any: Api) -> None:
     assert (out["title"], out["assignee"], out["status"], out["block_reason"]) == \
         ("final", "w", "blocked", "waiting on legal")
     assert c.get(f"/api/tasks/{t['id']}").json()["title"] == "final"
+
+
+def test_a_patch_changes_a_tasks_runtime_and_retry_limits_as_agentboard_edit_does(api_any: Api) -> None:
+    c = api_any.as_admin
+    tid = api_any.ab.board().create("bounded")["id"]
+    r = c.patch(f"/api/tasks/{tid}", json={"max_runtime": "90m", "max_retries": 5})
+    assert r.status_code == 200, r.text
+    shown = c.get(f"/api/tasks/{tid}").json()
+    assert (shown["max_runtime_seconds"], shown["max_retries"]) == (5400, 5)
+    bad = c.patch(f"/api/tasks/{tid}", json={"max_retries": 5000, "title": "renamed"})
+    assert bad.status_code == 400 and "max_retries" in bad.json()["error"]["message"]
+    assert c.get(f"/api/tasks/{tid}").json()["title"] == "bounded"  # nothing changed
+    assert c.patch(f"/api/tasks/{tid}", json={"max_runtime": None}).status_code == 200
+    assert c.get(f"/api/tasks/{tid}").json()["max_runtime_seconds"] is None

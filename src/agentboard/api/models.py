@@ -161,6 +161,9 @@ class TaskPatch(Body):
     reason: str | None = Field(default=None, max_length=10_000)
     model: str | None = Field(default=None, max_length=200,
                               description="the task's own model; null or \"\" clears it (the profile's model)")
+    max_runtime: str | int | None = Field(
+        default=None, description="how long one attempt may run (`90m`, `2h`, seconds); null or \"\" clears it")
+    max_retries: int | None = Field(default=None, description="failures before the task gives up (0-1000)")
 
 
 BulkAction = Literal["status", "archive", "restore", "assign", "priority", "block", "unblock", "reclaim"]

@@ -151,6 +151,10 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
             edits[key] = value
     if "model" in sent:
         edits["model"] = model.model_name(data.model) or ""  # "" clears it
+    if "max_runtime" in sent:  # create's limits and message; null or "" clears the limit (as `edit`)
+        edits["max_runtime_seconds"] = task_fields.check("max_runtime", data.max_runtime) if data.max_runtime else ""
+    if data.max_retries is not None:
+        edits["max_retries"] = task_fields.check("max_retries", data.max_retries)
     if "assignee" in sent and data.assignee:
         model.profile_name(data.assignee)
     if "status" in sent and data.status is None:
@@ -172,7 +176,7 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
-                           "goal_id, verify or model")
+                           "goal_id, verify, model, max_runtime or max_retries")
     from ...dispatch import finish
 
     return Json(finish.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
