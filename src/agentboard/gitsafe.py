@@ -544,6 +544,34 @@ def new_file_diff(root: Path, name: str) -> str:
     return head + f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1{count} @@\n" + body
 
 
+#: what makes git find no repository at all (an agent reviewing a workspace we cannot view)
+NO_REPOSITORY = {"GIT_DIR": os.devnull + "/no-repository", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def reviewer_environment(repo: str | Path | None, worktree: str | Path, branch: str | None) -> dict[str, str]:
+    """Environment for a program started in a worker's workspace to review it (an agent CLI
+    that runs ``git status`` as it starts): its git reads the task's worktree through the view
+    (our own configuration: no hook, fsmonitor, filter or driver the worker planted) with every
+    setting of :data:`PROTECTED` on top; with no view to offer (a workspace that is no task
+    worktree of ``repo``: a task repository, a scratch or a ``dir:`` folder, whose ``.git`` the
+    worker may have written) git finds no repository at all."""
+    if repo is None or not branch:
+        return dict(NO_REPOSITORY)
+    wt = Path(os.path.abspath(worktree))
+    try:
+        tip = branch_tip(repo, branch) if check_worktree_link(repo, wt) is not None else None
+        view = _view(Path(repo), wt, tip) if tip else None
+    except (GitError, OSError):
+        view = None
+    if view is None:
+        return dict(NO_REPOSITORY)
+    env = {"GIT_DIR": str(view), "GIT_WORK_TREE": str(wt), "GIT_CONFIG_COUNT": str(len(PROTECTED))}
+    for i, item in enumerate(PROTECTED):
+        key, _, value = item.partition("=")
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env
+
+
 def remove_view(repo: str | Path, worktree: str | Path) -> None:
     """Forget the view of a removed worktree."""
     import shutil

@@ -140,3 +140,25 @@ def test_an_opencode_reviewer_loads_no_opencode_json_the_worker_planted_in_its_w
 
     _assert_not_planted(board, tid, marker, run)
     assert "the reviewer judged it itself" in board("watch", "--since", "0", "--once", "--json").stdout, run
+
+
+def test_a_claude_reviewer_runs_no_git_program_the_worker_configured_for_its_worktree(
+        board: Board, model: Model, tmp_path: Path) -> None:
+    # Claude Code runs `git status` where it starts: a core.fsmonitor the worker set (in the
+    # repository's configuration its worktree shares) would run as the reviewer
+    marker = tmp_path / "planted-git-config-ran"
+    script = tmp_path / "git_planting_worker.py"
+    script.write_text(
+        "import json, os, subprocess\n"
+        f"subprocess.run(['git', 'config', 'core.fsmonitor', 'touch {marker} #'], check=True)\n"
+        "os.makedirs('.board', exist_ok=True)\n"
+        "json.dump({'success': True, 'summary': 'planted'}, open('.board/result.json', 'w'))\n")
+    board.setup("profiles", "add", "hostile", "--adapter", "command", "--command", f"{sys.executable} {script}")
+    tid = str(board.json("create", "review me", "--assignee", "hostile", "--review")["id"])
+    model.script(*REVIEW)
+    board.claude(model, "reviewer")
+
+    run = _first_review(board, tid)
+
+    _assert_not_planted(board, tid, marker, run)
+    assert "the reviewer judged it itself" in board("watch", "--since", "0", "--once", "--json").stdout, run

@@ -456,7 +456,7 @@ class Spawner:
                                      review=at.review, mcp_env=identity.to_env() if at.review else None)
         except adapters.AdapterError as exc:
             raise SpawnError(f"profile {at.profile.get('name')!r}: {exc}", exc) from exc
-        env.update(command.env)
+        env.update({**command.env, **(workspaces.reviewer_git_env(at.workspace) if at.review else {})})
         return Launch(at, command, env)
 
     def start(self, ln: Launch) -> Started:
