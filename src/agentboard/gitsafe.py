@@ -548,19 +548,19 @@ def new_file_diff(root: Path, name: str) -> str:
 NO_REPOSITORY = {"GIT_DIR": os.devnull + "/no-repository", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def reviewer_environment(repo: str | Path | None, worktree: str | Path, branch: str | None) -> dict[str, str]:
-    """Environment for a program started in a worker's workspace to review it (an agent CLI
-    that runs ``git status`` as it starts): its git reads the task's worktree through the view
-    (our own configuration: no hook, fsmonitor, filter or driver the worker planted) with every
-    setting of :data:`PROTECTED` on top; with no view to offer (a workspace that is no task
-    worktree of ``repo``: a task repository, a scratch or a ``dir:`` folder, whose ``.git`` the
-    worker may have written) git finds no repository at all."""
-    if repo is None or not branch:
-        return dict(NO_REPOSITORY)
-    wt = Path(os.path.abspath(worktree))
+def reviewer_environment(repo: str | Path | None, worktree: str | Path, branch: str | None,
+                         base: str | None = None) -> dict[str, str]:
+    """Environment for an agent reviewing a worker's workspace from inside it: its git reads a
+    task worktree through the view (our configuration, :data:`PROTECTED` on top; ``branch`` and
+    ``base`` named as in ``repo``); elsewhere (no view: the worker may have written ``.git``)
+    git finds no repository at all."""
+    wt, view = Path(os.path.abspath(worktree)), None
     try:
-        tip = branch_tip(repo, branch) if check_worktree_link(repo, wt) is not None else None
-        view = _view(Path(repo), wt, tip) if tip else None
+        tip = branch_tip(repo, branch) if repo and branch and check_worktree_link(repo, wt) is not None else None
+        view = _view(Path(repo), wt, tip) if repo and tip else None
+        for name in {n for n in (branch, base) if n and view is not None and repo}:
+            if (sha := branch_tip(repo, name)) and check_branch_name(name) is None:  # type: ignore[arg-type]
+                run_in(view, None, "update-ref", f"refs/heads/{name}", sha, check=False)  # type: ignore[arg-type]
     except (GitError, OSError):
         view = None
     if view is None:

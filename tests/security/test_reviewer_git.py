@@ -36,11 +36,14 @@ def test_a_reviewers_git_in_a_task_worktree_runs_nothing_the_worker_configured(t
     marker = tmp_path / "ran"
     _plant(wt, marker)
 
-    env = gitsafe.reviewer_environment(repo, wt, "ab/t_0000abcd")
+    git(wt, "-c", "core.fsmonitor=false", "commit", "-qm", "committed work", "--allow-empty")
+    env = gitsafe.reviewer_environment(repo, wt, "ab/t_0000abcd", "main")
     status = _git(wt, "status", "--porcelain", env=env)
     assert status.returncode == 0, status.stderr
     assert "work.txt" in status.stdout and ".gitattributes" in status.stdout  # it sees the work
-    assert _git(wt, "log", "-1", "--format=%s", env=env).stdout.strip() == "init"
+    assert _git(wt, "log", "-1", "--format=%s", env=env).stdout.strip() == "committed work"
+    ranged = _git(wt, "log", "--format=%s", "main...ab/t_0000abcd", env=env)  # as the review context says
+    assert ranged.returncode == 0 and ranged.stdout.strip() == "committed work", ranged.stderr
     assert not list(tmp_path.glob("ran-*")), "a program the worker configured ran in the reviewer's git"
     # the plants are live: the same git without the reviewer's environment runs them
     _git(wt, "status", "--porcelain")

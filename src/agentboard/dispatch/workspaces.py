@@ -63,7 +63,7 @@ def reviewer_git_env(ws: Workspace) -> dict[str, str]:
     """The git a reviewer started in ``ws`` may use (:func:`.gitsafe.reviewer_environment`): the
     task worktree through our view, else none."""
     repo = ws.repo if ws.kind == "worktree" else None
-    return gitsafe.reviewer_environment(repo, ws.path, ws.branch)
+    return gitsafe.reviewer_environment(repo, ws.path, ws.branch, ws.base)
 
 
 #: where the scratch workspaces of workers running as the worker user live, one folder per home
