@@ -44,7 +44,7 @@ def test_a_worker_api_never_served_frees_its_port_and_records_nothing(ab: Any) -
         pass
 
 
-def test_a_second_dispatcher_on_the_home_uses_the_api_the_first_serves(ab: Any) -> None:
+def test_a_one_shot_pass_on_the_home_uses_the_api_a_live_process_serves(ab: Any) -> None:
     first = WorkerAPI(ab.settings, ab.db).start(lazy=True)
     first.serve_in_background()
     try:

@@ -3,8 +3,10 @@ loopback port, uvicorn in a thread) for tests and benchmarks, and :class:`Worker
 standalone dispatcher serves to its workers.
 
 A process serving the API on a home records its URL and pid in ``<home>/api.json``
-(:func:`record`); a dispatcher started on the same home reuses it (:func:`running_api`) instead of
-serving its own.
+(:func:`record`); a one-shot pass started on the same home reuses it (:func:`running_api`) instead
+of serving its own. A long-running dispatcher always serves its own
+(:meth:`WorkerAPI.serve_in_background`): the process it would borrow from may stop while it runs,
+and every worker it started after that would be handed a dead URL.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import socket
 import threading
@@ -29,6 +32,8 @@ if TYPE_CHECKING:  # (auth imports FastAPI, and uvicorn is imported when serving
     import uvicorn
 
     from .auth import ASGIApp
+
+log = logging.getLogger("agentboard.api")
 
 #: where a home's running API is recorded
 API_FILE = "api.json"
@@ -174,6 +179,16 @@ def forget(home: Path) -> None:
             path.unlink()
 
 
+def _recorded_elsewhere(home: Path) -> bool:
+    """Whether ``api.json`` names another live process's API (left to it: a one-shot pass
+    borrows the API of a ``serve`` that runs beside a dispatcher)."""
+    try:
+        pid = int(json.loads((home / API_FILE).read_text(encoding="utf-8"))["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
+
+
 def running_api(home: Path, timeout: float = 2.0) -> str | None:
     """The URL of the API recorded in ``home``, when its process is alive and it answers like
     agentboard's API (a 401 JSON error to a call without a token); else ``None``."""
@@ -217,9 +232,10 @@ def run_tokens(db: Database) -> RunTokens:
 
 
 class WorkerAPI:
-    """The API a dispatcher's workers report to: the one recorded in the home when it is alive,
-    else the app served in this process on an ephemeral loopback port (same routes, same auth),
-    recorded in the home until :meth:`stop`.
+    """The API a dispatcher's workers report to: for a one-shot pass, the one recorded in the
+    home when it is alive; else (and always for a long-running dispatcher,
+    :meth:`serve_in_background`) the app served in this process on a loopback port (same routes,
+    same auth), recorded in the home until :meth:`stop` unless another live process is.
 
     ``start(lazy=True)`` only binds the port, so the URL is known before any worker starts; the
     app is built (about a second of CPU: every route's models) by :meth:`serve` once a worker
@@ -245,11 +261,14 @@ class WorkerAPI:
         if found:
             self.url = found
             return self
-        self._sock = bind_worker_port(self.settings.home)
-        self.url = url_for("127.0.0.1", int(self._sock.getsockname()[1]))
+        self._bind()
         if not lazy:
             self.serve()
         return self
+
+    def _bind(self) -> None:
+        self._sock = bind_worker_port(self.settings.home)
+        self.url = url_for("127.0.0.1", int(self._sock.getsockname()[1]))
 
     def serve(self) -> None:
         """Build the app and serve it on the bound port (once; nothing when another process
@@ -260,10 +279,21 @@ class WorkerAPI:
             from .app import create_app
 
             self.server = BackgroundServer(create_app(self.settings, self.db), sock=self._sock).start()
-            record(self.settings.home, self.url)
+            if not _recorded_elsewhere(self.settings.home):
+                record(self.settings.home, self.url)
 
     def serve_in_background(self) -> None:
-        """:meth:`serve` in a thread of its own, so this process goes on meanwhile."""
+        """:meth:`serve` in a thread of its own, so this process goes on meanwhile: how a
+        long-running dispatcher serves its workers' API. It never keeps another process's (a
+        ``serve``, another dispatcher): that process may stop first, and the workers started
+        after it would get a dead URL; so a borrowed one is dropped here for a port of its own
+        (call this before handing :attr:`url` to the dispatcher)."""
+        if self._sock is None and self.server is None:
+            borrowed = self.url
+            self._bind()
+            if borrowed:
+                log.info("workers get an API of this process's own at %s, not the one another process serves at "
+                         "%s (it may stop before this dispatcher does)", self.url, borrowed)
         if self._sock is not None and self.server is None and self._serving is None:
             self._serving = threading.Thread(target=self.serve, name="agentboard-api-build", daemon=True)
             self._serving.start()

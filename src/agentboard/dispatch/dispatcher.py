@@ -38,7 +38,7 @@ from ..observe import metrics
 from ..observe.health import PassMarks
 from ..observe.outage import Outage, one_line
 from ..store.engine import Database
-from .guard import guard_pid_file, take_over
+from .guard import Dispatchers, guard_pid_file, take_over
 from .planning import Planner
 from .reaping import Reaper
 from .report import PassReport
@@ -161,17 +161,8 @@ class Dispatcher:
         if self._thread is not None:
             return
         self._stop.clear()
-        if not self.ctx.one_shot:  # this host's earlier dispatcher's workers, then our guard
-            pid_file = guard_pid_file(self.ctx.home, self.host)
-            take_over(pid_file)
-            try:
-                adopted, stopped = self.reaper.take_over_leftovers()
-                if adopted or stopped:
-                    log.info("took over %d worker(s) of an earlier dispatcher on this host, stopped %d whose "
-                             "run was no longer current", adopted, stopped)
-            except Exception:
-                log.exception("reading the workers an earlier dispatcher on this host left failed")
-            self.ctx.guard.start(pid_file)
+        if not self.ctx.one_shot:
+            self._take_over()
         self._waker = Waker(self.db)
         self._waker.start()
         for w in self.ctx.workers.all():  # started again: the workers it still has wake it when they exit
@@ -180,6 +171,29 @@ class Dispatcher:
         self._thread = threading.Thread(target=self._loop, args=(self._waker,), name="agentboard-dispatcher",
                                         daemon=True)
         self._thread.start()
+
+    def _take_over(self) -> None:
+        """The guards and workers of this host's dispatchers that are gone or stopped (never of
+        one still running on the host and home), then our guard (:mod:`.guard`): one start on
+        the host at a time."""
+        ctx = self.ctx
+        reg = Dispatchers(ctx.home, self.host)
+        with reg.locked():
+            live = take_over(reg, ctx.owner)
+            if live:
+                pids = ", ".join(sorted(o.split(":", 1)[0] for o in live))
+                log.info("another dispatcher runs on this host and home (pid %s): its guard and its workers are "
+                         "left alone", pids)
+            try:
+                adopted, stopped = self.reaper.take_over_leftovers(live)
+                if adopted or stopped:
+                    log.info("took over %d worker(s) of an earlier dispatcher on this host, stopped %d whose "
+                             "run was no longer current", adopted, stopped)
+            except Exception:
+                log.exception("reading the workers an earlier dispatcher on this host left failed")
+            ctx.guard.start(guard_pid_file(ctx.home, self.host))
+            if ctx.guard.pid is not None:
+                reg.register(ctx.guard.pid, ctx.owner)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the loop; workers keep running and a dispatcher started on this host within
@@ -202,6 +216,8 @@ class Dispatcher:
         with self._pass_lock:  # the board locks belong to whoever runs a pass
             self.planner.locks.release()
         self.ctx.guard.detach(float(self.settings.claim_ttl) / 2)
+        if not self.ctx.one_shot:  # its workers are now for the next dispatcher on the host to take
+            Dispatchers(self.ctx.home, self.host).release(self.ctx.owner)
         self.ctx.cgroups.close()  # its folder, when no worker is left in it
 
     def wake(self) -> None:

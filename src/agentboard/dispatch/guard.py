@@ -12,28 +12,45 @@ any renewed claim) and a dispatcher starting on the host meanwhile takes them ov
 the guard, whose pid is in ``<home>/run/guard-<host>.pid``); past N the guard ends them, so they
 never work on after their claims lapse and their tasks start on another host.
 
+**Whose guard and workers they are.** Each dispatcher on the host and home has a line in
+``<home>/run/dispatchers-<host>.txt`` (:class:`Dispatchers`): its guard's pid and its owner key
+(its pid, its start time from ``/proc/<pid>/stat``, which a process reusing the pid does not
+share, and a token of the dispatcher object); one that stopped on purpose keeps only its guard's
+pid (its workers are for the taking). A dispatcher starting takes over (SIGUSR1) only the guards
+whose owner is gone or stopped, and adopts only the workers such an owner listed: another
+dispatcher still running on the same host and home keeps its guard and its workers
+(:func:`take_over`). Starts and stops hold a lock file, so dispatchers started at the same
+moment see each other. The guard is started with SIGUSR1 blocked (the mask is inherited) and
+unblocks it once its handler is in place: a signal sent early waits for the handler, it never
+ends the guard.
+
 Why not ``PR_SET_PDEATHSIG``: it reaches only the worker itself, not the agent CLI's own
 children in its process group; it fires when the *thread* that forked the worker exits (workers
 start on a pool thread), and it is cleared across set-uid programs and credential changes (a
 confined worker). A pipe is closed when the whole process ends, whatever thread started what.
 
-The **worker file** (``<home>/run/workers-<host>.txt``) lists what this host's dispatcher
-started: ``+ run_id pid start`` when a worker starts, ``- run_id`` once it is gone (one short
-append each). A dispatcher starting on the host reads it (:func:`leftovers`): the workers of an
-earlier dispatcher process that are still alive. Those whose run is still current are adopted
-(watched by pid); the others — their task was reclaimed and may run elsewhere now — are stopped
-(:meth:`.reaping.Reaper.stop_leftovers`). The file is rewritten with what is still alive.
+The **worker file** (``<home>/run/workers-<host>.txt``) lists what this host's dispatchers
+started: ``+ run_id pid start owner`` when a worker starts, ``- run_id`` once it is gone (one
+short append each). A dispatcher starting on the host reads it
+(:meth:`.reaping.Reaper.take_over_leftovers`): the live workers of dispatchers that are gone or
+stopped (or of an older version, whose lines name no owner). Those whose run is still current
+are adopted (watched by pid); the others — their task was reclaimed and may run elsewhere now —
+are stopped. The file is rewritten with what is still alive, or only appended to while another
+dispatcher on the host writes it too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 #: seconds between SIGTERM and SIGKILL when the guard ends its workers' process groups
@@ -59,9 +76,15 @@ class Guard:
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", __file__, str(GUARD_GRACE)], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            # SIGUSR1 (a takeover) stays blocked in the guard until its handler is in place: the
+            # child inherits this thread's signal mask, and the guard unblocks it once ready
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", __file__, str(GUARD_GRACE)], stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
             for pgid, cgroup in self._held.items():
                 self._send(_hold_line(pgid, cgroup))
             if pid_file is not None:
@@ -127,14 +150,11 @@ def guard_pid_file(home: Path, host: str) -> Path:
                                              .replace(".txt", ".pid"))
 
 
-def take_over(pid_file: Path) -> bool:
-    """Tell the guard of an earlier dispatcher on this host (stopped on purpose, its workers
-    kept for a while) that its workers are taken over: it exits without ending them. True when
-    there was one."""
+def _signal_guard(pid: int) -> bool:
+    """SIGUSR1 to the guard process ``pid`` (a pid reused by another program is left alone)."""
     try:
-        pid = int(pid_file.read_text().strip())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
+    except OSError:
         return False
     if b"guard.py" not in cmdline:
         return False
@@ -143,6 +163,131 @@ def take_over(pid_file: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+# -- whose guard and workers they are -------------------------------------------------------------
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``), or None when
+    it is gone or a zombie: with the pid, it names one process for as long as the host runs."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    tail = raw[raw.rfind(")") + 2:].split()
+    if not tail or tail[0] in ("Z", "X", "x"):
+        return None
+    try:
+        return int(tail[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def owner_key() -> str:
+    """A new dispatcher's owner key, ``pid:start:token`` (the token tells two dispatcher objects
+    of one process apart)."""
+    pid = os.getpid()
+    return f"{pid}:{process_start(pid) or 0}:{secrets.token_hex(4)}"
+
+
+def owner_alive(key: str) -> bool:
+    """Whether the process of owner ``key`` still runs (the same process: the same start time)."""
+    try:
+        pid, start, _ = key.split(":", 2)
+        return process_start(int(pid)) == int(start)
+    except ValueError:
+        return False
+
+
+def dispatchers_file(home: Path, host: str) -> Path:
+    """Where the dispatchers of ``host`` on ``home`` are listed with their guards."""
+    path = worker_file(home, host)
+    return path.with_name(path.name.replace("workers-", "dispatchers-", 1))
+
+
+class Dispatchers:
+    """The host's dispatchers on one home: a line each, ``guard_pid owner`` (``guard_pid``
+    alone: a dispatcher that stopped on purpose, its detached guard keeping its workers for a
+    while, or an older version's guard found in :func:`guard_pid_file`)."""
+
+    def __init__(self, home: Path, host: str) -> None:
+        self.path = dispatchers_file(home, host)
+        #: the single pid of the last guard started, still written (and read: an older version's)
+        self.pid_file = guard_pid_file(home, host)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the host's dispatcher lock (a start, a stop): one at a time reads and writes."""
+        import fcntl
+
+        fd = -1
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        try:
+            yield
+        finally:
+            if fd >= 0:
+                os.close(fd)  # (releases the lock)
+
+    def read(self) -> list[tuple[int, str | None]]:
+        out: list[tuple[int, str | None]] = []
+        try:
+            text = self.path.read_text()
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            parts = line.split()
+            if parts and parts[0].isdigit():
+                out.append((int(parts[0]), parts[1] if len(parts) > 1 else None))
+        try:  # an older version's guard is recorded only there
+            legacy = int(self.pid_file.read_text().split()[0])
+            if all(g != legacy for g, _ in out):
+                out.append((legacy, None))
+        except (OSError, ValueError, IndexError):
+            pass
+        return out
+
+    def write(self, entries: list[tuple[int, str | None]]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text("".join(f"{g} {o}\n" if o else f"{g}\n" for g, o in entries))
+            os.chmod(tmp, 0o600)
+            tmp.replace(self.path)
+        except OSError:
+            pass
+
+    def register(self, guard_pid: int, owner: str) -> None:
+        """A dispatcher started with its guard (under :meth:`locked`)."""
+        self.write([e for e in self.read() if e[0] != guard_pid and e[1] != owner] + [(guard_pid, owner)])
+
+    def release(self, owner: str) -> None:
+        """The dispatcher ``owner`` stopped on purpose: its detached guard and its workers are
+        for the next dispatcher on the host to take over."""
+        with self.locked():
+            self.write([(g, None if o == owner else o) for g, o in self.read()])
+
+
+def take_over(reg: Dispatchers, me: str) -> set[str]:
+    """Under ``reg.locked()``: tell the guards of this host's dispatchers that are gone (or
+    stopped on purpose, their workers kept for a while) that their workers are taken over: each
+    exits without ending them. The guards of dispatchers still running are left alone. Returns
+    the owner keys of those (their workers are theirs, not to adopt)."""
+    kept: list[tuple[int, str | None]] = []
+    live: set[str] = set()
+    for guard, owner in reg.read():
+        if owner is not None and owner != me and owner_alive(owner):
+            kept.append((guard, owner))
+            live.add(owner)
+        else:
+            _signal_guard(guard)
+    reg.write(kept)
+    return live
 
 
 # -- the worker file ------------------------------------------------------------------------------
@@ -156,8 +301,10 @@ def worker_file(home: Path, host: str) -> Path:
 class WorkerFile:
     """The host's worker file: one append per worker started and per worker gone."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, owner: str = "") -> None:
         self.path = path
+        #: the owner key of the dispatcher writing it (:func:`owner_key`)
+        self.owner = owner
         self._lock = threading.Lock()
 
     def _append(self, line: str) -> None:
@@ -172,15 +319,19 @@ class WorkerFile:
         except OSError:
             pass
 
+    def _line(self, run_id: int, pid: int, at: float) -> str:
+        return f"+ {run_id} {pid} {at:.3f} {self.owner}\n" if self.owner else f"+ {run_id} {pid} {at:.3f}\n"
+
     def started(self, run_id: int, pid: int, at: float) -> None:
-        self._append(f"+ {run_id} {pid} {at:.3f}\n")
+        self._append(self._line(run_id, pid, at))
 
     def gone(self, run_id: int) -> None:
         self._append(f"- {run_id}\n")
 
-    def read(self) -> dict[int, tuple[int, float]]:
-        """The workers listed as started and not gone: ``{run_id: (pid, started_at)}``."""
-        out: dict[int, tuple[int, float]] = {}
+    def read(self) -> dict[int, tuple[int, float, str | None]]:
+        """The workers listed as started and not gone: ``{run_id: (pid, started_at, owner)}``
+        (owner None: a line of an older version)."""
+        out: dict[int, tuple[int, float, str | None]] = {}
         try:
             text = self.path.read_text()
         except OSError:
@@ -188,21 +339,30 @@ class WorkerFile:
         for line in text.splitlines():
             parts = line.split()
             try:
-                if parts[0] == "+" and len(parts) == 4:
-                    out[int(parts[1])] = (int(parts[2]), float(parts[3]))
+                if parts[0] == "+" and len(parts) in (4, 5):
+                    out[int(parts[1])] = (int(parts[2]), float(parts[3]), parts[4] if len(parts) == 5 else None)
                 elif parts[0] == "-" and len(parts) == 2:
                     out.pop(int(parts[1]), None)
             except (ValueError, IndexError):
                 continue
         return out
 
+    def adopted(self, keep: dict[int, tuple[int, float]], dropped: list[int]) -> None:
+        """While another dispatcher on the host appends to the file too (a rewrite could lose
+        its lines): the workers taken over, listed again as ours, and those gone."""
+        for r, (p, a) in sorted(keep.items()):
+            self.started(r, p, a)
+        for r in dropped:
+            self.gone(r)
+
     def rewrite(self, keep: dict[int, tuple[int, float]]) -> None:
-        """Replace the file with ``keep`` (at start, once the leftovers are known)."""
+        """Replace the file with ``keep``, as ours (at start, once the leftovers are known and no
+        other dispatcher on the host writes it)."""
         try:
             with self._lock:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = self.path.with_name(self.path.name + ".tmp")
-                tmp.write_text("".join(f"+ {r} {p} {a:.3f}\n" for r, (p, a) in sorted(keep.items())))
+                tmp.write_text("".join(self._line(r, p, a) for r, (p, a) in sorted(keep.items())))
                 os.chmod(tmp, 0o600)
                 tmp.replace(self.path)
         except OSError:
@@ -283,10 +443,13 @@ def _kill_cgroup(folder: str) -> None:
 def main(argv: list[str]) -> int:
     """The guard: read ``+pgid`` / ``-pgid`` / ``detach`` lines until end-of-file; at
     end-of-file without ``detach``, end the groups still held."""
+    taken = threading.Event()
+    # the next dispatcher took them over; SIGUSR1 was blocked until now (:meth:`Guard.start`),
+    # so one sent early is delivered here, never by its default action (ending the guard)
+    signal.signal(signal.SIGUSR1, lambda *_: taken.set())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    taken = threading.Event()
-    signal.signal(signal.SIGUSR1, lambda *_: taken.set())  # the next dispatcher took them over
     grace = float(argv[1]) if len(argv) > 1 else GUARD_GRACE
     groups: set[int] = set()
     cgroups: dict[int, str] = {}  # a held group's cgroup folder, kept while the group is held

@@ -61,8 +61,6 @@ REPORTED_GRACE = 30
 EXIT_GROUP_GRACE = 2.0
 #: an agent CLI's tool calls count as a heartbeat at most this often (seconds)
 TOOL_HEARTBEAT_MIN = 60.0
-#: seconds until a worker whose log is past half of ``log_max_bytes`` is looked at again
-LOG_LOOK_EVERY = 2.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +117,9 @@ class Reaper:
         self.spawner = spawner
         #: (board, task, run) of the claims this pass found due for renewal (pass thread only)
         self._renewals: list[tuple[str, str, int]] = []
+        #: the log-cutting state of the local runs whose worker is not our child, by run id
+        #: (:func:`.spawn.run_log`); a run is looked at by one thread at a time (busy)
+        self._log_cuts: dict[int, spawn.LogCut] = {}
 
     # -- our workers whose run is no longer current ------------------------------------------------
 
@@ -194,15 +195,17 @@ class Reaper:
 
     # -- an earlier dispatcher's workers on this host ----------------------------------------------
 
-    def take_over_leftovers(self) -> tuple[int, int]:
+    def take_over_leftovers(self, others: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
         """The workers an earlier dispatcher process on this host started and left alive (its
         worker file, :mod:`.guard`): those whose run is still current are adopted (watched by pid,
         guarded, kept in the file); the others are stopped — their task may already run again
-        elsewhere. Returns (adopted, stopped)."""
+        elsewhere. The workers of ``others`` (the owner keys of dispatchers still running on the
+        host and home) are theirs: left alone. Returns (adopted, stopped)."""
         ctx = self.ctx
         listed = ctx.worker_file.read()
-        alive = {rid: (pid, at) for rid, (pid, at) in listed.items()
-                 if ctx.workers.get(rid) is None and liveness.pid_alive(pid, started_after=at)}
+        alive = {rid: (pid, at) for rid, (pid, at, owner) in listed.items()
+                 if owner not in others and ctx.workers.get(rid) is None
+                 and liveness.pid_alive(pid, started_after=at)}
         runs = kd.last_runs(ctx.db, list(alive)) if alive else {}
         keep: dict[int, tuple[int, float]] = {}
         stopped = 0
@@ -218,7 +221,13 @@ class Reaper:
                         "no longer current; stopping it", rid, pid)
             ctx.jobs.submit(rid, self._stop_pid, str(run.get("board") or ""), str(run.get("task_id") or ""),
                             rid, pid, at)
-        ctx.worker_file.rewrite(keep)
+        # a dispatcher started again keeps listing its own workers still running
+        ours = {w.run_id: (w.pid, w.started) for w in ctx.workers.all() if not w.exited}
+        if others:  # they append to the file meanwhile: appended to, not rewritten
+            ctx.worker_file.adopted(keep, [rid for rid, e in listed.items()
+                                           if e[2] not in others and rid not in keep and rid not in ours])
+        else:
+            ctx.worker_file.rewrite({**ours, **keep})
         self._end_stale_cgroups(set(keep))
         return len(keep), stopped
 
@@ -350,19 +359,59 @@ class Reaper:
 
     def _cap_log(self, r: Row, w: spawn.Worker | None, now: float) -> float | None:
         """Keep a local worker's log within ``log_max_bytes`` (:func:`.spawn.cap_log`); a log
-        that has passed half of it is looked at again in :data:`LOG_LOOK_EVERY` seconds."""
+        growing towards it is looked at again soon (:func:`.spawn.next_log_look`)."""
         cap = int(self.ctx.settings.log_max_bytes or 0)
-        if w is None or not cap:
+        run = self._run_log(r, w) if cap else None
+        if run is None:
             return None
-        dropped = spawn.cap_log(w, cap)
-        if dropped and w.log_dropped == dropped:  # the first cut of this run: said once
-            self.ctx.notes.note(("log_capped", w.run_id), r["board"], r["id"], "log_capped",
-                                {"max_bytes": cap, "log": str(w.log_path)}, run_id=w.run_id)
         try:
-            grown = os.stat(w.log_path).st_size - w.log_offset
+            before = os.stat(run.log_path).st_size
         except OSError:
             return None
-        return now + LOG_LOOK_EVERY if grown > cap // 2 or w.log_dropped else None
+        dropped = self._cut(str(r["board"]), str(r["id"]), int(r["current_run_id"]), run, cap)
+        return spawn.next_log_look(run, before, before - dropped, now, cap)
+
+    def _run_log(self, r: Row, w: spawn.Worker | None) -> spawn.RunLog | None:
+        """The log-cutting state of the run of ``r``: its worker's, or (not our child) found in
+        its log once."""
+        if w is not None:
+            return w
+        rid, path = int(r["current_run_id"]), r.get("log_path")
+        if not path:
+            return None
+        run = self._log_cuts.get(rid)
+        if run is None:
+            if len(self._log_cuts) > 10_000:  # runs closed without a look at their exit here
+                self._log_cuts.clear()
+            run = self._log_cuts[rid] = spawn.run_log(Path(path), rid, str(r["id"]),
+                                                      int(self.ctx.settings.log_max_bytes or 0))
+        return run
+
+    def _cut(self, board: str, task_id: str, run_id: int, run: spawn.RunLog, cap: int) -> int:
+        """Cut the run's log back within ``cap``; its first cut is a ``log_capped`` event."""
+        dropped = spawn.cap_log(run, cap)
+        if dropped and run.log_dropped == dropped:  # the first cut of this run: said once
+            self.ctx.notes.note(("log_capped", run_id), board, task_id, "log_capped",
+                                {"max_bytes": cap, "log": str(run.log_path)}, run_id=run_id)
+        return dropped
+
+    def cut_log_at_exit(self, run_id: int, w: spawn.Worker | None, r: Row | None) -> None:
+        """The worker of ``run_id`` is gone (what it left running ended): its log is cut back
+        within ``log_max_bytes`` once more, before its run is closed, so what it printed since
+        the last look (a burst, or faster than the looks) is not left many times the cap."""
+        cut = self._log_cuts.pop(run_id, None)
+        cap = int(self.ctx.settings.log_max_bytes or 0)
+        run: spawn.RunLog | None = w
+        if run is None and r is not None and self.ctx.local(r) and r.get("log_path"):
+            run = cut or spawn.run_log(Path(r["log_path"]), run_id, str(r["id"]), cap)
+        if run is None or not cap:
+            return
+        board = w.board if w is not None else str((r or {}).get("board") or "")
+        task_id = w.task_id if w is not None else str((r or {}).get("id") or "")
+        try:
+            self._cut(board, task_id, run_id, run, cap)
+        except OSError as exc:
+            log.info("run %s: could not cut its log back within log_max_bytes: %s", run_id, exc)
 
     def _made_progress(self, r: Row, w: spawn.Worker) -> bool:
         """An agent CLI worker whose log shows tool calls since the last look: recorded as a
@@ -431,6 +480,7 @@ class Reaper:
                 {"pid": pid, "reason": f"{outcome}: the worker survived SIGKILL; not starting a duplicate"},
                 run_id=r["current_run_id"])
             return
+        self.cut_log_at_exit(int(r["current_run_id"]), w, r)
         if w is not None:
             w.poll()
             self.ctx.workers.forget(w.run_id)
@@ -510,6 +560,7 @@ class Reaper:
         jobs = self.ctx.jobs
         for e in chunk:  # before anything of the exit is read: nothing the worker left keeps running
             self.end_group(e)
+            self.cut_log_at_exit(e.run_id, e.worker, e.row)
             if e.worker is not None and e.worker.collect is not None:  # a task repository's branch
                 e.worker.collect()
         try:

@@ -42,7 +42,7 @@ from ..kernel import runs as kr
 from ..store.engine import Database, Row
 from . import liveness
 from .exits import ExitWatcher
-from .guard import Guard, WorkerFile, worker_file
+from .guard import Guard, WorkerFile, owner_key, worker_file
 from .spawn import Worker
 
 log = logging.getLogger("agentboard.dispatch")
@@ -326,6 +326,8 @@ class Context:
     guard: Guard = field(init=False)
     #: the workers this host's dispatcher started, for the next one on the host (:mod:`.guard`)
     worker_file: WorkerFile = field(init=False)
+    #: this dispatcher's owner key in the host's files (:func:`.guard.owner_key`)
+    owner: str = field(init=False)
     #: each worker's cgroup, where the host has them (:mod:`.cgroups`)
     cgroups: WorkerCgroups = field(init=False)
 
@@ -334,7 +336,8 @@ class Context:
         self.jobs = Jobs(self.workers, self.wake)
         self.exits = ExitWatcher(self.wake)
         self.guard = Guard()
-        self.worker_file = WorkerFile(worker_file(self.home, self.host))
+        self.owner = owner_key()
+        self.worker_file = WorkerFile(worker_file(self.home, self.host), self.owner)
         self.cgroups = WorkerCgroups(self.home, self.host, enabled=bool(self.settings.worker_cgroups))
         self.workers.on_forget = self._gone
 

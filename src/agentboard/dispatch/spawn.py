@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import mmap
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from .. import cgroups
 from ..config import Settings
@@ -127,9 +128,84 @@ def open_log(path: Path, max_bytes: int) -> tuple[IO[bytes], int]:
 #: a capped log keeps this share of ``log_max_bytes`` from the start of the run's output, and as
 #: much of what it printed last
 LOG_KEEP_SHARE = 4
+#: the line a capped log has between the start of the run's output it keeps and its end
+_CUT_MARK = b"[agentboard: this run's output passed log_max_bytes ("
+#: seconds between two looks at a log past half of ``log_max_bytes`` (or cut already): at most
+#: the first, at least the second; in between, what its growth since the last look says is
+#: half the time it needs to pass the cap
+LOG_LOOK_EVERY = 2.0
+LOG_LOOK_MIN = 0.2
 
 
-def cap_log(w: Worker, max_bytes: int) -> int:
+class RunLog(Protocol):
+    """What :func:`cap_log` reads and keeps of a run's log (a :class:`Worker`, or a :class:`LogCut`)."""
+
+    log_path: Path
+    log_offset: int
+    log_dropped: int
+    log_head_end: int
+    scanned: int
+    offline_scanned: int
+    log_looked: tuple[float, int] | None
+
+
+@dataclass
+class LogCut:
+    """:func:`cap_log`'s state for a run whose worker is not this process's child (taken over
+    from an earlier dispatcher, or started by a one-shot pass): found in its log by
+    :func:`run_log`."""
+
+    log_path: Path
+    log_offset: int = 0
+    log_dropped: int = 0
+    log_head_end: int = 0
+    scanned: int = 0
+    offline_scanned: int = 0
+    log_looked: tuple[float, int] | None = None
+
+
+def run_log(path: Path, run_id: int, task_id: str, max_bytes: int) -> LogCut:
+    """Where run ``run_id``'s output starts in its task's log (after its ``=== run N of …``
+    line, within the first ``max_bytes``: the log was rotated at its start when past them) and
+    where the part kept by an earlier cut ends; from the log's start when its line is missing."""
+    cut = LogCut(path)
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            limit = min(len(m), max_bytes + 4096)
+            at = m.find(f"=== run {run_id} of {task_id}".encode(), 0, limit)
+            if at < 0:
+                return cut
+            end = m.find(b"\n", at, limit)
+            cut.log_offset = end + 1 if end >= 0 else at
+            mark = m.find(_CUT_MARK, cut.log_offset, cut.log_offset + max_bytes // LOG_KEEP_SHARE + 4096)
+            if mark >= 0:
+                end = m.find(b"\n", mark)
+                cut.log_head_end = end + 1 if end >= 0 else 0
+    except (OSError, ValueError):  # (an empty log cannot be mapped)
+        pass
+    return cut
+
+
+def next_log_look(w: RunLog, before: int, after: int, now: float, max_bytes: int) -> float | None:
+    """When to look at the log again (None: the passes that come anyway are enough), given its
+    size ``before`` and ``after`` the cut of this look: soon while it grows fast towards
+    ``max_bytes``, so a worker printing without end is cut before its log is many times the cap
+    (the cut when its exit is handled ends it within the cap in any case)."""
+    last, w.log_looked = w.log_looked, (now, after)
+    grown = after - w.log_offset
+    near = grown > max_bytes // 2 or bool(w.log_dropped)
+    rate = (before - last[1]) / (now - last[0]) if last is not None and now > last[0] else 0.0
+    if last is None:  # its first look: the next, soon, tells its pace
+        return now + LOG_LOOK_MIN
+    if rate <= 0:
+        return now + LOG_LOOK_EVERY if near else None
+    reach = max(0.0, max_bytes - grown) / rate  # seconds until it passes the cap at this pace
+    if not near and reach > 2 * LOG_LOOK_EVERY:
+        return None
+    return now + min(LOG_LOOK_EVERY, max(LOG_LOOK_MIN, reach / 2))
+
+
+def cap_log(w: RunLog, max_bytes: int) -> int:
     """Keep a running worker's log near ``max_bytes``: when this run's output (past
     ``log_offset``) has grown beyond it, cut it back to its first ``max_bytes / 4`` bytes, a line
     saying output was dropped, and its last ``max_bytes / 4`` bytes; what the worker writes next
@@ -196,6 +272,8 @@ class Worker:
     #: start ends (:func:`cap_log`)
     log_dropped: int = 0
     log_head_end: int = 0
+    #: when its log was last looked at, and its size then (:func:`next_log_look`)
+    log_looked: tuple[float, int] | None = None
 
     @property
     def pid(self) -> int:
