@@ -195,8 +195,8 @@ def next_log_look(w: RunLog, before: int, after: int, now: float, max_bytes: int
     grown = after - w.log_offset
     near = grown > max_bytes // 2 or bool(w.log_dropped)
     rate = (before - last[1]) / (now - last[0]) if last is not None and now > last[0] else 0.0
-    if last is None:  # its first look: the next, soon, tells its pace
-        return now + LOG_LOOK_MIN
+    if last is None:  # its first look: the next, soon, tells the pace of one that has printed much already
+        return now + LOG_LOOK_MIN if near or grown > max_bytes // 64 else None
     if rate <= 0:
         return now + LOG_LOOK_EVERY if near else None
     reach = max(0.0, max_bytes - grown) / rate  # seconds until it passes the cap at this pace
