@@ -16,7 +16,8 @@ from .test_every_road import AGENT, _on_base
 APPROVE = ("printf '%s' '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"looks right\"}' "
            "> .board/review-verdict.json")
 #: the base moves on under the task first: the same file, other content, committed on main
-CONFLICT = ('echo "someone else" > "$REPO/$AGENTBOARD_TASK.txt" && git -C "$REPO" add -A && '
+CONFLICT = ('unset GIT_DIR GIT_WORK_TREE; '  # a reviewer's git is the task's view; this one edits the target
+            'echo "someone else" > "$REPO/$AGENTBOARD_TASK.txt" && git -C "$REPO" add -A && '
             'git -C "$REPO" commit -qm "meanwhile on main" && ' + APPROVE)
 
 
@@ -33,7 +34,8 @@ def test_a_reviewer_profiles_approval_on_a_merge_board_merges_the_branch_and_fin
     board = ab.board("flow")
     tid = board.create("write it", assignee="agent", review=True)["id"]
     dispatcher()
-    wait_for(lambda: board.show(tid)["status"] in ("done", "blocked")
+    # the merge is recorded just after the task is done
+    wait_for(lambda: board.show(tid)["integration"] or board.show(tid)["status"] == "blocked"
              or "review_unavailable" in kinds(board, tid), timeout=120, what="the review to settle")
     t = board.show(tid)
     assert (t["status"], t["integration"]) == ("done", "merged"), (t["status"], t.get("block_reason"))
