@@ -222,10 +222,10 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     from agentboard.config import DISPATCHER_POOL, is_set, redact
     from agentboard.dispatch.dispatcher import Dispatcher
 
-    from .serve import observe_setup, start_metrics
+    from .serve import announce, observe_setup, start_metrics
 
     s = settings()
-    observe_setup(s, log_format, "WARNING" if quiet else "INFO")
+    observed = observe_setup(s, log_format, "WARNING" if quiet else "INFO")
     if interval:
         s.dispatch_interval = interval
     for name, size in zip(("pg_pool_size", "pg_max_overflow"), DISPATCHER_POOL, strict=True):
@@ -241,9 +241,9 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    click.echo(f"dispatcher on {redact(s.url) if not s.is_sqlite else s.home} as host {d.host} "
-               f"(max_parallel {s.max_parallel}); workers report to "
-               f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", err=True)
+    announce(f"dispatcher on {redact(s.url) if not s.is_sqlite else s.home} as host {d.host} "
+             f"(max_parallel {s.max_parallel}); workers report to "
+             f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", observed)
     metrics_server = None
     if metrics_port is not None:
         metrics_server = start_metrics(f"[{metrics_host}]:{metrics_port}", s, db(), d,
@@ -265,8 +265,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
             metrics_server.stop()
         left = d.workers.running()
         note = "; they report through .board/result.json until then" if left and own else ""
-        click.echo(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "
-                   f"dispatcher{note}", err=True)
+        announce(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "
+                 f"dispatcher{note}", observed)
 
 
 @click.command("log")

@@ -66,6 +66,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
     settings = common.settings()
     db = common.db()
     observed = observe_setup(settings, log_format, log_level.upper())
+    chosen = {"format": observed.pop("format")}
     explicit = host is not None
     address = host if host is not None else settings.api_host
     if not is_loopback(address) and not explicit:
@@ -93,8 +94,8 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
     app = create_app(settings, db, dispatcher=dispatcher)
     metrics_server = start_metrics(metrics_bind, settings, db, dispatcher, log_level) if metrics_bind else None
     if not is_loopback(address):
-        click.echo(f"warning: listening on {address}, reachable from other machines; every route still "
-                   "needs a token, but traffic is plain HTTP (put TLS in front of it)", err=True)
+        announce(f"warning: listening on {address}, reachable from other machines; every route still "
+                 "needs a token, but traffic is plain HTTP (put TLS in front of it)", chosen)
     click.echo(f"agentboard {url} (dispatcher {'off' if no_dispatch else 'on'}, database {db.dialect})")
     click.echo(f"open this URL to log in: {url}/login?token={token}")
     sys.stdout.flush()
@@ -114,14 +115,25 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
 
 def observe_setup(settings: Settings, log_format: str | None, level: str) -> dict[str, Any]:
     """The log format and the metrics switch of ``serve`` and ``dispatcher``; returns the
-    uvicorn options that keep that logging."""
+    uvicorn options that keep that logging (and ``format``: the log format chosen)."""
     import logging
 
     from agentboard.observe import logs, metrics
 
     metrics.set_enabled(settings.metrics)
-    logs.setup(log_format or settings.log_format, getattr(logging, level), settings.host_id)
-    return {"log_config": None}
+    chosen = logs.setup(log_format or settings.log_format, getattr(logging, level), settings.host_id)
+    return {"log_config": None, "format": chosen}
+
+
+def announce(text: str, setup: dict[str, Any]) -> None:
+    """A line a process prints on stderr as it starts or stops: a log record when its log is
+    JSON (one object per line, as a log shipper reads it), else plain text."""
+    import logging
+
+    if setup.get("format") == "json":
+        logging.getLogger("agentboard").info(text)
+    else:
+        click.echo(text, err=True)
 
 
 def parse_bind(text: str) -> tuple[str, int]:
