@@ -10,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from agentboard.api.serve import API_FILE
 from agentboard.dispatch.guard import Guard
 from agentboard.dispatch.liveness import group_has_live, pid_alive
@@ -105,3 +107,34 @@ def test_a_dispatcher_whose_borrowed_api_died_hands_its_next_worker_a_live_api(a
         _stop(d1)
         if d2 is not None:
             _stop(d2)
+
+
+def test_a_dispatcher_locked_out_of_a_sqlite_board_takes_it_soon_after_its_holder_is_killed(ab, board, tmp_path):
+    """On SQLite one dispatcher holds a board. Killed, it leaves no commit behind that would wake
+    the others (its guard just stops its worker): a dispatcher locked out tries the lock again
+    within seconds, not at its next interval, and restarts the task once its claim lapses."""
+    if ab.settings.database_url:
+        pytest.skip("a board lock is SQLite's: on PostgreSQL every dispatcher works every board")
+    ab.add_profile("w", command="sleep 600")
+    t = board.create("long work", assignee="w")
+    slow = {"AGENTBOARD_DISPATCH_INTERVAL": 120, "AGENTBOARD_CLAIM_TTL": 4}
+    d1 = _start_dispatcher(ab, tmp_path, "d1", AGENTBOARD_HOST_ID="host-a", **slow)
+    d2 = None
+    try:
+        first = _first_pid(board, t["id"])
+        d2 = _start_dispatcher(ab, tmp_path, "d2", AGENTBOARD_HOST_ID="host-b", **slow)
+        _started(tmp_path, "d2")
+        time.sleep(1)  # its first pass found the board held
+        d1.send_signal(signal.SIGKILL)
+        d1.wait()
+        wait_for(lambda: len(board.runs(t["id"])) >= 2, timeout=30,
+                 what="the task restarted by the dispatcher that was locked out")
+        assert first != board.show(t["id"]).get("worker_pid")
+    finally:
+        _stop(d1)
+        if d2 is not None:
+            _stop(d2)
+        for r in board.runs(t["id"]):
+            pid = r.get("worker_pid")
+            if pid and group_has_live(int(pid)):
+                os.killpg(int(pid), signal.SIGKILL)

@@ -51,6 +51,9 @@ log = logging.getLogger("agentboard.dispatch")
 #: after a pass that failed, the loop tries again this many seconds later (while the database
 #: cannot be reached, after the pauses of :class:`~agentboard.observe.outage.Outage`)
 RETRY_AFTER_FAILURE = 1.0
+#: seconds until a SQLite board another dispatcher of the home holds is tried again (its holder
+#: may die without a commit that would wake this one)
+LOCKED_OUT_RETRY = 5.0
 #: the shortest time between the starts of two passes: the commits of every host wake every
 #: dispatcher, and under a busy board they arrive faster than passes are worth running (many
 #: dispatchers would each run a pass per commit); woken sooner, a pass waits the rest of it
@@ -142,6 +145,8 @@ class Dispatcher:
                     report, due = self.planner.run(max_spawn, dry_run)
                     if span is not None:
                         span.set_attribute("agentboard.spawned", len(report.spawned))
+                if report.skipped_reason and self.ctx.sqlite:  # another dispatcher holds boards: their lock is
+                    due = min(due or float("inf"), time.time() + LOCKED_OUT_RETRY)  # tried again soon
                 self._next_due = due or 0.0
                 if not dry_run:
                     self.last_pass_at = time.time()
