@@ -418,3 +418,12 @@ def test_text_the_database_cannot_store_is_refused_on_every_backend(api_any: Api
     assert r.status_code in (200, 400)
     err(c.get("/api/runs/99999999999999999"), 404)
     assert api_any.last_event() == before
+
+
+def test_a_task_for_a_misspelled_profile_is_created_with_the_did_you_mean_the_cli_gives(api_any: Api) -> None:
+    from agentboard.kernel import profiles
+
+    profiles.add(api_any.db, "fixer", command="true")
+    r = api_any.as_admin.post("/api/tasks", json={"title": "typo", "assignee": "fixr"})
+    assert r.status_code == 201
+    assert r.json()["warnings"][0].startswith("no profile named 'fixr' (did you mean 'fixer'?):")

@@ -25,6 +25,7 @@ from ..flow import (
 )
 from ..host_access import check_name, checked_verify, placed
 from ..notifications import auto_subscribe_in
+from ..profiles import unknown_profile_warning
 
 _model = model  # the module, where a parameter named ``model`` (a task's model) hides it
 
@@ -148,13 +149,7 @@ def _assignee_warning(tx: Tx, assignee: str | None, known: bool | None = None) -
         return {}
     if known is None and tx.one("SELECT name FROM profiles WHERE name = :n", {"n": assignee}) is not None:
         return {}
-    return _assignee_warning_text(assignee)
-
-
-def _assignee_warning_text(assignee: str | None) -> dict[str, Any]:
-    # (the did-you-mean of a typo is the CLI's: reading every profile here would cost a round trip)
-    return {"warnings": [f"no profile named {assignee!r}: the dispatcher will not start this task until one is "
-                         f"added (agentboard profiles add {assignee} --command ...); fine if a person does it"]}
+    return {"warnings": [unknown_profile_warning(tx, assignee)]}  # with the profile a typo is close to
 
 
 def _insert_params(new: NewTask, assignee: str | None, status: str, workspace_kind: str,
@@ -254,7 +249,8 @@ def _create_plain_pg(db: Database, new: NewTask) -> Row | None:
         return None
     db.signal({new.board})
     known = bool(rows[0]["assignee_known"])
-    warning = {} if known else _assignee_warning_text(assignee)
+    # an unknown assignee (rare) costs one more read: the profile its name is a typo of
+    warning = {} if known or not assignee else {"warnings": [db.read(unknown_profile_warning, assignee)]}
     return _created_out(new, params["id"], assignee, status, "scratch", None, now, warning)
 
 
