@@ -268,3 +268,22 @@ def test_a_database_that_cannot_be_opened_is_reported_as_a_finding_in_json_too(t
     assert out.returncode == 6, out.stderr
     (f,) = json.loads(out.stdout)
     assert f["kind"] == "database_unreachable" and f["severity"] == "error" and fix in f["fix"]
+
+
+def test_a_task_running_on_a_host_whose_dispatcher_went_silent_is_found_from_another_host(seeded, cli_home):
+    from agentboard.kernel import monitoring
+
+    cli = seeded
+    t = task_id(cli("create", "on host b", "--assignee", "w", "--json"))
+    c = _db(cli_home)
+    try:
+        run_id = int(kr.claim(c.db, "default", t, ttl=900)["run_id"])
+        kr.record_spawn(c.db, "default", t, run_id, pid=999_999, host="host-b")
+        monitoring.mark_pass(c.db, "host-b", time.time(), None)
+        assert not _of(_findings(cli), "orphan_run", t)  # its dispatcher passes: nothing wrong
+        monitoring.mark_pass(c.db, "host-b", time.time() - 3600, None)
+    finally:
+        c.close()
+    (f,) = _of(cli("diagnostics", "--json", env={"AGENTBOARD_HOST_ID": "host-a"}).json(), "orphan_run", t)
+    assert "host 'host-b' has not run a dispatcher pass for 36" in f["message"]
+    assert "its claim lapses in" in f["message"] and f["fix"] == f"agentboard reclaim {t}"

@@ -131,6 +131,21 @@ def _board_default(tx: Tx, board: str, settings: Settings) -> str | None:
     return default_assignee(tx, board)
 
 
+def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str]) -> dict[str, float]:
+    """Of ``hosts`` (those running tasks), each whose dispatcher left a pass mark and has not
+    passed for two intervals and more (``observe.health.pass_window``): when it last did."""
+    if not hosts:
+        return {}
+    from . import monitoring
+
+    window = 2 * max(float(settings.dispatch_interval), monitoring.PASS_MARK_EVERY) + 30.0
+    try:
+        marks = monitoring.dispatcher_passes(db)
+    except Exception:  # the marks are a hint: diagnostics go on without them
+        return {}
+    return {m["host"]: float(m["at"]) for m in marks if m["host"] in hosts and now - float(m["at"]) > window}
+
+
 def unreachable(why: str) -> Finding:
     """The finding of a database that does not answer (``why``: the driver's words), with the
     fix its cause calls for."""
@@ -233,6 +248,7 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                 found.append(Finding("respawn_guarded", slug, f"{tid} is held by the respawn guard: {reason}",
                                      f"agentboard unguard {tid}",
                                      {"method": "POST", "path": f"/api/tasks/{tid}/unguard", "body": {}}, tid))
+    silent = _silent_hosts(db, settings, now, {str(r["worker_host"]) for r in data["running"] if r["worker_host"]})
     for r in data["running"]:
         tid, slug = r["id"], r["board"]
         exp = r["claim_expires"]
@@ -241,6 +257,10 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
         if not gone and r["worker_pid"] and host is not None and r["worker_host"] == host \
                 and not _pid_alive(int(r["worker_pid"])):
             gone, why = True, f"its worker process {r['worker_pid']} is gone"
+        if not gone and r["worker_host"] in silent and r["worker_host"] != host:
+            lapse = f"; its claim lapses in {int(float(exp) - now)}s, then another host restarts it" if exp else ""
+            gone, why = True, (f"its host {r['worker_host']!r} has not run a dispatcher pass for "
+                               f"{int(now - silent[r['worker_host']])}s (stopped or dead?){lapse}")
         if gone:
             found.append(Finding("orphan_run", slug, f"{tid} is running (run {r['current_run_id']}) but {why}",
                                  f"agentboard reclaim {tid}",
