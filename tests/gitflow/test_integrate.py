@@ -62,12 +62,13 @@ def test_approval_lands_the_branch_on_the_base_branch(ab, tmp_path, dispatcher, 
     assert events(board, task["id"], "integrated")[-1]["payload"]["commit"] == git(repo, "rev-parse", "main").strip()
 
 
-def test_a_dirty_target_refuses_the_merge_with_nothing_half_done(ab, tmp_path, dispatcher):
+def test_a_dirty_target_refuses_the_merge_with_nothing_half_done_and_approving_again_once_clean_merges(
+        ab, tmp_path, dispatcher):
     board, task, repo = to_review(ab, tmp_path, dispatcher, "merge")
     (repo / "notes.txt").write_text("the owner's unsaved work\n")
     before = git(repo, "rev-parse", "main").strip()
     out = cli(ab.home, "review", task["id"], "--approve")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 4, out.stderr  # not approved: a script must not go on
     assert "not approved -> blocked (needs input)" in out.stdout and "notes.txt" in out.stdout
     t = board.show(task["id"])
     assert (t["status"], t["block_kind"], t["integration"]) == ("blocked", "needs_input", "refused")
@@ -76,6 +77,24 @@ def test_a_dirty_target_refuses_the_merge_with_nothing_half_done(ab, tmp_path, d
     assert (repo / "notes.txt").read_text() == "the owner's unsaved work\n"
     assert git(repo, "status", "--porcelain").strip() == "M notes.txt"
     assert events(board, task["id"], "integration_refused")
+    # the owner puts their edit away; approving again merges, without another run or review
+    git(repo, "checkout", "--", "notes.txt")
+    again = cli(ab.home, "review", task["id"], "--approve")
+    assert again.returncode == 0, again.stderr
+    t = board.show(task["id"])
+    assert (t["status"], t["integration"]) == ("done", "merged")
+    assert (repo / "notes.txt").read_text() == "line one\nchanged by the agent\n"
+    assert len([r for r in t["runs"] if r.get("profile") == "agent"]) == 1  # no second agent run
+
+
+def test_approving_a_blocked_task_changes_no_branch(ab, tmp_path, dispatcher):
+    board, task, repo = to_review(ab, tmp_path, dispatcher, "merge")
+    assert cli(ab.home, "review", task["id"], "--reject", "not like this").returncode == 0  # blocked
+    before = git(repo, "rev-parse", "main").strip()
+    out = cli(ab.home, "review", task["id"], "--approve")
+    assert out.returncode == 4 and "cannot approve" in out.stderr, (out.stdout, out.stderr)
+    assert git(repo, "rev-parse", "main").strip() == before
+    assert board.show(task["id"])["status"] == "blocked"
 
 
 def test_a_base_that_moved_in_a_conflicting_way_refuses_the_merge(ab, tmp_path, dispatcher):

@@ -268,8 +268,17 @@ def test_a_worker_cannot_make_the_server_run_a_program_through_its_worktree_git(
     report = gc.collect(ab.db, ab.home, boards=["flow"], dry_run=True)
     assert report["worktrees_removed"] == []
 
-    # approval: the worktree is refused (unsafe link, or uncommitted work), nothing is merged
+    # approval: with the link git wrote, the uncommitted work review saw is committed on the
+    # branch (no hook, filter or driver of the worker's runs) and merged
     before = git(repo, "rev-parse", "main").strip()
+    if variant == "config.worktree":
+        approved = board.approve(tid)
+        assert approved["status"] == "done" and board.show(tid)["integration"] == "merged", approved.get("block_reason")
+        assert (repo / "new.txt").is_file() and "not committed yet" in (repo / "notes.txt").read_text()
+        assert _markers(markers) == [], "git ran a program the worker planted"
+        return
+    # otherwise it is refused (an unsafe link, or uncommitted work in a task repository, where
+    # agentboard runs no git to commit it), nothing is merged
     refused = board.approve(tid)
     assert refused["status"] == "blocked" and refused["integration"] == "refused"
     if unsafe:

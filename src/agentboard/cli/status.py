@@ -97,15 +97,18 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
 
     task = finish.review(common.db(), slug, task_id, verdict, text, score=score,
                             reviewer=common.actor(), actor=common.actor())
+    refused = verdict == "approved" and task.get("integration") == "refused"
     if as_json:
         common.emit_json(task)
-    elif verdict == "approved" and task.get("integration") == "refused":
+    elif refused:
         click.echo(f"{task_id}: not approved -> blocked (needs input): {task.get('block_reason')}")
     else:
         line = f"{task_id}: {verdict.replace('_', ' ')} -> {_describe(task).split(': ', 1)[1]}"
         if verdict == "approved" and task.get("integration"):
             line += f"; branch {task['integration'].replace('_', ' ')}" + (f": {task['pr_url']}" if task.get("pr_url") else "")
         click.echo(line)
+    if refused:  # the approval did not happen: a script must not carry on as if it had
+        raise SystemExit(4)
 
 
 def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool) -> None:

@@ -100,6 +100,8 @@ def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | Non
     """Approve ``task`` (in review) through ``apply``: the branch first, then the verdict, then
     the outcome; a refusal blocks the task ``needs_input`` instead of approving it."""
     task_id = task["id"]
+    # refused before any git work: a blocked task's branch must not land on the base unapproved
+    states.check("approve", task["status"], states.DONE, task_id)
     _unpicked_race(db, board, task)
     if task.get("workspace_kind") != "worktree" or not task.get("branch_name"):
         return apply(False)
@@ -110,11 +112,32 @@ def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | Non
                                      actor=actor)
         return {**out, "integration": "left"}
     mode = str(settings.get("integrate"))
+    _commit_pending(task, None, None)
     done = _integrate_or_refuse(db, board, task, settings)
     if isinstance(done, str):
         return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {done}",
                                             detail={"mode": mode}, actor=actor)
     return _record(db, board, task_id, apply(True), done, mode, actor)
+
+
+def refused_approval(task: Row) -> bool:
+    """``task`` is blocked because its approval could not integrate its branch: approving it
+    again (or done) retries the integration, the work having been reviewed already."""
+    return task.get("status") == states.BLOCKED and task.get("integration") == "refused"
+
+
+def _retry_integration(db: Database, board: str, task: Row, apply: Apply, actor: str | None) -> Row:
+    """Integrate the branch of a task whose approval's integration was refused (its blocker
+    fixed), then done; refused again, nothing changes and the error says why."""
+    settings = kboards.get(db, board).get("settings") or {}
+    if kbranches.integration_due(task, settings, approval=True) != "integrate":
+        return apply(False)
+    mode = str(settings.get("integrate"))
+    _commit_pending(task, None, None)
+    done = _integrate_or_refuse(db, board, task, settings)
+    if isinstance(done, str):
+        raise Conflict(f"task {task['id']} stays blocked: its branch still could not be integrated ({mode}): {done}")
+    return _record(db, board, task["id"], apply(True), done, mode, actor)
 
 
 def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str | None = None,
@@ -130,6 +153,8 @@ def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str 
         return apply(False)  # nothing to do, or the kernel says why it cannot
     _unpicked_race(db, board, task)
     check_gates(db, task, fields=fields)
+    if refused_approval(task):
+        return _retry_integration(db, board, task, apply, actor)
     if task.get("review_required"):
         return apply(False)  # running → review (the kernel's complete)
     settings = kboards.get(db, board).get("settings") or {}
@@ -155,7 +180,10 @@ def review(db: Database, board: str, task_id: str, verdict: str, text: str = "",
 
     if verdict != "approved":
         return apply(False)
-    return _approve(db, board, kd.task(db, board, task_id), apply, actor)
+    task = kd.task(db, board, task_id)
+    if refused_approval(task):  # approved already; its merge was refused: retried now
+        return complete(db, board, task_id, summary=text or None, actor=actor)
+    return _approve(db, board, task, apply, actor)
 
 
 def review_run(db: Database, board: str, task_id: str, run_id: int, v: runs.Verdict, *,
@@ -247,11 +275,15 @@ def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, su
     """The dispatcher's completion of a worker's verified success (``protocol.lifecycle``): a
     worktree task without review whose board integrates has its branch integrated first; a
     refusal closes the run and blocks the task ``needs_input`` with the reason."""
+    task = kd.task(db, board, task_id)
+    committed = _commit_pending(task, summary, run_id)
+    if committed:
+        metadata = {**(metadata or {}), "committed": committed}
+
     def apply(integrated: bool) -> Row:
         return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
                              run_id=run_id, actor=actor, verified=True, exit_code=exit_code, integrated=integrated)
 
-    task = kd.task(db, board, task_id)
     if task.get("workspace_kind") != "worktree" or task.get("review_required"):
         return apply(False)
     settings = kboards.get(db, board).get("settings") or {}
@@ -265,6 +297,23 @@ def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, su
         return tasks.refuse_integration(db, board, task_id, f"the work is done but could not be integrated ({mode}): "
                                         f"{done}", run_id=run_id, detail={"mode": mode}, actor="dispatcher")
     return _record(db, board, task_id, apply(True), done, mode, "dispatcher")
+
+
+def _commit_pending(task: Row, summary: str | None, run_id: int | None) -> dict[str, Any] | None:
+    """What the worker of a worktree task left uncommitted, committed on its branch
+    (``integrate.commit_pending``): before its verified success is recorded (``run_id``: the
+    run, still current), or before its approval integrates the branch (None: what review saw).
+    Review and integration then see the branch hold what the checks passed."""
+    repo = branches.repo_of(task) if task.get("workspace_kind") == "worktree" else None
+    if repo is None or (run_id is not None and (task.get("status") != states.RUNNING
+                                                or task.get("current_run_id") != run_id)):
+        return None
+    text = (summary or task.get("result") or "").strip()
+    head = text.splitlines()[0][:72] if text else str(task.get("title") or task["id"])
+    when = f"(run {run_id}) left uncommitted when it reported success" if run_id is not None else \
+        "left uncommitted, as its review saw it"
+    return integrate.commit_pending(repo, task, f"{head}\n\nWhat the worker of {task['id']} {when}, "
+                                    "committed by agentboard.")
 
 
 def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = None) -> Row:

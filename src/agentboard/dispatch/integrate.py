@@ -12,7 +12,8 @@ The new commit is made with ``git merge-tree`` / ``git commit-tree`` (rebase: in
 worktree), so nothing is touched until it exists; then the base branch moves in one step (a
 fast-forward of the target's checkout when it has the base branch checked out). Integration is
 refused (:class:`Refused`, nothing changed) when the
-task's worktree holds uncommitted work, the branch holds files in agentboard's own folders
+task's worktree holds uncommitted work (what its worker left is committed first by
+:func:`commit_pending`, called by ``dispatch.finish``), the branch holds files in agentboard's own folders
 (``.worktrees/``: other tasks' live workspaces; ``.board/``), the target's working tree has
 uncommitted changes in files the task changed or holds untracked or ignored files the branch
 would write over (git replaces ignored files without asking), the base branch moved in a way that
@@ -93,6 +94,31 @@ def _untracked(repo: Path, base: str, touched: list[str]) -> list[str]:
     return sorted(f for f in present if f not in tracked)
 
 
+def commit_pending(repo: Path, task: Row, message: str) -> dict[str, Any] | None:
+    """Commit on its branch what a worktree task's worker left uncommitted when it reported a
+    success the dispatcher verified (agent CLIs often leave their edits uncommitted, and some
+    cannot commit in a linked worktree at all): ``{"commit", "files"}``, or None when nothing
+    was pending or the worktree is not one agentboard runs git in (a task repository's worker
+    commits in its own repository). With the target's identity, no hook or filter of the
+    worker's (``gitsafe``), and never agentboard's own files."""
+    branch = str(task.get("branch_name") or "")
+    wt = Path(task.get("workspace_path") or "")
+    if not branch or not task.get("workspace_path") or not wt.is_dir() or not os.path.lexists(wt / ".git"):
+        return None
+    try:
+        pending = _changed(gitutil.worktree_status(repo, wt, branch))
+        if not pending:
+            return None
+        gitsafe.run(wt, "add", "-A", "--", ":(top)", drivers_off=True)
+        # never agentboard's own files, even where the worker took them out of the excludes
+        gitsafe.run(wt, "reset", "-q", "--", *[p.rstrip("/") for p in _NOT_WORK], drivers_off=True)
+        ident = [c for c in gitutil.identity(repo) if c != "-c"]
+        gitsafe.run(wt, "commit", "-q", "--no-verify", "-m", message, drivers_off=True, extra_config=ident)
+        return {"commit": gitsafe.out(wt, "rev-parse", "HEAD").strip(), "files": pending[:50]}
+    except gitsafe.GitError:  # a task repository, or nothing git could commit: integration says why
+        return None
+
+
 def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     """Integrate the task's branch into ``base`` in ``repo`` (see the module docstring); raises
     :class:`Refused` with nothing changed."""
@@ -108,7 +134,7 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         pending = _changed(gitutil.worktree_status(repo, worktree, branch))
         if pending:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
-                          "commit them on the branch or discard them, then approve again",
+                          "commit them on the branch or discard them, then approve it again (`agentboard review ID --approve`)",
                           {"files": pending[:50]})
     touched = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only", "-z",
                                       f"{base}...{branch}", "--").split("\0") if f]

@@ -33,6 +33,8 @@ def done_gate(task: Row, *, verify_enabled: bool, fields: dict[str, Any] | None 
     tid, status = task["id"], task["status"]
     if status in (states.REVIEW, states.DONE):
         return None
+    if status == states.BLOCKED and task.get("integration") == "refused":
+        return None  # approved, its merge refused: done retries the integration (``dispatch.finish``)
     fields = fields or {}
     if fields.get("review_required", task.get("review_required")) and status != states.RUNNING:
         return (f"task {tid} requires review, so it is done only by approving it in review (it is {status}): "

@@ -115,6 +115,10 @@ def _example_json() -> str:
     return json.dumps(result.RESULT_EXAMPLE, indent=2, ensure_ascii=False)
 
 
+def _branch(task: Row) -> str:
+    return f" (`{task['branch_name']}`)" if task.get("branch_name") else ""
+
+
 def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> str:
     """The protocol part of the worker prompt: how to work and report."""
     verify_cmds = list(task.get("verify") or [])
@@ -128,6 +132,15 @@ def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> st
         "failures — do not repeat them), `.board/wiki/INDEX.md` (relevant team knowledge) and",
         "`.board/task.json` (the task as JSON, with the result schema).",
         "",
+    ]
+    if task.get("workspace_kind") == "worktree":
+        lines += [
+            f"Your workspace is a git worktree on the task's own branch{_branch(task)}: commit your work there",
+            "before you report. What you leave uncommitted when you report success is committed on the branch",
+            "for you once your checks pass; never commit `.board/` or `.mcp.json`.",
+            "",
+        ]
+    lines += [
         "Report exactly once, through ONE of these, when you are finished:",
         "",
         "1. **MCP tools** (if your client reads `.mcp.json`): `kanban_complete` with `summary` (and",
