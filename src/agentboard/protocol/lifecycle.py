@@ -273,6 +273,7 @@ def _verify_and_complete(
                                          "reported_summary": summary[:400], "retry_in": round(delay, 1)})
             except StaleRun as exc:
                 return ExitDecision(ExitAction.HANDLED, note=str(exc))
+            _keep_usage(db, run_id, usage)
             boarddir.append_history(workspace, boarddir.verify_section(
                 failed.command, failed.exit_code, failed.output_tail, run_id, failed.timed_out))
             runs.update_run(db, run_id, metadata={**metadata, "verification": outcome.summary()})
@@ -294,6 +295,21 @@ def _verify_and_complete(
         rv = review.on_review_entered(db, settings, board, task_id, apply=apply_verdict)
         note += f"; review: {rv.get('action')}"
     return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
+
+
+def _keep_usage(db: Database, run_id: int, usage: dict[str, Any] | None) -> None:
+    """The usage a worker reported with a success that failed its checks, or with a failure:
+    recorded on its (closed) run, so budgets, stats and races count what it spent."""
+    if not usage:
+        return
+    try:
+        p = runs.usage_params(usage)
+        fields = {k: v for k, v in (("input_tokens", p["in_t"]), ("output_tokens", p["out_t"]),
+                                    ("cost_usd", p["cost"])) if v is not None}
+        if fields:
+            runs.update_run(db, run_id, **fields)
+    except AgentboardError as exc:  # a malformed report's usage is the report's problem
+        log.info("run %s: its reported usage was not recorded: %s", run_id, exc)
 
 
 def verify_backoff(settings: Settings, failures: int) -> float:
@@ -416,6 +432,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
         except StaleRun as exc:
             return ExitDecision(ExitAction.HANDLED, note=str(exc))
+        _keep_usage(db, run_id, data.get("usage"))
         _ingest(db, settings, board, task_id, run_id, data, actor)
         return ExitDecision(ExitAction.HANDLED, note="worker needs input; task blocked")
     metadata: dict[str, Any] = {"source": "result.json"}
