@@ -146,7 +146,8 @@ def panel(db: Database, board: str) -> SupervisorPanel:
             {"b": board, "r": REPLAN_ACTOR, "p": ACTOR_PREFIX + "%"})
         escalations = tx.all(
             "SELECT id, title, block_reason, block_to, updated_at FROM tasks WHERE board = :b AND status = 'blocked' "
-            "AND block_kind = 'needs_input' ORDER BY updated_at DESC LIMIT 200", {"b": board})
+            "AND block_kind IN ('needs_input', 'budget') AND (purpose IS NULL OR purpose != 'supervision') "
+            "ORDER BY updated_at DESC LIMIT 200", {"b": board})
         verifying = tx.all("SELECT id, title FROM goals WHERE board = :b AND status = 'verifying'", {"b": board})
         return {"proposals": proposals, "escalations": escalations, "verifying": verifying}
     out = db.read(_r)

@@ -177,10 +177,11 @@ def _escalate_in(tx: Tx, board: str, wake: Row, now: float) -> None:
     _close(tx, wake, "escalated", note, "dispatcher", now)
     subject = wake["subject"] or ""
     if subject.startswith("t_"):
-        t = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": subject})
+        t = tx.one("SELECT status, block_kind FROM tasks WHERE id = :t", {"t": subject})
         if t is not None and t["status"] == states.BLOCKED:
-            tx.execute("UPDATE tasks SET block_kind = 'needs_input', block_to = :to, updated_at = :now WHERE id = :t",
-                       {"to": to, "now": now, "t": subject})
+            kept = t["block_kind"] in ("budget", "rate_limited")  # released by their cause, as ever
+            tx.execute("UPDATE tasks SET block_kind = " + ("block_kind" if kept else "'needs_input'")
+                       + ", block_to = :to, updated_at = :now WHERE id = :t", {"to": to, "now": now, "t": subject})
 
 
 def _reconcile(tx: Tx, board: str, ttl: float) -> Row:

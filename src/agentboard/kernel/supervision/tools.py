@@ -84,10 +84,16 @@ def discard_proposal(db: Database, board: str, task_id: str, *, actor: str | Non
     return db.write(_w)
 
 
+#: blocks an escalation leaves as they are (kind and reason), only addressing them to a person:
+#: they end by themselves when their cause does (a budget raised, a rate limit's reset)
+KEPT_KINDS = frozenset({"budget", "rate_limited"})
+
+
 def escalate(db: Database, board: str, task_id: str, reason: str, *, to: str | None = None,
              actor: str | None = None) -> Row:
     """Hand a task to a person: blocked with kind ``needs_input``, addressed to ``to`` (default:
-    the board's ``escalate_to``)."""
+    the board's ``escalate_to``); a budget or rate-limit block keeps its kind and reason
+    (:data:`KEPT_KINDS`), so raising the budget still releases it."""
     why = block_reason(reason, "needs_input")
 
     def _w(tx: Tx) -> Row:
@@ -96,6 +102,11 @@ def escalate(db: Database, board: str, task_id: str, reason: str, *, to: str | N
         now = time.time()
         if task["status"] != states.BLOCKED:
             task = block_in(tx, board, task_id, why, "needs_input", None, actor)
+        if task.get("block_kind") in KEPT_KINDS:  # what releases it (a raised budget, the reset) still does
+            tx.execute("UPDATE tasks SET block_to = :to, updated_at = :now WHERE id = :id",
+                       {"to": person, "now": now, "id": task_id})
+            tx.event(board, task_id, "escalated", {"to": person, "reason": why[:2000]}, actor=actor, at=now)
+            return task_out(dict(task, block_to=person))
         tx.execute("UPDATE tasks SET block_kind = 'needs_input', block_reason = :r, block_to = :to, updated_at = :now "
                    "WHERE id = :id", {"r": why, "to": person, "now": now, "id": task_id})
         tx.event(board, task_id, "escalated", {"to": person, "reason": why[:2000]}, actor=actor, at=now)

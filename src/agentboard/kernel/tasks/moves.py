@@ -184,6 +184,12 @@ def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     target = ready_or_todo(tx, task_id, task["assignee"], board)
     states.check("unblock", task["status"], target, task_id)
+    if task.get("block_kind") == "budget" and (actor or "").startswith("supervisor:"):
+        # the dispatcher would block it again at once, and that wakes the supervisor again
+        spent = budgets.gate_in(tx, task)
+        if spent:
+            raise Conflict(f"{spent}; a supervisor cannot raise a budget: escalate it to a person "
+                           f"(`agentboard supervisor escalate {task_id} \"...\"`)")
     assignee = task["assignee"] or (default_assignee(tx, board) if target == states.READY else None)
     now = time.time()
     tx.execute(
