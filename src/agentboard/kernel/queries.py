@@ -528,12 +528,12 @@ def last_event_id(db: Database, board: str | None = None) -> int:
 def stats(db: Database, board: str) -> BoardStats:
     def _r(tx: Tx) -> Row:
         by_status = {s: 0 for s in states.STATUSES}
-        for r in tx.all("SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b GROUP BY status", {"b": board}):
+        for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b AND {NOT_SUPERVISION} GROUP BY status", {"b": board}):
             by_status[r["status"]] = r["n"]
         by_assignee: dict[str, dict[str, int]] = {}
         for r in tx.all(
-            "SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND status != 'archived' "
-            "GROUP BY assignee, status", {"b": board}):
+            f"SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND status != 'archived' "
+            f"AND {NOT_SUPERVISION} GROUP BY assignee, status", {"b": board}):
             by_assignee.setdefault(r["assignee"] or "(unassigned)", {})[r["status"]] = r["n"]
         by_goal: dict[str, dict[str, int]] = {}
         for r in tx.all(

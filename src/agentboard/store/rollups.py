@@ -88,8 +88,9 @@ _PASSED = "r.outcome IN ('completed', 'review_requested')"
 _CHECKED = "COALESCE(t.verify, '[]') NOT IN ('[]', '')"
 _RUN_DURATION = "CASE WHEN r.ended_at > r.started_at THEN r.ended_at - r.started_at ELSE 0 END"
 _CYCLE = "CASE WHEN t.completed_at > t.created_at THEN t.completed_at - t.created_at ELSE 0 END"
-#: a task of the board's own, not an attempt of a race (whose done is the race's)
-_OWN_TASK = "(t.purpose IS NULL OR t.purpose != 'attempt')"
+#: a task of the board's own work: not an attempt of a race (whose done is the race's), nor
+#: the supervisor's own task (its runs still count as runs and spend)
+_OWN_TASK = "(t.purpose IS NULL OR t.purpose NOT IN ('attempt', 'supervision'))"
 
 
 def _failure(c: str) -> str:
