@@ -77,6 +77,21 @@ def test_specify_refuses_a_task_that_is_not_in_triage_without_asking(ab: Any, fa
     assert fake_llm.requests == []
 
 
+def test_specify_and_decompose_ask_nothing_once_a_budget_covering_the_task_spent_its_tokens(
+        ab: Any, fake_llm: FakeOpenAI) -> None:
+    from agentboard.kernel import budgets
+
+    g = ab.board().goal("ship it")["id"]
+    t = ab.board().create("dark mode pls", triage=True, assignee="coder", goal=g)
+    budgets.set_budget(ab.db, "goal", g, budgets.Limits.build(max_tokens=100))
+    budgets.record_llm_usage(ab.db, "default", t["id"], {"use": "specifier", "input_tokens": 150})
+    for verb in ("specify", "decompose"):
+        out = cli(verb, t["id"])
+        assert out.returncode == 4, out.stderr
+        assert f"the goal {g} budget is spent" in out.stderr and "the LLM is not asked" in out.stderr
+    assert fake_llm.requests == [] and ab.board().show(t["id"])["status"] == "triage"
+
+
 # -- decompose ------------------------------------------------------------------------------------
 
 

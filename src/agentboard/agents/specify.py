@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain import states
-from ..domain.errors import InvalidInput, Unavailable
+from ..domain.errors import Conflict, InvalidInput, Unavailable
 from ..kernel import fanout, queries
 from ..kernel.rows import TaskDetail
 from ..store.engine import Database, Row
@@ -152,8 +152,26 @@ def spec_of(data: Any) -> tuple[str, str]:
     return title, "\n\n".join(body)
 
 
+def spent_for_llm(db: Database, task_id: str) -> str | None:
+    """Why an LLM call for ``task_id`` is not made (a budget covering it has spent its tokens or
+    its cost: the call would spend more), or None. Runs and runtime limits are a worker's."""
+    from ..kernel import budgets
+
+    for b in budgets.for_task(db, task_id):
+        for metric in ("tokens", "cost"):
+            line = b["lines"][metric]
+            if line["limit"] is not None and line["spent"] >= line["limit"]:
+                return (f"the {b['scope']} {b['ref']} budget is spent ({line['text']}): the LLM is not asked; raise "
+                        f"it with `agentboard budget set --{b['scope']} {b['ref']} --max-{metric} ...`")
+    return None
+
+
 def ask(db: Database, board: str, task_id: str, settings: Settings, use: str, text: str) -> llm.Answer:
-    """One LLM call for ``task_id``; its usage recorded on the task."""
+    """One LLM call for ``task_id`` (refused, nothing asked, when a budget covering it is
+    spent: :func:`spent_for_llm`); its usage recorded on the task."""
+    why = spent_for_llm(db, task_id)
+    if why:
+        raise Conflict(why)
     answer = llm.ask(settings, use, text, system=SYSTEM)
     llm.record_usage(db, board, task_id, use, answer)
     return answer
