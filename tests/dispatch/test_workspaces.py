@@ -77,7 +77,7 @@ def test_boards_create_workdir_validates_from_the_cli(ab, tmp_path):
     assert ab.db.read(lambda tx: tx.scalar("SELECT workdir_mode FROM boards WHERE slug = 'code'")) == "linked-existing"
 
 
-def test_worktree_tasks_commit_on_their_branch_and_gc_keeps_dirty_worktrees(ab, dispatcher, tmp_path):
+def test_worktree_tasks_commit_on_their_branch_and_gc_keeps_worktrees_with_unmerged_work(ab, dispatcher, tmp_path):
     repo = make_repo(tmp_path / "repo")
     ab.create_board("code", workdir=str(repo), workdir_mode="linked-existing")
     board = ab.board("code")
@@ -110,7 +110,9 @@ def test_worktree_tasks_commit_on_their_branch_and_gc_keeps_dirty_worktrees(ab, 
         board.archive(t)
     rep = gc.collect(ab.db, ab.home, boards=["code"])
     kept = {k["path"]: k["why"] for k in rep["kept"]}
-    assert "uncommitted" in kept[str(wt[b["id"]])] and (wt[b["id"]] / "wip.txt").exists()
+    # what the messy worker left uncommitted was committed on its branch when its success was accepted
+    assert "wip.txt" in git(repo, "show", "--name-only", "--format=", f"ab/{b['id']}")
+    assert "not on any other branch" in kept[str(wt[b["id"]])] and (wt[b["id"]] / "wip.txt").exists()
     assert "not on any other branch" in kept[str(wt[a["id"]])] and wt[a["id"]].exists()
     assert rep["worktrees_removed"] == [str(wt[c["id"]])] and not wt[c["id"]].exists()
 

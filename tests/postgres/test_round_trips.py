@@ -18,8 +18,13 @@ from _shared import RoundTrips  # noqa: E402
 def test_create_claim_and_heartbeat_take_two_round_trips_and_a_completion_one(pg_url: str) -> None:
     ab = agentboard.connect(pg_url)
     db = ab.db
+    ab.add_profile("w", command="true")
     parent = tasks.create(db, "default", "parent", assignee="w")
     counts: dict[str, int] = {}
+    with RoundTrips(db) as rt:  # no such profile: one more read, for the profile its name is a typo of
+        typo = tasks.create(db, "default", "typo", assignee="ww")
+    counts["create for a name that is no profile"] = rt.count
+    assert "(did you mean 'w'?)" in typo["warnings"][0]
     with RoundTrips(db) as rt:
         child = tasks.create(db, "default", "child", assignee="w", parents=[parent["id"]])
     counts["create with a parent"] = rt.count
@@ -54,6 +59,7 @@ def test_create_claim_and_heartbeat_take_two_round_trips_and_a_completion_one(pg
     assert kinds[-4:] == ["claimed", "heartbeat", "completed", "promoted"]
     ab.close()
     assert counts["create"] == 1, counts
+    assert counts["create for a name that is no profile"] == 2, counts
     assert counts["create with a parent"] <= 3, counts
     assert counts["complete without children"] == 1, counts
     assert counts["claim"] <= 2, counts
