@@ -189,20 +189,3 @@ def test_repeated_crashes_and_degraded_results_wake_the_supervisor(ab: Any, boar
     assert [(w["reason"], w["detail"]["failures"]) for w in wakes(ab, board)] == [("crashed", 2)]
     runs.record_telemetry(ab.db, board.slug, t, "result_degraded", {"reason": "no valid result.json"})
     assert {w["reason"] for w in wakes(ab, board)} == {"crashed", "degraded"}
-
-
-def test_a_supervision_task_blocked_with_no_wake_left_is_archived_not_run_later(ab: Any, board: Any) -> None:
-    supervise(ab, board, escalate_to="alice")
-    t = board.create("stuck")["id"]
-    board.block(t, "no idea", actor="bob")
-    sups = []
-    for _ in (1, 2):
-        (sup,) = supervision.take_due(ab.db, board.slug)["tasks"]
-        sups.append(sup["id"])
-        board.block(sup["id"], "the supervision budget is spent", kind="budget", actor="dispatcher")
-        supervision.reconcile(ab.db, board.slug)
-    # neither waits to run (and spend) once the budget is raised: their wakes are closed
-    assert [board.show(s)["status"] for s in sups] == ["archived", "archived"]
-    (escalated,) = [w for w in wakes(ab, board) if w["status"] == "escalated"]
-    assert "could not run for this wake" in escalated["note"]
-    assert board.show(t)["block_to"] == "alice"

@@ -12,7 +12,6 @@ from ...domain import model, states
 from ...store.engine import Database, Row, Tx, dump_json, in_list
 from ..common import board_settings
 from ..tasks import NewTask, create_in
-from ..tasks.moves import archive_in
 from .waking import (
     SUPERVISION,
     TAKE_LIMIT,
@@ -172,11 +171,9 @@ def take_due(db: Database, board: str, *, limit: int = TAKE_LIMIT) -> Row:
     return db.write(_take_due, board, limit)
 
 
-def _escalate_in(tx: Tx, board: str, wake: Row, now: float, *, could_not_run: bool = False) -> None:
+def _escalate_in(tx: Tx, board: str, wake: Row, now: float) -> None:
     to = board_settings(tx, board).get("escalate_to")
-    what = ("the supervisor could not run for this wake (its task was blocked)" if could_not_run
-            else "the supervisor left this wake unhandled twice")
-    note = f"{what}; a person decides{' (' + str(to) + ')' if to else ''}"
+    note = f"the supervisor left this wake unhandled twice; a person decides{' (' + str(to) + ')' if to else ''}"
     _close(tx, wake, "escalated", note, "dispatcher", now)
     subject = wake["subject"] or ""
     if subject.startswith("t_"):
@@ -204,13 +201,8 @@ def _reconcile(tx: Tx, board: str, ttl: float) -> Row:
                else f"not handled within {int(ttl)}s")
         _close(tx, w, "expired", why, "dispatcher", now)
         out["expired"].append(w["id"])
-        if w["task_status"] == states.BLOCKED and not tx.scalar(
-                "SELECT COUNT(*) FROM supervisor_wakes WHERE task_id = :t AND status = 'running'", {"t": w["task_id"]}):
-            # a supervision task blocked (its budget spent) with no wake left to handle: released
-            # later it would only run, and spend, for nothing
-            archive_in(tx, board, str(w["task_id"]), "dispatcher")
         if int(w["attempt"] or 1) >= 2:
-            _escalate_in(tx, board, w, now, could_not_run=w["task_status"] == states.BLOCKED)
+            _escalate_in(tx, board, w, now)
             out["escalated"].append(w["id"])
         else:
             wid = enqueue(tx, board, w["reason"], w["subject"] or "", actor="dispatcher", detail=_detail(w), attempt=2)
