@@ -189,3 +189,36 @@ def test_repeated_crashes_and_degraded_results_wake_the_supervisor(ab: Any, boar
     assert [(w["reason"], w["detail"]["failures"]) for w in wakes(ab, board)] == [("crashed", 2)]
     runs.record_telemetry(ab.db, board.slug, t, "result_degraded", {"reason": "no valid result.json"})
     assert {w["reason"] for w in wakes(ab, board)} == {"crashed", "degraded"}
+
+
+def test_a_supervision_task_whose_wakes_went_elsewhere_is_archived_when_its_budget_allows_again(
+        ab: Any, board: Any) -> None:
+    from agentboard.kernel import budgets
+
+    supervise(ab, board, escalate_to="alice")
+    t = board.create("stuck")["id"]
+    board.block(t, "no idea", actor="bob")
+    sups = []
+    for _ in (1, 2):  # the wake fires, its task is stopped by the budget, it re-fires, then a person decides
+        (sup,) = supervision.take_due(ab.db, board.slug)["tasks"]
+        sups.append(sup["id"])
+        board.block(sup["id"], "the supervision budget is spent", kind="budget", actor="dispatcher")
+        supervision.reconcile(ab.db, board.slug)
+    assert [board.show(s)["status"] for s in sups] == ["blocked", "blocked"]  # seen while the budget is spent
+    assert board.show(t)["block_to"] == "alice"
+    # the budget allows runs again: neither runs (and spends) for a wake a person has now
+    budgets.release(ab.db, [board.slug])
+    assert [board.show(s)["status"] for s in sups] == ["archived", "archived"]
+    assert "went to a person" in events(board, sups[0], "archived")[0]["payload"]["reason"]
+
+
+def test_a_supervision_task_with_its_wake_still_open_runs_when_its_budget_allows_again(ab: Any, board: Any) -> None:
+    from agentboard.kernel import budgets
+
+    supervise(ab, board)
+    t = board.create("stuck")["id"]
+    board.block(t, "no idea", actor="bob")
+    (sup,) = supervision.take_due(ab.db, board.slug)["tasks"]
+    board.block(sup["id"], "the supervision budget is spent", kind="budget", actor="dispatcher")
+    budgets.release(ab.db, [board.slug])
+    assert board.show(sup["id"])["status"] == "ready"

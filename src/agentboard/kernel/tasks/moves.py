@@ -212,7 +212,7 @@ def unblock_in(tx: Tx, board: str, task_id: str, *, actor: str | None = None) ->
     return _unblock(tx, board, task_id, actor)
 
 
-def _archive(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
+def _archive(tx: Tx, board: str, task_id: str, actor: str | None, reason: str | None = None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     states.check("archive", task["status"], states.ARCHIVED, task_id)
     now = time.time()
@@ -221,7 +221,10 @@ def _archive(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
         f"UPDATE tasks SET status = 'archived', {_CLEAR_CLAIM}, updated_at = :now WHERE id = :id",
         {"now": now, "id": task_id},
     )
-    tx.event(board, task_id, "archived", {"from": task["status"], "closed_run": closed}, run_id=closed, actor=actor, at=now)
+    payload: dict[str, Any] = {"from": task["status"], "closed_run": closed}
+    if reason:
+        payload["reason"] = reason
+    tx.event(board, task_id, "archived", payload, run_id=closed, actor=actor, at=now)
     task.update(status=states.ARCHIVED, current_run_id=None)
     after_satisfied(tx, board, task, actor)
     return task_out(task)
