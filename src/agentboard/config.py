@@ -241,10 +241,14 @@ def expected(name: str, kind: Any) -> str:
         return GLOBAL_EXPECTED[name]
     if name in SETTINGS_EXPECTED:
         return SETTINGS_EXPECTED[name]
-    if name in RANGES:
-        low, high = RANGES[name]
-        return f"a whole number from {low} to {high}"
     text_kind = str(kind)
+    if name in RANGES:
+        low, high = (_number(v) for v in RANGES[name])
+        if text_kind.startswith("tuple"):
+            return f"a list of numbers, each from {low} to {high} (a TOML array, or comma-separated)"
+        return f"a {'whole number' if kind is int or text_kind == 'int' else 'number'} from {low} to {high}"
+    if name in CHOICES:
+        return " or ".join(", ".join(CHOICES[name]).rsplit(", ", 1))
     if kind is bool or text_kind == "bool":
         return "true or false (also 1/0, yes/no, on/off)"
     if kind is int or text_kind == "int":
@@ -256,8 +260,35 @@ def expected(name: str, kind: Any) -> str:
     return "text"
 
 
-#: integer settings with a range of their own (the others: see :func:`expected`)
-RANGES: dict[str, tuple[int, int]] = {"api_port": (1, 65535)}
+_DAY = 86_400
+_LONG = 100_000_000  # seconds: about three years, the kernel's longest time-to-live
+#: the range of every number setting (both ends included; a list's items each); what a verb
+#: checks again (the notifier's, ``max_parallel``, ``failure_limit``) is not repeated here
+RANGES: dict[str, tuple[float, float]] = {
+    "api_port": (1, 65535),
+    "dispatch_interval": (0.1, _DAY), "claim_ttl": (1, _LONG), "stale_timeout": (1, _LONG),
+    "stale_heartbeat": (1, _LONG), "spawn_grace": (0, _DAY), "rate_limit_cooldown": (0, _LONG),
+    "network_retry_base": (0, _LONG), "network_retry_max": (0, _LONG), "network_retry_limit": (1, 1_000_000),
+    "min_free_memory_mb": (0, 1 << 30), "attachment_max_bytes": (1, 1 << 40),
+    "run_comment_limit": (0, 1_000_000_000), "run_proposal_limit": (0, 1_000_000_000),
+    "log_max_bytes": (0, 1 << 50), "event_retention_days": (0, 1_000_000), "log_retention_days": (0, 1_000_000),
+    "auto_decompose_per_pass": (1, 10_000), "review_diff_max": (1, 1 << 30), "repair_deadline": (1, _LONG),
+    "verify_timeout": (1, _LONG), "verify_backoff": (0, _LONG), "verify_backoff_jitter": (0, 1),
+    "wiki_deadline": (0.1, _DAY), "schedule_grace": (0, _LONG), "llm_timeout": (0.1, _DAY),
+    "llm_max_retries": (0, 100), "supervisor_sweep": (1, _LONG), "stuck_after": (1, _LONG),
+    "replan_after": (1, 1_000_000), "block_loop_limit": (1, 1_000_000), "block_loop_window": (1, _LONG),
+    "supervisor_wake_ttl": (1, _LONG), "max_request_bytes": (1024, 1 << 40),
+    "pg_pool_size": (1, 10_000), "pg_max_overflow": (0, 10_000), "pg_pool_timeout": (0.1, _DAY),
+    "pg_connect_timeout": (0.1, _DAY), "pg_statement_timeout": (0, _LONG), "pg_lock_timeout": (0, _LONG),
+    "pg_idle_timeout": (0, _LONG), "budget_stop_grace": (0, _LONG), "blocked_alert_hours": (0, 1_000_000),
+    "cap_wait_minutes": (0, 1_000_000), "wal_alert_mb": (0, 1 << 30),
+}
+#: text settings with a fixed set of values
+CHOICES: dict[str, tuple[str, ...]] = {"log_format": ("text", "json", "auto")}
+
+
+def _number(value: float) -> str:
+    return f"{int(value):,}".replace(",", "") if float(value).is_integer() else str(value)
 
 
 def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
@@ -275,23 +306,31 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
             if value in _BOOL_FALSE:
                 return False
             raise ValueError(raw)
-        if name in RANGES:
-            number = int(raw)
-            if not RANGES[name][0] <= number <= RANGES[name][1]:
-                raise ValueError(raw)
-            return number
         if kind is int or text_kind == "int":
-            return int(raw)
+            return _in_range(name, int(raw))
         if kind is float or text_kind == "float":
-            return float(raw)
+            return _in_range(name, float(raw))
         if text_kind.startswith("tuple"):  # a list: a TOML array, or comma-separated text
             items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
             if text_kind.startswith("tuple[float"):
-                return tuple(float(str(i).strip()) for i in items if str(i).strip())
+                return tuple(_in_range(name, float(str(i).strip())) for i in items if str(i).strip())
             return tuple(str(i).strip() for i in items if str(i).strip())
-    except ValueError:
+        if name in CHOICES:
+            if str(raw).strip().lower() not in CHOICES[name]:
+                raise ValueError(raw)
+            return str(raw).strip().lower()
+    except (ValueError, OverflowError):
         raise InvalidInput(f"invalid setting {name}={raw!r}: must be {expected(name, kind)}{where}") from None
     return raw
+
+
+def _in_range(name: str, number: float) -> Any:
+    """``number`` if it is within setting ``name``'s range (:data:`RANGES`); a float must be finite."""
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(number)
+    if name in RANGES and not RANGES[name][0] <= number <= RANGES[name][1]:
+        raise ValueError(number)
+    return number
 
 
 def default_home() -> Path:

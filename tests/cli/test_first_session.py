@@ -148,6 +148,15 @@ def test_a_typo_in_an_assignee_suggests_the_profile_it_was_meant_to_be(cli_home:
     ("AGENTBOARD_VERIFY", "maybe", "invalid setting verify='maybe': must be true or false"),
     ("AGENTBOARD_API_PORT", "70000", "invalid setting api_port='70000': must be a whole number from 1 to 65535"),
     ("AGENTBOARD_REVIEWER_AGENT", "bob", "invalid setting reviewer_agent='bob': must be auto, on, off, llm, heuristic"),
+    ("AGENTBOARD_CLAIM_TTL", "-5", "invalid setting claim_ttl='-5': must be a whole number from 1 to 100000000 "
+                                   "(from AGENTBOARD_CLAIM_TTL)"),
+    ("AGENTBOARD_DISPATCH_INTERVAL", "0", "invalid setting dispatch_interval='0': must be a number from 0.1 to 86400"),
+    ("AGENTBOARD_ATTACHMENT_MAX_BYTES", "-5", "invalid setting attachment_max_bytes='-5': must be a whole number from 1"),
+    ("AGENTBOARD_LLM_TIMEOUT", "1e400", "invalid setting llm_timeout='1e400': must be a number from 0.1 to 86400"),
+    ("AGENTBOARD_VERIFY_BACKOFF", "10,-1", "invalid setting verify_backoff='10,-1': must be a list of numbers, each "
+                                           "from 0 to 100000000"),
+    ("AGENTBOARD_LOG_FORMAT", "abc", "invalid setting log_format='abc': must be text, json or auto "
+                                     "(from AGENTBOARD_LOG_FORMAT)"),
 ])
 def test_a_bad_setting_is_refused_naming_its_valid_range_or_choices(cli_home: Path, var: str, value: str,
                                                                       says: str) -> None:
@@ -175,6 +184,39 @@ def test_every_setting_refuses_a_value_of_the_wrong_type_saying_what_it_must_be(
         assert str(err.value).startswith(f"invalid setting {f.name}='not-a-value': must be "), str(err.value)
         assert str(err.value).endswith(f"(from {var})")
         monkeypatch.delenv(var)
+
+
+def test_every_number_setting_has_a_range_and_refuses_values_outside_it(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import fields
+
+    from agentboard import config
+    from agentboard.domain.errors import InvalidInput
+
+    numbers = [f for f in fields(config.Settings) if str(f.type) in ("int", "float", "tuple[float, ...]")]
+    checked_elsewhere = {"max_parallel", "failure_limit"} | {
+        k for k in ("notify_poll_interval", "notify_retry_base", "notify_retry_max", "notify_lease", "notify_timeout",
+                    "notify_batch_delay", "notify_digest_window", "notify_park_after", "notify_digest_after")}
+    for f in numbers:
+        if f.name in checked_elsewhere:
+            continue
+        assert f.name in config.RANGES, f"{f.name} has no range"
+        var = "AGENTBOARD_" + f.name.upper()
+        for bad in ("-1e12", "1e400", "nan"):
+            monkeypatch.setenv(var, bad)
+            with pytest.raises(InvalidInput) as err:
+                config.load(home)
+            assert " from " in str(err.value) and str(err.value).endswith(f"(from {var})"), str(err.value)
+        monkeypatch.setenv(var, str(getattr(config.Settings(home=home), f.name)).strip("()").rstrip(","))
+        config.load(home)  # the default itself is within the range
+        monkeypatch.delenv(var)
+
+
+def test_a_dispatcher_with_a_claim_ttl_out_of_range_does_not_start(cli_home: Path) -> None:
+    p = run("dispatcher", env={"AGENTBOARD_CLAIM_TTL": "-5"}, check=False)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "error: invalid setting claim_ttl='-5': must be a whole number from 1 to 100000000 (from AGENTBOARD_CLAIM_TTL)"]
 
 
 # -- block reasons --------------------------------------------------------------------------------------

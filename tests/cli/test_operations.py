@@ -54,6 +54,15 @@ def test_import_of_something_else_is_one_line_and_writes_nothing(
     assert counts() == before  # type: ignore[operator]
 
 
+def test_a_bad_dump_on_standard_input_is_named_as_standard_input_not_a_temporary_file(
+        cli: Runner, cli_home: Path, counts: object) -> None:
+    before = counts()  # type: ignore[operator]
+    r = cli("import", "-", input="not json at all\n")
+    assert_one_line_error(r, 2, "standard input: line 1 is not JSON")
+    assert ".import-" not in r.err
+    assert counts() == before  # type: ignore[operator]
+
+
 def test_migrate_to_refuses_while_a_dispatcher_holds_the_board(cli: Runner, cli_home: Path, tmp_path: Path) -> None:
     from agentboard.dispatch.planning import BoardLock
 

@@ -65,6 +65,11 @@ def import_(path: str, as_json: bool) -> None:
     try:
         with progress("rows", as_json=as_json) as bar:
             report = transfer.import_dump(db, source, home=common.home(), progress=bar)
+    except InvalidInput as exc:
+        if spooled is None:
+            raise
+        # the spooled copy is ours, gone once this ends: the user gave standard input
+        raise InvalidInput(str(exc).replace(str(spooled), "standard input")) from None
     finally:
         if spooled is not None:
             spooled.unlink(missing_ok=True)

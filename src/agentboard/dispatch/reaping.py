@@ -350,8 +350,8 @@ class Reaper:
             last_hb = now  # its tool calls since the last look are its heartbeat
         if now - started > stale_after and now - last_hb > quiet:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "stale",
-                            f"running for {int((now - started) // 60)} min with no heartbeat in the last "
-                            f"{int(quiet // 60)} min; stopped and returned to the queue", False)
+                            f"running for {_span(now - started)} with no heartbeat in the last "
+                            f"{_span(quiet)}; stopped and returned to the queue", False)
             return Check(Seen.STALE, earliest(deadline, runtime_end))
         renew = self._renew_claim(r, now)
         return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
@@ -809,3 +809,8 @@ def _usage(out: adapters.Outcome) -> dict[str, Any]:
     """The token counts and cost an agent's output reported (only those it did)."""
     return {k: v for k, v in (("input_tokens", out.input_tokens), ("output_tokens", out.output_tokens),
                               ("cost_usd", out.cost_usd)) if v is not None}
+
+
+def _span(seconds: float) -> str:
+    """``seconds`` as a stale run's message says it: whole minutes, or seconds under two minutes."""
+    return f"{int(seconds)} s" if seconds < 120 else f"{int(seconds // 60)} min"
