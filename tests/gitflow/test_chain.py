@@ -48,6 +48,9 @@ def test_a_fix_verified_in_the_project_venv_then_a_document_task_that_sees_the_f
     # the fix's merge is on main (the document task, promoted by the approval, may merge after it)
     assert any(s.startswith(f"Merge ab/{fix['id']}") for s in git(repo, "log", "--format=%s").splitlines())
     assert events(board, fix["id"], "integrated")[0]["payload"]["outcome"] == "merged"
+    # once landed, the task's diff is what landed on main (not the empty diff of a merged branch)
+    landed = cli(ab.home, "diff", fix["id"])
+    assert "-    return a - b" in landed.stdout and "+    return a + b" in landed.stdout, landed.stdout
 
     # the document task starts from its parent's branch and sees the fix
     wait_for(lambda: status(board, doc["id"]) == "done", what="the document task to finish")

@@ -131,6 +131,27 @@ def test_a_task_without_review_on_a_merge_board_is_merged_when_its_worker_finish
     assert card["integration"] == "merged"  # the card's "⎇ merged" pill
 
 
+@pytest.mark.parametrize("mode", ["squash", "rebase"])
+def test_a_landed_tasks_diff_is_the_work_that_landed_whatever_moved_on_the_base_since(
+        ab, tmp_path, dispatcher, mode):
+    from agentboard.dispatch import diffs
+
+    repo = make_repo(tmp_path / "repo")
+    ab.create_board("flow", workdir=str(repo), settings={"integrate": mode})
+    ab.add_profile("agent", command=sh(AGENT))
+    board = ab.board("flow")
+    tid = board.create("document it", assignee="agent")["id"]
+    dispatcher()
+    wait_for(lambda: board.show(tid)["integration"], what="the task's integration to be recorded")
+    (repo / "later.txt").write_text("someone else, later\n")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-qm", "later on main")
+    shown = diffs.task_diff(ab.db, "flow", tid)
+    assert [f["path"] for f in shown["files"]] == [f"{tid}.txt"], shown["files"]
+    assert shown["how"].startswith("what landed on the base")
+    assert f"+work of {tid}" in diffs.raw_diff(ab.db, "flow", tid)[0]
+
+
 def test_a_board_that_wants_review_before_merging_keeps_the_branch_and_says_so(ab, tmp_path, dispatcher):
     repo = make_repo(tmp_path / "repo")
     ab.create_board("flow", workdir=str(repo))

@@ -9,6 +9,7 @@ task read by ``kernel.queries.task_detail`` for ``show``, ``context``, the REST 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -114,12 +115,35 @@ def split(text: str) -> list[dict[str, Any]]:
     return files
 
 
+#: integration outcomes that put the branch's work on the base (its diff is then what landed)
+_LANDED = ("merged", "squashed", "rebased")
+
+
+def _work(db: Database, task: Row) -> review_context.Diff:
+    """The task's work: once its branch has landed on the base, what landed (the base before it
+    to the commit it made), else the reviewer's diff (:func:`review_context.work_diff`)."""
+    facts = facts_of(task)
+    if task.get("integration") in _LANDED and facts.repo is not None:
+        event = kd.last_event_of(db, task["id"], "integrated")
+        detail = (event or {}).get("payload") or {}
+        if isinstance(detail, str):
+            detail = json.loads(detail)
+        commit = str(detail.get("commit") or "")
+        # a merge's or a squash's first parent is the base before it; a rebase records it
+        before = str(detail.get("before") or (commit + "^1" if task.get("integration") != "rebased" else ""))
+        if commit and before:
+            landed = review_context.landed_diff(facts.repo, before, commit)
+            if landed is not None:
+                return landed
+    return review_context.work_diff(facts)
+
+
 def task_diff(db: Database, board: str, task_id: str, *, page: int = 1, per_page: int = PER_PAGE,
               file_max: int = FILE_MAX, path: str | None = None) -> dict[str, Any]:
     """A task's diff, ``per_page`` files a page (every file's +/− counts are listed on every
     page, its text only on its own page); ``path``: only that file."""
     task = kd.task(db, board, task_id)
-    diff = review_context.work_diff(facts_of(task))
+    diff = _work(db, task)
     files = split(diff.text)
     listing = [{k: f[k] for k in ("path", "old_path", "status", "additions", "deletions", "binary", "uncommitted")}
                for f in files]
@@ -143,7 +167,7 @@ def task_diff(db: Database, board: str, task_id: str, *, page: int = 1, per_page
 def raw_diff(db: Database, board: str, task_id: str) -> tuple[str, str]:
     """The task's whole diff as text, and how it was made."""
     task = kd.task(db, board, task_id)
-    diff = review_context.work_diff(facts_of(task))
+    diff = _work(db, task)
     return diff.text, diff.how
 
 

@@ -183,7 +183,8 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         new = proc.stdout.strip()
     _land(repo, base, base_sha, new, checked_out)
     outcome = {"merge": "merged", "squash": "squashed", "rebase": "rebased"}[mode]
-    return Outcome(outcome, detail={"base": base, "commit": new, "files": touched[:50], "branch": branch})
+    return Outcome(outcome, detail={"base": base, "before": base_sha, "commit": new, "files": touched[:50],
+                                    "branch": branch})
 
 
 def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -> str:

@@ -93,6 +93,17 @@ def work_diff(ws: WorkspaceFacts) -> Diff:
     return Diff("", "none: the workspace is not in a git repository")
 
 
+def landed_diff(repo: Path, before: str, commit: str) -> Diff | None:
+    """What an integration put on the base: ``git diff before..commit`` in ``repo`` (None when
+    either commit is gone, e.g. the history was rewritten since)."""
+    for rev in (before, commit):
+        if gitsafe.run(repo, "rev-parse", "--verify", "-q", rev + "^{commit}", check=False,
+                       timeout=GIT_TIMEOUT).returncode != 0:
+            return None
+    text = _out(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color", f"{before}..{commit}")
+    return Diff(text, f"what landed on the base: `git diff {before[:12]}..{commit[:12]}` in {repo}")
+
+
 def cut(diff: Diff, limit: int) -> Diff:
     """``diff`` with its text cut to ``limit`` characters at a line end, and a note of what was
     cut (the files whose changes are not shown, at least in part)."""
