@@ -155,6 +155,21 @@ def test_a_backup_restored_into_a_new_home_finds_its_attachments(
     assert att["path"].startswith(str(other)) and Path(att["path"]).read_text() == "attached"
 
 
+def test_a_restore_says_the_backups_settings_were_left_for_the_operator_to_take(
+        cli: Runner, cli_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (cli_home / "config.toml").write_text("failure_limit = 3\n")
+    task_id(cli("create", "kept", "--json"))
+    dest = tmp_path / "bk"
+    assert cli("backup", str(dest)).code == 0 and (dest / "config.toml").is_file()
+    other = tmp_path / "newhome"
+    monkeypatch.setenv("AGENTBOARD_HOME", str(other))
+    r = cli("restore", str(dest))
+    assert r.code == 0, r.err
+    assert not (other / "config.toml").exists()  # a backup's settings are never taken silently
+    assert f"note: the backup's settings were not restored; to use them: cp {dest / 'config.toml'}" in r.err
+    assert cli("restore", str(dest), "--force", "--json").json()["config_left"] == str(dest / "config.toml")
+
+
 def test_backup_of_a_postgresql_home_says_to_use_pg_dump(cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTBOARD_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     assert_one_line_error(cli("backup"), 2, "pg_dump")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -85,3 +86,6 @@ def _restore_backup(path: Path, force: bool, as_json: bool) -> None:
     common.emit(info.as_dict(), as_json,
                 f"restored {info.tasks} tasks, {info.events} events, {info.files} attachment file(s) and "
                 f"{info.templates} template(s) from {path}")
+    if info.config_left is not None and not as_json:
+        click.echo(f"note: the backup's settings were not restored; to use them: "
+                   f"cp {shlex.quote(str(info.config_left))} {shlex.quote(str(s.home / 'config.toml'))}", err=True)

@@ -40,11 +40,17 @@ class BackupInfo:
     files: int
     integrity: str
     templates: int = 0
+    #: a restore: the backup's ``config.toml``, left where it is (settings are the operator's to
+    #: take: a database URL, notification targets, a worker's environment), or None
+    config_left: Path | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"path": str(self.path), "database": str(self.database), "tasks": self.tasks,
-                "events": self.events, "files": self.files, "templates": self.templates,
-                "integrity": self.integrity}
+        out: dict[str, object] = {"path": str(self.path), "database": str(self.database), "tasks": self.tasks,
+                                  "events": self.events, "files": self.files, "templates": self.templates,
+                                  "integrity": self.integrity}
+        if self.config_left is not None:
+            out["config_left"] = str(self.config_left)
+        return out
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -192,7 +198,9 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool,
         copied = _copy_files(backup_dir, home, progress)
         templates = _copy_templates(backup_dir, home, progress)
     integrity, tasks, events = check(db_file)
-    return BackupInfo(backup_dir, db_file, tasks, events, copied, integrity, templates)
+    config = backup_dir / "config.toml"
+    left = config if backup_dir.is_dir() and config.is_file() and not config.is_symlink() else None
+    return BackupInfo(backup_dir, db_file, tasks, events, copied, integrity, templates, config_left=left)
 
 
 def check_rows(path: Path) -> None:
