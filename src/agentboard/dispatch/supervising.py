@@ -19,6 +19,7 @@ Each pass, for the boards with open wakes (read with the pass's snapshot, :func:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -117,8 +118,10 @@ class Supervising:
             from ..kernel import host_access
 
             checks = host_access.board_checks(self.ctx.db, board["slug"])
+            setup = goal_setup(self.ctx, board, goal["id"], where)
             result = verify.run(list(goal["verify"]), where, timeout=float(self.ctx.settings.verify_timeout),
-                                checks=checks)
+                                checks=checks, confinement=setup.confinement, base_env=setup.base_env,
+                                unavailable=setup.unavailable)
             lines = [f"{'ok' if r.passed else 'FAILED'}: `{r.command}` (exit {r.exit_code})"
                      + (f"\n{r.output_tail.strip()[-1500:]}" if not r.passed and r.output_tail.strip() else "")
                      for r in result.results]
@@ -141,4 +144,42 @@ class Supervising:
             pool.shutdown(wait=True)
 
 
-__all__ = ["Supervising"]
+#: the isolation modes, the least confined first
+_STRICTNESS = ("none", "user", "sandbox")
+
+
+def goal_setup(ctx: Context, board: Row, goal_id: str, where: Path) -> verify.Setup:
+    """How a goal's checks run: they run the code its tasks' workers wrote, so never with more
+    than the most confined of those workers had — the environment a worker inherits (no
+    ``AGENTBOARD_*``, no secret the deny list names, no run token) under the strictest isolation
+    among the profiles that ran the goal's tasks (``unavailable`` says why that cannot be had)."""
+    from ..kernel import profiles as kprofiles
+    from ..protocol import project_env
+    from . import isolation, spawn
+
+    settings = ctx.settings
+    env = spawn.inherited(settings, os.environ)
+    env.pop("VIRTUAL_ENV", None)
+    env.update(project_env.environment(settings.home, env.get("PATH", os.defpath), board))
+    names = ctx.db.read(lambda tx: [r["profile"] for r in tx.all(
+        "SELECT DISTINCT r.profile FROM task_runs r JOIN tasks t ON t.id = r.task_id "
+        "WHERE t.goal_id = :g AND r.profile IS NOT NULL", {"g": goal_id})])
+    modes = {"none"}
+    for name in names:
+        try:
+            modes.add(str(kprofiles.get(ctx.db, name).get("isolation") or "none"))
+        except AgentboardError:
+            modes.add("sandbox")  # a profile gone since: assume the worst it could have been
+    mode = max(modes, key=lambda m: _STRICTNESS.index(m) if m in _STRICTNESS else len(_STRICTNESS))
+    if mode == "none":
+        return verify.Setup(None, env)
+    try:
+        conf = isolation.resolve(mode, settings)
+    except isolation.IsolationError as exc:
+        return verify.Setup(None, env, f"the goal's workers ran with isolation {mode!r}: {exc}")
+    if conf.bwrap is not None:
+        conf = conf.showing(isolation.needed_paths(["/bin/sh"], env))
+    return verify.Setup(conf, env)
+
+
+__all__ = ["Supervising", "goal_setup"]
