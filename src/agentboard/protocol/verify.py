@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -130,6 +131,10 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
         except OSError:
             cgroup = None
     full = {**(os.environ if base_env is None else base_env), **(env or {})}
+    # Python reads compiled modules from a folder of its own for the check, never from the
+    # workspace's __pycache__ (ignored by git, so a planted one would not be in the branch)
+    pycache = Path(tempfile.gettempdir()) / f"agentboard-check-pycache-{os.getpid()}-{time.monotonic_ns()}"
+    full["PYTHONPYCACHEPREFIX"] = str(pycache)
     argv: list[str] = ["/bin/sh", "-c", command]
     user = group = extra_groups = None
     if confinement is not None and confinement.mode != "none":
@@ -169,6 +174,7 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
         size = out.seek(0, os.SEEK_END)
         out.seek(max(0, size - TAIL_BYTES * 2))
         tail = _tail(out.read())
+    shutil.rmtree(pycache, ignore_errors=True)
     if timed_out:
         tail += f"\n[killed: no result within {timeout:g} s]"
     return CommandResult(command, proc.returncode, time.monotonic() - started, tail, timed_out)
