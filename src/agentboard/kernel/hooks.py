@@ -24,7 +24,7 @@ from ..store.engine import Row, Tx
 SUBSCRIBERS = ("agentboard.kernel.supervision", "agentboard.kernel.insights")
 #: the points a module may subscribe to
 POINTS = ("blocked", "gave_up", "sent_back", "failed", "telemetry", "goal_verifying", "budget_blocked",
-          "run_closed", "task_done", "task_undone", "reviewed", "run_usage")
+          "budget_releasing", "run_closed", "task_done", "task_undone", "reviewed", "run_usage")
 
 Handler = Callable[..., Any]
 _handlers: dict[str, list[Handler]] = {p: [] for p in POINTS}
@@ -120,6 +120,12 @@ def budget_blocked(tx: Tx, board: str, task_id: str, actor: str | None) -> None:
     """A budget blocked a task (not counted as the task's own block)."""
     for fn in _of("budget_blocked"):
         fn(tx, board, task_id, actor)
+
+
+def budget_releasing(tx: Tx, board: str, task: Row, actor: str | None) -> bool:
+    """A task a budget blocked is about to be released (the budget allows a run again): False
+    when a handler retired it instead (it must not run)."""
+    return all(fn(tx, board, task, actor) is not False for fn in _of("budget_releasing"))
 
 
 def run_closed(tx: Tx, run_id: int, *, done: bool = False) -> None:

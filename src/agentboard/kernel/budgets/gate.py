@@ -211,8 +211,8 @@ def release_in(tx: Tx, boards: list[str] | None = None, *, actor: str | None = N
     for r in rows:
         if gate_in(tx, r, also=let_through, now=now) is not None:
             continue
-        if r["purpose"] == "supervision" and _without_wake(tx, r["board"], r["id"], actor):
-            continue
+        if r["purpose"] == "supervision" and not hooks.budget_releasing(tx, r["board"], r, actor):
+            continue  # the supervisor's side retired it (its wakes went elsewhere meanwhile)
         target = ready_or_todo(tx, r["id"], r["assignee"], r["board"])
         tx.execute("UPDATE tasks SET status = :s, block_kind = NULL, block_reason = NULL, updated_at = :now "
                    "WHERE id = :id AND status = 'blocked' AND block_kind = 'budget'",
@@ -224,19 +224,6 @@ def release_in(tx: Tx, boards: list[str] | None = None, *, actor: str | None = N
             if target == states.READY:
                 let_through.append(r)
     return released
-
-
-def _without_wake(tx: Tx, board: str, task_id: str, actor: str | None) -> bool:
-    """A supervision task blocked by its budget whose wakes were re-fired or escalated while it
-    waited is archived (True) instead of released: run now, it would spend for nothing."""
-    if tx.scalar("SELECT 1 FROM supervisor_wakes WHERE task_id = :t AND status IN ('pending', 'running')",
-                 {"t": task_id}) is not None:
-        return False
-    from ..tasks.moves import archive_in  # the task verbs gate on budgets: imported here, not above
-
-    archive_in(tx, board, task_id, actor=actor,
-               reason="its wakes were re-fired or went to a person while its budget was spent")
-    return True
 
 
 def release(db: Database, boards: list[str] | None = None) -> list[str]:

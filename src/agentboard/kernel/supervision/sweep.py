@@ -10,8 +10,10 @@ from typing import Any
 
 from ...domain import model, states
 from ...store.engine import Database, Row, Tx, dump_json, in_list
+from .. import hooks
 from ..common import board_settings
 from ..tasks import NewTask, create_in
+from ..tasks.moves import archive_in
 from .waking import (
     SUPERVISION,
     TAKE_LIMIT,
@@ -296,3 +298,17 @@ def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list
     if not any(found.get(k) for k in ("run_lost", "stuck", "unrunnable", "goal_verifying")):
         return []
     return db.write(_w)
+
+
+@hooks.on("budget_releasing")
+def on_budget_releasing(tx: Tx, board: str, task: Row, actor: str | None) -> bool:
+    """A supervision task stopped by its budget whose wakes were re-fired or went to a person
+    while it waited is archived instead of released (False): run now, it would spend for
+    nothing. One with a wake of its own still open is released (True)."""
+    if task.get("purpose") != SUPERVISION or tx.scalar(
+            "SELECT 1 FROM supervisor_wakes WHERE task_id = :t AND status IN ('pending', 'running')",
+            {"t": task["id"]}) is not None:
+        return True
+    archive_in(tx, board, str(task["id"]), actor=actor,
+               reason="its wakes were re-fired or went to a person while its budget was spent")
+    return False
