@@ -87,10 +87,17 @@ def _money(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
 
+#: how the empty key reads (as in ``GET /api/insights``' ``label``): per profile, nobody's (tasks
+#: a person closed without a run); per model, no model (runs of profiles that name none)
+EMPTY_KEY = {"profile": "(by hand)", "model": "(no model)"}
+
+
 def _insights(slug: str, by: str, since: str | None, as_json: bool) -> None:
     from agentboard.kernel import insights
 
     data = insights.read(common.db(), slug, insights.Query.build(by, since))
+    for group in data["groups"]:
+        group["label"] = group["key"] or EMPTY_KEY[by]
     if as_json:
         common.emit_json(data)
         return
@@ -111,7 +118,7 @@ def _insights(slug: str, by: str, since: str | None, as_json: bool) -> None:
     click.echo("")
     table([by, "runs", "done", "1st ok", "verified", "approved", "races won", "p50", "p90", "tokens/done",
            "cost/done", "failures"],
-          [(g["key"] or "(by hand)", g["runs"], g["tasks_done"], _pct(g["first_attempt_success_rate"]),
+          [(g["label"], g["runs"], g["tasks_done"], _pct(g["first_attempt_success_rate"]),
             _pct(g["verification_pass_rate"]), _pct(g["review_approval_rate"]),
             f"{g['races_won']}/{g['races_entered']}", _secs(g["duration_p50_s"]), _secs(g["duration_p90_s"]),
             "-" if g["tokens_per_done_task"] is None else f"{g['tokens_per_done_task']:.0f}",

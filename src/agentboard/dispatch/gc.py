@@ -74,14 +74,19 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
                     kr.record_telemetry(db, slug, d.name, "workspace_removed", {"path": str(d), "by": "gc"})
                 except Exception:
                     pass
-        losers = _race_losers(db, home, slug, report, dry_run)
-        # worktrees of archived tasks go when clean; dirty ones are always kept
+        _race_losers(db, home, slug, report, dry_run)
+        # worktrees of archived tasks go when clean; dirty ones are always kept. A race's attempts
+        # go by the rules for races only: a finished race's losers above; an unfinished race's
+        # (running, in review, blocked) never; the picked attempt's worktree is the race's own
+        attempts = maintenance.race_attempt_ids(db, slug)
+        seen: set[Path] = set()
         for row in kd.finished_worktree_tasks(db, slug):
-            if row["id"] in losers:
+            if row["id"] in attempts:
                 continue
             path = Path(row["workspace_path"])
-            if path.parent.name != ".worktrees" or not path.exists():
+            if path.parent.name != ".worktrees" or not path.exists() or path in seen:
                 continue
+            seen.add(path)
             if row["status"] != "archived":
                 why = workspaces.worktree_dirty(path)
                 if why:
@@ -117,16 +122,13 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
     return report
 
 
-def _race_losers(db: Database, home: Path, slug: str, report: dict[str, Any], dry_run: bool) -> set[str]:
+def _race_losers(db: Database, home: Path, slug: str, report: dict[str, Any], dry_run: bool) -> None:
     """Remove the losing attempts of the board's finished races: each one's worktree when it
     holds no uncommitted work (its commits go with its branch), then its branch, in the race's
-    target repository. Returns the attempts' task ids (looked at here, not as other worktrees)."""
-    seen: set[str] = set()
+    target repository."""
     branches: dict[Path, set[str] | None] = {}
     for row in kraces.finished_losers(db, slug):
-        seen.add(str(row["attempt_task_id"]))
         _race_loser(home, row, branches, report, dry_run)
-    return seen
 
 
 def _race_loser(home: Path, row: Row, branches: dict[Path, set[str] | None], report: dict[str, Any],

@@ -1,5 +1,5 @@
 """Housekeeping that changes no task state: pruning old events, folding task count deltas,
-checkpointing SQLite's log, keeping PostgreSQL's planner statistics current."""
+checkpointing SQLite's log, keeping PostgreSQL's planner statistics current; what ``gc`` reads."""
 
 from __future__ import annotations
 
@@ -84,6 +84,15 @@ def compact_task_counts(db: Database, board: str) -> None:
 
     if db.dialect == "postgresql":
         db.write(_w)
+
+
+def race_attempt_ids(db: Database, board: str) -> set[str]:
+    """The ids of ``board``'s race attempts' own tasks (``race_of`` set, read through its partial
+    index): ``gc`` removes them by the rules for races only (``dispatch.gc``), never as other
+    finished tasks — the attempts of a race not finished are kept, and the picked attempt's
+    worktree is the race's."""
+    return {str(r["id"]) for r in db.read(lambda tx: tx.all(
+        "SELECT id FROM tasks WHERE race_of IS NOT NULL AND board = :b", {"b": board}))}
 
 
 def checkpoint(db: Database) -> bool:

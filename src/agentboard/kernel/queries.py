@@ -374,10 +374,10 @@ def task_detail(db: Database, board: str, task_id: str, *, events: int = 50) -> 
 
     The task's own fields, plus: ``parents`` (id, title, status, assignee, result and
     ``handoff``: a done parent's latest completed run, else None), ``children``, ``comments``
-    (all, oldest first), the last ``events`` events (oldest first; 0 reads
-    none), ``runs`` (oldest first), ``attachments``, ``reviews`` (oldest first, findings
-    decoded) and, when the task has a goal, ``goal`` (id, title, status, body, acceptance; None
-    unless the goal is on the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
+    (all, oldest first), the last ``events`` events (oldest first; 0 reads none), ``runs``
+    (oldest first), ``attachments``, ``reviews`` (oldest first, findings decoded) and, when the
+    task has a goal, ``goal`` (id, title, status, body, acceptance; None unless the goal is on
+    the task's board). Its shape is :class:`~agentboard.kernel.rows.TaskDetail`.
     """
     return db.read_pipelined(task_detail_in, board, task_id, events=events)
 
@@ -387,9 +387,12 @@ def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:
     ``[{"status": target, "verb": verb}]`` in lifecycle order: the transition table's
     (:func:`states.hand_moves`), less a move to ready the task cannot make yet (parents not
     done, no assignee and no default one, or, for a verb that lets the task land in todo, a
-    ``not_before`` still ahead)."""
+    ``not_before`` still ahead); a race (finished by a pick) has no done before a pick, no request changes."""
     task_id = task["id"]
     moves = states.hand_moves(task["status"])
+    if task.get("race_until"):
+        picked = tx.scalar("SELECT COUNT(*) FROM attempts WHERE task_id = :t AND picked = 1", {"t": task_id})
+        moves = {s: v for s, v in moves.items() if v != "request_changes" and (s != states.DONE or picked)}
     verb = moves.get(states.READY)
     if verb == "promote":
         if pending_parents(tx, task_id) or not (task.get("assignee") or default_assignee(tx, board)):
@@ -526,36 +529,33 @@ def last_event_id(db: Database, board: str | None = None) -> int:
 
 
 def stats(db: Database, board: str) -> BoardStats:
+    """The board's own tasks (a race once, never its attempts' tasks; not the supervisor's) by
+    status, assignee and goal, and its runs (the attempts' too), tokens and cost."""
     def _r(tx: Tx) -> Row:
-        by_status = {s: 0 for s in states.STATUSES}
-        for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE board = :b AND {NOT_SUPERVISION} GROUP BY status", {"b": board}):
-            by_status[r["status"]] = r["n"]
+        own, b = f"board = :b AND {NOT_ATTEMPT} AND {NOT_SUPERVISION}", {"b": board}
+        by_status = {s: 0 for s in states.STATUSES} | {
+            r["status"]: r["n"] for r in tx.all(f"SELECT status, COUNT(*) AS n FROM tasks WHERE {own} GROUP BY status", b)}
         by_assignee: dict[str, dict[str, int]] = {}
-        for r in tx.all(
-            f"SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND status != 'archived' "
-            f"AND {NOT_SUPERVISION} GROUP BY assignee, status", {"b": board}):
+        for r in tx.all(f"SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE {own} AND status != 'archived' "
+                        "GROUP BY assignee, status", b):
             by_assignee.setdefault(r["assignee"] or "(unassigned)", {})[r["status"]] = r["n"]
         by_goal: dict[str, dict[str, int]] = {}
-        for r in tx.all(
-            "SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE board = :b AND goal_id IS NOT NULL "
-            "GROUP BY goal_id, status", {"b": board}):
+        for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE board = :b AND goal_id IS NOT NULL "
+                        f"AND {NOT_ATTEMPT} GROUP BY goal_id, status", b):
             by_goal.setdefault(r["goal_id"], {})[r["status"]] = r["n"]
         runs = tx.one(
             "SELECT COUNT(*) AS runs, COALESCE(SUM(cost_usd), 0) AS cost, COALESCE(SUM(input_tokens), 0) AS input_tokens, "
-            "COALESCE(SUM(output_tokens), 0) AS output_tokens FROM task_runs WHERE board = :b AND synthetic = 0",
-            {"b": board}) or {}
+            "COALESCE(SUM(output_tokens), 0) AS output_tokens FROM task_runs WHERE board = :b AND synthetic = 0", b) or {}
         outcomes = {r["outcome"]: r["n"] for r in tx.all(
-            "SELECT outcome, COUNT(*) AS n FROM task_runs WHERE board = :b AND outcome IS NOT NULL GROUP BY outcome",
-            {"b": board})}
+            "SELECT outcome, COUNT(*) AS n FROM task_runs WHERE board = :b AND outcome IS NOT NULL GROUP BY outcome", b)}
         return {"board": board, "by_status": by_status, "by_assignee": by_assignee, "by_goal": by_goal,
-                "total": sum(by_status.values()), "runs": int(runs.get("runs") or 0),
-                "cost_usd": float(runs.get("cost") or 0), "input_tokens": int(runs.get("input_tokens") or 0),
-                "output_tokens": int(runs.get("output_tokens") or 0), "outcomes": outcomes}
+                "total": sum(by_status.values()), "runs": int(runs.get("runs") or 0), "cost_usd": float(runs.get("cost") or 0),
+                "input_tokens": int(runs.get("input_tokens") or 0), "output_tokens": int(runs.get("output_tokens") or 0), "outcomes": outcomes}
     return cast(BoardStats, db.read(_r))
 
 
 def assignees(db: Database, board: str) -> list[AssigneeRow]:
-    """Every profile and every assignee seen on the board, with task counts by status."""
+    """Every profile and assignee seen on the board, with task counts by status (not of attempts' tasks)."""
     def _r(tx: Tx) -> list[Row]:
         out: dict[str, Row] = {}
         for p in tx.all("SELECT name, description, adapter, enabled FROM profiles ORDER BY name"):
@@ -563,7 +563,7 @@ def assignees(db: Database, board: str) -> list[AssigneeRow]:
                               "adapter": p["adapter"], "enabled": bool(p["enabled"]), "counts": {}}
         for r in tx.all(
             "SELECT assignee, status, COUNT(*) AS n FROM tasks WHERE board = :b AND assignee IS NOT NULL "
-            "AND status != 'archived' GROUP BY assignee, status", {"b": board}):
+            f"AND status != 'archived' AND {NOT_ATTEMPT} GROUP BY assignee, status", {"b": board}):
             entry = out.setdefault(r["assignee"], {"name": r["assignee"], "profile": False, "description": "",
                                                    "adapter": None, "enabled": False, "counts": {}})
             entry["counts"][r["status"]] = r["n"]

@@ -53,8 +53,9 @@ export function secs(v) {
   return `${(v / 86400).toFixed(1)}d`;
 }
 
-function profileName(key) {
-  return key || "(by hand)";
+/** How a group reads: the server's label (the empty profile is "(by hand)": tasks closed by a person). */
+function groupName(g) {
+  return g.label || g.key || "(by hand)";
 }
 
 export async function renderInsights(root) {
@@ -199,7 +200,7 @@ function costPerDone(Chart, canvas, agents, color) {
   return new Chart(canvas, {
     type: "bar",
     data: {
-      labels: rows.map((g) => profileName(g.key)),
+      labels: rows.map(groupName),
       datasets: [{ label: "cost per done task", data: rows.map((g) => g.cost_per_done_task), backgroundColor: rows.map((g) => color.get(g.key)) }],
     },
     options: base({
@@ -219,7 +220,7 @@ function scatter(Chart, canvas, agents, color) {
     type: "scatter",
     data: {
       datasets: rows.map((g) => ({
-        label: profileName(g.key), backgroundColor: color.get(g.key), borderColor: color.get(g.key),
+        label: groupName(g), backgroundColor: color.get(g.key), borderColor: color.get(g.key),
         pointRadius: 4 + Math.min(10, Math.sqrt(g.tasks_done)), pointHoverRadius: 6 + Math.min(10, Math.sqrt(g.tasks_done)),
         data: [{ x: g.cost_per_done_task, y: Math.round(g.first_attempt_success_rate * 100) }],
       })),
@@ -244,7 +245,7 @@ function races(Chart, canvas, agents) {
   return new Chart(canvas, {
     type: "bar",
     data: {
-      labels: rows.map((g) => profileName(g.key)),
+      labels: rows.map(groupName),
       datasets: [
         { label: "entered", data: rows.map((g) => g.races_entered), backgroundColor: "#6e707b" },
         { label: "won", data: rows.map((g) => g.races_won), backgroundColor: "#4cb782" },
@@ -261,7 +262,7 @@ function table(groups) {
     h("div.insight-table-wrap", h("table.insight-table",
       h("thead", h("tr", cols.map((c) => h("th", c)))),
       h("tbody", groups.map((g) => h("tr", { dataset: { profile: g.key } },
-        h("td", profileName(g.key)), h("td.num", String(g.runs)), h("td.num", String(g.tasks_done)),
+        h("td", groupName(g)), h("td.num", String(g.runs)), h("td.num", String(g.tasks_done)),
         h("td.num", pct(g.first_attempt_success_rate)), h("td.num", pct(g.verification_pass_rate)),
         h("td.num", pct(g.review_approval_rate)), h("td.num", `${g.races_won}/${g.races_entered}`),
         h("td.num", secs(g.duration_p50_s)), h("td.num", secs(g.duration_p90_s)),

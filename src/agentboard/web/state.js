@@ -36,8 +36,16 @@ export function defaultAssignee() {
 
 /** Why a card's own data says the server will refuse moving it to ``target`` ("" when it does not
  * say): a task that requires review becomes done only by approval in review (a running one goes
- * to review by itself), and a task nobody would run cannot be ready. The server stays the judge. */
+ * to review by itself), a race is finished by picking one of its attempts (docs/races.md), and a
+ * task nobody would run cannot be ready. The server stays the judge. */
 export function refusedMove(card, target) {
+  if (card.race_until) {
+    const picked = ((card.race && card.race.attempts) || []).some((a) => a.picked);
+    if (target === "done" && !picked) return "a race is finished by picking one of its attempts: open it and pick";
+    if (card.status === "review" && (target === "todo" || target === "ready")) {
+      return "a race in review is finished by picking one of its attempts: open it and pick";
+    }
+  }
   if (target === "done" && card.review_required && card.status !== "review" && card.status !== "running") {
     return "it requires review, so it is done only by approving it in Review";
   }

@@ -14,10 +14,18 @@ from .common import read_board, responses, state
 router = APIRouter(prefix="/api", tags=["insights"])
 
 
+#: how the empty key reads: per profile, nobody's (tasks a person closed without a run); per
+#: model, no model (the runs of profiles that name none, and those tasks); ``stats --by`` and the
+#: dashboard show the same words
+EMPTY_KEY = {"profile": "(by hand)", "model": "(no model)"}
+
+
 class GroupInsight(BaseModel):
-    """One profile's or model's numbers (``key`` is empty for tasks a person closed without a run)."""
+    """One profile's or model's numbers. ``key`` is empty for nobody (per profile: tasks a
+    person closed without a run) or no model (per model); ``label`` is how it reads."""
 
     key: str
+    label: str
     runs: int
     tasks_done: int
     first_attempts: int
@@ -88,4 +96,6 @@ def read_insights(
     the board flows day by day (``by=board``), computed from the runs recorded."""
     slug = read_board(request, who, board)
     data = insights.read(state(request).db, slug, insights.Query.build(by, since))
+    for group in data["groups"]:
+        group["label"] = group["key"] or EMPTY_KEY[by]
     return InsightsOut.model_validate(data)
