@@ -4,14 +4,18 @@
 every entry names a profile and that the budgets can afford one run of every attempt together
 (:func:`gate`), marks the task a race and writes one pending ``attempts`` row per entry
 (``race_created``). :func:`race_cards` reads them back for a race's card and detail.
-Starting, following and picking the attempts is ``kernel/races.py``.
+:func:`observed` says how an attempt stands from its own task and runs — and whether it passed
+(:func:`passes`): done by a report that was not degraded and, when the race has verify
+commands, verified. Starting, following and picking the attempts is ``kernel/races.py``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..domain import states
 from ..domain.errors import Conflict, InvalidInput
 from ..domain.races import Entry, until_of
 from ..store.engine import Row, Tx, in_list
@@ -63,7 +67,104 @@ def open_race_in(tx: Tx, task: Row, entries: Sequence[Entry], until: str | None,
     return {**task, "race_until": until, "attempts": attempts}
 
 
-__all__ = ["check_profiles", "gate", "open_race_in"]
+#: block kinds that only pause an attempt (it resumes by itself)
+_PAUSED = frozenset({"rate_limited", "budget", "dependency"})
+
+
+def _verification(runs: Sequence[Row]) -> str | None:
+    for r in reversed(runs):
+        v = _meta(r).get("verification")
+        if isinstance(v, dict) and v.get("passed") is not None:
+            return "passed" if v.get("passed") else "failed"
+        if r.get("outcome") == "verify_failed":
+            return "failed"
+    return None
+
+
+def _meta(run: Row) -> dict[str, Any]:
+    meta = run.get("metadata")
+    if isinstance(meta, str) and meta:
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _degraded(runs: Sequence[Row]) -> bool:
+    """Whether the attempt's last report is a degraded one (its ``result.json`` never validated:
+    it went to review with a summary taken from its output, unverified)."""
+    for r in reversed(runs):
+        meta = _meta(r)
+        if meta.get("review_run"):
+            continue
+        if meta.get("degraded"):
+            return True
+        if r.get("outcome") in ("completed", "review_requested"):
+            return False
+    return False
+
+
+def checked_race(tx: Tx, race: Row) -> bool:
+    """Whether the race's attempts must pass verification to pass: it has verify commands, and
+    verification is on."""
+    verify = race.get("verify")
+    commands = json.loads(verify) if isinstance(verify, str) and verify else verify
+    return bool(commands) and bool(getattr(tx.db.settings, "verify", True))
+
+
+def passes(att: Row) -> bool:
+    """An attempt that passed: it finished done (its task done, verified when the race has
+    verify commands, not degraded: :func:`observed` says so)."""
+    return att.get("outcome") == "done"
+
+
+def observed(task: Row, runs: Sequence[Row], checked: bool) -> Row:
+    """An attempt's state, outcome and usage as its own task and runs say. It passed (outcome
+    ``done``) only when its task is done by a report that was not degraded and, when the race
+    has verify commands (``checked``), whose verification passed; a task in review, or done
+    otherwise, finished without passing (``failed``)."""
+    status = task["status"]
+    error = None
+    verification = _verification(runs)
+    degraded = _degraded(runs) if status in (states.DONE, states.REVIEW) else False
+    if status == states.DONE and not degraded and (verification == "passed" or not checked):
+        state, outcome = "finished", "done"
+    elif status in (states.DONE, states.REVIEW):
+        state, outcome = "finished", "failed"
+        if degraded:
+            error = ("its result (.board/result.json) never validated: it went to review unverified, which is no "
+                     "pass")
+        elif status == states.REVIEW:
+            error = "it asked for review instead of finishing: an attempt passes only by finishing verified"
+        else:
+            error = "it was done without its verification passing"
+    elif status == states.BLOCKED and task.get("block_kind") not in _PAUSED:
+        state = "finished"
+        last = runs[-1]["outcome"] if runs else None
+        outcome = "crashed" if last == "crashed" else "failed"
+        error = task.get("block_reason") or task.get("last_failure_error")
+    elif status == states.ARCHIVED:
+        state, outcome = "stopped", "stopped"
+    elif runs:
+        state, outcome = "running", None
+    else:
+        state, outcome = "pending", None
+    ended = [float(r["ended_at"]) for r in runs if r.get("ended_at")]
+    return {
+        "state": state, "outcome": outcome, "error": error, "verification": verification,
+        "started_at": min((float(r["started_at"]) for r in runs), default=None),
+        "finished_at": (task.get("completed_at") or max(ended, default=None)) if state != "running" and runs else None,
+        "input_tokens": sum(int(r.get("input_tokens") or 0) for r in runs),
+        "output_tokens": sum(int(r.get("output_tokens") or 0) for r in runs),
+        "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in runs), 6),
+        "summary": task.get("result") or next((r["summary"] for r in reversed(runs) if r.get("summary")), None),
+        "run_id": runs[-1]["id"] if runs else None,
+        "runs": len(runs),
+    }
+
+
+__all__ = ["check_profiles", "checked_race", "gate", "observed", "open_race_in", "passes"]
 
 
 def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
@@ -79,6 +180,6 @@ def race_cards(tx: Tx, ids: list[str]) -> dict[str, Row]:
         race["attempts"].append({k: r[k] for k in ("n", "profile", "model", "state", "outcome", "verification",
                                                    "cost_usd")} | {"picked": bool(r["picked"])})
     for race in out.values():
-        passed = sum(1 for a in race["attempts"] if a["outcome"] == "done")
+        passed = sum(1 for a in race["attempts"] if passes(a))
         race["badge"] = f"race {passed}/{len(race['attempts'])} passed"
     return out

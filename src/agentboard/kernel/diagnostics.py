@@ -119,9 +119,13 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
         "running": tx.all(
             "SELECT t.id, t.board, t.claim_expires, t.claim_lock, t.worker_pid, t.worker_host, t.current_run_id "
             "FROM tasks t WHERE t.status = 'running' AND t.board IN " + inb + only, dict(params)),
+        # an attempt of a race that is not running is the race's to run again (unblocking it alone is
+        # refused): left out, the race has its own findings
         "blocked": tx.all(
             "SELECT t.id, t.board, t.assignee, t.block_kind, t.block_reason, t.updated_at, t.last_failure_error "
-            "FROM tasks t WHERE t.status = 'blocked' AND t.board IN " + inb + only, dict(params)),
+            "FROM tasks t WHERE t.status = 'blocked' AND t.board IN " + inb + only + " AND (t.race_of IS NULL OR "
+            "EXISTS (SELECT 1 FROM tasks r WHERE r.id = t.race_of AND r.status IN ('ready', 'running')))",
+            dict(params)),
         "default_assignee": {b: _board_default(tx, b, settings) for b in boards},
     }
 

@@ -210,8 +210,14 @@ def _window(since: int | None, now: float) -> tuple[int | None, int]:
     return (today - since + 1 if since else None), today
 
 
-def _group_out(key: str, r: Row, races: dict[str, tuple[int, int]]) -> Row:
+def _group_out(key: str, r: Row, races: dict[str, tuple[int, int]],
+               stopped: dict[str, tuple[int, int]] | None = None) -> Row:
     n = {c: (float(r[c] or 0) if c in ("cost_usd", "duration_s") else int(r[c] or 0)) for c in rollups.COUNTS}
+    # runs a race stopped (another attempt won, or the race was blocked or archived): no failure of
+    # the agent, nor a first try that failed — taken out of the first attempts and of ``other``
+    runs_stopped, firsts_stopped = (stopped or {}).get(key, (0, 0))
+    n["firsts"] = max(0, int(n["firsts"]) - firsts_stopped)
+    n["f_other"] = max(0, int(n["f_other"]) - runs_stopped)
     durations = [int(n[f"d{i}"]) for i in range(rollups.BUCKETS)]
     tokens = int(n["input_tokens"]) + int(n["output_tokens"])
     entered, won = races.get(key, (0, 0))
@@ -240,8 +246,8 @@ def _group_out(key: str, r: Row, races: dict[str, tuple[int, int]]) -> Row:
 
 
 def _races(tx: Tx, board: str, by: str, first_day: int | None) -> dict[str, tuple[int, int]]:
-    """``{profile or model: (attempts entered, attempts picked)}`` on the board (in the window:
-    attempts that started in it)."""
+    """``{profile or model: (attempts entered, attempts picked)}`` on the board: the attempts
+    that ran (in the window: that started in it)."""
     if by == "board":
         return {}
     # the model an attempt ran with: its own task's (the race's entry or the race's model), else its profile's
@@ -249,12 +255,34 @@ def _races(tx: Tx, board: str, by: str, first_day: int | None) -> dict[str, tupl
     key = "a.profile" if by == "profile" else (
         "COALESCE((SELECT t.model FROM tasks t WHERE t.id = a.attempt_task_id), a.model, "
         "(SELECT p.model FROM profiles p WHERE p.name = a.profile), '')")
-    where = "a.board = :b" + (" AND a.started_at >= :since" if first_day is not None else "")
+    # an attempt enters when its first run starts: one that never ran (its race archived or
+    # blocked first: cancelled, no start) counts nowhere, all time as in a window
+    where = "a.board = :b AND a.started_at >= :since"
     rows = tx.all(
         f"SELECT {key} AS k, COUNT(*) AS entered, SUM(CASE WHEN a.picked = 1 THEN 1 ELSE 0 END) AS won "
         f"FROM attempts a WHERE {where} GROUP BY {key}",
         {"b": board, "since": (first_day or 0) * DAY})
     return {str(r["k"] or ""): (int(r["entered"] or 0), int(r["won"] or 0)) for r in rows}
+
+
+#: the outcome of a race attempt's run that its race stopped (``kernel.races``)
+STOPPED = "stopped"
+
+
+def _stopped(tx: Tx, board: str, by: str, first_day: int | None) -> dict[str, tuple[int, int]]:
+    """``{profile or model: (runs stopped by their race, of them first attempts)}`` on the board,
+    keyed as the rollups key a run (in the window: closed in it). Found through the ``attempts``
+    table (a few rows per race) and each attempt's runs, by task."""
+    key = "COALESCE(r.profile, t.assignee, '')" if by == "profile" else "COALESCE(t.model, p.model, '')"
+    where = "a.board = :b AND r.outcome = :o AND r.status = 'closed' AND r.synthetic = 0"
+    if first_day is not None:
+        where += " AND COALESCE(r.ended_at, r.started_at) >= :since"
+    rows = tx.all(
+        f"SELECT {key} AS k, COUNT(*) AS n, SUM(CASE WHEN r.attempt = 1 THEN 1 ELSE 0 END) AS firsts "
+        "FROM attempts a JOIN task_runs r ON r.task_id = a.attempt_task_id LEFT JOIN tasks t ON t.id = r.task_id "
+        f"LEFT JOIN profiles p ON p.name = COALESCE(r.profile, t.assignee) WHERE {where} GROUP BY {key}",
+        {"b": board, "o": STOPPED, "since": (first_day or 0) * DAY})
+    return {str(r["k"] or ""): (int(r["n"] or 0), int(r["firsts"] or 0)) for r in rows}
 
 
 def _by_group(tx: Tx, board: str, by: str, first_day: int | None) -> list[Row]:
@@ -263,7 +291,8 @@ def _by_group(tx: Tx, board: str, by: str, first_day: int | None) -> list[Row]:
     rows = tx.all(f"SELECT {col} AS k, {_SUMS} FROM run_rollups WHERE {where} GROUP BY {col}",
                   {"b": board, "d": first_day})
     races = _races(tx, board, by, first_day)
-    out = [_group_out(str(r["k"] or ""), r, races) for r in rows]
+    stopped = _stopped(tx, board, by, first_day)
+    out = [_group_out(str(r["k"] or ""), r, races, stopped) for r in rows]
     seen = {g["key"] for g in out}
     empty = dict.fromkeys(rollups.COUNTS, 0)
     out += [_group_out(k, empty, races) for k in races if k not in seen]

@@ -18,7 +18,11 @@ The verbs, one transaction each, an event per change:
   race that was blocked or archived stops its attempts (``attempt_stopped``), an ``all`` race
   whose attempts all finished goes to review with a comparison (``race_finished``), a race
   whose attempts all failed is blocked with each failure (``race_failed``), and a
-  ``first-pass`` race with a passing attempt is returned for the dispatcher to pick it.
+  ``first-pass`` race with a passing attempt is returned for the dispatcher to pick it. An
+  attempt passes only done, by a report that validated and was verified (``attempts.passes``).
+  A race that settles puts away (archives) its attempts' tasks that did not pass; one back in
+  ready after it started (unblocked, restored, or sent back from review with feedback that its
+  attempts' workers then read) runs its attempts again (``race_started`` with ``again``).
 - :func:`pick` — the winner (``race_won``): its branch becomes the race's branch, the attempts
   still running are stopped, and the race is approved (done) or handed to review.
   ``dispatch.finish.pick`` integrates the branch first, as for any task.
@@ -35,12 +39,16 @@ from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..domain.races import Entry
 from ..store.engine import Database, Row, Tx, in_list
+from . import budgets
+from .attempts import checked_race as _checked
 from .attempts import gate
+from .attempts import observed as _observed
+from .attempts import passes as _passes
 from .common import get_task, task_out
 from .runs import Verdict, request_review_in, review_in
 from .tasks.creation import NewTask
 from .tasks.creation import create_in as create_task_in
-from .tasks.moves import _archive, _block, unblock_in
+from .tasks.moves import _archive, _block, _close_open_run, _reopen, _restore, unblock_in
 
 #: ``tasks.purpose`` of an attempt's own task
 ATTEMPT = "attempt"
@@ -48,8 +56,6 @@ ATTEMPT = "attempt"
 #: the race (another won, or it was blocked), or cancelled with the race
 STATES: tuple[str, ...] = ("pending", "running", "finished", "stopped", "cancelled")
 ACTIVE: tuple[str, ...] = ("pending", "running")
-#: block kinds that only pause an attempt (it resumes by itself)
-_PAUSED = frozenset({"rate_limited", "budget", "dependency"})
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -142,7 +148,7 @@ def _pick_refusal(task: Row, rows: Sequence[Row], n: int) -> str | None:
         return f"race {tid} has no attempt {n} (it has {len(rows)})"
     if task["status"] not in (states.RUNNING, states.REVIEW):
         return f"race {tid} is {task['status']}; an attempt is picked while the race runs or is in review"
-    if att["outcome"] != "done":
+    if not _passes(att):
         how = att["outcome"] or att["state"]
         return f"attempt {n} of race {tid} has not passed ({how}); only an attempt that finished and passed " \
                "its verification can be picked"
@@ -152,60 +158,13 @@ def _pick_refusal(task: Row, rows: Sequence[Row], n: int) -> str | None:
 # -- settling ----------------------------------------------------------------------------------------
 
 
-def _verification(runs: Sequence[Row]) -> str | None:
-    for r in reversed(runs):
-        meta = r.get("metadata")
-        if isinstance(meta, str) and meta:
-            try:
-                meta = json.loads(meta)
-            except ValueError:
-                meta = None
-        v = meta.get("verification") if isinstance(meta, dict) else None
-        if isinstance(v, dict) and v.get("passed") is not None:
-            return "passed" if v.get("passed") else "failed"
-        if r.get("outcome") == "verify_failed":
-            return "failed"
-    return None
-
-
-def _observed(task: Row, runs: Sequence[Row]) -> Row:
-    """An attempt's state, outcome and usage as its own task and runs say."""
-    status = task["status"]
-    error = None
-    if status in (states.DONE, states.REVIEW):
-        state, outcome = "finished", "done"
-    elif status == states.BLOCKED and task.get("block_kind") not in _PAUSED:
-        state = "finished"
-        last = runs[-1]["outcome"] if runs else None
-        outcome = "crashed" if last == "crashed" else "failed"
-        error = task.get("block_reason") or task.get("last_failure_error")
-    elif status == states.ARCHIVED:
-        state, outcome = "stopped", "stopped"
-    elif runs:
-        state, outcome = "running", None
-    else:
-        state, outcome = "pending", None
-    ended = [float(r["ended_at"]) for r in runs if r.get("ended_at")]
-    return {
-        "state": state, "outcome": outcome, "error": error, "verification": _verification(runs),
-        "started_at": min((float(r["started_at"]) for r in runs), default=None),
-        "finished_at": (task.get("completed_at") or max(ended, default=None)) if state != "running" and runs else None,
-        "input_tokens": sum(int(r.get("input_tokens") or 0) for r in runs),
-        "output_tokens": sum(int(r.get("output_tokens") or 0) for r in runs),
-        "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in runs), 6),
-        "summary": task.get("result") or next((r["summary"] for r in reversed(runs) if r.get("summary")), None),
-        "run_id": runs[-1]["id"] if runs else None,
-        "runs": len(runs),
-    }
-
-
 _TRACKED = ("state", "outcome", "error", "verification", "started_at", "finished_at", "input_tokens",
             "output_tokens", "cost_usd", "summary", "run_id", "runs")
 
 
-def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str) -> Row:
+def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str, checked: bool | None = None) -> Row:
     """Bring one attempt's row up to date with its task and runs (an event when its state
-    changes); returns the row as it now is."""
+    changes); returns the row as it now is. ``checked``: :func:`_checked` of the race."""
     aid = att.get("attempt_task_id")
     if not aid:
         return att
@@ -217,9 +176,12 @@ def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str) -> Row:
                {"n": att["n"], "t": aid})
     runs = tx.all("SELECT id, outcome, started_at, ended_at, input_tokens, output_tokens, cost_usd, summary, "
                   "metadata FROM task_runs WHERE task_id = :t ORDER BY id", {"t": aid})
-    seen = _observed(task, runs)
+    seen = _observed(task, runs, _checked(tx, race) if checked is None else checked)
     if att["state"] in ("stopped", "cancelled"):
         seen.update(state=att["state"], outcome=att["outcome"] or "stopped")
+    elif att["state"] == "finished" and task["status"] == states.ARCHIVED:
+        # put away when its race settled (:func:`_shelve`): it keeps how it finished
+        seen.update(state="finished", outcome=att["outcome"], error=att.get("error"))
     if all(_same(att.get(k), seen[k]) for k in _TRACKED):
         return att
     sets = ", ".join(f"{k} = :{k}" for k in _TRACKED)
@@ -244,19 +206,39 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _stop(tx: Tx, board: str, race: Row, att: Row, state: str, why: str, actor: str) -> None:
-    """Stop an attempt still under way: its task is archived (its worker is then stopped by the
-    dispatcher, and what its run spent stays recorded)."""
+    """Stop an attempt still under way: its run is closed ``stopped`` (stopped by its race, no
+    failure of its agent: insights count it as neither a first attempt nor a failure) and its
+    task archived (its worker is then stopped by the dispatcher, and what its run spent stays
+    recorded)."""
     aid = att.get("attempt_task_id")
     if aid:
-        cur = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+        cur = tx.one("SELECT * FROM tasks WHERE id = :t", {"t": aid})
         if cur is not None and cur["status"] not in (states.ARCHIVED, states.DONE):
-            _archive(tx, board, aid, actor)
+            if cur["status"] == states.RUNNING:
+                _close_open_run(tx, cur, "stopped", time.time(), error=f"stopped by race {race['id']}: {why}")
+            _archive(tx, board, aid, actor, reason=f"stopped by race {race['id']}: {why}")
         att = _refresh(tx, board, race, att, actor)
     tx.execute("UPDATE attempts SET state = :s, outcome = COALESCE(outcome, 'stopped'), "
                "finished_at = COALESCE(finished_at, :now) WHERE task_id = :t AND n = :n",
                {"s": state, "now": time.time(), "t": race["id"], "n": att["n"]})
     tx.event(board, race["id"], "attempt_stopped", {"n": int(att["n"]), "profile": att["profile"], "why": why,
                                                     "cost_usd": att.get("cost_usd") or 0}, actor=actor)
+
+
+def _shelve(tx: Tx, board: str, race: Row, rows: Sequence[Row], why: str, actor: str,
+            keep: int | None = None) -> None:
+    """The race settled (it went to review, was given up on, blocked, archived or picked): the
+    tasks of its finished attempts that did not pass (blocked, or in review) are archived, so
+    nothing of it stays open — no attempt left in review or blocked, none holding its goal
+    open. Their rows keep how they finished; running the race again restores them
+    (:func:`_restart`). ``keep``: the picked attempt."""
+    for r in rows:
+        aid = r.get("attempt_task_id")
+        if not aid or r["state"] in ACTIVE or (keep is not None and int(r["n"]) == keep):
+            continue
+        cur = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+        if cur is not None and cur["status"] not in (states.ARCHIVED, states.DONE):
+            _archive(tx, board, aid, actor, reason=f"race {race['id']} {why}")
 
 
 def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
@@ -282,11 +264,14 @@ def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
             skills=tuple(json.loads(skills) if isinstance(skills, str) else skills or ()),
             verify=tuple(json.loads(verify) if isinstance(verify, str) else verify or ()),
             actor=actor, check_board=False, model=r["model"] or race.get("model"), subscribe_default=False,
+            goal=race.get("goal_id"),  # its runs count against the race's goal (and budget)
         )
         t = create_task_in(tx, new)
         tx.execute("UPDATE tasks SET purpose = :p, race_of = :r, status = 'ready' WHERE id = :id",
                    {"p": ATTEMPT, "r": race["id"], "id": t["id"]})
-        tx.execute("UPDATE attempts SET attempt_task_id = :a WHERE task_id = :t AND n = :n",
+        # a race archived before it started, then restored, starts afresh
+        tx.execute("UPDATE attempts SET attempt_task_id = :a, state = 'pending', outcome = NULL, error = NULL, "
+                   "finished_at = NULL, picked = 0 WHERE task_id = :t AND n = :n",
                    {"a": t["id"], "t": race["id"], "n": r["n"]})
         started.append({"n": r["n"], "task": t["id"], "profile": r["profile"], "branch": r["branch"]})
     now = time.time()
@@ -296,22 +281,86 @@ def _start(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
     tx.event(board, race["id"], "race_started", {"attempts": started}, actor=actor, at=now)
 
 
+def _feedback(tx: Tx, race_id: str) -> Row | None:
+    """The changes a person (or reviewer) requested on the race since it last started: the
+    latest ``changes_requested`` event after its latest ``race_started`` (None: it was unblocked
+    or restored, not sent back)."""
+    since = tx.scalar("SELECT MAX(id) FROM task_events WHERE task_id = :t AND kind = 'race_started'",
+                      {"t": race_id}) or 0
+    row = tx.one("SELECT payload, actor, run_id FROM task_events WHERE task_id = :t AND kind = 'changes_requested' "
+                 "AND id > :s ORDER BY id DESC LIMIT 1", {"t": race_id, "s": since})
+    if row is None:
+        return None
+    payload = row.get("payload")
+    try:
+        data = json.loads(payload) if isinstance(payload, str) else dict(payload or {})
+    except ValueError:
+        data = {}
+    text = str(data.get("feedback") or "").strip()
+    return {"reviewer": data.get("reviewer") or row.get("actor") or "person", "feedback": text,
+            "score": data.get("score")} if text else None
+
+
+def _rerun(tx: Tx, board: str, race: Row, att: Row, feedback: Row | None, actor: str) -> bool:
+    """Run one attempt again, from its own branch with its failure count reset: its task back to
+    ready, whatever it was left in (archived when stopped or put away, blocked when it failed,
+    in review, done when it passed). With ``feedback``, the feedback reaches its worker as any
+    task's rework notes do: a ``changes_requested`` event (and comment) on its own task, which
+    its ``.board/history.md`` is rebuilt from. False when its task is gone."""
+    aid = att["attempt_task_id"]
+    own = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
+    if own is None:
+        return False
+    status = own["status"]
+    note = feedback["feedback"] if feedback else ""
+    if status == states.ARCHIVED:
+        _restore(tx, board, aid, actor)
+    elif status == states.BLOCKED:
+        unblock_in(tx, board, aid, actor=actor)
+    elif status == states.DONE:
+        _reopen(tx, board, aid, f"race {race['id']} runs again", actor)
+    elif status == states.REVIEW:
+        text = note or (f"race {race['id']} runs this attempt again: its result was not accepted (an attempt "
+                        "passes only by finishing, verified)")
+        review_in(tx, board, aid, Verdict.build("changes_requested", text, reviewer=feedback["reviewer"]
+                                                if feedback else actor, actor=actor), actor=actor)
+        note = ""  # the verdict recorded it
+    now = time.time()
+    tx.execute("UPDATE tasks SET consecutive_failures = 0, protocol_violations = 0, block_kind = NULL, "
+               "block_reason = NULL, updated_at = :now WHERE id = :id AND status IN ('ready', 'todo')",
+               {"now": now, "id": aid})
+    if note and feedback is not None:
+        tx.execute("INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
+                   "VALUES (:t, :b, :a, :body, 'review', :now)",
+                   {"t": aid, "b": board, "a": feedback["reviewer"], "body": f"Changes requested: {note}", "now": now})
+        tx.event(board, aid, "changes_requested", {"reviewer": feedback["reviewer"], "feedback": note[:2000],
+                                                   "score": feedback.get("score"), "race": race["id"]},
+                 run_id=att.get("run_id"), actor=actor, at=now)
+    tx.execute("UPDATE attempts SET state = :s, outcome = NULL, error = NULL, finished_at = NULL "
+               "WHERE task_id = :t AND n = :n",
+               {"s": "running" if att.get("runs") else "pending", "t": race["id"], "n": att["n"]})
+    return True
+
+
 def _restart(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> None:
-    """A race back in ready after its attempts started (a person unblocked a race whose attempts
-    all failed): every attempt that failed runs again, from its own branch, and the race runs."""
+    """A race back in ready after its attempts started — a person unblocked or restored it, or
+    sent it back from review — runs again, without a pick. Unblocked or restored, it resumes:
+    every attempt that has not passed (stopped, cancelled, failed) runs again, and those that
+    passed keep their result. Sent back with changes requested, every attempt runs again with
+    the feedback (:func:`_rerun`)."""
+    feedback = _feedback(tx, race["id"])
     again = []
     for r in rows:
-        aid = r.get("attempt_task_id")
-        if not aid or r["state"] != "finished" or r.get("outcome") == "done":
+        if not r.get("attempt_task_id") or (feedback is None and _passes(r)):
             continue
-        own = tx.one("SELECT status FROM tasks WHERE id = :t", {"t": aid})
-        if own is not None and own["status"] == states.BLOCKED:
-            unblock_in(tx, board, aid, actor=actor)
+        if _rerun(tx, board, race, r, feedback, actor):
             again.append(int(r["n"]))
     now = time.time()
+    tx.execute("UPDATE attempts SET picked = 0 WHERE task_id = :t AND picked = 1", {"t": race["id"]})
     states.check("claim", race["status"], states.RUNNING, race["id"])
     tx.execute("UPDATE tasks SET status = 'running', updated_at = :now WHERE id = :id", {"now": now, "id": race["id"]})
-    tx.event(board, race["id"], "race_started", {"again": again}, actor=actor, at=now)
+    tx.event(board, race["id"], "race_started",
+             {"again": again, **({"feedback": feedback["feedback"][:2000]} if feedback else {})}, actor=actor, at=now)
 
 
 def _failures(rows: Sequence[Row]) -> str:
@@ -336,7 +385,7 @@ def comparison(rows: Sequence[Row]) -> str:
 def _decide(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> int | None:
     """What a running race does now that its attempts are up to date: the attempt to pick (a
     ``first-pass`` race), or None."""
-    passed = sorted((r for r in rows if r.get("outcome") == "done"), key=lambda r: float(r.get("finished_at") or 0))
+    passed = sorted((r for r in rows if _passes(r)), key=lambda r: float(r.get("finished_at") or 0))
     if race["race_until"] == "first-pass" and passed:
         return int(passed[0]["n"])
     if any(r["state"] in ACTIVE for r in rows):
@@ -344,12 +393,14 @@ def _decide(tx: Tx, board: str, race: Row, rows: list[Row], actor: str) -> int |
     now = time.time()
     if not passed:
         detail = _failures(rows)
+        _shelve(tx, board, race, rows, "was given up on: every attempt failed", actor)
         _block(tx, board, race["id"], f"every attempt failed: {detail}", "gave_up", None, actor)
         tx.event(board, race["id"], "race_failed", {"attempts": [
             {"n": r["n"], "profile": r["profile"], "outcome": r.get("outcome"), "error": r.get("error")}
             for r in rows]}, actor=actor, at=now)
         return None
     table = comparison(rows)
+    _shelve(tx, board, race, rows, "went to review: this attempt did not pass", actor)
     tx.execute("INSERT INTO task_comments (task_id, board, author, body, kind, created_at) "
                "VALUES (:t, :b, :a, :body, 'comment', :now)",
                {"t": race["id"], "b": board, "a": actor,
@@ -375,17 +426,21 @@ def _settle_race(tx: Tx, board: str, task_id: str, actor: str) -> int | None:
             for r in rows:
                 _stop(tx, board, race, r, "cancelled", "the race was archived", actor)
         return None
-    rows = [_refresh(tx, board, race, r, actor) for r in rows]
-    if race["status"] == states.READY:  # unblocked (or sent back) after it started: it runs again
+    checked = _checked(tx, race)
+    rows = [_refresh(tx, board, race, r, actor, checked) for r in rows]
+    if race["status"] == states.READY:  # unblocked, restored or sent back after it started: it runs again
         _restart(tx, board, race, rows, actor)
         race = get_task(tx, board, task_id, lock=True)
-        rows = [_refresh(tx, board, race, r, actor) for r in _attempts(tx, task_id)]
+        rows = [_refresh(tx, board, race, r, actor, checked) for r in _attempts(tx, task_id)]
     if race["status"] not in (states.RUNNING, states.READY):
         state = "cancelled" if race["status"] == states.ARCHIVED else "stopped"
         for r in rows:
             if r["state"] in ACTIVE:
                 _stop(tx, board, race, r, state, f"the race is {race['status']}", actor)
+        _shelve(tx, board, race, rows, f"is {race['status']}", actor)
         return None
+    # its task budget covers its attempts' runs: spent, the running ones are told to stop
+    budgets.check_race_in(tx, board, task_id)
     return _decide(tx, board, race, rows, actor)
 
 
@@ -464,7 +519,8 @@ def check_pick(db: Database, board: str, task_id: str, n: int) -> Row:
 
 def _pick(tx: Tx, board: str, task_id: str, n: int, integrated: bool, to_review: bool, actor: str | None) -> Row:
     race = _race(tx, board, task_id, lock=True)
-    rows = [_refresh(tx, board, race, r, actor or "dispatcher") for r in _attempts(tx, task_id)]
+    checked = _checked(tx, race)
+    rows = [_refresh(tx, board, race, r, actor or "dispatcher", checked) for r in _attempts(tx, task_id)]
     why = _pick_refusal(race, rows, n)
     if why:
         raise Conflict(why)
@@ -481,6 +537,7 @@ def _pick(tx: Tx, board: str, task_id: str, n: int, integrated: bool, to_review:
     for r in rows:
         if int(r["n"]) != n and r["state"] in ACTIVE:
             _stop(tx, board, race, r, "stopped", f"attempt {n} won", actor or "dispatcher")
+    _shelve(tx, board, race, rows, f"picked attempt {n}", actor or "dispatcher", keep=n)
     tx.event(board, task_id, "race_won", {"n": n, "profile": att["profile"], "model": att["model"],
                                           "branch": own.get("branch_name") or att["branch"],
                                           "cost_usd": att.get("cost_usd")}, actor=actor)
@@ -489,9 +546,9 @@ def _pick(tx: Tx, board: str, task_id: str, n: int, integrated: bool, to_review:
         request_review_in(tx, board, task_id, summary=text, actor=actor)
         if to_review:
             return {**task_out(get_task(tx, board, task_id)), "picked": n}
-    out = review_in(tx, board, task_id, Verdict.build("approved", text, actor=actor), actor=actor,
-                    integrated=integrated)
-    return {**out, "picked": n}
+    review_in(tx, board, task_id, Verdict.build("approved", text, actor=actor), actor=actor, integrated=integrated)
+    # the race as it now is (done, with its completion time)
+    return {**task_out(get_task(tx, board, task_id)), "picked": n}
 
 
 def pick(db: Database, board: str, task_id: str, n: int, *, integrated: bool = False, to_review: bool = False,
@@ -506,6 +563,7 @@ def refuse(db: Database, board: str, task_id: str, reason: str, *, actor: str = 
     """The dispatcher could not integrate a first-pass winner: the race is blocked with why."""
     def _w(tx: Tx) -> Row:
         out = _block(tx, board, task_id, reason, "needs_input", None, actor)
+        _shelve(tx, board, out, _attempts(tx, task_id), "is blocked: its winner could not be integrated", actor)
         tx.execute("UPDATE tasks SET integration = 'refused' WHERE id = :id", {"id": task_id})
         tx.event(board, task_id, "integration_refused", {"reason": reason}, actor=actor)
         return out

@@ -85,7 +85,8 @@ class RaceOut(BaseModel):
 
 
 class PickRequest(Body):
-    n: int = Field(ge=1, le=1000, description="the attempt that wins")
+    # strict: a boolean (or a string) is no attempt number, never read as 1
+    n: int = Field(ge=1, le=1000, strict=True, description="the attempt that wins")
 
 
 class PickOut(BaseModel):
@@ -97,6 +98,8 @@ class PickOut(BaseModel):
     picked: int
     branch_name: str | None = None
     integration: str | None = None
+    #: when the race became done (None while it waits in review with its pick)
+    completed_at: float | None = None
 
 
 @router.get("/tasks/{task_id}/attempts", response_model=RaceOut, responses=responses(400, 404))

@@ -20,6 +20,11 @@ transaction that closes a run or records a call adds it to the running totals of
 of its scopes and checks them: at 80% of a limit one ``budget_warning`` event per scope and
 window, at 100% one ``budget_exhausted``.
 
+A race's task budget covers its attempts (each a task of its own, carrying the race's goal):
+their runs count against it when it is read (:func:`attempts_spend_in`), the gate counts its
+attempts running as runs under way, and the race's settle checks it each pass
+(:func:`check_race_in`).
+
 The dispatcher's claim (:func:`gate_in`, called by ``dispatching.claim_batch`` and the review run
 opener) refuses a task when one of its scopes cannot afford one more run: a limit reached, or the
 remaining budget, less the expected cost of the runs in flight, below the expected cost of one
@@ -54,6 +59,8 @@ from .ledger import (
     account_row_in,
     account_run_in,
     account_usage_in,
+    attempts_spend_in,
+    check_race_in,
     rebuild_board_in,
     record_llm_usage,
     run_updated_in,
@@ -79,4 +86,5 @@ __all__ = [
     "clear_budget", "expected_in", "for_task", "own_scope", "rebuild_board_in", "spending", "gate_batch_in", "gate_in", "record_llm_usage", "release",
     "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
     "usage_numbers", "window", "account_row_in", "run_updated_in", "SUPERVISION", "scope_name", "CLOSED_RUN", "CLOSED_RUN_FACTS",
+    "attempts_spend_in", "check_race_in",
 ]

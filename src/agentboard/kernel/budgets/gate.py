@@ -51,9 +51,9 @@ def _pending(rows: list[Row], scope: str, ref: str) -> int:
 
 
 def _in_flight(tx: Tx, scope: str, ref: str) -> int:
-    """Runs of a scope under way (tasks running)."""
+    """Runs of a scope under way (tasks running; for a task, its race's attempts running)."""
     if scope == "task":
-        return 0
+        return int(tx.scalar("SELECT COUNT(*) FROM tasks WHERE race_of = :r AND status = 'running'", {"r": ref}) or 0)
     if scope == "goal":
         # through the small index of running tasks, not the goal's (which holds all its tasks)
         sql = "SELECT COUNT(*) FROM tasks WHERE status = 'running' AND COALESCE(goal_id, '') = :r"
@@ -102,6 +102,8 @@ def expected_in(tx: Tx, profile: str | None) -> tuple[dict[str, float], str]:
 
 def _in_scope(scope: str, ref: str, t: Row) -> bool:
     key = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee", "supervision": "board"}[scope]
+    if scope == "task" and t.get("race_of") == ref:  # a race's attempt (set by gate_in when its race has a budget)
+        return True
     if scope in ("board", "supervision") and "supervised" in t:  # set by gate_in for the board's rows
         return t.get(key) == ref and bool(t["supervised"]) == (scope == "supervision")
     return bool(t.get(key)) and t.get(key) == ref
@@ -114,7 +116,7 @@ def gate_in(tx: Tx, task: Row, *, also: list[Row] | None = None, now: float | No
     # ``supervised`` is kept on the row: which of the board's two scopes it counts against, read
     # by _in_scope when the row is among the ``also`` of a later task
     budgets = _matching(tx, task["id"], task.get("goal_id"), task["board"], task.get("assignee"),
-                        purpose=task.get("purpose"), known="purpose" in task, facts=task)
+                        purpose=task.get("purpose"), known="purpose" in task, facts=task, races=True)
     budgets = [b for b in budgets if any(b.get(LIMIT_OF[m]) is not None for m in METRICS)]
     if not budgets:
         return None
@@ -278,15 +280,18 @@ def running_over_budget(db: Database) -> list[Row]:
             col = {"task": "id", "goal": "goal_id", "board": "board", "profile": "assignee",
                    "supervision": "board"}[b["scope"]]
             which = ""
-            if b["scope"] == "supervision":
+            if b["scope"] == "task":  # a race's task budget: its attempts are the tasks that run
+                which = " OR race_of = :r"
+            elif b["scope"] == "supervision":
                 which = " AND purpose = 'supervision'"
             elif b["scope"] == "board" and own_scope(tx, b["ref"]):
                 which = " AND COALESCE(purpose, '') <> 'supervision'"
             limit = float(b[LIMIT_OF[metric]])
             reason = (f"{scope_name(b)} is spent: {metric} {amount(metric, spent[metric])} of "
                       f"{amount(metric, limit)}; stopped")
-            for r in tx.all(f"SELECT id, board, current_run_id, worker_pid FROM tasks WHERE {col} = :r "
-                            f"AND status = 'running'{which}", {"r": b["ref"]}):
+            where = f"({col} = :r{which})" if b["scope"] == "task" else f"{col} = :r{which}"
+            for r in tx.all(f"SELECT id, board, current_run_id, worker_pid FROM tasks WHERE {where} "
+                            "AND status = 'running'", {"r": b["ref"]}):
                 out.setdefault(r["id"], {**r, "reason": reason})
         return list(out.values())
     return db.read(_r)

@@ -32,11 +32,41 @@ from .scopes import (
 
 def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None) -> dict[str, float]:
     """What budgeted scope ``ref`` spent in its current window: runs, runtime, tokens, cost (one
-    row of ``budget_totals``, kept with the ledger)."""
+    row of ``budget_totals``, kept with the ledger). A task's budget also covers what its race's
+    attempts spent, if it is a race (:func:`attempts_spend_in`)."""
     key, _ = window(per, time.time() if now is None else now)
     row = tx.one("SELECT runs, runtime, tokens, cost_usd AS cost FROM budget_totals "
                  "WHERE scope = :s AND ref = :r AND win = :w", {"s": scope, "r": ref, "w": key}) or {}
-    return {m: float(row.get(m) or 0) for m in METRICS}
+    out = {m: float(row.get(m) or 0) for m in METRICS}
+    if scope == "task":
+        for m, v in attempts_spend_in(tx, ref).items():
+            out[m] += v
+    return out
+
+
+#: the attempts of race ``:ref`` (none for a task that is no race: found through ``ix_tasks_race_of``)
+_ATTEMPTS_OF = "SELECT id FROM tasks WHERE race_of = :ref"
+
+
+def attempts_spend_in(tx: Tx, race: str) -> dict[str, float]:
+    """What the attempts of race ``race`` spent (their runs and LLM calls), which its task budget
+    covers: each attempt is a task of its own, whose runs are not in the race's running totals
+    (nothing tells a run's close it counts against its race's task budget), so they are summed
+    here from their rows — a few tasks, their runs found by task. A task budget has no window."""
+    rows = tx.all(
+        f"SELECT {_RUN_SUMS} FROM task_runs r WHERE r.task_id IN ({_ATTEMPTS_OF}) AND {RUN_COUNTED} "
+        f"UNION ALL SELECT {_LEDGER_SUMS} FROM budget_usage u WHERE u.task_id IN ({_ATTEMPTS_OF}) "
+        f"AND {_NOT_A_RUN}", {"ref": race})
+    return {m: sum(float(r.get(m) or 0) for r in rows) for m in METRICS}
+
+
+def check_race_in(tx: Tx, board: str, race: str, *, actor: str | None = "dispatcher") -> None:
+    """Check race ``race``'s task budget against what it and its attempts spent (the warning,
+    the exhaustion that stops its running attempts): a settle of the race does it each pass, as
+    the runs of its attempts close."""
+    found = tx.all("SELECT * FROM budgets WHERE scope = 'task' AND ref = :r", {"r": race})
+    if found:
+        _check_in(tx, found, board, race, None, time.time(), actor=actor)
 
 
 #: the rows (of runs ``r``, or of the ledger ``u``) of a board's supervision tasks
@@ -153,33 +183,43 @@ def _ratio(b: Row, spent: dict[str, float]) -> tuple[float, str | None]:
 
 
 def _for_task(tx: Tx, task_id: str, profile: str | None = None) -> list[Row]:
-    """The budgets a task counts against (its own, its goal's, its board's — or its board's
-    supervision budget —, its profile's)."""
+    """The budgets a task counts against (its own — and its race's, for a race's attempt —, its
+    goal's, its board's — or its board's supervision budget —, its profile's)."""
     row = tx.one("SELECT id, board, goal_id, assignee, purpose FROM tasks WHERE id = :t", {"t": task_id})
     if row is None:
         return []
     return _matching(tx, task_id, row["goal_id"], row["board"], profile or row["assignee"], purpose=row["purpose"],
-                     known=True)
+                     known=True, races=True)
 
 
 def _matching(tx: Tx, task_id: str | None, goal_id: str | None, board: str | None, profile: str | None,
-              *, purpose: str | None = None, known: bool = False, facts: Row | None = None) -> list[Row]:
+              *, purpose: str | None = None, known: bool = False, facts: Row | None = None,
+              races: bool = False) -> list[Row]:
     """The budgets a run of ``task_id`` counts against. ``purpose``: the task's, when the caller
     has it (``known``); else it is read only if the board has a board or supervision budget.
     ``facts``: gets ``supervised`` (whether the run counts against the supervision budget) when
-    the board has either."""
+    the board has either, and ``race_of`` (the race it is an attempt of) when its race has a
+    budget. ``races``: a race's attempt also counts against its race's task budget — which the
+    gate and the stop checks read, while its running total is not added to (what the attempts
+    spent is summed with it when it is read, :func:`spend_in`)."""
     params: dict[str, Any] = {}
     ors = []
     for scope, ref in (("task", task_id), ("goal", goal_id), ("profile", profile)):
         if ref:
             params[scope] = ref
             ors.append(f"(scope = '{scope}' AND ref = :{scope})")
+    if races and task_id:
+        ors.append("(scope = 'task' AND ref = (SELECT race_of FROM tasks WHERE id = :task))")
     if board:
         params["board"] = board
         ors.append("(scope IN ('board', 'supervision') AND ref = :board)")
     if not ors:
         return []
     rows = tx.all("SELECT * FROM budgets WHERE " + " OR ".join(ors), params)
+    if races and facts is not None:
+        race = next((r["ref"] for r in rows if r["scope"] == "task" and r["ref"] != task_id), None)
+        if race is not None:
+            facts["race_of"] = race
     if any(r["scope"] in ("board", "supervision") for r in rows):
         sup = _supervised(tx, task_id, board, purpose, known)
         rows = [r for r in rows if r["scope"] != ("board" if sup else "supervision")]

@@ -180,10 +180,34 @@ def block(
     return db.write(_block, board, task_id, reason, kind, run_id, actor, on, until)
 
 
+def _race_unblock_refusal(tx: Tx, task: Row) -> str | None:
+    """Why the attempt ``task`` of a race must not be unblocked on its own: its race is not
+    running — finished, or settled where running the race again is the race's own verb."""
+    race = tx.one("SELECT id, status FROM tasks WHERE id = :r", {"r": task["race_of"]})
+    if race is None or race["status"] in (states.READY, states.RUNNING):
+        return None
+    rid, status = race["id"], race["status"]
+    head = f"task {task['id']} is an attempt of race {rid}, which is {status}"
+    if status == states.DONE:
+        return f"{head}: the race is finished, and an attempt of a finished race does not run again"
+    if status == states.ARCHIVED:
+        return f"{head}: restore the race to run its attempts again (`agentboard restore {rid}`)"
+    if status == states.REVIEW:
+        return (f"{head}: pick the attempt that wins (`agentboard pick {rid} N`), or send the race back to run its "
+                f"attempts again (`agentboard review {rid} --request-changes \"...\"`)")
+    if status == states.BLOCKED:
+        return f"{head}: unblock the race, which runs its failed and stopped attempts again (`agentboard unblock {rid}`)"
+    return f"{head}: its attempts run when the race does"
+
+
 def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     target = ready_or_todo(tx, task_id, task["assignee"], board)
     states.check("unblock", task["status"], target, task_id)
+    if task.get("race_of"):
+        refused = _race_unblock_refusal(tx, task)
+        if refused:
+            raise Conflict(refused)
     if task.get("block_kind") == "budget" and (actor or "").startswith("supervisor:"):
         # the dispatcher would block it again at once, and that wakes the supervisor again
         spent = budgets.gate_in(tx, task)
