@@ -128,7 +128,10 @@ def test_a_races_task_and_goal_budgets_count_its_attempts_runs(ab):
     assert task_budget["spent"]["runs"] == 2 and task_budget["exhausted"]
     [goal_budget] = budgets.show(ab.db, scope="goal", ref=goal["id"])
     assert goal_budget["spent"]["runs"] == 2 and goal_budget["exhausted"]
-    assert goals.show(ab.db, board.slug, goal["id"])["runs"] == 2
+    shown_goal = goals.show(ab.db, board.slug, goal["id"])
+    assert shown_goal["runs"] == 2
+    # the goal's tasks are the race, once: its attempts are its runs, not more of the goal's work
+    assert [t["id"] for t in shown_goal["tasks"]] == [rid2] and sum(shown_goal["counts"].values()) == 1
     # the retries are not started: the budgets are spent, and they say which
     assert dispatching.claim_batch(ab.db, board.slug, [a1, a2, b1, b2]) == []
     for t in (a1, a2):

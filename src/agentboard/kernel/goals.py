@@ -120,10 +120,12 @@ def _summaries(tx: Tx, board: str, goal_ids: list[str]) -> dict[str, Row]:
         return out
     names: dict[str, Any] = {}
     inlist = in_list("g", goal_ids, names)
-    for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE goal_id IN {inlist} GROUP BY goal_id, status", names):
+    for r in tx.all(f"SELECT goal_id, status, COUNT(*) AS n FROM tasks WHERE goal_id IN {inlist} AND race_of IS NULL "
+                    "GROUP BY goal_id, status", names):
         out[r["goal_id"]]["counts"][r["status"]] = r["n"]
     for r in tx.all(
-        f"SELECT id, goal_id, title, block_kind, block_reason FROM tasks WHERE goal_id IN {inlist} AND status = 'blocked' ORDER BY updated_at",
+        f"SELECT id, goal_id, title, block_kind, block_reason FROM tasks WHERE goal_id IN {inlist} AND status = 'blocked' "
+        "AND race_of IS NULL ORDER BY updated_at",
         names,
     ):
         out[r["goal_id"]]["blocked"].append({"id": r["id"], "title": r["title"], "kind": r["block_kind"], "reason": r["block_reason"]})
@@ -162,7 +164,7 @@ def show(db: Database, board: str, goal_id: str) -> GoalDetail:
         row.update(_summaries(tx, board, [goal_id])[goal_id])
         row["tasks"] = tx.all(
             "SELECT id, title, status, assignee, priority, block_reason FROM tasks WHERE goal_id = :g "
-            "ORDER BY priority DESC, created_at", {"g": goal_id},
+            "AND race_of IS NULL ORDER BY priority DESC, created_at", {"g": goal_id},
         )
         return row
     return cast(GoalDetail, db.read(_r))
