@@ -187,6 +187,18 @@ def test_a_budget_too_small_for_every_attempt_refuses_the_race_naming_the_limit(
     assert ok.returncode == 0, ok.stderr
 
 
+def test_a_race_given_another_assignee_is_refused_not_reassigned_silently(ab, tmp_path):
+    board, _repo = race_board(ab, tmp_path)
+    refused = cli(ab.home, "create", "Fix the notes", "--board", "race", "--race", "good,bad", "--assignee", "bad")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: a race runs the profiles it names: leave out assignee 'bad' (the race's task is assigned to its "
+        "first entry, 'good')"]
+    assert board.list() == []
+    same = cli(ab.home, "create", "Fix the notes", "--board", "race", "--race", "good,bad", "--assignee", "good")
+    assert same.returncode == 0, same.stderr
+
+
 def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_function(ab, tmp_path, dispatcher):
     import httpx
 

@@ -138,6 +138,9 @@ def _race_of(given: dict[str, Any]) -> dict[str, Any]:
     if given.get("triage"):
         raise InvalidInput("a race cannot start in triage; leave out triage")
     entries = parse_race(given["race"])
+    if given.get("assignee") and given["assignee"] != entries[0].profile:
+        raise InvalidInput(f"a race runs the profiles it names: leave out assignee {given['assignee']!r} (the "
+                           f"race's task is assigned to its first entry, {entries[0].profile!r})")
     return {"race": entries, "race_until": until_of(given.get("race_until")), "assignee": entries[0].profile}
 
 
