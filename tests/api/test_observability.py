@@ -380,3 +380,19 @@ def test_runs_of_two_boards_in_one_process_are_all_counted_though_their_database
             client.close()
     assert sorted(run_ids) == [1, 1, 2, 2]  # the same run ids in both databases
     assert counted() - start == 4.0
+
+
+def test_with_metrics_off_a_scrape_holds_only_the_board_wide_metrics(ab: Any) -> None:
+    from agentboard.observe import metrics
+
+    ab.board().create("counted on the board")
+    metrics.set_enabled(False)
+    try:
+        text = metrics.render(ab.db).decode()
+    finally:
+        metrics.set_enabled(True)
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert {"agentboard_budget_blocked_tasks", "agentboard_database_up"} <= names  # read at the scrape
+    per_process = {"agentboard_runs", "agentboard_db_pool_waits", "agentboard_notify_parkings", "process_cpu_seconds"}
+    assert not names & per_process, names & per_process
+    assert "agentboard_runs" in {f.name for f in text_string_to_metric_families(metrics.render(ab.db).decode())}

@@ -306,6 +306,12 @@ class DatabaseCollector(Collector):
         except Exception:  # the database does not answer: say so, with this process's own
             f = self._families()
             f["up"].add_metric([], 0)
+        if not _ENABLED:  # the per-process observations are off: the board-wide ones only
+            for name in ("pool", "waits", "wait_s", "timeouts", "dead"):
+                f.pop(name)
+            f["collect"].add_metric([], time.perf_counter() - t0)
+            yield from f.values()
+            return
         in_use, idle = db.pool_state()
         if in_use is not None:
             f["pool"].add_metric(["in_use"], in_use)
@@ -319,8 +325,9 @@ class DatabaseCollector(Collector):
 
 
 def render(db: Database | None) -> bytes:
-    """The exposition of this process's metrics and, with ``db``, the database's."""
-    out = generate_latest(REGISTRY)
+    """The exposition of this process's metrics (unless observing is off, :func:`set_enabled`)
+    and, with ``db``, the database's."""
+    out = generate_latest(REGISTRY) if _ENABLED else b""
     if db is not None:
         reg = CollectorRegistry(auto_describe=False)
         reg.register(DatabaseCollector(db))
