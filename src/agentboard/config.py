@@ -65,6 +65,10 @@ class Settings:
     #: what one worker run may post: comments on its task, tasks proposed into triage (``kernel.run_limits``)
     run_comment_limit: int = 200
     run_proposal_limit: int = 25
+    #: what an orchestrator's run may create: tasks per run, and how deep delegation goes (a task
+    #: created by a run of a task created by a run of …; ``kernel.run_limits.delegate``)
+    run_create_limit: int = 100
+    delegation_depth_limit: int = 3
     log_max_bytes: int = 10 * 1024 * 1024
     event_retention_days: int = 30
     log_retention_days: int = 30
@@ -271,6 +275,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "network_retry_base": (0, _LONG), "network_retry_max": (0, _LONG), "network_retry_limit": (1, 1_000_000),
     "min_free_memory_mb": (0, 1 << 30), "attachment_max_bytes": (1, 1 << 40),
     "run_comment_limit": (0, 1_000_000_000), "run_proposal_limit": (0, 1_000_000_000),
+    "run_create_limit": (0, 1_000_000_000), "delegation_depth_limit": (0, 1_000_000),
     "log_max_bytes": (0, 1 << 50), "event_retention_days": (0, 1_000_000), "log_retention_days": (0, 1_000_000),
     "auto_decompose_per_pass": (1, 10_000), "review_diff_max": (1, 1 << 30), "repair_deadline": (1, _LONG),
     "verify_timeout": (1, _LONG), "verify_backoff": (0, _LONG), "verify_backoff_jitter": (0, 1),

@@ -31,11 +31,12 @@ RETRY_FOR = 30.0
 _ERRORS: dict[str, type[errors.AgentboardError]] = {
     cls.code: cls for cls in (
         errors.InvalidInput, errors.NotFound, errors.Conflict, errors.InvalidTransition, errors.StaleRun,
-        errors.Unauthorized, errors.Forbidden, errors.TooLarge, errors.Unavailable)
+        errors.Unauthorized, errors.Forbidden, errors.TooLarge, errors.TooMany, errors.Unavailable)
 }
 _BY_STATUS: dict[int, type[errors.AgentboardError]] = {
     400: errors.InvalidInput, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
-    409: errors.Conflict, 413: errors.TooLarge, 422: errors.InvalidInput, 503: errors.Unavailable,
+    409: errors.Conflict, 413: errors.TooLarge, 422: errors.InvalidInput, 429: errors.TooMany,
+    503: errors.Unavailable,
 }
 
 

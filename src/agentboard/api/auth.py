@@ -110,7 +110,8 @@ class Principal:
         if self.is_run and not self.orchestrator and (task_id is None or task_id != self.task_id):
             what = f"task {task_id}" if task_id else "this board"
             raise Forbidden(
-                f"a run token may only change its own task ({self.task_id}), not {what}"
+                f"a run token may only change its own task ({self.task_id}), not {what}; propose other work "
+                "with `agentboard create --triage` (MCP: kanban_propose): it lands in triage for a person"
             )
 
     def check_supervisor_tool(self, board: str) -> None:

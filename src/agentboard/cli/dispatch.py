@@ -94,15 +94,40 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
         sys.stdout.flush()
         if api is None:
             return
+        # the workers an earlier pass started whose API died with its process: this one serves
+        # their API again, on the port they were given, until they exit
+        earlier = _earlier_workers(d) if api.own else []
         if detached:
-            _detach(d)
-        if api.own and d.workers.all():
+            _detach(d, len(earlier))
+        if api.own and (d.workers.all() or earlier):
             api.serve()
         if wait or api.own:
-            _wait_for_workers(d, api.own and not detached)
+            _wait_for_workers(d, api.own and not detached, earlier)
     finally:
         if api is not None:
             api.stop()
+
+
+def _earlier_workers(d: Any) -> list[tuple[int, float]]:
+    """The live workers on this host of open runs that this pass did not start, ``(pid, started)``:
+    an earlier one-shot pass started them, and its background API died with its process (no API
+    is recorded on the home, or this pass would use it). They report to the URL they were given,
+    on the port this pass serves (:func:`agentboard.api.serve.bind_worker_port` takes the one
+    the last pass used), so serving it again lets their report — retried meanwhile,
+    ``remote.RETRY_FOR`` — through, instead of the worker failing to report and being nudged
+    into doing its job again."""
+    from agentboard.dispatch.liveness import pid_alive
+    from agentboard.kernel import dispatching
+
+    snap = dispatching.pass_snapshot(d.db, host=d.host)
+    own = {w.pid for w in d.workers.all()}
+    found = [(r, r.get("run_started_at")) for r in snap.running] + [(r, r.get("started_at")) for r in snap.reviewing]
+    out = []
+    for row, at in found:
+        pid = row.get("worker_pid")
+        if pid and at and int(pid) not in own and d.ctx.local(row) and pid_alive(int(pid), started_after=float(at)):
+            out.append((int(pid), float(at)))
+    return out
 
 
 def _run_detached(max_spawn: int | None, boards: list[str] | None, as_json: bool) -> None:
@@ -131,14 +156,16 @@ def _run_detached(max_spawn: int | None, boards: list[str] | None, as_json: bool
         sys.exit(code)
 
 
-def _detach(d: Any) -> None:
-    """The background side of a pass: say who serves the workers, then let go of the terminal."""
+def _detach(d: Any, earlier: int = 0) -> None:
+    """The background side of a pass: say who serves the workers, then let go of the terminal.
+    ``earlier``: how many more an earlier pass started (whose API had stopped)."""
     import os
 
-    left = [w for w in d.workers.all() if not w.poll()]
+    left = len([w for w in d.workers.all() if not w.poll()]) + earlier
     if left:
-        click.echo(f"{len(left)} worker(s) report to an API served in the background (pid {os.getpid()}) until "
-                   "they exit; `agentboard dispatch` again records how they ended", err=True)
+        click.echo(f"{left} worker(s) report to an API served in the background (pid {os.getpid()}) until "
+                   "they exit; `agentboard dispatch` again records how they ended"
+                   + (f" ({earlier} started by an earlier pass whose API had stopped)" if earlier else ""), err=True)
     sys.stdout.write(_DETACHED_MARK + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
@@ -153,33 +180,48 @@ def _detach(d: Any) -> None:
 LIMITS_EVERY = 1.0
 
 
-def _wait_for_workers(d: Any, say: bool) -> None:
+def _wait_for_workers(d: Any, say: bool, earlier: list[tuple[int, float]] | None = None) -> None:
     """Wait until the workers this pass started exit, then record how they ended (a pass that
     starts nothing). ``say``: tell the person that this command serves their API meanwhile.
+    ``earlier``: workers an earlier pass started (``(pid, started)``, not this process's
+    children; :func:`_earlier_workers`), waited for as well, and how they ended recorded the
+    same way (from the exit status their wrapper wrote).
 
     Ctrl-C sets a flag this loop reads between its steps (:func:`.common.ctrl_c_flag`), so an
     interrupt never lands inside a pass; the command then stops serving and exits with 130, its
     workers still running."""
     import time
 
+    from agentboard.dispatch.liveness import pid_alive
+
     from .common import ctrl_c_flag
+
+    others = list(earlier or [])
 
     def registered() -> set[tuple[int, int]]:
         return {(w.run_id, w.pid) for w in d.workers.all()}
 
+    def running() -> bool:
+        others[:] = [(pid, at) for pid, at in others if pid_alive(pid, started_after=at)]
+        return any(not w.poll() for w in d.workers.all()) or bool(others)
+
     with ctrl_c_flag() as stop:  # before the message that tells the person about Ctrl-C
-        left = [w for w in d.workers.all() if not w.poll()]
+        left = len([w for w in d.workers.all() if not w.poll()]) + len(others)
         if left and say:
-            click.echo(f"serving the API for {len(left)} worker(s) until they exit (no `serve` or `dispatcher` "
+            click.echo(f"serving the API for {left} worker(s) until they exit (no `serve` or `dispatcher` "
                        "runs on this home); Ctrl-C stops it and they can then only report through "
                        ".board/result.json", err=True)
         unchanged_since: float | None = None
         while not stop.is_set():
             looked = time.monotonic()
-            while any(not w.poll() for w in d.workers.all()) and not stop.wait(0.1):
+            waited = bool(others)
+            while running() and not stop.wait(0.1):
                 if time.monotonic() - looked >= LIMITS_EVERY:  # a max runtime, a budget hold meanwhile
                     d.run_pass_report(max_spawn=0)
                     looked = time.monotonic()
+            if waited and not stop.is_set():  # how the earlier pass's workers ended (a nudge: one of ours)
+                d.run_pass_report(max_spawn=0)
+                d.wait_idle(timeout=60)
             before = registered()
             if stop.is_set() or not before:
                 break  # every worker's exit is recorded (a recorded worker is forgotten)

@@ -21,7 +21,7 @@ TELEMETRY: Final = (
     "result_degraded", "review_unavailable", "tip_scratch_workspace", "profile_skipped",
     "verified", "workspace_removed", "verify_pending", "wiki_unavailable",
     "llm_used", "nudged", "workspace_busy", "tools_denied", "leftovers_ended", "log_capped",
-    "proposed",
+    "proposed", "delegated",
 )
 GOALS: Final = (
     "goal_created", "goal_completed", "goal_cancelled", "goal_edited", "supervisor_woken",

@@ -5,7 +5,7 @@ pass's cost can be read (and its indexes checked) in one file.
 
 - :func:`pass_snapshot` — boards, profiles, running tasks and cooldown ends in one read.
 - :func:`resume_timed_blocks` — tasks blocked for a rate limit go back to the queue when their
-  cool-down ends.
+  cool-down ends, their failure counts kept.
 - :func:`ready_batch` — the next ready tasks by priority then age, with the facts the respawn
   guards need.
 - :func:`claim_batch` — claim several chosen ready tasks in one transaction
@@ -28,17 +28,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain import model
+from ..domain import model, states
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, StaleRun
 from ..store.engine import CLAIMABLE, WAITING, Database, Row, Tx, dump_json, in_list, values_list
 from . import budgets
-from .common import board_settings, default_assignee, get_task, task_out
+from .common import board_settings, default_assignee, get_task, ready_or_todo, task_out
 from .races import under_way_later
 from .runs import REVIEW_CLAIM, Report, claim_in, claim_ttl, complete_in, stale_error, usage_params
 from .runs.claims import STILL_READY, claimed_payload, still_ready
 from .schedules import next_due_later
 from .supervision.sweep import due_work_later
-from .tasks import unblock_in
 from .tokens import create_run_tokens_in
 from .worker_protocol import PrepareInputs, prepare_inputs_many_in
 
@@ -261,8 +260,12 @@ def extend_claims(db: Database, items: list[tuple[str, str, int]], ttl: int | No
 
 
 def resume_timed_blocks(db: Database, boards: list[str], now: float | None = None) -> list[Row]:
-    """Unblock, in one transaction, the tasks of ``boards`` whose timed block
-    (``rate_limited``) has ended: they go back to ready (or todo), an ``unblocked`` event each."""
+    """Resume, in one transaction, the tasks of ``boards`` whose timed block (``rate_limited``)
+    has ended: they go back to ready (or todo), an ``unblocked`` event each (``resumed``: the
+    kind of block that ended). Unlike a person's unblock, the task keeps its failure counts
+    (``consecutive_failures``, ``protocol_violations``): a rate limit is not a failure, nor does
+    it wipe out the failures before it, so an agent alternating crashes and rate limits still
+    reaches its failure limit."""
     at = time.time() if now is None else now
     if not boards:
         return []
@@ -273,8 +276,28 @@ def resume_timed_blocks(db: Database, boards: list[str], now: float | None = Non
             "SELECT id, board FROM tasks WHERE status = 'blocked' AND block_kind = 'rate_limited' "
             "AND cooldown_until <= :now AND board IN " + in_list("b", boards, params) + " ORDER BY id",
             params)
-        return [unblock_in(tx, r["board"], r["id"], actor="dispatcher") for r in rows]
+        return [_resume_timed_in(tx, r["board"], r["id"]) for r in rows]
     return db.write(_w)
+
+
+def _resume_timed_in(tx: Tx, board: str, task_id: str) -> Row:
+    """One task's timed block ended: back to ready (or todo), its failure counts kept."""
+    task = get_task(tx, board, task_id, lock=True)
+    target = ready_or_todo(tx, task_id, task["assignee"], board)
+    states.check("unblock", task["status"], target, task_id)
+    assignee = task["assignee"] or (default_assignee(tx, board) if target == states.READY else None)
+    now = time.time()
+    tx.execute(
+        "UPDATE tasks SET status = :s, assignee = :a, block_kind = NULL, block_reason = NULL, block_on = NULL, "
+        "block_to = NULL, cooldown_until = NULL, updated_at = :now WHERE id = :id",
+        {"s": target, "a": assignee, "now": now, "id": task_id},
+    )
+    tx.event(board, task_id, "unblocked",
+             {"status": target, "resumed": task["block_kind"],
+              "failures": int(task.get("consecutive_failures") or 0)}, actor="dispatcher", at=now)
+    task.update(status=target, assignee=assignee, block_kind=None, block_reason=None, block_on=None,
+                block_to=None, cooldown_until=None)
+    return task_out(task)
 
 
 def limit_in_statement(limit: int) -> int:

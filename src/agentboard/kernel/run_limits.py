@@ -1,4 +1,5 @@
-"""What one worker run may post: a few hundred comments, a few dozen proposals.
+"""What one worker run may post: a few hundred comments, a few dozen proposals, and for an
+orchestrator's run a bounded number of tasks, not too deep.
 
 A run's token (and its MCP server) may comment on its own task and propose work, which lands in
 triage for a person or the supervisor. Without a bound, one looping or hostile agent fills a
@@ -8,6 +9,13 @@ through the task's event index), in the transaction that writes the next one, so
 holds across hosts. Past it the verb is refused with :class:`.TooMany` (HTTP 429, exit code 4)
 and nothing is written. The settings ``run_comment_limit`` and ``run_proposal_limit`` set the
 bounds (``docs/settings.md``).
+
+An orchestrator's run creates tasks that start by themselves, and an orchestrator that hands
+work to itself would do so without end. Its creates (:func:`delegate`) leave a ``delegated``
+event each on its own task, counted the same way against ``run_create_limit``; and a task is
+one level deeper than the task whose run created it (``tasks.created_by`` is ``run:<id>``), so
+a run of a task ``delegation_depth_limit`` levels deep may create none (its proposals into
+triage, for a person, it still may).
 """
 
 from __future__ import annotations
@@ -22,13 +30,18 @@ from .tasks.creation import NewTask, create_in
 
 COMMENTS = "commented"
 PROPOSALS = "proposed"
+CREATES = "delegated"
 _WHAT = {COMMENTS: ("comments", "run_comment_limit", "say the rest in your result's summary"),
-         PROPOSALS: ("proposals", "run_proposal_limit", "list further ideas in your result's summary")}
+         PROPOSALS: ("proposals", "run_proposal_limit", "list further ideas in your result's summary"),
+         CREATES: ("tasks", "run_create_limit", "do the rest in this run, or propose it with "
+                   "`agentboard create --triage` for a person")}
+#: how a run's token names itself, as the ``created_by`` of the tasks it creates (``kernel.tokens``)
+_RUN_ACTOR = "run:"
 
 
 def charge(tx: Tx, task_id: str, run_id: int, kind: str, limit: int, n: int = 1) -> None:
     """Refuse (:class:`.TooMany`) ``n`` more ``kind`` events (:data:`COMMENTS`,
-    :data:`PROPOSALS`) of run ``run_id`` on its task ``task_id`` past ``limit``."""
+    :data:`PROPOSALS`, :data:`CREATES`) of run ``run_id`` on its task ``task_id`` past ``limit``."""
     if n <= 0:
         return
     used = int(tx.scalar("SELECT count(*) FROM task_events WHERE task_id = :t AND run_id = :r AND kind = :k",
@@ -64,4 +77,48 @@ def propose(db: Database, board: str, title: str, *, task_id: str, run_id: int, 
     return db.write(_w)
 
 
-__all__ = ["COMMENTS", "PROPOSALS", "charge", "propose", "proposed_in"]
+def delegation_depth(tx: Tx, task_id: str, stop: int) -> int:
+    """How many levels deep ``task_id`` is: 0 for a task a person (or the board) created, one
+    more than its creator's task for a task created by a run (``created_by`` ``run:<id>``);
+    counted up to ``stop``, two lookups by key a level."""
+    depth = 0
+    seen = {task_id}
+    while depth < stop:
+        by = str(tx.scalar("SELECT created_by FROM tasks WHERE id = :t", {"t": task_id}) or "")
+        if not by.startswith(_RUN_ACTOR) or not by[len(_RUN_ACTOR):].isdigit():
+            break
+        parent = tx.scalar("SELECT task_id FROM task_runs WHERE id = :r", {"r": int(by[len(_RUN_ACTOR):])})
+        if parent is None or parent in seen:  # its run is gone (purged)
+            break
+        seen.add(str(parent))
+        task_id = str(parent)
+        depth += 1
+    return depth
+
+
+def delegate(db: Database, board: str, title: str, *, task_id: str, run_id: int, actor: str | None = None,
+             **fields: Unpack[NewTaskFields]) -> Row:
+    """An orchestrator run's create: a task on its board, and a ``delegated`` event on the run's
+    own task ``task_id``; refused (:class:`.TooMany`) past ``run_create_limit`` creates of the
+    run, or when the run's task is ``delegation_depth_limit`` levels deep already."""
+    new = NewTask.build(board, title, actor=actor, **fields)
+    limit = int(db.settings.run_create_limit)
+    deepest = int(db.settings.delegation_depth_limit)
+
+    def _w(tx: Tx) -> Row:
+        charge(tx, task_id, run_id, CREATES, limit)
+        depth = delegation_depth(tx, task_id, deepest) + 1
+        if depth > deepest:
+            raise TooMany(f"task {task_id} is {deepest} level(s) of delegation deep (a task created by a run of "
+                          f"a task created by a run of …), the most there may be (delegation_depth_limit = "
+                          f"{deepest}): its runs create no more tasks; {_WHAT[CREATES][2]}")
+        out: dict[str, Any] = create_in(tx, new)
+        if not out.get("existing"):
+            tx.event(board, task_id, CREATES, {"task": out["id"], "title": out["title"], "depth": depth},
+                     run_id=int(run_id), actor=actor or "worker", at=float(out.get("created_at") or time.time()))
+        return out
+
+    return db.write(_w)
+
+
+__all__ = ["COMMENTS", "CREATES", "PROPOSALS", "charge", "delegate", "delegation_depth", "propose", "proposed_in"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .. import agentcli
 from . import safefs
 
 MAX_ATTEMPTS = 2
@@ -12,6 +13,8 @@ LOG_TAIL_BYTES = 64 * 1024
 SUMMARY_CAP = 2000
 #: the line the dispatcher writes into the log before each run (``spawning``)
 _HEADER = re.compile(r"(?m)^=== run \d+ of \S+ .*===[ \t]*$")
+#: the header of a run's first process, naming its profile and adapter (``by NAME (ADAPTER) at``)
+_RUN_START = re.compile(r"(?m)^=== run \d+ of \S+ by .* \(([\w-]+)\) at \S+ ===[ \t]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _LABELLED = re.compile(r"(?im)^\s*(?:#+\s*)?(?:\*\*)?(?:summary|result|done)(?:\*\*)?\s*[:\-–]\s*(\S.*)$")
 
@@ -58,16 +61,63 @@ def _summary_from_raw(raw: str | None) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-def extract_summary(log_path: Path | None, raw_result: str | None = None) -> str:
+def _this_run(text: str) -> tuple[str, str | None]:
+    """The output of the run the log ends with (from its first process's header: a task's log
+    holds every run of the task; a nudge's or a repair attempt's output is part of the run), and
+    the adapter that header names (None when the header is not in ``text``)."""
+    starts = list(_RUN_START.finditer(text))
+    if not starts:
+        return text, None
+    last = starts[-1]
+    return text[last.end():], last.group(1)
+
+
+def _final_message(text: str, adapter: str | None) -> tuple[str | None, bool]:
+    """What an agent CLI said last (its adapter's parsed final message), and whether ``text`` is
+    such a CLI's JSON output at all. ``adapter`` None: the CLI whose reader finds a final
+    message in it, if any."""
+    events = agentcli.json_events(text)
+    if not events:
+        return None, False
+    names = [adapter] if adapter else list(agentcli.CLI_ADAPTERS)
+    for name in names:
+        if name not in agentcli.CLI_ADAPTERS:
+            continue
+        said = agentcli.outcome_of(name, events, text).final_text
+        if said and said.strip():
+            return said.strip(), True
+    return None, adapter in agentcli.CLI_ADAPTERS
+
+
+def _plain(text: str) -> str:
+    """An agent CLI's output without its JSON event lines (what is left: its stderr)."""
+    return "\n".join(line for line in text.splitlines()
+                     if not (line.strip().startswith("{") and line.strip().endswith("}")))
+
+
+def extract_summary(log_path: Path | None, raw_result: str | None = None, adapter: str | None = None) -> str:
     """A summary for a result that never validated: a ``Summary:`` line of the worker's output,
-    else the ``summary`` the invalid file carried, else the output's last paragraph."""
-    text = _HEADER.sub("", _log_tail(log_path))  # the dispatcher's own lines are not the worker's
+    else the ``summary`` the invalid file carried, else the output's last paragraph.
+
+    For an agent CLI (``adapter``, else the one the run's header in the log names, else the one
+    whose output it is) the worker's output is the final message its adapter reads from the
+    CLI's JSON events (``agentcli.outcome_of``), not those raw events: its ``Summary:`` line, else
+    the ``summary`` of the file, else the whole message."""
+    text, named = _this_run(_log_tail(log_path))
+    text = _HEADER.sub("", text)  # the dispatcher's own lines are not the worker's
+    said, cli = _final_message(text, adapter or named)
+    if said is not None:
+        text = said
+    elif cli:
+        text = _plain(text)
     labelled: list[str] = _LABELLED.findall(text)
     if labelled:
         return labelled[-1].strip()[:SUMMARY_CAP]
     from_raw = _summary_from_raw(raw_result)
     if from_raw:
         return from_raw[:SUMMARY_CAP]
+    if said is not None:
+        return said if len(said) <= SUMMARY_CAP else said[: SUMMARY_CAP - 1] + "…"
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
     if paragraphs:
         last = paragraphs[-1]

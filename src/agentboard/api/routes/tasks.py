@@ -94,12 +94,16 @@ def create_task(request: Request, data: TaskCreate, board: str | None = BoardQ,
     # commands and workspace paths on the host: an admin decision (403 before anything is written)
     host_access.authorize(who.host, verify=fields.get("verify"), workspace=fields.get("workspace"),
                           branch=fields.get("branch"))
-    if who.is_run and not who.orchestrator and who.run_id is not None and who.task_id:
+    if not (who.is_run and who.run_id is not None and who.task_id):
+        task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
+    elif data.triage or not who.orchestrator:
         # a worker's proposal: recorded on its own task, within what one run may propose
         task = run_limits.propose(state(request).db, slug, data.title, task_id=who.task_id, run_id=who.run_id,
                                   actor=who.name, **fields)
     else:
-        task = tasks.create(state(request).db, slug, data.title, actor=who.name, **fields)
+        # an orchestrator's create: within what one run may create, and how deep delegation goes
+        task = run_limits.delegate(state(request).db, slug, data.title, task_id=who.task_id, run_id=who.run_id,
+                                   actor=who.name, **fields)
     return Json(task, status_code=201)
 
 

@@ -93,6 +93,32 @@ def enqueue(
 
 # -- the hooks ---------------------------------------------------------------------------------
 
+#: block kinds the board lifts by itself, so the task did nothing that loops: a rate limit (the
+#: dispatcher resumes the task when its cool-down ends), a budget (released when the budget
+#: allows runs again) and a dependency (resumed when the task waited for is done). They are not
+#: counted as blocks of a block loop, and never move a task to triage
+SELF_LIFTED = states.TIMED_BLOCK_KINDS | {"budget", "dependency"}
+
+
+def block_count(tx: Tx, task_id: str) -> int:
+    """How many times ``task_id`` was blocked within ``block_loop_window`` for a block loop: its
+    ``blocked`` events (all but those of a :data:`SELF_LIFTED` kind), ``gave_up`` and
+    ``rejected``, through the task's event index."""
+    since = time.time() - float(tx.db.settings.block_loop_window)
+    rows = tx.all("SELECT kind, payload FROM task_events WHERE task_id = :t "
+                  "AND kind IN ('blocked', 'gave_up', 'rejected') AND created_at > :since",
+                  {"t": task_id, "since": since})
+    return sum(1 for r in rows if r["kind"] != "blocked" or _block_kind(r["payload"]) not in SELF_LIFTED)
+
+
+def _block_kind(payload: str | None) -> str | None:
+    try:
+        data = json.loads(payload or "{}")
+    except ValueError:
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return str(kind) if kind else None
+
 
 @hooks.on("blocked")
 def on_blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str | None) -> Row:
@@ -101,19 +127,17 @@ def on_blocked(tx: Tx, board: str, task: Row, kind: str, reason: str, actor: str
     if task.get("purpose") == SUPERVISION:
         return task
     limit = _setting(tx, board, "block_loop_limit")
-    since = time.time() - float(tx.db.settings.block_loop_window)
-    count = int(tx.scalar(
-        "SELECT COUNT(*) FROM task_events WHERE task_id = :t AND kind IN ('blocked', 'gave_up', 'rejected') "
-        "AND created_at > :since", {"t": task["id"], "since": since}) or 0)
+    count = 0 if kind in SELF_LIFTED else block_count(tx, task["id"])
     if count > limit and task.get("status") == states.BLOCKED:
         states.check("block_loop", states.BLOCKED, states.TRIAGE, task["id"])
         now = time.time()
         why = f"blocked {count} times within {int(tx.db.settings.block_loop_window)}s (limit {limit}); last: {reason}"
-        tx.execute("UPDATE tasks SET status = 'triage', block_reason = :r, updated_at = :now WHERE id = :id",
-                   {"r": why[: model.COMMENT_MAX], "now": now, "id": task["id"]})
+        # triage waits for a person: nothing of the block is left to end by itself
+        tx.execute("UPDATE tasks SET status = 'triage', block_reason = :r, cooldown_until = NULL, updated_at = :now "
+                   "WHERE id = :id", {"r": why[: model.COMMENT_MAX], "now": now, "id": task["id"]})
         tx.event(board, task["id"], "block_loop_detected", {"count": count, "limit": limit, "kind": kind,
                                                            "reason": reason[:2000]}, actor=actor, at=now)
-        task = dict(task, status=states.TRIAGE, block_reason=why)
+        task = dict(task, status=states.TRIAGE, block_reason=why, cooldown_until=None)
         enqueue(tx, board, "block_loop", task["id"], actor=actor, detail={"count": count, "kind": kind}, task=task)
         return task
     wake_reason = "gave_up" if kind == "gave_up" else "blocked"
