@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parent.parent / "src" / "agentboard"
 
 #: lower numbers may not import higher ones; the services (3) may not import each other's
 #: dispatcher: protocol/, agents/ and notify/ never import dispatch/
-LAYERS = {"domain": 0, "store": 1, "config": 1, "gitsafe": 1, "agentcli": 1, "cgroups": 1, "kernel": 2, "observe": 3,
+LAYERS = {"domain": 0, "store": 1, "config": 1, "gitsafe": 1, "gitsizes": 1, "agentcli": 1, "cgroups": 1, "kernel": 2, "observe": 3,
           "dispatch": 3, "protocol": 3, "agents": 3, "notify": 3, "chat": 3, "cli": 4, "api": 4, "mcp": 4}
 NOT_DISPATCH = ("protocol", "agents", "notify")
 #: known imports up the layers, each with why it is left (none should be added)

@@ -29,12 +29,13 @@ Before any call that concerns a task's worktree, :func:`check_worktree_link` che
 a folder, not a symbolic link), that this administrative folder points back at the worktree and
 shares the repository's objects; otherwise the call is refused with :class:`UnsafeWorktree`.
 
-This module imports nothing of agentboard, so every layer (the kernel's diagnostics, the
-protocol's review context, the dispatcher) may use it.
+This module imports nothing of agentboard but :mod:`agentboard.gitsizes` (which imports nothing), so
+every layer (the kernel's diagnostics, the protocol's review context, the dispatcher) may use it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -43,6 +44,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from . import gitsizes
 
 #: settings given on every call's command line (they win over every configuration file)
 PROTECTED: tuple[str, ...] = (
@@ -473,15 +476,14 @@ def worktree_diff(repo: str | Path, worktree: str | Path, branch: str, *, exclud
 
 def view_diff(git_dir: str | Path, work_tree: Path, *, exclude: Sequence[str] = (), drivers_off: bool = False,
               prefix: str = "") -> str:
-    """The working tree ``work_tree`` against ``HEAD`` of ``git_dir``, untracked files included:
-    only paths under ``prefix`` (relative to the top, ending with ``/``; empty: all), those
-    starting with one of ``exclude`` left out. ``drivers_off``: the git folder is not a view of
-    ours, so the drivers its configuration defines are neutralised."""
+    """The working tree ``work_tree`` against ``HEAD`` of ``git_dir``, untracked files included
+    (a file too big to show listed with its size, never read: ``gitsizes``): only paths under
+    ``prefix`` (relative to the top, ending with ``/``; empty: all), those starting with one of
+    ``exclude`` left out. ``drivers_off``: the git folder is not a view of ours: its drivers are off."""
     specs = [f":(top){prefix}" if prefix else ":(top)", *[f":(top,exclude){prefix}{p}" for p in exclude]]
-    parts = [run_in(git_dir, work_tree, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all",
-                    "--no-color", "HEAD", "--", *specs, check=False, drivers_off=drivers_off).stdout]
-    listed = run_in(git_dir, work_tree, "ls-files", "-z", "--others", "--exclude-standard", "--", *specs,
-                    check=False, drivers_off=drivers_off).stdout
+    git = functools.partial(run_in, git_dir, work_tree, check=False, drivers_off=drivers_off)
+    parts = [gitsizes.diff(git, ("--ignore-submodules=all", "HEAD"), specs, root=work_tree)]
+    listed = git("ls-files", "-z", "--others", "--exclude-standard", "--", *specs).stdout
     untracked = [n for n in listed.split("\0") if n]
     for name in untracked[:UNTRACKED_MAX]:
         parts.append(new_file_diff(work_tree, name))
@@ -593,7 +595,6 @@ def check_branch_name(name: str) -> str | None:
     return branch_problem(name)
 
 
-__all__ = ["GitError", "PROTECTED", "UnsafeWorktree", "argv", "branch_tip", "check_branch_name",
-           "check_worktree_link", "common_dir", "driver_overrides", "environment", "git_dir_of", "locate",
-           "new_file_diff", "out", "remove_view", "run", "run_in", "toplevel", "view_diff", "worktree_diff",
-           "worktree_head", "worktree_head_ref", "worktree_status"]
+__all__ = ["GitError", "PROTECTED", "UnsafeWorktree", "argv", "branch_tip", "check_branch_name", "check_worktree_link",
+           "common_dir", "driver_overrides", "environment", "git_dir_of", "locate", "new_file_diff", "out", "remove_view",
+           "run", "run_in", "toplevel", "view_diff", "worktree_diff", "worktree_head", "worktree_head_ref", "worktree_status"]

@@ -1,4 +1,5 @@
-"""``agentboard wiki``: the board's knowledge pages (published ones are handed to workers)."""
+"""``agentboard wiki``: the board's knowledge pages (published ones are handed to workers). Titles
+and bodies are printed through ``output.printable``: a worker's draft cannot act on the terminal."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from .common import (
 
 
 def _line(p: Mapping[str, Any]) -> str:
+    from .output import printable
+
     src = f"  (from {p['source_task_id']})" if p.get("source_task_id") else ""
-    return f"{p['slug']:<32} {p['status']:<9} {p['title']}{src}"
+    return printable(f"{p['slug']:<32} {p['status']:<9} {p['title']}{src}")
 
 
 @group("wiki")
@@ -62,8 +65,11 @@ def show(slug: str, board: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(page)
         return
-    click.echo(f"# {page['title']}\n\n[{page['slug']} · {page['status']}]\n")
-    click.echo(page["body"].rstrip())
+    from .output import printable
+
+    # a draft is a worker's text: what would act on the terminal is shown escaped
+    click.echo(printable(f"# {page['title']}\n\n[{page['slug']} · {page['status']}]\n"))
+    click.echo(printable(page["body"].rstrip()))
 
 
 @wiki.command("add")

@@ -1,7 +1,8 @@
 """A task's work as a reviewer sees it: its branch facts and its diff, split per file and paged.
 
 The diff is the one the reviewer agent reads (``protocol.review_context.work_diff``: for a
-worktree, ``git diff <base>...<branch>`` plus what is not committed yet); ``agentboard diff``,
+worktree, ``git diff <base>...<branch>`` plus what is not committed yet; a file too big to show,
+``gitsizes.SHOWN_MAX``, listed as binary with a line saying its size); ``agentboard diff``,
 ``GET /api/tasks/{id}/diff`` and the dashboard drawer show it through :func:`task_diff`.
 :func:`with_git` adds the branch facts (``git``: branch, base, ahead, behind, diff stat) to a
 task read by ``kernel.queries.task_detail`` for ``show``, ``context``, the REST task and the drawer.
@@ -109,8 +110,8 @@ def split(text: str) -> list[dict[str, Any]]:
             current["status"] = "deleted"
         elif ln.startswith("rename from"):
             current["status"] = "renamed"
-        elif ln.startswith("Binary files"):
-            current["binary"] = True
+        elif ln.startswith("Binary files") or (ln.startswith("# ") and ln.endswith("not shown")):
+            current["binary"] = True  # or too big to show (``gitsizes``, ``gitsafe.new_file_diff``)
     close()
     return files
 

@@ -13,7 +13,8 @@ worktree), so nothing is touched until it exists; then the base branch moves in 
 fast-forward of the target's checkout when it has the base branch checked out). Integration is
 refused (:class:`Refused`, nothing changed) when the
 task's worktree holds uncommitted work (what its worker left is committed first by
-:func:`commit_pending`, called by ``dispatch.finish``), the branch holds files in agentboard's own folders
+:func:`commit_pending`, called by ``dispatch.finish``, but never a file larger than
+``gitsizes.COMMIT_MAX``: the refusal names it and its size), the branch holds files in agentboard's own folders
 (``.worktrees/``: other tasks' live workspaces; ``.board/``), the target's working tree has
 uncommitted changes in files the task changed or holds untracked or ignored files the branch
 would write over (git replaces ignored files without asking), the base branch moved in a way that
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gitsafe
+from .. import gitsafe, gitsizes
 from ..store.engine import Row
 from . import branches, gitutil
 
@@ -94,13 +95,45 @@ def _untracked(repo: Path, base: str, touched: list[str]) -> list[str]:
     return sorted(f for f in present if f not in tracked)
 
 
+def _big(names: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{name} ({gitsizes.human(size)})" for name, size in names[:10]) + \
+        (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def too_big_reason(names: list[tuple[str, int]]) -> str:
+    """Why the files ``names`` (with their sizes) were not committed for the worker."""
+    one = len(names) == 1
+    return (f"{_big(names)} {'is' if one else 'are'} larger than the {gitsizes.human(gitsizes.COMMIT_MAX)} "
+            f"agentboard commits on a worker's behalf: left uncommitted in the worktree")
+
+
+def _pending_too_big(wt: Path, git: gitsizes.Git) -> list[tuple[str, int]]:
+    """The files ``git add -A`` would take from the worktree ``wt`` that are larger than
+    ``gitsizes.COMMIT_MAX`` (measured with ``lstat``: nothing is read)."""
+    untracked = git("ls-files", "-z", "--others", "--exclude-standard", "--", ":(top)").stdout.split("\0")
+    changed = [c.path for c in gitsizes.changes(git, ("HEAD",)) if c.new_mode != "000000"]
+    names = sorted({n for n in (*untracked, *changed) if n and not n.startswith(_NOT_WORK)})
+    return gitsizes.too_big(wt, names, gitsizes.COMMIT_MAX)
+
+
+def _staged_too_big(git: gitsizes.Git) -> list[tuple[str, int]]:
+    """What the index holds beyond ``HEAD`` that is larger than ``gitsizes.COMMIT_MAX`` (a file
+    the worker staged itself, or one grown since it was measured): sizes from the objects' headers."""
+    staged = [c for c in gitsizes.changes(git, ("--cached", "HEAD")) if c.new_mode != "000000"]
+    sizes = gitsizes.blob_sizes(git, [c.new for c in staged])
+    return [(c.path, sizes[c.new]) for c in staged if sizes.get(c.new, 0) > gitsizes.COMMIT_MAX]
+
+
 def commit_pending(repo: Path, task: Row, message: str) -> dict[str, Any] | None:
     """Commit on its branch what a worktree task's worker left uncommitted when it reported a
     success the dispatcher verified (agent CLIs often leave their edits uncommitted, and some
     cannot commit in a linked worktree at all): ``{"commit", "files"}``, or None when nothing
     was pending or the worktree is not one agentboard runs git in (a task repository's worker
     commits in its own repository). With the target's identity, no hook or filter of the
-    worker's (``gitsafe``), and never agentboard's own files."""
+    worker's (``gitsafe``), and never agentboard's own files. A file larger than
+    ``gitsizes.COMMIT_MAX`` is not committed (nor read): it stays in the worktree, the answer
+    lists it (``not_committed``: path and size; ``note``; ``commit`` None when nothing else
+    was pending) and :func:`integrate` refuses the branch naming it."""
     branch = str(task.get("branch_name") or "")
     wt = Path(task.get("workspace_path") or "")
     if not branch or not task.get("workspace_path") or not wt.is_dir() or not os.path.lexists(wt / ".git"):
@@ -109,12 +142,27 @@ def commit_pending(repo: Path, task: Row, message: str) -> dict[str, Any] | None
         pending = _changed(gitutil.worktree_status(repo, wt, branch))
         if not pending:
             return None
-        gitsafe.run(wt, "add", "-A", "--", ":(top)", drivers_off=True)
+
+        def git(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+            return gitsafe.run(wt, *args, check=False, drivers_off=True, input=input)
+
+        big = _pending_too_big(wt, git)
+        gitsafe.run(wt, "add", "-A", "--", ":(top)", *[f":(top,literal,exclude){n}" for n, _ in big],
+                    drivers_off=True)
+        big += [b for b in _staged_too_big(git) if b[0] not in {n for n, _ in big}]
         # never agentboard's own files, even where the worker took them out of the excludes
-        gitsafe.run(wt, "reset", "-q", "--", *[p.rstrip("/") for p in _NOT_WORK], drivers_off=True)
-        ident = [c for c in gitutil.identity(repo) if c != "-c"]
-        gitsafe.run(wt, "commit", "-q", "--no-verify", "-m", message, drivers_off=True, extra_config=ident)
-        return {"commit": gitsafe.out(wt, "rev-parse", "HEAD").strip(), "files": pending[:50]}
+        gitsafe.run(wt, "reset", "-q", "--", *[p.rstrip("/") for p in _NOT_WORK],
+                    *[f":(top,literal){n}" for n, _ in big], drivers_off=True)
+        left = {n for n, _ in big}
+        done: dict[str, Any] = {"commit": None, "files": [p for p in pending if p not in left][:50]}
+        if git("diff", "--cached", "--quiet", "HEAD", "--").returncode != 0:
+            ident = [c for c in gitutil.identity(repo) if c != "-c"]
+            gitsafe.run(wt, "commit", "-q", "--no-verify", "-m", message, drivers_off=True, extra_config=ident)
+            done["commit"] = gitsafe.out(wt, "rev-parse", "HEAD").strip()
+        if not big:
+            return done if done["commit"] else None
+        return {**done, "not_committed": [{"path": n, "size": size} for n, size in big[:50]],
+                "note": too_big_reason(big)}
     except gitsafe.GitError:  # a task repository, or nothing git could commit: integration says why
         return None
 
@@ -132,6 +180,15 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     worktree = Path(task.get("workspace_path") or "")
     if task.get("workspace_path") and worktree.is_dir() and os.path.lexists(worktree / ".git"):
         pending = _changed(gitutil.worktree_status(repo, worktree, branch))
+        big = gitsizes.too_big(worktree, pending, gitsizes.COMMIT_MAX)
+        if big:
+            it = "it" if len(big) == 1 else "them"
+            raise Refused(f"{_big(big)} in the task's worktree {'is' if it == 'it' else 'are'} larger than the "
+                          f"{gitsizes.human(gitsizes.COMMIT_MAX)} agentboard commits on a worker's behalf, so not "
+                          f"on the branch: commit {it} there yourself or remove {it} from {worktree}, then approve "
+                          "it again (`agentboard review ID --approve`)",
+                          {"files": [n for n, _ in big][:50], "sizes": dict(big[:50]),
+                           "limit": gitsizes.COMMIT_MAX})
         if pending:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
                           "commit them on the branch or discard them, then approve it again (`agentboard review ID --approve`)",
@@ -262,4 +319,4 @@ def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[s
     return Outcome("pr_opened", url, {"base": base, "branch": branch, "files": touched[:50]})
 
 
-__all__ = ["MODES", "Outcome", "Refused", "gh_status", "integrate"]
+__all__ = ["MODES", "Outcome", "Refused", "commit_pending", "gh_status", "integrate", "too_big_reason"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from typing import Any, cast
 
 from ..domain import model
@@ -48,12 +49,22 @@ def slugify(text: str, fallback: str = "page") -> str:
     return out or fallback
 
 
+def _escaped(ch: str) -> str:
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
 def title_of(markdown: str, fallback: str = "Untitled") -> str:
-    """The first heading (or first non-empty line) of a markdown text."""
+    """The first heading (or first non-empty line) of a markdown text, as a title: each
+    character the title rule refuses (``model.visible``: controls such as ESC, bidirectional
+    overrides, zero-width ones) written as a visible escape (``\\x1b``, ``\\u202e``), so a
+    worker's proposal holds the same kind of title ``wiki add`` accepts."""
     for line in (markdown or "").splitlines():
         line = line.strip()
         if line:
-            return line.lstrip("#").strip()[: model.TITLE_MAX] or fallback
+            text = "".join(_escaped(ch) if unicodedata.category(ch) in model.INVISIBLE_CATEGORIES else ch
+                           for ch in line.lstrip("#").strip())
+            return model.visible(text[: model.TITLE_MAX].strip() or fallback, "wiki proposal title")
     return fallback
 
 
@@ -147,7 +158,9 @@ def _propose(tx: Tx, board: str, content: str, note: str | None, task_id: str | 
 
 def propose(db: Database, board: str, content_md: str, *, note: str | None = None,
             task_id: str | None = None, author: str | None = None) -> Row:
-    """A worker's ``wikiProposals`` item becomes a draft page for a person to publish or discard."""
+    """A worker's ``wikiProposals`` item becomes a draft page for a person to publish or discard.
+    Its title is its first heading with what ``wiki add`` refuses in a title escaped
+    (:func:`title_of`): not refused, so the run's other results still count."""
     content = model.body(content_md, WIKI_BODY_MAX, "wiki proposal")
     if not content.strip():
         raise InvalidInput("wiki proposal contentMd is empty")

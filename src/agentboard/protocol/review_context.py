@@ -4,8 +4,9 @@ review.
 It holds the task and its acceptance criteria, the worker's result summary, the verify commands'
 output, the diff of the work (for a worktree: ``git diff <base>...<branch>`` in the repository plus
 what is not committed yet; for a ``dir:`` folder in a git repository: its working tree against
-``HEAD``; else none), truncated to ``review_diff_max`` characters with a note of what was cut,
-and the verdicts given before. The profile reviewer finds it in ``.board/review-context.md`` and
+``HEAD``; else none; a file of more than ``gitsizes.SHOWN_MAX`` bytes is listed with its size, its
+text left out and never loaded), truncated to ``review_diff_max`` characters with a note of what was
+cut, and the verdicts given before. The profile reviewer finds it in ``.board/review-context.md`` and
 in its prompt; the LLM reviewer gets it as its prompt.
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import gitsafe
+from .. import gitsafe, gitsizes
 from ..kernel import queries
 from ..store.engine import Database, Row
 
@@ -61,6 +63,15 @@ def _out(repo: Path, *args: str) -> str:
     return proc.stdout if proc.returncode in (0, 1) else ""
 
 
+def _diff(repo: Path, revs: str) -> str:
+    """``git diff revs`` in ``repo``, a file too big to show listed with its size, never loaded
+    (:func:`agentboard.gitsizes.diff`)."""
+    def git(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return gitsafe.run(repo, *args, check=False, timeout=GIT_TIMEOUT, input=input)
+
+    return gitsizes.diff(git, (revs,))
+
+
 def work_diff(ws: WorkspaceFacts) -> Diff:
     """The diff of the reviewed work (uncut): see the module docstring. Every git call goes
     through :mod:`agentboard.gitsafe`: the committed work is read in the repository, what is not
@@ -70,8 +81,7 @@ def work_diff(ws: WorkspaceFacts) -> Diff:
         if ws.kind == "worktree" and ws.repo is not None and ws.branch and gitsafe.toplevel(ws.repo) is not None:
             base = ws.base or _out(ws.repo, "symbolic-ref", "--short", "-q", "HEAD").strip() or "HEAD"
             tip = gitsafe.branch_tip(ws.repo, ws.branch) if gitsafe.check_branch_name(ws.branch) is None else None
-            committed = _out(ws.repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color",
-                             f"{base}...{tip}") if tip else ""
+            committed = _diff(ws.repo, f"{base}...{tip}") if tip else ""
             pending, refused = "", ""
             if path is not None and path.is_dir() and tip:
                 try:
@@ -100,7 +110,7 @@ def landed_diff(repo: Path, before: str, commit: str) -> Diff | None:
         if gitsafe.run(repo, "rev-parse", "--verify", "-q", rev + "^{commit}", check=False,
                        timeout=GIT_TIMEOUT).returncode != 0:
             return None
-    text = _out(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color", f"{before}..{commit}")
+    text = _diff(repo, f"{before}..{commit}")
     return Diff(text, f"what landed on the base: `git diff {before[:12]}..{commit[:12]}` in {repo}")
 
 
