@@ -102,3 +102,25 @@ def test_a_proposals_title_holds_nothing_wiki_add_would_refuse(ab: Any, heading:
         wiki.add(ab.db, "default", "by-hand", title=heading, body="x")
     page = wiki.propose(ab.db, "default", f"# {heading}\n\nbody")
     assert page["title"] == title and model.title(page["title"]) == title  # shown escaped, accepted by the rule
+
+
+def test_a_workers_log_read_on_a_terminal_puts_no_escape_on_it_and_a_pipe_gets_it_exactly(
+        ab: Any, home: Path) -> None:
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    printer = "printf 'log line \\033]0;PWNED\\a \\033[2J\\033[31mRED\\n'; agentboard complete --summary printed"
+    ab.add_profile("printer", command=printer)
+    board = ab.board()
+    tid = board.create("print", assignee="printer")["id"]
+    d = Dispatcher(ab.db, ab.settings)
+    d.start()
+    try:
+        wait_for(lambda: board.show(tid)["status"] in ("done", "blocked"), timeout=60, what="the task done")
+    finally:
+        d.stop()
+    shown = on_terminal(home, "log", tid)
+    assert ESC not in shown and BEL not in shown
+    assert "log line \\x1b]0;PWNED\\x07 \\x1b[2J\\x1b[31mRED" in shown
+    piped = subprocess.run([sys.executable, "-m", "agentboard", "log", tid], capture_output=True,
+                           env={**os.environ, "AGENTBOARD_HOME": str(home)}, check=True).stdout
+    assert b"log line \x1b]0;PWNED\x07 \x1b[2J\x1b[31mRED" in piped

@@ -318,7 +318,8 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
 @task_board_option
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
-    """Print the worker log of a task's latest (or --run N) run."""
+    """Print the worker log of a task's latest (or --run N) run: on a terminal with its control
+    characters shown as escapes, into a pipe or a file byte for byte."""
     from pathlib import Path
 
     from agentboard.domain.errors import NotFound
@@ -354,6 +355,10 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
             data = data[start: nxt + 1 if nxt >= 0 else len(data)]
     if tail:
         data = data[-tail:]
+    if sys.stdout.isatty():  # a worker's bytes never act on the reader's terminal (title, clipboard, screen)
+        from .output import printable
+
+        data = printable(data.decode("utf-8", "replace")).encode("utf-8")
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
 
