@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 WORKER_ENV_DENY: tuple[str, ...] = (
     "*SECRET*", "*PASSWORD*", "*PASSWD*", "*TOKEN*", "*_KEY", "*API_KEY*", "*ACCESS_KEY*",
     "*PRIVATE_KEY*", "*CREDENTIAL*", "*DATABASE_URL*", "PGPASSFILE", "PGSERVICEFILE",
+    "*PASS*", "*_PWD", "*_AUTH", "*_AUTH_*", "AUTH_*", "*COOKIE*", "*_SK", "*DSN*",
 )
 #: the credentials the known agent adapters need (Claude Code, Codex, Gemini CLI, opencode):
 #: passed although they match a deny pattern

@@ -180,6 +180,14 @@ def test_secrets_of_the_dispatcher_do_not_reach_a_worker(home: Path, monkeypatch
     assert env["AGENTBOARD_TOKEN"] == "ab_run" and env["AGENTBOARD_API_URL"] == "http://127.0.0.1:1"
     assert (env["ANTHROPIC_API_KEY"], env["OPENAI_API_KEY"], env["LANG"], env["HOME"]) == (
         "sk-ant", "sk-oai", "C.UTF-8", "/home/u")
+    # the common spellings of a credential besides those
+    common = {"DB_PASS": "p", "MYSQL_PWD": "p", "SENTRY_DSN": "https://k@sentry.io/1", "STRIPE_SK": "sk",
+              "SESSION_COOKIE": "c", "AUTH_HEADER": "h", "NPM_CONFIG__AUTH": "a", "SSH_AUTH_SOCK": "/s",
+              "PWD": "/work", "OLDPWD": "/", "GIT_AUTHOR_NAME": "dev"}
+    env = worker_env(settings, run, profile={"name": "w"}, base={**base, **common})
+    assert not {"DB_PASS", "MYSQL_PWD", "SENTRY_DSN", "STRIPE_SK", "SESSION_COOKIE", "AUTH_HEADER",
+                "NPM_CONFIG__AUTH", "SSH_AUTH_SOCK"} & set(env)
+    assert (env["PWD"], env["OLDPWD"], env["GIT_AUTHOR_NAME"]) == ("/work", "/", "dev")  # not credentials
 
     # both lists are settings: config.toml or AGENTBOARD_WORKER_ENV_DENY / _ALLOW
     home.mkdir(parents=True, exist_ok=True)
