@@ -37,6 +37,13 @@ stopped (or of an older version, whose lines name no owner). Those whose run is 
 are adopted (watched by pid); the others — their task was reclaimed and may run elsewhere now —
 are stopped. The file is rewritten with what is still alive, or only appended to while another
 dispatcher on the host writes it too.
+
+**What the guard ended** (``<home>/run/guard-<host>.ended``, :func:`ended_file`): before it
+ends them, a guard appends a line per worker still running — its process group's leader alive —
+``pgid time cause`` (``died``: its dispatcher died; ``detached``: its dispatcher stopped on
+purpose and no dispatcher took the worker over in time). A dispatcher judging that worker's exit
+later (:func:`ended_by_guard`) returns its task to the queue as its dispatcher's loss, not as a
+failure of the task; a worker that exited by itself before is not listed, and its exit counts.
 """
 
 from __future__ import annotations
@@ -72,16 +79,18 @@ class Guard:
 
     def start(self, pid_file: Path | None = None) -> None:
         """Start the guard process (no-op when it runs). ``pid_file``: where its pid is kept,
-        so the next dispatcher on the host can take its workers over (:func:`take_over`)."""
+        so the next dispatcher on the host can take its workers over (:func:`take_over`); the
+        workers it ends are recorded beside it (:func:`ended_file`)."""
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 return
+            record = [str(ended_file(pid_file))] if pid_file is not None else []
             # SIGUSR1 (a takeover) stays blocked in the guard until its handler is in place: the
             # child inherits this thread's signal mask, and the guard unblocks it once ready
             old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
             try:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-I", __file__, str(GUARD_GRACE)], stdin=subprocess.PIPE,
+                    [sys.executable, "-I", __file__, str(GUARD_GRACE), *record], stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -148,6 +157,48 @@ def guard_pid_file(home: Path, host: str) -> Path:
     """Where the dispatcher of ``host`` keeps its guard's pid."""
     return worker_file(home, host).with_name(worker_file(home, host).name.replace("workers-", "guard-", 1)
                                              .replace(".txt", ".pid"))
+
+
+def ended_file(pid_file: Path) -> Path:
+    """Where the guard whose pid is kept in ``pid_file`` records the workers it ended."""
+    return pid_file.with_suffix(".ended")
+
+
+#: the lines :func:`prune_ended` keeps of a file of ended workers grown past twice as many
+ENDED_KEEP = 1000
+
+
+def ended_by_guard(path: Path, pid: int, since: float) -> tuple[float, str] | None:
+    """When and why (``died`` / ``detached``) a guard ended worker ``pid`` at ``since`` or
+    later (the start of its run: a pid recorded before belonged to another process), from the
+    file of ended workers ``path``; None when no guard did (it exited by itself, or was ended by
+    someone else)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    found: tuple[float, str] | None = None
+    for line in text.splitlines():
+        parts = line.split()
+        try:
+            if len(parts) >= 3 and int(parts[0]) == pid and float(parts[1]) >= since - 1.0:
+                found = (float(parts[1]), parts[2])
+        except ValueError:
+            continue
+    return found
+
+
+def prune_ended(path: Path) -> None:
+    """Keep the last :data:`ENDED_KEEP` lines of the file of ended workers once it holds twice
+    as many (a dispatcher starting on the host; the older lines are of runs long judged)."""
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+        if len(lines) > 2 * ENDED_KEEP:
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text("".join(lines[-ENDED_KEEP:]))
+            tmp.replace(path)
+    except OSError:
+        pass
 
 
 def _signal_guard(pid: int) -> bool:
@@ -397,6 +448,39 @@ def _live(groups: set[int]) -> set[int]:
     return found & groups
 
 
+def _leaders_live(groups: set[int]) -> set[int]:
+    """The groups among ``groups`` whose leader (the worker itself: its pid is the group's and
+    its session's id) is a live process: a worker whose leader exited by itself is not ended by
+    the guard, whatever it left running."""
+    out: set[int] = set()
+    for g in groups:
+        try:
+            with open(f"/proc/{g}/stat") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        tail = raw[raw.rfind(")") + 2:].split()
+        if len(tail) > 3 and tail[0] not in ("Z", "X", "x") and tail[2] == tail[3] == str(g):
+            out.add(g)
+    return out
+
+
+def _record_ended(path: str, groups: set[int], cause: str) -> None:
+    """Append ``pgid time cause`` for each worker about to be ended to the file of ended
+    workers (:func:`ended_by_guard`), before any signal: a dispatcher starting meanwhile finds it."""
+    if not path or not groups:
+        return
+    now = time.time()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, "".join(f"{g} {now:.3f} {cause}\n" for g in sorted(groups)).encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def _end_groups(groups: set[int], grace: float, cgroups: dict[int, str] | None = None) -> None:
     """End ``groups`` (SIGTERM, SIGKILL after ``grace``), then kill what is left in their
     workers' ``cgroups`` (process group -> cgroup folder): what left the group with them."""
@@ -451,13 +535,16 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     grace = float(argv[1]) if len(argv) > 1 else GUARD_GRACE
+    record = argv[2] if len(argv) > 2 else ""  # the file of ended workers (:func:`ended_file`)
     groups: set[int] = set()
     cgroups: dict[int, str] = {}  # a held group's cgroup folder, kept while the group is held
     keep_for = 0.0
+    detached = False
     for raw in sys.stdin.buffer:
         line = raw.strip().decode("utf-8", "replace")
         head, _, folder = line.partition(" ")
         if line.startswith("detach"):
+            detached = True
             try:
                 keep_for = float(line.split()[1])
             except (IndexError, ValueError):
@@ -482,6 +569,7 @@ def main(argv: list[str]) -> int:
             break
         taken.wait(min(1.0, left))
     if (groups or cgroups) and not taken.is_set():
+        _record_ended(record, _leaders_live(groups), "detached" if detached else "died")
         _end_groups(groups, grace, {g: f for g, f in cgroups.items() if g in held})
     return 0
 

@@ -15,8 +15,10 @@ Checked by the pass thread, acted on by the job pool:
 - **liveness**: a live local worker's claim is renewed; another host's (or a hand claim's)
   expired claim is ``reclaimed``; ``max_runtime`` → ``timed_out``; running long with no
   heartbeat → ``stale``; a repair attempt past its deadline is stopped and judged;
-- **orphans**: our workers whose run is no longer current (it reported, or was reclaimed):
-  their exit status and usage are kept on the run, or they are stopped.
+- **orphans**: our workers whose run is no longer current (it reported, or was reclaimed) —
+  those taken over from an earlier dispatcher process on the host included (:mod:`.takeover`):
+  their exit status and usage are kept on the run (and the run counted), or they are stopped;
+  one that goes on after its report is kept within ``log_max_bytes`` until it is.
 
 Every write against a running task passes its run id, so a late worker and the dispatcher never
 both apply.
@@ -38,13 +40,14 @@ from ..domain.errors import AgentboardError, NotFound, StaleRun
 from ..kernel import budgets as kb
 from ..kernel import dispatching as kd
 from ..kernel import profiles as kprofiles
+from ..kernel import queries as kqueries
 from ..kernel import runs as kr
 from ..kernel import tasks as ktasks
 from ..observe import logs, metrics
 from ..protocol import inbox as boardinbox
 from ..protocol import lifecycle
 from ..store.engine import Row
-from . import adapters, agent_config, finish, liveness, spawn
+from . import adapters, agent_config, finish, guard, liveness, spawn, takeover
 from .report import Seen
 from .runtime import Context
 from .spawning import STOP_GRACE, Spawner, SpawnError
@@ -140,14 +143,30 @@ class Reaper:
             first = ctx.workers.orphan_since(rid, now)
             outcome = (kd.last_runs(ctx.db, [rid]).get(rid) or {}).get("outcome")
             if outcome in ("completed", "review_requested", "blocked") and now - first < REPORTED_GRACE:
-                due = earliest(due, first + REPORTED_GRACE)  # it reported; give it time to exit
+                # it reported; give it time to exit, its log kept within the cap meanwhile
+                due = earliest(due, first + REPORTED_GRACE, self._cap_orphan_log(w, now))
                 continue
             ctx.jobs.submit(rid, self.stop_orphan, w)
         return exits, due
 
+    def _cap_orphan_log(self, w: spawn.Worker, now: float) -> float | None:
+        """Keep the log of a worker that goes on after its run closed within ``log_max_bytes``,
+        as a running task's (:meth:`_cap_log`); when to look again: at its pace, and at least
+        every :data:`.spawn.LOG_LOOK_EVERY` seconds of its grace (no pass may come meanwhile)."""
+        cap = int(self.ctx.settings.log_max_bytes or 0)
+        if not cap:
+            return None
+        try:
+            before = os.stat(w.log_path).st_size
+        except OSError:
+            return None
+        dropped = self._cut(w.board, w.task_id, w.run_id, w, cap)
+        return earliest(spawn.next_log_look(w, before, before - dropped, now, cap), now + spawn.LOG_LOOK_EVERY)
+
     def record_exit(self, w: spawn.Worker) -> None:
-        """A worker that reported before exiting: keep its exit status and usage on the run, and
-        hand a task it sent to review to the reviewer."""
+        """A worker whose run closed before it exited (it reported, or its run was closed for
+        it): keep its exit status and usage on the run, count the run (its ``run closed`` line),
+        and hand a task it sent to review to the reviewer."""
         out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
         try:
             kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, add_usage=w.attempt > 0, **_usage(out))
@@ -179,11 +198,14 @@ class Reaper:
             log.info("review hand-off of %s after run %s: %s", w.task_id, w.run_id, exc)
 
     def stop_orphan(self, w: spawn.Worker) -> None:
-        """Stop a worker whose run is no longer current (a job)."""
+        """Stop a worker whose run is no longer current (a job): its log cut within the cap, its
+        exit recorded (:meth:`record_exit`)."""
         if self.ctx.stop_worker(w.run_id, w.pid, grace=STOP_GRACE, proc=w.proc):
             self.ctx.workers.forget(w.run_id)
             w.poll()
-            self.review_entry(w)
+            _say_unknown(w)
+            self.cut_log_at_exit(w.run_id, w, None)
+            self.record_exit(w)
         else:
             self.ctx.notes.note(("deferred", w.run_id), w.board, w.task_id, "reclaim_deferred",
                                 {"pid": w.pid, "reason": "the worker of a closed run survived SIGKILL"},
@@ -197,11 +219,14 @@ class Reaper:
 
     def take_over_leftovers(self, others: set[str] | frozenset[str] = frozenset()) -> tuple[int, int]:
         """The workers an earlier dispatcher process on this host started and left alive (its
-        worker file, :mod:`.guard`): those whose run is still current are adopted (watched by pid,
-        guarded, kept in the file); the others are stopped — their task may already run again
-        elsewhere. The workers of ``others`` (the owner keys of dispatchers still running on the
-        host and home) are theirs: left alone. Returns (adopted, stopped)."""
+        worker file, :mod:`.guard`): those whose run is still current are adopted — workers of
+        this dispatcher like its own (:func:`.takeover.adopt`: checked each pass, stopped once
+        their run is no longer current, their exit recorded; guarded, kept in the file; their
+        exit watched once the dispatcher starts) —; the others are stopped — their task may
+        already run again elsewhere. The workers of ``others`` (the owner keys of dispatchers
+        still running on the host and home) are theirs: left alone. Returns (adopted, stopped)."""
         ctx = self.ctx
+        guard.prune_ended(guard.ended_file(guard.guard_pid_file(ctx.home, ctx.host)))
         listed = ctx.worker_file.read()
         alive = {rid: (pid, at) for rid, (pid, at, owner) in listed.items()
                  if owner not in others and ctx.workers.get(rid) is None
@@ -209,13 +234,19 @@ class Reaper:
         runs = kd.last_runs(ctx.db, list(alive)) if alive else {}
         keep: dict[int, tuple[int, float]] = {}
         stopped = 0
+        profiles: dict[str, Row] = {}
         for rid, (pid, at) in alive.items():
             run = runs.get(rid) or {}
             if run.get("status") == "open" and run.get("worker_host") == ctx.host and run.get("worker_pid") == pid:
-                keep[rid] = (pid, at)
-                ctx.guard.hold(pid, ctx.cgroups.folder(rid))
-                ctx.exits.watch(pid)
-                continue
+                try:
+                    full = kqueries.get_run(ctx.db, str(run["board"]), rid)
+                except NotFound:
+                    full = None
+                if full is not None:
+                    keep[rid] = (pid, at)
+                    ctx.workers.add(takeover.adopt(ctx, dict(full), pid, at, profiles))
+                    ctx.guard.hold(pid, ctx.cgroups.folder(rid))
+                    continue
             stopped += 1
             log.warning("run %s: its worker (pid %s) outlived an earlier dispatcher on this host and its run is "
                         "no longer current; stopping it", rid, pid)
@@ -456,12 +487,13 @@ class Reaper:
             return 0
 
     def fail(self, r: Row, outcome: str, error: str, *, exit_code: int | None = None,
-             count: bool | None = None, cooldown: float | None = None) -> Row | None:
+             count: bool | None = None, cooldown: float | None = None,
+             payload: dict[str, Any] | None = None) -> Row | None:
         """Close the run of ``r`` as failed (``kernel.runs.fail``); None when it was no longer
         current or the kernel refused."""
         try:
             return kr.fail(self.ctx.db, r["board"], r["id"], outcome, run_id=r["current_run_id"], error=error,
-                           exit_code=exit_code, count_failure=count, cooldown_seconds=cooldown)
+                           exit_code=exit_code, count_failure=count, cooldown_seconds=cooldown, payload=payload)
         except StaleRun:
             return None
         except AgentboardError as exc:
@@ -559,6 +591,7 @@ class Reaper:
     def _exit_job(self, chunk: list[FoundExit]) -> None:
         jobs = self.ctx.jobs
         for e in chunk:  # before anything of the exit is read: nothing the worker left keeps running
+            _say_unknown(e.worker)
             self.end_group(e)
             self.cut_log_at_exit(e.run_id, e.worker, e.row)
             if e.worker is not None and e.worker.collect is not None:  # a task repository's branch
@@ -691,7 +724,16 @@ class Reaper:
                          Path(r["run_workspace"] or r["workspace_path"] or "."), 0)
 
     def _nudged(self, r: Row, facts: ExitFacts) -> bool:
-        """Start the worker once more with a reminder (protocol.inbox.nudge); True if started."""
+        """Start the worker once more with a reminder (protocol.inbox.nudge); True if started,
+        or if its run closed instead because a budget covering it is spent (the reminder would
+        be a new paid session: ``lifecycle.budget_spent``, what the run spent so far counted)."""
+        if not self.ctx.settings.stop_nudge:
+            return False
+        spent = lifecycle.budget_spent(self.ctx.db, r["board"], r["id"], int(r["current_run_id"]))
+        if spent is not None:
+            self._stop_for_budget(r, f"{spent}; its worker stopped without reporting and was not started again "
+                                  "to be reminded")
+            return True
         prompt = boardinbox.nudge(self.ctx.db, self.ctx.settings, r["board"], r["id"], int(r["current_run_id"]),
                                   facts.workspace, facts.exit_code)
         if prompt is None:
@@ -710,6 +752,12 @@ class Reaper:
         (exit 0) or a crash; the first exit 0 of a run without a report nudges the worker once
         instead."""
         exit_code = facts.exit_code
+        # not its own end: the guard of its dispatcher ended it when that dispatcher died (or
+        # stopped, not taken over) — the dispatcher's loss, back to the queue, not counted
+        gone = takeover.dispatcher_gone(self.ctx, facts.pid, r.get("run_started_at")) if exit_code is None else None
+        if gone is not None:
+            self.fail(r, "stale", gone, count=False, payload={"dispatcher_gone": True})
+            return
         tail = spawn.log_tail(facts.log_file, facts.offset)
         detail = f"; last output: {tail}" if tail else ""
         if facts.adapter in adapters.CLI_ADAPTERS and out.final_text and not out.is_error:
@@ -729,10 +777,7 @@ class Reaper:
         # the run closes as the budget's, never reminded to go on
         spent = self.ctx.db.read(lambda tx: kb.stop_reason_in(tx, r["id"]))
         if spent is not None:
-            try:
-                kb.stop_run(self.ctx.db, r["board"], r["id"], int(r["current_run_id"]), spent)
-            except AgentboardError as exc:
-                log.info("could not close run %s of %s for its budget: %s", r["current_run_id"], r["id"], exc)
+            self._stop_for_budget(r, spent)
             return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
             reset = out.retry_at
@@ -764,6 +809,13 @@ class Reaper:
         self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + (f" ({facts.cli}{said})" if said else "") + detail,
                   exit_code=exit_code)
 
+    def _stop_for_budget(self, r: Row, reason: str) -> None:
+        """Close the run of ``r`` as its spent budget's (blocked ``budget``, ``reason`` said)."""
+        try:
+            kb.stop_run(self.ctx.db, r["board"], r["id"], int(r["current_run_id"]), reason)
+        except AgentboardError as exc:
+            log.info("could not close run %s of %s for its budget: %s", r["current_run_id"], r["id"], exc)
+
     def _block(self, r: Row, kind: str, reason: str, until: float | None = None) -> None:
         """Block the running task ``r`` (its run closed), unless the run is no longer current."""
         try:
@@ -775,10 +827,16 @@ class Reaper:
             log.info("could not block %s (%s): %s", r["id"], kind, exc)
 
 
+def _say_unknown(w: spawn.Worker | None) -> None:
+    """Log that the exit status of a worker taken over is unknown (its run keeps none)."""
+    if w is not None and w.adopted and w.exited and w.exit_code is None:
+        log.info("run %s: its worker (pid %s, taken over from an earlier dispatcher) is gone; %s", w.run_id, w.pid,
+                 spawn.UNKNOWN_EXIT)
+
+
 def _crash_error(exit_code: int | None, pid: int | None) -> str:
     if exit_code is None:
-        return (f"worker process {pid} is gone (its exit status is unknown: it was not started by "
-                "this dispatcher process)" if pid else
+        return (f"worker process {pid} is gone ({spawn.UNKNOWN_EXIT})" if pid else
                 "the dispatcher stopped between claiming the task and starting its worker")
     if exit_code < 0 or 128 < exit_code < 128 + 65:
         num = -exit_code if exit_code < 0 else exit_code - 128

@@ -19,7 +19,7 @@ from ..config import Settings
 from ..domain import worker_env as worker_env_vars
 from ..domain.worker_env import WorkerEnv
 from ..protocol import project_env
-from . import isolation
+from . import isolation, liveness
 from .isolation import NONE, Confinement
 
 _LOG_KEEP = 3
@@ -129,7 +129,7 @@ def open_log(path: Path, max_bytes: int) -> tuple[IO[bytes], int]:
 #: much of what it printed last
 LOG_KEEP_SHARE = 4
 #: the line a capped log has between the start of the run's output it keeps and its end
-_CUT_MARK = b"[agentboard: this run's output passed log_max_bytes ("
+CUT_MARK = b"[agentboard: this run's output passed log_max_bytes ("
 #: seconds between two looks at a log past half of ``log_max_bytes`` (or cut already): at most
 #: the first, at least the second; in between, what its growth since the last look says is
 #: half the time it needs to pass the cap
@@ -177,7 +177,7 @@ def run_log(path: Path, run_id: int, task_id: str, max_bytes: int) -> LogCut:
                 return cut
             end = m.find(b"\n", at, limit)
             cut.log_offset = end + 1 if end >= 0 else at
-            mark = m.find(_CUT_MARK, cut.log_offset, cut.log_offset + max_bytes // LOG_KEEP_SHARE + 4096)
+            mark = m.find(CUT_MARK, cut.log_offset, cut.log_offset + max_bytes // LOG_KEEP_SHARE + 4096)
             if mark >= 0:
                 end = m.find(b"\n", mark)
                 cut.log_head_end = end + 1 if end >= 0 else 0
@@ -245,9 +245,41 @@ def cap_log(w: RunLog, max_bytes: int) -> int:
     return dropped
 
 
+#: what is said of a worker whose exit status cannot be known (taken over from an earlier
+#: dispatcher process, it is not this one's child, and no wrapper of it wrote its status)
+UNKNOWN_EXIT = "its exit status is unknown: it was not started by this dispatcher process"
+
+
+class Adopted(subprocess.Popen[bytes]):
+    """The process of a worker an earlier dispatcher process on this host started, taken over
+    (:meth:`.reaping.Reaper.take_over_leftovers`): a ``Popen`` in name only, for the
+    :class:`Worker` that holds it — nothing is started, and not being our child it is looked at
+    by pid (:func:`.liveness.pid_alive`: a zombie, or a pid reused by a process started since,
+    is gone). Its exit status is known only where its wrapper wrote it (``exit_file``)."""
+
+    #: its ``returncode`` once it is gone with its status unknown (no status is this number; the
+    #: :class:`Worker` holding it reads it as None)
+    UNKNOWN = -(2**31)
+
+    def __init__(self, pid: int, started: float, exit_file: Path | None = None) -> None:
+        # (Popen.__init__ is not called: it would start a process)
+        self.pid = pid
+        self.args = [f"pid {pid}"]
+        self.returncode = None
+        self.started = started
+        self.exit_file = exit_file
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not liveness.pid_alive(self.pid, started_after=self.started):
+            code = read_exit(self.exit_file)
+            self.returncode = self.UNKNOWN if code is None else code
+        return self.returncode
+
+
 @dataclass
 class Worker:
-    """A worker process this dispatcher started (its child)."""
+    """A worker process this dispatcher started (its child), or one it took over from an
+    earlier dispatcher process on the host (its ``proc`` an :class:`Adopted`)."""
 
     board: str
     task_id: str
@@ -279,15 +311,21 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def adopted(self) -> bool:
+        """Taken over from an earlier dispatcher process (not our child)."""
+        return isinstance(self.proc, Adopted)
+
     def poll(self) -> bool:
-        """Reap: True once the process has exited (its status is then in ``exit_code``).
+        """Reap: True once the process has exited (its status is then in ``exit_code``: None
+        for an adopted worker whose status is unknown, :data:`UNKNOWN_EXIT`).
 
         Safe from any thread: ``Popen`` serializes reaping, and the fields only ever go from
         "running" to the one exit status."""
         if not self.exited:
             code = self.proc.poll()
             if code is not None:
-                self.exit_code = code
+                self.exit_code = None if code == Adopted.UNKNOWN and self.adopted else code
                 self.exited = True
         return self.exited
 

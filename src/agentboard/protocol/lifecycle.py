@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,19 @@ from typing import Any
 
 from ..config import Settings
 from ..domain import states
-from ..domain.errors import AgentboardError, StaleRun, TooMany
+from ..domain.errors import AgentboardError, NotFound, StaleRun, TooMany
 from ..domain.worker_env import WorkerEnv
-from ..kernel import boards, comments, host_access, runs, tasks, wiki, worker_protocol
+from ..kernel import (
+    boards,
+    budgets,
+    comments,
+    host_access,
+    queries,
+    runs,
+    tasks,
+    wiki,
+    worker_protocol,
+)
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
 from . import boarddir, project_env, repair, result, review, safefs, verify
@@ -297,6 +308,39 @@ def _verify_and_complete(
     return ExitDecision(ExitAction.HANDLED, note=note, completed=True)
 
 
+#: the metrics an open run has spent on so far that a new session of it would add to
+_SO_FAR = ("runtime", "tokens", "cost")
+
+
+def budget_spent(db: Database, board: str, task_id: str, run_id: int) -> str | None:
+    """Why no other process of the open run ``run_id`` may start (a repair attempt, the reminder
+    of a worker that stopped without reporting: each a new paid session), or None: a budget its
+    task counts against (``kernel.budgets.for_task``) is spent once what the run spent so far is
+    added to what the budget counted of its closed runs — the tokens and cost its ended processes
+    reported (read before this is asked), its runtime until now."""
+    found = [b for b in budgets.for_task(db, task_id)
+             if any(b.get(budgets.LIMIT_OF[m]) is not None for m in _SO_FAR)]
+    if not found:
+        return None
+    try:
+        run = queries.get_run(db, board, run_id)
+    except NotFound:  # purged meanwhile: nothing left to start
+        return None
+    now = time.time()
+    so_far = {"runtime": max(0.0, float(run.get("ended_at") or now) - float(run["started_at"])),
+              "tokens": float((run.get("input_tokens") or 0) + (run.get("output_tokens") or 0)),
+              "cost": float(run.get("cost_usd") or 0)}
+    for b in found:
+        for m in _SO_FAR:
+            limit = b.get(budgets.LIMIT_OF[m])
+            total = float(b["spent"][m]) + so_far[m]
+            if limit is not None and total >= float(limit):
+                return (f"{budgets.scope_name(b)} is spent: {m} {budgets.amount(m, total)} of "
+                        f"{budgets.amount(m, float(limit))} with this run's {budgets.amount(m, so_far[m])}; raise it "
+                        f"with `agentboard budget set --{b['scope']} {b['ref']} --max-{m} ...`")
+    return None
+
+
 def _keep_usage(db: Database, run_id: int, usage: dict[str, Any] | None) -> None:
     """The usage a worker reported with a success that failed its checks, or with a failure:
     recorded on its (closed) run, so budgets, stats and races count what it spent."""
@@ -412,6 +456,11 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
                               run_id=run_id)
         if settings.board_repair and attempt < repair.MAX_ATTEMPTS:
             n = attempt + 1
+            spent = budget_spent(db, board, task_id, run_id)
+            if spent is not None:  # a repair attempt is a new paid session: the budget says no
+                budgets.stop_run(db, board, task_id, run_id, f"{spent}; its result.json was invalid and no "
+                                 "repair attempt was started")
+                return ExitDecision(ExitAction.HANDLED, note=f"result.json invalid; no repair attempt: {spent}")
             boarddir.append_history(workspace, boarddir.repair_section(n, parsed.errors, run_id))
             deadline = float(settings.repair_deadline)
             prompt = boarddir.board_dir(workspace) / REPAIR_PROMPT_FILE
@@ -504,6 +553,6 @@ def plan_plain_completions(db: Database, settings: Settings,
 
 
 __all__ = [
-    "ExitAction", "ExitDecision", "PlainCompletion", "after_exit", "plan_plain_completions", "prepare", "prepare_reads",
-    "protocol_instructions",
+    "ExitAction", "ExitDecision", "PlainCompletion", "after_exit", "budget_spent", "plan_plain_completions", "prepare",
+    "prepare_reads", "protocol_instructions",
 ]
