@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .conftest import events, make_repo, sh, wait_for
+from .conftest import events, make_repo, wait_for
 
 CHECK = f"{sys.executable} -c 'import calc; assert calc.add(2, 3) == 5, calc.add(2, 3)'"
 
@@ -50,3 +50,20 @@ def test_a_compiled_module_planted_in_pycache_does_not_pass_the_checks(
     got = _run(ab, tmp_path, dispatcher, f"{sys.executable} {script}")
     assert got["failed"], got["task"]["status"]
     assert got["task"]["status"] not in ("done", "review")
+
+
+def test_a_folder_hidden_by_a_gitignore_of_the_workers_own_does_not_pass_the_checks(
+        ab: Any, tmp_path: Path, dispatcher: Any) -> None:
+    got = _run(ab, tmp_path, dispatcher, HIDE)
+    assert got["failed"], got["task"]["status"]
+    error = got["failed"][0]["payload"].get("error") or ""
+    assert "calc/.gitignore" in error and "calc/__init__.py" in error, got["failed"][0]["payload"]
+    assert got["task"]["status"] not in ("done", "review")
+
+
+def test_build_output_ignored_by_the_projects_own_rules_does_not_stop_the_checks(
+        ab: Any, tmp_path: Path, dispatcher: Any) -> None:
+    fix = ("printf 'def add(a, b):\\n    return a + b\\n' > calc.py && mkdir -p __pycache__ && touch __pycache__/x.pyc "
+           "&& printf '{\"success\": true, \"summary\": \"fixed add\"}' > .board/result.json")
+    got = _run(ab, tmp_path, dispatcher, fix)
+    assert not got["failed"] and got["task"]["status"] == "done"

@@ -38,7 +38,7 @@ from ..kernel import (
 )
 from ..kernel.worker_protocol import PrepareInputs
 from ..store.engine import Database, Row
-from . import boarddir, project_env, repair, result, review, safefs, verify
+from . import boarddir, hidden, project_env, repair, result, review, safefs, verify
 from .context import render
 
 log = logging.getLogger(__name__)
@@ -262,14 +262,16 @@ def _verify_and_complete(
                                     "commands": [{"command": c} for c in commands]}
     elif commands:
         setup = verifying() if verifying is not None else None
+        refused = hidden.refusal(task, workspace)
         if setup is not None:
             outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout),
                                  checks=host_access.board_checks(db, board), confinement=setup.confinement,
-                                 base_env=setup.base_env, unavailable=setup.unavailable, cgroup=setup.cgroup)
+                                 base_env=setup.base_env, unavailable=setup.unavailable, cgroup=setup.cgroup,
+                                 refused=refused)
         else:
             env = {**WorkerEnv(task=task_id, run_id=run_id).to_env(),
                    **project_env.environment(settings.home, os.environ.get("PATH"), boards.get(db, board))}
-            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env,
+            outcome = verify.run(commands, workspace, timeout=float(settings.verify_timeout), env=env, refused=refused,
                                  checks=host_access.board_checks(db, board))
         failed = outcome.failed
         if failed is not None:

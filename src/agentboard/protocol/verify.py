@@ -183,12 +183,12 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
 def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, str] | None = None,
         checks: Mapping[str, str] | None = None, confinement: Confinement | None = None,
         base_env: Mapping[str, str] | None = None, unavailable: str | None = None,
-        cgroup: Path | None = None) -> Verification:
+        cgroup: Path | None = None, refused: str | None = None) -> Verification:
     """Run ``commands`` in order in ``workspace``; stop at the first failure. ``checks``: the
     board's named checks, which ``check:NAME`` entries run. ``confinement`` and ``base_env``:
     the worker's (see the module docstring). ``unavailable``: why that confinement cannot be
-    had here — then nothing runs and the first command fails saying so. ``cgroup``: the run's
-    (:func:`run_command`)."""
+    had here — then nothing runs and the first command fails saying so; ``refused``: why the
+    workspace may not be checked as it is (the same). ``cgroup``: the run's (:func:`run_command`)."""
     out = Verification(confinement=confinement.describe() if confinement is not None else None)
     if confinement is not None or unavailable is not None:
         log.info("verifying in %s: %s", workspace, unavailable or out.confinement)
@@ -197,6 +197,8 @@ def run(commands: list[str], workspace: Path, *, timeout: float, env: dict[str, 
             result = CommandResult(label, None, 0.0, f"[no check named {label[len(CHECK_PREFIX):]!r} is "
                                    "configured on the board any more; an admin adds it with "
                                    "`agentboard boards checks add`]")
+        elif refused is not None:
+            result = CommandResult(label, None, 0.0, f"[not run: {refused}]")
         elif unavailable is not None:
             result = CommandResult(label, None, 0.0, f"[not run: it must run confined like the worker, and "
                                    f"{unavailable}]")
