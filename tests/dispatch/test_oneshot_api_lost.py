@@ -30,6 +30,13 @@ def test_a_later_pass_serves_the_api_again_for_a_worker_whose_api_process_died(
         f"echo start >> {journal}; while [ ! -e {go} ]; do sleep 0.05; done; "
         "agentboard complete --summary 'long done'"))
     t = board.create("oneshot long", assignee="long")["id"]
+    try:
+        _second_pass_serves_it(ab, board, t, go, journal)
+    finally:
+        go.write_text("")  # whatever happened, the worker ends: nothing is left running
+
+
+def _second_pass_serves_it(ab: Any, board: Any, t: str, go: Path, journal: Path) -> None:
     first = _cli(ab, "dispatch")
     assert first.returncode == 0, first.stderr
     api = wait_for(lambda: (ab.home / "api.json").exists() and json.loads((ab.home / "api.json").read_text()),
