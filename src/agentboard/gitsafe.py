@@ -495,19 +495,12 @@ def view_diff(git_dir: str | Path, work_tree: Path, *, exclude: Sequence[str] = 
 def new_file_diff(root: Path, name: str) -> str:
     """The diff git shows for the untracked file ``name`` under ``root`` (``git diff --no-index
     /dev/null name``), made without git and without following a symbolic link."""
-    parts = [p for p in name.split("/") if p]
-    if not parts or any(p in (".", "..") for p in parts):
-        return ""
     dirfd = -1
     try:
-        # every folder on the way is opened without following a link: a worker that swaps one for
-        # a symbolic link meanwhile makes the open fail, never read outside its worktree
-        dirfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        for part in parts[:-1]:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
-            os.close(dirfd)
-            dirfd = nxt
-        leaf = parts[-1]
+        found = gitsizes.parent_fd(root, name)  # no link followed on the way
+        if found is None:
+            return ""
+        dirfd, leaf = found
         st = os.lstat(leaf, dir_fd=dirfd)
         if stat.S_ISLNK(st.st_mode):
             data, mode = os.readlink(leaf, dir_fd=dirfd).encode("utf-8", "surrogateescape"), "120000"

@@ -55,25 +55,40 @@ def shown_name(name: str) -> str:
     return name
 
 
-def worktree_size(root: Path, name: str) -> int | None:
-    """The size of the file ``name`` (relative to ``root``), its folders opened one by one without
-    following a link; a symbolic link's own size; None when it is not there (or not a file)."""
+def parent_fd(root: Path, name: str) -> tuple[int, str] | None:
+    """An open descriptor of the folder holding ``name`` (relative to ``root``) and its last
+    part, each folder on the way opened without following a link — a worker that swaps one for
+    a symbolic link meanwhile makes the open fail, never lets a read leave its worktree. None for
+    a name with ``.``/``..`` parts; OSError when a folder is not there. The caller closes it."""
     parts = [p for p in name.split("/") if p]
     if not parts or any(p in (".", "..") for p in parts):
         return None
-    dirfd = -1
+    dirfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        dirfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         for part in parts[:-1]:
             nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
             os.close(dirfd)
             dirfd = nxt
-        st = os.lstat(parts[-1], dir_fd=dirfd)
+    except OSError:
+        os.close(dirfd)
+        raise
+    return dirfd, parts[-1]
+
+
+def worktree_size(root: Path, name: str) -> int | None:
+    """The size of the file ``name`` (relative to ``root``), read without following a link
+    (:func:`parent_fd`); a symbolic link's own size; None when it is not there (or not a file)."""
+    try:
+        found = parent_fd(root, name)
+        if found is None:
+            return None
+        dirfd, leaf = found
+        try:
+            st = os.lstat(leaf, dir_fd=dirfd)
+        finally:
+            os.close(dirfd)
     except OSError:
         return None
-    finally:
-        if dirfd >= 0:
-            os.close(dirfd)
     return st.st_size if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else None
 
 
