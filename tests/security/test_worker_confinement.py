@@ -188,6 +188,12 @@ def test_secrets_of_the_dispatcher_do_not_reach_a_worker(home: Path, monkeypatch
     assert not {"DB_PASS", "MYSQL_PWD", "SENTRY_DSN", "STRIPE_SK", "SESSION_COOKIE", "AUTH_HEADER",
                 "NPM_CONFIG__AUTH", "SSH_AUTH_SOCK"} & set(env)
     assert (env["PWD"], env["OLDPWD"], env["GIT_AUTHOR_NAME"]) == ("/work", "/", "dev")  # not credentials
+    # a credential in a value, whatever the name: a URL's password, a token in a query string
+    valued = {"REDIS_URL": "redis://:pw@localhost:6379", "HOOK": "https://x.example/h?token=abc",
+              "CACHE_URL": "redis://localhost:6379", "CONTACT": "dev@example.com"}
+    env = worker_env(settings, run, profile={"name": "w"}, base={**base, **valued})
+    assert "REDIS_URL" not in env and "HOOK" not in env
+    assert (env["CACHE_URL"], env["CONTACT"]) == ("redis://localhost:6379", "dev@example.com")
 
     # both lists are settings: config.toml or AGENTBOARD_WORKER_ENV_DENY / _ALLOW
     home.mkdir(parents=True, exist_ok=True)

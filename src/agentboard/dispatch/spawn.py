@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from .. import cgroups
-from ..config import Settings
+from ..config import Settings, redact
 from ..domain import worker_env as worker_env_vars
 from ..domain.worker_env import WorkerEnv
 from ..protocol import project_env
@@ -27,9 +27,26 @@ _LOG_KEEP = 3
 
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none matching a
-    ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case)."""
+    ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case),
+    and none whose value carries a credential (``redis://:pw@host``, ``?password=``: what
+    ``config.redact`` masks) unless so named."""
     keep = _kept_names(tuple(base), tuple(settings.worker_env_deny), tuple(settings.worker_env_allow))
-    return {name: base[name] for name in keep}
+    allowed = _allowed(tuple(settings.worker_env_allow))
+    return {name: base[name] for name in keep
+            if name.upper() in allowed or not _holds_credential(base[name])}
+
+
+@functools.lru_cache(maxsize=8)
+def _allowed(allow: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(n.upper() for n in allow)
+
+
+@functools.lru_cache(maxsize=1024)
+def _holds_credential(value: str) -> bool:
+    """Whether ``value`` holds a password or token that :func:`config.redact` would mask."""
+    if "@" not in value and "=" not in value:
+        return False
+    return redact(value) != value
 
 
 @functools.lru_cache(maxsize=8)
