@@ -62,7 +62,7 @@ def test_an_opencode_worker_stopped_at_its_max_runtime_counts_what_it_spent_by_t
                  {"calls": [{"mcp": "kanban_complete", "args": {"summary": "never"}}]},
                  usage={"input_tokens": 700, "output_tokens": 20})
     profile = board.opencode(model)
-    tid = str(board.json("create", "run away", "--assignee", profile, "--max-runtime", "12s",
+    tid = str(board.json("create", "run away", "--assignee", profile, "--max-runtime", "30s",
                          "--max-retries", "1")["id"])
 
     board("dispatch", "--wait")

@@ -38,6 +38,8 @@ def test_a_worker_printing_a_burst_leaves_its_log_within_the_cap_after_its_exit(
     t = board.create("print a burst", assignee="burst")
     dispatcher(log_max_bytes=CAP)
     wait_for(lambda: all_in(board, [t["id"]], {"done"}), what="the run judged")
+    # its result may be read before its exit is handled: the log is cut when its exit is
+    wait_for(lambda: board.runs(t["id"])[0].get("exit_code") is not None, what="the worker's exit recorded")
     _within_the_cap(ab, board, t["id"])
 
 
