@@ -4,7 +4,8 @@ side on the same server, in the same run.
 Systems (``--systems``, default all four), each in a fresh database of its own on the server
 (created, then dropped; ``synchronous_commit = on`` for the database):
 
-- ``agentboard``: the kernel verbs through the Python API — ``kernel.tasks.create``,
+- ``agentboard``: the kernel verbs through the Python API — ``kernel.tasks.create`` (a ready task
+  for ``worker``, a profile of the board, as a fleet's tasks are for its agents),
   ``kernel.runs.claim_next`` (the claim-next verb of ``Board.claim_next``), ``kernel.runs.complete``;
 - ``procrastinate`` (3.10+): ``Task.defer_async``, ``JobManager.fetch_job``,
   ``JobManager.finish_job`` through its psycopg connector (a pool of one connection);
@@ -364,7 +365,11 @@ def install(system: str, url: str) -> None:
     if system == "agentboard" or _parts(system) is not None:
         import agentboard
 
-        agentboard.connect(url).close()  # migrates; the default board
+        # migrates; the default board, and the agent its tasks are assigned to: a board's tasks go
+        # to profiles it has (a task for no profile is the rare case that warns, at one more read)
+        client = agentboard.connect(url)
+        client.add_profile("worker", command="true")
+        client.close()
         if (parts := _parts(system)) is not None:
             with psycopg.connect(url, autocommit=True) as conn:
                 strip(conn, parts)

@@ -144,9 +144,13 @@ def did_you_mean(name: str, names: list[str]) -> str:
 def unknown_profile_warning(tx: Tx, name: str) -> str:
     """The warning about a task assigned to ``name``, which is no profile (with the profile its
     name is a typo of, if one is close)."""
-    hint = did_you_mean(name, [str(r["name"]) for r in tx.all("SELECT name FROM profiles")])
-    return (f"no profile named {name!r}{hint}: the dispatcher will not start this task until one is added "
-            f"(`agentboard profiles add {name} --command ...`); fine if a person does it")
+    return no_profile_warning(name, [str(r["name"]) for r in tx.all("SELECT name FROM profiles")])
+
+
+def no_profile_warning(name: str, profiles: list[str]) -> str:
+    """:func:`unknown_profile_warning`, given the names of the ``profiles`` there are."""
+    return (f"no profile named {name!r}{did_you_mean(name, profiles)}: the dispatcher will not start this task "
+            f"until one is added (`agentboard profiles add {name} --command ...`); fine if a person does it")
 
 
 def assignee_warning(db: Database, name: str) -> str | None:

@@ -25,7 +25,7 @@ from ..flow import (
 )
 from ..host_access import check_name, checked_verify, placed
 from ..notifications import auto_subscribe_in
-from ..profiles import unknown_profile_warning
+from ..profiles import no_profile_warning, unknown_profile_warning
 
 _model = model  # the module, where a parameter named ``model`` (a task's model) hides it
 
@@ -221,7 +221,9 @@ _CREATE_PLAIN_PG = (
     "0, :block_kind, :block_reason, CAST(:not_before AS double precision) FROM b WHERE b.archived = 0 RETURNING id), "
     f"e AS (INSERT INTO task_events {EVENT_COLUMNS} "
     "SELECT :board, i.id, NULL, 'created', :payload, :created_by, :now FROM i) "
-    "SELECT b.assignee_known, (SELECT COUNT(*) FROM i) AS created FROM b"
+    # an assignee that is no profile (a person, a typo): the profiles there are, for the warning
+    "SELECT b.assignee_known, (SELECT COUNT(*) FROM i) AS created, CASE WHEN b.assignee_known THEN NULL "
+    "ELSE (SELECT string_agg(name, ' ') FROM profiles) END AS profile_names FROM b"
 )
 #: the SQLSTATE of a unique violation: a task id taken already (one chance in 2^32)
 _UNIQUE = "23505"
@@ -252,8 +254,9 @@ def _create_plain_pg(db: Database, new: NewTask) -> Row | None:
         return None
     db.signal({new.board})
     known = bool(rows[0]["assignee_known"])
-    # an unknown assignee (rare) costs one more read: the profile its name is a typo of
-    warning = {} if known or not assignee else {"warnings": [db.read(unknown_profile_warning, assignee)]}
+    # (profile names hold no space: ``domain.model.profile_name``)
+    names = str(rows[0]["profile_names"] or "").split()
+    warning = {} if known or not assignee else {"warnings": [no_profile_warning(assignee, names)]}
     return _created_out(new, params["id"], assignee, status, "scratch", None, now, warning)
 
 
