@@ -3,7 +3,7 @@
 database after the schema; never to a board anyone uses: without a part the completion no
 longer does all of its job (the part says what it leaves undone).
 
-The completion is ``agentboard_complete_running_row`` (migrations 0030, 0032): the swap of the
+The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034): the swap of the
 task's row and the run's, its event and its pending rollup in one statement, then the checks.
 A part is taken out of the function's text as the server holds it; a text that no longer has
 the part's markers fails loudly rather than measuring something else.
@@ -44,11 +44,12 @@ def function_without(fn: str, parts: set[str]) -> str:
         fn = _cut(fn, "    SELECT EXISTS (SELECT 1 FROM budgets", "    IF v_budget THEN",
                   "    v_budget := false; v_unassigned := false; v_children := false;\n")
     if "rollup" in parts:
-        fn = _cut(fn, "    ), p AS (", "    SELECT t AS task", "    )\n")
+        fn = _cut(fn, "    ), p AS (", "    SELECT t.task,", "    )\n")
     if "run-update" in parts:
         fn = _cut(fn, "    ), r AS (", "    ), e AS (", "")
-        fn = _cut(fn, "    SELECT t AS task, r.board", "    IF NOT FOUND",
-                  "    SELECT t AS task, t.board AS run_board, 0 AS run_synthetic INTO x FROM t;\n")
+        fn = _cut(fn, "    SELECT t.task,", "    IF NOT FOUND",
+                  "    SELECT t.task, t.status, t.goal_id, t.board, t.board, 0\n"
+                  "        INTO task, v_status, v_goal, v_board, v_run_board, v_synthetic FROM t;\n")
     return fn
 
 
@@ -60,7 +61,7 @@ def strip(conn: Any, parts: set[str]) -> None:
     unknown = parts - set(PARTS)
     if unknown:
         raise SystemExit(f"unknown part {', '.join(sorted(unknown))}; choose among {', '.join(PARTS)} or {ALL}")
-    fn = conn.execute("SELECT pg_get_functiondef('agentboard_complete_running_row'::regproc)").fetchone()[0]
+    fn = conn.execute("SELECT pg_get_functiondef('agentboard_complete_running_json'::regproc)").fetchone()[0]
     changed = function_without(fn, parts)
     if changed != fn:
         conn.execute(changed)

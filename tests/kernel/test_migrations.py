@@ -327,6 +327,7 @@ def test_the_completion_answers_columns_and_the_previous_versions_function_stays
     # the previous version's processes, still running during a rolling upgrade, call the first
     assert db.read(lambda tx: tx.all(functions)) == [
         {"proname": "agentboard_complete_running", "answer": "json"},
+        {"proname": "agentboard_complete_running_json", "answer": "record"},
         {"proname": "agentboard_complete_running_row", "answer": "record"}]
     old = tasks.create(db, "default", "the previous version's", assignee="w")["id"]
     run = runs.claim(db, "default", old)["run_id"]
@@ -335,6 +336,13 @@ def test_the_completion_answers_columns_and_the_previous_versions_function_stays
         "NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}')", {"id": old, "run": run}))
     answer = json.loads(answer) if isinstance(answer, str) else answer
     assert answer["task"]["status"] == "done" and answer["promoted"] == []
+    # and the version before this one's (migration 0030): the task as a row of ``tasks``
+    old = tasks.create(db, "default", "the version before's", assignee="w")["id"]
+    run = runs.claim(db, "default", old)["run_id"]
+    answer = db.write(lambda tx: tx.one(
+        "SELECT (f.task).status, f.promoted FROM agentboard_complete_running_row(:id, 'default', CAST(:run AS bigint), "
+        "1.0, 0, NULL, 1, 0, 0, 'done', NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}') f", {"id": old, "run": run}))
+    assert answer["status"] == "done" and list(answer["promoted"]) == []
     cfg = migrate._config()
     with db.engine.begin() as conn:
         cfg.attributes["connection"] = conn
@@ -347,17 +355,19 @@ def test_the_completion_answers_columns_and_the_previous_versions_function_stays
 
 @pytest.mark.postgres
 def test_postgres_reorders_the_tasks_and_runs_columns_keeping_rows_keys_triggers_and_the_completion(
-        empty_pg: str) -> None:
+        empty_pg: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from alembic import command
 
-    from agentboard.kernel import runs
+    from agentboard.kernel import hooks, runs
 
     hot = importlib.import_module("agentboard.store.migrations.versions.0033_pg_hot_columns_last")
     db = Database(empty_pg)
     migrate.upgrade(db, "0032")
-    done = tasks.create(db, "default", "finished", assignee="w", verify=["true"])["id"]
-    runs.complete(db, "default", done, summary="ok", verified=True,
-                  run_id=runs.claim(db, "default", done, host="h")["run_id"])
+    with monkeypatch.context() as m:  # this version's completion function comes with 0034
+        m.setattr(hooks, "all_mirrored", lambda *points: False)
+        done = tasks.create(db, "default", "finished", assignee="w", verify=["true"])["id"]
+        runs.complete(db, "default", done, summary="ok", verified=True,
+                      run_id=runs.claim(db, "default", done, host="h")["run_id"])
     running = tasks.create(db, "default", "at work", assignee="w")["id"]
     run = runs.claim(db, "default", running, host="h")["run_id"]
     runs.record_spawn(db, "default", running, run, pid=77, host="h", log_path="/l/w.log", workspace="/w")
@@ -400,6 +410,7 @@ def test_postgres_reorders_the_tasks_and_runs_columns_keeping_rows_keys_triggers
         command.downgrade(cfg, "0032")
     assert columns("tasks") == list(hot.TASKS_OLD) and columns("task_runs") == list(hot.RUNS_OLD)
     assert contents() == after
+    monkeypatch.setattr(hooks, "all_mirrored", lambda *points: False)
     runs.complete(db, "default", out["promoted"][0], run_id=child["run_id"], summary="done")
     migrate.upgrade(db)
     db.close()
@@ -407,8 +418,8 @@ def test_postgres_reorders_the_tasks_and_runs_columns_keeping_rows_keys_triggers
 
 @pytest.mark.postgres
 def test_a_process_that_prepared_its_statements_before_the_tables_were_rebuilt_keeps_working(
-        empty_pg: str) -> None:
-    from agentboard.kernel import dispatching, runs
+        empty_pg: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentboard.kernel import dispatching, hooks, runs
 
     old = Database(empty_pg)
     migrate.upgrade(old, "0032")
@@ -416,7 +427,9 @@ def test_a_process_that_prepared_its_statements_before_the_tables_were_rebuilt_k
     # connection of this process, as a dispatcher of the previous version has them
     first = tasks.create(old, "default", "before", assignee="w")["id"]
     got = runs.claim_next(old, "default", limit=1, host="h")
-    runs.complete(old, "default", first, run_id=got[0]["run_id"], summary="done")
+    with monkeypatch.context() as m:  # this version's completion function comes with 0034
+        m.setattr(hooks, "all_mirrored", lambda *points: False)
+        runs.complete(old, "default", first, run_id=got[0]["run_id"], summary="done")
     dispatching.pass_snapshot(old, host="h")
     queued = [tasks.create(old, "default", f"after {i}", assignee="w")["id"] for i in range(2)]
 

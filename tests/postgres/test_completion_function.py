@@ -198,8 +198,14 @@ def test_a_plain_completion_runs_the_function_and_a_budgeted_board_s_take_the_ge
         ab.close()
 
 
+#: the function of each version: this one's (0034) and the previous version's (0030, 0032), which
+#: its processes still call during a rolling upgrade
+_FUNCTIONS = {"agentboard_complete_running_json": "f.task", "agentboard_complete_running_row": "(f.task).id"}
+
+
+@pytest.mark.parametrize("function", sorted(_FUNCTIONS))
 def test_the_function_declines_a_budgeted_run_as_the_previous_version_expects_and_writes_nothing(
-        pg_url: str) -> None:
+        pg_url: str, function: str) -> None:
     """Where a budget may count the run, the function's swap writes first and its checks roll
     everything back with SQLSTATE ABC01 (the previous version's processes, still running during a
     rolling upgrade, take the general path on that one only) and the detail ``budget``."""
@@ -216,7 +222,7 @@ def test_the_function_declines_a_budgeted_run_as_the_previous_version_expects_an
         with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
             with pytest.raises(psycopg.Error) as raised:
                 conn.execute(
-                    "SELECT (f.task).id FROM agentboard_complete_running_row(%s, 'default', %s, 1.0, 0, NULL, 1, 0, 0, "
+                    f"SELECT {_FUNCTIONS[function]} FROM {function}(%s, 'default', %s, 1.0, 0, NULL, 1, 0, 0, "
                     "'done', NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}') f", (t, run))
         assert raised.value.sqlstate == "ABC01" and raised.value.diag.message_detail == "budget"
         assert _dump(ab) == before and b.show(t)["status"] == "running"

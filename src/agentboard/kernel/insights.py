@@ -45,7 +45,7 @@ def _add(tx: Tx, source: str, ident: Any, extra: dict[str, Any] | None = None) -
 
 #: the server-side completion that adds a worker's closed run (and its task done with it) to the
 #: rollups as these handlers do (migration 0027, ``kernel.runs.completion``)
-PG_COMPLETION = "agentboard_complete_running_row"
+PG_COMPLETION = "agentboard_complete_running_json"
 
 
 @hooks.on("run_closed")

@@ -413,22 +413,22 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 
 
 #: PostgreSQL: a worker's completion of its running task as one server-side function
-#: (``agentboard_complete_running_row``, migrations 0030, 0032) run as a transaction of its own:
-#: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
+#: (``agentboard_complete_running_json``, migrations 0030, 0032, 0034) run as a transaction of its
+#: own: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
 #: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
-#: the task's row as one JSON object and the promoted children (the task NULL: nothing written, the swap does
-#: not apply) or raises one of :data:`_DECLINED` (everything rolled back) where the general path
-#: has more to do: a waiting child has no assignee, the task is its goal's last open task, a
-#: budget may count the run (this one with the detail :data:`_BUDGETED`, 0032). One JSON column,
-#: not the row's 49: the server starts one expression instead of one per column, and the client
+#: the task's row as one JSON object, built by the swap from the row it wrote, and the promoted
+#: children (the task NULL: nothing written, the swap does not apply) or raises one of
+#: :data:`_DECLINED` (everything rolled back) where the general path has more to do: a waiting
+#: child has no assignee, the task is its goal's last open task, a budget may count the run (this
+#: one with the detail :data:`_BUDGETED`, 0032). One JSON column, not the row's 49: the client
 #: parses one text (:func:`_task_of_json`).
 _COMPLETE_FUNCTION_PG = (
-    "SELECT row_to_json(f.task)::text AS task__, f.promoted AS promoted__ FROM agentboard_complete_running_row(:id, :board, "
+    "SELECT f.task AS task__, f.promoted AS promoted__ FROM agentboard_complete_running_json(:id, :board, "
     "CAST(:run AS bigint), :now, CAST(:force AS integer), :res, CAST(:noverify AS integer), "
     "CAST(:integrated AS integer), CAST(:await_spawn AS integer), :s, :m, CAST(:in_t AS bigint), "
     "CAST(:out_t AS bigint), CAST(:cost AS double precision), CAST(:ec AS integer), :actor, :payload, :by) f"
 )
-_PG_FUNCTION = "agentboard_complete_running_row"
+_PG_FUNCTION = "agentboard_complete_running_json"
 #: the detail of its decline where a budget may count the run (0032)
 _BUDGETED = "budget"
 #: the SQLSTATE with which :data:`_COMPLETE_FUNCTION_PG` declines after its swap
