@@ -146,3 +146,23 @@ def test_kill_9_random_workers_retry_within_the_breaker(ab, board, dispatcher, t
         assert outcomes[-1] == "completed" and outcomes.count("completed") == 1
         assert all(o in ("crashed", "completed") for o in outcomes)
     assert sum(len(events(board, t, "crashed")) for t in killed) >= len(killed)
+
+
+def test_stopping_a_reaped_worker_never_signals_the_process_that_took_its_pid() -> None:
+    """A worker that exited and was reaped may have its pid handed to another process, which
+    leads a group of its own (another run's worker). Stopping the first worker then signals no
+    one: its group is empty (the kernel hands out no pid that still names a live group), and the
+    group of that pid is someone else's."""
+    finished = subprocess.Popen(["true"], start_new_session=True)
+    finished.wait()
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        # the reaped worker's pid, as the new process holds it (a pid reused)
+        assert liveness.stop_worker(other.pid, grace=0.5, proc=finished)
+        # and what the exited worker left in its group is ended by the group's id: none left
+        assert liveness.end_group(other.pid, grace=0.5)
+        time.sleep(0.2)
+        assert other.poll() is None and _alive(other.pid)
+    finally:
+        other.kill()
+        other.wait()

@@ -110,11 +110,18 @@ def stop_worker(pid: int, *, grace: float = 5.0, proc: subprocess.Popen[bytes] |
 
     Returns True when the worker (and its group) is gone, False when it survived SIGKILL
     (e.g. stuck in uninterruptible I/O): the caller must not start a duplicate then.
+
+    A worker that is this process's child (``proc``) and has been reaped may have had its pid
+    handed to a new process since, which leads a group of its own (another run's worker, say).
+    The kernel hands out no pid that still names a live process group, so the worker's group is
+    empty then: nothing is signalled.
     """
     def gone() -> bool:
         if proc is not None:
             if proc.poll() is None:
                 return False
+            if pid_alive(pid):
+                return True  # the pid is another process's now: the worker's group has no one left
         elif pid_alive(pid, started_after=started_after):
             return False
         return not group_has_live(pid)
@@ -127,8 +134,13 @@ def end_group(pgid: int | None, *, grace: float = 2.0) -> bool:
     then SIGKILL after ``grace`` seconds. Returns True when nothing of the group is left.
 
     The worker ran in its own session, so its pid is the group's and the session's id; only a
-    group in that session is signalled (a pid reused by an unrelated group leader is not)."""
+    group in that session is signalled (a pid reused by an unrelated group leader is not). The
+    worker has exited, so a live process holding its pid is another one that took the pid over
+    (another run's worker, also a session's leader): the kernel hands out no pid that still names
+    a live group, so the worker's group is empty then and nothing is signalled."""
     if not pgid or pgid <= 0:
+        return True
+    if pid_alive(pgid):
         return True
     group = pgid
     return _terminate(lambda sig: _killpg(group, sig), lambda: not group_has_live(group, own_session=True), grace)
