@@ -8,6 +8,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -222,13 +223,23 @@ def next_log_look(w: RunLog, before: int, after: int, now: float, max_bytes: int
     return now + min(LOG_LOOK_EVERY, max(LOG_LOOK_MIN, reach / 2))
 
 
+#: one cut of a log at a time in this process: a pass's look and the handling of the worker's exit
+#: may come for the same run at once
+_CUTTING = threading.Lock()
+
+
 def cap_log(w: RunLog, max_bytes: int) -> int:
     """Keep a running worker's log near ``max_bytes``: when this run's output (past
     ``log_offset``) has grown beyond it, cut it back to its first ``max_bytes / 4`` bytes, a line
     saying output was dropped, and its last ``max_bytes / 4`` bytes; what the worker writes next
     follows (its output is appended). The worker writes its log directly, so this is how a run
     that prints without end (a loop, or on purpose) cannot fill the home's disk. Returns the
-    bytes dropped now (0: within the cap, or no cap)."""
+    bytes dropped now (0: within the cap, or no cap).
+
+    The worker may be writing while its log is cut: the line and the kept end are written at the
+    offset the log was cut to, never where the worker's appends have taken the log's end by then,
+    so the part kept at the start ends with that line wherever the worker got to (what it wrote
+    in between is in the dropped middle)."""
     if not max_bytes:
         return 0
     try:
@@ -237,28 +248,39 @@ def cap_log(w: RunLog, max_bytes: int) -> int:
         return 0
     if size - w.log_offset <= max_bytes:
         return 0
-    share = max_bytes // LOG_KEEP_SHARE
-    try:
-        fd = os.open(w.log_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
-    except OSError:
-        return 0
-    try:
-        size = os.fstat(fd).st_size
-        head_end = w.log_head_end or w.log_offset + share
-        tail = os.pread(fd, share, max(head_end, size - share))
-        dropped = size - head_end - len(tail)
-        if dropped <= 0:
+    with _CUTTING:
+        try:
+            fd = os.open(w.log_path, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
             return 0
-        os.ftruncate(fd, head_end)
-        if not w.log_head_end:
-            os.write(fd, f"\n[agentboard: this run's output passed log_max_bytes ({max_bytes} bytes); "
-                         "the middle of it is dropped]\n".encode())
-            w.log_head_end = os.fstat(fd).st_size
-        os.write(fd, tail)
-        w.log_dropped += dropped
-    finally:
-        os.close(fd)
-    w.scanned = w.offline_scanned = w.log_head_end
+        try:
+            dropped = _cut(fd, w, max_bytes)
+        finally:
+            os.close(fd)
+    if dropped:
+        w.scanned = w.offline_scanned = w.log_head_end
+    return dropped
+
+
+def _cut(fd: int, w: RunLog, max_bytes: int) -> int:
+    share = max_bytes // LOG_KEEP_SHARE
+    size = os.fstat(fd).st_size
+    if size - w.log_offset <= max_bytes:  # (cut by the other look meanwhile)
+        return 0
+    head_end = w.log_head_end or w.log_offset + share
+    tail = os.pread(fd, share, max(head_end, size - share))
+    dropped = size - head_end - len(tail)
+    if dropped <= 0:
+        return 0
+    mark = b"" if w.log_head_end else (f"\n[agentboard: this run's output passed log_max_bytes ({max_bytes} bytes); "
+                                       "the middle of it is dropped]\n").encode()
+    os.ftruncate(fd, head_end)
+    kept = mark + tail
+    at = 0
+    while at < len(kept):
+        at += os.pwrite(fd, kept[at:], head_end + at)
+    w.log_head_end = head_end + len(mark)
+    w.log_dropped += dropped
     return dropped
 
 
