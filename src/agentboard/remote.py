@@ -27,6 +27,10 @@ TIMEOUT = 120.0
 #: ``Retry-After``: the verb never reached the database; or the API's port refuses the
 #: connection: the request was never sent), so a worker's report outlives a restart
 RETRY_FOR = 30.0
+#: seconds the look-up of what a run token may do keeps trying when an MCP server starts: its
+#: answer only says which tools to list, and an agent's session waits for the list (a live API
+#: answers at once; a dispatcher restarting is back within this; a gone one costs only this)
+SCOPE_RETRY_FOR = 3.0
 
 _ERRORS: dict[str, type[errors.AgentboardError]] = {
     cls.code: cls for cls in (
@@ -116,12 +120,15 @@ class WorkerClient:
         self._http.close()
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-             json: Any = None, content: bytes | None = None) -> Any:
-        """One request; the decoded JSON answer, or the domain error the API answered with."""
+             json: Any = None, content: bytes | None = None, retry_for: float | None = None) -> Any:
+        """One request; the decoded JSON answer, or the domain error the API answered with.
+        ``retry_for``: how long to keep trying while the board cannot take it yet (default: the
+        client's ``retry_for``)."""
         import httpx
 
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        deadline = time.monotonic() + self.retry_for
+        retry_for = self.retry_for if retry_for is None else retry_for
+        deadline = time.monotonic() + retry_for
         pause = 0.5
         told = False
         while True:
@@ -149,9 +156,9 @@ class WorkerClient:
                 why, wait = err.message, retry
             left = deadline - time.monotonic()
             if left <= 0:
-                raise errors.Unavailable(f"{why} (tried for {self.retry_for:g}s)")
+                raise errors.Unavailable(f"{why} (tried for {retry_for:g}s)")
             if not told and self.on_retry is not None:
-                self.on_retry(f"{why}; trying again for up to {self.retry_for:g}s")
+                self.on_retry(f"{why}; trying again for up to {retry_for:g}s")
                 told = True
             time.sleep(min(max(wait, 0.1), left, 5.0))
             pause = min(pause * 2, 5.0)
@@ -267,7 +274,7 @@ class UnreachableClient(WorkerClient):
         pass
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-             json: Any = None, content: bytes | None = None) -> Any:
+             json: Any = None, content: bytes | None = None, retry_for: float | None = None) -> Any:
         raise self.error
 
 

@@ -13,8 +13,7 @@ from mcp_types import version
 
 from agentboard.mcp import stdio
 
-#: a worker whose dispatcher serves no API: its server starts at once (an API that refuses the
-#: connection is retried for ``remote.RETRY_FOR``, 30 s, as across a dispatcher's restart)
+#: a worker whose dispatcher serves no API: its server starts at once
 ENV_WORKER = {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default"}
 
 
@@ -79,6 +78,42 @@ def test_a_worker_whose_dispatcher_serves_no_api_still_gets_tools_that_say_how_t
     assert out[0]["result"]["serverInfo"]["name"] == "agentboard"
     assert out[1]["result"]["isError"] is True
     assert "report by writing .board/result.json" in out[1]["result"]["content"][0]["text"]
+
+
+def test_a_worker_whose_api_refuses_connections_gets_its_tools_after_a_brief_look_not_the_reports_wait() -> None:
+    """The look-up of what the run token may do (which tools to list) is tried for
+    ``remote.SCOPE_RETRY_FOR``, not the 30 s a report keeps trying across a dispatcher's restart:
+    the agent's session waits for the list (a CLI started by hand in a workspace whose dispatcher
+    is gone, or a worker orphaned by one)."""
+    import os
+    import socket
+    import time
+
+    from agentboard import remote
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: a connection is refused at once
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")} | ENV_WORKER | {
+        "AGENTBOARD_API_URL": f"http://127.0.0.1:{port}", "AGENTBOARD_TOKEN": "abt_x"}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    for m in (_initialize("2025-06-18"), INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+        proc.stdin.write(json.dumps(m).encode() + b"\n")
+    proc.stdin.flush()
+    proc.stdout.readline()
+    tools = json.loads(proc.stdout.readline())
+    listed_after = time.monotonic() - started
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    said = proc.stderr.read().decode()
+    assert "kanban_complete" in {t["name"] for t in tools["result"]["tools"]}
+    assert f"cannot reach the board's API at http://127.0.0.1:{port}" in said, said
+    assert f"(tried for {remote.SCOPE_RETRY_FOR:g}s)" in said, said
+    assert listed_after < remote.RETRY_FOR
 
 
 def test_a_client_that_opens_with_discover_and_then_gives_up_waiting_is_answered_by_the_sdk_alone() -> None:

@@ -19,6 +19,7 @@ where domain errors are mapped for MCP.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ from ..kernel import (
 from ..kernel.rows import TaskDetailWithGit
 from ..protocol import review
 from ..protocol.context import render
-from ..remote import UnreachableClient, WorkerClient, worker_mode
+from ..remote import SCOPE_RETRY_FOR, UnreachableClient, WorkerClient, worker_mode
 from ..store.engine import Database
 from .instructions import INSTRUCTIONS
 
@@ -540,8 +541,11 @@ def serve() -> None:
         except Unavailable as exc:  # no API: each tool says to report through .board/result.json
             me_env = WorkerEnv.from_environ()
             api = UnreachableClient(exc, run_id=me_env.run_id, task_id=me_env.task)
-        try:
-            me = api.call("GET", "/api/me")
+        try:  # (briefly: the session waits for the tools' list; a tool's own call waits longer)
+            me = api.call("GET", "/api/me", retry_for=SCOPE_RETRY_FOR)
+        except Unavailable as exc:  # the API is gone: the tools say so when called
+            sys.stderr.write(f"agentboard mcp: {one_line(str(exc))}; listing a worker's tools\n")
+            me = {}
         except AgentboardError:  # a closed run's token: the tools then say the run is stale
             me = {}
         scope = scope_from_env(orchestrator=bool(me.get("orchestrator")), supervisor=me.get("supervisor"))
