@@ -129,17 +129,18 @@ def by_hand(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, Any]:
             _rescript(script, log, server)
             repo = tmp / f"hand-{cli}-{i}"
             _git_repo(repo)
+            # no API: the report is refused at once (an API that refuses connections is tried
+            # for 30 s, as across a dispatcher's restart)
             (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"agentboard": {
                 "command": sys.executable, "args": ["-m", "agentboard", "mcp"],
-                "env": {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default",
-                        "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_bench"}}}}))
+                "env": {"AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default"}}}}))
             prompt = repo / ".git" / "prompt.md"
             prompt.write_text("Write hello.txt, count its bytes, then report with kanban_complete.")
             profile = {"name": "bench", "adapter": cli, "command": str(CLIS / cli), "env": penv}
             launch = adapters.build(profile, task_id="t_00000000", run_id=1, workspace=repo, prompt_file=prompt,
                                     board="default")
             started = time.time()
-            subprocess.run(launch.argv, cwd=repo, env={**env, **launch.env}, stdin=subprocess.DEVNULL,
+            subprocess.run(launch.argv, cwd=repo, env={**env, **launch.env, "PWD": str(repo)}, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=300)
             walls.append(time.time() - started)
             first = _first_request(log)
@@ -194,8 +195,7 @@ def through_dispatcher(cli: str, runs: int, tmp: Path, keep: Path) -> dict[str, 
 
 def mcp_ready(runs: int) -> dict[str, list[float]]:
     """Seconds from starting `agentboard mcp` to its answer to initialize, then to tools/list."""
-    env = {**os.environ, "AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default",
-           "AGENTBOARD_API_URL": "http://127.0.0.1:9", "AGENTBOARD_TOKEN": "abt_bench"}
+    env = {**os.environ, "AGENTBOARD_TASK": "t_00000000", "AGENTBOARD_RUN_ID": "1", "AGENTBOARD_BOARD": "default"}
     init, listed = [], []
     for _ in range(runs):
         started = time.perf_counter()

@@ -302,7 +302,7 @@ def run_until(argv: list[str], env: dict[str, str], cwd: Path, markers: tuple[st
     """What a program prints (stdout and stderr) until one of ``markers`` or its exit; then
     it and its process group are ended."""
     try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env={**env, "PWD": str(cwd)}, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as exc:
         return f"cannot start {argv[0]}: {exc.strerror or exc}"

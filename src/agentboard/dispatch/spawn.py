@@ -379,6 +379,9 @@ def start(argv: list[str], *, cwd: Path, env: dict[str, str], log: Path, log_max
     :class:`.isolation.IsolationError`; ``show``: more paths it needs); ``cgroup``: the folder of
     the cgroup it joins before its program runs (:mod:`agentboard.cgroups`)."""
     wrapped = exit_file is not None or cgroup is not None
+    # its working directory by name too: a program that takes its folder from $PWD (opencode does)
+    # would otherwise work in the dispatcher's (a shell in between corrects it; none may be)
+    env = {**env, "PWD": str(cwd)}
     if confinement.mode != "none":
         argv = [_resolve(argv[0], env), *argv[1:]]
         if confinement.bwrap is not None:
