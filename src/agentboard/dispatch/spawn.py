@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from .. import cgroups
+from .. import cgroups, gitsafe
 from ..config import Settings, redact
 from ..domain import worker_env as worker_env_vars
 from ..domain.worker_env import WorkerEnv
@@ -28,7 +28,7 @@ _LOG_KEEP = 3
 
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none of git's
-    that name a repository (:data:`GIT_REPOSITORY_VARS`), none matching a
+    that name a repository (:data:`.gitsafe.REPOSITORY_VARS`), none matching a
     ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case),
     and none whose value carries a credential (``redis://:pw@host``, ``?password=``: what
     ``config.redact`` masks) unless so named."""
@@ -51,22 +51,6 @@ def _holds_credential(value: str) -> bool:
     return redact(value) != value
 
 
-#: git's variables that name a repository, its parts or its configuration (``git rev-parse
-#: --local-env-vars``, and the configuration ``GIT_CONFIG_COUNT`` numbers): the dispatcher's (one
-#: started from a git hook, or by ``git rebase --exec``) would make a worker's git act on that
-#: repository instead of its workspace's, as git itself clears them when it enters another
-GIT_REPOSITORY_VARS = frozenset({
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
-    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
-    "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
-    "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE",
-})
-
-
-def _names_a_repository(key: str) -> bool:
-    return key in GIT_REPOSITORY_VARS or key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
-
-
 @functools.lru_cache(maxsize=8)
 def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str, ...]) -> tuple[str, ...]:
     """(cached per set of names and patterns: the same for every worker of a dispatcher)"""
@@ -75,7 +59,7 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
     out: list[str] = []
     for name in names:
         key = name.upper()
-        if worker_env_vars.is_ours(key) or _names_a_repository(name):
+        if worker_env_vars.is_ours(key) or gitsafe.names_a_repository(name):
             continue
         if key not in allow_up and any(fnmatch.fnmatchcase(key, p) for p in deny_up):
             continue
