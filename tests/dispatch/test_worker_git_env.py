@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentboard import gitsafe
+from agentboard.domain import worker_env
 
 from .conftest import all_in, wait_for
 
@@ -57,10 +57,10 @@ def test_a_worker_commits_on_its_own_branch_when_the_dispatcher_runs_inside_anot
     assert git(hooked, "status", "--porcelain") == ""
     assert f"feature for {t['id']}" in git(repo, "log", "--format=%s", f"ab/{t['id']}")
     seen = [line.partition("=")[0] for line in (repo / ".worktrees" / t["id"] / ".git-env.txt").read_text().split()]
-    assert not [n for n in seen if n in gitsafe.REPOSITORY_VARS or n.startswith("GIT_CONFIG_")], seen
+    assert not [n for n in seen if n in worker_env.GIT_REPOSITORY_VARS or n.startswith("GIT_CONFIG_")], seen
 
 
 def test_the_variables_of_git_that_name_a_repository_are_those_git_itself_clears() -> None:
     listed = subprocess.run(["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True,
                             check=True).stdout.split()
-    assert set(listed) <= gitsafe.REPOSITORY_VARS
+    assert set(listed) <= worker_env.GIT_REPOSITORY_VARS

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from .. import cgroups, gitsafe
+from .. import cgroups
 from ..config import Settings, redact
 from ..domain import worker_env as worker_env_vars
 from ..domain.worker_env import WorkerEnv
@@ -28,7 +28,7 @@ _LOG_KEEP = 3
 
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none of git's
-    that name a repository (:data:`.gitsafe.REPOSITORY_VARS`), none matching a
+    that name a repository (:data:`.worker_env.GIT_REPOSITORY_VARS`), none matching a
     ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case),
     and none whose value carries a credential (``redis://:pw@host``, ``?password=``: what
     ``config.redact`` masks) unless so named."""
@@ -59,7 +59,7 @@ def _kept_names(names: tuple[str, ...], deny: tuple[str, ...], allow: tuple[str,
     out: list[str] = []
     for name in names:
         key = name.upper()
-        if worker_env_vars.is_ours(key) or gitsafe.names_a_repository(name):
+        if worker_env_vars.is_ours(key) or worker_env_vars.names_a_repository(name):
             continue
         if key not in allow_up and any(fnmatch.fnmatchcase(key, p) for p in deny_up):
             continue

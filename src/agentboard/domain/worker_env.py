@@ -105,5 +105,23 @@ def is_ours(name: str) -> bool:
     return name.upper().startswith(PREFIX)
 
 
-__all__ = ["ACTOR", "API_URL", "BOARD", "BRANCH", "NAMES", "PREFIX", "PROFILE", "REVIEW_RUN", "RUN_ID", "TASK",
-           "TENANT", "TOKEN", "WORKSPACE", "WorkerEnv", "is_ours"]
+#: git's variables that name a repository, its parts or its configuration (``git rev-parse
+#: --local-env-vars``, and the configuration ``GIT_CONFIG_COUNT`` numbers): a dispatcher's (one
+#: started from a git hook, or by ``git rebase --exec``) would make a worker's git, or a check's,
+#: act on that repository instead of its workspace's; git itself clears them when it enters another
+GIT_REPOSITORY_VARS = frozenset({
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+})
+
+
+def names_a_repository(key: str) -> bool:
+    """Whether environment variable ``key`` is one of :data:`GIT_REPOSITORY_VARS` (or numbered by its
+    ``GIT_CONFIG_COUNT``)."""
+    return key in GIT_REPOSITORY_VARS or key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+
+
+__all__ = ["ACTOR", "API_URL", "BOARD", "BRANCH", "GIT_REPOSITORY_VARS", "NAMES", "PREFIX", "PROFILE", "REVIEW_RUN",
+           "RUN_ID", "TASK", "TENANT", "TOKEN", "WORKSPACE", "WorkerEnv", "is_ours", "names_a_repository"]

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import cgroups, gitsafe
+from .. import cgroups
+from ..domain.worker_env import names_a_repository
 from ..kernel.host_access import CHECK_PREFIX, resolve_checks
 
 TAIL_BYTES = 4000
@@ -131,7 +132,7 @@ def run_command(command: str, workspace: Path, timeout: float, env: dict[str, st
         except OSError:
             cgroup = None
     base = os.environ if base_env is None else base_env
-    full = {**{k: v for k, v in base.items() if not gitsafe.names_a_repository(k)}, **(env or {})}
+    full = {**{k: v for k, v in base.items() if not names_a_repository(k)}, **(env or {})}
     # Python reads compiled modules from a folder of its own for the check, never from the
     # workspace's __pycache__ (ignored by git, so a planted one would not be in the branch)
     pycache = Path(tempfile.gettempdir()) / f"agentboard-check-pycache-{os.getpid()}-{time.monotonic_ns()}"
