@@ -14,23 +14,13 @@ import pytest
 from agentboard.domain import worker_env
 
 from .conftest import all_in, wait_for
+from .test_workspaces import make_repo
 
 
 def git(cwd: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True,
                           env=env).stdout
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.com")
-    git(path, "config", "user.name", "t")
-    (path / "README.md").write_text("hello\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-qm", "init")
-    return path
 
 
 COMMIT = "sh -c " + shlex.quote(
