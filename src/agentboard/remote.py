@@ -29,7 +29,7 @@ TIMEOUT = 120.0
 RETRY_FOR = 30.0
 #: seconds the look-up of what a run token may do keeps trying when an MCP server starts: its
 #: answer only says which tools to list, and an agent's session waits for the list (a live API
-#: answers at once; a dispatcher restarting is back within this; a gone one costs only this)
+#: answers at once; one restarting is often back within this; a gone one costs only this)
 SCOPE_RETRY_FOR = 3.0
 
 _ERRORS: dict[str, type[errors.AgentboardError]] = {
