@@ -142,6 +142,26 @@ def test_board_view_filters_and_lanes(api: Api) -> None:
     err(c.get("/api/board", params={"per_column": 0}), 422)
 
 
+def test_a_done_card_without_a_result_shows_the_first_line_of_its_last_runs_summary(api_any: Api) -> None:
+    c = api_any.as_admin
+    ids = [c.post("/api/tasks", json={"title": f"card {i}", "assignee": "x"}).json()["id"] for i in range(4)]
+    first = runs.claim(api_any.db, "default", ids[0])
+    runs.fail(api_any.db, "default", ids[0], "crashed", run_id=first["run_id"], error="boom")
+    again = runs.claim(api_any.db, "default", ids[0])
+    runs.complete(api_any.db, "default", ids[0], run_id=again["run_id"], summary="\n  Wrote the parser\nand its tests")
+    said = runs.claim(api_any.db, "default", ids[1])
+    runs.complete(api_any.db, "default", ids[1], run_id=said["run_id"], summary="long notes", result="p99 4.1 ms")
+    quiet = runs.claim(api_any.db, "default", ids[2])
+    runs.complete(api_any.db, "default", ids[2], run_id=quiet["run_id"])
+    view = c.get("/api/board").json()
+    done = {t["id"]: t for col in view["columns"] if col["status"] == "done" for t in col["tasks"]}
+    assert done[ids[0]]["summary_line"] == "Wrote the parser"
+    assert done[ids[1]]["result"] == "p99 4.1 ms" and "summary_line" not in done[ids[1]]
+    assert "summary_line" not in done[ids[2]]
+    ready = next(col for col in view["columns"] if col["status"] == "ready")
+    assert all("summary_line" not in t for t in ready["tasks"])
+
+
 def test_bulk_reports_each_id_without_aborting_siblings(api: Api) -> None:
     c = api.as_admin
     a = c.post("/api/tasks", json={"title": "a", "assignee": "x"}).json()

@@ -82,6 +82,30 @@ def test_serve_prints_a_login_url_that_logs_the_browser_in_and_reuses_its_token(
         again.stop()
 
 
+def test_a_second_serve_of_the_same_home_says_where_the_first_one_is(home: Path) -> None:
+    s = Serve(home, "--no-dispatch")
+    env = {**os.environ, "AGENTBOARD_HOME": str(home)}
+    port = s.url.rsplit(":", 1)[1]
+    try:
+        r = subprocess.run([sys.executable, "-m", "agentboard", "serve", "--port", port, "--no-dispatch"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        s.stop()
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "already running for this home" in lines[0]
+    assert s.login in lines[0]  # the link that logs in, as the first one printed it
+    # a port some other program holds: the error says so and how to pick another
+    import socket
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "agentboard", "serve", "--port", str(taken), "--no-dispatch"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0 and "another program has that port" in r.stderr and "--port" in r.stderr
+
+
 def test_serve_pushes_events_committed_by_another_process(home: Path) -> None:
     s = Serve(home, "--no-dispatch")
     other = agentboard.connect(str(home))

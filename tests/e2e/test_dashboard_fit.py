@@ -223,10 +223,12 @@ def test_a_board_whose_cards_are_all_done_shows_the_done_column_whole_on_a_lapto
         coder(kernel)
         for title in ("Research the options", "Write the briefing"):
             t = board.create(title, assignee="coder")
-            board.complete(t["id"], summary="done", run_id=board.claim(t["id"])["run_id"])
+            board.complete(t["id"], summary=f"{title}: done\nthe details", run_id=board.claim(t["id"])["run_id"])
     page = open_page(browser, server, width, path="/?board=finished")
     done = page.locator(".column[data-status='done']")
     expect(done.locator(".card")).to_have_count(2, timeout=T)
+    # each card says what its worker reported (no one-line result was given: its summary's first line)
+    expect(done.locator(".card-result")).to_have_text(["Research the options: done", "Write the briefing: done"])
     expect(page.locator(".column[data-status='todo']")).to_have_class(re.compile("column-is-empty"))
     shot(page, f"all_done_{width}.png")
     assert inside(page, done), f"the Done column is cut off at {width} px"
@@ -547,6 +549,12 @@ def test_a_card_that_requires_review_is_never_offered_done_nor_an_unassigned_one
     # dragging: Done does not light up (Todo, which it may move to, does)
     _drag_over(page, card, "todo")
     expect(page.locator(".column[data-status='todo']")).to_have_class(re.compile("drop-target"))
+    # before the pointer gets there, the columns it may not move to are dimmed and those it may
+    # move to lit: Done (review required) and Running (only the dispatcher) dim, Blocked lights
+    for status in ("done", "running"):
+        expect(page.locator(f".column[data-status='{status}']")).to_have_class(re.compile("drop-dim"))
+    expect(page.locator(".column[data-status='blocked']")).to_have_class(re.compile("drop-allowed"))
+    expect(page.locator(".column[data-status='ready']")).not_to_have_class(re.compile("drop-"))  # its own
     target = page.locator(".column[data-status='done'] .column-body").bounding_box()
     page.mouse.move(target["x"] + target["width"] / 2, target["y"] + 80, steps=8)
     done = page.locator(".column[data-status='done']")
@@ -555,6 +563,7 @@ def test_a_card_that_requires_review_is_never_offered_done_nor_an_unassigned_one
     shot(page, "drag_review_over_done.png")
     page.mouse.up()
     expect(page.locator(".toast-error")).to_contain_text("requires review", timeout=T)
+    expect(page.locator(".column.drop-dim, .column.drop-allowed")).to_have_count(0)  # the drag is over
     expect(page.get_by_role("dialog")).to_have_count(0)  # nothing asked: the move was never offered
     assert b.show(reviewed["id"])["status"] == "ready"
     page.locator(".toast-x").first.click()
@@ -601,6 +610,17 @@ def test_a_running_cards_clock_counts_its_current_attempt_not_its_first(browser:
     expect(clock).to_have_text(re.compile(r"^\s*\d+s$"), timeout=T)  # seconds, not "2h 0m"
     assert "attempt" in (clock.get_attribute("title") or "")
     shot(page, "running_clock_current_attempt.png")
+    # with no event about the task, the clock still counts on
+    first = int(clock.inner_text().strip().rstrip("s"))
+    page.wait_for_timeout(3200)
+    assert int(clock.inner_text().strip().rstrip("s")) >= first + 2
+    # and so does the open run in its drawer
+    clock.click()
+    run = page.locator("#drawer li.run-running .run-dur")
+    expect(run).to_have_text(re.compile(r"^\d+s$"), timeout=T)
+    shown = int(run.inner_text().rstrip("s"))
+    page.wait_for_timeout(2200)
+    assert int(run.inner_text().rstrip("s")) >= shown + 1
     b.reclaim(t["id"])
     b.archive(t["id"])
     close(page)

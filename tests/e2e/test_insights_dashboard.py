@@ -72,7 +72,7 @@ def _races(kernel: Any, slug: str) -> None:
         tx.executemany(
             "INSERT INTO attempts (task_id, n, board, profile, state, picked, started_at) "
             "VALUES (:t, :n, :b, :p, 'finished', :w, :at)",
-            [{"t": f"t_race{r:04d}", "n": n + 1, "b": slug, "p": p, "w": 1 if p == winners[r] else 0,
+            [{"t": f"t_{slug[:4]}{r:04d}", "n": n + 1, "b": slug, "p": p, "w": 1 if p == winners[r] else 0,
               "at": now - r * DAY} for r in range(12) for n, p in enumerate(PROFILES)])
     kernel.db.write(_w)
 
@@ -125,3 +125,26 @@ def test_an_empty_board_says_no_runs_yet(page: Any, kernel: Any, server: Any) ->
     expect(page.locator(".insights-empty")).to_contain_text("No runs yet", timeout=T)
     expect(page.locator(".insight-card")).to_have_count(0)
     page.screenshot(path=str(_shot("insights_empty.png")))
+
+
+def test_on_a_phone_every_insights_card_fits_the_screen(browser: Any, kernel: Any, server: Any) -> None:
+    if "pocket" not in [b["slug"] for b in kernel.boards()]:
+        _history(kernel, "pocket", tasks=12)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                                  device_scale_factor=2)
+    pg = context.new_page()
+    try:
+        pg.goto(server.login_url)
+        pg.wait_for_selector(".column[data-status='todo']", timeout=15000)
+        pg.goto(f"{server.url}/?board=pocket")
+        pg.wait_for_selector(".column[data-status='todo']", timeout=T)
+        pg.locator("nav.tabs button[data-view='insights']").click()
+        expect(pg.locator("#chart-throughput[data-drawn='1'] canvas")).to_be_visible(timeout=T)
+        cards = pg.locator(".insight-card")
+        assert cards.count() >= 5
+        for i in range(cards.count()):
+            box = cards.nth(i).bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390.5, (i, box)
+        pg.screenshot(path=str(_shot("insights_phone.png")), full_page=True)
+    finally:
+        context.close()

@@ -76,7 +76,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
     try:
         sock = bind(address, port)
     except OSError as exc:
-        raise Unavailable(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from None
+        raise Unavailable(_cannot_listen(settings.home, address, port, exc)) from None
     url = url_for(address, int(sock.getsockname()[1]))
 
     token_path = settings.home / TOKEN_FILE
@@ -111,6 +111,25 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
             metrics_server.stop()
         if notifier is not None:
             notifier.stop()
+
+
+def _cannot_listen(home: os.PathLike[str], address: str, port: int, exc: OSError) -> str:
+    """Why ``serve`` cannot take ``address:port``, and what to do: this home's server already
+    running there (its login link, from the home's saved token), or another program on the port."""
+    import errno
+    from pathlib import Path
+
+    from agentboard.api.serve import running_api
+
+    what = f"cannot listen on {address}:{port}: {exc.strerror or exc}"
+    if exc.errno != errno.EADDRINUSE:
+        return what
+    url = running_api(Path(home))
+    if url is not None:
+        token = _saved_token(Path(home) / TOKEN_FILE)
+        link = f"{url}/login?token={token}" if token else url
+        return f"agentboard serve is already running for this home; open {link} (or stop it first)"
+    return f"{what}; another program has that port: choose another with --port PORT (0 picks a free one)"
 
 
 def observe_setup(settings: Settings, log_format: str | None, level: str) -> dict[str, Any]:

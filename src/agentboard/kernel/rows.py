@@ -206,6 +206,8 @@ class BoardTask(TaskCard):
     decompose_backoff: NotRequired[DecomposeBackoff]
     #: a running card's current attempt: when its run started (``started_at`` is the first attempt's)
     run_started_at: NotRequired[float]
+    #: a done card without a one-line ``result``: the first line of its last run's summary
+    summary_line: NotRequired[str]
 
 
 class RunReview(TypedDict):

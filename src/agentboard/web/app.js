@@ -3,7 +3,7 @@
 import { budgetBlock } from "./budgets.js";
 import { api, onUnauthorized } from "./api.js";
 import { clearSelection, openCreate, renderBoard } from "./board.js";
-import { $, ask, clear, debounce, h, toast } from "./dom.js";
+import { $, ask, clear, debounce, h, tickClocks, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { renderInsights } from "./insights.js";
 import { renderNotifications } from "./notify.js";
@@ -498,6 +498,13 @@ async function boot() {
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible") emit("reload");
   });
+  // a running card's clock and the drawer's open run count on between events; "… ago" labels
+  // follow every 15 s (a hidden tab skips the work)
+  let ticks = 0;
+  setInterval(() => {
+    if (document.visibilityState === "hidden") return;
+    tickClocks(document, ++ticks % 15 === 0);
+  }, 1000);
 }
 
 boot();

@@ -4,7 +4,7 @@
 import { raceCard } from "./race.js";
 import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
-import { $, $$, ago, ask, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { $, $$, agoLive, ask, clear, clock, fmtTime, h, toast } from "./dom.js";
 import {
   DESTRUCTIVE, STATUSES, STATUS_LABEL, cardMoves, emit, goalTitle, llmStatus, meta as domainMeta, profileNames,
   refusedMove, scope, state,
@@ -219,8 +219,8 @@ function renderCard(card) {
     // run's start; started_at is the first attempt's)
     card.status === "running" && (card.run_started_at || card.started_at)
       ? h("span.meta-time", { title: `this attempt started ${fmtTime(card.run_started_at || card.started_at)}` },
-        icon("clock"), duration(card.run_started_at || card.started_at))
-      : h("span.meta-time", { title: `created ${fmtTime(card.created_at)}` }, h("span.meta-word", "created "), ago(card.created_at)),
+        icon("clock"), clock(card.run_started_at || card.started_at))
+      : h("span.meta-time", { title: `created ${fmtTime(card.created_at)}` }, h("span.meta-word", "created "), agoLive(card.created_at)),
   ];
   const el = h(`article.card${checked ? ".selected" : ""}`, {
     tabindex: "0", dataset: { id: card.id, status: card.status },
@@ -241,7 +241,8 @@ function renderCard(card) {
     ? h("div.card-reason", { title: `${card.block_kind || "blocked"}: ${card.block_reason}` }, card.block_reason) : null,
   card.status === "todo" && card.block_kind === "held" && card.block_reason
     ? h("div.card-reason.card-held", { title: card.block_reason }, card.block_reason) : null,
-  card.status === "done" && card.result ? h("div.card-result", { title: card.result }, card.result) : null,
+  card.status === "done" && (card.result || card.summary_line)
+    ? h("div.card-result", { title: card.result || card.summary_line }, card.result || card.summary_line) : null,
   h("div.card-meta", meta));
   el.addEventListener("click", (ev) => onCardClick(ev, card));
   el.addEventListener("keydown", (ev) => {
@@ -458,6 +459,13 @@ function onDragMove(ev) {
     document.body.appendChild(drag.ghost);
     drag.el.classList.add("dragging");
     document.body.classList.add("is-dragging");
+    // before the pointer reaches one, every column says whether it takes the card: the
+    // columns it may move to light up, the others dim (its own column stays as it is)
+    const moves = cardMoves(drag.card);
+    for (const c of $$(".column")) {
+      if (c.dataset.status === drag.card.status) continue;
+      c.classList.add(moves.includes(c.dataset.status) ? "drop-allowed" : "drop-dim");
+    }
   }
   ev.preventDefault();
   drag.ghost.style.transform = `translate(${ev.clientX - drag.offX}px, ${ev.clientY - drag.offY}px) rotate(1.5deg)`;
@@ -492,6 +500,7 @@ function cancelDrag() {
   drag.el.classList.remove("dragging");
   if (drag.target) drag.target.classList.remove("drop-target");
   if (drag.refused) drag.refused.classList.remove("drop-refused");
+  for (const c of $$(".column.drop-allowed, .column.drop-dim")) c.classList.remove("drop-allowed", "drop-dim");
   document.body.classList.remove("is-dragging");
   drag = null;
 }

@@ -106,6 +106,30 @@ export function duration(start, end) {
   return `${Math.floor(s / 3600)}h ${Math.round((s % 3600) / 60)}m`;
 }
 
+/** How long since `start`, kept current while shown (tickClocks). */
+export function clock(start) {
+  return h("span.clock", { dataset: { since: String(start) } }, duration(start));
+}
+
+/** "5m ago" for `ts`, kept current while shown (tickClocks). */
+export function agoLive(ts) {
+  return h("span.ago", { dataset: { ago: String(ts) } }, ago(ts));
+}
+
+/** Bring every shown clock up to now (each second), and every "… ago" (each 15 s). */
+export function tickClocks(root = document, withAgo = true) {
+  const now = Date.now() / 1000;
+  for (const el of root.querySelectorAll("[data-since]")) {
+    const text = duration(Number(el.dataset.since), now);
+    if (el.textContent !== text) el.textContent = text;
+  }
+  if (!withAgo) return;
+  for (const el of root.querySelectorAll("[data-ago]")) {
+    const text = ago(Number(el.dataset.ago), now);
+    if (el.textContent !== text) el.textContent = text;
+  }
+}
+
 /**
  * Call fn once things have been quiet for `ms`; during a long burst, still call it at least
  * every `maxWait` ms so a steady stream of events cannot starve the view.

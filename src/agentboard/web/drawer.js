@@ -5,7 +5,7 @@ import { budgetBlock, diagnosticsBlock } from "./budgets.js";
 import { api } from "./api.js";
 import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
-import { ago, clear, duration, fmtTime, h, toast } from "./dom.js";
+import { agoLive, clear, clock, duration, fmtTime, h, toast } from "./dom.js";
 import { branchBlock, diffBlock } from "./diff.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
@@ -283,9 +283,9 @@ function metaRow() {
       ? [h("label", "Resumes"), h("span", { title: fmtTime(task.cooldown_until) }, `${fmtTime(task.cooldown_until)} (after its rate limit)`)] : null,
     task.tenant ? [h("label", "Tenant"), h("span.pill.pill-tenant", task.tenant)] : null,
     task.goal_id ? [h("label", "Goal"), h("span.pill.pill-goal", "◎ ", (task.goal && task.goal.title) || goalTitle(task.goal_id))] : null,
-    h("label", "Created"), h("span", { title: fmtTime(task.created_at) }, `${ago(task.created_at)}${task.created_by ? ` by ${task.created_by}` : ""}`),
-    task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, ago(task.started_at))] : null,
-    task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, ago(task.completed_at))] : null,
+    h("label", "Created"), h("span", { title: fmtTime(task.created_at) }, agoLive(task.created_at), task.created_by ? ` by ${task.created_by}` : ""),
+    task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, agoLive(task.started_at))] : null,
+    task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, agoLive(task.completed_at))] : null,
     task.workspace_kind ? [h("label", "Workspace"), h("code.wrap", task.workspace_path ? `${task.workspace_kind}: ${task.workspace_path}` : task.workspace_kind)] : null,
     [h("label", "Verify"), verifyField()],
     task.consecutive_failures ? [h("label", "Failures"), h("span.text-danger", `${task.consecutive_failures} in a row${task.last_failure_error ? ` — ${task.last_failure_error}` : ""}`)] : null);
@@ -475,7 +475,7 @@ function commentsBlock(draft) {
   const list = h("ol.comments", (task.comments || []).map((c) => h(`li.comment.comment-${c.kind || "comment"}`,
     h("div.comment-head", h("span.comment-author", c.author || "someone"),
       c.kind && c.kind !== "comment" ? h("span.pill", c.kind) : null,
-      h("span.comment-time", { title: fmtTime(c.created_at) }, ago(c.created_at))),
+      h("span.comment-time", { title: fmtTime(c.created_at) }, agoLive(c.created_at))),
     renderInto(h("div.md.comment-body"), c.body))));
   const input = h("textarea.comment-input", {
     rows: 2, placeholder: "Comment — Enter sends, Shift+Enter adds a line. @profile hands it a follow-up task.",
@@ -526,7 +526,7 @@ function runsBlock() {
         title: `result never validated: ${(r.metadata.errors || []).join("; ")}`,
       }, "degraded") : null,
       h("span.run-profile", r.profile || ""),
-      h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : duration(r.started_at, r.ended_at)),
+      h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : r.ended_at ? duration(r.started_at, r.ended_at) : clock(r.started_at)),
       cost ? h("span.run-cost", cost) : null,
       r.summary || r.error ? h("div.run-text", r.error ? `error: ${r.error}` : r.summary) : null);
   }));
@@ -539,7 +539,7 @@ function eventsBlock() {
     h("span.event-kind", e.kind),
     h("span.event-payload", summarize(e.payload)),
     h("span.event-actor", e.actor || ""),
-    h("span.event-time", { title: fmtTime(e.created_at) }, ago(e.created_at)))));
+    h("span.event-time", { title: fmtTime(e.created_at) }, agoLive(e.created_at)))));
 }
 
 function summarize(payload) {
