@@ -131,7 +131,7 @@ def test_a_task_without_review_on_a_merge_board_is_merged_when_its_worker_finish
     assert card["integration"] == "merged"  # the card's "⎇ merged" pill
 
 
-@pytest.mark.parametrize("mode", ["squash", "rebase"])
+@pytest.mark.parametrize("mode", ["merge", "squash", "rebase"])
 def test_a_landed_tasks_diff_is_the_work_that_landed_whatever_moved_on_the_base_since(
         ab, tmp_path, dispatcher, mode):
     from agentboard.dispatch import diffs
@@ -150,6 +150,12 @@ def test_a_landed_tasks_diff_is_the_work_that_landed_whatever_moved_on_the_base_
     assert [f["path"] for f in shown["files"]] == [f"{tid}.txt"], shown["files"]
     assert shown["how"].startswith("what landed on the base")
     assert f"+work of {tid}" in diffs.raw_diff(ab.db, "flow", tid)[0]
+    # the branch facts agree with the diff: what landed, not the nothing left to land
+    facts, how = shown["git"], mode.rstrip("e") + "ed"  # merged, squashed, rebased
+    assert (facts["landed"], facts["files"], facts["insertions"]) == (how, 1, 1), facts
+    assert f"landed on main ({how}): 1 file(s) +1 -0" in facts["summary"]
+    shown_cli = cli(ab.settings.home, "show", tid, "--board", "flow")
+    assert f"landed on main ({how}): 1 file(s) +1 -0" in shown_cli.stdout, shown_cli.stdout + shown_cli.stderr
 
 
 def test_a_board_that_wants_review_before_merging_keeps_the_branch_and_says_so(ab, tmp_path, dispatcher):

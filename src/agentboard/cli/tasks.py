@@ -232,7 +232,7 @@ def show(task_id: str | None, n_events: int, board: str | None, as_json: bool) -
     else:
         from agentboard.dispatch.diffs import with_git
 
-        detail = with_git(queries.task_detail(common.db(), common.task_board(tid, board), tid, events=n_events))
+        detail = with_git(queries.task_detail(common.db(), common.task_board(tid, board), tid, events=n_events), common.db())
     if as_json:
         common.emit_json(detail)
         return

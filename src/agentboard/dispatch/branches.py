@@ -166,16 +166,24 @@ class Facts:
     exists: bool = False
     note: str | None = None
     uncommitted: int = 0
+    #: the branch has landed on the base (how: merged, squashed, rebased); the counts are then
+    #: what landed, not what is left to land
+    landed: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"branch": self.branch, "base": self.base, "ahead": self.ahead, "behind": self.behind,
                 "files": self.files, "insertions": self.insertions, "deletions": self.deletions,
-                "exists": self.exists, "uncommitted": self.uncommitted, "note": self.note}
+                "exists": self.exists, "uncommitted": self.uncommitted, "note": self.note, "landed": self.landed}
 
     def line(self) -> str:
         if not self.exists:
             return self.note or "no branch yet"
+        if self.landed:
+            return (f"{self.branch} landed on {self.base} ({self.landed}): "
+                    f"{self.files} file(s) +{self.insertions} -{self.deletions}"
+                    + (f"; {self.uncommitted} uncommitted change(s) not landed" if self.uncommitted else "")
+                    + (f"; {self.note}" if self.note else ""))
         return (f"{self.branch} on {self.base}: {self.ahead} ahead, {self.behind} behind; "
                 f"{self.files} file(s) +{self.insertions} -{self.deletions}"
                 + (f"; {self.uncommitted} uncommitted change(s)" if self.uncommitted else "")
@@ -193,8 +201,12 @@ def repo_of(task: Mapping[str, Any]) -> Path | None:
     return p
 
 
-def facts(task: Mapping[str, Any], default_base: str | None = None) -> Facts:
-    """Branch, base, ahead/behind and diff stat of a worktree task (cheap: three git calls)."""
+def facts(task: Mapping[str, Any], default_base: str | None = None,
+          landed: tuple[str, str, str] | None = None) -> Facts:
+    """Branch, base, ahead/behind and diff stat of a worktree task (cheap: three git calls).
+
+    ``landed`` (how, the base before it, the commit it made): the branch's integration put it on
+    the base, so the diff stat is of what landed (``before..commit``), as its diff is."""
     repo = repo_of(task)
     branch = task.get("branch_name")
     base = task.get("base_branch") or default_base
@@ -212,7 +224,12 @@ def facts(task: Mapping[str, Any], default_base: str | None = None) -> Facts:
         out.base = base
         counts = gitutil.git(repo, "rev-list", "--left-right", "--count", f"{base}...{sha}", "--").split()
         out.behind, out.ahead = int(counts[0]), int(counts[1])
-        stat = gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--numstat", f"{base}...{sha}")
+        span = f"{base}...{sha}"
+        if landed is not None and all(
+                gitsafe.run(repo, "rev-parse", "--verify", "-q", rev + "^{commit}", check=False).returncode == 0
+                for rev in landed[1:]):
+            out.landed, span = landed[0], f"{landed[1]}..{landed[2]}"
+        stat = gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--numstat", span)
         for ln in stat.splitlines():
             parts = ln.split("\t")
             if len(parts) >= 3:

@@ -30,11 +30,12 @@ _HEADER = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _UNCOMMITTED = "# not committed yet in "
 
 
-def git_facts(task: Mapping[str, Any]) -> GitFacts | None:
-    """The branch facts of a worktree task (None for other workspaces)."""
+def git_facts(task: Mapping[str, Any], db: Database | None = None) -> GitFacts | None:
+    """The branch facts of a worktree task (None for other workspaces); with ``db``, a branch
+    that has landed is described by what landed (as its diff is)."""
     if task.get("workspace_kind") != "worktree":
         return None
-    f = branches.facts(task)
+    f = branches.facts(task, landed=landed_range(db, task) if db is not None else None)
     out = f.as_dict()
     out["summary"] = f.line()
     out["integration"] = task.get("integration")
@@ -43,13 +44,13 @@ def git_facts(task: Mapping[str, Any]) -> GitFacts | None:
 
 
 @overload
-def with_git(detail: TaskDetail) -> TaskDetailWithGit: ...
+def with_git(detail: TaskDetail, db: Database | None = None) -> TaskDetailWithGit: ...
 @overload
-def with_git(detail: Row) -> Row: ...
-def with_git(detail: TaskDetail | Row) -> TaskDetailWithGit | Row:
+def with_git(detail: Row, db: Database | None = None) -> Row: ...
+def with_git(detail: TaskDetail | Row, db: Database | None = None) -> TaskDetailWithGit | Row:
     """``detail`` with ``git`` (see :func:`git_facts`) added."""
     shown = cast(Row, detail)
-    shown["git"] = git_facts(shown)
+    shown["git"] = git_facts(shown, db)
     return shown
 
 
@@ -120,22 +121,30 @@ def split(text: str) -> list[dict[str, Any]]:
 _LANDED = ("merged", "squashed", "rebased")
 
 
+def landed_range(db: Database, task: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """How a task's branch landed on its base and what it put there: ``(integration, the base
+    before it, the commit it made)``, from its ``integrated`` event (None: it has not landed)."""
+    if task.get("integration") not in _LANDED:
+        return None
+    event = kd.last_event_of(db, task["id"], "integrated")
+    detail = (event or {}).get("payload") or {}
+    if isinstance(detail, str):
+        detail = json.loads(detail)
+    commit = str(detail.get("commit") or "")
+    # a merge's or a squash's first parent is the base before it; a rebase records it
+    before = str(detail.get("before") or (commit + "^1" if task.get("integration") != "rebased" else ""))
+    return (str(task["integration"]), before, commit) if commit and before else None
+
+
 def _work(db: Database, task: Row) -> review_context.Diff:
     """The task's work: once its branch has landed on the base, what landed (the base before it
     to the commit it made), else the reviewer's diff (:func:`review_context.work_diff`)."""
     facts = facts_of(task)
-    if task.get("integration") in _LANDED and facts.repo is not None:
-        event = kd.last_event_of(db, task["id"], "integrated")
-        detail = (event or {}).get("payload") or {}
-        if isinstance(detail, str):
-            detail = json.loads(detail)
-        commit = str(detail.get("commit") or "")
-        # a merge's or a squash's first parent is the base before it; a rebase records it
-        before = str(detail.get("before") or (commit + "^1" if task.get("integration") != "rebased" else ""))
-        if commit and before:
-            landed = review_context.landed_diff(facts.repo, before, commit)
-            if landed is not None:
-                return landed
+    span = landed_range(db, task)
+    if span is not None and facts.repo is not None:
+        landed = review_context.landed_diff(facts.repo, span[1], span[2])
+        if landed is not None:
+            return landed
     return review_context.work_diff(facts)
 
 
@@ -159,7 +168,7 @@ def task_diff(db: Database, board: str, task_id: str, *, page: int = 1, per_page
         shown.append({**{k: f[k] for k in listing[0]}, "diff": text[:file_max], "truncated": cut,
                       "size": len(text)})
     return {
-        "task": task_id, "how": diff.how, "git": git_facts(task), "files": listing, "shown": shown,
+        "task": task_id, "how": diff.how, "git": git_facts(task, db), "files": listing, "shown": shown,
         "page": page, "pages": pages, "per_page": per_page, "total_files": len(files),
         "additions": sum(f["additions"] for f in files), "deletions": sum(f["deletions"] for f in files),
     }

@@ -386,6 +386,8 @@ class GitFacts(TypedDict):
     exists: bool
     uncommitted: int
     note: str | None
+    #: how the branch landed on the base (merged, squashed, rebased): the counts are what landed
+    landed: NotRequired[str | None]
     summary: str
     integration: str | None
     pr_url: str | None

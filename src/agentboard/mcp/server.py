@@ -227,7 +227,7 @@ class LocalOps:
         from ..dispatch.diffs import with_git
 
         return with_git(queries.task_detail(self.db, self.board if own else self.board_of(task_id), task_id,
-                                            events=30))
+                                            events=30), self.db)
 
     def complete(self, task_id: str, summary: str | None, metadata: dict[str, Any] | None,
                  result: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:

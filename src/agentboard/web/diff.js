@@ -21,8 +21,9 @@ export function branchBlock(task) {
     h("label", "Base"), h("code.wrap.git-base", g.base || "-"),
   ];
   if (g.exists) {
-    rows.push(h("label", "Commits"), h("span.git-ahead", `${g.ahead} ahead, ${g.behind} behind`));
-    rows.push(h("label", "Changes"), h("span.git-stat",
+    rows.push(h("label", "Commits"), h("span.git-ahead", g.landed
+      ? `landed on ${g.base || "the base"} (${g.landed})` : `${g.ahead} ahead, ${g.behind} behind`));
+    rows.push(h("label", g.landed ? "Landed" : "Changes"), h("span.git-stat",
       `${g.files} file${g.files === 1 ? "" : "s"} `, h("span.diff-add", `+${g.insertions}`), " ",
       h("span.diff-del", `−${g.deletions}`),
       g.uncommitted ? ` · ${g.uncommitted} uncommitted` : ""));

@@ -115,7 +115,7 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
 
     slug = read_board(request, who, board, task_id)
     db = state(request).db
-    detail = with_git(queries.task_detail(db, slug, task_id, events=events))
+    detail = with_git(queries.task_detail(db, slug, task_id, events=events), db)
     return Json({**detail, "moves": queries.allowed_moves(db, slug, task_id)})  # what the dashboard offers
 
 
