@@ -276,6 +276,7 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     api = WorkerAPI(s, db()).start(lazy=True)
     api.serve_in_background()  # the first pass runs meanwhile; an early worker's call waits for it
     d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
+    d.claim_host()  # another live dispatcher with this host id: one line, nothing touched
     done = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -90,6 +90,7 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
         from agentboard.dispatch.dispatcher import Dispatcher
 
         dispatcher = Dispatcher(db, settings, api_url=url, token_factory=run_tokens(db))
+        dispatcher.claim_host()  # another live dispatcher with this host id: one line, nothing touched
 
     app = create_app(settings, db, dispatcher=dispatcher)
     metrics_server = start_metrics(metrics_bind, settings, db, dispatcher, log_level) if metrics_bind else None

@@ -38,6 +38,7 @@ from ..observe import metrics
 from ..observe.health import PassMarks
 from ..observe.outage import Outage, one_line
 from ..store.engine import Database
+from . import host_id as host_id_
 from .guard import Dispatchers, guard_pid_file, take_over
 from .planning import Planner
 from .reaping import Reaper
@@ -110,7 +111,13 @@ class Dispatcher:
         self._statistics: threading.Thread | None = None
         #: when the last pass (not a dry run) finished (``/readyz``), and its mark on the database
         self.last_pass_at = 0.0
-        self._marks = PassMarks(db, self.ctx.host, boards)
+        #: this dispatcher's identity on the host's pass mark: a host id another live dispatcher
+        #: holds is refused at the start and reported after it (:mod:`.host_id`)
+        self._me = host_id_.identity(self.ctx.home, self.ctx.owner)
+        self._marks = PassMarks(db, self.ctx.host, boards, by=self._me,
+                                held=lambda other, at: host_id_.holds(other, at, self._me), on_held=self._host_held)
+        self._claimed = False
+        self._held_said = 0.0
 
     @property
     def host(self) -> str:
@@ -133,8 +140,26 @@ class Dispatcher:
 
     # -- public API ----------------------------------------------------------------------------
 
+    def claim_host(self) -> None:
+        """Sign the host's pass mark before the first pass; :class:`.host_id.HostIdInUse` when
+        another live dispatcher holds this host id (nothing taken over, stopped or started)."""
+        if self._claimed:
+            return
+        other = self._marks.mark(time.time())
+        if other is not None:
+            raise host_id_.HostIdInUse(host_id_.describe(self.host, other["by"], other["at"]))
+        self._claimed = True
+
+    def _host_held(self, other: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if now - self._held_said >= 60.0:
+            self._held_said = now
+            log.error("%s", host_id_.describe(self.host, other["by"], other["at"]))
+
     def run_pass_report(self, max_spawn: int | None = None, dry_run: bool = False) -> PassReport:
         """One pass now. Returns what it did (spawned, handled exits, reclaimed, skipped…)."""
+        if not dry_run:
+            self.claim_host()
         with self._pass_lock:
             persistent = self._thread is not None
             try:
@@ -166,6 +191,7 @@ class Dispatcher:
         if self._thread is not None:
             return
         self._stop.clear()
+        self.claim_host()
         if not self.ctx.one_shot:
             self._take_over()
         self._waker = Waker(self.db)

@@ -12,6 +12,7 @@ its own dispatcher can tell a load balancer whether any dispatcher works on its 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,16 +98,35 @@ def closed_runs(db: Database, run_ids: list[int]) -> list[Row]:
     return db.read(_r) if run_ids else []
 
 
-def mark_pass(db: Database, host: str, at: float, boards: list[str] | None) -> None:
+def mark_pass(db: Database, host: str, at: float, boards: list[str] | None, *, by: Row | None = None,
+              held: Callable[[Row, float], bool] | None = None) -> Row | None:
     """Record that the dispatcher on ``host`` finished a pass at ``at`` (over ``boards``, or
-    every board when ``None``)."""
-    key = (_PASS_KEY + host)[:128]
-    value = json.dumps({"at": at, "boards": boards})
+    every board when ``None``).
 
-    def _w(tx: Tx) -> None:
+    ``by``: who marks (the dispatcher's identity, kept in the mark). With ``held``, the host's
+    current mark is read first, in the same transaction (its row locked on PostgreSQL): when
+    ``held(its "by", its "at")`` says another live dispatcher holds this host id, nothing is
+    written and that mark is returned (``{"by", "at"}``); else ``None``."""
+    key = (_PASS_KEY + host)[:128]
+    value = json.dumps({"at": at, "boards": boards, **({"by": by} if by is not None else {})})
+
+    def _w(tx: Tx) -> Row | None:
+        if held is not None:
+            tx.execute("INSERT INTO agentboard_meta (key, value) VALUES (:k, '{}') ON CONFLICT (key) DO NOTHING",
+                       {"k": key})
+            lock = " FOR UPDATE" if tx.db.dialect == "postgresql" else ""
+            raw = tx.scalar(f"SELECT value FROM agentboard_meta WHERE key = :k{lock}", {"k": key})
+            try:
+                old = json.loads(raw or "{}")
+                other, when = old.get("by"), float(old.get("at") or 0)
+            except (ValueError, TypeError, AttributeError):
+                other, when = None, 0.0
+            if isinstance(other, dict) and held(other, when):
+                return {"by": other, "at": when}
         tx.execute("INSERT INTO agentboard_meta (key, value) VALUES (:k, :v) "
                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value", {"k": key, "v": value})
-    db.write(_w)
+        return None
+    return db.write(_w)
 
 
 def dispatcher_passes(db: Database) -> list[Row]:

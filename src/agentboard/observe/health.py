@@ -11,6 +11,7 @@ named with a reason that carries no secret (never the database URL).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -92,19 +93,33 @@ def readiness(db: Database, settings: Settings, dispatcher: object | None = None
 class PassMarks:
     """A dispatcher's pass marks on the database, at most every ``PASS_MARK_EVERY`` seconds."""
 
-    def __init__(self, db: Database, host: str, boards: list[str] | None) -> None:
+    def __init__(self, db: Database, host: str, boards: list[str] | None, *, by: dict[str, Any] | None = None,
+                 held: Callable[[dict[str, Any], float], bool] | None = None,
+                 on_held: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.db = db
         self.host = host
         self.boards = boards
+        #: who marks, and whether a mark found on the host keeps its id from us
+        #: (``kernel.monitoring.mark_pass``); ``on_held`` hears of such a mark (nothing written)
+        self.by, self.held, self.on_held = by, held, on_held
         self._at = 0.0
+
+    def mark(self, at: float) -> dict[str, Any] | None:
+        """Write the mark now; the mark that holds the host id instead (nothing written), if any."""
+        from ..kernel import monitoring
+
+        self._at = at
+        return monitoring.mark_pass(self.db, self.host, at, self.boards, by=self.by, held=self.held)
 
     def passed(self, at: float) -> None:
         from ..kernel import monitoring
 
         if at - self._at < monitoring.PASS_MARK_EVERY:
             return
-        self._at = at
         try:
-            monitoring.mark_pass(self.db, self.host, at, self.boards)
+            other = self.mark(at)
         except Exception:  # a mark that could not be written is written by a later pass
             self._at = 0.0
+            return
+        if other is not None and self.on_held is not None:
+            self.on_held(other)
