@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testenv import wait_for
@@ -35,9 +36,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _pgbouncer(pg_url: str, sessions: int) -> Iterator[str]:
+def _pgbouncer(pg_url: str, sessions: int, info: dict[str, Any] | None = None) -> Iterator[str]:
     """PgBouncer in transaction mode on a loopback port in front of the test's database (a pool
-    of ``sessions`` server sessions); the URL through it."""
+    of ``sessions`` server sessions); the URL through it. ``info`` gets its configuration file
+    (``ini``) and process (``proc``)."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -62,6 +64,8 @@ def _pgbouncer(pg_url: str, sessions: int) -> Iterator[str]:
     log = open(d / "pgbouncer.log", "ab")  # noqa: SIM115 - the child's
     proc = subprocess.Popen(argv, stdout=log, stderr=log)
     url = server.set(port=port).render_as_string(hide_password=False)
+    if info is not None:
+        info.update(ini=d / "pgbouncer.ini", proc=proc)
 
     def up() -> bool:
         try:
@@ -176,3 +180,55 @@ def test_two_processes_sharing_one_pooled_server_session_run_every_verb_without_
     finally:
         ab.close()
     assert [(r["status"], r["n"]) for r in counts] == [("done", 120), ("ready", 120)]
+
+
+def test_a_verb_the_pooler_cannot_give_a_server_session_is_refused_as_one_to_try_again(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server out of the pooler's reach (a restart): PgBouncer answers the transaction with
+    ``query_wait_timeout`` or ``server login has been failing`` before anything ran. That is a
+    verb to try again (``Unavailable`` with a retry-after: the API's 503 that a worker's report
+    waits through), not a connection lost in the middle of a write; once the server is back in
+    reach the same database object writes again."""
+    import signal
+    import time
+
+    from sqlalchemy.engine import make_url
+
+    from agentboard.domain.errors import Unavailable
+
+    agentboard.connect(pg_url).close()
+    monkeypatch.setenv("AGENTBOARD_PG_TRANSACTION_POOLER", "true")
+    info: dict[str, Any] = {}
+    with _pgbouncer(pg_url, 1, info) as url:
+        ab = agentboard.connect(url)
+        try:
+            board = ab.board()
+            board.create("before")  # the process's pooled connection to the pooler is open
+            ini: Path = info["ini"]
+            reachable = ini.read_text()
+            live = f"port={make_url(pg_url).port or 5432}"
+            ini.write_text(reachable.replace(live, f"port={_free_port()}", 1))  # nothing listens there
+            info["proc"].send_signal(signal.SIGHUP)
+            time.sleep(1.0)
+            with pytest.raises(Unavailable) as refused:
+                board.create("while the server is out of reach")
+            assert refused.value.retry_after is not None, refused.value.message
+            assert refused.value.message.startswith("cannot open the database: the connection pooler"), \
+                refused.value.message
+            ini.write_text(reachable)
+            info["proc"].send_signal(signal.SIGHUP)
+            wait_for(lambda: _writes(board), 60, "a write through the pooler once the server is back in reach")
+            titles = {t["title"] for t in board.list(limit=100)}
+            assert "before" in titles and "while the server is out of reach" not in titles
+        finally:
+            ab.close()
+
+
+def _writes(board: Any) -> bool:
+    from agentboard.domain.errors import Unavailable
+
+    try:
+        board.create("after")
+        return True
+    except Unavailable:
+        return False

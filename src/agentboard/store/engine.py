@@ -819,12 +819,21 @@ def _unique_violation(exc: BaseException) -> bool:
     return type(exc).__module__.startswith("psycopg") and getattr(exc, "sqlstate", None) == "23505"
 
 
+#: what a connection pooler (PgBouncer) answers, as a protocol violation, when it has no server
+#: session to give a transaction: nothing of it ran, so it is tried again like a refused connection
+POOLER_NOT_SENT = ("server login has been failing", "server_login_retry", "query_wait_timeout",
+                   "pgbouncer cannot connect to server", "no more connections allowed")
+
+
 def _raise_unavailable(exc: BaseException) -> None:
     """A PostgreSQL server that went away or a statement cut by ``statement_timeout`` becomes
     :class:`Unavailable` with a message saying so (never a driver traceback, never a hang)."""
     if not type(exc).__module__.startswith("psycopg"):
         return
     state = getattr(exc, "sqlstate", None)
+    if state == "08P01" and any(m in str(exc) for m in POOLER_NOT_SENT):
+        raise Unavailable(f"cannot open the database: the connection pooler has no server session for it "
+                          f"({one_line(exc)})", retry_after=1.0) from exc
     if state == "57014":  # query_canceled: statement_timeout
         raise Unavailable(
             "a database statement ran longer than the statement timeout (AGENTBOARD_PG_STATEMENT_TIMEOUT); "
