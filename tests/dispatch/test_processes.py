@@ -205,6 +205,26 @@ def test_dispatch_dry_run_and_log_from_the_cli(ab, board):
     assert missing.returncode == 3
 
 
+def test_log_prints_the_latest_runs_part_and_run_n_the_whole_of_attempt_n(ab, board, tmp_path):
+    tried = tmp_path / "tried"
+    ab.add_profile("w", command="sh -c " + shlex.quote(
+        f"if [ -e {tried} ]; then echo second try; "
+        "echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json; "
+        f"else touch {tried}; echo first try; exit 1; fi"))
+    t = board.create("flaky", assignee="w")
+    for _ in range(2):
+        subprocess.run(["agentboard", "dispatch", "--wait"], env=_env(ab), capture_output=True, check=True)
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}))
+
+    def log(*args):
+        return subprocess.run(["agentboard", "log", t["id"], *args], env=_env(ab), capture_output=True,
+                              text=True, check=True).stdout
+    latest, first, second = log(), log("--run", "1"), log("--run", "2")
+    assert "second try" in latest and "first try" not in latest
+    assert latest.startswith("=== run ") and latest == second
+    assert "first try" in first and "second try" not in first
+
+
 def test_demo_runs_to_the_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
     out = subprocess.run(["agentboard", "demo", "--home", str(tmp_path / "demo"), "--json"], env=env,

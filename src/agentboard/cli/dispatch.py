@@ -312,10 +312,26 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
                  f"dispatcher{note}", observed)
 
 
+def _run_part(data: bytes, run_id: int) -> bytes:
+    """The part of a task's log that run ``run_id`` wrote: from its first ``=== run N of`` line
+    to the first line of another run (the whole log when it has no such line)."""
+    import re
+
+    mine = f"=== run {run_id} of ".encode()
+    start = 0 if data.startswith(mine) else data.find(b"\n" + mine) + 1
+    if start == 0 and not data.startswith(mine):
+        return data
+    for m in re.finditer(rb"\n=== run (\d+) of ", data[start:]):
+        if int(m.group(1)) != run_id:
+            return data[start: start + m.start() + 1]
+    return data[start:]
+
+
 @click.command("log")
 @click.argument("task_id", required=False, metavar="ID")
 @click.option("--tail", "tail", type=click.IntRange(1), default=None, metavar="BYTES", help="only the last BYTES")
-@click.option("--run", "run_no", type=click.IntRange(1), default=None, metavar="N", help="the log of attempt N")
+@click.option("--run", "run_no", type=click.IntRange(1), default=None, metavar="N",
+              help="the log of attempt N (as `agentboard runs` and the drawer number them; a run id works too)")
 @task_board_option
 @handle_errors
 def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str | None) -> None:
@@ -348,12 +364,8 @@ def log_(task_id: str | None, tail: int | None, run_no: int | None, board: str |
     if not path.exists():
         raise NotFound(f"no worker log for {task_id} yet (expected at {path})")
     data = path.read_bytes()
-    if run_no is not None and chosen:
-        marker = f"=== run {chosen[-1]['id']} of ".encode()
-        start = data.find(marker)
-        if start >= 0:
-            nxt = data.find(b"\n=== run ", start + 1)
-            data = data[start: nxt + 1 if nxt >= 0 else len(data)]
+    if chosen:  # the chosen run's part of the task's log (its repair and reminder parts included)
+        data = _run_part(data, int(chosen[-1]["id"]))
     if tail:
         data = data[-tail:]
     if sys.stdout.isatty():  # a worker's bytes never act on the reader's terminal (title, clipboard, screen)

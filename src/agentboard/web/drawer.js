@@ -520,7 +520,9 @@ function runsBlock() {
     const cls = open ? "running" : OUTCOME_CLASS[r.outcome] || "muted";
     const cost = r.cost_usd ? `$${Number(r.cost_usd).toFixed(3)}` : "";
     return h(`li.run.run-${cls}`, { title: r.error || r.summary || "" },
-      h("span.run-attempt", `#${r.attempt ?? r.id}`),
+      // attempt N of this task (`agentboard log --run N`); the run's id, which its log's header
+      // and `agentboard runs` print, on hover
+      h("span.run-attempt", { title: `run ${r.id}` }, r.attempt ? `attempt ${r.attempt}` : `run ${r.id}`),
       h("span.run-outcome", open ? "running" : r.outcome || r.status || ""),
       r.metadata && r.metadata.degraded ? h("span.pill.pill-fail.pill-degraded", {
         title: `result never validated: ${(r.metadata.errors || []).join("; ")}`,
