@@ -465,6 +465,12 @@ class _Pass:
         now = time.time()
         target = b.get("default_workdir")
         busy: dict[str, tuple[str, int | None]] = {}
+        if not self.dry_run:
+            # a worker of ours still alive holds its folder even once its run closed (it reported
+            # and has a grace to exit, or a person closed the run): its .board/ is not another's yet
+            for w in self.ctx.workers.all():
+                if not w.exited:
+                    busy.setdefault(os.path.normpath(str(w.workspace)), (w.task_id, w.run_id))
         #: assignees left out of the next pages: their profile is full, missing or disabled
         skip: set[str] = set()
         after: Row | None = None

@@ -141,8 +141,10 @@ class Reaper:
                     exits.append(FoundExit(rid, w))
                 continue
             first = ctx.workers.orphan_since(rid, now)
-            outcome = (kd.last_runs(ctx.db, [rid]).get(rid) or {}).get("outcome")
-            if outcome in ("completed", "review_requested", "blocked") and now - first < REPORTED_GRACE:
+            run = kd.last_runs(ctx.db, [rid]).get(rid) or {}
+            reported = run.get("outcome") in ("completed", "review_requested", "blocked") and \
+                '"closed_by_hand"' not in str(run.get("metadata") or "")  # a person's close stops it at once
+            if reported and now - first < REPORTED_GRACE:
                 # it reported; give it time to exit, its log kept within the cap meanwhile
                 due = earliest(due, first + REPORTED_GRACE, self._cap_orphan_log(w, now))
                 continue

@@ -398,8 +398,8 @@ def last_runs(db: Database, run_ids: list[int]) -> dict[int, Row]:
     def _r(tx: Tx) -> dict[int, Row]:
         params: dict[str, Any] = {}
         rows = tx.all(
-            "SELECT id, task_id, board, status, outcome, worker_pid, worker_host, started_at, ended_at, error "
-            "FROM task_runs WHERE id IN " + in_list("r", ids, params),
+            "SELECT id, task_id, board, status, outcome, worker_pid, worker_host, started_at, ended_at, error, "
+            "metadata FROM task_runs WHERE id IN " + in_list("r", ids, params),
             params,
         )
         return {int(r["id"]): r for r in rows}

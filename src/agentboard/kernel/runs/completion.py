@@ -337,6 +337,8 @@ def complete_in(
     metadata = report.metadata
     if cur == states.RUNNING:  # children the run says it created must exist and be its own
         metadata = check_created_in(tx, board, task_id, task["current_run_id"], metadata, actor=actor)
+        if run_id is None:  # a person's close: its worker is stopped at once (``tasks.moves.BY_HAND``)
+            metadata = {**(metadata or {}), "closed_by_hand": True}
     up = usage_params(report.usage)
     outcome = "review_requested" if target == states.REVIEW else "completed"
     if cur == states.RUNNING:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...domain import model, states
 from ...domain.errors import Conflict, InvalidInput, InvalidTransition, NotFound
-from ...store.engine import Database, Row, Tx
+from ...store.engine import Database, Row, Tx, dump_json
 from .. import budgets, hooks
 from ..common import (
     default_assignee,
@@ -56,15 +56,22 @@ def release(db: Database, board: str, task_id: str, *, actor: str | None = None)
     return db.write(_release, board, task_id, actor)
 
 
-def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str | None = None, error: str | None = None) -> int | None:
+#: a run's metadata when a person (no run token) closed it while its worker ran: the dispatcher
+#: stops that worker at once instead of giving it the grace of a worker that reported
+BY_HAND = {"closed_by_hand": True}
+
+
+def _close_open_run(tx: Tx, task: Row, outcome: str, now: float, *, summary: str | None = None,
+                    error: str | None = None, by_hand: bool = False) -> int | None:
     run_id = task.get("current_run_id")
     if run_id is None:
         return None
     closed = tx.one(
         "UPDATE task_runs SET status = 'closed', outcome = :o, ended_at = :now, "
-        "summary = COALESCE(:s, summary), error = COALESCE(:e, error) WHERE id = :r AND status = 'open'"
-        + budgets.CLOSED_RUN,
-        {"o": outcome, "now": now, "s": summary, "e": error, "r": run_id},
+        "summary = COALESCE(:s, summary), error = COALESCE(:e, error), metadata = COALESCE(:m, metadata) "
+        "WHERE id = :r AND status = 'open'" + budgets.CLOSED_RUN,
+        {"o": outcome, "now": now, "s": summary, "e": error, "m": dump_json(BY_HAND) if by_hand else None,
+         "r": run_id},
     )
     budgets.account_run_in(tx, closed, task=task)
     return int(run_id)
@@ -100,7 +107,7 @@ def _block(tx: Tx, board: str, task_id: str, reason: str, kind: str, run_id: int
     if task["status"] == states.RUNNING:
         # a run stopped by a rate limit keeps that as its outcome; the run keeps the whole text
         closed = _close_open_run(tx, task, "rate_limited" if kind == "rate_limited" else "blocked", now,
-                                 summary=reason)
+                                 summary=reason, by_hand=run_id is None)
     full, reason = reason, model.reason_line(reason) or reason  # the task's reason is one line
     tx.execute(
         f"UPDATE tasks SET status = 'blocked', block_kind = :k, block_reason = :r, block_on = NULL, {_CLEAR_CLAIM}, "
