@@ -88,17 +88,49 @@ def _or_the_file() -> Iterator[None]:
                                  "(applied when this worker exits)") from None
 
 
+#: what :meth:`WorkerClient.complete` and ``block`` answer for a report kept in the workspace's
+#: ``.board/result.json`` because the board could not take it (its ``status``)
+KEPT = "kept"
+
+
+def keep_report(workspace: Path | None, report: dict[str, Any]) -> Path | None:
+    """Write the worker's report as its workspace's ``.board/result.json`` (the file the
+    dispatcher applies when the worker exits), unless the workspace has none to hold it or the
+    worker wrote one itself; the file, or None."""
+    if workspace is None:
+        return None
+    board = Path(workspace) / ".board"
+    target = board / "result.json"
+    if not board.is_dir() or board.is_symlink() or os.path.lexists(target):
+        return None
+    import json
+
+    tmp = board / f".result.json.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(report, fh)
+        os.rename(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return None
+    return target
+
+
 class WorkerClient:
     """Calls of the board's API with one token (a worker's run token)."""
 
     def __init__(self, url: str, token: str, *, run_id: int | None = None, task_id: str | None = None,
                  timeout: float = TIMEOUT, retry_for: float = RETRY_FOR,
-                 on_retry: Callable[[str], None] | None = None) -> None:
+                 on_retry: Callable[[str], None] | None = None, workspace: Path | None = None) -> None:
         import httpx
 
         self.url = url.rstrip("/")
         self.run_id = run_id
         self.task_id = task_id
+        #: the worker's workspace: a report of its own run the board cannot take is kept there
+        self.workspace = workspace
         self.retry_for = retry_for
         #: called once per call that has to wait, with why (the CLI says so on stderr)
         self.on_retry = on_retry
@@ -114,7 +146,7 @@ class WorkerClient:
             raise errors.Unavailable(
                 f"this worker has no API to report to ({URL_VAR} and {TOKEN_VAR} are not set): the "
                 "dispatcher that started it serves none; report by writing .board/result.json")
-        return cls(url, token, run_id=me.run_id, task_id=me.task)
+        return cls(url, token, run_id=me.run_id, task_id=me.task, workspace=me.workspace)
 
     def close(self) -> None:
         self._http.close()
@@ -204,19 +236,46 @@ class WorkerClient:
                  metadata: dict[str, Any] | None = None, result: str | None = None,
                  usage: dict[str, Any] | None = None, review: bool = False,
                  board: str | None = None) -> dict[str, Any]:
-        with _or_the_file():
+        file = {"success": True, "summary": (summary or "").strip() or "completed (the report could not reach the board)",
+                **({"notes": f"result: {result}"} if result else {}), **({"usage": usage} if usage else {})}
+        with self._or_kept(task_id, run_id, file):
             return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
                              json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,
                                    "run_id": run_id, "review": review})
+        return self._kept(task_id)
 
     def block(self, task_id: str, reason: str, *, kind: str | None = None, run_id: int | None = None,
               board: str | None = None, on: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"reason": reason, "kind": kind, "run_id": run_id}
         if on:
             body["on"] = on
-        with _or_the_file():
+        file = {"success": False, "summary": reason}
+        with self._or_kept(task_id, run_id, None if on or kind not in (None, "needs_input") else file):
             return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
                              json=body)
+        return self._kept(task_id)
+
+    @contextlib.contextmanager
+    def _or_kept(self, task_id: str, run_id: int | None, file: dict[str, Any] | None) -> Iterator[None]:
+        """A report of this worker's own run that the board still cannot take after
+        :data:`RETRY_FOR` is kept as ``.board/result.json`` (``file``), which the dispatcher
+        applies when the worker exits: the block then ends without an error (the caller
+        answers :meth:`_kept`); else it says where the report can go."""
+        try:
+            with _or_the_file():
+                yield
+        except errors.Unavailable as exc:
+            own = task_id == self.task_id and run_id is not None and run_id == self.run_id
+            kept = keep_report(self.workspace, file) if own and file is not None else None
+            if kept is None:
+                raise
+            self._why_kept = exc.message.split("; the report can also")[0]
+
+    def _kept(self, task_id: str) -> dict[str, Any]:
+        why = getattr(self, "_why_kept", "")
+        return {"id": task_id, "status": KEPT, "report": ".board/result.json",
+                "note": f"the board could not take the report ({why}); it is kept in .board/result.json, which "
+                        "the dispatcher applies when this worker exits: stop now"}
 
     def request_review(self, task_id: str, *, summary: str | None = None, run_id: int | None = None,
                        review: bool = True) -> dict[str, Any]:

@@ -72,3 +72,33 @@ def test_a_person_blocking_or_completing_a_running_task_stops_its_worker_at_once
         wait_for(lambda pid=pid: not pid_alive(pid), timeout=REPORTED_GRACE - 10, what=f"the worker stopped after {verb}")
         wait_for(lambda journal=journal: journal.stat().st_mtime < time.time() - 1, what="the journal quiet")
         assert float(journal.read_text().split()[-1]) < closed + REPORTED_GRACE - 10
+
+
+def test_a_report_the_board_cannot_take_is_kept_in_the_workspace_and_applied_by_the_next_dispatcher(
+        ab, board, tmp_path):
+    """The dispatcher stopped (its workers' API with it) as a worker reports, and starts again
+    only after the report's 30 s of trying: the report is kept as .board/result.json, the worker
+    stops, and the next dispatcher completes the task with it: one run, not a crash counted."""
+    from agentboard.remote import RETRY_FOR
+
+    from .test_processes import _start_dispatcher, _stop
+
+    said = tmp_path / "said"
+    ab.add_profile("late", command="sh -c " + shlex.quote(
+        f"sleep 2; agentboard complete --summary 'done, late' > {said} 2>&1; echo exit $? >> {said}"))
+    t = board.create("report late", assignee="late")
+    first = _start_dispatcher(ab, tmp_path, "first")
+    wait_for(lambda: board.runs(t["id"]) and board.runs(t["id"])[0]["worker_pid"], timeout=60, what="the worker")
+    _stop(first)  # SIGTERM: its workers go on, its API is gone
+    wait_for(lambda: "\nexit " in (said.read_text() if said.exists() else ""), timeout=RETRY_FOR + 30,
+             what="the worker's report to give up on the board")
+    out = said.read_text()
+    assert "exit 0" in out and "kept in" in out and "result.json" in out, out
+    second = _start_dispatcher(ab, tmp_path, "second")
+    try:
+        wait_for(lambda: board.show(t["id"])["status"] == "done", timeout=60, what="the task done")
+    finally:
+        _stop(second)
+    runs = board.runs(t["id"])
+    assert [(r["outcome"], r["summary"]) for r in runs] == [("completed", "done, late")], runs
+    assert board.show(t["id"])["consecutive_failures"] == 0

@@ -104,6 +104,8 @@ def _describe_done(task: dict[str, Any]) -> str:
                 "merges it into its base branch; the task is done once that succeeded)")
     if task.get("pending") == "spawn":
         return f"{task['id']}: received; applied when this worker exits"
+    if task.get("status") == "kept":  # the board could not take it (remote.KEPT)
+        return f"{task['id']}: {task.get('note')}"
     line = f"{task['id']}: {status(task['status'])}"
     promoted = task.get("promoted") or []
     if promoted:
@@ -193,7 +195,8 @@ def block(args: tuple[str, ...], kind: str | None, more_ids: tuple[str, ...], on
         common.run_each(lambda tid: api.block(tid, reason, run_id=common.worker_run_id(tid), board=board, on=on,
                                               kind=kind or ("dependency" if on else
                                                             "needs_input" if common.own_task(tid) else "manual")),
-                        ids, as_json=as_json, describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")
+                        ids, as_json=as_json, describe=lambda t: f"{t['id']}: {t.get('note')}" if t.get("status") == "kept"
+                        else f"{t['id']}: blocked ({t.get('block_kind')})")
         return
     common.run_bulk(_block_one, board, ids, reason, as_json=as_json, kind=kind, actor=common.actor(), on=on,
                     describe=lambda t: f"{t['id']}: blocked ({t.get('block_kind')})")
