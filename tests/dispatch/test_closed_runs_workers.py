@@ -102,3 +102,19 @@ def test_a_report_the_board_cannot_take_is_kept_in_the_workspace_and_applied_by_
     runs = board.runs(t["id"])
     assert [(r["outcome"], r["summary"]) for r in runs] == [("completed", "done, late")], runs
     assert board.show(t["id"])["consecutive_failures"] == 0
+
+
+def test_a_worker_that_hangs_every_time_is_given_up_on_after_three_hung_runs(ab, board, dispatcher):
+    from agentboard.dispatch.reaping import STALE_LIMIT
+
+    ab.add_profile("hangs", command="sleep 100000")
+    t = board.create("hangs forever", assignee="hangs")
+    dispatcher(dispatch_interval=0.3, stale_timeout=1.0, stale_heartbeat=0.5)
+    wait_for(lambda: board.show(t["id"])["status"] == "blocked", timeout=90, what="the task given up on")
+    shown = board.show(t["id"])
+    assert shown["block_kind"] == "gave_up" and f"hung {STALE_LIMIT} times in a row" in shown["block_reason"]
+    assert f"agentboard log {t['id']}" in shown["block_reason"]
+    runs = board.runs(t["id"])
+    assert [r["outcome"] for r in runs] == ["stale"] * STALE_LIMIT, runs
+    assert shown["consecutive_failures"] == 0  # a hang is still not a counted failure
+    assert not any(pid_alive(r["worker_pid"]) for r in runs if r["worker_pid"])

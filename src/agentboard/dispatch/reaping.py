@@ -60,6 +60,10 @@ EXIT_BATCH_MIN = 4
 EXIT_RATE_LIMITED = 75
 #: seconds a worker that reported is given to exit on its own before it is stopped
 REPORTED_GRACE = 30
+#: hung runs (``stale``) of one task in a row after which it is blocked ``gave_up``
+STALE_LIMIT = 3
+#: how the error of a run stopped for hanging begins
+HUNG = "running for"
 #: seconds what an exited worker left running in its process group gets between SIGTERM and SIGKILL
 EXIT_GROUP_GRACE = 2.0
 #: an agent CLI's tool calls count as a heartbeat at most this often (seconds)
@@ -383,7 +387,7 @@ class Reaper:
             last_hb = now  # its tool calls since the last look are its heartbeat
         if now - started > stale_after and now - last_hb > quiet:
             ctx.jobs.submit(rid, self._stop_then_fail, r, w, "stale",
-                            f"running for {_span(now - started)} with no heartbeat in the last "
+                            f"{HUNG} {_span(now - started)} with no heartbeat in the last "
                             f"{_span(quiet)}; stopped and returned to the queue", False)
             return Check(Seen.STALE, earliest(deadline, runtime_end))
         renew = self._renew_claim(r, now)
@@ -519,8 +523,27 @@ class Reaper:
             w.poll()
             self.ctx.workers.forget(w.run_id)
             stopped_usage(self.ctx.db, w)
-        self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
+        closed = self.fail(r, outcome, error, exit_code=w.exit_code if w else None, count=count)
         metrics.runs_closed(self.ctx.db, [r["current_run_id"]])
+        if outcome == "stale" and closed is not None:
+            self._hung_too_often(r)
+
+    def _hung_too_often(self, r: Row) -> None:
+        """A task whose worker hung (``stale``: not counted as a failure) :data:`STALE_LIMIT`
+        times in a row is blocked ``gave_up`` rather than started again without end."""
+        from ..kernel import queries
+
+        last = [x for x in queries.runs(self.ctx.db, r["board"], r["id"]) if not x.get("synthetic")][-STALE_LIMIT:]
+        if len(last) < STALE_LIMIT or any(x.get("outcome") != "stale" or not str(x.get("error") or "").startswith(
+                HUNG) for x in last):
+            return
+        try:
+            ktasks.block(self.ctx.db, r["board"], r["id"],
+                         f"gave up: its worker hung {STALE_LIMIT} times in a row (each {last[-1].get('error')}); "
+                         f"read its log (`agentboard log {r['id']}`), then unblock the task", kind="gave_up",
+                         actor="dispatcher")
+        except AgentboardError as exc:  # claimed again meanwhile, or moved by a person: theirs
+            log.info("could not block %s after %d hung runs: %s", r["id"], STALE_LIMIT, exc)
 
     def _waiting(self, w: spawn.Worker) -> adapters.Waiting | None:
         """What an agent CLI worker's new output shows it waiting for (a network it cannot
