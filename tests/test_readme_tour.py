@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gitflow.conftest import make_project
 
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"^```shell\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -28,13 +27,18 @@ WRITE_SH = ("grep -q 'a + b' calc.py || { agentboard block 'the fix is not on my
 
 
 def _project(path: Path) -> Path:
-    repo = make_project(path)
-    (repo / "agents").mkdir()
-    (repo / "agents" / "fix.sh").write_text(FIX_SH)
-    (repo / "agents" / "write.sh").write_text(WRITE_SH)
-    subprocess.run(["git", "-C", str(repo), "add", "agents"], check=True)
-    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "script agents"], check=True)
-    return repo
+    """The tour's project as ``scripts/tour-project`` makes it (the README tells a reader to run
+    it), its .venv made from this Python (which has pytest) rather than installing pytest."""
+    out = subprocess.run([str(ROOT / "scripts" / "tour-project"), str(path)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": sys.executable}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert (path / "agents" / "fix.sh").read_text() == FIX_SH and (path / "agents" / "write.sh").read_text() == WRITE_SH
+    failing = subprocess.run([str(path / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                             cwd=path, capture_output=True, text=True, timeout=300)
+    assert failing.returncode == 1 and "1 failed" in failing.stdout, failing.stdout  # the bug the tour fixes
+    again = subprocess.run([str(ROOT / "scripts" / "tour-project"), str(path)], capture_output=True, text=True)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    return path
 
 
 def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
