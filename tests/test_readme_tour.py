@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 _BLOCK = re.compile(r"^```shell\n(.*?)^```", re.DOTALL | re.MULTILINE)
 PLACEHOLDERS = ("t_1a2b3c4d", "t_5e6f7a8b", "t_9c0d1e2f")

@@ -244,6 +244,8 @@ def expected(name: str, kind: Any) -> str:
 
     if name in GLOBAL_EXPECTED:
         return GLOBAL_EXPECTED[name]
+    if name in URL_SETTINGS:
+        return URL_SETTINGS[name][1]
     if name in SETTINGS_EXPECTED:
         return SETTINGS_EXPECTED[name]
     text_kind = str(kind)
@@ -292,6 +294,48 @@ RANGES: dict[str, tuple[float, float]] = {
 #: text settings with a fixed set of values
 CHOICES: dict[str, tuple[str, ...]] = {"log_format": ("text", "json", "auto")}
 
+#: the URL schemes of a PostgreSQL database agentboard opens (psycopg 3 is its driver)
+PG_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+PG_URL_EXPECTED = "postgresql://USER@HOST[:PORT]/NAME (or postgresql+psycopg://…; PORT a number from 1 to 65535)"
+DATABASE_URL_EXPECTED = PG_URL_EXPECTED + " or sqlite:///PATH"
+#: the database URL settings: whether a SQLite URL is one, and what the URL must be
+URL_SETTINGS: dict[str, tuple[bool, str]] = {
+    "database_url": (True, DATABASE_URL_EXPECTED),
+    "pg_listen_url": (False, PG_URL_EXPECTED),
+}
+
+
+def database_url_ok(url: str, *, sqlite: bool = True, sqlite_path: bool = True) -> bool:
+    """Whether ``url`` is a database URL agentboard opens: PostgreSQL (:data:`PG_SCHEMES`; a
+    port, when given, a number from 1 to 65535) or, with ``sqlite``, ``sqlite:///PATH``
+    (``sqlite_path=False``: any ``sqlite://`` URL, an in-memory one too). Read without SQLAlchemy:
+    every command checks its settings."""
+    from urllib.parse import urlsplit
+
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return False
+    if scheme == "sqlite":
+        path = rest.split("?", 1)[0]
+        return sqlite and (not sqlite_path or (path.startswith("/") and path[1:] not in ("", ":memory:")))
+    if scheme not in PG_SCHEMES:
+        return False
+    try:
+        port = urlsplit(url).port
+    except ValueError:  # not a number, or out of range
+        return False
+    return port is None or port >= 1
+
+
+#: user:password@ of a URL whose password holds what ends the host part (``/``, ``?``, ``#``)
+_URL_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):.*@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: :func:`redact`, and the password of a URL too malformed
+    for it (a ``/`` in the password) masked all the same."""
+    return _URL_USERINFO.sub(lambda m: m.group("head") + ":" + _MASK + "@", redact(url) or url)
+
 
 def _number(value: float) -> str:
     return f"{int(value):,}".replace(",", "") if float(value).is_integer() else str(value)
@@ -325,8 +369,11 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
             if str(raw).strip().lower() not in CHOICES[name]:
                 raise ValueError(raw)
             return str(raw).strip().lower()
+        if name in URL_SETTINGS and raw != "" and not database_url_ok(str(raw), sqlite=URL_SETTINGS[name][0]):
+            raise ValueError(raw)
     except (ValueError, OverflowError):
-        raise InvalidInput(f"invalid setting {name}={raw!r}: must be {expected(name, kind)}{where}") from None
+        shown_raw = shown_url(raw) if name in URL_SETTINGS and isinstance(raw, str) else raw
+        raise InvalidInput(f"invalid setting {name}={shown_raw!r}: must be {expected(name, kind)}{where}") from None
     return raw
 
 

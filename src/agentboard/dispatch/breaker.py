@@ -48,11 +48,30 @@ def systemic_groups(failures: list[tuple[T, str]],
     return systemic, single
 
 
-_AUTH = re.compile(
-    r"\b(401|403|429)\b|unauthori[sz]ed|forbidden|authentication|invalid api key|api key|quota|"
-    r"rate.?limit|usage limit|billing|credit balance|too many requests",
-    re.I,
+#: an HTTP status of an API that refused the agent (401, 403, 429), as the agent CLIs and the
+#: API clients print it: ``HTTP 401``, ``HTTP/1.1 403``, ``HTTP Error 429``, ``status code 403``,
+#: ``unexpected status 401``, ``Error code: 429``, ``API Error: 401``, ``"statusCode":401``,
+#: ``"code":429`` — never a bare number (``line 403`` of a traceback, a port, a count)
+_HTTP_STATUS = (r"(?:\bhttps?(?:/[\d.]+)?(?:[ _]error)?|\bstatus(?:[ _]?code)?|\berror[ _]code|\bapi[ _]error|"
+                r"\bresponse[ _]code|[\"']code)[\"']?\s*:?\s*[\"'(]?(?:401|403|429)\b")
+#: what an agent CLI or an API says when it refuses for auth, quota or rate limit (Claude Code,
+#: Codex, Gemini CLI, opencode and the OpenAI / Anthropic / Gemini APIs: ``agentcli`` classifies
+#: the same runs; this guard catches them in any worker's last output). Each is a phrase the
+#: service prints, matched as words of text: never inside an identifier or a path
+#: (``tests/test_authentication.py``, ``test_quota.py``), nor a disk quota
+_AUTH_WORDS = (
+    r"unauthori[sz]ed|unauthenticated|forbidden|permission_denied|too many requests|not logged in|"
+    r"please run /login|oauth token has expired|"
+    r"(?:invalid|incorrect|missing|no|bad|expired|revoked)[ _-]+(?:x-)?api[ _-]?key|api[ _-]?key (?:is )?"
+    r"(?:invalid|not valid|expired|missing|required|not set)|api_key_invalid|"
+    r"authentication[ _-]?(?:failed|failure|error|required)|(?:invalid|failed)[ _]authentication|"
+    r"(?:provider)?autherror|rate[ _-]?limit(?:ed|s|ing|error|_error|_exceeded)?|usage limit|"
+    r"insufficient[ _]quota|exceeded your (?:current )?quota|(?<!disk )quota (?:exceeded|exhausted|reached|"
+    r"will reset)|(?:terminal)?quota_?error|exhausted your (?:capacity|quota)|resource[ _]exhausted|"
+    r"billing[ _](?:hard[ _])?limit(?:[ _]reached)?|billing[ _]not[ _]active|plan and billing details|"
+    r"credit balance (?:is )?too low"
 )
+_AUTH = re.compile(_HTTP_STATUS + r"|(?<![\w/])(?:" + _AUTH_WORDS + r")(?![\w/]|\.\w)", re.I)
 _PR = re.compile(r"https?://\S+/pull/\d+|https?://\S+/merge_requests/\d+|\bPR #\d+|\bpull request #?\d+", re.I)
 _AGENT_ACTORS = {None, "", "dispatcher", "worker", "supervisor", "agent", "system"}
 
@@ -75,7 +94,8 @@ def guard(task: dict[str, Any], *, profiles: set[str],
         return None
     if int(task.get("consecutive_failures") or 0) > 0 and auth_like(task.get("last_failure_error")):
         return ("the last failure looks like an auth, quota or rate-limit error "
-                f"({(task.get('last_failure_error') or '')[:200]}); fix it, then reclaim or unblock the task")
+                f"({(task.get('last_failure_error') or '')[:200]}); fix it, then `agentboard unguard {task['id']}` "
+                "lets the dispatcher start it again")
     last_comment = task.get("last_comment_at")
     if task.get("last_outcome") in ("completed", "approved") and reopened is not None:
         ev = reopened(task["id"])
@@ -89,5 +109,6 @@ def guard(task: dict[str, Any], *, profiles: set[str],
     if last_comment is not None and now - float(last_comment) < 86400 and comments is not None:
         for c in comments(task["id"], now - 86400):
             if _PR.search(c.get("body") or ""):
-                return "a recent comment mentions an open pull request; review or close it, then reclaim the task"
+                return ("a recent comment mentions an open pull request; review or close it, then "
+                        f"`agentboard unguard {task['id']}` lets the dispatcher start it again")
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
@@ -150,22 +151,46 @@ def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str])
     return {m["host"]: float(m["at"]) for m in marks if m["host"] in hosts and now - float(m["at"]) > window}
 
 
+#: what a refused sign-in says (libpq and the server): a wrong password, a role that does not
+#: exist, no password given, the server's access rules (``pg_hba.conf``)
+_SIGN_IN = re.compile(
+    r"password authentication failed|authentication failed|role \"[^\"]*\" does not exist|"
+    r"no password supplied|password is required|no pg_hba\.conf entry|permission denied for database", re.I)
+_NO_DATABASE = re.compile(r"database \"[^\"]*\" does not exist", re.I)
+_NO_SERVER = re.compile(
+    r"refused|could not connect|timeout expired|timed out|could not translate host name|no such host|"
+    r"name or service not known|failed to resolve host|no route to host|network is unreachable|"
+    r"is the server running|server closed the connection", re.I)
+#: a database a newer agentboard migrated (``store.migrate``): it answers, this version cannot use it
+_NEWER_SCHEMA = re.compile(r"newer than this agentboard knows", re.I)
+UPGRADE_FIX = "upgrade agentboard on this host (docs/deploy.md, Upgrades)"
+
+
 def unreachable(why: str) -> Finding:
-    """The finding of a database that does not answer (``why``: the driver's words), with the
-    fix its cause calls for."""
-    low = why.lower()
-    if "does not exist" in low:
+    """The finding of a database that cannot be used (``why``: the driver's words, or the
+    schema check's), with the fix its cause calls for.
+
+    The causes are told apart by what the server said, the most specific first: libpq's message
+    always begins ``connection failed: connection to server at … failed``, whatever the cause,
+    and ``does not exist`` ends a missing role's message as well as a missing database's."""
+    text = " ".join(why.split())
+    if _NEWER_SCHEMA.search(text):  # what every other verb says too
+        return Finding("database_newer_schema", None, text.removeprefix("cannot open the database: "), UPGRADE_FIX,
+                       severity="error")
+    said = "the database does not answer"
+    if _SIGN_IN.search(text):
+        said = "the database refuses the connection"
+        fix = ("check the user and password in database_url / AGENTBOARD_DATABASE_URL (the role must exist on "
+               "the server) and the server's access rules (pg_hba.conf)")
+    elif _NO_DATABASE.search(text):
+        said = "the database does not exist"
         fix = ("create the database (`createdb NAME` on the server) and run `agentboard init`, or point "
                "database_url / AGENTBOARD_DATABASE_URL at the right one")
-    elif any(w in low for w in ("refused", "could not connect", "connection failed", "timeout", "timed out",
-                                "no such host", "name or service")):
+    elif _NO_SERVER.search(text):
         fix = "start the database server, or check the host and port in database_url / AGENTBOARD_DATABASE_URL"
-    elif "password" in low or "authentication" in low or "permission denied" in low:
-        fix = "check the user and password in database_url / AGENTBOARD_DATABASE_URL and the server's access rules"
     else:
         fix = "check database_url / AGENTBOARD_DATABASE_URL and the database server"
-    return Finding("database_unreachable", None, f"the database does not answer: {' '.join(why.split())}", fix,
-                   severity="error")
+    return Finding("database_unreachable", None, f"{said}: {text}", fix, severity="error")
 
 
 def unreachable_found(why: str) -> list[Row]:

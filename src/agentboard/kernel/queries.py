@@ -14,6 +14,7 @@ from typing import Any, cast
 from ..domain import states
 from ..domain.errors import AgentboardError, InvalidInput, NotFound
 from ..store.engine import CLAIMABLE, Database, Row, Tx, in_list, pg_event_horizon
+from . import card_lines
 from .attempts import race_cards
 from .common import (
     default_assignee,
@@ -197,10 +198,8 @@ def board_view(
             ids.extend(c["id"] for c in cards)
             columns.append({"status": s, "count": counts[s], "tasks": cards})
         extras = _card_extras(tx, ids, {c["id"]: c for col in columns for c in col["tasks"]})
-        running = {c["current_run_id"]: c for col in columns for c in col["tasks"] if c["status"] == states.RUNNING and c["current_run_id"]}
-        for r in tx.all(f"SELECT id, started_at FROM task_runs WHERE id IN {in_list('run', list(running), params)}", params) if running else ():
-            running[r["id"]]["run_started_at"] = r["started_at"]  # a running card's clock: its current run's start, by its key
-        _summary_lines(tx, [c for col in columns for c in col["tasks"] if c["status"] == states.DONE and not c.get("result")])
+        card_lines.run_starts(tx, [c for col in columns for c in col["tasks"]])
+        card_lines.summary_lines(tx, [c for col in columns for c in col["tasks"]])
         races = [c["id"] for col in columns for c in col["tasks"] if c.get("race_until")]
         for tid, race in race_cards(tx, races).items():
             extras.setdefault(tid, {})["race"] = race
@@ -231,29 +230,6 @@ _CARD_EXTRAS_PG = (
     " WHERE l.parent_id = x.id AND c.status = 'done') AS children_done "
     "FROM unnest(CAST(:ids AS text[])) AS x(id)"
 )
-
-
-#: the most of a summary's first line a done card shows
-SUMMARY_LINE_MAX = 200
-
-
-def _summary_lines(tx: Tx, cards: list[Row]) -> None:
-    """Give each done card without a one-line result the first line of its last run's summary
-    (``summary_line``): what the worker said it did, which the card shows instead."""
-    if not cards:
-        return
-    by_id = {c["id"]: c for c in cards}
-    ids = list(by_id)
-    last: dict[str, str] = {}
-    for start in range(0, len(ids), 400):
-        params: dict[str, Any] = {}
-        for r in tx.all(f"SELECT task_id, summary FROM task_runs WHERE task_id IN {in_list('t', ids[start:start + 400], params)} "
-                        "AND summary IS NOT NULL AND summary <> '' ORDER BY id", params):
-            last[r["task_id"]] = r["summary"]
-    for tid, summary in last.items():
-        line = next((ln.strip() for ln in summary.splitlines() if ln.strip()), "")
-        if line:
-            by_id[tid]["summary_line"] = line[:SUMMARY_LINE_MAX]
 
 
 def _card_extras(tx: Tx, ids: list[str], card_rows: dict[str, Row]) -> dict[str, Row]:

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..config import Settings, default_home
+from ..config import DATABASE_URL_EXPECTED, Settings, database_url_ok, default_home, shown_url
 from ..domain.errors import AgentboardError, InvalidInput, Unavailable, one_line
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when an engine is needed: a worker verb on SQLite
@@ -291,6 +291,8 @@ class Database:
     """
 
     def __init__(self, url: str, *, settings: Settings | None = None) -> None:
+        if not database_url_ok(url, sqlite_path=False):  # never another database read as a SQLite path
+            raise InvalidInput(f"invalid database URL {shown_url(url)!r}: must be {DATABASE_URL_EXPECTED}")
         self.url = url
         self.settings: Settings = settings if settings is not None else Settings(home=_home_for(url))
         self.dialect = "postgresql" if url.startswith(("postgresql", "postgres")) else "sqlite"
