@@ -154,12 +154,16 @@ def test_a_missing_or_dirty_target_directory_is_found_and_its_fix_clears_it(seed
     subprocess.run(git + ["add", "README"], check=True)
     subprocess.run(git + ["commit", "-qm", "first"], check=True)
     assert cli("boards", "create", "proj", "--workdir", str(repo)).code == 0, "board with a target directory"
+    # an untracked file (a person's own script, say) is theirs: no finding, nothing to stash
     (repo / "stray.txt").write_text("uncommitted\n")
+    assert not _of(_findings(cli, "--board", "proj"), "target_dirty")
+    (repo / "README").write_text("edited, not committed\n")
     (f,) = _of(_findings(cli, "--board", "proj"), "target_dirty")
-    assert "stray.txt" in f["message"]
+    assert "README" in f["message"] and "stray.txt" not in f["message"]
     subprocess.run(shlex.split(f["fix"])[:1] + ["-c", "user.email=t@example.com", "-c", "user.name=t"]
                    + shlex.split(f["fix"])[1:], check=True, capture_output=True)
     assert not _of(_findings(cli, "--board", "proj"), "target_dirty")
+    assert (repo / "stray.txt").exists()  # the fix left it where it was
     gone = tmp_path / "gone"
     gone.mkdir()
     assert cli("boards", "create", "away", "--workdir", str(gone)).code == 0

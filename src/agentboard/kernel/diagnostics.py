@@ -85,12 +85,15 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _git_dirty(path: str) -> str | None:
-    """What ``git status --porcelain`` lists in a git checkout (None when clean or not git)."""
+    """The tracked files ``git status --porcelain`` lists as changed in a git checkout (None when
+    there are none, or it is not git). Untracked files are left out: integration refuses only a
+    branch that would write over one of them, and says which; a person's own scripts and notes
+    there are theirs to keep (stashing them would take away, say, the agent script a profile runs)."""
     if not os.path.lexists(Path(path) / ".git"):
         return None
     try:
-        out = gitsafe.run(path, "status", "--porcelain", "--ignore-submodules=all", check=False, timeout=20,
-                          drivers_off=True)
+        out = gitsafe.run(path, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all",
+                          check=False, timeout=20, drivers_off=True)
     except (OSError, gitsafe.GitError):
         return None
     lines = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln[3:].startswith(".board")]
@@ -454,8 +457,9 @@ def _target(b: Row) -> list[Finding]:
                         f"mkdir -p {_q(path)}", concerns="board", subject=slug)]
     dirty = _git_dirty(path)
     if dirty:
-        return [Finding("target_dirty", slug, f"board {slug!r} works in {path}, which has uncommitted changes: "
-                        f"{dirty}", f"git -C {_q(path)} stash --include-untracked", concerns="board", subject=slug)]
+        return [Finding("target_dirty", slug, f"board {slug!r} works in {path}, whose tracked files have "
+                        f"uncommitted changes (integration refuses a task's branch that changes one of them): {dirty}",
+                        f"git -C {_q(path)} stash", concerns="board", subject=slug)]
     return []
 
 
