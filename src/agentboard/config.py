@@ -37,7 +37,8 @@ WORKER_ENV_ALLOW: tuple[str, ...] = (
 
 
 #: what the board asks an LLM for; each may have its own ``[llm.<use>]`` table in config.toml
-LLM_USES: tuple[str, ...] = ("specifier", "decomposer", "reviewer", "supervisor", "describer")
+#: what the board asks an LLM for (the supervisor is an agent profile the dispatcher starts, not an LLM call)
+LLM_USES: tuple[str, ...] = ("specifier", "decomposer", "reviewer", "describer")
 #: the keys an ``[llm.<use>]`` table may set
 LLM_USE_KEYS: tuple[str, ...] = ("model", "command", "base_url", "timeout")
 
@@ -48,6 +49,8 @@ class Settings:
     database_url: str | None = None
     default_assignee: str | None = None
     failure_limit: int = 2
+    #: a task sent back by review this many times is blocked ``gave_up`` instead of going back again
+    rework_limit: int = 5
     max_parallel: int = 8
     dispatch_interval: float = 60.0
     claim_ttl: int = 900
@@ -284,7 +287,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "verify_timeout": (1, _LONG), "verify_backoff": (0, _LONG), "verify_backoff_jitter": (0, 1),
     "wiki_deadline": (0.1, _DAY), "schedule_grace": (0, _LONG), "llm_timeout": (0.1, _DAY),
     "llm_max_retries": (0, 100), "supervisor_sweep": (1, _LONG), "stuck_after": (1, _LONG),
-    "replan_after": (1, 1_000_000), "block_loop_limit": (1, 1_000_000), "block_loop_window": (1, _LONG),
+    "replan_after": (1, 1_000_000), "rework_limit": (1, 1_000_000), "block_loop_limit": (1, 1_000_000), "block_loop_window": (1, _LONG),
     "supervisor_wake_ttl": (1, _LONG), "max_request_bytes": (1024, 1 << 40),
     "pg_pool_size": (1, 10_000), "pg_max_overflow": (0, 10_000), "pg_pool_timeout": (0.1, _DAY),
     "pg_connect_timeout": (0.1, _DAY), "pg_statement_timeout": (0, _LONG), "pg_lock_timeout": (0, _LONG),
@@ -509,6 +512,10 @@ def llm_uses(table: dict[str, Any], source: Path) -> dict[str, dict[str, Any]]:
     values (``timeout`` a positive number)."""
     out: dict[str, dict[str, Any]] = {}
     for use, values in table.items():
+        if use == "supervisor":
+            raise InvalidInput(f"{source}: [llm.supervisor]: the supervisor is an agent profile, not an LLM call: "
+                               "give it its model on that profile and enable it with `agentboard supervisor enable "
+                               "PROFILE` (docs/supervisor.md); remove the table")
         if use not in LLM_USES:
             raise InvalidInput(f"{source}: unknown LLM use [llm.{use}]; use one of {', '.join(LLM_USES)}")
         if not isinstance(values, dict):

@@ -106,3 +106,34 @@ def _alive(pid: int) -> bool:
 
 
 LOOPER = Path(__file__).with_name("looper.py")
+
+
+def test_an_expected_cost_on_a_budget_other_than_a_profiles_is_refused_saying_where_it_goes(ab) -> None:
+    """The gate reads one run's expected cost from the profile's budget only: on a board budget
+    it would be shown and ignored, so it is refused there and nothing is written."""
+    import pytest
+
+    from agentboard.domain.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=r"--profile NAME"):
+        budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_cost=1.5, expected_cost=1.0))
+    assert budgets.show(ab.db, scope="board") == []
+
+
+def test_a_dry_run_says_which_ready_tasks_a_budget_would_block_and_offers_them_not(ab) -> None:
+    import json
+    import subprocess
+
+    ab.add_profile("w", command="true")
+    board = ab.board()
+    t = board.create("over budget", assignee="w")
+    budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_runs=0))
+    env = {**os.environ, "AGENTBOARD_HOME": str(ab.home)}
+    if ab.settings.database_url:
+        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+    dry = subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--dry-run", "--json"], env=env,
+                         capture_output=True, text=True, check=True)
+    rep = json.loads(dry.stdout)
+    assert rep["would_spawn"] == []
+    assert [(s["task"], s["reason"].split(":")[0]) for s in rep["skipped"]] == [(t["id"], "a budget blocks it")]
+    assert board.show(t["id"])["status"] == "ready"  # a dry run writes nothing

@@ -162,3 +162,24 @@ def test_goals(cli) -> None:
     assert cli("goals", "list", "--status", "cancelled", "--json").json()[0]["id"] == g["id"]
     assert_one_line_error(cli("goals", "cancel", g["id"]), 4, "only an active goal")
     assert [x["id"] for x in cli("goals", "list", "--board", "default", "--json").json()] == [g["id"]]
+
+
+def test_a_goal_whose_tasks_are_done_says_which_verdict_settles_it_and_a_reopened_one_forgets_the_old(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    g = cli("goals", "create", "Ship v3", "--acceptance", "users can log in", "--json").json()
+    t = task_id(cli("create", "login page", "--goal", g["id"], "--assignee", "w", "--json"))
+    cli("complete", t)
+    assert cli("goals", "show", g["id"], "--json").json()["status"] == "verifying"
+    shown = cli("goals", "show", g["id"]).out
+    assert f"waits for a verdict: agentboard supervisor verdict {g['id']} --pass" in shown
+    refused = cli("goals", "cancel", g["id"])
+    assert_one_line_error(refused, 4, "waits for a verdict")
+    assert f"agentboard supervisor verdict {g['id']}" in refused.err
+    # the verdict that cancel pointed at settles it
+    assert cli("supervisor", "verdict", g["id"], "the login page works", "--pass").code == 0
+    done = cli("goals", "show", g["id"], "--json").json()
+    assert (done["status"], done["evidence"]) == ("done", "the login page works")
+    # a task reopened: the goal is active again, and the old verdict's evidence is gone with it
+    cli("create", "2FA", "--goal", g["id"], "--assignee", "w", "--json")
+    again = cli("goals", "show", g["id"], "--json").json()
+    assert (again["status"], again["evidence"]) == ("active", None)

@@ -18,3 +18,19 @@ def test_a_misspelled_setting_in_config_toml_is_named_with_the_one_meant(cli_hom
     assert out.returncode == 0, out.stderr
     assert "unknown setting 'max_paralel' (did you mean 'max_parallel'?) is ignored" in out.stderr
     assert "failure_limit" not in out.stderr and "llm" not in out.stderr  # a known key, a table
+
+
+def test_an_llm_table_for_the_supervisor_is_refused_saying_the_supervisor_is_a_profile(cli_home: Path) -> None:
+    """Nothing asks an LLM for the supervisor (it is an agent profile the dispatcher starts), so a
+    ``[llm.supervisor]`` table, and ``llm check --use supervisor``, would be settings that do
+    nothing: both are refused in one line saying where the supervisor's model goes."""
+    env = {**os.environ, "AGENTBOARD_HOME": str(cli_home)}
+    check = subprocess.run([sys.executable, "-m", "agentboard", "llm", "check", "--use", "supervisor"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 2 and "unknown LLM use 'supervisor'" in check.stderr, check.stderr
+    (cli_home / "config.toml").write_text('[llm.supervisor]\nmodel = "m"\n')
+    out = subprocess.run([sys.executable, "-m", "agentboard", "list"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "the supervisor is an agent profile" in out.stderr and "agentboard supervisor enable" in out.stderr

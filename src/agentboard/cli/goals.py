@@ -81,6 +81,8 @@ def show(goal_id: str, board: str | None, as_json: bool) -> None:
     fields([("id", g["id"]), ("title", g["title"]), ("status", g["status"]), ("priority", g["priority"]),
             ("progress", f"{g['done']}/{g['total']} done"), ("runs", g["runs"]),
             ("cost", f"${g['cost_usd']:.4f}")])
+    if g["status"] == "verifying":  # its verify commands, the supervisor or a person decides
+        click.echo(f"waits for a verdict: {kg.verdict_hint(goal_id)}")
     if g.get("body"):
         click.echo("")
         click.echo(g["body"].rstrip())

@@ -20,7 +20,7 @@ def llm() -> None:
 
 @llm.command("check")
 @click.option("--use", "use", default="specifier", show_default=True, metavar="USE",
-              help="check the LLM of this use (specifier, decomposer, reviewer, supervisor, describer)")
+              help="check the LLM of this use (specifier, decomposer, reviewer, describer)")
 @click.option("--timeout", default=None, type=float, metavar="S", help="seconds to wait (default: llm_timeout)")
 @json_option
 @handle_errors

@@ -422,11 +422,15 @@ class _Pass:
         chosen = self._choose(b, profiles, room, spare) if room > 0 else []
         if not chosen:
             return reviews, []
-        if self.dry_run:
+        if self.dry_run:  # what the claim's budget gate would block is said, not offered
+            refused = self.ctx.db.read(lambda tx: kd.budget_refusals_in(tx, [c.task for c in chosen]))
+            for c in chosen:
+                if c.task["id"] in refused:
+                    self.report.skipped.append(Skipped(f"a budget blocks it: {refused[c.task['id']]}", c.task["id"]))
             self.report.would_spawn.extend(
                 WouldSpawn(slug, c.task["id"], c.task["title"], c.profile["name"], c.task["priority"])
-                for c in chosen)
-            return len(chosen), []
+                for c in chosen if c.task["id"] not in refused)
+            return len(chosen) - len(refused), []
         res = self.planner.spawner.spawn_batch(b, chosen, want=room)
         for c in res.claimed:
             self.load.add(slug, c.profile["name"])

@@ -18,7 +18,7 @@ COMMAND_MAX = 10_000
 DESCRIPTION_MAX = 16 * 1024
 MODEL_MAX = 200
 #: the board settings whose values are typed (the others are kept as given)
-BOARD_KEYS = ("max_parallel", "failure_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
+BOARD_KEYS = ("max_parallel", "failure_limit", "rework_limit", "default_assignee", "auto_decompose", "reviewer", "base", "integrate",
               "review_before_integrate", "env_setup")
 #: what approval does with a worktree task's branch (``dispatch/integrate.py``)
 INTEGRATE = ("none", "merge", "squash", "rebase", "pr")

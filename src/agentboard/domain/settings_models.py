@@ -37,6 +37,7 @@ class BoardSettings(BaseModel):
 
     max_parallel: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     failure_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
+    rework_limit: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     default_assignee: ProfileLike | None = None
     auto_decompose: bool | None = None
     reviewer: Annotated[str, StringConstraints(pattern=REVIEWER_RE.pattern)] | None = None

@@ -82,6 +82,7 @@ NOT_SETTINGS = {
 _EXPECTED = {
     "max_parallel": f"a whole number from 1 to {COUNT_MAX}",
     "failure_limit": f"a whole number from 1 to {COUNT_MAX}",
+    "rework_limit": f"a whole number from 1 to {COUNT_MAX}",
     "default_assignee": "a profile name (1-64 letters, digits, '.', '-' or '_')",
     "auto_decompose": "true or false",
     "reviewer": "profile:NAME, llm, heuristic or off",

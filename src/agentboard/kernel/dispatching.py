@@ -331,7 +331,7 @@ def ready_batch(db: Database, board: str, limit: int, *, after: Row | None = Non
         rows = tx.all(
             "SELECT t.id, t.board, t.title, t.assignee, t.priority, t.created_at, t.updated_at, t.completed_at, "
             "t.consecutive_failures, t.last_failure_error, t.last_outcome, t.workspace_kind, "
-            "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, t.model, "
+            "t.workspace_path, t.branch_name, t.max_runtime_seconds, t.tenant, t.purpose, t.model, t.goal_id, "
             "(SELECT MAX(c.created_at) FROM task_comments c WHERE c.task_id = t.id) AS last_comment_at, "
             "(SELECT MAX(r.id) FROM task_runs r WHERE r.task_id = t.id) AS last_run_id "
             "FROM tasks t WHERE t.board = :b AND t.status = 'ready' AND t.race_until IS NULL "
@@ -388,6 +388,22 @@ def network_failures(db: Database, task_id: str, limit: int = 50) -> int:
             count += 1
         return count
     return db.read(_r)
+
+
+def budget_refusals_in(tx: Tx, rows: list[Row]) -> dict[str, str]:
+    """Of ready tasks about to be claimed together, those the budget gate would block, with
+    why (what a dry run says; nothing is written)."""
+    if not rows or tx.scalar("SELECT 1 FROM budgets LIMIT 1") is None:
+        return {}
+    ok: list[Row] = []
+    out: dict[str, str] = {}
+    for r in rows:
+        why = budgets.gate_in(tx, r, also=ok)
+        if why is None:
+            ok.append(r)
+        else:
+            out[str(r["id"])] = why
+    return out
 
 
 def last_runs(db: Database, run_ids: list[int]) -> dict[int, Row]:

@@ -158,7 +158,8 @@ def reopen_goal(tx: Tx, goal_id: str | None) -> None:
     reopened) is active again."""
     if goal_id:
         tx.execute(
-            "UPDATE goals SET status = 'active', completed_at = NULL WHERE id = :g AND status IN ('done', 'verifying')",
+            "UPDATE goals SET status = 'active', completed_at = NULL, evidence = NULL "
+            "WHERE id = :g AND status IN ('done', 'verifying')",
             {"g": goal_id},
         )
 

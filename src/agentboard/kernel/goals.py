@@ -59,9 +59,17 @@ def create(
     return goal_out(db.write(_w))
 
 
+def verdict_hint(goal_id: str) -> str:
+    """The command that settles a verifying goal: done with its evidence, or open again."""
+    return f'agentboard supervisor verdict {goal_id} --pass "what shows it is met"  (or --fail "what is missing")'
+
+
 def cancel_in(tx: Tx, board: str, goal_id: str, actor: str | None) -> Row:
     """Cancel an active goal inside ``tx``; the goal's row as stored."""
     row = _get(tx, board, goal_id)
+    if row["status"] == "verifying":
+        raise Conflict(f"goal {goal_id} is verifying: its tasks are done and its acceptance waits for a verdict "
+                       f"(`{verdict_hint(goal_id)}`); only an active goal can be cancelled")
     if row["status"] != "active":
         raise Conflict(f"goal {goal_id} is {row['status']}; only an active goal can be cancelled")
     now = time.time()

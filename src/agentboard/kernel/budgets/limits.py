@@ -97,6 +97,9 @@ def _set(tx: Tx, scope: str, ref: str, limits: Limits, actor: str | None) -> Row
     board = _scope_board(tx, scope, ref)
     if limits.per and scope in ("task", "goal"):
         raise InvalidInput(f"a {scope} budget has no window: --per is for --board and --profile budgets")
+    if limits.expected_cost is not None and scope != "profile":
+        raise InvalidInput(f"--expected-cost is what one run of a profile costs, which the gate of every budget "
+                           f"uses: give it on that profile's budget (--profile NAME), not on a {scope} budget")
     now = time.time()
     old = tx.one("SELECT * FROM budgets WHERE scope = :s AND ref = :r", {"s": scope, "r": ref})
     per = limits.per if limits.per is not None else (old["per"] if old is not None else "")

@@ -13,6 +13,7 @@ from ...store.engine import Database, Row, Tx, dump_json
 from .. import budgets, hooks
 from ..branches import integration_due_in
 from ..common import (
+    board_settings,
     first_line,
     get_task,
     ready_or_todo,
@@ -68,6 +69,26 @@ def _review_record(tx: Tx, board: str, task_id: str, v: Verdict, now: float) -> 
     return int(rid) if rid is not None else None
 
 
+def _rework_limit(tx: Tx, board: str) -> int:
+    """How many times review may send a task of ``board`` back (the board's ``rework_limit``, else
+    the installation's)."""
+    value = board_settings(tx, board).get("rework_limit")
+    return int(value) if value else int(getattr(tx.db.settings, "rework_limit", 5))
+
+
+def _give_up_rework(tx: Tx, board: str, task: Row, rounds: int, limit: int, feedback: str, actor: str | None,
+                    now: float) -> Row:
+    """Block a task review sent back ``rounds`` times (its ``rework_limit``) ``gave_up``."""
+    states.check("block", task["status"], states.BLOCKED, task["id"])
+    reason = (f"gave up: review sent it back {rounds} times (rework_limit {limit}); last feedback: "
+              f"{model.reason_line(feedback) or feedback}"[:280] + "; read the reviews, then unblock it for another round")
+    tx.execute("UPDATE tasks SET status = 'blocked', block_kind = 'gave_up', block_reason = :r, updated_at = :now "
+               "WHERE id = :id", {"r": reason, "now": now, "id": task["id"]})
+    tx.event(board, task["id"], "blocked", {"reason": reason, "kind": "gave_up", "rework": rounds}, actor=actor, at=now)
+    task.update(status=states.BLOCKED, block_kind="gave_up", block_reason=reason)
+    return hooks.blocked(tx, board, task, "gave_up", reason, actor)
+
+
 def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None = None,
               integrated: bool = False) -> Row:
     """Apply a review verdict inside the caller's transaction (see :func:`review`)."""
@@ -109,6 +130,9 @@ def review_in(tx: Tx, board: str, task_id: str, v: Verdict, *, actor: str | None
         hooks.reviewed(tx, board, task_id, verdict)
         task.update(status=target)
         hooks.sent_back(tx, board, task, actor)
+        rounds, limit = int(task.get("rework_count") or 0) + 1, _rework_limit(tx, board)
+        if rounds >= limit:  # a review loop ends: a person reads the reviews and decides
+            task = _give_up_rework(tx, board, task, rounds, limit, text, actor, now)
     elif verdict == "rejected":
         states.check("reject", task["status"], states.BLOCKED, task_id)
         rid = _review_record(tx, board, task_id, v, now)
