@@ -137,3 +137,26 @@ def test_a_dry_run_says_which_ready_tasks_a_budget_would_block_and_offers_them_n
     assert rep["would_spawn"] == []
     assert [(s["task"], s["reason"].split(":")[0]) for s in rep["skipped"]] == [(t["id"], "a budget blocks it")]
     assert board.show(t["id"])["status"] == "ready"  # a dry run writes nothing
+
+
+def test_a_pass_that_blocks_ready_tasks_for_their_budget_says_so_instead_of_nothing_to_do(ab) -> None:
+    import json
+    import subprocess
+
+    ab.add_profile("w", command="true")
+    board = ab.board()
+    t = board.create("over budget", assignee="w")
+    budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_runs=0))
+    env = {**os.environ, "AGENTBOARD_HOME": str(ab.home)}
+    if ab.settings.database_url:
+        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
+    out = subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--wait"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert "nothing to do" not in out
+    assert out.startswith(f"blocked {t['id']}: the board default budget is spent: runs 0 runs of 0 runs; raise it")
+    assert board.show(t["id"])["status"] == "blocked"
+    t2 = board.create("also over budget", assignee="w")
+    rep = json.loads(subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--wait", "--json"], env=env,
+                                    capture_output=True, text=True, check=True).stdout)
+    assert [(s["task"], s["reason"].split(":")[0]) for s in rep["budget_blocked"]] == [
+        (t2["id"], "the board default budget is spent")]

@@ -40,12 +40,15 @@ def _print_pass(rep: PassReport) -> None:
         click.echo(f"could not start {f.task}: {f.error}" + (" (systemic: blocked)" if f.systemic else ""))
     for k in rep.skipped:
         click.echo(f"skipped {k.task or ''}: {k.reason}".replace("skipped : ", "skipped: "))
+    for k in rep.budget_blocked:
+        click.echo(f"blocked {k.task}: {k.reason}")
     counts = {"exits": rep.exits, "timeouts": rep.timeouts, "stale": rep.stale, "reclaimed": rep.reclaimed,
               "extended": rep.extended, "promoted": rep.promoted}
     busy = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
     if busy:
         click.echo(busy)
-    if not any((rep.spawned, rep.would_spawn, rep.spawn_failed, rep.skipped, rep.skipped_boards, busy)):
+    if not any((rep.spawned, rep.would_spawn, rep.spawn_failed, rep.skipped, rep.skipped_boards, rep.budget_blocked,
+                busy)):
         click.echo("nothing to do")
 
 

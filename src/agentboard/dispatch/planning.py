@@ -432,6 +432,7 @@ class _Pass:
                 for c in chosen if c.task["id"] not in refused)
             return len(chosen) - len(refused), []
         res = self.planner.spawner.spawn_batch(b, chosen, want=room)
+        self.report.budget_blocked.extend(Skipped(why, task) for task, why in res.refused.items())
         for c in res.claimed:
             self.load.add(slug, c.profile["name"])
         self.report.spawned.extend(res.spawned)

@@ -92,6 +92,8 @@ class PassReport:
     spawn_failed: list[SpawnFailed] = field(default_factory=list)
     #: set when ``skipped_boards`` is not empty
     skipped_reason: str | None = None
+    #: ready tasks the pass chose and a budget blocked at their claim instead
+    budget_blocked: list[Skipped] = field(default_factory=list)
 
     def count(self, seen: Seen) -> None:
         setattr(self, seen.value, getattr(self, seen.value) + 1)
@@ -110,6 +112,8 @@ class PassReport:
         }
         if self.resumed:
             out["resumed"] = self.resumed
+        if self.budget_blocked:
+            out["budget_blocked"] = [s.to_dict() for s in self.budget_blocked]
         if self.skipped_reason is not None:
             out["skipped_reason"] = self.skipped_reason
         return out

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +157,8 @@ class BatchResult:
     failures: list[StartFailure]
     #: workers started whose run was reclaimed before it was recorded: they must be stopped
     stale: list[spawn.Worker]
+    #: chosen tasks a budget blocked at their claim (task id → why)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,8 @@ class _Group:
     todo: list[tuple[Choice, int]]
     tokens: dict[int, str]
     loaded: dict[str, PrepareInputs | AgentboardError]
+    #: chosen tasks a budget blocked at the claim (task id → why)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def _merge(out: BatchResult, res: BatchResult) -> None:
@@ -216,6 +220,7 @@ class Spawner:
                     self._finish_group(board, pending[0], [f.result() for f in pending[1]])
                 raise
             taken += len(group.claimed)
+            out.refused.update(group.refused)
             got = {c.task["id"] for c in group.claimed}
             if len(got) < n:  # nothing more to take in this window
                 left = left[len(window):]
@@ -249,7 +254,7 @@ class Spawner:
         by_id = {c.task["id"]: c for c in chosen}
         todo = [(Choice({**by_id[cl["id"]].task, **(cl.get("task") or {})}, by_id[cl["id"]].profile),
                  int(cl["run_id"])) for cl in got.claimed]
-        return _Group([by_id[cl["id"]] for cl in got.claimed], todo, got.tokens, got.inputs)
+        return _Group([by_id[cl["id"]] for cl in got.claimed], todo, got.tokens, got.inputs, got.refused)
 
     def _start_one(self, board: Row, group: _Group, item: tuple[Choice, int]) -> Started | SpawnError:
         """Prepare and start one claimed task's worker (on any thread)."""

@@ -476,12 +476,13 @@ CLAIM_SWAP_MANY_SQL = (
 
 
 def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str | None, actor: str | None,
-                 limit: int | None = None) -> list[Row]:
+                 limit: int | None = None, refused: dict[str, str] | None = None) -> list[Row]:
     """Set-based claim: one read, one multi-row insert of the runs, one batched update of the
     tasks and a ``claimed`` event each — the same rows and events :func:`runs.claim` writes.
     A task with a parent not done (demoted) or an unexpected current run takes the one-by-one
     path of ``runs.claim_in``. ``limit``: only the first that many of ``ids`` still ready and not
-    being claimed by another transaction, by priority then age (the ready queue's order)."""
+    being claimed by another transaction, by priority then age (the ready queue's order).
+    ``refused``: filled with the tasks a budget blocked instead (task id → why)."""
     if not ids:
         return []
     params: dict[str, Any] = {}
@@ -490,7 +491,8 @@ def _claim_batch(tx: Tx, board: str, ids: list[str], ttl: int | None, host: str 
         params["lim"] = int(limit)
     found = [r for r in tx.all(sql, params) if r["board"] == board]
     # the budgets: a task whose scope cannot afford one more run is blocked, not claimed
-    allowed = {r["id"] for r in budgets.gate_batch_in(tx, [r for r in found if not r["pending"]], actor=actor)}
+    allowed = {r["id"] for r in budgets.gate_batch_in(tx, [r for r in found if not r["pending"]], actor=actor,
+                                                            refused=refused)}
     free = {r["id"]: r for r in found if r["pending"] or r["id"] in allowed}
     fast = [free[i] for i in ids if i in free and not free[i]["pending"] and free[i]["current_run_id"] is None]
     slow = [i for i in ids if i in free and (free[i]["pending"] or free[i]["current_run_id"] is not None)]
@@ -555,11 +557,13 @@ def claim_batch(
 @dataclass(frozen=True)
 class ClaimedToStart:
     """What :func:`claim_to_start` took: the claimed tasks (as :func:`claim_batch` answers), a run
-    token for each (when asked for) and what each worker's files need, by task id."""
+    token for each (when asked for) and what each worker's files need, by task id; and the tasks
+    a budget blocked instead of letting them be claimed (task id → why)."""
 
     claimed: list[Row]
     tokens: dict[int, str]
     inputs: dict[str, PrepareInputs | AgentboardError]
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def claim_to_start(
@@ -571,13 +575,14 @@ def claim_to_start(
     (``worker_protocol.prepare_inputs_many``): what a dispatcher needs before it starts the
     workers, in one round of the database instead of three."""
     def _w(tx: Tx) -> ClaimedToStart:
-        claimed = _claim_batch(tx, board, list(task_ids), ttl, host, actor, limit)
+        refused: dict[str, str] = {}
+        claimed = _claim_batch(tx, board, list(task_ids), ttl, host, actor, limit, refused)
         if not claimed:
-            return ClaimedToStart([], {}, {})
+            return ClaimedToStart([], {}, {}, refused)
         runs = [(c["id"], int(c["run_id"])) for c in claimed]
         issued = create_run_tokens_in(tx, board, runs) if tokens else {}
         return ClaimedToStart(claimed, issued, prepare_inputs_many_in(tx, board, [c["id"] for c in claimed],
-                                                                      wiki_on=wiki_on))
+                                                                      wiki_on=wiki_on), refused)
     return db.write(_w)
 
 

@@ -182,9 +182,10 @@ def block_in(tx: Tx, task: Row, reason: str, *, actor: str | None = "dispatcher"
         hooks.budget_blocked(tx, task["board"], task["id"], actor)
 
 
-def gate_batch_in(tx: Tx, rows: list[Row], *, actor: str | None = "dispatcher") -> list[Row]:
+def gate_batch_in(tx: Tx, rows: list[Row], *, actor: str | None = "dispatcher",
+                  refused: dict[str, str] | None = None) -> list[Row]:
     """The rows (ready tasks about to be claimed) the budgets let through; the others are
-    blocked with kind ``budget``."""
+    blocked with kind ``budget`` (and put in ``refused``, task id → why, when given)."""
     if not rows or tx.scalar("SELECT 1 FROM budgets LIMIT 1") is None:
         return rows
     ok: list[Row] = []
@@ -194,6 +195,8 @@ def gate_batch_in(tx: Tx, rows: list[Row], *, actor: str | None = "dispatcher") 
             ok.append(r)
         else:
             block_in(tx, r, why, actor=actor)
+            if refused is not None:
+                refused[r["id"]] = why
     return ok
 
 
