@@ -291,3 +291,21 @@ def test_a_task_running_on_a_host_whose_dispatcher_went_silent_is_found_from_ano
     (f,) = _of(cli("diagnostics", "--json", env={"AGENTBOARD_HOST_ID": "host-a"}).json(), "orphan_run", t)
     assert "host 'host-b' has not run a dispatcher pass for 36" in f["message"]
     assert "its claim lapses in" in f["message"] and f["fix"] == f"agentboard reclaim {t}"
+
+
+def test_a_goal_left_verifying_is_found_and_its_verdict_clears_it(seeded):
+    cli = seeded
+    g = cli("goals", "create", "ship the parser", "--json").json()["id"]
+    t = task_id(cli("create", "the parser", "--assignee", "w", "--goal", g, "--json"))
+    assert cli("complete", t, "--summary", "written").code == 0
+    assert cli("goals", "show", g, "--json").json()["status"] == "verifying"
+    assert not _of(_findings(cli), "goal_verifying")  # just done: not yet left waiting
+    env = {"AGENTBOARD_BLOCKED_ALERT_HOURS": "0"}
+    (f,) = _of(cli("diagnostics", "--json", env=env).json(), "goal_verifying")
+    assert (f["concerns"], f["subject"]) == ("goal", g)
+    assert "ship the parser" in f["message"] and "nobody has given it a verdict" in f["message"]
+    (seen,) = _of(cli("diagnostics", "--json", "--task", t, env=env).json(), "goal_verifying")  # its task's view
+    assert seen["subject"] == g
+    _fix(cli, f)
+    assert cli("goals", "show", g, "--json").json()["status"] == "done"
+    assert not _of(cli("diagnostics", "--json", env=env).json(), "goal_verifying")

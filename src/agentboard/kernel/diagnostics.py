@@ -330,8 +330,12 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  subject=name))
     if task is not None:
         found.extend(_budget_findings(db, [task["board"]], data["blocked"], budgets.for_task(db, task["id"])))
+        if task["goal_id"]:
+            found.extend(_goal_findings(db, [task["board"]], now, long_after, goal=task["goal_id"]))
     else:
         found.extend(_budget_findings(db, boards, data["blocked"]))
+        if not tasks_only:
+            found.extend(_goal_findings(db, boards, now, long_after))
     if not tasks_only and task_id is None:
         found.extend(_notify_findings(db, boards))
         found.extend(_supervisor_findings(db, boards))
@@ -405,6 +409,35 @@ def _budget_findings(db: Database, boards: list[str], blocked: list[Row],
             out.append(Finding("budget_blocked", slug, f"{len(ids)} task(s) blocked by a budget that cannot afford "
                                f"another run: {', '.join(ids[:10])}", "agentboard budget show", None,
                                ids[0] if len(ids) == 1 else None, severity="info", facts={"tasks": ids}))
+    return out
+
+
+def _goal_findings(db: Database, boards: list[str], now: float, long_after: float,
+                   goal: str | None = None) -> list[Finding]:
+    """Goals whose tasks have all been done for longer than ``long_after`` seconds and that still
+    wait for a verdict (``verifying``): nobody has judged them, or their checks never settled them."""
+    from .goals import verdict_command
+
+    def _r(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {}
+        where = "g.id = :g" if goal else "g.board IN " + in_list("b", boards, params)
+        params["g"] = goal
+        return tx.all("SELECT g.id, g.board, g.title, g.verify, MAX(t.completed_at) AS done_at FROM goals g "
+                      "JOIN tasks t ON t.goal_id = g.id WHERE g.status = 'verifying' AND " + where
+                      + " GROUP BY g.id, g.board, g.title, g.verify", params)
+    out: list[Finding] = []
+    for g in db.read(_r) if boards or goal else []:
+        waited = now - float(g["done_at"] or now)
+        if waited <= long_after:
+            continue
+        checks = g["verify"] not in (None, "", "[]")
+        why = ("its verify commands have not settled it (is a dispatcher running?)" if checks
+               else "nobody has given it a verdict")
+        out.append(Finding("goal_verifying", g["board"], f"goal {g['id']} ({g['title']}) has waited "
+                           f"{int(waited // 3600)} h since its last task was done: {why}; give it a verdict "
+                           "(--fail \"what is missing\" opens it again)", verdict_command(g["id"]),
+                           None, severity="info", concerns="goal", subject=g["id"],
+                           facts={"hours": round(waited / 3600, 1)}))
     return out
 
 

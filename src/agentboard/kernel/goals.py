@@ -59,9 +59,14 @@ def create(
     return goal_out(db.write(_w))
 
 
+def verdict_command(goal_id: str) -> str:
+    """The command that settles a verifying goal as done, with its evidence to fill in."""
+    return f'agentboard supervisor verdict {goal_id} --pass "what shows it is met"'
+
+
 def verdict_hint(goal_id: str) -> str:
     """The command that settles a verifying goal: done with its evidence, or open again."""
-    return f'agentboard supervisor verdict {goal_id} --pass "what shows it is met"  (or --fail "what is missing")'
+    return f'{verdict_command(goal_id)}  (or --fail "what is missing")'
 
 
 def cancel_in(tx: Tx, board: str, goal_id: str, actor: str | None) -> Row:
