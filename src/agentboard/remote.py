@@ -237,7 +237,7 @@ class WorkerClient:
                  usage: dict[str, Any] | None = None, review: bool = False,
                  board: str | None = None) -> dict[str, Any]:
         file = {"success": True, "summary": (summary or "").strip() or "completed (the report could not reach the board)",
-                **({"notes": f"result: {result}"} if result else {}), **({"usage": usage} if usage else {})}
+                **({"result": result} if result and result.strip() else {}), **({"usage": usage} if usage else {})}
         with self._or_kept(task_id, run_id, file):
             return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
                              json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,

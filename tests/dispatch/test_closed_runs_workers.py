@@ -85,7 +85,8 @@ def test_a_report_the_board_cannot_take_is_kept_in_the_workspace_and_applied_by_
 
     said = tmp_path / "said"
     ab.add_profile("late", command="sh -c " + shlex.quote(
-        f"sleep 2; agentboard complete --summary 'done, late' > {said} 2>&1; echo exit $? >> {said}"))
+        f"sleep 2; agentboard complete --summary 'done, late' --result 'answer 42' > {said} 2>&1; "
+        f"echo exit $? >> {said}"))
     t = board.create("report late", assignee="late")
     first = _start_dispatcher(ab, tmp_path, "first")
     wait_for(lambda: board.runs(t["id"]) and board.runs(t["id"])[0]["worker_pid"], timeout=60, what="the worker")
@@ -102,6 +103,7 @@ def test_a_report_the_board_cannot_take_is_kept_in_the_workspace_and_applied_by_
     runs = board.runs(t["id"])
     assert [(r["outcome"], r["summary"]) for r in runs] == [("completed", "done, late")], runs
     assert board.show(t["id"])["consecutive_failures"] == 0
+    assert board.show(t["id"])["result"] == "answer 42"  # the one-line result is kept with the report
 
 
 def test_a_worker_that_hangs_every_time_is_given_up_on_after_three_hung_runs(ab, board, dispatcher):

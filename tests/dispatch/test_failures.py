@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 
@@ -302,3 +303,20 @@ def test_a_worker_that_ends_its_turn_once_its_budget_is_spent_is_not_nudged_its_
     assert shown["consecutive_failures"] == 0
     kinds = [e["kind"] for e in events(board, t["id"])]
     assert "nudged" not in kinds and kinds.count("spawned") == 1, kinds
+
+
+def test_a_result_file_may_carry_the_tasks_one_line_result_and_a_blank_one_is_refused(ab, board, dispatcher):
+    import shlex
+
+    ab.add_profile("answers", command="sh -c " + shlex.quote(
+        "echo '{\"success\": true, \"summary\": \"counted the lines\", \"result\": \"4,211 lines\"}' "
+        "> .board/result.json"))
+    ab.add_profile("blank", command="sh -c " + shlex.quote(
+        "echo '{\"success\": true, \"summary\": \"counted\", \"result\": \" \"}' > .board/result.json"))
+    t = board.create("count the lines", assignee="answers")
+    b = board.create("count again", assignee="blank")
+    dispatcher()
+    wait_for(lambda: all_in(board, [t["id"]], {"done"}) and all_in(board, [b["id"]], {"done", "review", "blocked"}))
+    assert _task(board, t["id"])["result"] == "4,211 lines"
+    errors = [e for e in events(board, b["id"]) if "$.result: must be a non-empty string" in json.dumps(e)]
+    assert errors, events(board, b["id"])

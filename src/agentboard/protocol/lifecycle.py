@@ -491,7 +491,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         if key in data:
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
-                                    metadata=metadata, result_line=None, usage=data.get("usage"),
+                                    metadata=metadata, result_line=data.get("result"), usage=data.get("usage"),
                                     actor=actor, exit_code=exit_code, verifying=verifying, complete=complete,
                                     apply_verdict=apply_verdict)
     if decision.completed:
@@ -543,8 +543,9 @@ def plan_plain_completions(db: Database, settings: Settings,
         if not (parsed.exists and parsed.valid and parsed.data and parsed.data.get("success")):
             continue
         data = parsed.data
-        if data.get("followUpSuggestions") or (settings.wiki_context and data.get("wikiProposals")):
-            continue
+        if (data.get("followUpSuggestions") or data.get("result")
+                or (settings.wiki_context and data.get("wikiProposals"))):
+            continue  # after_exit applies them
         metadata: dict[str, Any] = {"source": "result.json"}
         for key in ("filesChanged", "notes", "followUpSuggestions"):
             if key in data:

@@ -27,6 +27,8 @@ RESULT_SCHEMA: dict[str, Any] = {
         "success": {"type": "boolean", "description": "true: the task is done; false: you need input"},
         "summary": {"type": "string", "minLength": 1, "pattern": "\\S",
                     "description": "short description of what was done (or, with success false, what you need)"},
+        "result": {"type": "string", "minLength": 1, "pattern": "\\S",
+                   "description": "the task's one-line result (its first line, up to 500 characters, is kept)"},
         "filesChanged": {"type": "array", "items": {"type": "string"}},
         "notes": {"type": "string"},
         "followUpSuggestions": {"type": "array", "items": {"type": "string", "minLength": 1}},
@@ -58,6 +60,7 @@ RESULT_EXAMPLE: dict[str, Any] = {
     "schema_version": 1,
     "success": True,
     "summary": "short description of what was done",
+    "result": "the one-line answer, if the task asks for one",
     "filesChanged": ["src/a.py", "tests/test_a.py"],
     "notes": "anything else",
     "followUpSuggestions": ["add rate limiting"],
@@ -139,6 +142,8 @@ def validate(data: Any) -> list[str]:
         errs.append("$.summary: required (a non-empty string)")
     else:
         errs += _nonempty_str(data["summary"], "$.summary")
+    if "result" in data:
+        errs += _nonempty_str(data["result"], "$.result")
     if "filesChanged" in data:
         errs += _str_list(data["filesChanged"], "$.filesChanged", nonempty=False)
     if "notes" in data and not isinstance(data["notes"], str):
