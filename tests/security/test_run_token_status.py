@@ -50,11 +50,15 @@ _ATTEMPTS: list[tuple[str, str, dict[str, Any]]] = [
     ("BULK", "archive", {}),
     ("BULK", "assign", {"assignee": "someone-else"}),
     ("BULK", "priority", {"priority": 5}),
+    # requeue itself, its failure counter reset, as often as it likes (a reclaim counts no failure)
+    ("POST", "reclaim", {}),
+    ("POST", "unguard", {}),
+    ("POST", "promote", {"force": True}),
 ]
 
 
 @pytest.mark.parametrize("method,action,body", _ATTEMPTS,
-                         ids=[f"{m.lower()}-{a or next(iter(b))}-{i}" for i, (m, a, b) in enumerate(_ATTEMPTS)])
+                         ids=[f"{m.lower()}-{a or next(iter(b), '')}-{i}" for i, (m, a, b) in enumerate(_ATTEMPTS)])
 def test_a_run_token_cannot_change_its_task_outside_the_worker_verbs(api_any: Api, method: str, action: str,
                                                                       body: dict[str, Any]) -> None:
     api = api_any
@@ -66,6 +70,8 @@ def test_a_run_token_cannot_change_its_task_outside_the_worker_verbs(api_any: Ap
     before = _snapshot(api, task["id"])
     if method == "PATCH":
         r = worker.patch(f"/api/tasks/{task['id']}", json=body)
+    elif method == "POST":
+        r = worker.post(f"/api/tasks/{task['id']}/{action}", json=body)
     else:
         r = worker.post("/api/tasks/bulk", json={"ids": [task["id"]], "action": action, **body})
     assert r.status_code == 403, r.text

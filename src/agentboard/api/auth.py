@@ -114,6 +114,14 @@ class Principal:
                 "with `agentboard create --triage` (MCP: kanban_propose): it lands in triage for a person"
             )
 
+    def check_person(self, what: str, task_id: str) -> None:
+        """``what`` (reclaim, unguard, promote a task) is a person's or an orchestrator's call on
+        another task, never a run's on its own: it would requeue itself around the failure limit
+        (a reclaim counts no failure and resets the counter) as often as it likes."""
+        if self.is_run and (not self.orchestrator or task_id == self.task_id):
+            raise Forbidden(f"a run token cannot {what} its own task (nor, unless an orchestrator's, any other): "
+                            "a worker finishes with complete, block or request-review")
+
     def check_supervisor_tool(self, board: str) -> None:
         """Use a supervisor tool on ``board``: the run token of the board's supervision task, or
         a person who may change the board (a member or an admin)."""

@@ -41,6 +41,7 @@ def promote(request: Request, task_id: str, data: PromoteBody | None = None, boa
             who: Principal = Depends(current)) -> Response:
     """todo → ready; ``force`` also over unfinished parents (recorded as an override)."""
     slug = write_board(request, who, board, task_id)
+    who.check_person("promote", task_id)
     return Json(overrides.promote(state(request).db, slug, task_id, force=bool(data and data.force),
                                   actor=actor_of(request, who, slug)))
 
@@ -49,4 +50,5 @@ def promote(request: Request, task_id: str, data: PromoteBody | None = None, boa
 def unguard(request: Request, task_id: str, board: str | None = None, who: Principal = Depends(current)) -> Response:
     """Lift the respawn guard holding the task back."""
     slug = write_board(request, who, board, task_id)
+    who.check_person("unguard", task_id)
     return Json(overrides.unguard(state(request).db, slug, task_id, actor=actor_of(request, who, slug)))

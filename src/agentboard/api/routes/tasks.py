@@ -275,6 +275,7 @@ def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
 def reclaim(request: Request, data: ReasonBody | None = None, task_id: str = TaskId,
             board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
+    who.check_person("reclaim", task_id)
     reason = data.reason if data else None
     return Json(runs.reclaim(state(request).db, slug, task_id, reason=reason, actor=who.name))
 
