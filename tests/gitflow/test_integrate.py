@@ -239,3 +239,23 @@ def test_a_branch_that_would_write_over_an_ignored_file_of_the_target_is_refused
     assert t["status"] == "blocked"
     assert "would write over files the target" in t["block_reason"] and "(.env)" in t["block_reason"]
     assert (repo / ".env").read_text() == "API_KEY=the owner's own\n"
+
+
+# reports, then goes on committing on its branch for a few seconds before it exits
+GOES_ON = (EDIT + " && sleep 1 && echo 'import os' > backdoor.py && git add backdoor.py && "
+           "git commit -qm 'after the report' && sleep 3")
+
+
+def test_approving_while_the_worker_that_reported_still_runs_is_refused_and_lands_nothing_unreviewed(
+        ab, tmp_path, dispatcher):
+    from agentboard.domain.errors import Conflict
+
+    board, task, repo = to_review(ab, tmp_path, dispatcher, "merge", agent=GOES_ON)
+    before = git(repo, "rev-parse", "main").strip()
+    with pytest.raises(Conflict, match=r"still running .*would land unreviewed"):
+        board.approve(task["id"])
+    assert git(repo, "rev-parse", "main").strip() == before and board.show(task["id"])["status"] == "review"
+    # once it has exited, what is on its branch is what a person looks at and approves
+    wait_for(lambda: board.runs(task["id"])[-1]["exit_code"] is not None, timeout=60, what="the worker's exit")
+    assert board.approve(task["id"])["status"] == "done"
+    assert (repo / "backdoor.py").exists()

@@ -38,6 +38,7 @@ integration refuse to run unless told ``integrated=True``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -112,12 +113,46 @@ def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | Non
                                      actor=actor)
         return {**out, "integration": "left"}
     mode = str(settings.get("integrate"))
+    _worker_gone(db, task)
     _commit_pending(task, None, None)
     done = _integrate_or_refuse(db, board, task, settings)
     if isinstance(done, str):
         return kbranches.refuse_integration(db, board, task_id, f"approval could not {mode} the branch: {done}",
                                             detail={"mode": mode}, actor=actor)
     return _record(db, board, task_id, apply(True), done, mode, actor)
+
+
+#: seconds after its report that a worker still running may hold up an approval: the dispatcher
+#: stops a worker that goes on after reporting within ``reaping.REPORTED_GRACE`` (30 s); past this,
+#: one nobody recorded the exit of (its dispatcher gone) no longer does
+WORKER_EXIT_WAIT = 120.0
+
+
+def worker_still_running(db: Database, task_id: str) -> str | None:
+    """Why the work of a task in review may still change (the worker that sent it there may
+    still be running), or None. Known from the run (the dispatcher records its exit code when
+    the process ends) and, for a worker on this host, from the process itself."""
+    from .liveness import pid_alive
+
+    run = runs.worker_of_review(db, task_id)
+    if not run or not run.get("worker_pid") or run.get("exit_code") is not None or run.get("ended_at") is None:
+        return None
+    since = time.time() - float(run["ended_at"])
+    if since > WORKER_EXIT_WAIT:
+        return None
+    if run.get("worker_host") == db.settings.host_id and not pid_alive(int(run["worker_pid"]),
+                                                                       started_after=run.get("started_at")):
+        return None
+    return f"the worker of run {run['id']} is still running ({int(since)} s after its report)"
+
+
+def _worker_gone(db: Database, task: Row) -> None:
+    """Refuse (:class:`Conflict`) to integrate the branch of a task in review while the worker
+    that sent it there may still be running: what it commits after its report would land on the
+    base branch unreviewed."""
+    if why := worker_still_running(db, task["id"]):
+        raise Conflict(f"task {task['id']}: {why}; what it changes now would land unreviewed. Approve once it "
+                       "has exited (the dispatcher stops it within 30 s of its report)")
 
 
 def refused_approval(task: Row) -> bool:
@@ -206,7 +241,11 @@ def review_run(db: Database, board: str, task_id: str, run_id: int, v: runs.Verd
 
 def review_entered(db: Database, settings: Settings, board: str, task_id: str) -> Row:
     """A task has landed in review: run its board's reviewer (``protocol.review.on_review_entered``),
-    a heuristic verdict applied through :func:`review` — the one road to done, which integrates."""
+    a heuristic verdict applied through :func:`review` — the one road to done, which integrates.
+    While the worker that sent it is still running, nothing yet: its work may still change, and the
+    dispatcher hands it off once the worker has exited (``reaping.Reaper.review_entry``)."""
+    if why := worker_still_running(db, task_id):
+        return {"action": "waits_for_the_worker", "reason": why}
     return review_rules.on_review_entered(db, settings, board, task_id, apply=review)
 
 

@@ -50,6 +50,7 @@ from .reviews import (
     review,
     review_in,
     review_run_verdict,
+    worker_of_review,
 )
 
 __all__ = [
@@ -58,5 +59,5 @@ __all__ = [
     "heartbeat", "mark_nudged", "open_review_run", "reclaim",
     "reclaim_in", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
     "request_review_in", "return_to_queue", "review", "review_in", "review_run_verdict", "stale_error", "update_run",
-    "usage_params",
+    "usage_params", "worker_of_review",
 ]
