@@ -360,21 +360,34 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
                 return False
             raise ValueError(raw)
         if kind is int or text_kind == "int":
+            # what ``int()`` takes but the environment's form of it is refused: true/false (a
+            # bool is an int in Python), a number with a fraction (3.5 would be cut to 3; 3.0
+            # too, as AGENTBOARD_<NAME>=3.0 is), a table or an array
+            if isinstance(raw, bool | float | dict | list | tuple):
+                raise ValueError(raw)
             return _in_range(name, int(raw))
         if kind is float or text_kind == "float":
+            if isinstance(raw, bool | dict | list | tuple):
+                raise ValueError(raw)
             return _in_range(name, float(raw))
         if text_kind.startswith("tuple"):  # a list: a TOML array, or comma-separated text
+            if isinstance(raw, dict):
+                raise ValueError(raw)
             items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+            if any(isinstance(i, bool | dict | list | tuple) for i in items):
+                raise ValueError(raw)
             if text_kind.startswith("tuple[float"):
                 return tuple(_in_range(name, float(str(i).strip())) for i in items if str(i).strip())
             return tuple(str(i).strip() for i in items if str(i).strip())
+        if isinstance(raw, dict | list | tuple):  # a table or an array where text is expected
+            raise ValueError(raw)
         if name in CHOICES:
             if str(raw).strip().lower() not in CHOICES[name]:
                 raise ValueError(raw)
             return str(raw).strip().lower()
         if name in URL_SETTINGS and raw != "" and not database_url_ok(str(raw), sqlite=URL_SETTINGS[name][0]):
             raise ValueError(raw)
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError, TypeError):
         shown_raw = shown_url(raw) if name in URL_SETTINGS and isinstance(raw, str) else raw
         raise InvalidInput(f"invalid setting {name}={shown_raw!r}: must be {expected(name, kind)}{where}") from None
     return raw
@@ -413,21 +426,57 @@ def is_set(settings: Settings, name: str) -> bool:
     return name in dict(data.get("agentboard", data))
 
 
+#: the tables ``config.toml`` holds besides its settings (``[llm.<use>]``, ``[chat.<platform>]``;
+#: and ``[agentboard]``, which holds the settings when the file has it)
+SECTIONS: tuple[str, ...] = ("llm", "chat")
+
+
+def _unknown_table(cfg: Path, name: str, table: dict[str, Any], *, in_agentboard: bool) -> None:
+    """Warn that table ``[name]`` of ``cfg`` is no section, so nothing reads it; where its keys
+    are settings (``[dispatcher] max_parallel = 2``), say where they go: at the top level, or in
+    the file's ``[agentboard]`` table (``in_agentboard``)."""
+    known = {f.name for f in fields(Settings)} - {"home", "extra", "llm_uses"}
+    settings = [key for key in table if key in known]
+    if settings:
+        one = len(settings) == 1
+        subject = f"{settings[0]} is a" if one else f"{', '.join(settings)} are"
+        noun, it = ("setting", "it") if one else ("settings", "them")
+        which = (f"{subject} {noun} of [agentboard]: put {it} there" if in_agentboard
+                 else f"{subject} top-level {noun}: put {it} above any [section]")
+    else:
+        near = difflib.get_close_matches(name.rsplit(".", 1)[-1], SECTIONS, n=1)
+        which = ((f"did you mean [{near[0]}.…]? " if near else "") + "its sections are "
+                 + ("[agentboard], " if in_agentboard else "")
+                 + "[llm.<use>] and [chat.<platform>]; docs/settings.md lists the settings")
+    log.warning("%s: [%s] is not a section of config.toml and is ignored; %s", cfg, name, which)
+
+
 def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
     """Read settings for ``home`` (default ``AGENTBOARD_HOME`` or ``~/.agentboard``)."""
     root = Path(home).expanduser() if home else default_home()
     root = root.absolute()
     file_values: dict[str, Any] = {}
+    in_agentboard = False  # the file holds its settings in an [agentboard] table
     cfg = root / "config.toml"
     if cfg.exists():
         try:
             data = tomllib.loads(cfg.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"{cfg}: {exc}") from None
+        in_agentboard = "agentboard" in data
+        if in_agentboard and not isinstance(data["agentboard"], dict):
+            raise InvalidInput(f"{cfg}: agentboard must be a table ([agentboard] with the settings under it)")
         file_values = dict(data.get("agentboard", data))
-        for table in ("llm", "chat"):
-            if "agentboard" in data and isinstance(data.get(table), dict):
+        for table in SECTIONS:
+            if in_agentboard and isinstance(data.get(table), dict):
                 file_values.setdefault(table, data[table])
+        if in_agentboard:  # what is outside that table is read by no setting
+            for key, value in data.items():
+                if isinstance(value, dict) and key not in ("agentboard", *SECTIONS):
+                    _unknown_table(cfg, key, value, in_agentboard=True)
+                elif not isinstance(value, dict):
+                    log.warning("%s: %r is outside the [agentboard] table and is ignored; put it in [agentboard]",
+                                cfg, key)
         file_values.update(chat_tables(file_values.pop("chat", None), cfg))
     settings = Settings(home=root)
     sources: dict[str, str] = {}
@@ -436,6 +485,8 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
     for key, value in file_values.items():
         if isinstance(value, dict):
             extra[key] = value
+            if key not in known and key not in SECTIONS:  # [dispatcher] max_parallel = 2 would set nothing
+                _unknown_table(cfg, "agentboard." * in_agentboard + key, value, in_agentboard=in_agentboard)
         elif key not in known:  # a typo would otherwise leave the setting meant at its default
             near = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
