@@ -167,6 +167,9 @@ _NO_SERVER = re.compile(
 #: a database a newer agentboard migrated (``store.migrate``): it answers, this version cannot use it
 _NEWER_SCHEMA = re.compile(r"newer than this agentboard knows", re.I)
 UPGRADE_FIX = "upgrade agentboard on this host (docs/deploy.md, Upgrades)"
+#: a database that answers but cannot be read (``store.migrate.current_revision``: a damaged file,
+#: an exclusive lock, a failing disk); what to do follows its last ``; ``
+_UNREADABLE = re.compile(r"^(?:cannot open the database: )?cannot read the database ")
 
 
 def unreachable(why: str) -> Finding:
@@ -181,6 +184,10 @@ def unreachable(why: str) -> Finding:
         return Finding("database_newer_schema", None, text.removeprefix("cannot open the database: "), UPGRADE_FIX,
                        severity="error")
     said = "the database does not answer"
+    if _UNREADABLE.search(text):
+        what, _, advice = text.partition("; ")
+        return Finding("database_unreadable", None, what.removeprefix("cannot open the database: "),
+                       advice or None, severity="error")
     if _SIGN_IN.search(text):
         said = "the database refuses the connection"
         fix = ("check the user and password in database_url / AGENTBOARD_DATABASE_URL (the role must exist on "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..domain.errors import Unavailable
-from .engine import Database, Tx, create_sqlite_file, sqlite_file
+from .engine import Database, Tx, create_sqlite_file, one_line, sqlite_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -29,8 +29,41 @@ def current_revision(db: Database) -> str | None:
         return db.read(_q)
     except Unavailable:  # the server is unreachable, the disk full: say so, do not migrate
         raise
-    except Exception:
-        return None
+    except Exception as exc:
+        if _no_version_table(exc):
+            return None  # a new database: migrate it
+        # a database that cannot be read is not a new one: migrating it would fail the same way,
+        # later and with a driver's message (a damaged file, an exclusive lock, a failing disk)
+        raise Unavailable(f"cannot read the database {_where(db)}: {one_line(getattr(exc, 'orig', None) or exc)}"
+                          f"{_READ_ADVICE.get(_kind(exc), '')}") from exc
+
+
+#: what to do, by what SQLite said (``_kind``)
+_READ_ADVICE = {
+    "not a database": "; the file is damaged or not agentboard's: restore a backup (agentboard restore DIR)",
+    "locked": "; another process holds it locked: stop it, or wait and try again",
+    "disk I/O error": "; the disk may be full or failing (df -h)",
+    "readonly": "; its folder is read-only: give this user write access, or use another AGENTBOARD_HOME",
+}
+
+
+def _kind(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    for key in _READ_ADVICE:
+        if key in text:
+            return key
+    return "readonly" if "read-only" in text or "readonly" in text.replace(" ", "") else ""
+
+
+def _no_version_table(exc: BaseException) -> bool:
+    """The error of reading ``alembic_version`` where it does not exist yet (SQLite's ``no such
+    table``, PostgreSQL's ``undefined_table``), which only a new database gives."""
+    orig = getattr(exc, "orig", None) or exc
+    return "no such table" in str(orig) or getattr(orig, "sqlstate", None) == "42P01"
+
+
+def _where(db: Database) -> str:
+    return sqlite_file(db.url) if db.dialect == "sqlite" else db.engine.url.render_as_string(hide_password=True)
 
 
 def _config() -> Config:
