@@ -58,6 +58,25 @@ def test_the_api_answers_400_to_a_worker_reporting_a_negative_or_infinite_cost(a
         assert done.status_code == 200
 
 
+def test_a_workers_heartbeats_keep_a_short_note_and_extend_its_claim_by_a_day_at_most(ab: Any, board: Any) -> None:
+    """A looping agent's 64 KiB notes grew the database by 175 MB in 20 s, and a claim it set for
+    three years kept its task from anyone else had its host died."""
+    import time
+
+    from agentboard.kernel.runs.claims import NOTE_MAX, WORKER_TTL_MAX
+
+    t = board.create("beat", assignee="w")
+    run = runs.claim(ab.db, "default", t["id"])
+    with start_api(ab) as api:
+        worker = api.client(tokens.create_run_token(ab.db, "default", t["id"], run["run_id"]))
+        r = worker.post(f"/api/tasks/{t['id']}/heartbeat", json={"note": "x" * 65_000, "ttl": 100_000_000})
+        assert r.status_code == 200, r.text
+    (beat,) = [e for e in board.events(0, limit=1000) if e["kind"] == "heartbeat"]
+    note = beat["payload"]["note"]
+    assert len(note) == NOTE_MAX and note.endswith("…")
+    assert float(board.show(t["id"])["claim_expires"]) <= time.time() + WORKER_TTL_MAX
+
+
 @pytest.mark.parametrize("text, error", [
     ('{"success": true, "summary": "x", "usage": {"cost_usd": Infinity}}', "Infinity is not a number"),
     ('{"success": true, "summary": "x", "usage": {"cost_usd": NaN}}', "NaN is not a number"),

@@ -47,6 +47,10 @@ def claim_ttl(tx: Tx, ttl: int | None) -> int:
 
 #: the longest claim a worker may ask for, in seconds (the API's bound)
 TTL_MAX = 100_000_000
+#: the longest a worker's heartbeat extends its run's claim, in seconds (a day)
+WORKER_TTL_MAX = 86_400
+#: the longest heartbeat note kept, in characters: a progress line, not a report
+NOTE_MAX = 2_000
 
 
 def ttl_seconds(ttl: Any) -> int:
@@ -383,9 +387,18 @@ def heartbeat(
     ttl: int | None = None, actor: str | None = None, messages: bool = False,
 ) -> Row:
     """Record liveness and extend the claim; with ``messages`` (the worker's own call) the result
-    also holds the comments written on the task since the worker last looked."""
+    also holds the comments written on the task since the worker last looked.
+
+    A worker's heartbeat (``run_id`` given) is an event of the busiest table each time, and a
+    looping or hostile agent sends thousands: its note is kept to :data:`NOTE_MAX` characters
+    (the rest dropped, marked ``…``), and it extends its claim by :data:`WORKER_TTL_MAX` seconds
+    at most (a claim a worker set for years would keep its task from anyone else)."""
     if note:
         note = model.body(note, model.COMMENT_MAX, "note")
+        if len(note) > NOTE_MAX:
+            note = note[:NOTE_MAX - 1] + "…"
+    if run_id is not None and ttl is not None:
+        ttl = min(ttl_seconds(ttl), WORKER_TTL_MAX)
     return db.write(_heartbeat, board, task_id, run_id=run_id, note=note, ttl=ttl, actor=actor,
                     messages=messages)
 
