@@ -21,23 +21,25 @@ PG_HINT = ("this home uses PostgreSQL: back it up with `pg_dump -Fc -f agentboar
 @handle_errors
 def backup(path: str | None, as_json: bool) -> None:
     """Copy the database (consistent, while the dispatcher and API keep writing), the attachment
-    files, the templates and config.toml into the new folder PATH (default: HOME/backups/<time>)."""
+    files, the templates and config.toml into the new folder PATH (default: HOME/backups/<time>).
+    A failed backup removes what it wrote."""
     from agentboard.domain.errors import InvalidInput
     from agentboard.store import backup as store_backup
 
     s = common.settings()
     if not s.is_sqlite:
         raise InvalidInput(PG_HINT)
-    dest = Path(path) if path else store_backup.default_destination(s.home)
+    dest = Path(path).absolute() if path else None  # None: a new HOME/backups/<time>[-N]
     from .output import progress
 
     with progress("", as_json=as_json) as bar:
-        info = store_backup.backup(s.home, s.db_path, dest.absolute(), progress=bar)
+        info = store_backup.backup(s.home, s.db_path, dest, progress=bar)
+    shown = path or info.path
     if info.integrity != "ok":
-        common.fail(f"the copy in {dest} fails its integrity check ({info.integrity}); take it again", 1)
+        common.fail(f"the copy in {shown} fails its integrity check ({info.integrity}); take it again", 1)
     common.emit(info.as_dict(), as_json,
                 f"backed up {info.tasks} tasks, {info.events} events, {info.files} attachment file(s) and "
-                f"{info.templates} template(s) to {dest} (integrity ok)")
+                f"{info.templates} template(s) to {shown} (integrity ok)")
 
 
 @click.command("restore")

@@ -32,11 +32,20 @@ def export(board: str | None, since: str | None, output: str | None) -> None:
     cutoff = point_in_time(since, time.time(), past=True) if since else None
     if output is None:
         with progress("rows", data_on_stdout=True) as bar:
-            transfer.export(common.db(), sys.stdout.write, board=slug, since=cutoff, progress=bar)
-        sys.stdout.flush()
+            transfer.export(common.db(), sys.stdout.write, board=slug, since=cutoff, progress=bar,
+                            target="standard output")
+        try:
+            sys.stdout.flush()
+        except OSError as exc:
+            from agentboard.domain.errors import Unavailable
+            from agentboard.store.engine import disk_full
+
+            if disk_full(exc):
+                raise Unavailable(transfer.target_full("standard output")) from None
+            raise
         return
-    with open(output, "w", encoding="utf-8") as fh, progress("rows") as bar:
-        summary = transfer.export(common.db(), fh.write, board=slug, since=cutoff, progress=bar)
+    with progress("rows") as bar:  # whole or not at all: a failed export leaves no partial file
+        summary = transfer.export_file(common.db(), output, board=slug, since=cutoff, progress=bar)
     total = sum(t["rows"] for t in summary.values())
     click.echo(f"exported {total} rows from {len(summary)} tables to {output}", err=True)
 
@@ -86,7 +95,9 @@ def import_(path: str, as_json: bool) -> None:
                + (f", {report.files_written} attachment file(s) written" if report.files_written else "")
                + (f"; {report.files_missing} attachment file(s) were missing from the export" if report.files_missing else ""))
     if check is not None and check.mismatched:
-        click.echo("note: these tables differ from the export (the database held other rows): "
+        # the dump matched its own trailer (import_dump checks it): the difference is this database's
+        click.echo("note: after the import these tables differ from the export, because this database also "
+                   "holds rows the export does not (or stored a value differently): "
                    + ", ".join(check.mismatched), err=True)
 
 

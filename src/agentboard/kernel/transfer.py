@@ -8,11 +8,17 @@ The dump is one JSON object per line:
   primary-key order (events keep their ids, so their order and every cursor survive); an
   attachment row also carries its file as ``"content"`` (base64; ``null`` when the file is gone);
 - a trailer ``{"end": true, "tables": {"tasks": {"rows": N, "sha256": "..."}, ...}}`` with the
-  row count and checksum of each table, taken on the same snapshot as the rows.
+  row count and checksum of each table, taken on the same snapshot as the rows (the checksum is
+  over the rows' JSON texts as written, without :data:`store.transfer.LOCAL_COLUMNS`, so an
+  import recomputes it from the file).
+
+:func:`export_file` writes a dump whole or not at all (a temporary file renamed into place).
 
 Import upserts by primary key in one transaction, so a second import of the same dump changes
 nothing. It refuses a database that already holds tasks the dump does not, a dump from a newer
-schema, an unknown table or column, and any row whose ids, slugs or names do not have the
+schema, an unknown table or column, a dump whose rows do not match its own trailer (each table's
+row count and checksum, recomputed from the file: a line lost or edited since the export), and
+any row whose ids, slugs or names do not have the
 domain's formats (``store.transfer.check_row``: a task id ``../../x`` is refused before anything
 is written). Attachment files are written under the importing home, folder by folder without
 following links (``store.files``). Import writes no event of its own: the event log after an
@@ -36,7 +42,7 @@ from typing import Any
 from ..domain.errors import AgentboardError, Conflict, InvalidInput, Unavailable
 from ..store import files
 from ..store import transfer as rows
-from ..store.engine import Database, Row, Tx
+from ..store.engine import Database, Row, Tx, disk_full
 from ..store.migrate import HEAD
 from .attachments import attachments_dir
 
@@ -84,9 +90,19 @@ PROGRESS_EVERY = 500
 
 
 def export(db: Database, write: Callable[[str], Any], *, board: str | None = None,
-           since: float | None = None, progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+           since: float | None = None, progress: Progress | None = None,
+           target: str = "the export's output") -> dict[str, dict[str, Any]]:
     """Write the dump line by line through ``write`` (one consistent snapshot); returns the
-    trailer's per-table row counts and checksums."""
+    trailer's per-table row counts and checksums. A full disk under ``write`` is
+    :class:`Unavailable` naming ``target`` (what ``write`` writes to), not the database."""
+
+    def put(text: str) -> None:
+        try:
+            write(text)
+        except OSError as exc:
+            if disk_full(exc):
+                raise Unavailable(target_full(target)) from None
+            raise
 
     def _r(tx: Tx) -> dict[str, dict[str, Any]]:
         rows.begin_snapshot(tx)
@@ -99,7 +115,7 @@ def export(db: Database, write: Callable[[str], Any], *, board: str | None = Non
         header = {"agentboard_export": FORMAT, "schema": HEAD, "source": db.dialect, "board": board,
                   "since": since, "created_at": time.time(),
                   "tables": {t.name: list(t.columns.keys()) for t in chosen}}
-        write(json.dumps(header, separators=(",", ":")) + "\n")
+        put(json.dumps(header, separators=(",", ":")) + "\n")
         summary: dict[str, dict[str, Any]] = {}
         total = done = 0
         if progress is not None:
@@ -117,16 +133,51 @@ def export(db: Database, write: Callable[[str], Any], *, board: str | None = Non
                         progress("exporting", done, total)
                 text = digest.add(row)
                 if t.name == "attachments":
-                    write(prefix + text + ',"content":' + rows.dumps(_file_content(row)) + "}\n")
+                    put(prefix + text + ',"content":' + rows.dumps(_file_content(row)) + "}\n")
                 else:
-                    write(prefix + text + "}\n")
+                    put(prefix + text + "}\n")
             summary[t.name] = digest.as_dict()
-        write(json.dumps({"end": True, "tables": summary}, separators=(",", ":")) + "\n")
+        put(json.dumps({"end": True, "tables": summary}, separators=(",", ":")) + "\n")
         if progress is not None:
             progress("exporting", done, total)
         return summary
 
     return db.read(_r)
+
+
+def target_full(target: str | os.PathLike[str]) -> str:
+    """The message of an export whose output's disk is full."""
+    return (f"the disk holding {target} is full: the export could not be written; free some space "
+            "there and export again")
+
+
+def export_file(db: Database, path: str | os.PathLike[str], *, board: str | None = None,
+                since: float | None = None, progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+    """:func:`export` to the file ``path``, whole or not at all: the dump is written to a
+    temporary file beside it and renamed into place once complete, so a failed export (a full
+    disk) leaves no partial file and an older file at ``path`` as it was. A ``path`` that is not
+    a plain file (``/dev/stdout``, a pipe, a link) is written in place."""
+    dest = Path(path)
+    if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()):
+        with open(dest, "w", encoding="utf-8") as fh:
+            return export(db, fh.write, board=board, since=since, progress=progress, target=str(dest))
+    part = dest.with_name(f".{dest.name}.{os.getpid()}-{os.urandom(4).hex()}.part")
+    try:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as with open()
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            summary = export(db, fh.write, board=board, since=since, progress=progress, target=str(dest))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(part, dest)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        if isinstance(exc, OSError):
+            if disk_full(exc):
+                raise Unavailable(target_full(dest)) from None
+            raise Unavailable(f"cannot write the export to {dest}: {exc.strerror or exc}") from None
+        raise
+    return summary
 
 
 def _file_content(row: Row) -> str | None:
@@ -177,6 +228,7 @@ def _scan(path: Path) -> _Scan:
                                f"({', '.join(sorted(extra))}); upgrade agentboard")
     task_ids: set[str] = set()
     trailer = None
+    found: dict[str, rows.Digest] = {}
     n = 1
     for n, item in enumerate(it, 2):
         if not isinstance(item, dict):
@@ -199,9 +251,37 @@ def _scan(path: Path) -> _Scan:
             _check_content(path, n, item.get("content"))
         if name == "tasks":
             task_ids.add(str(row.get("id")))
+        digest = found.get(name)
+        if digest is None:
+            digest = found[name] = rows.Digest(name)
+        digest.add(row)
     if trailer is None:
         raise InvalidInput(f"{path} is cut short (no end line); export it again")
+    _check_trailer(path, trailer, found)
     return _Scan(header, task_ids, trailer, n - 2)
+
+
+def _check_trailer(path: Path, trailer: object, found: dict[str, rows.Digest]) -> None:
+    """Refuse a dump whose rows are not the ones its trailer counts: each table's row count and
+    checksum, recomputed from the file's own rows as the export computed them (a line lost or
+    edited since the export)."""
+    if not isinstance(trailer, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("rows"), int) for v in trailer.values()):
+        raise InvalidInput(f"{path}: its end line is not an export trailer (row counts and checksums per "
+                           "table); nothing was imported, export it again")
+    wrong: list[str] = []
+    for name in [*trailer, *(t for t in found if t not in trailer)]:
+        want = trailer.get(name) or {"rows": 0}
+        got = found.get(name) or rows.Digest(name)
+        if got.rows != want["rows"]:
+            wrong.append(f"{name} has {got.rows} row(s), the trailer counts {want['rows']}")
+        elif want.get("sha256") is not None and got.checksum != want["sha256"]:
+            wrong.append(f"{name}'s rows do not match the trailer's checksum")
+    if len(wrong) > 4:
+        wrong[4:] = [f"{len(wrong) - 4} more table(s)"]
+    if wrong:
+        raise InvalidInput(f"{path} does not match its own trailer ({'; '.join(wrong)}): it was cut or edited "
+                           "since the export; nothing was imported, export it again")
 
 
 def _check_content(path: Path, n: int, content: object) -> None:
@@ -357,7 +437,7 @@ def migrate(source: Database, target: Database, *, spool_dir: Path,
     fd, name = tempfile.mkstemp(prefix=".migrate-", suffix=".jsonl", dir=spool_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            expected = export(source, fh.write, progress=progress)
+            expected = export(source, fh.write, progress=progress, target=name)
         report = import_dump(target, name, home=source.settings.home, progress=progress)
         return report, verify(target, expected)
     finally:

@@ -5,7 +5,14 @@ while the dispatcher and the API keep writing: it is the database as of one mome
 attachment files, the home's task-graph templates (``templates/``), and ``config.toml`` when the
 home has one. PostgreSQL is backed up with ``pg_dump`` (see docs/operations.md).
 
-A restore trusts nothing in the folder it is given: every row's ids, slugs and names must have
+A failed backup (a full disk, a folder it cannot write) removes what it wrote: the folder it
+made, or what it put in the empty folder it was given, so the same command works once there is
+room. The default folder ``HOME/backups/<UTC time>`` takes a ``-2``, ``-3``... suffix when two
+backups start in the same second.
+
+A restore refuses a backup whose schema revision this agentboard does not know (one a newer
+agentboard migrated: upgrade first); an older one is accepted and migrated by the next command.
+It trusts nothing in the folder it is given: every row's ids, slugs and names must have
 the domain's formats (``transfer.check_row``) before anything is replaced, only regular files
 are copied (links and hard-linked files are skipped), each only to its one place
 (``boards/SLUG/attachments/TASK/NAME``, ``templates/NAME.toml``), written beneath the home
@@ -24,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..domain import model
-from ..domain.errors import Conflict, InvalidInput, NotFound
+from ..domain.errors import Conflict, InvalidInput, NotFound, Unavailable
 from . import files
+from .engine import disk_full
 from .transfer import check_row, tables
 
 DB_NAME = "agentboard.db"
@@ -134,13 +142,36 @@ def _copy_templates(src_home: Path, dest: Path, progress: Progress | None = None
     return _copy_tree(src_home / "templates", dest, _template_name, mode=0o644, progress=progress)
 
 
-def backup(home: Path, db_file: Path, dest: Path, progress: Progress | None = None) -> BackupInfo:
-    """Back up the home whose database is ``db_file`` into the new folder ``dest``."""
+def backup(home: Path, db_file: Path, dest: Path | None = None, progress: Progress | None = None, *,
+           prefix: str = "") -> BackupInfo:
+    """Back up the home whose database is ``db_file`` into the new (or empty) folder ``dest``;
+    ``None``: a new folder ``home/backups/<prefix><UTC time>`` (with a suffix when that name is
+    taken). On any failure what the backup wrote is removed again."""
     if not db_file.is_file():
         raise NotFound(f"no database at {db_file}; nothing to back up")
-    if dest.exists() and any(dest.iterdir()):
-        raise Conflict(f"{dest} exists and is not empty; give a new folder")
-    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = dest if dest is not None else home / "backups" / (prefix + _stamp())
+    claimed = False  # only what this backup claimed is ever removed
+    try:
+        if dest is None:
+            target = _new_folder(home / "backups", prefix + _stamp())
+            made = [target]
+        else:
+            made = _claim(dest)
+        claimed = True
+        return _backup_into(home, db_file, target, progress)
+    except BaseException as exc:
+        if claimed:
+            _discard(target, made)
+        if disk_full(exc):
+            raise Unavailable(f"the disk holding {target} is full: the backup could not be written (what it "
+                              "wrote is removed); free some space there and try again") from None
+        if isinstance(exc, OSError):
+            raise Unavailable(f"cannot write the backup to {target}: {exc.strerror or exc} (what it wrote "
+                              "is removed)") from None
+        raise
+
+
+def _backup_into(home: Path, db_file: Path, dest: Path, progress: Progress | None) -> BackupInfo:
     out = dest / DB_NAME
     if progress is not None:
         progress("copying the database", 0, 1)
@@ -156,8 +187,63 @@ def backup(home: Path, db_file: Path, dest: Path, progress: Progress | None = No
     return BackupInfo(dest, out, tasks, events, copied, integrity, templates)
 
 
-def default_destination(home: Path) -> Path:
-    return home / "backups" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+
+
+def _new_folder(parent: Path, name: str) -> Path:
+    """Create and return a new folder ``parent/name``, or ``name-2``, ``name-3``... when taken
+    (``mkdir`` is the claim: two backups in the same second never share a folder)."""
+    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for n in range(1, 1000):
+        path = parent / (name if n == 1 else f"{name}-{n}")
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise Conflict(f"{parent} already holds 999 backups named {name}*; give a folder")
+
+
+def _claim(dest: Path) -> list[Path]:
+    """Make ``dest`` ready for a backup (a new folder, or an empty one); the folders this created,
+    ``dest`` first, then its parents."""
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise Conflict(f"{dest} exists and is not a folder; give a new folder")
+    if dest.exists() and any(dest.iterdir()):
+        raise Conflict(f"{dest} exists and is not empty; give a new folder")
+    missing: list[Path] = []
+    p = dest
+    while not os.path.lexists(p) and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return missing
+
+
+def _discard(dest: Path, made: list[Path]) -> None:
+    """Remove what a failed backup wrote: ``dest`` and the parents it created (``made``), or, when
+    ``dest`` was an empty folder already, everything now in it."""
+    if made and made[0] == dest:
+        shutil.rmtree(dest, ignore_errors=True)
+        for parent in made[1:]:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        return
+    try:
+        entries = list(dest.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
+        except OSError:
+            pass
 
 
 def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool,
@@ -175,9 +261,10 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool,
     integrity, _, _ = check(src)
     if integrity != "ok":
         raise InvalidInput(f"{src} fails its integrity check ({integrity}); pick another backup")
+    check_schema(src)
     check_rows(src)
     if keep_current and db_file.is_file():
-        backup(home, db_file, home / "backups" / ("pre-restore-" + time.strftime("%Y%m%dT%H%M%S", time.gmtime())))
+        backup(home, db_file, prefix="pre-restore-")
     home.mkdir(parents=True, exist_ok=True)
     if progress is not None:
         progress("restoring the database", 0, 1)
@@ -201,6 +288,42 @@ def restore(backup_dir: Path, home: Path, db_file: Path, *, keep_current: bool,
     config = backup_dir / "config.toml"
     left = config if backup_dir.is_dir() and config.is_file() and not config.is_symlink() else None
     return BackupInfo(backup_dir, db_file, tasks, events, copied, integrity, templates, config_left=left)
+
+
+def schema_of(path: Path) -> str | None:
+    """The schema revision (``alembic_version``) of the database file at ``path``; None when it
+    records none."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def check_schema(path: Path) -> None:
+    """Refuse a backup whose schema this agentboard does not know (a newer agentboard migrated
+    it: every command would refuse the home after the restore). An older schema is accepted: the
+    next command migrates it."""
+    from .migrate import HEAD, known_revisions
+
+    rev = schema_of(path)
+    if rev is None:
+        raise InvalidInput(f"{path} records no schema revision (no alembic_version row); it is not an "
+                           "agentboard backup. Nothing was restored")
+    if rev in known_revisions():
+        return
+    try:
+        newer = int(rev) > int(HEAD)
+    except ValueError:
+        newer = False
+    if newer:
+        raise InvalidInput(f"{path} comes from a newer agentboard (schema {rev}, this one knows up to {HEAD}); "
+                           "upgrade agentboard before restoring it. Nothing was restored")
+    raise InvalidInput(f"{path} is at schema {rev!r}, which this agentboard does not know (it knows up to "
+                       f"{HEAD}). Nothing was restored")
 
 
 def check_rows(path: Path) -> None:
