@@ -1,7 +1,8 @@
 """Configuration: the one module that reads ``config.toml`` and ``AGENTBOARD_*`` variables.
 
 Resolution, highest first: an explicit argument, the ``AGENTBOARD_<KEY>`` environment variable,
-``<home>/config.toml``, the default below.
+``<home>/config.toml``, the default below. Over 600 lines on purpose: every setting with its
+default and bounds, and the one reading of both sources that checks them, kept together.
 """
 
 from __future__ import annotations

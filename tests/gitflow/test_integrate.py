@@ -243,7 +243,7 @@ def test_a_branch_that_would_write_over_an_ignored_file_of_the_target_is_refused
 
 # reports, then goes on committing on its branch for a few seconds before it exits
 GOES_ON = (EDIT + " && sleep 1 && echo 'import os' > backdoor.py && git add backdoor.py && "
-           "git commit -qm 'after the report' && sleep 3")
+           "git commit -qm 'after the report' && sleep 10")
 
 
 def test_approving_while_the_worker_that_reported_still_runs_is_refused_and_lands_nothing_unreviewed(

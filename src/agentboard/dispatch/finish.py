@@ -146,11 +146,19 @@ def worker_still_running(db: Database, task_id: str) -> str | None:
     return f"the worker of run {run['id']} is still running ({int(since)} s after its report)"
 
 
+#: seconds an approval waits for the worker that sent its task to review to exit: one that
+#: reported as its last act is gone within them, its exit recorded by its dispatcher
+EXIT_WAIT = 5.0
+
+
 def _worker_gone(db: Database, task: Row) -> None:
     """Refuse (:class:`Conflict`) to integrate the branch of a task in review while the worker
-    that sent it there may still be running: what it commits after its report would land on the
-    base branch unreviewed."""
-    if why := worker_still_running(db, task["id"]):
+    that sent it there may still be running (after :data:`EXIT_WAIT` seconds for it to exit): what
+    it commits after its report would land on the base branch unreviewed."""
+    deadline = time.monotonic() + EXIT_WAIT
+    while (why := worker_still_running(db, task["id"])) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if why:
         raise Conflict(f"task {task['id']}: {why}; what it changes now would land unreviewed. Approve once it "
                        "has exited (the dispatcher stops it within 30 s of its report)")
 

@@ -4,30 +4,27 @@ One path starts every worker process, a task's own worker and a repair attempt a
 
 1. **claim** (a task's own worker): the chosen tasks of a board in the queue's order,
    :data:`FIRST_CLAIM` first, then :data:`CLAIM_BATCH`, then twice the group before up to
-   :data:`CLAIM_BATCH_MAX` (2, 8, 16, 32, 64, 64, ...), each group in one
-   transaction (``kernel.dispatching.claim_batch``) and taken through steps 2–5 before the next
-   is claimed: the first workers of a big pass start (and are recorded) at once, not after all
-   of them (the first group is recorded before the next claim; each later group's starts
-   overlap the claim of the one after it). A claim takes the first still-ready tasks among the
-   next few chosen, passing over those another host is claiming at that moment (``SKIP
-   LOCKED``) or took already; on PostgreSQL a pass chooses up to twice its room, so the ones
-   after fill in and a host fills its room in one pass while other hosts claim from the same
-   queue;
+   :data:`CLAIM_BATCH_MAX` (2, 8, 16, 32, 64, 64, ...), each group in one transaction
+   (``kernel.dispatching.claim_batch``, which blocks those a budget cannot afford) and taken
+   through steps 2–5 before the next is claimed: the first workers of a big pass start (and are
+   recorded) at once, not after all of them (each later group's starts overlap the claim of the
+   one after it). A claim takes the first still-ready tasks among the next few chosen, passing
+   over those another host is claiming at that moment (``SKIP LOCKED``) or took already; on
+   PostgreSQL a pass chooses up to twice its room, so the ones after fill in and a host fills
+   its room in one pass while other hosts claim from the same queue;
 2. **prepare** (a task's own worker): the workspace and the ``.board/`` files
    (``protocol.lifecycle.prepare``; what they need is read for the whole group by its claim,
-   ``kernel.dispatching.claim_to_start``, which also issues the group's run tokens). A repair attempt reuses its run's workspace and gets the repair
-   prompt instead;
+   ``kernel.dispatching.claim_to_start``, which also issues the group's run tokens). A repair
+   attempt reuses its run's workspace and gets the repair prompt instead;
 3. **launch**: the run token, the environment and the command line (:mod:`.adapters`);
 4. **start**: the process (:func:`.spawn.start`), watched so that its exit wakes the dispatcher;
 5. **record**: the group's pids in one transaction as soon as its processes have started
    (``kernel.dispatching.record_spawns``); a run reclaimed meanwhile comes back as stale, its
    worker to be stopped.
 
-Preparing and starting several workers is mostly waiting, so a batch runs it on a few threads
-(without a database connection each); those threads only return what they started, and the
-pass thread registers the workers. While they prepare and start one group, the pass thread
-claims the next (and reads what its files need), then records the first: the database's round
-trips overlap the workers' starts.
+Preparing and starting workers is mostly waiting, so a batch runs it on a few threads (with no
+database connection); they return what they started, and the pass thread registers the workers.
+While they start one group, the pass thread claims the next, then records the first.
 """
 
 from __future__ import annotations
@@ -149,7 +146,8 @@ class StartFailure:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """What spawning one board's chosen tasks did."""
+    """What spawning one board's chosen tasks did; ``refused``: the chosen tasks a budget blocked
+    at their claim (task id → why)."""
 
     #: the chosen tasks this dispatcher claimed (others were taken meanwhile)
     claimed: list[Choice]
@@ -157,21 +155,19 @@ class BatchResult:
     failures: list[StartFailure]
     #: workers started whose run was reclaimed before it was recorded: they must be stopped
     stale: list[spawn.Worker]
-    #: chosen tasks a budget blocked at their claim (task id → why)
     refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class _Group:
     """One claim's tasks on their way to running: what was claimed, each with its run, their
-    run tokens and what their files need."""
+    run tokens, what their files need, and the tasks a budget blocked instead (id → why)."""
 
     claimed: list[Choice]
     todo: list[tuple[Choice, int]]
     tokens: dict[int, str]
     loaded: dict[str, PrepareInputs | AgentboardError]
-    #: chosen tasks a budget blocked at the claim (task id → why)
-    refused: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str]
 
 
 def _merge(out: BatchResult, res: BatchResult) -> None:
@@ -188,8 +184,7 @@ class Spawner:
         self._git_lock = threading.Lock()
         #: its threads end once idle (:class:`.runtime.Pool`)
         self._prep_pool = Pool(PREPARE_THREADS, "agentboard-prepare")
-        #: optional hook called as ``on_spawn(board, task_id, run_id, pid, at)`` right after a
-        #: task's own worker starts (on a prepare thread)
+        #: optional, ``on_spawn(board, task_id, run_id, pid, at)`` once a task's own worker starts
         self.on_spawn: Callable[[str, str, int, int, float], None] | None = None
 
     def drain(self) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from ..domain.errors import Unavailable
-from .engine import Database, Tx, create_sqlite_file, one_line, sqlite_file
+from ..domain.errors import Unavailable, one_line
+from .engine import Database, Tx, create_sqlite_file, sqlite_file
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -188,10 +188,11 @@ def worker_of_review(db: Database, task_id: str) -> Row | None:
     """The worker run whose work a task in review holds (its last run that is not a review
     run): ``id``, ``worker_pid``, ``worker_host``, ``started_at``, ``ended_at`` and
     ``exit_code`` (None until the dispatcher saw its process exit), or None."""
-    return db.read(lambda tx: tx.one(
-        "SELECT id, worker_pid, worker_host, started_at, ended_at, exit_code FROM task_runs "
-        "WHERE task_id = :t AND (claim_lock IS NULL OR claim_lock NOT LIKE :rv) ORDER BY id DESC LIMIT 1",
-        {"t": task_id, "rv": REVIEW_CLAIM + "%"}))
+    def _r(tx: Tx) -> Row | None:
+        return tx.one("SELECT id, worker_pid, worker_host, started_at, ended_at, exit_code FROM task_runs "
+                      "WHERE task_id = :t AND (claim_lock IS NULL OR claim_lock NOT LIKE :rv) ORDER BY id DESC LIMIT 1",
+                      {"t": task_id, "rv": REVIEW_CLAIM + "%"})
+    return db.read(_r)
 
 
 def _open_review_run(tx: Tx, board: str, task_id: str, profile: str | None, reviewer: str, host: str | None,
