@@ -111,6 +111,9 @@ def test_the_insights_page_draws_every_chart_from_the_run_history(page: Any, ker
     page.locator(".insight-table-card").screenshot(path=str(_shot("insights_table.png")))
     page.locator(".insights-window button[data-since='7d']").click()
     expect(page.locator(".insights-window button[data-since='7d']")).to_have_attribute("aria-pressed", "true")
+    # the live clocks tick every second: the window buttons keep their labels through the ticks
+    page.wait_for_timeout(1500)
+    expect(page.locator(".insights-window button")).to_have_text(["7 days", "30 days", "90 days", "All time"])
     expect(page.locator("#chart-throughput[data-drawn='1'] canvas")).to_be_visible(timeout=T)
     days = page.evaluate("() => Chart.getChart(document.querySelector('#chart-throughput canvas')).data.labels.length")
     assert days == 7

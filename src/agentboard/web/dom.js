@@ -108,7 +108,7 @@ export function duration(start, end) {
 
 /** How long since `start`, kept current while shown (tickClocks). */
 export function clock(start) {
-  return h("span.clock", { dataset: { since: String(start) } }, duration(start));
+  return h("span.clock", { dataset: { clock: String(start) } }, duration(start));
 }
 
 /** "5m ago" for `ts`, kept current while shown (tickClocks). */
@@ -119,8 +119,8 @@ export function agoLive(ts) {
 /** Bring every shown clock up to now (each second), and every "… ago" (each 15 s). */
 export function tickClocks(root = document, withAgo = true) {
   const now = Date.now() / 1000;
-  for (const el of root.querySelectorAll("[data-since]")) {
-    const text = duration(Number(el.dataset.since), now);
+  for (const el of root.querySelectorAll("[data-clock]")) {
+    const text = duration(Number(el.dataset.clock), now);
     if (el.textContent !== text) el.textContent = text;
   }
   if (!withAgo) return;
