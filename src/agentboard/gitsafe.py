@@ -1,4 +1,6 @@
 """The one way agentboard runs ``git``: with protected settings, on a repository named explicitly.
+Over 600 lines on purpose: every git call a workspace can reach, kept in one module so none
+bypasses the protections below.
 
 A worker controls everything in its workspace, its worktree's ``.git`` link included, so no git
 call of the server or the dispatcher may honour anything a workspace can write. Every call goes
@@ -146,10 +148,13 @@ def run_in(git_dir: str | Path, work_tree: str | Path | None, *args: str, check:
     config = list(extra_config)
     if drivers_off:
         config += driver_overrides(git_dir)
-    try:
-        proc = subprocess.run(argv(git_dir, work_tree, args, config, user_config=user_config), capture_output=True, text=True,
-                              errors="replace", env=environment(user_config=user_config), timeout=timeout,
-                              stdin=subprocess.DEVNULL if input is None else None, input=input, cwd="/")
+    try:  # bytes, decoded as they are: text mode would turn a worker's \r into a line break of git's
+        raw = subprocess.run(argv(git_dir, work_tree, args, config, user_config=user_config), capture_output=True,
+                             env=environment(user_config=user_config), timeout=timeout, cwd="/",
+                             stdin=subprocess.DEVNULL if input is None else None,
+                             input=None if input is None else input.encode())
+        proc = subprocess.CompletedProcess(raw.args, raw.returncode, *(b.decode("utf-8", "replace")
+                                                                       for b in (raw.stdout, raw.stderr)))
     except FileNotFoundError:
         raise GitError("git is not installed or not on PATH") from None
     except subprocess.TimeoutExpired:
@@ -494,7 +499,14 @@ def view_diff(git_dir: str | Path, work_tree: Path, *, exclude: Sequence[str] = 
 
 def new_file_diff(root: Path, name: str) -> str:
     """The diff git shows for the untracked file ``name`` under ``root`` (``git diff --no-index
-    /dev/null name``), made without git and without following a symbolic link."""
+    /dev/null name``), made without git and without following a symbolic link; ``name`` C-quoted
+    as git quotes it (``"b/new\\nline.txt"``), so no name breaks or forges a header."""
+    def quoted(prefix: str) -> str:  # git's ``quote_c_style``, octal for bytes outside ASCII
+        raw = (prefix + name).encode("utf-8", "surrogateescape")
+        esc = dict(zip(b'\a\b\t\n\v\f\r"\\', 'abtnvfr"\\', strict=True))
+        if not any(b < 0x20 or b >= 0x7F or b in esc for b in raw):
+            return prefix + name
+        return '"' + "".join("\\" + esc[b] if b in esc else chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}" for b in raw) + '"'
     dirfd = -1
     try:
         found = gitsizes.parent_fd(root, name)  # no link followed on the way
@@ -518,15 +530,15 @@ def new_file_diff(root: Path, name: str) -> str:
     finally:
         if dirfd >= 0:
             os.close(dirfd)
-    head = f"diff --git a/{name} b/{name}\nnew file mode {mode}\n"
+    head = f"diff --git {quoted('a/')} {quoted('b/')}\nnew file mode {mode}\n"
     if len(data) > UNTRACKED_BYTES:
-        return head + f"# {name}: more than {UNTRACKED_BYTES} bytes, not shown\n"
+        return head + f"# {quoted('')}: more than {UNTRACKED_BYTES} bytes, not shown\n"
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
     head += f"index 0000000..{blob}\n"
     if not data:
         return head
     if b"\0" in data[:8000]:
-        return head + f"Binary files /dev/null and b/{name} differ\n"
+        return head + f"Binary files /dev/null and {quoted('b/')} differ\n"
     text = data.decode("utf-8", "replace")
     lines = text.split("\n")
     eol = text.endswith("\n")
@@ -536,7 +548,7 @@ def new_file_diff(root: Path, name: str) -> str:
     if not eol:
         body += "\\ No newline at end of file\n"
     count = "" if len(lines) == 1 else f",{len(lines)}"
-    return head + f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1{count} @@\n" + body
+    return head + f"--- /dev/null\n+++ {quoted('b/')}\n@@ -0,0 +1{count} @@\n" + body
 
 
 #: what makes git find no repository at all (an agent reviewing a workspace we cannot view)

@@ -20,7 +20,9 @@ def diff(task_id: str, stat: bool, path: str | None, page: int, board: str | Non
     """The diff of a task's work: for a worktree task its branch against its base (plus what is
     not committed yet), for a dir: workspace in a git repository its working tree.
 
-    With --json: the files with their counts, and the unified diff of the files of one page."""
+    With --json: the files with their counts, and the unified diff of the files of one page.
+    On a terminal the control characters of file names and contents are shown as escapes
+    (``\\x1b``); into a pipe or a file the unified diff is written exactly."""
     from agentboard.dispatch import diffs
 
     slug = common.task_board(task_id, board)
@@ -28,22 +30,38 @@ def diff(task_id: str, stat: bool, path: str | None, page: int, board: str | Non
     if as_json:
         common.emit_json(doc)
         return
+    from .output import is_tty, printable
+
+    tty = is_tty()
+
+    def line(text: str) -> None:  # our own lines: a worker's bytes in them are always escaped
+        click.echo(printable(text))
+
+    def patch(text: str) -> None:  # the unified diff: escaped on a terminal, exact into a pipe (as `log`)
+        text = text.rstrip("\n")
+        click.echo(printable(text) if tty else text, color=True)
+
     git = doc.get("git") or {}
-    click.echo(f"# {task_id}: {git.get('summary') or doc['how']}")
+    line(f"# {task_id}: {git.get('summary') or doc['how']}")
     if not doc["files"]:
-        click.echo("# no changes" if not doc["how"].startswith("none") else f"# no diff: {doc['how'][6:]}")
+        line("# no changes" if not doc["how"].startswith("none") else f"# no diff: {doc['how'][6:]}")
         return
     if stat or path is None:
         for f in doc["files"]:
             flag = " (uncommitted)" if f["uncommitted"] else ""
             counts = "binary" if f["binary"] else f"+{f['additions']} -{f['deletions']}"
-            click.echo(f"# {f['status']:<8} {counts:>12}  {f['path']}{flag}")
-        click.echo(f"# {doc['total_files']} file(s), +{doc['additions']} -{doc['deletions']}")
+            line(f"# {f['status']:<8} {counts:>12}  {_one_line(f['path'])}{flag}")
+        line(f"# {doc['total_files']} file(s), +{doc['additions']} -{doc['deletions']}")
     if stat:
         return
     if path is not None:
         for f in doc["shown"]:
-            click.echo(f["diff"].rstrip("\n"))
+            patch(f["diff"])
         return
     text, _how = diffs.raw_diff(common.db(), slug, task_id)
-    click.echo(text.rstrip("\n"))
+    patch(text)
+
+
+def _one_line(name: str) -> str:
+    """A file name on one line of the listing: its line breaks and tabs shown as escapes too."""
+    return name.replace("\n", "\\x0a").replace("\t", "\\x09")

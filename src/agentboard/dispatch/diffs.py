@@ -11,7 +11,6 @@ task read by ``kernel.queries.task_detail`` for ``show``, ``context``, the REST 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast, overload
@@ -26,8 +25,11 @@ from . import branches
 PER_PAGE = 20
 #: characters of one file's diff shown; the rest is cut with a note
 FILE_MAX = 100_000
-_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+)$")
+_GIT_HEADER = "diff --git "
 _UNCOMMITTED = "# not committed yet in "
+#: git's one-character escapes in a quoted path (``quote.c``)
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+_JSON = json.JSONDecoder()
 
 
 def git_facts(task: Mapping[str, Any], db: Database | None = None) -> GitFacts | None:
@@ -74,43 +76,149 @@ def facts_of(task: Row) -> review_context.WorkspaceFacts:
     return review_context.WorkspaceFacts(kind, path)
 
 
+def unquote(text: str, start: int = 0) -> tuple[str, int] | None:
+    """The C-quoted string git writes for a path with unusual characters (``"a/donn\\303\\251es.py"``:
+    ``\\n``, ``\\t``, ``\\"``, ``\\\\``… and octal bytes, UTF-8 once decoded) that starts at
+    ``text[start]`` (a ``"``): its value and where it ends (after its closing quote); None when
+    it is not one."""
+    if text[start:start + 1] != '"':
+        return None
+    out = bytearray()
+    i = start + 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return out.decode("utf-8", "replace"), i + 1
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = text[i + 1:i + 2]
+        if nxt in _C_ESCAPES:
+            out.append(_C_ESCAPES[nxt])
+            i += 2
+        elif len(text) >= i + 4 and all(d in "01234567" for d in text[i + 1:i + 4]):
+            out.append(int(text[i + 1:i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            return None
+    return None
+
+
+def _side(text: str, start: int, prefix: str) -> tuple[str, int] | None:
+    """One quoted side of a ``diff --git`` line at ``text[start]``: git's ``"a/…"`` (C-quoted)
+    or ``a/"…"`` (JSON, ``gitsizes.note``); its path without ``prefix`` and where it ends."""
+    if text.startswith('"', start):
+        got = unquote(text, start)
+        if got is None or not got[0].startswith(prefix):
+            return None
+        return got[0][len(prefix):], got[1]
+    if text.startswith(prefix + '"', start):
+        try:
+            value, end = _JSON.raw_decode(text, start + len(prefix))
+        except ValueError:
+            return None
+        return (value, end) if isinstance(value, str) else None
+    return None
+
+
+def header_paths(line: str) -> tuple[str, str] | None:
+    """The old and new path of a ``diff --git a/OLD b/NEW`` line, quoted (``unquote``) or not;
+    None when ``line`` is not one. Unquoted names holding `` b/`` are read as the same name on
+    both sides (git's header for a change that is not a rename); a rename's ``rename from`` /
+    ``rename to`` lines name its paths exactly (:func:`split`)."""
+    if not line.startswith(_GIT_HEADER):
+        return None
+    rest = line[len(_GIT_HEADER):]
+    old = _side(rest, 0, "a/")
+    if old is not None:
+        name, end = old
+        if rest[end:end + 1] != " ":
+            return None
+        new = _side(rest, end + 1, "b/")
+        if new is not None:
+            return (name, new[0]) if new[1] == len(rest) else None
+        return (name, rest[end + 3:]) if rest.startswith("b/", end + 1) else None
+    if not rest.startswith("a/"):
+        return None
+    for at in (i for i in range(len(rest)) if rest.startswith(' "b/', i) or rest.startswith(' b/"', i)):
+        new = _side(rest, at + 1, "b/")
+        if new is not None and new[1] == len(rest):
+            return rest[2:at], new[0]
+    n, odd = divmod(len(rest) - 5, 2)
+    if not odd and n > 0 and rest[2 + n:5 + n] == " b/" and rest[2:2 + n] == rest[5 + n:]:
+        return rest[2:2 + n], rest[2:2 + n]
+    cut = rest.find(" b/")
+    return (rest[2:cut], rest[cut + 3:]) if cut > 2 else None
+
+
+def _named(line: str, word: str) -> str | None:
+    """The path of an extended header line ``rename from PATH`` (``word``: ``rename from``…),
+    quoted or not."""
+    if not line.startswith(word + " "):
+        return None
+    value = line[len(word) + 1:]
+    got = unquote(value) if value.startswith('"') else (value, len(value))
+    return got[0] if got is not None and got[1] == len(value) else None
+
+
 def split(text: str) -> list[dict[str, Any]]:
-    """A unified diff split per file: path, +/− counts, binary, uncommitted, and its text."""
+    """A unified diff split per file: path, +/− counts, binary, uncommitted, and its text.
+
+    Lines are split on ``\\n`` only (a file's text may hold ``\\r``, ``\\f``, U+2028… that
+    ``str.splitlines`` would break on). A file starts at a ``diff --git`` line (its paths quoted
+    or not: :func:`header_paths`); in its hunks every line starts with `` ``, ``+``, ``-`` or
+    ``\\``, so nothing a file holds can start another file, and its extended header lines
+    (``new file mode``, ``rename from``, ``Binary files``, a ``# … not shown`` note) are read
+    only before its first hunk."""
     files: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     lines: list[str] = []
     uncommitted = False
+    in_hunks = False
+    prev: str | None = None
 
     def close() -> None:
         if current is not None:
             current["diff"] = "\n".join(lines) + "\n"
             files.append(current)
 
-    for ln in text.splitlines():
-        m = _HEADER.match(ln)
-        if m:
+    all_lines = text.split("\n")
+    if all_lines and all_lines[-1] == "":
+        all_lines.pop()
+    for ln in all_lines:
+        before, prev = prev, ln
+        if ln.startswith(_GIT_HEADER):
             close()
-            current = {"path": m.group(2), "old_path": m.group(1), "additions": 0, "deletions": 0,
+            old, new = header_paths(ln) or (ln[len(_GIT_HEADER):],) * 2
+            current = {"path": new, "old_path": old, "additions": 0, "deletions": 0,
                        "binary": False, "uncommitted": uncommitted, "status": "modified"}
-            lines = [ln]
+            lines, in_hunks = [ln], False
             continue
-        if ln.startswith(_UNCOMMITTED):
+        if not uncommitted and before == "" and ln.startswith(_UNCOMMITTED):  # review_context.work_diff's line
             close()
             current, lines, uncommitted = None, [], True
             continue
         if current is None:
             continue
         lines.append(ln)
-        if ln.startswith("+") and not ln.startswith("+++ "):
-            current["additions"] += 1
-        elif ln.startswith("-") and not ln.startswith("--- "):
-            current["deletions"] += 1
+        if ln.startswith("@@ "):
+            in_hunks = True
+        elif in_hunks:
+            if ln.startswith("+"):
+                current["additions"] += 1
+            elif ln.startswith("-"):
+                current["deletions"] += 1
         elif ln.startswith("new file mode"):
             current["status"] = "added"
         elif ln.startswith("deleted file mode"):
             current["status"] = "deleted"
-        elif ln.startswith("rename from"):
-            current["status"] = "renamed"
+        elif ln.startswith(("rename from ", "copy from ")):
+            kind = "rename" if ln.startswith("rename") else "copy"
+            current["status"] = "renamed" if kind == "rename" else "copied"
+            current["old_path"] = _named(ln, f"{kind} from") or current["old_path"]
+        elif ln.startswith(("rename to ", "copy to ")):
+            current["path"] = _named(ln, "rename to" if ln.startswith("rename") else "copy to") or current["path"]
         elif ln.startswith("Binary files") or (ln.startswith("# ") and ln.endswith("not shown")):
             current["binary"] = True  # or too big to show (``gitsizes``, ``gitsafe.new_file_diff``)
     close()
@@ -181,4 +289,5 @@ def raw_diff(db: Database, board: str, task_id: str) -> tuple[str, str]:
     return diff.text, diff.how
 
 
-__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "raw_diff", "split", "task_diff", "with_git", "with_new_branch"]
+__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "header_paths", "raw_diff", "split", "task_diff", "unquote",
+           "with_git", "with_new_branch"]
