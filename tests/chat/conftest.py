@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 import uuid
@@ -40,16 +41,68 @@ class Call:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    at: float = 0.0  # time.monotonic() when it came
+
+
+@dataclass
+class Trouble:
+    """An answer the fake gives instead of the platform's (a rate limit, an outage)."""
+
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def rate_limited(retry_after: float) -> Trouble:
+    """A 429 as the platforms send it: ``Retry-After`` and the body's ``retry_after``."""
+    return Trouble(429, {"ok": False, "error": "ratelimited", "error_code": 429,
+                         "description": f"Too Many Requests: retry after {retry_after:g}",
+                         "retry_after": retry_after, "parameters": {"retry_after": retry_after}},
+                   {"retry-after": f"{retry_after:g}"})
+
+
+def unavailable() -> Trouble:
+    return Trouble(503, {"ok": False, "error": "service_unavailable"})
+
+
+#: Telegram's HTML: the tags it knows, and what may follow ``&``
+_TG_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre", "span",
+            "tg-spoiler", "blockquote", "tg-emoji"}
+_TG_TOKEN = re.compile(r"<(/?)([a-z-]+)(?:\s[^<>]*)?>|&(?:lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);|[<>&]")
+
+
+def telegram_html_error(text: str) -> str | None:
+    """Why Telegram would refuse ``text`` as ``parse_mode`` HTML (``None``: it takes it): a
+    ``<``, ``>`` or ``&`` that is no tag or entity, a tag it does not know, a tag not closed."""
+    open_tags: list[str] = []
+    for m in _TG_TOKEN.finditer(text):
+        if m.group(2) is None:
+            if m.group(0) in "<>&":
+                return f"Can't parse entities: unexpected {m.group(0)!r} at byte offset {m.start()}"
+            continue
+        closing, name = m.group(1) == "/", m.group(2)
+        if name not in _TG_TAGS:
+            return f"Can't parse entities: unsupported start tag \"{name}\" at byte offset {m.start()}"
+        if not closing:
+            open_tags.append(name)
+        elif not open_tags or open_tags.pop() != name:
+            return f"Can't parse entities: unexpected end tag at byte offset {m.start()}"
+    if open_tags:
+        return f"Can't parse entities: can't find end tag corresponding to start tag \"{open_tags[-1]}\""
+    return None
 
 
 @dataclass
 class FakePlatforms:
     """One loopback server for Slack's, Discord's and Telegram's APIs (under /slack, /discord,
-    /telegram), recording every call; ``refuse`` makes every call fail (HTTP 503)."""
+    /telegram), recording every call; ``refuse`` makes every call fail (HTTP 503); the calls
+    while ``trouble`` holds answers are answered with them, in order. Telegram refuses HTML
+    it cannot parse (400), as Telegram does."""
 
     server: ThreadingHTTPServer
     calls: list[Call] = field(default_factory=list)
     refuse: bool = False
+    trouble: list[Trouble] = field(default_factory=list)
     _ts: int = 0
 
     @property
@@ -63,7 +116,14 @@ class FakePlatforms:
         return wait_for(lambda: self.named(suffix) if len(self.named(suffix)) >= count else None,
                         timeout=60, what=f"{count} call(s) to {suffix}")
 
-    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
+        if self.trouble:
+            t = self.trouble.pop(0)
+            return t.status, t.body, t.headers
+        status, out = self._answer(path, body)
+        return status, out, {}
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if self.refuse:
             return 503, {"ok": False, "error": "service_unavailable"}
         if path.startswith("/slack/"):
@@ -78,6 +138,9 @@ class FakePlatforms:
         if path.startswith("/telegram/"):
             if path.endswith("/getMe"):
                 return 200, {"ok": True, "result": {"id": 1, "username": "agentboard_bot"}}
+            error = telegram_html_error(str(body.get("text", ""))) if body.get("parse_mode") == "HTML" else None
+            if error:
+                return 400, {"ok": False, "error_code": 400, "description": f"Bad Request: {error}"}
             return 200, {"ok": True, "result": {"message_id": 99}}
         if path.startswith("/respond/"):
             return 200, None
@@ -94,11 +157,14 @@ def start_fake() -> FakePlatforms:
                 body = json.loads(raw) if raw else {}
             except ValueError:
                 body = {"raw": raw.decode()}
-            fake.calls.append(Call(self.path, body, {k.lower(): v for k, v in self.headers.items()}))
-            status, out = fake.answer(self.path, body)
+            fake.calls.append(Call(self.path, body, {k.lower(): v for k, v in self.headers.items()},
+                                   time.monotonic()))
+            status, out, headers = fake.answer(self.path, body)
             data = b"" if out is None else json.dumps(out).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
+            for name, value in headers.items():
+                self.send_header(name, value)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -96,3 +96,17 @@ class holding_the_write_lock:  # noqa: N801 - a context manager read as a senten
     def __exit__(self, *exc: object) -> None:
         self.conn.execute("ROLLBACK")
         self.conn.close()
+
+
+def test_a_follow_up_discord_rate_limited_is_sent_again(chat: Chat, monkeypatch: Any) -> None:
+    from agentboard.api.routes import chat as routes
+
+    from .conftest import rate_limited
+
+    chat.link("discord", "200000000000000001")
+    monkeypatch.setattr(routes, "GRACE", 0.2)
+    chat.fake.trouble = [rate_limited(0.2)]
+    with holding_the_write_lock(chat):
+        assert chat.discord(command('create "Slow and limited"', token="tok-limited")).json() == {"type": 5}
+    first, second = chat.fake.wait(f"/webhooks/{DISCORD_APP}/tok-limited", 2)
+    assert second.at - first.at >= 0.15 and "Created" in second.body["content"]

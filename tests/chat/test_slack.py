@@ -133,3 +133,36 @@ def test_a_slow_command_answers_at_once_and_its_result_comes_through_the_respons
     [later] = chat.fake.wait("/respond/U111/C777")
     [task] = chat.tasks()
     assert later.body["response_type"] == "in_channel" and f"Created {task['id']}" in later.body["text"]
+
+
+def test_an_app_mention_reply_slack_could_not_take_is_posted_again(chat: Chat, monkeypatch: Any) -> None:
+    from agentboard.api.routes import chat as routes
+
+    from .conftest import unavailable
+
+    monkeypatch.setattr(routes, "REPLY_BACKOFF", 0.05)
+    chat.link("slack", "U111")
+    chat.fake.trouble = [unavailable()]
+    event = {"type": "event_callback", "event_id": "Ev5", "event": {
+        "type": "app_mention", "user": "U111", "channel": "C200", "ts": "1700000100.000200",
+        "text": '<@UBOT> create "Try again"'}}
+    assert chat.slack("events", json.dumps(event).encode(), content_type="application/json").json() == {"ok": True}
+    first, second = chat.fake.wait("/chat.postMessage", 2)
+    assert first.body == second.body and second.body["thread_ts"] == "1700000100.000200"
+    [task] = chat.tasks()
+    assert f"Created {task['id']}" in second.body["text"]
+
+
+def test_a_slow_result_the_response_url_rate_limited_is_sent_again(chat: Chat, monkeypatch: Any) -> None:
+    from agentboard.api.routes import chat as routes
+
+    from .conftest import rate_limited
+    from .test_discord import holding_the_write_lock
+
+    chat.link("slack", "U111")
+    monkeypatch.setattr(routes, "GRACE", 0.2)
+    chat.fake.trouble = [rate_limited(0.2)]
+    with holding_the_write_lock(chat):
+        assert chat.slash('create "Slow and limited"', channel="C778").json()["text"] == "Working on it…"
+    first, second = chat.fake.wait("/respond/U111/C778", 2)
+    assert second.at - first.at >= 0.15 and "Created" in second.body["text"]

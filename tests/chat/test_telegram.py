@@ -4,9 +4,16 @@ nothing."""
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
-from .conftest import TELEGRAM_BOT, Chat
+import pytest
+from testenv import wait_for
+
+from agentboard.api.routes import chat as routes
+
+from .conftest import TELEGRAM_BOT, Chat, rate_limited, telegram_html_error, unavailable
 
 USER = 5550001
 
@@ -59,3 +66,65 @@ def test_other_messages_are_left_alone(chat: Chat) -> None:
     chat.link("telegram", str(USER))
     r = chat.telegram(update("good morning"))
     assert r.json()["ignored"] == "not a /kanban command"
+
+
+def test_a_long_answer_is_cut_in_its_text_so_that_telegram_takes_its_html(chat: Chat) -> None:
+    chat.link("telegram", str(USER))
+    task = chat.ab.board().create("<" * 480)
+    chat.telegram(update(f"/kanban show {task['id']}"))
+    [sent] = chat.fake.wait("/sendMessage")
+    text = sent.body["text"]
+    assert telegram_html_error(text) is None, text[-60:]
+    assert len(text) <= 1900 and f"{task['id']} [todo]" in text and text.endswith("in the dashboard</a>")
+
+
+def test_an_apostrophe_and_curly_quotes_in_a_title_are_read_as_people_type_them(chat: Chat) -> None:
+    chat.link("telegram", str(USER))
+    chat.telegram(update("/kanban create Don't break prod", update_id=1))
+    chat.telegram(update("/kanban create \u201cSmart quoted title\u201d", update_id=2))
+    chat.telegram(update("/kanban create \u2018Curly single\u2019 @writer", update_id=3))
+    sent = chat.fake.wait("/sendMessage", 3)
+    assert all("Created" in s.body["text"] for s in sent), [s.body["text"] for s in sent]
+    assert sorted(t["title"] for t in chat.tasks()) == ["Curly single", "Don't break prod", "Smart quoted title"]
+
+
+def test_a_rate_limited_reply_is_sent_again_after_retry_after_without_holding_the_webhook(
+        chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routes, "REPLY_BACKOFF", 0.05)
+    chat.link("telegram", str(USER))
+    chat.fake.trouble = [rate_limited(1), unavailable()]
+    r = chat.telegram(update('/kanban create "Patient"'))
+    assert r.json() == {"ok": True} and len(chat.fake.named("/sendMessage")) <= 1
+    first, second, third = chat.fake.wait("/sendMessage", 3)
+    assert second.at - first.at >= 0.9  # Retry-After: 1
+    [task] = chat.tasks()
+    assert third.body == first.body and f"Created {task['id']}" in third.body["text"]
+
+
+def test_a_reply_the_platform_keeps_refusing_is_given_up_after_three_tries_with_one_log_line(
+        chat: Chat, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(routes, "REPLY_BACKOFF", 0.05)
+    chat.link("telegram", str(USER))
+    chat.fake.refuse = True
+    with caplog.at_level(logging.INFO, logger="agentboard.chat"):
+        chat.telegram(update('/kanban create "Nobody hears"'))
+        wait_for(lambda: gave_up(caplog), timeout=30, what="the log line")
+        time.sleep(0.3)
+    assert len(chat.fake.named("/sendMessage")) == 3
+    [line] = gave_up(caplog)
+    assert "3 tries" in line and "503" in line and TELEGRAM_BOT not in line
+
+
+def test_a_reply_asked_to_wait_longer_than_the_cap_is_given_up_at_once(
+        chat: Chat, caplog: pytest.LogCaptureFixture) -> None:
+    chat.link("telegram", str(USER))
+    chat.fake.trouble = [rate_limited(120)]
+    with caplog.at_level(logging.INFO, logger="agentboard.chat"):
+        chat.telegram(update('/kanban create "Too busy"'))
+        [line] = wait_for(lambda: gave_up(caplog), timeout=30, what="the log line")
+    assert len(chat.fake.named("/sendMessage")) == 1 and "120" in line
+
+
+def gave_up(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "agentboard.chat" and r.levelno >= logging.WARNING and "gave up" in r.getMessage()]

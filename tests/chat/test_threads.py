@@ -8,7 +8,7 @@ import json
 
 from agentboard.notify.notifier import Notifier
 
-from .conftest import Chat
+from .conftest import Chat, telegram_html_error
 
 
 def test_a_notification_reaches_the_slack_thread_after_the_notifier_restarts(chat: Chat) -> None:
@@ -58,3 +58,18 @@ def test_notifications_reach_telegram_and_discord_threads(chat: Chat) -> None:
     [dc] = chat.fake.wait("/channels/400000000000000004/messages")
     assert dc.headers["authorization"] == "Bot discord-bot-token"
     assert by_title["From discord"]["id"] in dc.body["content"]
+
+
+def test_a_long_notification_reaches_telegram_as_html_it_takes(chat: Chat) -> None:
+    chat.link("telegram", "5550001")
+    from .test_telegram import update
+
+    chat.telegram(update("/kanban create " + "<" * 480, message_id=78))
+    chat.fake.wait("/sendMessage")
+    [task] = chat.tasks()
+    chat.ab.board().block(task["id"], "&" * 300)
+    chat.fake.calls.clear()
+    report = Notifier(chat.db, chat.ab.settings).run_once()
+    [tg] = chat.fake.wait("/sendMessage")
+    assert telegram_html_error(tg.body["text"]) is None, tg.body["text"][-60:]
+    assert report.failures == 0 and len(tg.body["text"]) <= 1900 and task["id"] in tg.body["text"]

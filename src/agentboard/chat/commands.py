@@ -7,7 +7,6 @@ the verb) and its handler in :data:`agentboard.chat.actions.HANDLERS`; ``help`` 
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from ..domain.errors import InvalidInput
@@ -113,28 +112,87 @@ def parse(text: str) -> Command:
     return Command(verb, task_id=task_id.strip(), text=after or None)
 
 
+#: quotes that group words, by family: a group opened by one closes with any of its family
+#: (phones and macOS type “…” and ‘…’ for "…" and '…')
+DOUBLE_QUOTES, SINGLE_QUOTES = '"\u201c\u201d\u201e', "'\u2018\u2019\u201a"
+QUOTES = DOUBLE_QUOTES + SINGLE_QUOTES
+
+
+def words(text: str) -> list[tuple[str, bool]]:
+    """``text`` as words, each with whether it was quoted. A quote opens a group only at the
+    start of a word and closes it where the next quote of its family is not followed by a
+    letter or digit (what follows it up to a space stays in the word, ``"title",``); a quote
+    inside a word is text (``Don't``, ``users'``). A single quote left open is text (an
+    apostrophe, ``'tis``); a double quote left open is :class:`InvalidInput`. A backslash
+    before a quote makes it text."""
+    out: list[tuple[str, bool]] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        word: list[str] = []
+        quoted = False
+        family = DOUBLE_QUOTES if text[i] in DOUBLE_QUOTES else SINGLE_QUOTES if text[i] in SINGLE_QUOTES else ""
+        if family:
+            group, end = _group(text, i + 1, family)
+            if end is not None:
+                word.append(group)
+                quoted, i = True, end
+            elif family == DOUBLE_QUOTES:
+                raise InvalidInput("unbalanced quotes")
+        while i < n and not text[i].isspace():
+            if text[i] == "\\" and i + 1 < n and text[i + 1] in QUOTES:
+                i += 1
+            word.append(text[i])
+            i += 1
+        out.append(("".join(word), quoted))
+    return out
+
+
+def _group(text: str, i: int, family: str) -> tuple[str, int | None]:
+    """The quoted text from ``i`` to its closing quote, and the index after it (``None``: no
+    closing quote)."""
+    chars: list[str] = []
+    n = len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\" and i + 1 < n and text[i + 1] in QUOTES:
+            chars.append(text[i + 1])
+            i += 2
+            continue
+        if char in family and (i + 1 == n or not text[i + 1].isalnum()):
+            return "".join(chars), i + 1
+        chars.append(char)
+        i += 1
+    return "".join(chars), None
+
+
 def _create(rest: str, spec: Spec) -> Command:
     try:
-        words = shlex.split(rest)
-    except ValueError:
-        raise InvalidInput(f'unbalanced quotes; usage: /kanban {spec.usage}') from None
+        items = words(rest)
+    except InvalidInput:
+        raise InvalidInput(f"unbalanced quotes; usage: /kanban {spec.usage}") from None
     title: list[str] = []
     profile = goal = None
     i = 0
-    while i < len(words):
-        word = words[i]
-        if word.startswith("@") and len(word) > 1 and profile is None:
+    while i < len(items):
+        word, quoted = items[i]
+        if quoted:
+            title.append(word)
+        elif word.startswith("@") and len(word) > 1 and profile is None:
             profile = word[1:]
         elif word == "--goal":
-            if i + 1 >= len(words):
+            if i + 1 >= len(items):
                 raise InvalidInput(f"--goal needs a goal id; usage: /kanban {spec.usage}")
-            goal = words[i + 1]
+            goal = items[i + 1][0]
             i += 1
         elif word.startswith("--goal="):
             goal = word.split("=", 1)[1]
         else:
             title.append(word)
         i += 1
+    title = [word for word in title if word.strip()]
     if not title:
         raise InvalidInput(f"a task needs a title; usage: /kanban {spec.usage}")
     return Command("create", title=" ".join(title), profile=profile, goal=goal or None)

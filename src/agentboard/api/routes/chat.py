@@ -7,7 +7,9 @@ sender is then a linked chat user (``agentboard chat link``) acting with the che
 token of their role and board (:class:`~agentboard.api.auth.Principal`), or gets a polite
 refusal. Slack and Discord want an answer within 3 seconds: a command not done by then is
 answered "working on it" and its result follows through Slack's ``response_url`` or a Discord
-follow-up message.
+follow-up message. An answer sent after the request (those, Slack app mentions, Telegram) that
+the platform could not take for now (rate limited, failing, unreachable) is sent again a few
+times, in the background (:meth:`Runtime.deliver`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -43,6 +47,14 @@ GRACE = 2.5
 PING, APPLICATION_COMMAND = 1, 2
 PONG, MESSAGE, DEFERRED = 1, 4, 5
 _MENTION = re.compile(r"<@[A-Za-z0-9]+>")
+#: an answer sent after its request that the platform could not take for now (HTTP 429, 5xx,
+#: unreachable) is tried at most REPLY_TRIES times within REPLY_WITHIN seconds: after the wait
+#: the platform's Retry-After asks (one longer than RETRY_AFTER_MAX gives up), else after
+#: REPLY_BACKOFF seconds, doubled each time
+REPLY_TRIES = 3
+REPLY_WITHIN = 30.0
+RETRY_AFTER_MAX = 15.0
+REPLY_BACKOFF = 1.0
 
 
 class SlackMessage(BaseModel):
@@ -82,21 +94,57 @@ class Runtime:
         self.guard = verify.ReplayGuard()
         self._running: set[asyncio.Future[Any]] = set()
 
-    def background(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` in a worker thread after the answer (its errors are logged)."""
-        future = asyncio.ensure_future(anyio.to_thread.run_sync(fn))
+    def _spawn(self, work: Coroutine[Any, Any, Any] | asyncio.Future[Any]) -> None:
+        future = asyncio.ensure_future(work)
         self._running.add(future)
         future.add_done_callback(self._done)
 
     def _done(self, future: asyncio.Future[Any]) -> None:
         self._running.discard(future)
         if not future.cancelled() and future.exception() is not None:
-            log.error("a chat reply failed: %s", future.exception())
+            log.error("a chat command failed: %s", future.exception())
+
+    def reply(self, work: Callable[[], fmt.Answer], send: Callable[[fmt.Answer], None], what: str) -> None:
+        """After the answer: ``work`` in a worker thread, then its answer sent with ``send``
+        (:meth:`deliver`)."""
+
+        async def run() -> None:
+            answer = await anyio.to_thread.run_sync(work)
+            await self.deliver(lambda: send(answer), what)
+
+        self._spawn(run())
+
+    async def deliver(self, send: Callable[[], None], what: str) -> bool:
+        """Run ``send`` (a call to a platform) in a worker thread until it works: a
+        :class:`PlatformError` the platform may get over (rate limited, failing, unreachable) is
+        tried again after a wait (:data:`REPLY_TRIES`, :data:`REPLY_WITHIN`); the waits hold no
+        thread. Given up with one log line naming ``what``."""
+        deadline = time.monotonic() + REPLY_WITHIN
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                await anyio.to_thread.run_sync(send)
+                return True
+            except PlatformError as exc:
+                error = exc
+            wait = _retry_wait(error, tries)
+            why = ""
+            if error.retry_after is not None and error.retry_after > RETRY_AFTER_MAX:
+                why = f" (it asked to wait {error.retry_after:g} s, more than {RETRY_AFTER_MAX:g})"
+            elif wait is not None and time.monotonic() + wait > deadline:
+                why = f" (no try left within {REPLY_WITHIN:g} s)"
+            if wait is None or why or tries >= REPLY_TRIES:
+                log.error("%s: gave up after %d %s: %s%s", what, tries, "try" if tries == 1 else "tries",
+                          error, why)
+                return False
+            log.info("%s: %s; trying again in %.1f s", what, error, wait)
+            await asyncio.sleep(wait)
 
     async def within(self, seconds: float, work: Callable[[], fmt.Answer],
-                     later: Callable[[fmt.Answer], None]) -> fmt.Answer | None:
+                     later: Callable[[fmt.Answer], None], what: str) -> fmt.Answer | None:
         """``work``'s answer when it is done within ``seconds``; else ``None``, and ``later``
-        gets the answer when it is."""
+        sends the answer when it is (:meth:`deliver`, ``what`` naming it)."""
         future = asyncio.ensure_future(anyio.to_thread.run_sync(work))
         done, _ = await asyncio.wait({future}, timeout=seconds)
         if future in done:
@@ -106,10 +154,21 @@ class Runtime:
         def finished(f: asyncio.Future[Any]) -> None:
             self._done(f)
             if not f.cancelled() and f.exception() is None:
-                self.background(lambda: later(f.result()))
+                answer = f.result()
+                self._spawn(self.deliver(lambda: later(answer), what))
 
         future.add_done_callback(finished)
         return None
+
+
+def _retry_wait(error: PlatformError, tries: int) -> float | None:
+    """Seconds to wait before trying again after ``error`` ended try number ``tries``; ``None``:
+    trying again would not help (the platform refused the message itself)."""
+    if not error.transient:
+        return None
+    if error.retry_after is not None:
+        return error.retry_after
+    return REPLY_BACKOFF * (2.0 ** (tries - 1)) * random.uniform(1.0, 1.2)
 
 
 def _runtime(request: Request) -> Runtime:
@@ -168,7 +227,8 @@ async def slack_command(request: Request) -> SlackMessage:
         if response_url:
             slack.respond(response_url, fmt.slack(answer, url))
 
-    answer = await rt.within(GRACE, lambda: _answer(st, "slack", user, form.get("text", ""), origin), later)
+    answer = await rt.within(GRACE, lambda: _answer(st, "slack", user, form.get("text", ""), origin), later,
+                             f"the Slack answer to {user} through response_url")
     if answer is None:
         return SlackMessage(response_type="ephemeral", text="Working on it…")
     return SlackMessage(**fmt.slack(answer, url))
@@ -196,11 +256,10 @@ async def slack_events(request: Request) -> SlackEventAnswer:
     text = _MENTION.sub("", str(event.get("text") or "")).strip()
     user = str(event.get("user") or "")
 
-    def work() -> None:
-        answer = _answer(st, "slack", user, text, origin)
+    def send(answer: fmt.Answer) -> None:
         slack.post_message(st.settings, channel, fmt.slack(answer, st.settings.public_url), origin.thread or None)
 
-    rt.background(work)
+    rt.reply(lambda: _answer(st, "slack", user, text, origin), send, f"the Slack reply to {user} in {channel}")
     return SlackEventAnswer()
 
 
@@ -238,7 +297,8 @@ async def discord_interaction(request: Request) -> DiscordAnswer:
     def later(answer: fmt.Answer) -> None:
         discord.follow_up(st.settings, app_id, token, fmt.discord(answer, url))
 
-    answer = await rt.within(GRACE, lambda: _answer(st, "discord", user, _discord_text(data), origin), later)
+    answer = await rt.within(GRACE, lambda: _answer(st, "discord", user, _discord_text(data), origin), later,
+                             f"the Discord follow-up to {user}")
     if answer is None:
         return DiscordAnswer(type=DEFERRED)
     return DiscordAnswer(type=MESSAGE, data=fmt.discord(answer, url))
@@ -267,12 +327,8 @@ async def telegram_webhook(request: Request) -> TelegramAnswer:
     message_id = str(message.get("message_id") or "")
     origin = Origin("telegram", chat_id, message_id) if chat_id else None
 
-    def work() -> None:
-        answer = _answer(st, "telegram", user, text, origin)
-        try:
-            telegram.send_message(st.settings, chat_id, fmt.telegram(answer, st.settings.public_url), message_id)
-        except PlatformError as exc:
-            log.error("the Telegram reply failed: %s", exc)
+    def send(answer: fmt.Answer) -> None:
+        telegram.send_message(st.settings, chat_id, fmt.telegram(answer, st.settings.public_url), message_id)
 
-    rt.background(work)
+    rt.reply(lambda: _answer(st, "telegram", user, text, origin), send, f"the Telegram reply to {user} in {chat_id}")
     return TelegramAnswer()

@@ -8,6 +8,9 @@ from typing import Any
 from ...config import Settings
 from . import PlatformError, call
 
+#: Slack errors (in a 200 answer) after which the same call may work later
+TRANSIENT = frozenset({"ratelimited", "service_unavailable", "internal_error"})
+
 
 def _api(settings: Settings, method: str, payload: dict[str, Any]) -> dict[str, Any]:
     token = settings.chat_slack_bot_token
@@ -17,7 +20,7 @@ def _api(settings: Settings, method: str, payload: dict[str, Any]) -> dict[str, 
                secret=token, json=payload, headers={"Authorization": f"Bearer {token}"})
     if not isinstance(out, dict) or not out.get("ok"):
         error = out.get("error") if isinstance(out, dict) else "no answer"
-        raise PlatformError(f"Slack {method}: {error}")
+        raise PlatformError(f"Slack {method}: {error}", transient=error in TRANSIENT)
     return out
 
 
