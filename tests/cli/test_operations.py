@@ -44,6 +44,31 @@ def test_export_and_import_through_the_cli_carry_a_task_and_its_comment(
     assert again["verification"]["ok"] is True
 
 
+def test_an_incremental_export_goes_onto_the_copy_it_continues_and_is_refused_by_an_empty_home(
+        cli: Runner, cli_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    old = task_id(cli("create", "copied in full", "--json"))
+    full = tmp_path / "full.jsonl"
+    assert cli("export", "-o", str(full)).code == 0
+    since = time.time()
+    time.sleep(0.05)
+    new = task_id(cli("create", "made after the full copy", "--json"))
+    assert cli("comment", old, "said after the full copy").code == 0
+    inc = tmp_path / "inc.jsonl"
+    assert cli("export", "--since", str(since), "-o", str(inc)).code == 0
+    monkeypatch.setenv("AGENTBOARD_HOME", str(tmp_path / "copy"))
+    assert cli("import", str(full)).code == 0
+    r = cli("import", str(inc))
+    assert r.code == 0, r.err
+    assert cli("show", new, "--json").json()["title"] == "made after the full copy"
+    assert [c["body"] for c in cli("show", old, "--json").json()["comments"]] == ["said after the full copy"]
+    monkeypatch.setenv("AGENTBOARD_HOME", str(tmp_path / "empty"))
+    r = cli("import", str(inc))
+    assert r.code == 4 and f"rows about 1 task(s) this database does not hold (e.g. {old})" in r.err
+    assert cli("list", "--json").json() == []
+
+
 def test_import_of_something_else_is_one_line_and_writes_nothing(
         cli: Runner, tmp_path: Path, counts: object) -> None:
     bad = tmp_path / "bad.jsonl"

@@ -205,6 +205,8 @@ class _Scan:
     task_ids: set[str]
     trailer: dict[str, dict[str, Any]] | None
     rows: int = 0
+    #: the tasks the other tables' rows refer to (``task_id``)
+    refs: set[str] = field(default_factory=set)
 
 
 def _scan(path: Path) -> _Scan:
@@ -227,6 +229,7 @@ def _scan(path: Path) -> _Scan:
             raise InvalidInput(f"{path}: table {name} has columns this version does not know "
                                f"({', '.join(sorted(extra))}); upgrade agentboard")
     task_ids: set[str] = set()
+    refs: set[str] = set()
     trailer = None
     found: dict[str, rows.Digest] = {}
     n = 1
@@ -251,6 +254,8 @@ def _scan(path: Path) -> _Scan:
             _check_content(path, n, item.get("content"))
         if name == "tasks":
             task_ids.add(str(row.get("id")))
+        elif row.get("task_id"):
+            refs.add(str(row["task_id"]))
         digest = found.get(name)
         if digest is None:
             digest = found[name] = rows.Digest(name)
@@ -258,7 +263,7 @@ def _scan(path: Path) -> _Scan:
     if trailer is None:
         raise InvalidInput(f"{path} is cut short (no end line); export it again")
     _check_trailer(path, trailer, found)
-    return _Scan(header, task_ids, trailer, n - 2)
+    return _Scan(header, task_ids, trailer, n - 2, refs)
 
 
 def _check_trailer(path: Path, trailer: object, found: dict[str, rows.Digest]) -> None:
@@ -308,10 +313,19 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
         report.new.clear()
         report.unchanged.clear()
         report.files_written = report.files_missing = 0
-        others = [r["id"] for r in tx.all("SELECT id FROM tasks") if r["id"] not in scan.task_ids]
-        if others:
+        held = {str(r["id"]) for r in tx.all("SELECT id FROM tasks")}
+        if scan.header.get("since") is not None:
+            # an incremental copy goes onto the copy of the same source: what its rows are about is
+            # in the dump or already here
+            lost = sorted(scan.refs - scan.task_ids - held)
+            if lost:
+                raise Conflict(f"this incremental export (--since) has rows about {len(lost)} task(s) this "
+                               f"database does not hold (e.g. {lost[0]}): import it into the copy it continues "
+                               "(import the full export first)")
+        elif others := sorted(held - scan.task_ids):
             raise Conflict(f"the target database already holds {len(others)} task(s) that are not in this "
-                           f"export (e.g. {others[0]}); import into an empty database")
+                           f"export (e.g. {others[0]}); import into an empty database, or export with --since "
+                           "for an incremental copy")
         pending: dict[str, list[Row]] = {}
         done = 0
         if progress is not None:
