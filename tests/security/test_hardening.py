@@ -381,6 +381,26 @@ def test_a_full_disk_answers_503_unavailable_and_the_cli_exits_6_leaving_no_temp
     assert leftovers == []
 
 
+def test_gc_on_a_full_disk_reports_what_it_removed_before_saying_what_it_could_not_do(small_disk: Path) -> None:
+    home = small_disk
+    out = _cli(home, "create", "a task with events")
+    assert out.returncode == 0, out.stderr
+    logs = home / "boards" / "default" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    old = logs / "t_0badc0de.log"  # a purged task's log: it goes at once
+    old.write_text("x")
+    with agentboard.connect(str(home)) as ab:  # a dispatcher keeps the database open (its log files exist)
+        for i in range(30):
+            ab.board().archive(ab.board().create(f"task {i}")["id"])
+        ab.db.write(lambda tx: tx.execute("UPDATE task_events SET created_at = 1000"))  # long past retention
+        _fill(home / "filler")
+        out = _cli(home, "gc", "--event-retention-days", "0")
+    assert out.returncode == 6, (out.stdout, out.stderr)
+    assert "1 log(s)" in out.stdout and not old.exists()
+    (line,) = out.stderr.strip().splitlines()
+    assert "gc removed what is listed above, but not the old events" in line and "disk is full" in line
+
+
 # -- sockets --------------------------------------------------------------------------------------
 
 

@@ -408,6 +408,8 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
         )
     if as_json:
         emit_json(rep)
+        if rep.get("unfinished"):
+            sys.exit(6)
         return
     verb, pruned = ("would remove", "would prune") if dry_run else ("removed", "pruned")
     click.echo(f"{verb} {len(rep['workspaces_removed'])} scratch workspace(s), "
@@ -422,6 +424,10 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
         click.echo(f"{verb} branch {b['branch']} in {b['repo']} ({why})")
     for k in rep["kept"]:
         click.echo(f"kept {k['path']}: {k['why']}" + (f"\n  {k['how']}" if k.get("how") else ""))
+    if rep.get("unfinished"):  # the files above are gone; the database's part could not be done
+        from agentboard.domain.errors import Unavailable
+
+        raise Unavailable(f"gc removed what is listed above, but not the old events: {rep['unfinished']}")
 
 
 @click.command("demo")

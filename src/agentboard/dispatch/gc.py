@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import gitsafe
 from ..domain import states
+from ..domain.errors import Unavailable
 from ..domain.model import TASK_ID_RE
 from ..kernel import boards as kboards
 from ..kernel import dispatching as kd
@@ -116,9 +117,12 @@ def collect(db: Database, home: Path, *, boards: list[str] | None = None, log_re
                         report["logs_removed"] += 1
                 except OSError:
                     pass
-    report["events_pruned"] = maintenance.prune_events(db, retention_days=event_retention_days, dry_run=dry_run)
-    if not dry_run:
-        report["wal_checkpointed"] = maintenance.checkpoint(db)
+    try:  # the database's part last: on a full disk what was freed above is still reported
+        report["events_pruned"] = maintenance.prune_events(db, retention_days=event_retention_days, dry_run=dry_run)
+        if not dry_run:
+            report["wal_checkpointed"] = maintenance.checkpoint(db)
+    except Unavailable as exc:
+        report["unfinished"] = exc.message
     return report
 
 
