@@ -250,6 +250,8 @@ def expected(name: str, kind: Any) -> str:
         return GLOBAL_EXPECTED[name]
     if name in URL_SETTINGS:
         return URL_SETTINGS[name][1]
+    if name == "host_id":
+        return "this host's name, not empty and with no spaces around it (default: the host name)"
     if name in SETTINGS_EXPECTED:
         return SETTINGS_EXPECTED[name]
     text_kind = str(kind)
@@ -388,6 +390,8 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
             return str(raw).strip().lower()
         if name in URL_SETTINGS and raw != "" and not database_url_ok(str(raw), sqlite=URL_SETTINGS[name][0]):
             raise ValueError(raw)
+        if name == "host_id" and (not str(raw).strip() or str(raw) != str(raw).strip()):
+            raise ValueError(raw)  # runs and pass marks would name no host
     except (ValueError, OverflowError, TypeError):
         shown_raw = shown_url(raw) if name in URL_SETTINGS and isinstance(raw, str) else raw
         raise InvalidInput(f"invalid setting {name}={shown_raw!r}: must be {expected(name, kind)}{where}") from None

@@ -102,3 +102,10 @@ def test_with_an_agentboard_table_what_is_outside_it_is_named_in_a_warning(cli_h
 def test_the_known_sections_stay_silent(cli_home: Path, config: str) -> None:
     out = _agentboard(cli_home, config, "list")
     assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+@pytest.mark.parametrize("value", ['""', '"  "', '" web-1"'])
+def test_a_blank_host_id_is_refused_since_runs_and_pass_marks_would_name_no_host(cli_home: Path, value: str) -> None:
+    line = _refused(_agentboard(cli_home, f"host_id = {value}\n", "list"), "host_id")
+    assert "not empty" in line
+    assert _agentboard(cli_home, 'host_id = "web-1"\n', "list").returncode == 0

@@ -258,7 +258,7 @@ def test_wakes_waiting_on_a_disabled_supervisor_are_found_and_enabling_it_clears
 
 @pytest.mark.parametrize(("url", "fix"), [
     ("postgresql://postgres@127.0.0.1:1/nowhere", "start the database server"),
-    ("postgresql://postgres@127.0.0.1:5432/agentboard_no_such_database", "createdb NAME"),
+    ("postgresql://postgres@127.0.0.1:5432/agentboard_no_such_database", "createdb agentboard_no_such_database"),
 ])
 def test_a_database_that_cannot_be_opened_is_reported_as_a_finding_in_json_too(tmp_path, url, fix):
     import json

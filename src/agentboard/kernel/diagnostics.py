@@ -159,7 +159,7 @@ def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str])
 _SIGN_IN = re.compile(
     r"password authentication failed|authentication failed|role \"[^\"]*\" does not exist|"
     r"no password supplied|password is required|no pg_hba\.conf entry|permission denied for database", re.I)
-_NO_DATABASE = re.compile(r"database \"[^\"]*\" does not exist", re.I)
+_NO_DATABASE = re.compile(r"database \"([^\"]*)\" does not exist", re.I)
 _NO_SERVER = re.compile(
     r"refused|could not connect|timeout expired|timed out|could not translate host name|no such host|"
     r"name or service not known|failed to resolve host|no route to host|network is unreachable|"
@@ -192,10 +192,11 @@ def unreachable(why: str) -> Finding:
         said = "the database refuses the connection"
         fix = ("check the user and password in database_url / AGENTBOARD_DATABASE_URL (the role must exist on "
                "the server) and the server's access rules (pg_hba.conf)")
-    elif _NO_DATABASE.search(text):
+    elif missing := _NO_DATABASE.search(text):
         said = "the database does not exist"
-        fix = ("create the database (`createdb NAME` on the server) and run `agentboard init`, or point "
-               "database_url / AGENTBOARD_DATABASE_URL at the right one")
+        name = missing.group(1)
+        fix = (f"create the database (`createdb {shlex.quote(name) if name else 'NAME'}` on the server) and run "
+               "`agentboard init`, or point database_url / AGENTBOARD_DATABASE_URL at the right one")
     elif _NO_SERVER.search(text):
         fix = "start the database server, or check the host and port in database_url / AGENTBOARD_DATABASE_URL"
     else:
