@@ -8,8 +8,11 @@ Locally an unreachable server skips them with a reason; under CI=true it fails t
 from __future__ import annotations
 
 import os
+import pty
 import queue
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -311,3 +314,41 @@ def point_home_at(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                 "AGENTBOARD_TOKEN", "AGENTBOARD_API_URL", "AGENTBOARD_LLM_BASE_URL",
                 "AGENTBOARD_LLM_MODEL", "AGENTBOARD_LLM_API_KEY", "AGENTBOARD_LLM_COMMAND", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)
+
+
+def on_terminal(home: Path, *args: str) -> str:
+    """What ``agentboard ARGS`` writes on a terminal (a pseudo-terminal: nothing is stripped but
+    the terminal's ``\r`` before each line end)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
+                                                              "AGENTBOARD_API_URL", "AGENTBOARD_TOKEN")}
+    env.update(AGENTBOARD_HOME=str(home), COLUMNS="200")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the other side is closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    return b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's own line ends
+
+
+def fill(path: Path) -> None:
+    """Take every free byte of the file system ``path`` is on (a file of that name)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)

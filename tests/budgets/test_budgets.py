@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from dispatch.conftest import FAKES, all_in, events, statuses, wait_for
 
@@ -120,20 +121,31 @@ def test_an_expected_cost_on_a_budget_other_than_a_profiles_is_refused_saying_wh
     assert budgets.show(ab.db, scope="board") == []
 
 
-def test_a_dry_run_says_which_ready_tasks_a_budget_would_block_and_offers_them_not(ab) -> None:
-    import json
-    import subprocess
-
+def _over_budget(ab) -> tuple[Any, dict[str, Any]]:
+    """A board whose budget allows no run, one ready task on it."""
     ab.add_profile("w", command="true")
     board = ab.board()
     t = board.create("over budget", assignee="w")
     budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_runs=0))
+    return board, t
+
+
+def _dispatch(ab, *args: str) -> str:
+    """``agentboard dispatch ARGS`` on the test's home, its standard output."""
+    import subprocess
+
     env = {**os.environ, "AGENTBOARD_HOME": str(ab.home)}
     if ab.settings.database_url:
         env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
-    dry = subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--dry-run", "--json"], env=env,
-                         capture_output=True, text=True, check=True)
-    rep = json.loads(dry.stdout)
+    return subprocess.run([sys.executable, "-m", "agentboard", "dispatch", *args], env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_a_dry_run_says_which_ready_tasks_a_budget_would_block_and_offers_them_not(ab) -> None:
+    import json
+
+    board, t = _over_budget(ab)
+    rep = json.loads(_dispatch(ab, "--dry-run", "--json"))
     assert rep["would_spawn"] == []
     assert [(s["task"], s["reason"].split(":")[0]) for s in rep["skipped"]] == [(t["id"], "a budget blocks it")]
     assert board.show(t["id"])["status"] == "ready"  # a dry run writes nothing
@@ -141,22 +153,13 @@ def test_a_dry_run_says_which_ready_tasks_a_budget_would_block_and_offers_them_n
 
 def test_a_pass_that_blocks_ready_tasks_for_their_budget_says_so_instead_of_nothing_to_do(ab) -> None:
     import json
-    import subprocess
 
-    ab.add_profile("w", command="true")
-    board = ab.board()
-    t = board.create("over budget", assignee="w")
-    budgets.set_budget(ab.db, "board", "default", budgets.Limits.build(max_runs=0))
-    env = {**os.environ, "AGENTBOARD_HOME": str(ab.home)}
-    if ab.settings.database_url:
-        env["AGENTBOARD_DATABASE_URL"] = ab.settings.database_url
-    out = subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--wait"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    board, t = _over_budget(ab)
+    out = _dispatch(ab, "--wait")
     assert "nothing to do" not in out
     assert out.startswith(f"blocked {t['id']}: the board default budget is spent: runs 0 runs of 0 runs; raise it")
     assert board.show(t["id"])["status"] == "blocked"
     t2 = board.create("also over budget", assignee="w")
-    rep = json.loads(subprocess.run([sys.executable, "-m", "agentboard", "dispatch", "--wait", "--json"], env=env,
-                                    capture_output=True, text=True, check=True).stdout)
+    rep = json.loads(_dispatch(ab, "--wait", "--json"))
     assert [(s["task"], s["reason"].split(":")[0]) for s in rep["budget_blocked"]] == [
         (t2["id"], "the board default budget is spent")]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from testenv import fill
 
 from agentboard.store.migrate import HEAD, open_database, upgrade
 
@@ -133,16 +134,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {r.stderr.decode().strip()}")
     try:
-        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            for size in (65536, 4096, 512, 1):
-                try:
-                    while True:
-                        os.write(fd, b"\0" * size)
-                except OSError:
-                    continue
-        finally:
-            os.close(fd)
+        fill(mnt / "filler")
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 from gitflow.conftest import cli, git, make_repo, wait_for
+from testenv import on_terminal
 
 from agentboard import gitsafe, gitsizes
 from agentboard.dispatch import diffs
@@ -76,27 +76,6 @@ def run_agent(ab: Any, tmp_path: Path, board_slug: str, command: str, **create: 
     return str(tid)
 
 
-def on_terminal(home: Path, *args: str) -> str:
-    """What ``agentboard ARGS`` writes on a terminal (a pseudo-terminal: nothing is stripped)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
-                                                              "AGENTBOARD_API_URL", "AGENTBOARD_TOKEN")}
-    env.update(AGENTBOARD_HOME=str(home), COLUMNS="200")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "agentboard", *args], stdin=subprocess.DEVNULL, stdout=slave,
-                            stderr=subprocess.PIPE, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the other side is closed
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from api.conftest import Api, start_api
-from testenv import wait_for
+from testenv import fill, wait_for
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -336,26 +336,12 @@ def small_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def _fill(path: Path) -> None:
-    """Take every free byte of the file system ``path`` is on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (65536, 4096, 512, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                continue
-    finally:
-        os.close(fd)
-
-
 def test_a_full_disk_answers_503_unavailable_and_the_cli_exits_6_leaving_no_temp_files(small_disk: Path) -> None:
     home = small_disk
     with agentboard.connect(str(home)) as ab, start_api(ab) as api:
         c = api.as_admin
         task = c.post("/api/tasks", json={"title": "before the disk filled"}).json()
-        _fill(home / "filler")
+        fill(home / "filler")
         body = "x" * 200_000
         answers = []
         for i in range(40):
@@ -393,7 +379,7 @@ def test_gc_on_a_full_disk_reports_what_it_removed_before_saying_what_it_could_n
         for i in range(30):
             ab.board().archive(ab.board().create(f"task {i}")["id"])
         ab.db.write(lambda tx: tx.execute("UPDATE task_events SET created_at = 1000"))  # long past retention
-        _fill(home / "filler")
+        fill(home / "filler")
         out = _cli(home, "gc", "--event-retention-days", "0")
     assert out.returncode == 6, (out.stdout, out.stderr)
     assert "1 log(s)" in out.stdout and not old.exists()

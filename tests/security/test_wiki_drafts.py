@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from testenv import wait_for
+from testenv import on_terminal, wait_for
 
 from agentboard.domain import model
 from agentboard.domain.errors import InvalidInput
@@ -33,27 +32,6 @@ json.dump({"success": True, "summary": "documented it",
 '''
 
 
-def on_terminal(home: Path, *args: str) -> str:
-    """What ``agentboard ARGS`` writes on a terminal (a pseudo-terminal: nothing is stripped)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENTBOARD_TASK", "AGENTBOARD_RUN_ID",
-                                                              "AGENTBOARD_API_URL", "AGENTBOARD_TOKEN")}
-    env.update(AGENTBOARD_HOME=str(home), COLUMNS="200")
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "agentboard", *args], stdin=subprocess.DEVNULL, stdout=slave,
-                            stderr=subprocess.PIPE, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the other side is closed
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode()
 
 
 def test_a_workers_wiki_draft_puts_no_terminal_escape_on_the_persons_terminal(ab: Any, home: Path,
