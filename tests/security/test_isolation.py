@@ -419,3 +419,40 @@ def test_a_worktree_worker_never_sees_the_other_tasks_worktrees_tokens(
     if isolation == "sandbox":
         assert got["beside"] == [task["id"]]
         assert got["neighbour"] == "FileNotFoundError"
+
+
+def test_a_sandboxed_worker_user_never_sees_the_other_tasks_scratch_workspaces(
+        home: Path, worker_user: str) -> None:
+    """Workers running as the worker user keep their scratch workspaces outside the home, all
+    owned by that one user: the sandbox hides them all but the worker's own (another's
+    ``.mcp.json`` holds its run token)."""
+    require_bwrap()
+    r = agentboard_cli(home, "init", "--worker-user", worker_user)
+    assert r.returncode == 0, r.stderr
+    neighbour = workspaces.isolated_root(home) / "default" / "t_neighbour"
+    neighbour.mkdir(parents=True)
+    (neighbour / ".mcp.json").write_text('{"token": "abt_the-neighbours-token"}')
+    user = pwd.getpwnam(worker_user)
+    for path in (neighbour, neighbour / ".mcp.json"):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    script = home.parent / "neighbour.py"
+    script.write_text(NEIGHBOUR)
+    script.chmod(0o755)
+    with agentboard.connect(str(home)) as ab:
+        ab.add_profile("looker", command=f"/usr/bin/python3 {script}", isolation="sandbox")
+        board = ab.board()
+        task = board.create("look around", assignee="looker", max_retries=1)
+        from agentboard.dispatch.dispatcher import Dispatcher
+        d = Dispatcher(ab.db, ab.settings)
+        try:
+            d.run_pass()
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and board.show(task["id"])["status"] == "running":
+                d.run_pass()
+                time.sleep(0.2)
+        finally:
+            d.stop()
+        shown = board.show(task["id"])
+    assert shown["status"] == "done", shown
+    got = json.loads(shown["runs"][-1]["summary"])
+    assert got["beside"] == [task["id"]] and got["neighbour"] == "FileNotFoundError", got

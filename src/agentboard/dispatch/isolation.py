@@ -122,6 +122,11 @@ class Confinement:
             # .mcp.json among them) are theirs; the worker's own folder is bound back below
             if workspace.parent.name == ".worktrees":
                 out += ["--tmpfs", str(workspace.parent)]
+            # every worker user's scratch workspace of every home (theirs too: one OS user reads them all)
+            from .workspaces import ISOLATED_WORKSPACES
+
+            if ISOLATED_WORKSPACES.is_dir():
+                out += ["--tmpfs", str(ISOLATED_WORKSPACES)]
             # the later mount wins: a workspace inside the home is bound back over the hidden home;
             # a home inside the workspace stays hidden
             if self.home is not None and self.home.is_relative_to(workspace):
