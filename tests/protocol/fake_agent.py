@@ -54,6 +54,23 @@ elif mode == "cli_complete":
         Path("out.txt").write_text("made it\n")
     subprocess.run([sys.executable, "-m", "agentboard", "complete", "--summary", "reported through the CLI"],
                    check=True)
+elif mode == "mcp_request_review":  # hands its task to review through its MCP tools
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    if os.environ.get("FAKE_AGENT_PRODUCE"):
+        Path("out.txt").write_text("made it\n")
+
+    async def _review() -> None:
+        server = StdioServerParameters(command=sys.executable, args=["-m", "agentboard", "mcp"], env=dict(os.environ))
+        async with stdio_client(server) as (read, send), ClientSession(read, send) as session:
+            await session.initialize()
+            out = await session.call_tool("kanban_request_review", {"summary": "ready for a look"})
+            print("request_review:", out.content[0].text if out.content else out)
+
+    asyncio.run(_review())
 elif mode == "silent":
     pass
 elif mode == "review_context":

@@ -132,6 +132,21 @@ def test_cli_report_waits_for_verification(ab: Any, board: Any, tmp_path: Path) 
     assert detail["status"] == "done" and detail["runs"][-1]["summary"] == "reported through the CLI"
 
 
+def test_a_hand_off_to_review_waits_for_the_checks_like_a_completion(ab: Any, board: Any, tmp_path: Path) -> None:
+    """A worker's request for review through its MCP tools on a task with checks: review (and an
+    approval after it, even the heuristic reviewer's) never sees work its checks did not pass."""
+    t = board.create("produce out.txt", assignee="worker-a", verify=["test -f out.txt"])
+    ws = tmp_path / "ws"
+    attempt(ab, t["id"], ws, "mcp_request_review")
+    detail = board.show(t["id"])
+    assert detail["status"] == "ready" and detail["runs"][-1]["outcome"] == "verify_failed", detail["runs"][-1]
+    attempt(ab, t["id"], ws, "mcp_request_review", FAKE_AGENT_PRODUCE="1")
+    detail = board.show(t["id"])
+    run = detail["runs"][-1]
+    assert detail["status"] == "review" and run["outcome"] == "review_requested"
+    assert run["summary"] == "ready for a look" and run["metadata"]["verification"]["passed"] is True
+
+
 def test_verify_switched_off_is_recorded(ab: Any, board: Any, tmp_path: Path) -> None:
     t = board.create("produce out.txt", assignee="worker-a", verify=["test -f out.txt"])
     settings = dataclasses.replace(ab.settings, verify=False)

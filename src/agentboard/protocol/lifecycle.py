@@ -252,8 +252,10 @@ def _verify_and_complete(
     db: Database, settings: Settings, board: str, task: Row, run_id: int, workspace: Path, *,
     summary: str, metadata: dict[str, Any], result_line: str | None, usage: dict[str, Any] | None,
     actor: str | None, exit_code: int | None = None, verifying: Callable[[], verify.Setup] | None = None,
-    complete: Completer | None = None, apply_verdict: review.VerdictApplier,
+    complete: Completer | None = None, apply_verdict: review.VerdictApplier, to_review: bool = False,
 ) -> ExitDecision:
+    """Run the task's verify commands in the workspace, then complete it with the worker's
+    report (``to_review``: the worker handed it to review, where it goes once they pass)."""
     task_id = task["id"]
     commands = json.loads(task.get("verify") or "[]") if isinstance(task.get("verify"), str) else list(task.get("verify") or [])
     if commands and not settings.verify:
@@ -295,9 +297,15 @@ def _verify_and_complete(
         runs.record_telemetry(db, board, task_id, "verified",
                               {"commands": [r.command for r in outcome.results]}, run_id=run_id)
     try:
-        done = (complete or _kernel_complete)(db, board, task_id, summary=summary, metadata=metadata,
-                                              result=result_line, usage=usage, run_id=run_id, actor=actor,
-                                              exit_code=exit_code)
+        if to_review:
+            up = runs.usage_params(usage)
+            facts = {"exit_code": exit_code, "input_tokens": up["in_t"], "output_tokens": up["out_t"], "cost_usd": up["cost"]}
+            runs.update_run(db, run_id, metadata=metadata, **{k: v for k, v in facts.items() if v is not None})
+            done = runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor=actor, after_exit=True)
+        else:
+            done = (complete or _kernel_complete)(db, board, task_id, summary=summary, metadata=metadata,
+                                                  result=result_line, usage=usage, run_id=run_id, actor=actor,
+                                                  exit_code=exit_code)
     except StaleRun as exc:
         return ExitDecision(ExitAction.HANDLED, note=str(exc))
     if done["status"] not in (states.DONE, states.REVIEW):  # its branch could not be integrated
@@ -390,7 +398,7 @@ def _degrade(db: Database, settings: Settings, board: str, task_id: str, run_id:
     summary = repair.extract_summary(log_path, parsed.raw)
     raw = boarddir.result_path(workspace)
     try:
-        runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher")
+        runs.request_review(db, board, task_id, summary=summary, run_id=run_id, actor="dispatcher", after_exit=True)
     except StaleRun as exc:
         return ExitDecision(ExitAction.HANDLED, note=str(exc))
     kept = str(raw) if safefs.exists(raw) else None
@@ -442,7 +450,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
             usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
-            verifying=verifying, complete=complete, apply_verdict=apply_verdict)
+            verifying=verifying, complete=complete, apply_verdict=apply_verdict, to_review=bool(report.get("review")))
 
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))

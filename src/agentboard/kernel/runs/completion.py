@@ -397,13 +397,13 @@ def _verification_pending(tx: Tx, task: Row) -> bool:
 
 
 def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id: int, actor: str | None, *,
-                           reason: str = "verification") -> Row:
+                           reason: str = "verification", review: bool = False) -> Row:
     """Record the worker's success report on its run; the task stays running until the
     dispatcher has run the verify commands after the worker exits (protocol.lifecycle), or
     (``reason="integration"``) has integrated the task's branch into the board's base branch,
     or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet."""
     pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
-               "usage": report.usage, "actor": actor}
+               "usage": report.usage, "actor": actor, **({"review": True} if review else {})}
     tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
     kind = "integration_pending" if reason == "integration" else "verify_pending"
     tx.event(board, task["id"], kind, {"summary": first_line(report.summary), "until": reason}, run_id=run_id,
@@ -535,13 +535,19 @@ def complete(
 
 def request_review_in(
     tx: Tx, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None,
-    actor: str | None = None,
+    actor: str | None = None, after_exit: bool = False,
 ) -> Row:
-    """Hand a running task to review inside the caller's transaction."""
+    """Hand a running task to review inside the caller's transaction. A worker's own hand-off
+    (``run_id``) on a task with ``verify`` commands is held like its completion, until the
+    dispatcher has run them after the worker exits: review, and an approval after it, never see
+    work its checks did not pass. ``after_exit``: the dispatcher's own hand-off once the worker
+    has exited (its checks passed, or its result was degraded to review for a person)."""
     task = get_task(tx, board, task_id, lock=True)
     if run_id is not None and task["current_run_id"] != run_id:
         raise stale_error(task, run_id)
     states.check("request_review", task["status"], states.REVIEW, task_id)
+    if run_id is not None and not after_exit and _verification_pending(tx, task):
+        return _hold_for_verification(tx, board, task, Report.build(summary=summary), run_id, actor, review=True)
     now = time.time()
     rid = task["current_run_id"]
     closed = tx.one(
@@ -560,8 +566,10 @@ def request_review_in(
     return task_out(task)
 
 
-def request_review(db: Database, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None, actor: str | None = None) -> Row:
-    return db.write(request_review_in, board, task_id, summary=summary, run_id=run_id, actor=actor)
+def request_review(db: Database, board: str, task_id: str, *, summary: str | None = None, run_id: int | None = None,
+                   actor: str | None = None, after_exit: bool = False) -> Row:
+    return db.write(request_review_in, board, task_id, summary=summary, run_id=run_id, actor=actor,
+                    after_exit=after_exit)
 
 
 # -- review verdicts ------------------------------------------------------------------------------
