@@ -118,6 +118,17 @@ def keep_report(workspace: Path | None, report: dict[str, Any]) -> Path | None:
     return target
 
 
+def _tid(task_id: str) -> str:
+    """``task_id`` for a route, checked: an agent's ``t_…/runs``, ``t_…/heartbeat?x=`` or
+    ``../../x`` would reach another route of the API, or another task's."""
+    from .domain.model import TASK_ID_RE
+
+    if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+        raise errors.InvalidInput(f"{str(task_id)[:80]!r} is not a task id (t_ and hex digits, as `agentboard list` "
+                                  "shows them)")
+    return task_id
+
+
 class WorkerClient:
     """Calls of the board's API with one token (a worker's run token)."""
 
@@ -198,21 +209,21 @@ class WorkerClient:
     # -- reads --------------------------------------------------------------------------------------
 
     def task_detail(self, task_id: str, *, board: str | None = None, events: int = 20) -> dict[str, Any]:
-        return self.call("GET", f"/api/tasks/{task_id}", params={"board": board, "events": events})  # type: ignore[no-any-return]
+        return self.call("GET", f"/api/tasks/{_tid(task_id)}", params={"board": board, "events": events})  # type: ignore[no-any-return]
 
     def context(self, task_id: str, *, board: str | None = None) -> dict[str, Any]:
         """``{"task_id", "board", "markdown"}``: the worker context."""
-        return self.call("GET", f"/api/tasks/{task_id}/context", params={"board": board})  # type: ignore[no-any-return]
+        return self.call("GET", f"/api/tasks/{_tid(task_id)}/context", params={"board": board})  # type: ignore[no-any-return]
 
     def runs(self, task_id: str, *, board: str | None = None) -> list[dict[str, Any]]:
-        return self.call("GET", f"/api/tasks/{task_id}/runs", params={"board": board})  # type: ignore[no-any-return]
+        return self.call("GET", f"/api/tasks/{_tid(task_id)}/runs", params={"board": board})  # type: ignore[no-any-return]
 
     def events(self, task_id: str, since: int = 0, *, board: str | None = None) -> list[dict[str, Any]]:
-        return self.call("GET", f"/api/tasks/{task_id}/events",  # type: ignore[no-any-return]
+        return self.call("GET", f"/api/tasks/{_tid(task_id)}/events",  # type: ignore[no-any-return]
                          params={"board": board, "since": since})
 
     def attachments(self, task_id: str, *, board: str | None = None) -> list[dict[str, Any]]:
-        return self.call("GET", f"/api/tasks/{task_id}/attachments", params={"board": board})  # type: ignore[no-any-return]
+        return self.call("GET", f"/api/tasks/{_tid(task_id)}/attachments", params={"board": board})  # type: ignore[no-any-return]
 
     def list_tasks(self, board: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         status = filters.pop("status", None)
@@ -224,12 +235,12 @@ class WorkerClient:
 
     def heartbeat(self, task_id: str, *, run_id: int | None = None, note: str | None = None,
                   ttl: int | None = None, board: str | None = None) -> dict[str, Any]:
-        return self.call("POST", f"/api/tasks/{task_id}/heartbeat", params={"board": board},  # type: ignore[no-any-return]
+        return self.call("POST", f"/api/tasks/{_tid(task_id)}/heartbeat", params={"board": board},  # type: ignore[no-any-return]
                          json={"note": note, "ttl": ttl, "run_id": run_id})
 
     def inbox(self, task_id: str, *, run_id: int | None = None, board: str | None = None) -> dict[str, Any]:
         """The comments on the worker's task since it last looked (its cursor moves past them)."""
-        return self.call("POST", f"/api/tasks/{task_id}/inbox", params={"board": board},  # type: ignore[no-any-return]
+        return self.call("POST", f"/api/tasks/{_tid(task_id)}/inbox", params={"board": board},  # type: ignore[no-any-return]
                          json={"run_id": run_id})
 
     def complete(self, task_id: str, *, run_id: int | None = None, summary: str | None = None,
@@ -239,7 +250,7 @@ class WorkerClient:
         file = {"success": True, "summary": (summary or "").strip() or "completed (the report could not reach the board)",
                 **({"result": result} if result and result.strip() else {}), **({"usage": usage} if usage else {})}
         with self._or_kept(task_id, run_id, file):
-            return self.call("POST", f"/api/tasks/{task_id}/complete", params={"board": board},  # type: ignore[no-any-return]
+            return self.call("POST", f"/api/tasks/{_tid(task_id)}/complete", params={"board": board},  # type: ignore[no-any-return]
                              json={"summary": summary, "metadata": metadata, "result": result, "usage": usage,
                                    "run_id": run_id, "review": review})
         return self._kept(task_id)
@@ -251,7 +262,7 @@ class WorkerClient:
             body["on"] = on
         file = {"success": False, "summary": reason}
         with self._or_kept(task_id, run_id, None if on or kind not in (None, "needs_input") else file):
-            return self.call("POST", f"/api/tasks/{task_id}/block", params={"board": board},  # type: ignore[no-any-return]
+            return self.call("POST", f"/api/tasks/{_tid(task_id)}/block", params={"board": board},  # type: ignore[no-any-return]
                              json=body)
         return self._kept(task_id)
 
@@ -279,11 +290,11 @@ class WorkerClient:
 
     def request_review(self, task_id: str, *, summary: str | None = None, run_id: int | None = None,
                        review: bool = True) -> dict[str, Any]:
-        return self.call("POST", f"/api/tasks/{task_id}/request-review",  # type: ignore[no-any-return]
+        return self.call("POST", f"/api/tasks/{_tid(task_id)}/request-review",  # type: ignore[no-any-return]
                          json={"summary": summary, "run_id": run_id, "review": review})
 
     def comment(self, task_id: str, body: str, *, mentions: bool = True, board: str | None = None) -> dict[str, Any]:
-        return self.call("POST", f"/api/tasks/{task_id}/comments", params={"board": board},  # type: ignore[no-any-return]
+        return self.call("POST", f"/api/tasks/{_tid(task_id)}/comments", params={"board": board},  # type: ignore[no-any-return]
                          json={"body": body, "mentions": mentions})
 
     def create(self, board: str | None, fields: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +328,7 @@ class WorkerClient:
             raise errors.InvalidInput(f"{path}: no such file") from None
         except OSError as exc:
             raise errors.InvalidInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
-        return self.call("POST", f"/api/tasks/{task_id}/attachments",  # type: ignore[no-any-return]
+        return self.call("POST", f"/api/tasks/{_tid(task_id)}/attachments",  # type: ignore[no-any-return]
                          params={"board": board, "name": name or path.name}, content=data)
 
 

@@ -145,3 +145,39 @@ def test_a_hostile_worker_cannot_mark_its_task_done_around_its_checks(ab: Any, t
     assert t["status"] == "blocked" and t["body"] == ""  # gave up: it never reported, nothing was rewritten
     kinds = [e["kind"] for e in board.events(0, task_id=task["id"], limit=1000)]
     assert "completed" not in kinds and "edited" not in kinds and "reclaimed" not in kinds
+
+
+@pytest.mark.parametrize("bad", ["{own}/runs", "{own}/heartbeat?x=", "../../etc", "{own}?events=1", "{own}#x",
+                                 "{own}\n"])
+def test_a_worker_naming_a_task_with_a_path_in_it_is_refused_before_anything_is_sent(api_any: Api, bad: str) -> None:
+    """An agent's ``t_…/runs`` or ``t_…/heartbeat?x=`` as a task id reached another route of the API
+    (a comment that was a heartbeat, an answer of the wrong shape that crashed its MCP tool)."""
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.remote import WorkerClient
+
+    api = api_any
+    api.ab.add_profile("worker", command="true")
+    task = api.ab.board().create("mine", assignee="worker")
+    run_id = int(runs.claim(api.db, "default", task["id"])["run_id"])
+    client = WorkerClient(api.url, tokens.create_run_token(api.db, "default", task["id"], run_id), retry_for=0)
+    before = _snapshot(api, task["id"])
+    tid = bad.format(own=task["id"])
+    for call in (lambda: client.task_detail(tid), lambda: client.comment(tid, "hello"),
+                 lambda: client.heartbeat(tid, run_id=run_id)):
+        with pytest.raises(InvalidInput, match="is not a task id"):
+            call()
+    assert _snapshot(api, task["id"]) == before
+    assert client.task_detail(task["id"])["id"] == task["id"]
+
+
+def test_a_workers_blank_summary_is_refused_through_rest_as_through_its_mcp_tool(api_any: Api) -> None:
+    api = api_any
+    api.ab.add_profile("worker", command="true")
+    task = api.ab.board().create("mine", assignee="worker")
+    run_id = int(runs.claim(api.db, "default", task["id"])["run_id"])
+    worker = api.client(tokens.create_run_token(api.db, "default", task["id"], run_id))
+    before = _snapshot(api, task["id"])
+    r = worker.post(f"/api/tasks/{task['id']}/complete", json={"summary": "   "})
+    assert r.status_code == 400 and "summary is empty" in r.json()["error"]["message"], r.text
+    assert _snapshot(api, task["id"]) == before
+    assert worker.post(f"/api/tasks/{task['id']}/complete", json={"summary": "did it"}).json()["status"] == "done"

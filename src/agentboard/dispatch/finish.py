@@ -44,7 +44,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain import states
-from ..domain.errors import Conflict
+from ..domain.errors import Conflict, InvalidInput
 from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
 from ..kernel import dispatching as kd
@@ -277,6 +277,9 @@ def complete(db: Database, board: str, task_id: str, *, summary: str | None = No
     through the worker's run token). Without (a person): done through the review gate (a task
     in review is approved), the verification gate and integration."""
     if run_id is not None:
+        if summary is not None and not summary.strip() and not (result or "").strip():
+            # what the hand-off to the tasks after it says: as the MCP tool and result.json refuse it
+            raise InvalidInput("summary is empty: say what was done (or give a result line)")
         return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
                              run_id=run_id, actor=actor, await_spawn=worker)
     task = kd.task(db, board, task_id)

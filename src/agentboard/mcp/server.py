@@ -449,7 +449,8 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
     def kanban_inbox() -> CallToolResult:
         return _guard(lambda: ops.inbox(own_task()))
 
-    @server.tool(description="Append a comment to a task's thread (any task of your board).")
+    @server.tool(description="Append a comment to your task's thread (an orchestrator's run: to any task of its "
+                             "board's).")
     def kanban_comment(task_id: str, body: str) -> CallToolResult:
         return _guard(lambda: ops.comment(task_id, body))
 
