@@ -212,3 +212,21 @@ def test_the_supervisor_runs_in_scratch_never_in_the_boards_repository(ab: Any, 
     assert "ab/" not in branches and not (repo / ".worktrees").exists()
     (run,) = board.runs(supervision_tasks(ab, board)[0]["id"])
     assert str(ab.settings.home) in run["workspace_path"]
+
+
+def test_a_replan_proposal_whose_task_got_done_is_withdrawn_by_the_sweep_and_no_longer_holds_its_goal_open(
+        ab: Any, board: Any, dispatcher: Any) -> None:
+    import time
+
+    supervise(ab, board)
+    ab.add_profile("w", command="true")
+    g = board.goal("ship the importer")["id"]
+    t = board.create("parse the legacy format", goal=g, assignee="w")["id"]
+    task = board.show(t)
+    p = ab.db.write(lambda tx: supervision.propose_replan(tx, board.slug, task, "it gave up", "alice"))
+    board.complete(t, summary="fixed by hand")  # a person (or the supervisor) saw to the task itself
+    assert board.show(p)["status"] == "triage" and goals.show(ab.db, board.slug, g)["status"] == "active"
+    dispatcher(start=False).planner.supervising.sweep(board.slug, time.time())
+    assert board.show(p)["status"] == "archived"
+    assert [e["payload"]["reason"] for e in events(board, p, "archived")] == [f"moot: task {t} is done"]
+    assert goals.show(ab.db, board.slug, g)["status"] == "verifying"

@@ -80,7 +80,9 @@ class Supervising:
     # -- the sweep -----------------------------------------------------------------------------------
 
     def sweep(self, slug: str, now: float) -> list[int]:
-        """Enqueue wakes for what the hooks missed on board ``slug``; the wake ids added."""
+        """Enqueue wakes for what the hooks missed on board ``slug``; the wake ids added. Replan
+        proposals whose task is done or archived since are withdrawn first."""
+        ks.withdraw_moot_replans(self.ctx.db, slug)
         found = ks.sweep_candidates(self.ctx.db, slug, now)
         lost: list[tuple[str, Any]] = []
         for r in found["running"]:

@@ -32,6 +32,7 @@ from .sweep import (
     sweep_candidates,
     sweep_enqueue,
     take_due,
+    withdraw_moot_replans,
 )
 from .tools import discard_proposal, escalate, goal_verdict, handle, release_proposal
 from .waking import (
@@ -63,6 +64,6 @@ __all__ = [
     "escalate", "failure_history", "goal_verdict", "handle", "is_supervisor_actor", "log",
     "moot_reason", "on_blocked", "on_budget_blocked", "on_failed", "on_gave_up", "on_goal_verifying", "on_sent_back", "on_telemetry", "overview", "panel",
     "propose_replan", "reconcile", "release_proposal", "set_supervisor", "status", "supervisor_actor",
-    "supervisor_of", "sweep_candidates", "sweep_enqueue", "take_due", "wakes",
+    "supervisor_of", "sweep_candidates", "sweep_enqueue", "take_due", "wakes", "withdraw_moot_replans",
     "HISTORY_KINDS", "REPEATED_OUTCOMES", "TAKE_LIMIT", "set_budget_scope", "wake_out",
 ]

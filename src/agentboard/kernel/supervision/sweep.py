@@ -15,6 +15,7 @@ from ..common import board_settings
 from ..tasks import NewTask, create_in
 from ..tasks.moves import archive_in
 from .waking import (
+    REPLAN_ACTOR,
     SUPERVISION,
     TAKE_LIMIT,
     _history_text,
@@ -297,6 +298,24 @@ def sweep_enqueue(db: Database, board: str, found: dict[str, list[Any]]) -> list
         return out
     if not any(found.get(k) for k in ("run_lost", "stuck", "unrunnable", "goal_verifying")):
         return []
+    return db.write(_w)
+
+
+def withdraw_moot_replans(db: Database, board: str) -> list[str]:
+    """Archive the replan proposals (``propose_replan``) still in triage whose task has been done
+    or archived since (a person or the supervisor fixed it, its race settled): left there, each
+    holds its goal open for good. The ids archived."""
+    def _w(tx: Tx) -> list[str]:
+        out = []
+        for p in tx.all("SELECT id, idempotency_key FROM tasks WHERE board = :b AND status = 'triage' "
+                        "AND idempotency_key LIKE 'replan:%'", {"b": board}):
+            subject = str(p["idempotency_key"]).split(":")[1]
+            status = tx.scalar("SELECT status FROM tasks WHERE id = :t", {"t": subject})
+            if status is None or status in (states.DONE, states.ARCHIVED):
+                archive_in(tx, board, str(p["id"]), actor=REPLAN_ACTOR,
+                           reason=f"moot: task {subject} is {status or 'gone'}")
+                out.append(str(p["id"]))
+        return out
     return db.write(_w)
 
 
