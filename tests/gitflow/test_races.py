@@ -334,3 +334,20 @@ def test_gc_removes_a_finished_races_losing_worktree_and_branch_and_nothing_of_a
     again = gc(ab)
     assert again["branches_removed"] == [] and again["worktrees_removed"] == []
     assert not [k for k in again["kept"] if k.get("branch") == loser["branch"]]
+
+
+def test_an_attempt_keeps_its_profile_so_the_race_credits_each_profile_with_its_own_work(ab, tmp_path, dispatcher):
+    board, _repo = race_board(ab, tmp_path)
+    ab.add_profile("slow", command=sh("sleep 60"))
+    tid = create_race(ab, "--race", "slow,good")
+    dispatcher()
+
+    def first() -> str | None:
+        a = {x["n"]: x for x in attempts(ab, tid)["attempts"]}.get(1) or {}
+        return a.get("attempt_task_id") if a.get("task_status") == "running" else None
+
+    attempt = wait_for(first, what="the first attempt running", timeout=60)
+    out = cli(ab.home, "assign", attempt, "good", "--reclaim")
+    assert out.returncode == 4 and f"is slow's attempt in race {tid}" in out.stderr, out.stderr
+    shown = board.show(attempt)
+    assert (shown["assignee"], shown["status"]) == ("slow", "running")

@@ -33,6 +33,11 @@ from .moves import _check_status, _set_status
 
 def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: bool, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
+    if task.get("race_of") and assignee != task["assignee"]:
+        # the race compares its profiles: an attempt run by another would be credited to its own
+        raise Conflict(f"task {task_id} is {task['assignee']}'s attempt in race {task['race_of']}: an attempt keeps "
+                       f"its profile, since the race compares them; pick a winner among the attempts "
+                       f"(agentboard attempts {task['race_of']}), or start a new race that includes the other profile")
     if task["status"] == states.RUNNING:
         if not reclaim:
             raise Conflict(
