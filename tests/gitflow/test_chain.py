@@ -59,6 +59,9 @@ def test_a_fix_verified_in_the_project_venv_then_a_document_task_that_sees_the_f
     assert git(repo, "show", f"ab/{doc['id']}:USAGE.md").startswith("add(a, b)")
     ctx = cli(ab.home, "context", doc["id"]).stdout
     assert f"**Base:** ab/{fix['id']}" in ctx
+    # it started from its parent's branch but landed on main, and says so
+    assert events(board, doc["id"], "integrated")[-1]["payload"]["base"] == "main"
+    assert f"ab/{doc['id']} landed on main (merged)" in cli(ab.home, "show", doc["id"]).stdout
 
 
 def test_two_parents_are_merged_into_an_integration_branch(ab, tmp_path, dispatcher):

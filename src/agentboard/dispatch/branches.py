@@ -202,11 +202,12 @@ def repo_of(task: Mapping[str, Any]) -> Path | None:
 
 
 def facts(task: Mapping[str, Any], default_base: str | None = None,
-          landed: tuple[str, str, str] | None = None) -> Facts:
+          landed: tuple[str, str, str, str | None] | None = None) -> Facts:
     """Branch, base, ahead/behind and diff stat of a worktree task (cheap: three git calls).
 
-    ``landed`` (how, the base before it, the commit it made): the branch's integration put it on
-    the base, so the diff stat is of what landed (``before..commit``), as its diff is."""
+    ``landed`` (how, the base before it, the commit it made, the branch it landed on): the
+    branch's integration put it there, so the diff stat is of what landed (``before..commit``),
+    as its diff is, and the base named is that branch (not the one the task started from)."""
     repo = repo_of(task)
     branch = task.get("branch_name")
     base = task.get("base_branch") or default_base
@@ -227,8 +228,9 @@ def facts(task: Mapping[str, Any], default_base: str | None = None,
         span = f"{base}...{sha}"
         if landed is not None and all(
                 gitsafe.run(repo, "rev-parse", "--verify", "-q", rev + "^{commit}", check=False).returncode == 0
-                for rev in landed[1:]):
+                for rev in landed[1:3]):
             out.landed, span = landed[0], f"{landed[1]}..{landed[2]}"
+            out.base = landed[3] or out.base
         stat = gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--numstat", span)
         for ln in stat.splitlines():
             parts = ln.split("\t")

@@ -229,9 +229,10 @@ def split(text: str) -> list[dict[str, Any]]:
 _LANDED = ("merged", "squashed", "rebased")
 
 
-def landed_range(db: Database, task: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def landed_range(db: Database, task: Mapping[str, Any]) -> tuple[str, str, str, str | None] | None:
     """How a task's branch landed on its base and what it put there: ``(integration, the base
-    before it, the commit it made)``, from its ``integrated`` event (None: it has not landed)."""
+    before it, the commit it made, the branch it landed on)``, from its ``integrated`` event
+    (None: it has not landed)."""
     if task.get("integration") not in _LANDED:
         return None
     event = kd.last_event_of(db, task["id"], "integrated")
@@ -241,7 +242,8 @@ def landed_range(db: Database, task: Mapping[str, Any]) -> tuple[str, str, str] 
     commit = str(detail.get("commit") or "")
     # a merge's or a squash's first parent is the base before it; a rebase records it
     before = str(detail.get("before") or (commit + "^1" if task.get("integration") != "rebased" else ""))
-    return (str(task["integration"]), before, commit) if commit and before else None
+    onto = str(detail["base"]) if detail.get("base") else None
+    return (str(task["integration"]), before, commit, onto) if commit and before else None
 
 
 def _work(db: Database, task: Row) -> review_context.Diff:
