@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import cli, events, git, make_repo, sh, wait_for
 
 # writes a passing change on its branch, commits, reports
@@ -242,11 +244,14 @@ def test_rest_creates_a_race_shows_its_attempts_and_picks_through_the_same_funct
         server.stop()
 
 
-def test_the_reviewer_agent_reads_every_attempts_diff_and_picks_the_winner(ab, tmp_path, dispatcher):
+@pytest.mark.parametrize("answers", ["file", "cli"])
+def test_the_reviewer_agent_reads_every_attempts_diff_and_picks_the_winner(ab, tmp_path, dispatcher, answers):
     board, repo = race_board(ab, tmp_path, reviewer="profile:judge")
-    judge = ("n=$(awk '/^### Attempt /{n=$3} /^[+]good/{print n; exit}' .board/review-context.md) && "
-             "printf '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"attempt %s writes good\", "
-             "\"pick\": %s}' \"$n\" \"$n\" > .board/review-verdict.json")
+    find = "n=$(awk '/^### Attempt /{n=$3} /^[+]good/{print n; exit}' .board/review-context.md) && "
+    judge = find + (
+        "printf '{\"verdict\": \"approved\", \"score\": 90, \"summary\": \"attempt %s writes good\", "
+        "\"pick\": %s}' \"$n\" \"$n\" > .board/review-verdict.json" if answers == "file" else
+        "agentboard review \"$AGENTBOARD_TASK\" --approve --score 90 --note \"attempt $n writes good\" --pick \"$n\"")
     ab.add_profile("judge", command=sh(judge))
     tid = create_race(ab, "--race", "bad,good")
     dispatcher()

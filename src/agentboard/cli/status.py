@@ -67,11 +67,13 @@ release = _bulk_command("release", "tasks:release", "Triage -> todo/ready.")
 @click.option("--reject", "rejection", default=None, metavar="REASON", help="review -> blocked (rejected)")
 @click.option("--note", default=None, metavar="TEXT", help="a remark recorded with an approval")
 @click.option("--score", default=None, type=click.IntRange(0, 100), metavar="N", help="how good the work is")
+@click.option("--pick", default=None, type=click.IntRange(1), metavar="N",
+              help="a race: approve attempt N as the winner (with --approve)")
 @task_board_option
 @json_option
 @handle_errors
 def review(task_id: str, approve: bool, changes: str | None, rejection: str | None,
-           note: str | None, score: int | None, board: str | None, as_json: bool) -> None:
+           note: str | None, score: int | None, pick: int | None, board: str | None, as_json: bool) -> None:
     """A verdict on a task in review: exactly one of --approve, --request-changes, --reject.
 
     Inside a review run (a reviewer agent) the verdict answers that run: it is written to
@@ -82,6 +84,8 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
     chosen = [v for v in (approve or None, changes, rejection) if v is not None]
     if len(chosen) != 1:
         raise InvalidInput("give exactly one of --approve, --request-changes FEEDBACK or --reject REASON")
+    if pick is not None and not approve:
+        raise InvalidInput("--pick N approves attempt N of a race: give it with --approve")
     if approve:
         verdict, text = "approved", note or ""
     elif changes is not None:
@@ -90,10 +94,19 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         verdict, text = "rejected", rejection or ""
     me = common.me()
     if me.review_run and me.workspace:
-        _answer_review_run(task_id, verdict, text, score, as_json)
+        _answer_review_run(task_id, verdict, text, score, as_json, pick)
         return
     slug = common.task_board(task_id, board)
     from agentboard.dispatch import finish
+
+    if pick is not None:  # a person's approval of a race is its pick
+        picked = finish.pick(common.db(), slug, task_id, pick, actor=common.actor())
+        if as_json:
+            common.emit_json(picked)
+        else:
+            click.echo(f"{task_id}: picked attempt {pick} -> {picked.get('status')}"
+                       + (f" ({picked['integration']})" if picked.get("integration") else ""))
+        return
 
     task = finish.review(common.db(), slug, task_id, verdict, text, score=score,
                             reviewer=common.actor(), actor=common.actor())
@@ -111,7 +124,8 @@ def review(task_id: str, approve: bool, changes: str | None, rejection: str | No
         raise SystemExit(4)
 
 
-def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool) -> None:
+def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None, as_json: bool,
+                       pick: int | None = None) -> None:
     """A reviewer agent's verdict on the task its review run is for."""
     from agentboard.domain.errors import Forbidden, InvalidInput
     from agentboard.protocol import review
@@ -122,8 +136,8 @@ def _answer_review_run(task_id: str, verdict: str, text: str, score: int | None,
         raise Forbidden(f"this review run reviews task {own}, not {task_id}")
     if score is None:
         raise InvalidInput("a reviewer's verdict needs --score N (0-100): how good the work is")
-    path = review.write_verdict(me.workspace,
-                                {"verdict": verdict, "score": score, "summary": text})
+    path = review.write_verdict(me.workspace, {"verdict": verdict, "score": score, "summary": text,
+                                               **({"pick": pick} if pick is not None else {})})
     if as_json:
         common.emit_json({"task_id": task_id, "verdict": verdict, "score": score, "written": str(path)})
     else:

@@ -241,7 +241,7 @@ def answer_instructions(task_id: str, run_id: int) -> str:
         "```json", json.dumps(example, indent=2), "```", "",
         f"`verdict` is one of {', '.join(VERDICT_SCHEMA['properties']['verdict']['enum'])}; `score` an integer "
         "from 0 to 100; `summary` says why (a person and the next worker read it); `findings` is optional "
-        "(severity critical, major, minor or info). Unknown keys are refused.",
+        "(severity critical, major, minor or info); `pick` only for a race (above). Unknown keys are refused.",
         "`approved` finishes the task, `changes_requested` sends it back to its worker with your summary, "
         "`rejected` blocks it for a person.", "",
     ])
