@@ -164,12 +164,16 @@ def test_sent_back_for_the_nth_time_wakes_and_once_more_proposes_a_replan(ab: An
     supervise(ab, board, replan_after=2)
     g = board.goal("g")["id"]
     t = board.create("the parser", assignee="w", goal=g, review=True)["id"]
-    for i in range(3):
+    for i in range(4):
         _claim_and_review(board, t)
         board.request_changes(t, f"still wrong ({i})", actor="reviewer")
         reasons = {w["reason"] for w in wakes(ab, board)}
         assert ("sent_back" in reasons) == (i >= 1)
         assert ("replan_proposed" in reasons) == (i >= 2)
+        # the supervisor saw to each wake: the send-backs after the limit's wake no more
+        if pending := [w["id"] for w in wakes(ab, board, "pending")]:
+            supervision.handle(ab.db, board.slug, pending, note="seen")
+    assert [w["detail"].get("times") for w in wakes(ab, board) if w["reason"] == "sent_back"] == [2]
     proposals = [x for x in board.list(goal=g) if x["status"] == "triage"]
     assert len(proposals) == 1 and proposals[0]["title"] == "Replan: the parser"
     body = board.show(proposals[0]["id"])["body"]

@@ -165,7 +165,7 @@ def on_sent_back(tx: Tx, board: str, task: Row, actor: str | None) -> None:
     n = int(tx.scalar("SELECT COUNT(*) FROM task_events WHERE task_id = :t AND kind IN "
                       "('changes_requested', 'verify_failed')", {"t": task["id"]}) or 0)
     limit = _setting(tx, board, "replan_after")
-    if n >= limit:
+    if n == limit:  # once: past it, the replan proposal wakes it (one waiting at a time)
         enqueue(tx, board, "sent_back", task["id"], actor=actor, task=task, detail={"times": n})
     if n > limit:
         propose_replan(tx, board, task, f"review or verification sent it back {n} times (limit {limit})", actor)
