@@ -103,3 +103,22 @@ def test_conflicting_parents_block_the_child_with_the_files(ab, tmp_path, dispat
     assert c["block_kind"] == "merge_conflict"
     assert "shared.txt" in c["block_reason"]
     assert not branches.has_branch(repo, f"ab/{child['id']}")
+
+
+def test_a_fan_in_merged_on_main_records_only_the_files_it_landed(ab, tmp_path, dispatcher):
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n"})
+    ab.create_board("two", workdir=str(repo), settings={"integrate": "merge", "review_before_integrate": False})
+    ab.add_profile("editor", command=sh(
+        "echo \"$AGENTBOARD_TASK\" >> \"$(cat .board/task.json | python3 -c 'import json,sys; "
+        "print(json.load(sys.stdin)[\"title\"])')\" && git add -A . && git commit -qm work && "
+        "agentboard complete --summary done"))
+    board = ab.board("two")
+    pa = board.create("a.txt", assignee="editor")
+    pb = board.create("b.txt", assignee="editor")
+    child = board.create("c.txt", assignee="editor", parents=[pa["id"], pb["id"]])
+    dispatcher()
+    wait_for(lambda: status(board, child["id"]) == "done", what="the child to finish")
+    (merged,) = events(board, child["id"], "integrated")
+    assert merged["payload"]["files"] == ["c.txt"]
+    before, after = merged["payload"]["before"], merged["payload"]["commit"]
+    assert git(repo, "diff", "--name-only", before, after).split() == ["c.txt"]

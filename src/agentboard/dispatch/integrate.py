@@ -240,7 +240,11 @@ def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         new = proc.stdout.strip()
     _land(repo, base, base_sha, new, checked_out)
     outcome = {"merge": "merged", "squash": "squashed", "rebase": "rebased"}[mode]
-    return Outcome(outcome, detail={"base": base, "before": base_sha, "commit": new, "files": touched[:50],
+    # what landed: the base before it to the commit it made (the branch's own changes since its
+    # merge base also hold what its parents' branches brought, landed on the base already)
+    landed = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only", "-z",
+                                     base_sha, new, "--").split("\0") if f]
+    return Outcome(outcome, detail={"base": base, "before": base_sha, "commit": new, "files": landed[:50],
                                     "branch": branch})
 
 
