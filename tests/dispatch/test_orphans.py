@@ -122,7 +122,10 @@ def test_a_restarted_dispatcher_stops_its_leftover_worker_whose_task_moved_on(ab
     guard_file = guard_pid_file(Path(ab.home), "host-a")
     wait_for(guard_file.exists, what="the guard's pid file")
     guard = int(guard_file.read_text())
-    os.kill(guard, signal.SIGKILL)  # the whole host side of it lost at once
+    # the whole host side of it lost at once: the dispatcher frozen first, so that it cannot start
+    # a new guard (which would end the worker as the dispatcher dies) between the two kills
+    d1.send_signal(signal.SIGSTOP)
+    os.kill(guard, signal.SIGKILL)
     d1.send_signal(signal.SIGKILL)
     d1.wait()
     assert pid_alive(pid)  # an orphan, as a host's crash could leave one
