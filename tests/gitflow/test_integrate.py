@@ -259,3 +259,38 @@ def test_approving_while_the_worker_that_reported_still_runs_is_refused_and_land
     wait_for(lambda: board.runs(task["id"])[-1]["exit_code"] is not None, timeout=60, what="the worker's exit")
     assert board.approve(task["id"])["status"] == "done"
     assert (repo / "backdoor.py").exists()
+
+
+def test_tasks_finishing_at_once_on_one_repository_all_land_none_refused_for_a_moved_base(tmp_path):
+    """Several integrations into one repository at the same moment (a fleet's tasks finishing
+    together): each lands on top of the others, none is refused because the base moved."""
+    import threading
+
+    from agentboard.dispatch import integrate
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    tasks = []
+    for i in range(8):
+        git(repo, "checkout", "-q", "-b", f"ab/t_{i:08x}", "main")
+        (repo / f"f{i}.txt").write_text(f"{i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"work {i}")
+        tasks.append({"id": f"t_{i:08x}", "title": f"task {i}", "branch_name": f"ab/t_{i:08x}"})
+    git(repo, "checkout", "-q", "main")
+    start = threading.Barrier(len(tasks))
+    outcomes: list[Any] = [None] * len(tasks)
+
+    def land(i: int) -> None:
+        start.wait()
+        try:
+            outcomes[i] = integrate.integrate(repo, tasks[i], "merge", "main").outcome
+        except integrate.Refused as exc:
+            outcomes[i] = str(exc)
+
+    threads = [threading.Thread(target=land, args=(i,)) for i in range(len(tasks))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == ["merged"] * len(tasks)
+    assert sorted(p.name for p in repo.glob("f*.txt")) == [f"f{i}.txt" for i in range(8)]

@@ -19,14 +19,23 @@ task's worktree holds uncommitted work (what its worker left is committed first 
 uncommitted changes in files the task changed or holds untracked or ignored files the branch
 would write over (git replaces ignored files without asking), the base branch moved in a way that
 conflicts, or ``gh`` cannot be used.
+
+Integrations into one repository run one at a time (a lock file in its git folder, held by any
+process of any dispatcher or server on the machine): two tasks finishing at once would each make
+their commit from the same base, and the second's step would find the base moved and be refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,9 +176,33 @@ def commit_pending(repo: Path, task: Row, message: str) -> dict[str, Any] | None
         return None
 
 
+@contextlib.contextmanager
+def _one_at_a_time(repo: Path) -> Iterator[None]:
+    """Hold ``repo``'s integration lock: ``<repo>/.git/agentboard/integrate.lock`` (the owner's
+    repository, never a worker's), else a file named after the repository in the temporary folder."""
+    folder = repo / ".git" / "agentboard"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "integrate.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        name = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
+        fd = os.open(Path(tempfile.gettempdir()) / f"agentboard-integrate-{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     """Integrate the task's branch into ``base`` in ``repo`` (see the module docstring); raises
-    :class:`Refused` with nothing changed."""
+    :class:`Refused` with nothing changed. One integration into ``repo`` at a time."""
+    with _one_at_a_time(repo):
+        return _integrate(repo, task, mode, base)
+
+
+def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     branch = task.get("branch_name") or ""
     title = str(task.get("title") or task["id"])
     if not branches.has_branch(repo, branch):
