@@ -3,6 +3,7 @@ integration on approval — real git, real worker processes, the real dispatcher
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agentboard.dispatch import branches
@@ -64,9 +65,11 @@ def test_a_fix_verified_in_the_project_venv_then_a_document_task_that_sees_the_f
     assert f"ab/{doc['id']} landed on main (merged)" in cli(ab.home, "show", doc["id"]).stdout
 
 
-def test_two_parents_are_merged_into_an_integration_branch(ab, tmp_path, dispatcher):
+def _fan_in(ab: Any, tmp_path: Path, **settings: Any) -> tuple[Any, Path, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Two tasks each writing its own file (a.txt, b.txt) and a child of both writing c.txt, on a
+    board targeting a repository of its own (``settings``: the board's)."""
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n"})
-    ab.create_board("two", workdir=str(repo))
+    ab.create_board("two", workdir=str(repo), settings=settings or None)
     ab.add_profile("editor", command=sh(
         "echo \"$AGENTBOARD_TASK\" >> \"$(cat .board/task.json | python3 -c 'import json,sys; "
         "print(json.load(sys.stdin)[\"title\"])')\" && git add -A . && git commit -qm work && "
@@ -75,6 +78,11 @@ def test_two_parents_are_merged_into_an_integration_branch(ab, tmp_path, dispatc
     pa = board.create("a.txt", assignee="editor")
     pb = board.create("b.txt", assignee="editor")
     child = board.create("c.txt", assignee="editor", parents=[pa["id"], pb["id"]])
+    return board, repo, pa, pb, child
+
+
+def test_two_parents_are_merged_into_an_integration_branch(ab, tmp_path, dispatcher):
+    board, repo, pa, pb, child = _fan_in(ab, tmp_path)
     dispatcher()
     try:
         wait_for(lambda: status(board, child["id"]) == "done", what="the child to finish")
@@ -106,16 +114,7 @@ def test_conflicting_parents_block_the_child_with_the_files(ab, tmp_path, dispat
 
 
 def test_a_fan_in_merged_on_main_records_only_the_files_it_landed(ab, tmp_path, dispatcher):
-    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n"})
-    ab.create_board("two", workdir=str(repo), settings={"integrate": "merge", "review_before_integrate": False})
-    ab.add_profile("editor", command=sh(
-        "echo \"$AGENTBOARD_TASK\" >> \"$(cat .board/task.json | python3 -c 'import json,sys; "
-        "print(json.load(sys.stdin)[\"title\"])')\" && git add -A . && git commit -qm work && "
-        "agentboard complete --summary done"))
-    board = ab.board("two")
-    pa = board.create("a.txt", assignee="editor")
-    pb = board.create("b.txt", assignee="editor")
-    child = board.create("c.txt", assignee="editor", parents=[pa["id"], pb["id"]])
+    board, repo, _pa, _pb, child = _fan_in(ab, tmp_path, integrate="merge", review_before_integrate=False)
     dispatcher()
     wait_for(lambda: status(board, child["id"]) == "done", what="the child to finish")
     (merged,) = events(board, child["id"], "integrated")

@@ -376,6 +376,22 @@ NEIGHBOUR = textwrap.dedent('''
 ''')
 
 
+def _passes_until_it_ran(ab: Any, board: Any, task_id: str) -> dict[str, Any]:
+    """Dispatcher passes until the task is no longer running (90 s at most); the task then."""
+    from agentboard.dispatch.dispatcher import Dispatcher
+
+    d = Dispatcher(ab.db, ab.settings)
+    try:
+        d.run_pass()
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and board.show(task_id)["status"] == "running":
+            d.run_pass()
+            time.sleep(0.2)
+    finally:
+        d.stop()
+    return dict(board.show(task_id))
+
+
 @pytest.mark.parametrize("isolation", ["sandbox", "none"])
 def test_a_worktree_worker_never_sees_the_other_tasks_worktrees_tokens(
         home: Path, isolation: str) -> None:
@@ -402,17 +418,7 @@ def test_a_worktree_worker_never_sees_the_other_tasks_worktrees_tokens(
         ab.add_profile("looker", command=f"/usr/bin/python3 {script}", isolation=isolation)
         board = ab.board("flow")
         task = board.create("look around", assignee="looker", workspace="worktree", max_retries=1)
-        from agentboard.dispatch.dispatcher import Dispatcher
-        d = Dispatcher(ab.db, ab.settings)
-        try:
-            d.run_pass()
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and board.show(task["id"])["status"] == "running":
-                d.run_pass()
-                time.sleep(0.2)
-        finally:
-            d.stop()
-        shown = board.show(task["id"])
+        shown = _passes_until_it_ran(ab, board, task["id"])
     assert shown["status"] == "done", shown
     got = json.loads(shown["runs"][-1]["summary"])
     assert got["mode"] == "0o600"
@@ -442,17 +448,7 @@ def test_a_sandboxed_worker_user_never_sees_the_other_tasks_scratch_workspaces(
         ab.add_profile("looker", command=f"/usr/bin/python3 {script}", isolation="sandbox")
         board = ab.board()
         task = board.create("look around", assignee="looker", max_retries=1)
-        from agentboard.dispatch.dispatcher import Dispatcher
-        d = Dispatcher(ab.db, ab.settings)
-        try:
-            d.run_pass()
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline and board.show(task["id"])["status"] == "running":
-                d.run_pass()
-                time.sleep(0.2)
-        finally:
-            d.stop()
-        shown = board.show(task["id"])
+        shown = _passes_until_it_ran(ab, board, task["id"])
     assert shown["status"] == "done", shown
     got = json.loads(shown["runs"][-1]["summary"])
     assert got["beside"] == [task["id"]] and got["neighbour"] == "FileNotFoundError", got
