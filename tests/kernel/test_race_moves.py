@@ -49,3 +49,23 @@ def test_a_race_picked_into_review_is_approved_like_any_task(board: Any, ab: Any
     assert board.show(tid)["status"] == "review"
     moves = _moves(board, tid)
     assert moves["done"] == "approve" and "todo" not in moves and "ready" not in moves
+
+
+def test_an_attempt_stopped_by_its_budget_is_shown_paused_with_the_reason_not_running(board: Any, ab: Any) -> None:
+    from agentboard.dispatch import races as dispatch_races
+    from agentboard.kernel.budgets import gate
+
+    ab.add_profile("alpha", command="true")
+    ab.add_profile("beta", command="true")
+    tid = board.create("race", race=["alpha", "beta"])["id"]
+    races.settle(board.db, board.slug)
+    first = next(a for a in races.attempts(board.db, board.slug, tid)["attempts"] if a["n"] == 1)
+    claimed = board.claim(first["attempt_task_id"])
+    assert gate.stop_run(board.db, board.slug, first["attempt_task_id"], claimed["run_id"],
+                         "the race's task budget is spent: runs 1 of 1; stopped")
+    races.settle(board.db, board.slug)
+    shown = {a["n"]: a for a in dispatch_races.view(board.db, board.slug, tid)["attempts"]}
+    assert shown[1]["state"] == "running" and shown[1]["outcome"] is None  # it resumes once the limit is raised
+    assert shown[1]["paused"] == "budget"
+    assert "the race's task budget is spent" in shown[1]["error"]
+    assert shown[2]["paused"] is None

@@ -41,9 +41,10 @@ def attempts(task_id: str, board: str | None, as_json: bool) -> None:
         diff = f"{g.get('files', 0)} file(s) +{g.get('insertions', 0)} -{g.get('deletions', 0)}" if g.get("exists") \
             else "-"
         rows.append((f"{a['n']}{' *' if a.get('picked') else ''}", a["profile"], a.get("model") or "-",
-                     a.get("outcome") or a["state"], a.get("verification") or "-", diff,
+                     a.get("outcome") or (f"paused ({a['paused']})" if a.get("paused") else a["state"]),
+                     a.get("verification") or "-", diff,
                      duration(a["duration"]) if a.get("duration") is not None else "-", a["tokens"], _cost(a),
-                     clip(a.get("summary") or a.get("error"), 50)))
+                     clip((a.get("error") if a.get("paused") else None) or a.get("summary") or a.get("error"), 50)))
     table(["n", "profile", "model", "outcome", "verification", "diff", "took", "tokens", "cost", "summary"], rows)
     if race["can_pick"]:
         click.echo(f"pick the winner: agentboard pick {race['id']} N  (N in {', '.join(map(str, race['can_pick']))})")

@@ -40,7 +40,9 @@ def settle(db: Database, board: str, ids: Sequence[str] | None = None) -> list[s
 def view(db: Database, board: str, task_id: str) -> Row:
     """A race with its attempts as ``agentboard attempts``, REST and the dashboard show them: each
     attempt's profile, model, state, outcome, verification, its branch's diff stat, duration,
-    tokens, cost and summary, whether it is picked, and which attempts may be picked now."""
+    tokens, cost and summary, whether it is picked, and which attempts may be picked now. An
+    attempt under way whose task is blocked for a while (a spent budget, a rate limit) is
+    ``paused`` with that block kind."""
     race = kraces.attempts(db, board, task_id)
     settings = kboards.get(db, board).get("settings") or {}
     now = time.time()
@@ -54,7 +56,8 @@ def view(db: Database, board: str, task_id: str) -> Row:
             git = branches.facts(own, default).as_dict()
         started, finished = a.get("started_at"), a.get("finished_at")
         duration = (float(finished or now) - float(started)) if started else None
-        out.append({**a, "task_status": own.get("status"), "git": git,
+        paused = own.get("block_kind") if own.get("status") == "blocked" and a.get("state") == "running" else None
+        out.append({**a, "task_status": own.get("status"), "git": git, "paused": paused,
                     "duration": None if duration is None else round(duration, 3),
                     "tokens": int(a.get("input_tokens") or 0) + int(a.get("output_tokens") or 0),
                     "can_pick": int(a["n"]) in race["can_pick"]})

@@ -146,6 +146,9 @@ def observed(task: Row, runs: Sequence[Row], checked: bool) -> Row:
         error = task.get("block_reason") or task.get("last_failure_error")
     elif status == states.ARCHIVED:
         state, outcome = "stopped", "stopped"
+    elif status == states.BLOCKED and runs:  # paused (a budget, a rate limit): it resumes by itself
+        state, outcome = "running", None
+        error = f"paused ({task.get('block_kind')}): {task.get('block_reason') or 'it resumes by itself'}"
     elif runs:
         state, outcome = "running", None
     else:

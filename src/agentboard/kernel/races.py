@@ -81,7 +81,7 @@ def attempts(db: Database, board: str, task_id: str) -> Row:
         ids = [r["attempt_task_id"] for r in rows if r["attempt_task_id"]]
         params: dict[str, Any] = {}
         own = {r["id"]: r for r in tx.all(
-            "SELECT id, status, workspace_kind, workspace_path, branch_name, base_branch, block_reason, result "
+            "SELECT id, status, workspace_kind, workspace_path, branch_name, base_branch, block_kind, block_reason, result "
             "FROM tasks WHERE id IN " + in_list("i", ids, params), params)} if ids else {}
         # what the runs spent, read now: a stopped attempt's usage may arrive after it stopped
         spent: dict[str, Row] = {}

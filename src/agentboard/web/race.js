@@ -11,13 +11,16 @@ import { emit, scope } from "./state.js";
 const MARK = { done: "✓", failed: "✗", crashed: "✗", stopped: "■" };
 const views = new Map();  // per attempt task: its diff view (page, open file), kept across refreshes
 
+/** What an attempt's outcome cell says: its outcome, else its state ("paused (budget)" while its task waits). */
+const shown = (a) => a.outcome || (a.paused ? `paused (${a.paused})` : a.state);
+
 /** The race's pills on its card: the badge and one chip per attempt. */
 export function raceCard(race) {
   if (!race) return null;
   return h("div.race-chips", { title: race.badge },
     h("span.pill.pill-race", "⚑ ", race.badge),
     race.attempts.map((a) => h(`span.race-chip.race-${a.outcome || a.state}${a.picked ? ".race-picked" : ""}`, {
-      title: `attempt ${a.n}: ${a.profile}${a.model ? `:${a.model}` : ""} — ${a.outcome || a.state}`
+      title: `attempt ${a.n}: ${a.profile}${a.model ? `:${a.model}` : ""} — ${shown(a)}`
         + `${a.verification ? `, verification ${a.verification}` : ""}${a.picked ? " (picked)" : ""}`,
     }, `${a.n} ${a.profile}${a.outcome ? ` ${MARK[a.outcome] || ""}` : ""}`)));
 }
@@ -48,7 +51,8 @@ async function load(box, task, refresh) {
   };
   row("Attempt", (a) => h("span", h("strong", `#${a.n}`), a.picked ? h("span.pill.pill-picked", " picked") : null));
   row("Profile", (a) => `${a.profile}${a.model ? ` · ${a.model}` : ""}`);
-  row("Outcome", (a) => h(`span.race-outcome.race-${a.outcome || a.state}`, a.outcome || a.state));
+  row("Outcome", (a) => h(`span.race-outcome.race-${a.outcome || a.state}`, { title: a.paused ? a.error || "" : "" },
+    shown(a)));
   row("Verification", (a) => h(`span.race-verify.verify-${a.verification || "none"}`, a.verification || "—"));
   row("Cost", (a) => `$${Number(a.cost_usd || 0).toFixed(4)}`);
   row("Tokens", (a) => String(a.tokens || 0));
