@@ -3,7 +3,7 @@
 database after the schema; never to a board anyone uses: without a part the completion no
 longer does all of its job (the part says what it leaves undone).
 
-The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034): the swap of the
+The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034, 0035): the swap of the
 task's row and the run's, its event and its pending rollup in one statement, then the checks.
 A part is taken out of the function's text as the server holds it; a text that no longer has
 the part's markers fails loudly rather than measuring something else.
@@ -41,7 +41,7 @@ def _cut(text: str, start: str, end: str, replacement: str) -> str:
 def function_without(fn: str, parts: set[str]) -> str:
     """The function's definition (``pg_get_functiondef``) without ``parts``."""
     if "checks" in parts:
-        fn = _cut(fn, "    SELECT EXISTS (SELECT 1 FROM budgets", "    IF v_budget THEN",
+        fn = _cut(fn, "    SELECT EXISTS (SELECT 1 FROM budgets", "    IF v_budget THEN\n        RAISE",
                   "    v_budget := false; v_unassigned := false; v_children := false;\n")
     if "rollup" in parts:
         fn = _cut(fn, "    ), p AS (", "    SELECT t.task,", "    )\n")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
-HEAD = "0034"
+HEAD = "0035"
 
 
 def current_revision(db: Database) -> str | None:

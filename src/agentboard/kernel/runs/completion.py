@@ -415,7 +415,7 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 
 
 #: PostgreSQL: a worker's completion of its running task as one server-side function
-#: (``agentboard_complete_running_json``, migrations 0030, 0032, 0034) run as a transaction of its
+#: (``agentboard_complete_running_json``, migrations 0030, 0032, 0034, 0035) run as a transaction of its
 #: own: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
 #: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
 #: the task's row as one JSON object, built by the swap from the row it wrote, and the promoted
