@@ -19,7 +19,8 @@ statement of its own, after the swap, under the task's lock, as before: its snap
 committed while the swap waited.
 
 Measured as instructions executed by the server per completion of a task without budget or
-child (``bench/pg_instructions.py``): see the commit that adds this revision.
+child (``bench/pg_instructions.py``): 925,000 before, 865,000 after (-6.5 %); the checks
+themselves went from 86,000 to 25,000.
 """
 
 from __future__ import annotations
