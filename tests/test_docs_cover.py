@@ -73,3 +73,13 @@ def test_every_module_is_in_its_packages_section_of_the_architecture() -> None:
         if mod.name not in ("__init__.py", "__main__.py") and mod.name not in sections:
             missing.append(mod.name)
     assert missing == [], f"modules not in docs/ARCHITECTURE.md: {missing}"
+
+
+def test_the_cli_reference_offers_llm_check_only_the_uses_it_takes() -> None:
+    import re
+
+    from agentboard.config import LLM_USES
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    offered = re.findall(r"agentboard llm check \[--use ([a-z|]+)\]", doc)
+    assert offered and all(set(o.split("|")) == set(LLM_USES) for o in offered), offered

@@ -64,12 +64,16 @@ _NOT_THE_SERVICE = re.compile(r"Failed to fetch models\.dev", re.I)
 _RESET_EPOCH = re.compile(r"(?:limit reached|limit)\|(\d{10})\b", re.I)
 _RESET_IN = re.compile(r"(?:try again|retry|reset[s]?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*(?:days?|hours?|minutes?|mins?|"
                        r"seconds?|secs?|d|h|m|s)(?![a-z])[\s,]*(?:and\s+)?)+)", re.I)
-#: Codex's "try again at 3:54 PM" (today or tomorrow) or "try again at Dec 2nd, 2026 3:54 PM", local time
+#: Codex's "try again at 3:54 PM" (today's date; read just after midnight, yesterday's) or "try again
+#: at Dec 2nd, 2026 3:54 PM", local time, to the minute (rounded down)
 _RESET_AT = re.compile(r"try again at (?:([A-Z][a-z]{2}) (\d{1,2})(?:st|nd|rd|th)?,? (\d{4}) )?(\d{1,2}):(\d{2}) ?([AP]M)", re.I)
 _RETRY_DELAY = re.compile(r"\"retryDelay\"\s*:\s*\"(\d+(?:\.\d+)?)s\"|retry-after\"?\s*[:=]\s*\"?(\d+)", re.I)
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 #: the longest cool-down a printed reset time may set
 _RESET_MAX = 8 * 86400.0
+#: how long after the end of the minute a CLI printed as its reset (to the minute) the time still
+#: means that minute (read late: a slow log, a busy host), not the next day's
+_CLOCK_LATE = 60.0
 
 
 @dataclass
@@ -307,7 +311,8 @@ def _error_text(ev: dict[str, Any]) -> str:
 def reset_time(text: str, now: float | None = None) -> float | None:
     """When a rate limit ends, from what the CLI printed (Claude Code's ``limit reached|<epoch>``,
     "try again in 2h 30m", "retry in 34.5s", a ``retryDelay``/``retry-after``, Codex's "try again
-    at 3:54 PM"), else None."""
+    at 3:54 PM": the end of that minute when it is under way, now when it has just ended), else
+    None."""
     import time
     at = time.time() if now is None else now
     m = _RESET_EPOCH.search(text)
@@ -333,24 +338,32 @@ def reset_time(text: str, now: float | None = None) -> float | None:
 
 
 def _clock_time(m: re.Match[str], at: float) -> float | None:
-    """The epoch of a local clock time a CLI printed (a time alone: its next occurrence)."""
+    """The epoch of a local clock time a CLI printed. Codex prints the reset to the minute, rounded
+    down, the date only when it is not today; so the limit ends within the minute printed, and a
+    minute that began up to ``_CLOCK_LATE`` before its end is this one (now, or by the end of that
+    minute: a reset read in the minute it falls in, or a little later), never the same time
+    tomorrow. A time alone further in the past is its next occurrence."""
     import datetime as dt
 
     month, day, year, hour, minute, half = m.groups()
     hour_24 = int(hour) % 12 + (12 if half.upper() == "PM" else 0)
-    now = dt.datetime.fromtimestamp(at)
+    today = dt.datetime.fromtimestamp(at).date()
     try:
         if month:
-            date = dt.datetime.strptime(f"{month} {day} {year}", "%b %d %Y").date()
-        else:
-            date = now.date()
-        when = dt.datetime.combine(date, dt.time(hour_24, int(minute)))
-    except ValueError:
+            dates = [dt.datetime.strptime(f"{month} {day} {year}", "%b %d %Y").date()]
+        else:  # read just after midnight, the time may be yesterday's
+            dates = [today + dt.timedelta(days=d) for d in (-1, 0, 1)]
+        starts = sorted(dt.datetime.combine(d, dt.time(hour_24, int(minute))).timestamp() for d in dates)
+    except (ValueError, OverflowError):
         return None
-    if not month and when.timestamp() <= at:
-        when += dt.timedelta(days=1)
-    epoch = when.timestamp()
-    return epoch if at < epoch <= at + _RESET_MAX else None
+    for start in starts:
+        if start + 60.0 + _CLOCK_LATE <= at:
+            continue  # long past: not the reset meant
+        if start > at:
+            return start if start <= at + _RESET_MAX else None
+        # the minute printed is under way or just over: the limit ends by its end
+        return max(start + 60.0, at)
+    return None
 
 
 def progress(adapter: str, log_path: Path, since: int, max_bytes: int = 1024 * 1024) -> tuple[int, int]:

@@ -16,6 +16,7 @@ The settings of the home (``config.toml``, ``AGENTBOARD_*``, the keyword overrid
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Unpack
 
 from . import config as _config
 from .domain import model
+from .domain.errors import InvalidInput
 from .domain.task_fields import NewTaskFields
 from .kernel import (
     attachments,
@@ -65,6 +67,16 @@ class Board:
         self.client = client
         self.db = client.db
         self.slug = slug
+        self._seen = False
+
+    def _existing(self) -> str:
+        """The board's slug once it is known to exist: a read of a board that does not exist
+        raises ``NotFound`` (a mistyped slug never reads as an empty board); writes check it in
+        their own transaction."""
+        if not self._seen:
+            boards.get(self.db, self.slug)
+            self._seen = True
+        return self.slug
 
     # -- tasks ----------------------------------------------------------------------------------
 
@@ -289,7 +301,7 @@ class Board:
 
     def goals(self, *, status: str | None = None) -> GoalRows:
         """The board's goals with their progress."""
-        return goals.list_goals(self.db, self.slug, status=status)
+        return goals.list_goals(self.db, self._existing(), status=status)
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -308,7 +320,7 @@ class Board:
     ) -> TaskCards:
         """Tasks matching the filters, highest priority first, then oldest (the supervisor's own
         tasks only with ``supervision``)."""
-        return queries.list_tasks(self.db, self.slug, assignee=assignee, status=status, tenant=tenant, goal=goal,
+        return queries.list_tasks(self.db, self._existing(), assignee=assignee, status=status, tenant=tenant, goal=goal,
                                   search=search, include_archived=include_archived, limit=limit, offset=offset,
                                   supervision=supervision)
 
@@ -330,7 +342,7 @@ class Board:
     ) -> BoardView:
         """The board as columns of cards, one per status (the supervisor's own tasks only with
         ``supervision``)."""
-        return queries.board_view(self.db, self.slug, tenant=tenant, assignee=assignee, goal=goal, search=search,
+        return queries.board_view(self.db, self._existing(), tenant=tenant, assignee=assignee, goal=goal, search=search,
                                   include_archived=include_archived, per_column=per_column, lanes=lanes,
                                   supervision=supervision)
 
@@ -338,7 +350,7 @@ class Board:
         self, cursor: int = 0, *, task_id: str | None = None, kinds: Iterable[str] | None = None, limit: int = 500,
     ) -> EventRows:
         """The board's events after ``cursor`` (an event id), oldest first."""
-        return queries.events_after(self.db, self.slug, cursor, task_id=task_id, kinds=kinds, limit=limit)
+        return queries.events_after(self.db, self._existing(), cursor, task_id=task_id, kinds=kinds, limit=limit)
 
     def runs(self, task_id: str) -> RunRows:
         """A task's runs, oldest first."""
@@ -346,7 +358,7 @@ class Board:
 
     def stats(self) -> BoardStats:
         """Counts by status, by assignee and of recent outcomes."""
-        return queries.stats(self.db, self.slug)
+        return queries.stats(self.db, self._existing())
 
     def insights(self, *, by: str = "profile", since: str | int | None = None) -> Row:
         """Per profile or model (``by``), or the board's days (``by="board"``), over the last
@@ -359,7 +371,7 @@ class Board:
         """This board's budgets (its own, its goals' and tasks', every profile's) with their spend."""
         from .kernel import budgets
 
-        return budgets.show(self.db, board=self.slug)
+        return budgets.show(self.db, board=self._existing())
 
     def set_budget(self, *, max_runs: int | None = None, max_runtime: str | int | None = None,
                    max_tokens: int | None = None, max_cost: float | None = None, per: str | None = None,
@@ -377,7 +389,7 @@ class Board:
         """What is wrong on this board (or with one task), each with the command that fixes it."""
         from .kernel import diagnostics
 
-        return diagnostics.diagnose(self.db, [self.slug], task_id=task_id, host=self.db.settings.host_id)
+        return diagnostics.diagnose(self.db, [self._existing()], task_id=task_id, host=self.db.settings.host_id)
 
     def promote(self, task_id: str, *, force: bool = False, actor: str | None = None) -> Row:
         """todo → ready; ``force`` also over unfinished parents (recorded as an override)."""
@@ -486,10 +498,16 @@ def open_home(settings: _config.Settings) -> Database:
 def make_home(home: Path) -> None:
     """Create ``home`` (and its ``boards/``) if needed. A new home is readable by its owner only
     (0700): it holds the database, the serve token and every board's files."""
-    if not home.exists():
-        home.mkdir(parents=True, mode=0o700, exist_ok=True)
-        os.chmod(home, 0o700)  # whatever the umask
-    (home / "boards").mkdir(exist_ok=True)
+    try:
+        if not home.exists():
+            home.mkdir(parents=True, mode=0o700, exist_ok=True)
+            os.chmod(home, 0o700)  # whatever the umask
+        (home / "boards").mkdir(exist_ok=True)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:  # a full disk: every verb's one message (exit 6)
+            raise
+        raise InvalidInput(f"cannot make the home {home}: {exc.strerror or exc}; point AGENTBOARD_HOME at a folder "
+                           "you can write") from None
 
 
 def connect(url_or_home: str | os.PathLike[str] | None = None, **overrides: Any) -> Client:

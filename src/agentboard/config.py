@@ -398,6 +398,14 @@ def _coerce(name: str, kind: Any, raw: Any, source: str | None = None) -> Any:
     return raw
 
 
+def setting_value(name: str, raw: Any, source: str) -> Any:
+    """``raw`` given for setting ``name`` elsewhere than in config.toml or the environment (a
+    command-line option, ``source``), checked as they are: its type, its range, the same message
+    (``InvalidInput``)."""
+    kind = next(f.type for f in fields(Settings) if f.name == name)
+    return _coerce(name, kind, raw, source)
+
+
 def _in_range(name: str, number: float) -> Any:
     """``number`` if it is within setting ``name``'s range (:data:`RANGES`); a float must be finite."""
     if number != number or number in (float("inf"), float("-inf")):
@@ -405,6 +413,18 @@ def _in_range(name: str, number: float) -> Any:
     if name in RANGES and not RANGES[name][0] <= number <= RANGES[name][1]:
         raise ValueError(number)
     return number
+
+
+def _check_home(root: Path, *, given: bool) -> None:
+    """``InvalidInput`` when the home ``root`` cannot be one: a file, or under a file."""
+    named = "AGENTBOARD_HOME" if not given and os.environ.get("AGENTBOARD_HOME") else "the home"
+    for p in (root, *root.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file" if p == root else f"is under {p}, which is a file"
+                raise InvalidInput(f"{named} {root} {where}, not a folder; point AGENTBOARD_HOME at a folder "
+                                   "(or at a path where one can be made)")
+            return
 
 
 def default_home() -> Path:
@@ -460,14 +480,19 @@ def load(home: str | os.PathLike[str] | None = None, **overrides: Any) -> Settin
     """Read settings for ``home`` (default ``AGENTBOARD_HOME`` or ``~/.agentboard``)."""
     root = Path(home).expanduser() if home else default_home()
     root = root.absolute()
+    _check_home(root, given=bool(home))
     file_values: dict[str, Any] = {}
     in_agentboard = False  # the file holds its settings in an [agentboard] table
     cfg = root / "config.toml"
     if cfg.exists():
         try:
-            data = tomllib.loads(cfg.read_text())
+            data = tomllib.loads(cfg.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"{cfg}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{cfg} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {cfg}: {exc.strerror or exc}") from None
         in_agentboard = "agentboard" in data
         if in_agentboard and not isinstance(data["agentboard"], dict):
             raise InvalidInput(f"{cfg}: agentboard must be a table ([agentboard] with the settings under it)")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 
-from .conftest import Board, Model, wait_for
+from .conftest import Board, Model, branch_files, wait_for
 
 WORK = [
     {"calls": [{"write": {"path": "hello.txt", "content": "hello from codex"}}]},
@@ -36,11 +37,12 @@ def test_a_codex_worker_under_the_dispatcher_process_writes_runs_heartbeats_and_
                     what="the task to finish")
     assert task["status"] == "done", task
     assert "codex added hello.txt and its size" in str(task)
-    # the change is in the task's worktree, on its branch (read while the worker may still be
-    # finishing its turn: the diff is of a live worktree)
+    # the change is on the task's branch: Codex cannot commit from its sandbox, and the task is done
+    # once its worker has exited and what it left is committed there
     diff = wait_for(lambda: _diff_with(board, tid, {"hello.txt", "size.txt"}), timeout=60,
                     what="the worker's files in the task's diff")
-    assert "uncommitted changes" in diff["how"]
+    assert "uncommitted changes" not in diff["how"], diff["how"]
+    assert {"hello.txt", "size.txt"} <= set(branch_files(board.repo, task["branch_name"]))
     worktree = board.repo / ".worktrees" / tid
     assert (worktree / "size.txt").read_text().strip() == str(len("hello from codex\n"))
     run = wait_for(lambda: (r := _runs(board, tid)[0]).get("exit_code") is not None and r,
@@ -93,6 +95,46 @@ def test_a_rate_limited_codex_worker_blocks_its_task_until_the_reset_time(board:
     task = board.task(tid)
     assert task["status"] == "blocked" and task["block_kind"] == "rate_limited", task
     assert before + 5300 < float(task["cooldown_until"]) < time.time() + 5500, task
+
+
+def test_a_codex_worker_is_offered_only_the_ways_to_report_that_work_from_its_sandbox(
+        board: Board, model: Model) -> None:
+    # Codex runs commands in a login shell without the dispatcher's `agentboard` on its PATH, in a
+    # sandbox with no network (the board's API on loopback included): the shell verbs cannot work
+    # there, so its prompt names the MCP tools and .board/result.json, and the file works
+    result = json.dumps({"success": True, "summary": "reported through the result file"})
+    model.script({"calls": [{"shell": f"echo '{result}' > .board/result.json"}]}, {"text": "Done."})
+    profile = board.codex(model)
+    tid = str(board.json("create", "report through the file", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    prompt = json.dumps(model.requests()[0]["body"])
+    assert "kanban_complete" in prompt and ".board/result.json" in prompt
+    assert "agentboard complete" not in prompt and "agentboard heartbeat" not in prompt
+    task = board.task(tid)
+    assert task["status"] == "done", (task, board.worker_said(tid, "result.json"))
+    assert "reported through the result file" in str(task)
+
+
+def test_a_codex_worker_rate_limited_for_a_second_resumes_within_the_minute_not_tomorrow(
+        board: Board, model: Model) -> None:
+    # Codex prints the reset as "try again at 1:51 AM" (to the minute, rounded down): read in
+    # that same minute, it is no longer the same time tomorrow
+    model.script({"status": 429, "reset_in": 1}, WORK[0], WORK[3], WORK[4])
+    profile = board.codex(model)
+    tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
+
+    board("dispatch", "--wait")
+
+    task = board.task(tid)
+    assert task["status"] == "blocked" and task["block_kind"] == "rate_limited", task
+    assert "try again at" in task["block_reason"], task
+    assert float(task["cooldown_until"]) <= time.time() + 61, task
+    board.start("dispatcher", "--interval", "1")
+    task = wait_for(lambda: (t := board.task(tid))["status"] == "done" and t, timeout=150,
+                    what="the task to resume after the reset and finish")
+    assert "codex added hello.txt" in str(task)
 
 
 def test_a_codex_worker_without_a_valid_key_waits_for_a_person_with_the_login_command(

@@ -42,7 +42,8 @@ def test_an_opencode_worker_writes_commits_heartbeats_and_completes_through_mcp_
     assert tid in beats and "wrote hello.txt" in beats, board.worker_said(tid, "kanban_heartbeat")
 
 
-def test_an_opencode_worker_without_a_valid_key_waits_for_a_person(board: Board, model: Model) -> None:
+def test_an_opencode_worker_whose_provider_refuses_its_key_waits_for_a_person_told_to_fix_that_providers_api_key(
+        board: Board, model: Model) -> None:
     model.script({"status": 401})
     profile = board.opencode(model)
     tid = str(board.json("create", "add hello.txt", "--assignee", profile)["id"])
@@ -51,7 +52,11 @@ def test_an_opencode_worker_without_a_valid_key_waits_for_a_person(board: Board,
 
     task = board.task(tid)
     assert task["status"] == "blocked" and task["block_kind"] == "needs_input", task
-    assert "could not sign in" in str(task), task
+    reason = task["block_reason"]
+    assert reason.startswith("opencode could not sign in. "), reason
+    # the key this profile uses, as `profiles check` names it; not another provider's variable
+    assert "the apiKey of provider 'scripted' in $OPENCODE_CONFIG_CONTENT" in reason, reason
+    assert "ANTHROPIC_API_KEY" not in reason, reason
 
 
 def test_an_opencode_worker_stopped_at_its_max_runtime_counts_what_it_spent_by_then(

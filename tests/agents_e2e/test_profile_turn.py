@@ -46,7 +46,8 @@ def test_a_turn_check_of_a_codex_profile_reports_its_usage(board: Board, model: 
     assert "77 input / 1 output tokens" in item["detail"]
 
 
-def test_a_turn_check_of_a_gemini_profile_with_only_its_endpoint_reports_the_reply(board: Board, model: Model) -> None:
+def test_a_turn_check_of_a_gemini_profile_with_only_its_endpoint_reports_the_reply_and_the_model_that_answered(
+        board: Board, model: Model) -> None:
     model.script({"text": "OK"}, usage={"input_tokens": 55, "output_tokens": 1})
     name = board.gemini(model)
 
@@ -54,6 +55,8 @@ def test_a_turn_check_of_a_gemini_profile_with_only_its_endpoint_reports_the_rep
 
     assert code == 0 and item["ok"], item
     assert "replied 'OK'" in item["detail"] and "output tokens" in item["detail"], item
+    # Gemini CLI's init event names its router ("auto"); the model that answered is the server's
+    assert "scripted replied" in item["detail"] and "auto replied" not in item["detail"], item
 
 
 def test_a_turn_check_of_an_opencode_profile_with_only_its_provider_reports_the_reply(

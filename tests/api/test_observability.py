@@ -185,6 +185,34 @@ def test_readyz_names_the_database_while_postgresql_is_unreachable(home: Path, p
             serve.stop()
 
 
+@pytest.mark.postgres
+def test_a_scrape_with_an_admin_token_while_postgresql_is_unreachable_answers_database_up_0(
+        home: Path, pg_template: str) -> None:
+    import psycopg
+    from testenv import database_url, pg_admin_url, scratch_database
+
+    with scratch_database(template=pg_template) as name:
+        url = database_url(name)
+        with agentboard.connect(url) as ab:
+            unused = str(tokens.create(ab.db, "scraper-2", role="admin")["token"])
+        serve = Proc(home, "serve", "--port", "0", "--no-dispatch",
+                     env={"AGENTBOARD_DATABASE_URL": url, "AGENTBOARD_PG_CONNECT_TIMEOUT": "2"})
+        try:
+            base = serve.find(r"(http://\S+)/login\?token=")
+            admin = serve.find(r"/login\?token=(\S+)")
+            assert samples(scrape(base + "/metrics", admin), "agentboard_database_up") == [({}, 1.0)]
+            with psycopg.connect(pg_admin_url(), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            down = scrape(base + "/metrics", admin)  # verified a moment ago: the whole scrape
+            assert samples(down, "agentboard_database_up") == [({}, 0.0)]
+            assert samples(down, "agentboard_db_pool_dead_connections_total")  # what explains the outage
+            unknown = scrape(base + "/metrics", unused)  # cannot be checked now: only that the database is down
+            assert samples(unknown, "agentboard_database_up") == [({}, 0.0)] and len(unknown) == 1
+            assert httpx.get(base + "/metrics", timeout=30).status_code == 401  # still no scrape without a token
+        finally:
+            serve.stop()
+
+
 def test_readyz_says_when_the_schema_is_behind_this_version(home: Path, ab: Any) -> None:
     from agentboard.api.app import create_app
     from agentboard.api.serve import BackgroundServer
@@ -194,6 +222,32 @@ def test_readyz_says_when_the_schema_is_behind_this_version(home: Path, ab: Any)
         resp = httpx.get(server.url + "/readyz")
     assert resp.status_code == 503
     assert resp.json()["failed"] == "migrations" and "0010" in resp.json()["checks"][-1]["detail"]
+
+
+def test_an_api_host_not_yet_upgraded_stays_ready_once_a_newer_version_migrated_and_says_to_upgrade_it(
+        home: Path, ab: Any) -> None:
+    import time
+
+    from agentboard.api.app import create_app
+    from agentboard.api.serve import BackgroundServer
+    from agentboard.kernel import monitoring
+    from agentboard.store.migrate import HEAD
+
+    monitoring.mark_pass(ab.db, "upgraded-host", time.time(), None)  # a dispatcher passes
+    newer = f"{int(HEAD) + 1:04d}"  # a rolling upgrade: another host's newer version migrated
+    ab.db.write(lambda tx: tx.execute("UPDATE alembic_version SET version_num = :v", {"v": newer}))
+    with BackgroundServer(create_app(ab.settings, ab.db)) as server:
+        resp = httpx.get(server.url + "/readyz")
+        assert resp.status_code == 200, resp.text  # the load balancer keeps it while it works
+        migrations = next(c for c in resp.json()["checks"] if c["name"] == "migrations")
+        assert migrations["ok"] is True and newer in migrations["detail"]
+        assert "upgrade agentboard on this host" in migrations["detail"]
+        assert "run any agentboard command" not in migrations["detail"]  # that would be refused, exit 6
+        assert httpx.get(server.url + "/api/board", headers={"Authorization": f"Bearer {_admin(ab)}"}).status_code == 200
+
+
+def _admin(ab: Any) -> str:
+    return str(tokens.create(ab.db, "readyz-admin", role="admin")["token"])
 
 
 def test_a_bad_metrics_address_is_refused_with_what_to_give(home: Path, ab: Any) -> None:

@@ -183,3 +183,50 @@ def test_a_goal_whose_tasks_are_done_says_which_verdict_settles_it_and_a_reopene
     cli("create", "2FA", "--goal", g["id"], "--assignee", "w", "--json")
     again = cli("goals", "show", g["id"], "--json").json()
     assert (again["status"], again["evidence"]) == ("active", None)
+
+
+def test_removing_a_profile_warns_of_and_lists_the_unfinished_tasks_still_assigned_to_it(cli) -> None:
+    cli("profiles", "add", "w", "--command", "true")
+    ready = task_id(cli("create", "ready one", "--assignee", "w", "--json"))
+    waiting = task_id(cli("create", "todo one", "--assignee", "w", "--parent", ready, "--json"))
+    done = task_id(cli("create", "done one", "--assignee", "w", "--json"))
+    cli("complete", done)
+    r = cli("profiles", "rm", "w")
+    assert r.code == 0 and r.out.strip() == "profile w removed"
+    (warning,) = r.err.strip().splitlines()
+    assert warning.startswith("warning: 2 unfinished task(s) are still assigned to 'w'")
+    assert ready in warning and waiting in warning and done not in warning
+    assert "agentboard assign ID PROFILE" in warning
+    cli("profiles", "add", "w", "--command", "true")
+    assert cli("profiles", "rm", "w", "--json").json()["waiting"] == [ready, waiting]
+    cli("profiles", "add", "idle", "--command", "true")
+    quiet = cli("profiles", "rm", "idle")
+    assert quiet.code == 0 and quiet.err == ""
+
+
+def test_the_tasks_of_an_archived_board_take_no_comment_edit_or_assignee_and_its_list_says_it_is_archived(
+        cli, counts) -> None:
+    cli("boards", "create", "old")
+    t = task_id(cli("create", "left behind", "--board", "old", "--json"))
+    assert cli("boards", "rm", "old").code == 0
+    before = counts()
+    for argv in (["comment", t, "one more thing"], ["edit", t, "--title", "renamed"], ["assign", t, "someone"]):
+        assert_one_line_error(cli(*argv), 2, "board 'old' is archived; restore it before changing its tasks")
+    assert counts() == before
+    listed = cli("list", "--board", "old")
+    assert listed.code == 0 and "board 'old' is archived" in listed.err and "boards restore old" in listed.err
+    assert cli("boards", "restore", "old").code == 0
+    assert cli("comment", t, "one more thing").code == 0
+    assert cli("list", "--board", "old").err == ""
+
+
+def test_an_env_setup_that_is_no_virtualenv_is_named_by_the_path_given(cli, tmp_path: Path) -> None:
+    target = tmp_path / "proj"
+    target.mkdir()
+    cli("boards", "create", "calc", "--workdir", str(target))
+    missing = tmp_path / "nonexist"
+    assert_one_line_error(cli("boards", "set", "calc", "--env-setup", str(missing)), 2,
+                          f"env_setup '{missing}' is not a virtualenv (no bin/ folder in {missing})")
+    # a relative one is looked for in the target, and named there
+    assert_one_line_error(cli("boards", "set", "calc", "--env-setup", "venv2"), 2,
+                          f"(no bin/ folder in {target / 'venv2'})")

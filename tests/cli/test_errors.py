@@ -63,6 +63,18 @@ CASES = [
     ("missing body file", ["create", "x", "--body-file", "/nonexistent/file.md"], 2, ["no such file"]),
     ("attach a missing file", ["attach", "{a}", "/nonexistent/file.bin"], 3, ["no file"]),
     ("worker verb outside a worker", ["heartbeat"], 2, ["AGENTBOARD_TASK is not set"]),
+    ("dispatch on an unknown board", ["dispatch", "--board", "nosuch"], 3, ["no board 'nosuch'", "boards list"]),
+    ("dry-run dispatch on an unknown board", ["dispatch", "--board", "nosuch", "--dry-run"], 3, ["no board 'nosuch'"]),
+    ("dispatcher for an unknown board", ["dispatcher", "--board", "default", "--board", "nosuch"], 3,
+     ["no board 'nosuch'"]),
+    ("wiki pages of an unknown board", ["wiki", "list", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("a wiki page of an unknown board", ["wiki", "show", "intro", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("named checks of an unknown board", ["boards", "checks", "list", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("named paths of an unknown board", ["boards", "paths", "list", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("gc of an unknown board", ["gc", "--board", "nosuch"], 3, ["no board 'nosuch'"]),
+    ("a dispatcher interval of zero", ["dispatcher", "--interval", "0"], 2, ["dispatch_interval", "0.1 to 86400",
+                                                                             "--interval"]),
+    ("a negative dispatcher interval", ["dispatcher", "--interval", "-5"], 2, ["0.1 to 86400"]),
 ]
 
 
@@ -148,3 +160,17 @@ def test_top_level_help_gives_each_verb_its_first_sentence(cli) -> None:
     listing = " ".join(cli("--help").out.split("Commands:", 1)[1].split())
     assert "block Block task(s) with a reason: they wait for a person or another agent." in listing
     assert "mcp MCP server on stdio: the worker's kanban_* tools for an MCP-" in listing
+
+
+@pytest.mark.parametrize("argv", [[], ["boards"], ["profiles"], ["boards", "checks"], ["wiki"]])
+def test_a_bare_command_or_group_prints_its_help_on_stdout_and_succeeds(cli, argv: list[str]) -> None:
+    r = cli(*argv)
+    assert r.code == 0 and r.err == ""
+    assert r.out.startswith(f"Usage: agentboard {' '.join(argv)}".rstrip() + " [OPTIONS] COMMAND")
+    assert "Commands:" in r.out and "error:" not in r.out
+
+
+def test_a_board_named_in_agentboard_board_that_does_not_exist_is_refused_by_dispatch(cli, counts, seeded) -> None:
+    before = counts()
+    assert_one_line_error(cli("dispatch", env={"AGENTBOARD_BOARD": "nosuch"}), 3, "no board 'nosuch'")
+    assert counts() == before

@@ -47,16 +47,19 @@ def test_a_tasks_diagnostics_show_only_what_concerns_that_task(cli_home: Path) -
 
 
 def test_the_drawers_diagnostics_of_one_task_leave_out_another_tasks_budget(home: Path) -> None:
+    import time
+
     from api.conftest import start_api
 
     import agentboard
-    from agentboard.kernel import budgets
+    from agentboard.kernel import budgets, monitoring
 
     with agentboard.connect(str(home)) as ab, start_api(ab) as api:
         ab.add_profile("w", command="true")
         a = ab.board().create("a", assignee="w")["id"]
         b = ab.board().create("b", assignee="w")["id"]
         budgets.set_budget(ab.db, "task", b, budgets.Limits.build(max_runs=0))
+        monitoring.mark_pass(ab.db, "dispatcher-host", time.time(), None)  # a dispatcher passes over the board
         c = api.as_admin
         # what the drawer asks (GET /api/diagnostics?task=ID): A's has no finding, so no banner and no Fix
         assert c.get("/api/diagnostics", params={"task": a}).json() == []

@@ -288,11 +288,81 @@ def test_migrate_to_from_postgresql_refuses_while_a_dispatcher_listens(
         from agentboard.kernel import transfer
 
         with agentboard.connect(pg_database) as ab:
-            wait_for(lambda: transfer.listening_dispatchers(ab.db) > 0, timeout=60, what="the dispatcher listening")
-        assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, "dispatcher(s) are running")
+            wait_for(lambda: transfer.other_processes(ab.db), timeout=60, what="the dispatcher connected")
+        assert_one_line_error(cli("migrate-to", f"sqlite:///{target}"), 4, f"pid {proc.pid} on")
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    r = cli("migrate-to", f"sqlite:///{target}", "--json")
+    assert r.code == 0, r.err
+    assert r.json()["verification"]["ok"] is True
+
+
+def _with_password(url: str, password: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(password=password).render_as_string(hide_password=False)
+
+
+@pytest.mark.postgres
+def test_migrate_to_a_url_with_a_password_never_prints_it_and_says_to_keep_it_in_the_environment_file(
+        cli: Runner, cli_home: Path, pg_database: str) -> None:
+    tid = task_id(cli("create", "moved", "--json"))
+    secret = _with_password(pg_database, "s3cret-Pw")  # the test server trusts: any password opens it
+    r = cli("migrate-to", secret)
+    assert r.code == 0, r.err
+    assert "s3cret-Pw" not in r.out + r.err
+    last = r.lines()[-1]
+    assert ":***@" in last and "/etc/agentboard/env" in last and "config.toml" not in last, last
+    j = cli("migrate-to", secret, "--json")
+    assert j.code == 0 and "s3cret-Pw" not in j.out + j.err
+    import agentboard
+
+    with agentboard.connect(pg_database) as ab:
+        assert ab.board().show(tid)["title"] == "moved"
+
+
+def test_a_password_with_an_unescaped_at_sign_is_refused_in_one_line_without_any_of_it(
+        cli: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", "postgresql://agentboard:se@cret-tail@127.0.0.1:5432/board")
+    r = cli("list")
+    assert_one_line_error(r, 2, "%40", "postgresql://agentboard:***@127.0.0.1:5432/board")
+    assert "se@" not in r.err and "cret-tail" not in r.err
+    r = cli("migrate-to", "postgresql://agentboard:se@cret-tail@127.0.0.1:5432/other")
+    assert r.code == 2 and "cret-tail" not in r.err + r.out
+
+
+@pytest.mark.postgres
+def test_migrate_to_from_postgresql_refuses_while_serve_without_a_dispatcher_uses_it(
+        cli: Runner, tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import signal
+
+    import httpx
+
+    monkeypatch.setenv("AGENTBOARD_DATABASE_URL", pg_database)
+    task_id(cli("create", "on postgres", "--json"))
+    env = {**os.environ, "AGENTBOARD_DATABASE_URL": pg_database, "AGENTBOARD_HOME": str(tmp_path / "api")}
+    serve = subprocess.Popen([sys.executable, "-m", "agentboard", "serve", "--port", "0", "--no-dispatch"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    target = tmp_path / "back.db"
+    try:
+        assert serve.stdout is not None
+        login = None
+        while login is None:
+            line = serve.stdout.readline()
+            assert line, "serve printed no login URL"
+            login = re.search(r"(http://\S+)/login\?token=(\S+)", line)
+        api, token = login.group(1), login.group(2)
+        made = httpx.post(api + "/api/tasks", json={"title": "written through the API"},
+                          headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        assert made.status_code in (200, 201), made.text
+        r = cli("migrate-to", f"sqlite:///{target}")
+        assert_one_line_error(r, 4, f"pid {serve.pid} on", "agentboard serve")
+        assert not target.exists()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
     r = cli("migrate-to", f"sqlite:///{target}", "--json")
     assert r.code == 0, r.err
     assert r.json()["verification"]["ok"] is True

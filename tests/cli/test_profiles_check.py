@@ -86,7 +86,8 @@ def test_every_profile_is_checked_when_none_is_named(cli):
     r = cli("profiles", "check", "--json")
     reports = {rep["profile"]: rep for rep in r.json()}
     assert reports["shell"]["ok"] and not reports["ghost"]["ok"]
-    assert "was not found on PATH" in by_name(reports["ghost"])["command line"]["detail"]
+    assert "was not found on PATH" in by_name(reports["ghost"])["executable"]["detail"]
+    assert by_name(reports["ghost"])["executable"]["fix"].startswith("agentboard profiles set ghost --command ")
     assert r.code == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -171,3 +172,21 @@ def test_run_as_a_module_the_units_name_the_install_of_that_python(cli_home: Pat
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["executable"] == [str(EXE)]
     assert f"ExecStart={EXE} dispatcher" in (tmp_path / "u" / "agentboard-dispatcher.service").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs `service units` as root, as `sudo` does")
+def test_service_units_run_with_sudo_leave_no_root_owned_home_behind_and_say_how_to_make_it_for_the_user(
+        tmp_path: Path) -> None:
+    home = tmp_path / "svc" / "home"
+    out = units(home, "--dir", str(tmp_path / "units"), "--run-as", "nobody")
+    assert not (tmp_path / "svc").exists()  # no home, no SQLite database the User= service cannot open
+    notes = out["notes"]
+    assert any("does not exist yet" in n and "install -d -m 700 -o nobody" in n and str(home) in n
+               for n in notes), notes  # type: ignore[union-attr]
+    home.mkdir(parents=True)  # made by root, as the units' run was
+    out = units(home, "--dir", str(tmp_path / "units"), "--run-as", "nobody")
+    assert any("belongs to root" in n and f"chown -R nobody: {home}" in n for n in out["notes"]), out  # type: ignore[union-attr]
+    assert list(home.iterdir()) == []  # nothing made in it either
+    os.chown(home, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+    out = units(home, "--dir", str(tmp_path / "units"), "--run-as", "nobody")
+    assert not any(str(home) in n for n in out["notes"])  # type: ignore[union-attr]

@@ -192,9 +192,58 @@ def test_a_large_write_ahead_log_is_found_and_gc_clears_it(seeded, cli_home):
 
 def test_a_healthy_board_has_nothing_to_report(seeded):
     cli = seeded
+    assert cli("dispatch", "--wait", "--max", "0").code == 0  # a dispatcher has passed over the board
     cli("create", "fine", "--assignee", "w")
     r = cli("diagnostics")
     assert r.code == 0 and r.out.strip() == "nothing wrong found"
+
+
+def test_ready_tasks_that_no_dispatcher_passes_over_get_an_info_finding_naming_the_command_that_starts_one(seeded):
+    cli = seeded
+    t = task_id(cli("create", "waits for ever", "--assignee", "w", "--json"))
+    (f,) = _of(_findings(cli), "no_dispatcher")
+    assert f["severity"] == "info" and f["concerns"] == "board" and f["subject"] == "default"
+    assert "1 task(s) are ready on board 'default'" in f["message"] and "no dispatcher has run a pass" in f["message"]
+    assert f["fix"] == "agentboard dispatcher" and f["facts"] == {"ready": 1, "last_pass": None}
+    assert _of(_findings(cli, "--task", t), "no_dispatcher")  # the task's own view says why it waits
+    text = cli("diagnostics").out
+    assert "info: [no_dispatcher] board default:" in text and "fix: agentboard dispatcher" in text
+    # a pass (here one-shot: `agentboard dispatch`) is what clears it
+    assert cli("dispatch", "--wait", "--max", "0").code == 0
+    assert not _of(_findings(cli), "no_dispatcher")
+
+
+def test_a_profile_whose_program_is_a_relative_path_is_found_for_its_ready_task_with_the_absolute_path_fix(
+        cli, tmp_path, monkeypatch):
+    (tmp_path / "agents").mkdir()
+    script = tmp_path / "agents" / "run.sh"
+    script.write_text("#!/bin/sh\nagentboard complete --summary ok\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)  # where the person typed the relative path
+    assert cli("profiles", "add", "rel", "--command", "./agents/run.sh").code == 0
+    t = task_id(cli("create", "t", "--assignee", "rel", "--json"))
+    for found in (_findings(cli), _findings(cli, "--task", t)):
+        (f,) = _of(found, "command_not_found", t)
+        assert "'./agents/run.sh' is a relative path" in f["message"] and "a new empty folder" in f["message"]
+        assert f["severity"] == "error" and f["concerns"] == "profile" and f["subject"] == "rel"
+        assert f["fix"] == f"agentboard profiles set rel --command {script}"
+    # the dispatcher fails to start it, as the finding says
+    assert "does not exist" in cli("dispatch", "--wait").out
+    _fix(cli, f)
+    assert cli("unblock", t).code in (0, 4)
+    assert not _of(_findings(cli), "command_not_found")
+    assert cli("dispatch", "--wait").code == 0
+    assert cli("show", t, "--json").json()["status"] == "done"
+
+
+def test_a_relative_program_that_the_boards_target_holds_is_no_finding(cli, tmp_path):
+    target = tmp_path / "proj"
+    (target / "agents").mkdir(parents=True)
+    (target / "agents" / "run.sh").write_text("#!/bin/sh\n")
+    assert cli("boards", "create", "proj", "--workdir", str(target)).code == 0
+    cli("profiles", "add", "rel", "--command", "./agents/run.sh")
+    t = task_id(cli("create", "t", "--assignee", "rel", "--board", "proj", "--json"))
+    assert not _of(_findings(cli), "command_not_found", t)
 
 
 def test_promote_force_starts_a_task_over_unfinished_parents_as_a_recorded_override(seeded):

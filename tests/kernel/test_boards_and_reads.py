@@ -35,6 +35,16 @@ def test_boards_are_isolated(ab: Any) -> None:
     assert ab.board().show(mine)["parents"] == []
 
 
+def test_reading_a_board_that_does_not_exist_raises_not_found_instead_of_showing_no_tasks(ab: Any) -> None:
+    ghost = ab.board("nope")
+    for read in (ghost.list, ghost.view, ghost.stats, ghost.goals, ghost.budgets, ghost.diagnostics,
+                 lambda: ghost.events(0)):
+        with pytest.raises(NotFound, match="no board 'nope'"):
+            read()
+    ab.create_board("nope")  # once it exists, the same object reads it
+    assert ghost.list() == [] and ghost.view()["columns"]
+
+
 @pytest.mark.parametrize("bad", ["Bad Slug", "a/b", "..", "x.y", "", "-lead", "a" * 65, "../etc"])
 def test_bad_board_slugs_are_refused(ab: Any, bad: str) -> None:
     with pytest.raises(InvalidInput, match="slug"):

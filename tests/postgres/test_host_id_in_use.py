@@ -118,3 +118,46 @@ def test_a_host_id_marked_from_another_machine_is_held_until_its_mark_is_old(
     else:
         assert out.returncode == 0, out.stderr
         assert _mark(pg_url, "cloned")["by"]["machine"] == host_id.machine()
+
+
+def _another_machine() -> list[str]:
+    """The command prefix that runs a process as if on another machine (a pid namespace of its
+    own: ``host_id.machine()`` differs), or skip where it cannot be made."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                                         capture_output=True).returncode != 0:
+        pytest.skip("needs unshare --pid (root) to stand in for another machine")
+    return [unshare, "--pid", "--fork", "--mount-proc"]
+
+
+def test_an_idle_dispatcher_with_a_long_interval_keeps_its_host_id_from_another_machine(
+        pg_url: str, tmp_path: Path) -> None:
+    prefix = _another_machine()
+    env = {**_env(pg_url, tmp_path / "a", "idle"), "AGENTBOARD_DISPATCH_INTERVAL": "3600"}
+    (tmp_path / "a").mkdir()
+    log = open(tmp_path / "a" / "dispatcher.log", "ab")  # noqa: SIM115 - the child's
+    first = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher"], env=env, stdout=log, stderr=log,
+                             start_new_session=True)
+    log.close()
+    try:
+        signed = wait_for(lambda: _mark(pg_url, "idle").get("by"), 60, "the first dispatcher's signed mark")
+        # as if it had been idle for longer than a mark holds the id (its next pass is an hour away)
+        old = time.time() - host_id.FRESH - 30
+        ab = agentboard.connect(pg_url)
+        ab.db.write(lambda tx: tx.execute("UPDATE agentboard_meta SET value = :v WHERE key = :k", {
+            "k": "dispatcher_pass:idle", "v": json.dumps({"at": old, "seen": old, "boards": None, "by": signed})}))
+        ab.close()
+        # a live dispatcher marks every PASS_MARK_EVERY seconds whether or not it passes
+        wait_for(lambda: time.time() - float(_mark(pg_url, "idle").get("seen") or 0) < host_id.FRESH, 60,
+                 "the idle dispatcher marking that it lives")
+        (tmp_path / "b").mkdir()
+        second = subprocess.run([*prefix, sys.executable, "-m", "agentboard", "dispatcher"],
+                                env=_env(pg_url, tmp_path / "b", "idle"), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 4, second.stderr
+        assert "another dispatcher runs with host id 'idle'" in second.stderr.strip().splitlines()[-1]
+        assert _mark(pg_url, "idle")["by"] == signed
+        assert first.poll() is None
+    finally:
+        _stop(first)

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import socket
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,66 +17,10 @@ from testenv import wait_for
 
 import agentboard
 
+from .bouncer import free_port as _free_port
+from .bouncer import pgbouncer as _pgbouncer
+
 WORKER = "sh -c " + shlex.quote("echo '{\"success\": true, \"summary\": \"ok\"}' > .board/result.json")
-
-
-def _binary() -> str | None:
-    return shutil.which("pgbouncer") or next(
-        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _pgbouncer(pg_url: str, sessions: int, info: dict[str, Any] | None = None) -> Iterator[str]:
-    """PgBouncer in transaction mode on a loopback port in front of the test's database (a pool
-    of ``sessions`` server sessions); the URL through it. ``info`` gets its configuration file
-    (``ini``) and process (``proc``)."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    binary = _binary()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("pgbouncer is not installed: scripts/test installs it (apt-get install pgbouncer)")
-        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
-    server = make_url(pg_url)
-    port = _free_port()
-    d = Path(tempfile.mkdtemp(prefix="ab-pgbouncer-"))
-    d.chmod(0o755)  # run as nobody when we are root (pgbouncer refuses root)
-    (d / "users.txt").write_text(f'"{server.username or "postgres"}" ""\n')
-    (d / "pgbouncer.ini").write_text(
-        f"[databases]\n* = host={server.host or '127.0.0.1'} port={server.port or 5432}\n"
-        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {d / 'users.txt'}\npool_mode = transaction\n"
-        f"default_pool_size = {sessions}\nmax_client_conn = 200\nignore_startup_parameters = extra_float_digits\n")
-    for f in d.iterdir():
-        f.chmod(0o644)
-    argv = [binary, str(d / "pgbouncer.ini")] + (["-u", "nobody"] if os.geteuid() == 0 else [])
-    log = open(d / "pgbouncer.log", "ab")  # noqa: SIM115 - the child's
-    proc = subprocess.Popen(argv, stdout=log, stderr=log)
-    url = server.set(port=port).render_as_string(hide_password=False)
-    if info is not None:
-        info.update(ini=d / "pgbouncer.ini", proc=proc)
-
-    def up() -> bool:
-        try:
-            with psycopg.connect(url.replace("+psycopg", ""), connect_timeout=2, prepare_threshold=None) as c:
-                return c.execute("SELECT 1").fetchone() == (1,)
-        except psycopg.Error:
-            return proc.poll() is None and False
-    try:
-        wait_for(up, 60, "pgbouncer answering")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -232,3 +172,29 @@ def _writes(board: Any) -> bool:
         return True
     except Unavailable:
         return False
+
+
+def test_a_dispatcher_behind_a_transaction_pooler_without_pg_listen_url_says_new_work_waits_for_its_interval(
+        pg_url: str, bouncer: str, tmp_path: Path) -> None:
+    import signal
+    import sys
+    import threading
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTBOARD_")}
+    env.update(AGENTBOARD_HOME=str(tmp_path), AGENTBOARD_DATABASE_URL=bouncer, AGENTBOARD_HOST_ID="pooled",
+               AGENTBOARD_PG_TRANSACTION_POOLER="true", AGENTBOARD_DISPATCH_INTERVAL="300")
+    proc = subprocess.Popen([sys.executable, "-m", "agentboard", "dispatcher"], env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines: list[str] = []
+    assert proc.stderr is not None
+    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+    try:
+        said = wait_for(lambda: next((line for line in list(lines) if "pg_listen_url" in line), None), 60,
+                        "the dispatcher saying it cannot be woken")
+        assert "wake-ups need pg_listen_url" in said and "AGENTBOARD_PG_LISTEN_URL" in said, said
+        assert "300 s" in said  # new work waits for the interval pass: how long, in the operator's terms
+        assert proc.poll() is None
+        assert len([line for line in list(lines) if "pg_listen_url" in line]) == 1  # once, at its start
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)

@@ -98,12 +98,11 @@ def test_an_idle_connection_with_nothing_from_the_server_is_handed_out_again(pg_
 
 
 def test_a_migrations_session_settings_never_reach_a_verb(pg_url: str, tmp_path: Path) -> None:
-    # the migration lock sets statement_timeout = 0 on its session: a verb keeps the board's own
+    # the migration sets statement_timeout = 0 for its transaction: a verb keeps the board's own
     db = open_database(pg_url, settings=Settings(home=tmp_path, pg_statement_timeout=7))
-    from agentboard.store.migrate import _migration_lock, upgrade
+    from agentboard.store.migrate import upgrade
 
-    with _migration_lock(db):  # what a process that finds the schema behind does at its start
-        upgrade(db)
+    upgrade(db)  # what a process that finds the schema behind does at its start
     assert {db.read(lambda tx: tx.scalar("SHOW statement_timeout")) for _ in range(4)} == {"7s"}
     db.close()
 

@@ -323,6 +323,8 @@ class ProfileRow(TypedDict):
     isolation: str | None
     permission: str | None
     warnings: NotRequired[list[str]]
+    #: a removed profile's: the unfinished tasks still assigned to it
+    waiting: NotRequired[list[str]]
 
 
 class ProfileCheckItem(TypedDict):

@@ -150,6 +150,9 @@ class TaskCreate(Body):
 
 class TaskPatch(Body):
     status: Status | None = None
+    expected_status: Status | None = Field(
+        default=None, description="the status the caller saw the task in (the dashboard sends it with every move "
+        "it asked the person to confirm): a task in another status by then is a 409 naming it, and nothing changes")
     assignee: str | None = Field(default=None, max_length=200)
     priority: int | None = _task_field("priority")  # checked by the route: POST's 400 and message
     title: str | None = Field(default=None, max_length=2000)
@@ -176,6 +179,10 @@ class BulkRequest(Body):
     assignee: str | None = Field(default=None, max_length=200)
     priority: int | None = _task_field("priority")  # checked by the route, as PATCH's
     reason: str | None = Field(default=None, max_length=10_000)
+    expected_statuses: dict[str, Status] | None = Field(
+        default=None, max_length=1000,
+        description="`status` and `archive`: the status the caller saw each task in, by id; a task in another "
+        "status by then fails (409, naming it) and is left as it was")
 
 
 class CommentCreate(Body):

@@ -3,7 +3,7 @@ loopback port, uvicorn in a thread) for tests and benchmarks, and :class:`Worker
 standalone dispatcher serves to its workers.
 
 A process serving the API on a home records its URL and pid in ``<home>/api.json``
-(:func:`record`); a one-shot pass started on the same home reuses it (:func:`running_api`) instead
+(:func:`record`; never over another live process's record, and it removes only its own); a one-shot pass started on the same home reuses it (:func:`running_api`) instead
 of serving its own. A long-running dispatcher always serves its own
 (:meth:`WorkerAPI.serve_in_background`): the process it would borrow from may stop while it runs,
 and every worker it started after that would be handed a dead URL.
@@ -161,14 +161,19 @@ def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "info",
     server.run(sockets=[sock])
 
 
-def record(home: Path, url: str) -> None:
-    """Say in the home that this process serves the API at ``url`` (file mode 0600)."""
+def record(home: Path, url: str) -> bool:
+    """Say in the home that this process serves the API at ``url`` (file mode 0600), unless the
+    home's record names another live process's API (a ``dispatcher`` or ``serve`` running on it:
+    a one-shot pass borrows that one, and it removes its record when it stops). False then."""
+    if _recorded_elsewhere(home):
+        return False
     path = home / API_FILE
     tmp = path.with_name(f"{API_FILE}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump({"url": url, "pid": os.getpid()}, fh)
     tmp.replace(path)
+    return True
 
 
 def forget(home: Path) -> None:
@@ -279,8 +284,7 @@ class WorkerAPI:
             from .app import create_app
 
             self.server = BackgroundServer(create_app(self.settings, self.db), sock=self._sock).start()
-            if not _recorded_elsewhere(self.settings.home):
-                record(self.settings.home, self.url)
+            record(self.settings.home, self.url)
 
     def serve_in_background(self) -> None:
         """:meth:`serve` in a thread of its own, so this process goes on meanwhile: how a

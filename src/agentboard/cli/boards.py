@@ -243,7 +243,7 @@ def restore(slug: str, as_json: bool) -> None:
 def _named_list(key: str, board: str | None, as_json: bool) -> None:
     from agentboard.kernel import host_access
 
-    slug = common.resolve_board(board)
+    slug = common.existing_board(board)
     read = host_access.board_checks if key == "checks" else host_access.board_paths
     named = read(common.db(), slug)
     if as_json:

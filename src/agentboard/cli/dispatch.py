@@ -16,10 +16,10 @@ from .common import (
     board_option,
     db,
     emit_json,
+    existing_board,
     handle_errors,
     json_option,
     me,
-    resolve_board,
     settings,
     task_board,
     task_board_option,
@@ -76,7 +76,7 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
     that ends when they exit, after recording how they ended."""
     from agentboard.api.serve import WorkerAPI, run_tokens, running_api
 
-    boards = None if all_boards else [resolve_board(board)]
+    boards = None if all_boards else [existing_board(board)]
     if not (dry_run or wait or detached) and running_api(settings().home) is None:
         _run_detached(max_spawn, boards, as_json)
         return
@@ -99,7 +99,7 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
             return
         # the workers an earlier pass started whose API died with its process: this one serves
         # their API again, on the port they were given, until they exit
-        earlier = _earlier_workers(d) if api.own else []
+        earlier = _earlier_workers(d, set(rep.skipped_boards)) if api.own else []
         if detached:
             _detach(d, len(earlier))
         if api.own and (d.workers.all() or earlier):
@@ -111,10 +111,11 @@ def dispatch(dry_run: bool, max_spawn: int | None, all_boards: bool, wait: bool,
             api.stop()
 
 
-def _earlier_workers(d: Any) -> list[tuple[int, float]]:
+def _earlier_workers(d: Any, held: set[str]) -> list[tuple[int, float]]:
     """The live workers on this host of open runs that this pass did not start, ``(pid, started)``:
     an earlier one-shot pass started them, and its background API died with its process (no API
-    is recorded on the home, or this pass would use it). They report to the URL they were given,
+    is recorded on the home, or this pass would use it). The workers of boards another dispatcher
+    holds (``held``: the pass skipped them) are that dispatcher's, and left to it. They report to the URL they were given,
     on the port this pass serves (:func:`agentboard.api.serve.bind_worker_port` takes the one
     the last pass used), so serving it again lets their report — retried meanwhile,
     ``remote.RETRY_FOR`` — through, instead of the worker failing to report and being nudged
@@ -128,7 +129,8 @@ def _earlier_workers(d: Any) -> list[tuple[int, float]]:
     out = []
     for row, at in found:
         pid = row.get("worker_pid")
-        if pid and at and int(pid) not in own and d.ctx.local(row) and pid_alive(int(pid), started_after=float(at)):
+        if (pid and at and int(pid) not in own and row.get("board") not in held and d.ctx.local(row)
+                and pid_alive(int(pid), started_after=float(at))):
             out.append((int(pid), float(at)))
     return out
 
@@ -242,12 +244,17 @@ def _wait_for_workers(d: Any, say: bool, earlier: list[tuple[int, float]] | None
                     break
                 stop.wait(0.2)
     if stop.is_set():
+        left = len([w for w in d.workers.all() if not w.poll()]) + len(others)
+        if left:
+            click.echo(f"stopped waiting: {left} worker(s) still running; run `agentboard dispatch` after they exit "
+                       "to record how they ended (their reports are kept in .board/result.json)", err=True)
         sys.exit(130)
 
 
 @click.command("dispatcher")
 @click.option("--board", "boards", multiple=True, metavar="SLUG", help="only these boards (default: all)")
-@click.option("--interval", type=float, default=None, help="fallback pass interval in seconds (default 60)")
+@click.option("--interval", type=float, default=None, metavar="S",
+              help="fallback pass interval in seconds, 0.1 to 86400 (default: the dispatch_interval setting, 60)")
 @click.option("--quiet", is_flag=True, help="log only warnings")
 @click.option("--log-format", type=click.Choice(["text", "json", "auto"]), default=None,
               help="text, json (one object per line) or auto (json when stderr is not a terminal); "
@@ -264,21 +271,22 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     import threading
 
     from agentboard.api.serve import WorkerAPI, run_tokens
-    from agentboard.config import DISPATCHER_POOL, is_set, redact
+    from agentboard.config import DISPATCHER_POOL, is_set, redact, setting_value
     from agentboard.dispatch.dispatcher import Dispatcher
 
     from .serve import announce, observe_setup, start_metrics
 
     s = settings()
+    if interval is not None:  # the limits and the message of the dispatch_interval setting
+        s.dispatch_interval = setting_value("dispatch_interval", interval, "--interval")
+    only = [existing_board(b) for b in dict.fromkeys(boards)] or None
     observed = observe_setup(s, log_format, "WARNING" if quiet else "INFO")
-    if interval:
-        s.dispatch_interval = interval
     for name, size in zip(("pg_pool_size", "pg_max_overflow"), DISPATCHER_POOL, strict=True):
         if not is_set(s, name):  # a dispatcher host's share of the server's connections (docs/deploy.md)
             setattr(s, name, size)
-    api = WorkerAPI(s, db()).start(lazy=True)
+    api = WorkerAPI(s, db())  # its own API, always (never another process's, which may stop first)
     api.serve_in_background()  # the first pass runs meanwhile; an early worker's call waits for it
-    d = Dispatcher(db(), s, boards=list(boards) or None, api_url=api.url, token_factory=run_tokens(db()))
+    d = Dispatcher(db(), s, boards=only, api_url=api.url, token_factory=run_tokens(db()))
     d.claim_host()  # another live dispatcher with this host id: one line, nothing touched
     done = threading.Event()
 
@@ -290,6 +298,10 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
     announce(f"dispatcher on {redact(s.url) if not s.is_sqlite else s.home} as host {d.host} "
              f"(max_parallel {s.max_parallel}); workers report to "
              f"{'its own API at ' if api.own else 'the API at '}{api.url}; Ctrl-C to stop", observed)
+    held = _held_elsewhere(s, only)
+    if held:
+        announce(f"warning: another dispatcher is running on this home for board(s) {', '.join(held)}; this one "
+                 "skips them until it stops (one dispatcher per board on a SQLite home)", observed)
     metrics_server = None
     if metrics_port is not None:
         metrics_server = start_metrics(f"[{metrics_host}]:{metrics_port}", s, db(), d,
@@ -313,6 +325,16 @@ def dispatcher(boards: tuple[str, ...], interval: float | None, quiet: bool, log
         note = "; they report through .board/result.json until then" if left and own else ""
         announce(f"dispatcher stopped; {left} worker(s) left running will be picked up by the next "
                  f"dispatcher{note}", observed)
+
+
+def _held_elsewhere(s: Any, only: list[str] | None) -> list[str]:
+    """The boards (of ``only``, else every one) another dispatcher on this SQLite home holds now,
+    each as ``"<board> (pid N)"`` (looked at before this one takes any)."""
+    if not s.is_sqlite:
+        return []
+    from agentboard.dispatch.planning import running_dispatchers
+
+    return [b for b in running_dispatchers(s.home) if only is None or b.split(" ", 1)[0] in only]
 
 
 def _run_part(data: bytes, run_id: int) -> bytes:
@@ -401,7 +423,7 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
     s = settings()
     with progress("workspaces", as_json=as_json) as bar:
         rep = gcmod.collect(
-            db(), s.home, boards=None if all_boards else [resolve_board(board)],
+            db(), s.home, boards=None if all_boards else [existing_board(board)],
             log_retention_days=log_retention_days if log_retention_days is not None else s.log_retention_days,
             event_retention_days=event_retention_days if event_retention_days is not None else s.event_retention_days,
             dry_run=dry_run, progress=bar,
@@ -431,7 +453,8 @@ def gc(event_retention_days: int | None, log_retention_days: int | None, all_boa
 
 
 @click.command("demo")
-@click.option("--home", "home_dir", default=None, metavar="DIR", help="where to put the demo home (default: a new temp folder)")
+@click.option("--home", "home_dir", default=None, metavar="DIR",
+              help="where to put the demo home: a new or empty folder (default: a new temp folder)")
 @click.option("--timeout", type=float, default=120.0, help="give up after this many seconds")
 @json_option
 @handle_errors

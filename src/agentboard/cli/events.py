@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
+
+from agentboard.domain.errors import one_line
+from agentboard.observe.outage import PAUSE_FIRST, PAUSE_MAX  # a dispatcher's pauses in an outage
 
 from . import common
 from .common import board_option, handle_errors, task_board_option
@@ -25,22 +29,48 @@ def _follow(
     as_json: bool,
     keep: Callable[[Sequence[Mapping[str, Any]]], Sequence[Mapping[str, Any]]] | None = None,
     with_task: bool = True,
+    what: str = "watch",
 ) -> None:
     """Print events after ``cursor`` until interrupted (Ctrl-C, read as a flag between reads:
-    :func:`common.ctrl_c_flag`) or once, with ``--once``."""
+    :func:`common.ctrl_c_flag`) or once, with ``--once``.
+
+    While the database (or the API) cannot be reached — a restart, a failover — the feed keeps its
+    cursor and tries again after 1, 2, 4, then 8 s, saying so on stderr once when it starts and
+    once when it is back; it then goes on after the last event it printed, so none is missed or
+    printed twice. ``--once`` has no feed to keep: the error ends it (exit 6)."""
+    from agentboard.domain.errors import Unavailable
+
     from .output import event_line
 
+    down_since: float | None = None
+    tries = 0
     with common.ctrl_c_flag() as stop:
         while not stop.is_set():
-            batch = fetch(cursor)
+            try:
+                batch = fetch(cursor)
+                shown = keep(batch) if keep and batch else batch
+            except Unavailable as exc:
+                if once:
+                    raise
+                tries += 1
+                if down_since is None:
+                    down_since = time.monotonic()
+                    click.echo(f"{what}: the database cannot be reached ({one_line(exc.message)}); reconnecting "
+                               f"every {PAUSE_MAX:.0f} s at most, to go on after event {cursor} (Ctrl-C to stop)",
+                               err=True)
+                stop.wait(min(PAUSE_MAX, PAUSE_FIRST * (1 << min(tries - 1, 8))))
+                continue
+            if down_since is not None:
+                click.echo(f"{what}: reconnected after {time.monotonic() - down_since:.0f} s; going on after "
+                           f"event {cursor}", err=True)
+                down_since, tries = None, 0
             if batch:
-                cursor = batch[-1]["id"]
-                shown = keep(batch) if keep else batch
                 for ev in shown:
                     if as_json:
                         click.echo(json.dumps(ev, default=str, ensure_ascii=False))
                     else:
                         click.echo(event_line(ev, with_task=with_task))
+                cursor = batch[-1]["id"]
                 if len(batch) >= 500:
                     continue  # more are waiting: read them before sleeping
             if once:
@@ -63,12 +93,13 @@ def tail(task_id: str | None, since: int, once: bool, board: str | None, as_json
     api = common.remote()
     if api is not None:
         api.events(tid, 0, board=board)  # not found → exit 3 before following
-        _follow(lambda c: api.events(tid, c, board=board), since, once=once, as_json=as_json, with_task=False)
+        _follow(lambda c: api.events(tid, c, board=board), since, once=once, as_json=as_json, with_task=False,
+                what="tail")
         return
     slug = common.task_board(tid, board)  # not found → exit 3 before following
     db = common.db()
     _follow(lambda c: queries.events_after(db, slug, c, task_id=tid), since, once=once,
-            as_json=as_json, with_task=False)
+            as_json=as_json, with_task=False, what="tail")
 
 
 @click.command("watch")

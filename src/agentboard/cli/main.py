@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         rv = cli.main(args=args, prog_name="agentboard", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `agentboard` or `agentboard boards`: its help
+        click.echo(exc.ctx.get_help(), color=exc.ctx.color)
+        return
     except click.UsageError as exc:  # one line, like every other error
         where = exc.ctx.command_path if exc.ctx is not None else "agentboard"
         click.echo(f"error: {exc.format_message().rstrip('.')} (see {where} --help)", err=True)

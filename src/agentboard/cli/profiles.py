@@ -215,11 +215,14 @@ def describe(name: str, text: str | None, auto: bool, dry_run: bool, as_json: bo
 @json_option
 @handle_errors
 def rm(name: str, as_json: bool) -> None:
-    """Remove a profile (refused while it has running tasks)."""
+    """Remove a profile (refused while it has running tasks); warns of the unfinished tasks still
+    assigned to it, which then wait."""
     from agentboard.kernel import profiles as kp
 
     p = kp.remove(common.db(), name, actor=common.actor())
     common.emit(p, as_json, f"profile {p['name']} removed")
+    for warning in p.get("warnings") or ():
+        click.echo(f"warning: {warning}", err=True)
 
 
 @profiles.command("check")

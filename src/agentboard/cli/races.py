@@ -11,7 +11,8 @@ from .common import handle_errors, json_option, task_board_option
 
 
 def _cost(a: dict[str, Any]) -> str:
-    return f"${float(a.get('cost_usd') or 0):.4f}"
+    """An attempt's cost; ``-`` when its agent reported none (Gemini CLI reports no cost)."""
+    return f"${float(a.get('cost_usd') or 0):.4f}" if a.get("cost_known", True) else "-"
 
 
 @click.command("attempts")

@@ -100,7 +100,9 @@ def serve(host: str | None, port: int | None, no_dispatch: bool, log_level: str,
     click.echo(f"agentboard {url} (dispatcher {'off' if no_dispatch else 'on'}, database {db.dialect})")
     click.echo(f"open this URL to log in: {url}/login?token={token}")
     sys.stdout.flush()
-    record(settings.home, url)  # dispatchers on this home hand this API to their workers
+    # one-shot passes on this home hand this API to their workers (unless another live process's is
+    # recorded: it stays, and its process removes it when it stops)
+    record(settings.home, url)
     from agentboard.notify.notifier import start_notifier
 
     notifier = start_notifier(db, settings)

@@ -85,13 +85,55 @@ def detect_isolation(settings: object) -> str:
     bubblewrap, else ``none``."""
     if getattr(settings, "worker_user", None):
         return "user"
+    modes = _profile_isolations(settings)
+    return "sandbox" if "sandbox" in modes else ("user" if "user" in modes else "none")
+
+
+def _profile_isolations(settings: object) -> set[str]:
+    """The isolations of the profiles in the home's database, read without creating or migrating
+    anything: ``service units`` runs as root (``sudo``) and must not leave a home or a database
+    behind that the ``User=`` of the units cannot open (a home without a database: none)."""
+    from agentboard.config import Settings
+
+    if not isinstance(settings, Settings) or (settings.is_sqlite and not settings.db_path.is_file()):
+        return set()
     try:
         from agentboard.kernel import profiles
+        from agentboard.store.migrate import open_database
 
-        modes = {str(p.get("isolation") or "none") for p in profiles.list_profiles(common.db())}
-    except Exception:  # no database yet: nothing to learn from the profiles
-        modes = set()
-    return "sandbox" if "sandbox" in modes else ("user" if "user" in modes else "none")
+        db = open_database(settings.url, settings=settings, migrate=False)
+        try:
+            return {str(p.get("isolation") or "none") for p in profiles.list_profiles(db)}
+        finally:
+            db.close()
+    except Exception:  # no schema yet, the server out of reach: nothing to learn from the profiles
+        return set()
+
+
+def home_notes(home: Path, run_as: str | None) -> list[str]:
+    """What the units need of the home that is not there: it exists, and belongs to the user the
+    services run as (``User=``); nothing is created or changed here."""
+    user = run_as or "root"
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return [f"the user {user!r} does not exist yet: create it (useradd --system {user}), then make the home"]
+    make = f"sudo install -d -m 700 -o {user} -g {entry.pw_gid} {home}"
+    try:
+        st = home.stat()
+    except FileNotFoundError:
+        return [f"the home {home} does not exist yet: make it for {user} ({make}); the services create "
+                "what goes in it as they start"]
+    except OSError:
+        return []
+    if st.st_uid != entry.pw_uid:
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        return [f"the home {home} belongs to {owner}, but the services run as {user}: give it to them "
+                f"(sudo chown -R {user}: {home})"]
+    return []
 
 
 def plan(*, home: Path, user_units: bool, isolation: str, run_as: str | None, writable: list[str],
@@ -218,6 +260,8 @@ def units(directory: str | None, user_units: bool, isolation: str, run_as: str |
     p = plan(home=s.home, user_units=user_units, isolation=mode, run_as=None if user_units else run_as,
              writable=paths, env_file=Path(env_file).expanduser().absolute() if env_file else None,
              worker_user=s.worker_user)
+    if not user_units:
+        p.notes += home_notes(s.home, p.run_as)
     default_dir = Path.home() / ".config" / "systemd" / "user" if user_units else SYSTEM_UNIT_DIR
     target = Path(directory).expanduser() if directory else default_dir
     try:

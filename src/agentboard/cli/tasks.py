@@ -79,6 +79,10 @@ def create(title: str, body_file: str | None, checks: tuple[str, ...], board: st
     else:
         task = tasks.create(common.db(), slug, title, actor=common.actor(), **given)
         _warn_if_not_a_profile(task["assignee"])
+        if as_json:  # the workspace it will get, as `show` says it (a worktree on a git target)
+            from agentboard.dispatch.diffs import planned
+
+            task = planned(dict(task), common.db())
     if as_json:
         common.emit_json(task)
         return
@@ -120,7 +124,15 @@ def list_(mine: bool, assignee: str | None, statuses: tuple[str, ...], tenant: s
                               tenant=tenant, goal=goal, search=search, include_archived=archived, limit=limit,
                               **({"supervision": True} if supervision else {}))
     else:
-        slug = common.existing_board(board)
+        from agentboard.kernel import boards as kboards
+
+        row = kboards.get(common.db(), common.resolve_board(board))
+        slug = row["slug"]
+        if row["archived"]:
+            from .output import warn
+
+            warn(f"board {slug!r} is archived: its tasks are listed as they were left "
+                 f"(`agentboard boards restore {slug}` brings it back)")
         rows = queries.list_tasks(
             common.db(), slug, assignee=assignee, status=list(statuses) or None, tenant=tenant,
             goal=goal, search=search, include_archived=archived, limit=limit, supervision=supervision,
@@ -260,7 +272,8 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
     slug = common.task_board(tid, board)
     from agentboard.dispatch.diffs import with_git
 
-    text = build_worker_context(common.db(), slug, tid, enrich=with_git).rstrip("\n")
+    db = common.db()
+    text = build_worker_context(db, slug, tid, enrich=lambda d: with_git(d, db)).rstrip("\n")
     common.emit({"task_id": tid, "board": slug, "markdown": text + "\n"}, as_json, text)
 
 
@@ -279,14 +292,18 @@ def context(task_id: str | None, board: str | None, as_json: bool) -> None:
               help="replace the verify commands (repeatable; '' alone clears them)")
 @click.option("--model", "model_name", default=None, metavar="M",
               help="the model the agent CLI runs this task with ('' clears it: the profile's)")
+@click.option("--branch", default=None, metavar="NAME",
+              help="the git branch of a worktree task that has not started ('' clears it: ab/<id>); "
+                   "an existing branch is checked out as it is, so the task starts from its commits")
 @task_board_option
 @json_option
 @handle_errors
 def edit(task_id: str, title: str | None, body: str | None, body_file: str | None,
          priority: str | None, tenant: str | None, goal: str | None, max_runtime: str | None,
          max_retries: int | None, result: str | None, verify: tuple[str, ...], model_name: str | None,
-         board: str | None, as_json: bool) -> None:
-    """Change a task's title, body, priority, tenant, model, limits or verify commands (no status change)."""
+         branch: str | None, board: str | None, as_json: bool) -> None:
+    """Change a task's title, body, priority, tenant, model, limits, verify commands or (before
+    it starts) its branch; no status change."""
     from agentboard.domain import task_fields
     from agentboard.kernel import tasks
 
@@ -300,7 +317,8 @@ def edit(task_id: str, title: str | None, body: str | None, body_file: str | Non
     task = tasks.edit(
         common.db(), slug, task_id, title=title, body=text, priority=priority, tenant=tenant,
         goal_id=goal, max_runtime_seconds=max_runtime, max_retries=max_retries, result=result,
-        model=model_name, actor=common.actor(), **({"verify": commands} if commands is not None else {}),
+        model=model_name, branch_name=branch, actor=common.actor(),
+        **({"verify": commands} if commands is not None else {}),
     )
     common.emit(task, as_json, f"{task['id']}: edited")
 

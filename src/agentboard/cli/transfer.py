@@ -118,12 +118,14 @@ def migrate_to(url: str, as_json: bool) -> None:
     """Copy this home's database to URL (postgresql://… or sqlite:///…) and verify every table
     (row counts and checksums). Stop the dispatcher first."""
     from agentboard.client import open_home
+    from agentboard.config import shown_url
     from agentboard.dispatch.planning import running_dispatchers
     from agentboard.domain.errors import Conflict, InvalidInput
     from agentboard.kernel import transfer
 
     if not url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-        raise InvalidInput(f"{url!r} is not a database URL; give postgresql://user@host/db or sqlite:////path/file.db")
+        raise InvalidInput(f"{shown_url(url)!r} is not a database URL; give postgresql://user@host/db or "
+                           "sqlite:////path/file.db")
     s = common.settings()
     if url == s.url:
         raise InvalidInput("that is the database this home already uses")
@@ -132,10 +134,11 @@ def migrate_to(url: str, as_json: bool) -> None:
         raise Conflict("a dispatcher is running on this home (" + ", ".join(busy) + "); stop it "
                        "(and `agentboard serve`) before migrating, so no write is left behind")
     source = common.db()
-    listening = transfer.listening_dispatchers(source)
-    if listening:
-        raise Conflict(f"{listening} dispatcher(s) are running on this database (waiting for its events); stop "
-                       "them before migrating, so no write is left behind")
+    others = transfer.other_processes(source)
+    if others:  # a serve (with or without its dispatcher), a dispatcher, a verb: its writes would be lost
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise Conflict(f"other agentboard processes use this database ({shown}): stop them (`agentboard serve`, "
+                       "the dispatchers) before migrating, so no write is left behind (docs/operations.md)")
     import dataclasses
 
     target_settings = dataclasses.replace(s, database_url=url)
@@ -147,7 +150,7 @@ def migrate_to(url: str, as_json: bool) -> None:
             report, check = transfer.migrate(source, target, spool_dir=s.home, progress=bar)
     finally:
         target.close()
-    out = {**report.as_dict(), "verification": check.as_dict(), "url": url}
+    out = {**report.as_dict(), "verification": check.as_dict(), "url": shown_url(url)}
     if as_json:
         common.emit_json(out)
     else:
@@ -160,5 +163,17 @@ def migrate_to(url: str, as_json: bool) -> None:
         common.fail("the copy differs from the source in " + ", ".join(check.mismatched)
                     + "; the source is unchanged, keep using it and report this", 1)
     if not as_json:
-        click.echo(f"verified: every table matches. To use it, set database_url = \"{url}\" in "
-                   f"{s.home / 'config.toml'} (or AGENTBOARD_DATABASE_URL) and restart the dispatcher.")
+        click.echo("verified: every table matches. " + _use_it(url, s.home))
+
+
+def _use_it(url: str, home: Path) -> str:
+    """How to switch to the copy. A URL with a password is a secret: never shown, and never for
+    ``config.toml`` (docs/deploy.md keeps it in the services' environment file, mode 0600)."""
+    from agentboard.config import shown_url
+
+    if shown_url(url) == url:  # nothing in it to mask: no password
+        return (f"To use it, set database_url = \"{url}\" in {home / 'config.toml'} (or AGENTBOARD_DATABASE_URL) "
+                "and restart `agentboard serve` and the dispatcher.")
+    return (f"To use it, set AGENTBOARD_DATABASE_URL={shown_url(url)} (with its password) in the services' "
+            "environment file (/etc/agentboard/env, mode 0600; docs/deploy.md), or connect without a password "
+            "in the URL (~/.pgpass), and restart `agentboard serve` and the dispatcher.")

@@ -13,11 +13,11 @@ from .common import (
     board_option,
     db,
     emit_json,
+    existing_board,
     group,
     handle_errors,
     json_option,
     read_text,
-    resolve_board,
 )
 
 
@@ -42,7 +42,7 @@ def list_(status: str | None, board: str | None, as_json: bool) -> None:
     """List the board's wiki pages."""
     from agentboard.kernel import wiki as kwiki
 
-    pages = kwiki.list_pages(db(), resolve_board(board), status=status)
+    pages = kwiki.list_pages(db(), existing_board(board), status=status)
     if as_json:
         emit_json([{k: v for k, v in p.items() if k != "body"} for p in pages])
         return
@@ -61,7 +61,7 @@ def show(slug: str, board: str | None, as_json: bool) -> None:
     """Print one page."""
     from agentboard.kernel import wiki as kwiki
 
-    page = kwiki.get(db(), resolve_board(board), slug)
+    page = kwiki.get(db(), existing_board(board), slug)
     if as_json:
         emit_json(page)
         return
@@ -91,7 +91,7 @@ def add(slug: str, title: str, path: str | None, body: str | None, publish: bool
     text = read_text(body, path, "--body") if path is None else read_text(None, path, "--file")
     if text is None:
         raise InvalidInput("give the page body with --file F (or --body TEXT)")
-    page = kwiki.add(db(), resolve_board(board), slug, title=title, body=text, publish=publish,
+    page = kwiki.add(db(), existing_board(board), slug, title=title, body=text, publish=publish,
                      replace=replace, actor=actor())
     if as_json:
         emit_json(page)
@@ -108,7 +108,7 @@ def publish(slug: str, board: str | None, as_json: bool) -> None:
     """Publish a draft page (workers start seeing it)."""
     from agentboard.kernel import wiki as kwiki
 
-    page = kwiki.publish(db(), resolve_board(board), slug, actor=actor())
+    page = kwiki.publish(db(), existing_board(board), slug, actor=actor())
     emit_json(page) if as_json else click.echo(f"{page['slug']}: published")
 
 
@@ -121,5 +121,5 @@ def discard(slug: str, board: str | None, as_json: bool) -> None:
     """Remove a page (typically a draft proposed by a worker)."""
     from agentboard.kernel import wiki as kwiki
 
-    page = kwiki.discard(db(), resolve_board(board), slug, actor=actor())
+    page = kwiki.discard(db(), existing_board(board), slug, actor=actor())
     emit_json({"slug": page["slug"], "discarded": True}) if as_json else click.echo(f"{page['slug']}: discarded")

@@ -102,7 +102,7 @@ def _describe_done(task: dict[str, Any]) -> str:
     if task.get("pending_integration"):
         return (f"{task['id']}: held until its branch is integrated (when this worker exits, the board "
                 "merges it into its base branch; the task is done once that succeeded)")
-    if task.get("pending") == "spawn":
+    if task.get("pending") in ("spawn", "exit"):
         return f"{task['id']}: received; applied when this worker exits"
     if task.get("status") == "kept":  # the board could not take it (remote.KEPT)
         return f"{task['id']}: {task.get('note')}"

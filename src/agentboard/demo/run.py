@@ -13,6 +13,30 @@ from typing import Any
 
 from . import HERE
 
+#: what makes a folder an agentboard home
+_HOME_MARKS = ("agentboard.db", "config.toml", "boards", "api.json", "serve-token")
+
+
+def _check_new(home: Path) -> None:
+    """``InvalidInput`` unless ``home`` is a new or empty folder: the demo adds its profiles
+    (shared by every board of a home) and its tasks, and starts a dispatcher, so it never runs
+    in a real home, nor writes among someone's files."""
+    from ..domain.errors import InvalidInput
+
+    if not home.exists():
+        return
+    if not home.is_dir():
+        raise InvalidInput(f"{home} is a file; give a new folder with --home, or leave out --home")
+    try:
+        names = {p.name for p in home.iterdir()}
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {home}: {exc.strerror or exc}; give a new folder with --home") from None
+    if names & set(_HOME_MARKS):
+        raise InvalidInput(f"{home} already holds an agentboard home; give a new folder with --home, or leave out "
+                           "--home (a new temp folder)")
+    if names:
+        raise InvalidInput(f"{home} is not empty; give a new or empty folder with --home, or leave out --home")
+
 
 def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
              echo: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -23,7 +47,9 @@ def run_demo(home_dir: str | None = None, *, timeout: float = 120.0,
     from ..dispatch.workspaces import scratch_path
 
     say = echo or (lambda _s: None)
-    home = Path(home_dir).absolute() if home_dir else Path(tempfile.mkdtemp(prefix="agentboard-demo-"))
+    if home_dir:
+        _check_new(Path(home_dir).expanduser().absolute())
+    home = Path(home_dir).expanduser().absolute() if home_dir else Path(tempfile.mkdtemp(prefix="agentboard-demo-"))
     settings = config.load(home)
     settings.database_url = None  # the demo is always a throwaway SQLite home
     settings.home = home

@@ -242,6 +242,12 @@ LOGIN = {
     "opencode": "run `opencode auth login`, or set the model provider's API key (e.g. ANTHROPIC_API_KEY) in the "
                 "profile's env",
 }
+#: the agent CLIs whose shell cannot run the ``agentboard`` worker verbs, so their prompt never
+#: offers them: Codex runs each command in a login shell (``bash -lc``), whose PATH is the
+#: system's (the dispatcher's ``agentboard`` is not on it), and in ``edit`` and ``read`` inside its
+#: sandbox, which has no network (the board's API on loopback included); it starts the board's MCP
+#: server outside its sandbox, so its workers report through the MCP tools or ``.board/result.json``
+NO_SHELL_VERBS = frozenset({"codex"})
 #: the config files the ``gemini`` adapter (in the workspace, kept out of git) and the
 #: ``opencode`` adapter (under ``.board/``) write
 GEMINI_SETTINGS = ".gemini/settings.json"
@@ -250,6 +256,12 @@ _VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _VERSION_TIMEOUT = 60.0
 _versions: dict[tuple[str, int, int], tuple[int, int, int]] = {}
 _versions_lock = threading.Lock()
+
+
+def shell_verbs(profile: dict[str, Any]) -> bool:
+    """Whether a profile's workers can run the ``agentboard`` worker verbs from their agent's
+    shell (what their prompt offers): not Codex's (:data:`NO_SHELL_VERBS`)."""
+    return str(profile.get("adapter") or "command") not in NO_SHELL_VERBS
 
 
 def cli_version(adapter: str, executable: str) -> tuple[int, int, int]:

@@ -127,7 +127,8 @@ def codex_provider(profile: dict[str, Any], home: str | None = None) -> CodexPro
 
 def login_fix(adapter: str, profile: dict[str, Any], home: str | None = None) -> str:
     """How a person gives a profile's agent CLI its credentials: for Codex with a model provider
-    of its own, the provider's ``env_key``; else :data:`adapters.LOGIN`."""
+    of its own, the provider's ``env_key``; for opencode, the ``apiKey`` of the provider its model
+    uses, in the config that gives it; else :data:`adapters.LOGIN`."""
     if adapter == "codex":
         try:
             provider = codex_provider(profile, home)
@@ -136,7 +137,42 @@ def login_fix(adapter: str, profile: dict[str, Any], home: str | None = None) ->
         if provider is not None and provider.env_key and not provider.openai_auth:
             return (f"set {provider.env_key} in the profile's env (`codex login` does not sign in to Codex's "
                     f"model provider {provider.name!r}, whose env_key it is in {provider.config})")
+    if adapter == "opencode":
+        try:
+            fix = _opencode_fix(profile, home)
+        except Exception:  # noqa: BLE001 - a hint must not fail what asked for it
+            fix = None
+        if fix is not None:
+            return fix
     return adapters.LOGIN.get(adapter, "give the agent its credentials")
+
+
+def _opencode_fix(profile: dict[str, Any], home: str | None) -> str | None:
+    """Where the key of the provider a profile's opencode model uses is set (its ``options.apiKey``
+    in one of opencode's configs: a ``{env:VAR}`` names VAR), or None when no config gives that
+    provider a key (opencode's login or the provider's own variable then)."""
+    env = {k: str(v) for k, v in (profile.get("env") or {}).items()}
+    model = str(profile.get("model") or "") or configured_model("opencode", profile, home) or ""
+    wanted = model.split("/", 1)[0] if "/" in model else None
+    keyed = []
+    for where, config in opencode_configs(env, home):
+        providers = config.get("provider")
+        for name, spec in (providers.items() if isinstance(providers, dict) else []):
+            options = spec.get("options") if isinstance(spec, dict) else None
+            key = options.get("apiKey") if isinstance(options, dict) else None
+            if isinstance(key, str) and (wanted is None or name == wanted):
+                keyed.append((name, where, key))
+    if wanted is None and len({name for name, _, _ in keyed}) != 1:
+        return None  # no model named, and not one provider with a key: which one is not known
+    if not keyed:
+        return None
+    name, where, key = keyed[0]  # the first config wins (OPENCODE_CONFIG_CONTENT over the file)
+    named = re.fullmatch(r"\{env:([^}]*)\}", key.strip())
+    if named:
+        return (f"set {named[1].strip()} in the profile's env to a key provider {name!r} accepts (its apiKey in "
+                f"{where} reads it)")
+    where_said = f"{where} (the profile's env)" if where.startswith("$") else where
+    return f"set a valid key as the apiKey of provider {name!r} in {where_said}"
 
 
 def _toml(path: Path) -> dict[str, Any]:

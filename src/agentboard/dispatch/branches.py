@@ -37,14 +37,14 @@ INTEGRATION_SUFFIX = "-base"
 class MergeConflict(Exception):
     """The parents' branches do not merge cleanly: ``files`` conflict."""
 
-    def __init__(self, files: list[str], branches: Sequence[str]) -> None:
+    def __init__(self, files: list[str], branches: Sequence[str], task_id: str = "ID") -> None:
         self.files = files
         self.branches = list(branches)
         shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
         super().__init__(
             f"the parents' branches {', '.join(self.branches)} conflict in {len(files)} file(s): {shown}; "
-            "resolve the conflict on one parent's branch (or merge them by hand into "
-            "a branch and set it with `agentboard edit ID --branch`), then unblock the task")
+            "resolve the conflict on one parent's branch, or merge them by hand into a new branch and start "
+            f"the task from it with `agentboard edit {task_id} --branch BRANCH`; then `agentboard unblock {task_id}`")
 
 
 class BaseMissing(Exception):
@@ -125,7 +125,7 @@ def resolve(repo: str | Path, task_id: str, board_settings: dict[str, Any] | Non
             continue
         tree, conflicts = merge_tree(repo, head, other)
         if conflicts:
-            raise MergeConflict(conflicts, branches)
+            raise MergeConflict(conflicts, branches, task_id)
         head = gitutil.git(repo, *gitutil.identity(repo), "commit-tree", tree, "-p", head, "-p", other, "-m",
                            f"Integrate {', '.join(branches)} for {task_id}").strip()
     gitutil.git(repo, "branch", name, head)

@@ -50,10 +50,42 @@ def with_git(detail: TaskDetail, db: Database | None = None) -> TaskDetailWithGi
 @overload
 def with_git(detail: Row, db: Database | None = None) -> Row: ...
 def with_git(detail: TaskDetail | Row, db: Database | None = None) -> TaskDetailWithGit | Row:
-    """``detail`` with ``git`` (see :func:`git_facts`) added."""
+    """``detail`` with ``git`` (see :func:`git_facts`) added; with ``db``, a task that has not
+    started shows the workspace it will get (:func:`planned`)."""
     shown = cast(Row, detail)
+    if db is not None:
+        planned(shown, db)
     shown["git"] = git_facts(shown, db)
     return shown
+
+
+#: the statuses of a task that may not have started yet (its workspace not made)
+_NOT_STARTED = ("triage", "todo", "ready", "blocked")
+
+
+def planned(detail: Row, db: Database) -> Row:
+    """A task not started yet, with the workspace the dispatcher will give it in place of the
+    stored default (``scratch``, or a ``worktree`` named by its repository): on a board whose
+    target is a git repository, ``worktree`` at ``<repo>/.worktrees/<id>`` on its branch
+    (``ab/<id>`` unless it has one of its own); on another target, ``dir`` at the target
+    (``workspaces.plan``, what a start does first). A task that ran keeps what it ran in."""
+    kind, path = detail.get("workspace_kind") or "scratch", detail.get("workspace_path")
+    if detail.get("status") not in _NOT_STARTED or kind not in ("scratch", "worktree"):
+        return detail
+    if path and (kind == "scratch" or Path(str(path)).parent.name == ".worktrees"):
+        return detail
+    from ..domain.errors import AgentboardError
+    from ..kernel import boards as kboards
+    from . import workspaces
+
+    try:
+        ws = workspaces.plan(db.settings.home, dict(kboards.get(db, str(detail["board"]))), detail)
+    except (AgentboardError, workspaces.WorkspaceError):  # a target that is gone: the stored facts
+        return detail
+    if ws.kind != "scratch":
+        detail.update(workspace_kind=ws.kind, workspace_path=str(ws.path),
+                      branch_name=detail.get("branch_name") or ws.branch)
+    return detail
 
 
 def with_new_branch(detail: Row) -> Row:
@@ -291,5 +323,5 @@ def raw_diff(db: Database, board: str, task_id: str) -> tuple[str, str]:
     return diff.text, diff.how
 
 
-__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "header_paths", "raw_diff", "split", "task_diff", "unquote",
-           "with_git", "with_new_branch"]
+__all__ = ["FILE_MAX", "PER_PAGE", "facts_of", "git_facts", "header_paths", "planned", "raw_diff", "split", "task_diff",
+           "unquote", "with_git", "with_new_branch"]

@@ -192,6 +192,7 @@ class Dispatcher:
             return
         self._stop.clear()
         self.claim_host()
+        self._marks.keep()  # marks that it lives every 15 s between passes, holding its host id
         if not self.ctx.one_shot:
             self._take_over()
         self._waker = Waker(self.db)
@@ -230,6 +231,7 @@ class Dispatcher:
         """Stop the loop; workers keep running and a dispatcher started on this host within
         half the claim TTL takes them over (past that the guard stops them, :mod:`.guard`)."""
         self._stop.set()
+        self._marks.stop()
         if self._waker is not None:
             self._waker.set()
         if self._thread is not None:

@@ -34,6 +34,12 @@ second, so done means integrated: a refused integration blocks a task in review 
 verified run ``needs_input`` with the reason, and refuses a person's move with nothing changed.
 The kernel enforces the order: its done transitions of a task whose branch is due for
 integration refuse to run unless told ``integrated=True``.
+
+Whatever the mode (``none`` included), what a worker left uncommitted in a worktree is committed
+on the task's branch (:func:`_commit_pending`) before the task is done — by the dispatcher once
+the worker has exited (a worker's report on a worktree task waits for that exit, in the kernel),
+by an approval, by a race's pick — so a branch that is kept, and that the tasks after it start
+from, holds the work.
 """
 
 from __future__ import annotations
@@ -59,6 +65,15 @@ from . import branches, gitutil, integrate
 Apply = Callable[[bool], Row]
 
 
+class PickRefused(Conflict):
+    """A race's pick refused because its attempt's branch could not be integrated: ``why``
+    (the refusal, ending with how to try again), ``mode`` (the board's ``integrate``)."""
+
+    def __init__(self, message: str, why: str, mode: str) -> None:
+        super().__init__(message)
+        self.why, self.mode = why, mode
+
+
 def check_gates(db: Database, task: Row, *, fields: Mapping[str, Any] | None = None) -> None:
     """Refuse (:class:`Conflict`) a person's move of ``task`` (not in review) to done that would
     skip its review or its checks (``kernel.common.done_gate``); ``fields``: edits applied in
@@ -68,15 +83,17 @@ def check_gates(db: Database, task: Row, *, fields: Mapping[str, Any] | None = N
         raise Conflict(why)
 
 
-def _integrate_or_refuse(db: Database, board: str, task: Row, settings: dict[str, Any]) -> integrate.Outcome | str:
-    """Integrate ``task``'s branch as the board says: the outcome, or why it was refused."""
+def _integrate_or_refuse(db: Database, board: str, task: Row, settings: dict[str, Any], *,
+                         again: str | None = None) -> integrate.Outcome | str:
+    """Integrate ``task``'s branch as the board says: the outcome, or why it was refused
+    (``again``: how to try again once that is fixed, ``integrate.integrate``)."""
     mode = str(settings.get("integrate"))
     repo = branches.repo_of(task)
     if repo is None:
         return f"it has no repository to {mode} its branch into"
     base = branches.board_base(repo, settings)
     try:
-        return integrate.integrate(repo, task, mode, base)
+        return integrate.integrate(repo, task, mode, base, again=again)
     except integrate.Refused as exc:
         return f"{exc}"
     except gitutil.GitError as exc:
@@ -108,9 +125,12 @@ def _approve(db: Database, board: str, task: Row, apply: Apply, actor: str | Non
         return apply(False)
     settings = kboards.get(db, board).get("settings") or {}
     if kbranches.integration_due(task, settings, approval=True) != "integrate":
+        # the branch stays, and is what the tasks after it start from: it holds what review saw
+        _worker_gone(db, task)
+        committed = _commit_pending(task, None, None)
         out = apply(False)
-        kbranches.record_integration(db, board, task_id, "left", detail={"branch": task.get("branch_name")},
-                                     actor=actor)
+        kbranches.record_integration(db, board, task_id, "left", actor=actor, detail={
+            "branch": task.get("branch_name"), **({"committed": committed} if committed else {})})
         return {**out, "integration": "left"}
     mode = str(settings.get("integrate"))
     _worker_gone(db, task)
@@ -184,11 +204,14 @@ def _retry_integration(db: Database, board: str, task: Row, apply: Apply, actor:
 
 
 def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str | None = None,
-            fields: Mapping[str, Any] | None = None) -> Row:
+            fields: Mapping[str, Any] | None = None, expected: str | None = None) -> Row:
     """A person's move of a task to done through ``apply`` (the kernel transition): an approval
     for a task in review; otherwise the gates (:func:`check_gates`), then the branch's
-    integration when it is due, then the move."""
+    integration when it is due, then the move. ``expected``: the status the person saw; a task
+    that has left it is refused before any git work (the kernel checks it again in its
+    transaction)."""
     task = kd.task(db, board, task_id)
+    tasks.expect_status(task, expected)
     status = task["status"]
     if status == states.REVIEW:
         return _approve(db, board, task, apply, actor)
@@ -294,37 +317,42 @@ def complete(db: Database, board: str, task_id: str, *, summary: str | None = No
 
 
 def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None,
-               actor: str | None = None) -> Row:
-    """Move a task to ``status`` through the verb that reaches it; done passes :func:`to_done`."""
+               actor: str | None = None, expected: str | None = None) -> Row:
+    """Move a task to ``status`` through the verb that reaches it; done passes :func:`to_done`.
+    ``expected``: the status the person saw (``kernel.tasks.set_status``)."""
     def apply(integrated: bool) -> Row:
-        return tasks.set_status(db, board, task_id, status, reason=reason, actor=actor, integrated=integrated)
+        return tasks.set_status(db, board, task_id, status, reason=reason, actor=actor, integrated=integrated,
+                                expected=expected)
 
     if status != states.DONE:
         return apply(False)
-    return to_done(db, board, task_id, apply, actor=actor)
+    return to_done(db, board, task_id, apply, actor=actor, expected=expected)
 
 
 def update(db: Database, board: str, task_id: str, *, fields: Mapping[str, Any] | None = None, assign: bool = False,
            assignee: str | None = None, status: str | None = None, reason: str | None = None,
-           actor: str | None = None) -> Row:
+           actor: str | None = None, expected: str | None = None) -> Row:
     """Edit, reassign and move in one transaction (``kernel.tasks.update``); done passes
-    :func:`to_done` (with the edits of the same request taken into account)."""
+    :func:`to_done` (with the edits of the same request taken into account). ``expected``: the
+    status the person saw; a task that has left it is refused with nothing changed."""
     def apply(integrated: bool) -> Row:
         return tasks.update(db, board, task_id, fields=fields, assign=assign, assignee=assignee, status=status,
-                            reason=reason, actor=actor, integrated=integrated)
+                            reason=reason, actor=actor, integrated=integrated, expected=expected)
 
     if status != states.DONE:
         return apply(False)
-    return to_done(db, board, task_id, apply, actor=actor, fields=fields)
+    return to_done(db, board, task_id, apply, actor=actor, fields=fields, expected=expected)
 
 
 def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, summary: str | None = None,
                       metadata: dict[str, Any] | None = None, result: str | None = None,
                       usage: dict[str, Any] | None = None, actor: str | None = None,
                       exit_code: int | None = None) -> Row:
-    """The dispatcher's completion of a worker's verified success (``protocol.lifecycle``): a
-    worktree task without review whose board integrates has its branch integrated first; a
-    refusal closes the run and blocks the task ``needs_input`` with the reason."""
+    """The dispatcher's completion of a worker's verified success (``protocol.lifecycle``), its
+    worker gone: what it left uncommitted in a worktree is committed on the task's branch (whatever
+    the board's ``integrate``); a worktree task without review whose board integrates has its
+    branch integrated first; a refusal closes the run and blocks the task ``needs_input`` with
+    the reason."""
     task = kd.task(db, board, task_id)
     committed = _commit_pending(task, summary, run_id)
     if committed:
@@ -349,30 +377,35 @@ def complete_verified(db: Database, board: str, task_id: str, *, run_id: int, su
     return _record(db, board, task_id, apply(True), done, mode, "dispatcher")
 
 
-def _commit_pending(task: Row, summary: str | None, run_id: int | None) -> dict[str, Any] | None:
+def _commit_pending(task: Row, summary: str | None, run_id: int | None, *,
+                    when: str = "left uncommitted, as its review saw it") -> dict[str, Any] | None:
     """What the worker of a worktree task left uncommitted, committed on its branch
-    (``integrate.commit_pending``): before its verified success is recorded (``run_id``: the
-    run, still current), or before its approval integrates the branch (None: what review saw).
-    Review and integration then see the branch hold what the checks passed."""
+    (``integrate.commit_pending``): once it has exited, before its verified success is recorded
+    (``run_id``: the run, still current), or before its approval (or a race's pick, ``when``
+    saying so) integrates or keeps the branch (None: what review saw). Review, integration and
+    the tasks that start from the branch then see it hold what the checks passed."""
     repo = branches.repo_of(task) if task.get("workspace_kind") == "worktree" else None
     if repo is None or (run_id is not None and (task.get("status") != states.RUNNING
                                                 or task.get("current_run_id") != run_id)):
         return None
     text = (summary or task.get("result") or "").strip()
     head = text.splitlines()[0][:72] if text else str(task.get("title") or task["id"])
-    when = f"(run {run_id}) left uncommitted when it reported success" if run_id is not None else \
-        "left uncommitted, as its review saw it"
+    if run_id is not None:
+        when = f"(run {run_id}) left uncommitted when it exited, its success accepted"
     return integrate.commit_pending(repo, task, f"{head}\n\nWhat the worker of {task['id']} {when}, "
                                     "committed by agentboard.")
 
 
-def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = None) -> Row:
+def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = None,
+         again: str | None = None) -> Row:
     """Pick attempt ``n`` as the winner of race ``task_id`` — the one function behind ``agentboard
     pick``, ``POST /api/tasks/{id}/pick``, the dashboard, MCP and a ``first-pass`` race's
     dispatcher. The attempt's branch becomes the race's branch and is integrated as the board
     says (like an approval) before the race is done; a race that requires review (or a board
     that integrates reviewed tasks only) picked while running goes to review with its pick, and
-    its approval integrates. A refused integration changes nothing and says why."""
+    its approval integrates. What the attempt's worker left uncommitted is committed on its
+    branch first, as an approval does. A refused integration changes nothing and says why and
+    how to try again (``again``; default: pick it again)."""
     race = kraces.check_pick(db, board, task_id, int(n))
     att = race["attempt"]
     own = att.get("task") or {}
@@ -383,6 +416,9 @@ def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = 
             "result": att.get("summary") or race.get("result")}
     running = race["status"] == states.RUNNING
     to_review = running and (bool(race.get("review_required")) or kbranches.integration_due(view, settings) == "left")
+    if view.get("workspace_kind") == "worktree" and view.get("branch_name"):
+        _commit_pending({**view, "id": own.get("id") or task_id}, None, None,
+                        when="left uncommitted, as the race's pick saw it")
 
     def apply(integrated: bool) -> Row:
         return kraces.pick(db, board, task_id, int(n), integrated=integrated, to_review=to_review, actor=actor)
@@ -395,12 +431,13 @@ def pick(db: Database, board: str, task_id: str, n: int, *, actor: str | None = 
             out = {**out, "integration": "left"}
         return out
     mode = str(settings.get("integrate"))
-    done = _integrate_or_refuse(db, board, view, settings)
+    done = _integrate_or_refuse(db, board, view, settings,
+                                again=again or f"pick it again (`agentboard pick {task_id} {n}`)")
     if isinstance(done, str):
-        raise Conflict(f"attempt {n} of race {task_id} was not picked: the board integrates finished work ({mode}), "
-                       f"and its branch could not be integrated: {done}")
+        raise PickRefused(f"attempt {n} of race {task_id} was not picked: the board integrates finished work "
+                          f"({mode}), and its branch could not be integrated: {done}", done, mode)
     return _record(db, board, task_id, apply(True), done, mode, actor)
 
 
-__all__ = ["approve", "check_gates", "complete", "complete_verified", "pick", "review", "set_status",
+__all__ = ["PickRefused", "approve", "check_gates", "complete", "complete_verified", "pick", "review", "set_status",
            "to_done", "update"]

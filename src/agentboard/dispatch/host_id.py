@@ -13,7 +13,10 @@ it is: the machine (its boot id and pid namespace), its home and its owner key
   over each other's workers as :mod:`.guard` says);
 - on this machine, another home: while its process runs;
 - on another machine: for :data:`FRESH` seconds after it was written (a live dispatcher writes
-  one every ``PASS_MARK_EVERY`` seconds; after a machine's death the id is free again then).
+  one every ``PASS_MARK_EVERY`` seconds, between its passes too, from a thread of its own
+  (``observe.health.PassMarks.keep``): an idle dispatcher passes only once per
+  ``dispatch_interval``, which may be longer than :data:`FRESH`; after a machine's death the id
+  is free again then).
 
 The check runs as a dispatcher starts, before it takes over or stops anything, and with every
 mark after that (a dispatcher that finds its host id taken says so in its log once a minute).

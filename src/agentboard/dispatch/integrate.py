@@ -195,14 +195,17 @@ def _one_at_a_time(repo: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
+def integrate(repo: Path, task: Row, mode: str, base: str, *, again: str | None = None) -> Outcome:
     """Integrate the task's branch into ``base`` in ``repo`` (see the module docstring); raises
-    :class:`Refused` with nothing changed. One integration into ``repo`` at a time."""
+    :class:`Refused` with nothing changed. One integration into ``repo`` at a time. ``again``:
+    how a person tries again once the cause of a refusal is fixed (default: approve the task
+    again; a race's pick says to pick it again)."""
     with _one_at_a_time(repo):
-        return _integrate(repo, task, mode, base)
+        return _integrate(repo, task, mode, base,
+                          again or f"approve it again (`agentboard review {task['id']} --approve`)")
 
 
-def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
+def _integrate(repo: Path, task: Row, mode: str, base: str, again: str) -> Outcome:
     branch = task.get("branch_name") or ""
     title = str(task.get("title") or task["id"])
     if not branches.has_branch(repo, branch):
@@ -218,13 +221,12 @@ def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
             it = "it" if len(big) == 1 else "them"
             raise Refused(f"{_big(big)} in the task's worktree {'is' if it == 'it' else 'are'} larger than the "
                           f"{gitsizes.human(gitsizes.COMMIT_MAX)} agentboard commits on a worker's behalf, so not "
-                          f"on the branch: commit {it} there yourself or remove {it} from {worktree}, then approve "
-                          "it again (`agentboard review ID --approve`)",
+                          f"on the branch: commit {it} there yourself or remove {it} from {worktree}, then {again}",
                           {"files": [n for n, _ in big][:50], "sizes": dict(big[:50]),
                            "limit": gitsizes.COMMIT_MAX})
         if pending:
             raise Refused(f"the task's worktree {worktree} has uncommitted changes ({', '.join(pending[:10])}); "
-                          "commit them on the branch or discard them, then approve it again (`agentboard review ID --approve`)",
+                          f"commit them on the branch or discard them, then {again}",
                           {"files": pending[:50]})
     touched = [f for f in gitutil.git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only", "-z",
                                       f"{base}...{branch}", "--").split("\0") if f]
@@ -232,7 +234,7 @@ def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
     if ours:
         raise Refused(f"the task's branch holds files in agentboard's own folders ({', '.join(ours[:10])}): "
                       "`.worktrees/` holds other tasks' live workspaces and `.board/` a workspace's "
-                      f"exchange with the dispatcher; remove them from {branch}, then approve again",
+                      f"exchange with the dispatcher; remove them from {branch}, then {again}",
                       {"files": ours[:50]})
     checked_out = branches.current_branch(repo) == base
     if checked_out:
@@ -240,25 +242,25 @@ def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         clash = sorted(dirty & set(touched))
         if clash:
             raise Refused(f"the target {repo} has uncommitted changes in files this task changes "
-                          f"({', '.join(clash[:10])}); commit or stash them, then approve again",
+                          f"({', '.join(clash[:10])}); commit or stash them, then {again}",
                           {"files": clash})
         untracked = _untracked(repo, base, touched)
         if untracked:
             raise Refused(f"the task's branch would write over files the target {repo} holds untracked or "
                           f"ignored ({', '.join(untracked[:10])}), which git replaces without asking; move "
-                          "them away (or remove them from the branch), then approve again",
+                          f"them away (or remove them from the branch), then {again}",
                           {"files": untracked[:50]})
     base_sha = gitutil.git(repo, "rev-parse", "--verify", base).strip()
     if mode == "pr":
-        return _pull_request(repo, task, branch, base, touched)
+        return _pull_request(repo, task, branch, base, touched, again)
     if mode == "rebase":
-        new = _rebase(repo, worktree, branch, base, base_sha)
+        new = _rebase(repo, worktree, branch, base, base_sha, again)
     else:
         tree, conflicts = branches.merge_tree(repo, base_sha, branch)
         if conflicts:
             raise Refused(f"the base branch {base} moved in a way that conflicts with the task's branch "
-                          f"in {', '.join(conflicts[:10])}; merge {base} into {branch} (or rebase it) and "
-                          "approve again", {"files": conflicts})
+                          f"in {', '.join(conflicts[:10])}; merge {base} into {branch} (or rebase it), then "
+                          f"{again}", {"files": conflicts})
         branch_sha = gitutil.git(repo, "rev-parse", "--verify", branch).strip()
         if mode == "merge":
             msg = f"Merge {branch}: {title} ({task['id']})"
@@ -271,7 +273,7 @@ def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
         if proc.returncode != 0:
             raise Refused(f"git commit-tree failed in {repo}: {proc.stderr.strip()[-300:]}")
         new = proc.stdout.strip()
-    _land(repo, base, base_sha, new, checked_out)
+    _land(repo, base, base_sha, new, checked_out, again)
     outcome = {"merge": "merged", "squash": "squashed", "rebase": "rebased"}[mode]
     # what landed: the base before it to the commit it made (the branch's own changes since its
     # merge base also hold what its parents' branches brought, landed on the base already)
@@ -281,7 +283,7 @@ def _integrate(repo: Path, task: Row, mode: str, base: str) -> Outcome:
                                     "branch": branch})
 
 
-def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -> str:
+def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str, again: str) -> str:
     """Replay the branch's commits onto ``base`` in a detached worktree of our own (never in the
     task's worktree, whose worker controls it); a conflict aborts the rebase and refuses."""
     if _git(repo, "merge-base", "--is-ancestor", base_sha, branch).returncode == 0:
@@ -300,24 +302,24 @@ def _rebase(repo: Path, worktree: Path, branch: str, base: str, base_sha: str) -
                      if f]
             _git(where, "rebase", "--abort", drivers_off=True)
             raise Refused(f"the base branch {base} moved in a way that conflicts with the task's branch "
-                          f"({', '.join(files[:10]) or proc.stderr.strip()[-200:]}); rebase {branch} by hand and "
-                          "approve again", {"files": files})
+                          f"({', '.join(files[:10]) or proc.stderr.strip()[-200:]}); rebase {branch} by hand, "
+                          f"then {again}", {"files": files})
         return gitutil.git(where, "rev-parse", "HEAD").strip()
     finally:
         _git(repo, "worktree", "remove", "--force", str(temp))
 
 
-def _land(repo: Path, base: str, old: str, new: str, checked_out: bool) -> None:
+def _land(repo: Path, base: str, old: str, new: str, checked_out: bool, again: str) -> None:
     """Move ``base`` from ``old`` to ``new`` in one step (the checkout follows when it has it)."""
     if checked_out:
         proc = _git(repo, "merge", "--ff-only", "-q", new, drivers_off=True)
         if proc.returncode != 0:
             raise Refused(f"the target {repo} could not fast-forward {base}: {proc.stderr.strip()[-300:]}; "
-                          "commit or stash its changes, then approve again")
+                          f"commit or stash its changes, then {again}")
         return
     proc = _git(repo, "update-ref", f"refs/heads/{base}", new, old)
     if proc.returncode != 0:
-        raise Refused(f"the base branch {base} moved while integrating; approve again")
+        raise Refused(f"the base branch {base} moved while integrating; {again}")
 
 
 def gh_status() -> str | None:
@@ -333,13 +335,13 @@ def gh_status() -> str | None:
     return None
 
 
-def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[str]) -> Outcome:
+def _pull_request(repo: Path, task: Row, branch: str, base: str, touched: list[str], again: str) -> Outcome:
     why = gh_status()
     if why:
         raise Refused(why)
     if not _git(repo, "remote", "get-url", "origin").stdout.strip():
         raise Refused(f"the target {repo} has no remote named origin to push {branch} to: add one "
-                      "(`git remote add origin URL`), then approve again")
+                      f"(`git remote add origin URL`), then {again}")
     push = _git(repo, "push", "-u", "origin", f"refs/heads/{branch}:refs/heads/{branch}", user_config=True)
     if push.returncode != 0:
         raise Refused(f"pushing {branch} to origin failed: {push.stderr.strip()[-300:]}")

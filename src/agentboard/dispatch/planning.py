@@ -447,6 +447,7 @@ class _Pass:
         except AgentboardError as exc:
             log.warning("starting reviews on %s: %s", b["slug"], exc)
             return 0
+        self._due(self.planner.reviewing.wake_at)  # a reviewer's rate limit ends then
         for s in started:
             self.load.add(s.board, s.profile)
         return len(started)

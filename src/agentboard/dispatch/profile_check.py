@@ -2,8 +2,9 @@
 
 For each profile, in order, each with the fix when it fails:
 
-- **executable**: the program found (path) and, for an agent CLI, its version and whether the
-  adapter supports it;
+- **executable**: the program found (path) on the ``PATH`` a worker gets (:func:`worker_path`:
+  not agentboard's own virtualenv) and, for an agent CLI, its version and whether the adapter
+  supports it;
 - **command line**: the argv the dispatcher would run (the prompt elided), built for that
   version, this host's user (root) and the profile's ``permission``, and the environment the
   adapter adds;
@@ -44,7 +45,8 @@ from typing import Any
 
 from ..config import Settings
 from ..domain.worker_env import WorkerEnv
-from ..kernel.profiles import command_problem, relative_script, relative_script_warning
+from ..kernel.profiles import command_fix, command_problem, relative_script, relative_script_warning
+from ..protocol import project_env
 from . import adapters, agent_config
 
 #: the environment variables that hold each agent CLI's credentials
@@ -107,6 +109,14 @@ class Report:
                 "checks": [i.to_dict() for i in self.items]}
 
 
+def worker_path(profile_env: dict[str, str]) -> str:
+    """The ``PATH`` a worker of a profile gets (:func:`.spawn.worker_env`): the profile's own, else
+    this process's without agentboard's own virtualenv and with the folder holding only
+    ``agentboard`` (a board's project virtualenv, which it may put first, apart). What the
+    checks find a program on, so that "ok" means the dispatcher can start it."""
+    return profile_env.get("PATH") or project_env.path_for(None, os.environ.get("PATH"), None)
+
+
 def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None = None,
           home: str | None = None, turn: bool = False) -> Report:
     """The report of one profile (see the module's docstring). ``worker_uid``: the user its
@@ -114,7 +124,7 @@ def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None =
     adapter = str(profile.get("adapter") or "command")
     report = Report(str(profile.get("name")), adapter)
     env = {k: str(v) for k, v in (profile.get("env") or {}).items()}
-    path_env = env.get("PATH") or os.environ.get("PATH")
+    path_env = worker_path(env)
     with tempfile.TemporaryDirectory(prefix="agentboard-check-") as tmp:
         ws = Path(tmp) / "workspace"
         (ws / ".board").mkdir(parents=True)
@@ -129,7 +139,7 @@ def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None =
             launch = adapters.build(profile, task_id="t_00000000", run_id=0, workspace=ws, prompt_file=prompt,
                                     board="default", path_env=path_env, worker_uid=worker_uid)
         except adapters.AdapterError as exc:
-            report.items.append(Item("command line", False, str(exc), _fix_of(str(exc))))
+            report.items.append(Item("command line", False, str(exc), _start_fix(report.profile, profile, str(exc))))
             return report
         shown = [a.replace("Say hello.", _ELIDED) if a.endswith("Say hello.") else a for a in launch.argv]
         extra = "; env " + " ".join(f"{k}={v}" for k, v in launch.env.items()) if launch.env else ""
@@ -137,7 +147,7 @@ def check(profile: dict[str, Any], *, run: bool = True, worker_uid: int | None =
         if adapter not in adapters.CLI_ADAPTERS:
             return report
         if run:
-            report.items.append(_flags(adapter, launch, ws, Path(tmp) / "home"))
+            report.items.append(_flags(adapter, launch, ws, Path(tmp) / "home", path_env))
         report.items.append(_mcp(adapter, launch, ws))
         report.items.append(_credentials(adapter, profile, env, home))
         if adapter == "codex" and (warning := _codex_home_in_temp(report.profile, env)) is not None:
@@ -168,7 +178,8 @@ def take_turn(profile: dict[str, Any], *, worker_uid: int | None = None, home: s
     adapter = str(profile.get("adapter") or "command")
     if adapter not in adapters.CLI_ADAPTERS:
         return Item("turn", True, "not an agent CLI: nothing to ask", warn=True)
-    env = {**os.environ, **{k: str(v) for k, v in (profile.get("env") or {}).items()}}
+    own = {k: str(v) for k, v in (profile.get("env") or {}).items()}
+    env = {**{k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}, **own, "PATH": worker_path(own)}
     if home:
         env["HOME"] = home
     with tempfile.TemporaryDirectory(prefix="agentboard-turn-") as tmp:
@@ -208,8 +219,20 @@ def take_turn(profile: dict[str, Any], *, worker_uid: int | None = None, home: s
                 warn=not reply.upper().startswith("OK"))
 
 
+def _written(stats: Any) -> tuple[int, int]:
+    """A model's share of a Gemini CLI answer: its output tokens, then all its tokens."""
+    m = stats if isinstance(stats, dict) else {}
+    return int(m.get("output_tokens") or 0), int(m.get("total_tokens") or 0)
+
+
 def _model_of(events: list[dict[str, Any]]) -> str | None:
-    """The model the CLI named in its output (Claude Code's and Gemini CLI's init event)."""
+    """The model that answered, as the CLI named it in its output: Gemini CLI's result event
+    counts each model's tokens (its init event names the router, ``auto``; the answer is the
+    model that wrote the most), else Claude Code's and Gemini CLI's init event."""
+    for ev in events:
+        models = (ev.get("stats") or {}).get("models") if ev.get("type") == "result" else None
+        if isinstance(models, dict) and models:
+            return str(max(models.items(), key=lambda item: _written(item[1]))[0])
     for ev in events:
         if ev.get("type") in ("system", "init") and isinstance(ev.get("model"), str):
             return str(ev["model"])
@@ -232,12 +255,12 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
                                  f"agentboard profiles set {report.profile} --command '...'"))
         return False
     if adapter == "command":
-        # a command line: building it below finds its program; a script given to an interpreter
-        # (``sh /path/run.sh``) is checked here, or the check would pass a command that cannot run
+        # a command line: its program on the workers' PATH (one only agentboard's own virtualenv has
+        # is named as such), and a script given to an interpreter (``sh /path/run.sh``), are
+        # checked here, or the check would pass a command that cannot run
         problem = command_problem(command, adapter, path_env=path_env)
-        if problem is not None and problem.startswith("script "):
-            report.items.append(Item("executable", False, problem,
-                                     f"agentboard profiles set {report.profile} --command '...'"))
+        if problem is not None:
+            report.items.append(Item("executable", False, problem, command_fix(report.profile, problem)))
             return False
         if (relative := relative_script_warning(report.profile, command)) is not None:
             report.items.append(Item("executable", True, relative[0], relative[1], warn=True))
@@ -260,6 +283,21 @@ def _executable(report: Report, profile: dict[str, Any], adapter: str, path_env:
     return True
 
 
+def _start_fix(name: str, profile: dict[str, Any], message: str) -> str | None:
+    """The fix of a command line that cannot be built: the command with an absolute path for a
+    relative one, ``chmod +x`` for a program that is not executable, the command with the full
+    path of one that is missing; else what the message names."""
+    relative = relative_script_warning(name, profile.get("command"))
+    if relative is not None and str(profile.get("adapter") or "command") == "command":
+        return relative[1]
+    found = re.match(r"command '(.+)' is not executable", message)
+    if found:
+        return f"chmod +x {shlex.quote(found.group(1))}"
+    if re.match(r"command '.+' (does not exist|was not found on PATH|is a directory)", message):
+        return command_fix(name, "program")
+    return _fix_of(message)
+
+
 def _fix_of(message: str) -> str | None:
     """The commands a message names (between backticks), else its advice after a colon."""
     commands = re.findall(r"`([^`]+)`", message)
@@ -270,12 +308,13 @@ def _fix_of(message: str) -> str | None:
     return None
 
 
-def _flags(adapter: str, launch: adapters.Launch, ws: Path, home: Path) -> Item:
+def _flags(adapter: str, launch: adapters.Launch, ws: Path, home: Path, path_env: str) -> Item:
     """Start the CLI with its exact argv, no credentials and no network: it must get past its
     arguments and settings and stop at its login or its service."""
     (home / ".codex").mkdir(parents=True, exist_ok=True)
     closed = "http://127.0.0.1:9"
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TERM", "TMPDIR")}
+    env = {k: v for k, v in os.environ.items() if k in ("LANG", "TERM", "TMPDIR")}
+    env["PATH"] = path_env
     env.update({"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "XDG_CONFIG_HOME": str(home / ".config"),
                 "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
                 "HTTPS_PROXY": closed, "HTTP_PROXY": closed, "https_proxy": closed, "http_proxy": closed,

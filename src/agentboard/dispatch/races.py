@@ -14,8 +14,9 @@ from typing import Any
 from ..domain.errors import AgentboardError
 from ..kernel import boards as kboards
 from ..kernel import races as kraces
+from ..protocol import review_context
 from ..store.engine import Database, Row
-from . import branches, finish
+from . import branches, diffs, finish
 
 log = logging.getLogger("agentboard.dispatch")
 
@@ -26,12 +27,18 @@ def settle(db: Database, board: str, ids: Sequence[str] | None = None) -> list[s
     won = []
     for task_id, n in kraces.settle(db, board, ids=ids):
         try:
-            finish.pick(db, board, task_id, n, actor="dispatcher")
+            # refused, the race is blocked: unblocking it runs its settling again, which picks it
+            finish.pick(db, board, task_id, n, actor="dispatcher",
+                        again=f"unblock the race (`agentboard unblock {task_id}`), which picks its winner again")
             won.append(task_id)
         except AgentboardError as exc:
             log.warning("race %s: attempt %s could not be picked: %s", task_id, n, exc)
+            why = f"attempt {n} passed first but could not be picked: {exc}"
+            if isinstance(exc, finish.PickRefused):  # what to do first (a block reason shows one line), then why
+                why = (f"attempt {n} passed first but its branch could not be integrated ({exc.mode}); fix this, "
+                       f"then `agentboard unblock {task_id}` picks it again: {exc.why}")
             try:
-                kraces.refuse(db, board, task_id, f"attempt {n} passed first but could not be picked: {exc}")
+                kraces.refuse(db, board, task_id, why)
             except AgentboardError as again:  # the race moved meanwhile (a person picked or cancelled it)
                 log.info("race %s: %s", task_id, again)
     return won
@@ -40,9 +47,10 @@ def settle(db: Database, board: str, ids: Sequence[str] | None = None) -> list[s
 def view(db: Database, board: str, task_id: str) -> Row:
     """A race with its attempts as ``agentboard attempts``, REST and the dashboard show them: each
     attempt's profile, model, state, outcome, verification, its branch's diff stat, duration,
-    tokens, cost and summary, whether it is picked, and which attempts may be picked now. An
-    attempt under way whose task is blocked for a while (a spent budget, a rate limit) is
-    ``paused`` with that block kind."""
+    tokens, cost (``cost_known`` false: its agent reported none) and summary, whether it is
+    picked, and which attempts may be picked now. The diff stat counts what is not committed yet
+    in the attempt's worktree too, as ``agentboard diff`` does. An attempt under way whose task is
+    blocked for a while (a spent budget, a rate limit) is ``paused`` with that block kind."""
     race = kraces.attempts(db, board, task_id)
     settings = kboards.get(db, board).get("settings") or {}
     now = time.time()
@@ -53,7 +61,7 @@ def view(db: Database, board: str, task_id: str) -> Row:
         if own.get("workspace_kind") == "worktree":
             repo = branches.repo_of(own)
             default = branches.board_base(repo, settings) if repo is not None else None
-            git = branches.facts(own, default).as_dict()
+            git = _with_uncommitted(own, branches.facts(own, default).as_dict())
         started, finished = a.get("started_at"), a.get("finished_at")
         duration = (float(finished or now) - float(started)) if started else None
         paused = own.get("block_kind") if own.get("status") == "blocked" and a.get("state") == "running" else None
@@ -65,6 +73,19 @@ def view(db: Database, board: str, task_id: str) -> Row:
     passed = sum(1 for a in out if a.get("outcome") == "done")
     race["badge"] = f"race {passed}/{len(out)} passed" if race.get("race_until") else ""
     return race
+
+
+def _with_uncommitted(own: Row, git: dict[str, Any]) -> dict[str, Any]:
+    """The diff stat ``git`` of an attempt's branch, counting what its worktree holds uncommitted
+    (``git["uncommitted"]``) the way the task's diff does (``dispatch.diffs``): its files once each,
+    and their added and deleted lines."""
+    if not git.get("uncommitted") or git.get("landed"):
+        return git
+    files = diffs.split(review_context.work_diff(diffs.facts_of(own)).text)
+    if files:
+        git.update(files=len({f["path"] for f in files}), insertions=sum(f["additions"] for f in files),
+                   deletions=sum(f["deletions"] for f in files))
+    return git
 
 
 __all__ = ["settle", "view"]

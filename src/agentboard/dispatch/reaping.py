@@ -127,6 +127,8 @@ class Reaper:
         #: the log-cutting state of the local runs whose worker is not our child, by run id
         #: (:func:`.spawn.run_log`); a run is looked at by one thread at a time (busy)
         self._log_cuts: dict[int, spawn.LogCut] = {}
+        #: when this dispatcher first saw the report of a live worker held for its exit, by run id
+        self._reported: dict[int, float] = {}
 
     # -- our workers whose run is no longer current ------------------------------------------------
 
@@ -171,11 +173,15 @@ class Reaper:
 
     def record_exit(self, w: spawn.Worker) -> None:
         """A worker whose run closed before it exited (it reported, or its run was closed for
-        it): keep its exit status and usage on the run, count the run (its ``run closed`` line),
-        and hand a task it sent to review to the reviewer."""
+        it): keep its exit status and usage on the run — what its CLI measured replaces what its
+        report said — count the run (its ``run closed`` line), and hand a task it sent to review
+        to the reviewer."""
         out = adapters.read_output((w.profile or {}).get("adapter") or "command", w.log_path, w.log_offset)
+        usage = _usage(out)
+        if usage:  # what the CLI measured is the run's usage, all of it: the report's is not kept beside it
+            usage = {k: usage.get(k) for k in _USAGE_KEYS}
         try:
-            kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, add_usage=w.attempt > 0, **_usage(out))
+            kr.update_run(self.ctx.db, w.run_id, exit_code=w.exit_code, add_usage=w.attempt > 0, **usage)
         except AgentboardError:
             pass
         self.note_denied(w.board, w.task_id, w.run_id, out)
@@ -355,6 +361,10 @@ class Reaper:
         exp = r["claim_expires"]
         if exp is None or exp >= now:
             return Check(due=exp)
+        gone = None if by_hand else takeover.host_gone(self.ctx, r.get("worker_host"), now)
+        if gone is not None:  # its dispatcher's loss, not the task's failure
+            self.fail(r, "stale", gone, count=False, payload={"dispatcher_gone": True})
+            return Check(Seen.RECLAIMED)
         who = "its claimer" if by_hand else f"the worker on host {r['worker_host']!r}"
         self.fail(r, "reclaimed", f"claim expired: {who} stopped heartbeating"
                   + ("" if by_hand else " and its dispatcher did not renew the claim"))
@@ -366,6 +376,10 @@ class Reaper:
         deadline = w.deadline if w is not None else None
         if w is not None and deadline is not None and now > deadline:
             ctx.jobs.submit(rid, self._stop_repair, r, w)
+            return Check()
+        held = self._held_report(r, w, now)
+        if held is not None and held <= now:
+            ctx.jobs.submit(rid, self._stop_reported, r, w)
             return Check()
         seen = self._waiting(w) if w is not None else None
         if w is not None and seen is not None and seen.network:
@@ -392,7 +406,38 @@ class Reaper:
             return Check(Seen.STALE, earliest(deadline, runtime_end))
         renew = self._renew_claim(r, now)
         return Check(renew.seen, earliest(deadline, runtime_end, max(started + stale_after, last_hb + quiet),
-                                          renew.due, log_due))
+                                          renew.due, log_due, held))
+
+    def _held_report(self, r: Row, w: spawn.Worker | None, now: float) -> float | None:
+        """When the live worker of ``r`` is stopped because it goes on after a report held until
+        its exit (its checks, its branch's integration, what it left uncommitted): what an
+        orphan that reported gets, :data:`REPORTED_GRACE` after this dispatcher first saw the
+        report. None without such a report."""
+        rid = int(r["current_run_id"])
+        if w is None or not r.get("reported"):
+            self._reported.pop(rid, None)
+            return None
+        if len(self._reported) > 10_000:  # runs closed without a look at their exit here
+            self._reported.clear()
+        return self._reported.setdefault(rid, now) + REPORTED_GRACE
+
+    def _stop_reported(self, r: Row, w: spawn.Worker) -> None:
+        """A worker that went on :data:`REPORTED_GRACE` seconds after its held report: stopped,
+        then its exit handled as any exit (the report applied)."""
+        rid = int(r["current_run_id"])
+        if not self.ctx.stop_worker(rid, w.pid, grace=STOP_GRACE, proc=w.proc,
+                                    started_after=float(r["run_started_at"] or 0) or None):
+            self.ctx.notes.note(("deferred", rid), r["board"], r["id"], "reclaim_deferred",
+                                {"pid": w.pid, "reason": "the worker that reported survived SIGKILL"}, run_id=rid)
+            return
+        w.poll()
+        self._reported.pop(rid, None)
+        e = FoundExit(rid, w, r)
+        self.end_group(e)
+        self.cut_log_at_exit(rid, w, r)
+        if w.collect is not None:  # a task repository's branch
+            w.collect()
+        self.handle_exit(r, w)
 
     def _cap_log(self, r: Row, w: spawn.Worker | None, now: float) -> float | None:
         """Keep a local worker's log within ``log_max_bytes`` (:func:`.spawn.cap_log`); a log
@@ -886,6 +931,9 @@ def stopped_usage(db: Any, w: spawn.Worker) -> None:
             kr.update_run(db, w.run_id, add_usage=w.attempt > 0, **usage)
         except AgentboardError as exc:
             log.info("usage of stopped run %s: %s", w.run_id, exc)
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cost_usd")
 
 
 def _usage(out: adapters.Outcome) -> dict[str, Any]:

@@ -10,16 +10,23 @@ as a review run) and hands it to the job pool, off the pass's critical path:
 - **llm**: one LLM call over the same context (``agents.review``), its usage recorded.
 
 A review run that gives no valid verdict closes as ``crashed`` / ``protocol_violation`` /
-``timed_out`` (an event says why) and the next pass tries again; after the failure limit (the
-task's ``max_retries``, the board's ``failure_limit``, else the setting) the task waits for a
-person with a ``review_unavailable`` event. A profile never reviews its own work: the task says
-why and waits for a person.
+``timed_out`` (an event says why, in the words the agent CLI's output gives: its parsed error,
+never its raw JSON lines) and the next pass tries again; after the failure limit (the task's
+``max_retries``, the board's ``failure_limit``, else the setting) the task waits for a person
+with a ``review_unavailable`` event. A reviewer CLI that hit a rate limit closes its run as
+``rate_limited``, which counts as no failure: the run keeps the reset (``metadata.retry_at``,
+the one the CLI printed, else ``rate_limit_cooldown``) and no review run starts on the task
+before it. One whose sign-in was refused is not retried: the task waits for a person at once, the
+``review_unavailable`` reason saying how to sign the profile in. A profile never reviews its own
+work: the task says why and waits for a person.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +40,8 @@ from ..kernel import runs as kr
 from ..kernel import worker_protocol
 from ..protocol import boarddir, review, review_context, safefs
 from ..store.engine import Row
-from . import adapters, liveness, spawn, workspaces
+from . import adapters, agent_config, liveness, spawn, workspaces
+from .reaping import EXIT_RATE_LIMITED
 from .runtime import Context
 from .spawning import STOP_GRACE, Spawner, SpawnError
 
@@ -54,6 +62,9 @@ class Reviewing:
     def __init__(self, ctx: Context, spawner: Spawner) -> None:
         self.ctx = ctx
         self.spawner = spawner
+        #: the earliest end of a reviewer's rate limit the last :meth:`start` waited for (a pass
+        #: is due then), or None
+        self.wake_at: float | None = None
 
     # -- open review runs (each pass) ----------------------------------------------------------------
 
@@ -115,6 +126,7 @@ class Reviewing:
         """Open review runs for up to ``room`` tasks in review on ``board``; ``taken`` counts the
         runs per profile (the caps of ``max_concurrency``)."""
         ctx, slug = self.ctx, board["slug"]
+        self.wake_at = None
         if room <= 0:
             return []
         reviewer = review.choose_reviewer(ctx.settings, board.get("settings") or {}, profiles)
@@ -142,6 +154,10 @@ class Reviewing:
                     continue
             except AgentboardError as exc:
                 log.info("review of %s: %s", task_id, exc)
+                continue
+            until = _rate_limited_until(c, float(ctx.settings.rate_limit_cooldown))
+            if until is not None and until > time.time():  # its reviewer's rate limit: after the reset
+                self.wake_at = until if self.wake_at is None else min(self.wake_at, until)
                 continue
             entry = ctx.workers.get(int(c["entry_run"])) if c.get("entry_run") else None
             if entry is not None and not entry.poll():
@@ -246,25 +262,65 @@ class Reviewing:
         self.ctx.workers.forget(rid)
         workspace = w.workspace if w is not None else Path(r.get("workspace_path") or ".")
         profile = (w.profile if w is not None else None) or {"name": r.get("profile")}
-        out = adapters.read_output(str(profile.get("adapter") or "command"), w.log_path if w else None,
-                                   w.log_offset if w else 0)
+        adapter = str(profile.get("adapter") or "command")
+        out = adapters.read_output(adapter, w.log_path if w else None, w.log_offset if w else 0)
         usage = {"input_tokens": out.input_tokens, "output_tokens": out.output_tokens, "cost_usd": out.cost_usd}
         exit_code = w.exit_code if w is not None else None
         path = boarddir.board_dir(workspace) / review.VERDICT_FILE
         try:
             verdict = review.read_verdict(path)
         except InvalidInput as exc:
-            tail = spawn.log_tail(w.log_path, w.log_offset) if w is not None else ""
-            detail = f"; last output: {tail}" if tail else ""
-            if exit_code not in (0, None) and not safefs.exists(path):
-                self._close(r, "crashed", f"the reviewer exited with status {exit_code} without a verdict{detail}",
-                            exit_code=exit_code, usage=usage)
-            else:
-                self._close(r, "protocol_violation", f"the reviewer gave no valid verdict: {exc.message}{detail}",
-                            exit_code=exit_code, usage=usage)
+            self._no_verdict(r, w, profile, out, exc.message, exit_code, usage, written=safefs.exists(path))
             return
         name = str(profile.get("name") or "reviewer")
         self._apply(r, verdict, review.reviewer_label(f"profile:{name}", profile.get("model")), name, usage)
+
+    def _no_verdict(self, r: Row, w: spawn.Worker | None, profile: dict[str, Any], out: adapters.Outcome,
+                    why: str, exit_code: int | None, usage: dict[str, Any], *, written: bool) -> None:
+        """Close the run of a reviewer that exited without a valid verdict, saying why in the words
+        its CLI's output gives: a refused sign-in (the task waits for a person, told how to sign
+        the profile in), a rate limit (no failure; the review starts again after the reset), a
+        crash or a protocol violation (a failure, tried again up to the failure limit)."""
+        adapter = str(profile.get("adapter") or "command")
+        cli = adapters.NAMES.get(adapter, "the reviewer")
+        said = f": {out.error}" if out.error else ""
+        if adapter in adapters.CLI_ADAPTERS:  # its log is its event stream: what it said, never raw JSON
+            detail = (f"; its last message: {' '.join(out.final_text.split())[:300]}"
+                      if out.final_text and not out.is_error else "")
+        else:
+            tail = spawn.log_tail(w.log_path, w.log_offset) if w is not None else ""
+            detail = f"; last output: {tail}" if tail else ""
+        if out.failure == "auth":
+            fix = agent_config.login_fix(adapter, profile)
+            error = f"{cli} could not sign in. {fix}" + (f" (it said: {out.error})" if out.error else "")
+            self._close(r, "crashed", error, exit_code=exit_code, usage=usage)
+            name = profile.get("name") or r.get("profile") or "reviewer"
+            try:  # retrying cannot help until a person signs it in
+                worker_protocol.note_review_unavailable(
+                    self.ctx.db, str(r["board"]), str(r["task_id"]),
+                    f"the reviewer profile {name!r} could not sign in: {fix}"
+                    + (f" (it said: {out.error})" if out.error else "") + "; a person must review")
+            except AgentboardError as exc:
+                log.info("review of %s: %s", r["task_id"], exc)
+            return
+        if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
+            until = out.retry_at if out.retry_at is not None else time.time() + float(self.ctx.settings.rate_limit_cooldown)
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+            source = "the reset time it gave" if out.retry_at is not None else "the rate_limit_cooldown setting"
+            meta = _metadata(r)
+            try:  # kept on the run: the passes start no review of the task before it
+                kr.update_run(self.ctx.db, int(r["id"]), metadata={**meta, "retry_at": until})
+            except AgentboardError as exc:
+                log.info("review run %s of %s: %s", r["id"], r["task_id"], exc)
+            self._close(r, "rate_limited", f"{cli} hit a rate limit or quota{said} (exit {exit_code}); the review "
+                        f"starts again at {when} ({source})", exit_code=exit_code, usage=usage)
+            return
+        if exit_code not in (0, None) and not written:
+            self._close(r, "crashed", f"the reviewer exited with status {exit_code} without a verdict"
+                        + (f" ({cli}{said})" if said else "") + detail, exit_code=exit_code, usage=usage)
+        else:
+            self._close(r, "protocol_violation", f"the reviewer gave no valid verdict: {why}"
+                        + (f" ({cli}{said})" if said else "") + detail, exit_code=exit_code, usage=usage)
 
     def _apply(self, r: Row, verdict: dict[str, Any], reviewer: str, actor: str, usage: dict[str, Any] | None) -> None:
         board, task_id, rid = str(r["board"]), str(r["task_id"]), int(r["id"])
@@ -321,6 +377,28 @@ class Reviewing:
             log.info("closing review run %s: %s", r["id"], exc)
         if error:
             log.info("review run %s of %s: %s: %s", r["id"], r["task_id"], outcome, error)
+
+
+def _metadata(r: Row) -> dict[str, Any]:
+    """A review run's metadata (stored as JSON text)."""
+    meta = r.get("metadata")
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = None
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
+def _rate_limited_until(c: Row, cooldown: float) -> float | None:
+    """When the rate limit the last review run of candidate ``c`` hit ends (its ``retry_at``;
+    a run that kept none: ``cooldown`` after it ended), or None when that run was not rate-limited."""
+    if c.get("last_outcome") != "rate_limited":
+        return None
+    until = _metadata({"metadata": c.get("last_metadata")}).get("retry_at")
+    if isinstance(until, int | float):
+        return float(until)
+    return float(c.get("last_ended_at") or 0) + cooldown
 
 
 __all__ = ["Reviewing", "Started"]

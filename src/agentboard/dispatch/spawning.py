@@ -307,9 +307,9 @@ class Spawner:
                     "base_branch": ws.base}
             at = Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement, board_row=board)
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
-                                                 identity=self.identity(at, token), loaded=loaded,
-                                                 workspace_info=info,
-                                                 enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git))
+                                                 identity=self.identity(at, token), loaded=loaded, workspace_info=info,
+                                                 enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git,
+                                                 shell_verbs=adapters.shell_verbs(choice.profile)))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
         return self.launch(at, prompt_file, token)

@@ -106,3 +106,28 @@ def dispatcher_gone(ctx: Context, pid: int | None, since: Any) -> str | None:
     else:
         why = f"its dispatcher died, and the dispatcher's guard stopped the worker (pid {pid}) at {when}"
     return why + "; back in the queue, not counted as a failure of the task"
+
+
+def host_gone(ctx: Context, host: str | None, now: float) -> str | None:
+    """Why the claim of a run on another ``host`` lapsed when that host's dispatcher is gone: it
+    left a mark (``kernel.monitoring.mark_pass``) and has not been seen alive for two intervals
+    and more (stopped for maintenance, or died and not back; its guard stopped its workers).
+    None when it is still seen, or never left a mark (a one-shot pass, a hand claim's host)."""
+    if not host:
+        return None
+    from ..kernel import monitoring
+
+    try:
+        marks = {m["host"]: m for m in monitoring.dispatcher_passes(ctx.db)}
+    except Exception:  # the marks are a hint: without them the lapse counts, as before
+        return None
+    mark = marks.get(host)
+    if mark is None:
+        return None
+    seen = float(mark.get("seen") or mark["at"])
+    window = 2 * max(float(ctx.settings.dispatch_interval), monitoring.PASS_MARK_EVERY) + 30.0
+    if now - seen <= window:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seen))
+    return (f"claim expired: the dispatcher on host {host!r} has not passed since {when} (stopped or died), "
+            "and its guard stops its workers; back in the queue, not counted as a failure of the task")

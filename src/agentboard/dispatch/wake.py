@@ -4,8 +4,9 @@ Sources: commits in this process (``db.add_listener``), a worker process of ours
 changes by other processes — on SQLite a cheap poll of ``PRAGMA data_version`` on a dedicated
 connection (it changes whenever another connection commits), on PostgreSQL ``LISTEN
 agentboard_events`` (every event-writing transaction notifies) on a connection of its own, to
-``pg_listen_url`` when set (the server itself, when the database URL is a transaction-mode pooler). The dispatch interval is only
-the fallback.
+``pg_listen_url`` when set (the server itself, when the database URL is a transaction-mode pooler:
+without it a dispatcher behind such a pooler listens to nothing and says so as it starts, and
+other processes' changes wait for its interval pass). The dispatch interval is only the fallback.
 
 A wake-up says whether it was asked for (:meth:`Waker.set`: a worker of ours exited, "dispatch
 now") or only saw a change somewhere (a commit, a notification): the dispatcher may skip the
@@ -14,13 +15,21 @@ pass of a change that cannot concern it (:mod:`.dispatcher`).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 
-from ..store.engine import Database
+from ..store.engine import Database, application_name
+
+log = logging.getLogger("agentboard.dispatch")
 
 SQLITE_POLL = 0.02
 SQLITE_RETRY = 1.0
+#: said once as a dispatcher starts behind a transaction-mode pooler with no ``pg_listen_url``
+NO_LISTEN_URL = ("wake-ups need pg_listen_url: LISTEN through a transaction-mode pooler (pg_transaction_pooler) "
+                 "receives nothing, so this dispatcher does not hear of other processes' changes and new work "
+                 "waits for its next interval pass (dispatch_interval, %.0f s); set AGENTBOARD_PG_LISTEN_URL to "
+                 "the server's own URL (docs/deploy.md, \"PgBouncer in transaction mode\")")
 
 
 class Waker:
@@ -57,6 +66,12 @@ class Waker:
 
     def start(self) -> None:
         self.db.add_listener(self._listener)
+        st = self.db.settings
+        if self.db.dialect == "postgresql" and st.pg_transaction_pooler and not st.pg_listen_url:
+            # a LISTEN through a transaction-mode pool receives nothing (its server session goes back
+            # to the pool, and another client's may get the notifications): no listener at all
+            log.warning(NO_LISTEN_URL, float(st.dispatch_interval))
+            return
         target = self._listen_pg if self.db.dialect == "postgresql" else self._poll_sqlite
         self._thread = threading.Thread(target=target, name="agentboard-wake", daemon=True)
         self._thread.start()
@@ -105,7 +120,7 @@ class Waker:
                else self.db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False))
         while not self._stop.is_set():
             try:
-                with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(url, autocommit=True, connect_timeout=5, application_name=application_name()) as conn:
                     conn.execute("LISTEN agentboard_events")
                     self.set()  # changes made while we were not listening: a full pass
                     while not self._stop.is_set():

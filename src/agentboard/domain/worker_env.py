@@ -8,6 +8,7 @@ CLI, the API client of a worker). Nothing else spells these names.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,5 +124,26 @@ def names_a_repository(key: str) -> bool:
     return key in GIT_REPOSITORY_VARS or key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
 
 
+def agentboard_dirs() -> set[str]:
+    """The folders of agentboard's own interpreter (its virtualenv's ``bin``): left out of a
+    worker's ``PATH``, which reaches ``agentboard`` through a folder holding only that executable."""
+    out = {os.path.dirname(sys.executable)}
+    prefix = getattr(sys, "prefix", "")
+    if prefix and prefix != getattr(sys, "base_prefix", prefix):
+        out.add(os.path.join(prefix, "bin"))
+    return {os.path.normpath(d) for d in out if d}
+
+
+def user_path(base_path: str | None = None) -> str:
+    """The user's ``PATH`` as a worker inherits it (``base_path``, default this process's): without
+    agentboard's own virtualenv (:func:`agentboard_dirs`). What a profile's program is looked up
+    on before the dispatcher starts it (the project's virtualenv, which a board may put first,
+    apart)."""
+    own = agentboard_dirs()
+    base = os.environ.get("PATH", os.defpath) if base_path is None else base_path
+    return os.pathsep.join(p for p in (base or os.defpath).split(os.pathsep) if p and os.path.normpath(p) not in own)
+
+
 __all__ = ["ACTOR", "API_URL", "BOARD", "BRANCH", "GIT_REPOSITORY_VARS", "NAMES", "PREFIX", "PROFILE", "REVIEW_RUN",
-           "RUN_ID", "TASK", "TENANT", "TOKEN", "WORKSPACE", "WorkerEnv", "is_ours", "names_a_repository"]
+           "RUN_ID", "TASK", "TENANT", "TOKEN", "WORKSPACE", "WorkerEnv", "agentboard_dirs", "is_ours",
+           "names_a_repository", "user_path"]

@@ -12,6 +12,7 @@ commands, verified. Starting, following and picking the attempts is ``kernel/rac
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,11 +120,27 @@ def passes(att: Row) -> bool:
     return att.get("outcome") == "done"
 
 
-def observed(task: Row, runs: Sequence[Row], checked: bool) -> Row:
+#: seconds a finished attempt waits for the exit of a worker that reported before it exited (its
+#: usage is recorded then): the dispatcher stops one that goes on within 30 s of its report; past
+#: this, one whose exit nobody recorded (its dispatcher gone) no longer holds the race up
+EXIT_WAIT = 120.0
+
+
+def _exit_pending(runs: Sequence[Row], now: float) -> bool:
+    """Whether a run of the attempt closed on its worker's report while that worker still ran:
+    its exit, and the usage its agent reported with it, not recorded yet."""
+    return any(r.get("worker_pid") and r.get("exit_code") is None and r.get("ended_at")
+               and now - float(r["ended_at"]) < EXIT_WAIT for r in runs)
+
+
+def observed(task: Row, runs: Sequence[Row], checked: bool, now: float | None = None) -> Row:
     """An attempt's state, outcome and usage as its own task and runs say. It passed (outcome
     ``done``) only when its task is done by a report that was not degraded and, when the race
     has verify commands (``checked``), whose verification passed; a task in review, or done
-    otherwise, finished without passing (``failed``)."""
+    otherwise, finished without passing (``failed``). One whose worker reported and has not
+    exited yet is still ``running`` (:data:`EXIT_WAIT`): what it spent is known once it has, so
+    a race decides (and compares its attempts) with their usage. ``cost_known``: some run of it
+    reported a cost (an agent that reports none, Gemini CLI, leaves it unknown, not $0)."""
     status = task["status"]
     error = None
     verification = _verification(runs)
@@ -153,6 +170,8 @@ def observed(task: Row, runs: Sequence[Row], checked: bool) -> Row:
         state, outcome = "running", None
     else:
         state, outcome = "pending", None
+    if state == "finished" and _exit_pending(runs, time.time() if now is None else now):
+        state, outcome, error = "running", None, None
     ended = [float(r["ended_at"]) for r in runs if r.get("ended_at")]
     return {
         "state": state, "outcome": outcome, "error": error, "verification": verification,
@@ -161,6 +180,7 @@ def observed(task: Row, runs: Sequence[Row], checked: bool) -> Row:
         "input_tokens": sum(int(r.get("input_tokens") or 0) for r in runs),
         "output_tokens": sum(int(r.get("output_tokens") or 0) for r in runs),
         "cost_usd": round(sum(float(r.get("cost_usd") or 0) for r in runs), 6),
+        "cost_known": not runs or any(r.get("cost_usd") is not None for r in runs),
         "summary": task.get("result") or next((r["summary"] for r in reversed(runs) if r.get("summary")), None),
         "run_id": runs[-1]["id"] if runs else None,
         "runs": len(runs),

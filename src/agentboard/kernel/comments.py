@@ -16,7 +16,7 @@ from ..domain import model
 from ..domain.errors import InvalidInput
 from ..store.engine import Database, Row, Tx
 from . import run_limits
-from .common import get_task
+from .common import get_task, require_board
 from .tasks import NewTask, create_in
 
 MENTION_RE = re.compile(r"(?<![\w.@])@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
@@ -25,6 +25,7 @@ MENTION_RE = re.compile(r"(?<![\w.@])@([A-Za-z0-9][A-Za-z0-9_.-]{0,63})")
 def _comment(tx: Tx, board: str, task_id: str, body: str, author: str, mentions: bool, kind: str,
              run_id: int | None, limits: tuple[int, int]) -> Row:
     task = get_task(tx, board, task_id)
+    require_board(tx, board)  # an archived board's threads stay as they are until it is restored
     now = time.time()
     if run_id is not None:  # a worker run's: within what one run may post (kernel.run_limits)
         run_limits.charge(tx, task_id, run_id, run_limits.COMMENTS, limits[0])

@@ -28,7 +28,7 @@ from .. import gitsafe
 from ..config import Settings
 from ..store.engine import Database, Row, Tx, in_list, sqlite_file
 from . import budgets
-from .profiles import command_problem
+from .profiles import command_fix, command_problem, relative_script, relative_script_warning
 
 #: block kinds with a finding of their own (not reported again as "blocked for long")
 _OWN_BLOCK_KINDS = ("gave_up", "budget")
@@ -70,18 +70,53 @@ def _profile_problem(p: Row) -> str | None:
     return command_problem(p.get("command"), str(p.get("adapter") or "command"), path_env=path)
 
 
-def _profile_fix(name: str) -> str:
-    return f"agentboard profiles set {_q(name)} --command '/full/path/to/the/program ...'"
+def _relative_problem(p: Row, board: Row | None) -> tuple[str, str] | None:
+    """Why a profile whose command names its program or script by a relative path cannot start
+    a task of ``board``, with the fix (the command with an absolute path), or None: the path
+    resolves in the task's workspace, which is a new empty folder on a board without a target
+    directory, and holds what the target holds otherwise (None when the target has that file)."""
+    if str(p.get("adapter") or "command") != "command":
+        return None
+    found = relative_script(p.get("command"))
+    warned = relative_script_warning(str(p["name"]), p.get("command"))
+    if found is None or warned is None:
+        return None
+    script, runner = found
+    target = (board or {}).get("default_workdir")
+    if target and os.path.isfile(os.path.join(str(target), script)):
+        return None
+    where = f"the board's target {target}, which has no {script}" if target else "a new empty folder"
+    what = f"script {script!r} (run by {runner})" if runner else f"program {script!r}"
+    return (f"its {what} is a relative path, which resolves in the task's workspace ({where}): give its absolute "
+            "path", warned[1])
+
+
+def _kept_report(r: Row) -> str | None:
+    """Where the report of a running task's worker is kept, when it reported but its exit was
+    never recorded (no dispatcher saw it: its API had stopped, or it exited after the pass that
+    started it): the run's pending report, or ``.board/result.json`` in its workspace."""
+    if r.get("pending_report"):
+        return "the run's pending report"
+    ws = r.get("workspace_path")
+    if ws and os.path.isfile(Path(str(ws)) / ".board" / "result.json"):
+        return str(Path(str(ws)) / ".board" / "result.json")
+    return None
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie (it exited; nobody has reaped it yet, as when the
+    process that started it is gone) does not (as ``dispatch.liveness.pid_alive`` says)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+    except OSError:
+        return True
 
 
 def _git_dirty(path: str) -> str | None:
@@ -121,8 +156,9 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
             "AND e.kind = 'respawn_guarded' ORDER BY e.id DESC LIMIT 1) AS guard_payload "
             "FROM tasks t WHERE t.status = 'ready' AND t.board IN " + inb + only, dict(params)),
         "running": tx.all(
-            "SELECT t.id, t.board, t.claim_expires, t.claim_lock, t.worker_pid, t.worker_host, t.current_run_id "
-            "FROM tasks t WHERE t.status = 'running' AND t.board IN " + inb + only, dict(params)),
+            "SELECT t.id, t.board, t.claim_expires, t.claim_lock, t.worker_pid, t.worker_host, t.current_run_id, "
+            "t.workspace_path, (SELECT r.pending_report FROM task_runs r WHERE r.id = t.current_run_id) "
+            "AS pending_report FROM tasks t WHERE t.status = 'running' AND t.board IN " + inb + only, dict(params)),
         # an attempt of a race that is not running is the race's to run again (unblocking it alone is
         # refused): left out, the race has its own findings
         "blocked": tx.all(
@@ -146,7 +182,7 @@ def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str])
         return {}
     from . import monitoring
 
-    window = 2 * max(float(settings.dispatch_interval), monitoring.PASS_MARK_EVERY) + 30.0
+    window = _pass_window(settings)
     try:
         marks = monitoring.dispatcher_passes(db)
     except Exception:  # the marks are a hint: diagnostics go on without them
@@ -154,12 +190,52 @@ def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str])
     return {m["host"]: float(m["at"]) for m in marks if m["host"] in hosts and now - float(m["at"]) > window}
 
 
+def _pass_window(settings: Settings) -> float:
+    """How long a live dispatcher goes at most without a pass mark: two intervals, and some."""
+    from . import monitoring
+
+    return 2 * max(float(settings.dispatch_interval), monitoring.PASS_MARK_EVERY) + 30.0
+
+
+def _undispatched(db: Database, settings: Settings, now: float, ready: list[Row]) -> list[Finding]:
+    """An info finding per board holding ready tasks that no dispatcher has passed over lately
+    (no ``dispatcher``, ``serve`` or ``dispatch`` pass on this database within
+    :func:`_pass_window`): nothing starts them until one runs."""
+    from . import monitoring
+
+    waiting: dict[str, int] = {}
+    for t in ready:
+        waiting[t["board"]] = waiting.get(t["board"], 0) + 1
+    if not waiting:
+        return []
+    try:
+        marks = monitoring.dispatcher_passes(db)
+    except Exception:  # the marks are a hint: diagnostics go on without them
+        return []
+    window = _pass_window(settings)
+    out = []
+    for slug, n in sorted(waiting.items()):
+        seen = [float(m["at"]) for m in marks if m.get("boards") is None or slug in (m.get("boards") or ())]
+        last = max(seen, default=None)
+        if last is not None and now - last <= window:
+            continue
+        when = f"for {int(now - last)}s" if last is not None else "yet"
+        out.append(Finding("no_dispatcher", slug, f"{n} task(s) are ready on board {slug!r}, but no dispatcher has "
+                           f"run a pass on it {when}: nothing starts them until one runs (`agentboard dispatch` "
+                           "runs one pass now)", "agentboard dispatcher", None, severity="info",
+                           facts={"ready": n, "last_pass": last}))
+    return out
+
+
 #: what a refused sign-in says (libpq and the server): a wrong password, a role that does not
 #: exist, no password given, the server's access rules (``pg_hba.conf``)
 _SIGN_IN = re.compile(
     r"password authentication failed|authentication failed|role \"[^\"]*\" does not exist|"
     r"no password supplied|password is required|no pg_hba\.conf entry|permission denied for database", re.I)
-_NO_DATABASE = re.compile(r"database \"([^\"]*)\" does not exist", re.I)
+_NO_DATABASE = re.compile(r"database \"([^\"]*)\" does not exist|no such database: ([^\s,;]+)", re.I)
+#: PgBouncer refusing the session settings agentboard sends at connection (``options``): it is
+#: a pooler in front of the server, and agentboard has not been told so
+_POOLER = re.compile(r"unsupported startup parameter", re.I)
 _NO_SERVER = re.compile(
     r"refused|could not connect|timeout expired|timed out|could not translate host name|no such host|"
     r"name or service not known|failed to resolve host|no route to host|network is unreachable|"
@@ -188,13 +264,17 @@ def unreachable(why: str) -> Finding:
         what, _, advice = text.partition("; ")
         return Finding("database_unreadable", None, what.removeprefix("cannot open the database: "),
                        advice or None, severity="error")
-    if _SIGN_IN.search(text):
+    if _POOLER.search(text):
+        said = "a connection pooler answers and refuses agentboard's session settings"
+        fix = ("for PgBouncer in transaction mode set AGENTBOARD_PG_TRANSACTION_POOLER=true (pg_transaction_pooler "
+               "in config.toml) and pg_listen_url to the server itself (docs/deploy.md, PgBouncer in transaction mode)")
+    elif _SIGN_IN.search(text):
         said = "the database refuses the connection"
         fix = ("check the user and password in database_url / AGENTBOARD_DATABASE_URL (the role must exist on "
                "the server) and the server's access rules (pg_hba.conf)")
     elif missing := _NO_DATABASE.search(text):
         said = "the database does not exist"
-        name = missing.group(1)
+        name = missing.group(1) or missing.group(2)
         fix = (f"create the database (`createdb {shlex.quote(name) if name else 'NAME'}` on the server) and run "
                "`agentboard init`, or point database_url / AGENTBOARD_DATABASE_URL at the right one")
     elif _NO_SERVER.search(text):
@@ -246,12 +326,16 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
     data = db.read(_reads, boards, task_id, now, settings)
     found: list[Finding] = []
     profiles: dict[str, Row] = data["profiles"]
-    problems: dict[str, str | None] = {}
+    board_rows: dict[str, Row] = {b["slug"]: b for b in data["boards"]}
+    problems: dict[tuple[str, str], tuple[str, str] | None] = {}
 
-    def problem_of(name: str) -> str | None:
-        if name not in problems:
-            problems[name] = _profile_problem(profiles[name])
-        return problems[name]
+    def problem_of(name: str, slug: str) -> tuple[str, str] | None:
+        """Why profile ``name`` cannot start a task of board ``slug``, and the fix."""
+        if (name, slug) not in problems:
+            why = _profile_problem(profiles[name])
+            problems[name, slug] = ((why, command_fix(name, why)) if why is not None
+                                    else _relative_problem(profiles[name], board_rows.get(slug)))
+        return problems[name, slug]
 
     cap_wait = float(settings.cap_wait_minutes) * 60
     for t in data["ready"]:
@@ -269,9 +353,9 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  f"agentboard profiles set {_q(name)} --enabled",
                                  {"method": "PATCH", "path": f"/api/profiles/{name}", "body": {"enabled": True}}, tid,
                                  concerns="profile", subject=name))
-        elif problem_of(name):
+        elif (broken := problem_of(name, slug)) is not None:
             found.append(Finding("command_not_found", slug, f"{tid} is ready for profile {name!r}, which cannot "
-                                 f"start: {problem_of(name)} (command {p['command']!r})", _profile_fix(name), None,
+                                 f"start: {broken[0]} (command {p['command']!r})", broken[1], None,
                                  tid, severity="error", concerns="profile", subject=name))
         elif (p.get("max_concurrency") and data["running_per_profile"].get(name, 0) >= int(p["max_concurrency"])
               and now - float(t["updated_at"] or now) > cap_wait):
@@ -288,6 +372,7 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                 found.append(Finding("respawn_guarded", slug, f"{tid} is held by the respawn guard: {reason}",
                                      f"agentboard unguard {tid}",
                                      {"method": "POST", "path": f"/api/tasks/{tid}/unguard", "body": {}}, tid))
+    found.extend(_undispatched(db, settings, now, data["ready"]))
     silent = _silent_hosts(db, settings, now, {str(r["worker_host"]) for r in data["running"] if r["worker_host"]})
     for r in data["running"]:
         tid, slug = r["id"], r["board"]
@@ -301,7 +386,14 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
             lapse = f"; its claim lapses in {int(float(exp) - now)}s, then another host restarts it" if exp else ""
             gone, why = True, (f"its host {r['worker_host']!r} has not run a dispatcher pass for "
                                f"{int(now - silent[r['worker_host']])}s (stopped or dead?){lapse}")
-        if gone:
+        kept = _kept_report(r) if gone and (host is None or r["worker_host"] in (host, None)) else None
+        if kept:  # its worker finished: a pass records its exit and applies the report (reclaim throws it away)
+            found.append(Finding("orphan_run", slug, f"{tid} is running (run {r['current_run_id']}) but {why}; "
+                                 f"its report is kept ({kept}): a dispatcher pass applies it (`agentboard reclaim` "
+                                 "would discard it and run the agent again)", "agentboard dispatch",
+                                 {"method": "POST", "path": "/api/dispatch", "body": None}, tid,
+                                 facts={"kept_report": kept}))
+        elif gone:
             found.append(Finding("orphan_run", slug, f"{tid} is running (run {r['current_run_id']}) but {why}",
                                  f"agentboard reclaim {tid}",
                                  {"method": "POST", "path": f"/api/tasks/{tid}/reclaim", "body": {}}, tid))
@@ -309,12 +401,12 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
     for b in data["blocked"]:
         tid, slug = b["id"], b["board"]
         name = b["assignee"] or data["default_assignee"].get(slug)
-        broken = problem_of(name) if name and name in profiles else None
+        broken = problem_of(name, slug) if name and name in profiles else None
         if broken and b["block_kind"] in ("gave_up", "manual", "needs_input", None):
             # unblocking would only fail again: the profile is what to fix
             found.append(Finding("command_not_found", slug, f"{tid} is blocked and its profile {name!r} cannot "
-                                 f"start: {broken} (command {profiles[str(name)]['command']!r}); fix the profile, "
-                                 "then unblock the task", _profile_fix(str(name)), None, tid, severity="error",
+                                 f"start: {broken[0]} (command {profiles[str(name)]['command']!r}); fix the "
+                                 "profile, then unblock the task", broken[1], None, tid, severity="error",
                                  concerns="profile", subject=name))
         if b["block_kind"] == "gave_up":
             found.append(Finding("gave_up", slug, f"{tid} tripped its circuit breaker: {b['block_reason']}"
@@ -331,10 +423,10 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
     task = data["task"]
     if task is not None and task["status"] == "todo" and not any(f.concerns == "profile" for f in found):
         name = task["assignee"] or data["default_assignee"].get(task["board"])
-        if name and name in profiles and problem_of(name):
+        if name and name in profiles and (broken := problem_of(name, task["board"])) is not None:
             found.append(Finding("command_not_found", task["board"], f"{task['id']} will be run by profile {name!r}, "
-                                 f"which cannot start: {problem_of(name)} (command {profiles[name]['command']!r})",
-                                 _profile_fix(name), None, task["id"], severity="error", concerns="profile",
+                                 f"which cannot start: {broken[0]} (command {profiles[name]['command']!r})",
+                                 broken[1], None, task["id"], severity="error", concerns="profile",
                                  subject=name))
     if task is not None:
         found.extend(_budget_findings(db, [task["board"]], data["blocked"], budgets.for_task(db, task["id"])))

@@ -45,6 +45,8 @@ _RUNNING = (
     "SELECT t.id, t.board, t.assignee, t.current_run_id, t.worker_pid, t.worker_host, t.claim_expires, t.claim_lock, "
     "t.last_heartbeat_at, t.max_runtime_seconds, t.workspace_kind, t.workspace_path, t.branch_name, "
     "r.started_at AS run_started_at, r.log_path, r.profile, r.workspace_path AS run_workspace, "
+    # a report held until the worker exits (its worker is stopped if it goes on: ``dispatch.reaping``)
+    "r.pending_report IS NOT NULL AS reported, "
     # what the inbox files of the host's workers need (``protocol.inbox``), through the comments'
     # (task, id) index
     "(SELECT MAX(c.id) FROM task_comments c WHERE c.task_id = t.id) AS newest_comment "
@@ -71,8 +73,9 @@ class PassSnapshot:
     boards: list[Row]
     profiles: list[Row]
     #: the running tasks to look at, with their current run (``run_started_at``, ``log_path``,
-    #: ``profile``, ``run_workspace``) and worker and claim: every one, or with a ``host`` only
-    #: that host's (and those with no host) and other hosts' whose claim has lapsed
+    #: ``profile``, ``run_workspace``, ``reported``: a report held until its worker exits) and
+    #: worker and claim: every one, or with a ``host`` only that host's (and those with no host)
+    #: and other hosts' whose claim has lapsed
     running: list[Row]
     #: per board, the earliest end of a ready task's cooldown
     cooldowns: dict[str, float]
@@ -775,18 +778,21 @@ def review_candidates(db: Database, board: str, limit: int) -> list[Row]:
     """Tasks of ``board`` in review that a reviewer should look at: sent to review by a run
     (``entry_run``, with that run's ``worker_profile``), no open run, and no
     ``review_unavailable`` since. Each row also counts the review runs that ended since that
-    entry without a verdict (``failed_reviews``) with the last one's ``last_error``."""
+    entry without a verdict (``failed_reviews``; a reviewer's rate limit is none) and gives the
+    last one's ``last_error``, ``last_outcome``, ``last_metadata`` and ``last_ended_at``."""
     def _r(tx: Tx) -> list[Row]:
         return tx.all(
             "SELECT t.id, t.board, t.title, t.assignee, t.tenant, t.workspace_kind, t.workspace_path, "
             "t.branch_name, t.base_branch, t.max_retries, e.run_id AS entry_run, "
             "(SELECT w.profile FROM task_runs w WHERE w.id = e.run_id) AS worker_profile, "
             "(SELECT COUNT(*) FROM task_runs f WHERE f.task_id = t.id AND f.claim_lock LIKE :rv "
-            " AND f.id > COALESCE(e.run_id, 0)) AS failed_reviews, "
-            "(SELECT f.error FROM task_runs f WHERE f.task_id = t.id AND f.claim_lock LIKE :rv2 "
-            " AND f.id > COALESCE(e.run_id, 0) ORDER BY f.id DESC LIMIT 1) AS last_error "
+            " AND f.id > COALESCE(e.run_id, 0) AND COALESCE(f.outcome, '') <> 'rate_limited') AS failed_reviews, "
+            "l.error AS last_error, l.outcome AS last_outcome, l.metadata AS last_metadata, "
+            "l.ended_at AS last_ended_at "
             "FROM tasks t JOIN task_events e ON e.id = (SELECT MAX(x.id) FROM task_events x "
             " WHERE x.task_id = t.id AND x.kind = 'review_requested') "
+            "LEFT JOIN task_runs l ON l.id = (SELECT MAX(f.id) FROM task_runs f WHERE f.task_id = t.id "
+            " AND f.claim_lock LIKE :rv2 AND f.id > COALESCE(e.run_id, 0)) "
             "WHERE t.board = :b AND t.status = 'review' "
             "AND NOT EXISTS (SELECT 1 FROM task_runs o WHERE o.task_id = t.id AND o.status = 'open') "
             "AND NOT EXISTS (SELECT 1 FROM task_events u WHERE u.task_id = t.id "

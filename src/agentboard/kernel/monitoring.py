@@ -6,7 +6,9 @@ host, budget-blocked tasks, wakes by status) or small tables, never a pass over 
 
 A dispatcher marks that it passes with :func:`mark_pass` (at most every
 :data:`PASS_MARK_EVERY` seconds, a row of ``agentboard_meta`` per host), so a ``serve`` without
-its own dispatcher can tell a load balancer whether any dispatcher works on its database.
+its own dispatcher can tell a load balancer whether any dispatcher works on its database; between
+passes (an idle one passes once per ``dispatch_interval``) it marks every
+:data:`PASS_MARK_EVERY` seconds that it lives, which holds its host id (``dispatch/host_id.py``).
 """
 
 from __future__ import annotations
@@ -99,16 +101,19 @@ def closed_runs(db: Database, run_ids: list[int]) -> list[Row]:
 
 
 def mark_pass(db: Database, host: str, at: float, boards: list[str] | None, *, by: Row | None = None,
-              held: Callable[[Row, float], bool] | None = None) -> Row | None:
+              held: Callable[[Row, float], bool] | None = None, seen: float | None = None) -> Row | None:
     """Record that the dispatcher on ``host`` finished a pass at ``at`` (over ``boards``, or
-    every board when ``None``).
+    every board when ``None``) and was alive at ``seen`` (default ``at``: a dispatcher between
+    passes marks that it lives without a pass, keeping ``at``).
 
     ``by``: who marks (the dispatcher's identity, kept in the mark). With ``held``, the host's
     current mark is read first, in the same transaction (its row locked on PostgreSQL): when
-    ``held(its "by", its "at")`` says another live dispatcher holds this host id, nothing is
-    written and that mark is returned (``{"by", "at"}``); else ``None``."""
+    ``held(its "by", when it was last seen)`` says another live dispatcher holds this host id,
+    nothing is written and that mark is returned (``{"by", "at"}``, ``at`` when it was seen);
+    else ``None``."""
     key = (_PASS_KEY + host)[:128]
-    value = json.dumps({"at": at, "boards": boards, **({"by": by} if by is not None else {})})
+    value = json.dumps({"at": at, "seen": at if seen is None else max(at, seen), "boards": boards,
+                        **({"by": by} if by is not None else {})})
 
     def _w(tx: Tx) -> Row | None:
         if held is not None:
@@ -118,7 +123,7 @@ def mark_pass(db: Database, host: str, at: float, boards: list[str] | None, *, b
             raw = tx.scalar(f"SELECT value FROM agentboard_meta WHERE key = :k{lock}", {"k": key})
             try:
                 old = json.loads(raw or "{}")
-                other, when = old.get("by"), float(old.get("at") or 0)
+                other, when = old.get("by"), max(float(old.get("at") or 0), float(old.get("seen") or 0))
             except (ValueError, TypeError, AttributeError):
                 other, when = None, 0.0
             if isinstance(other, dict) and held(other, when):
@@ -130,15 +135,17 @@ def mark_pass(db: Database, host: str, at: float, boards: list[str] | None, *, b
 
 
 def dispatcher_passes(db: Database) -> list[Row]:
-    """The last pass of each dispatcher host: ``{"host", "at", "boards"}``."""
+    """The last pass of each dispatcher host: ``{"host", "at", "seen", "boards"}`` (``seen``: when
+    it was last alive, passing or not)."""
     rows = db.read(lambda tx: tx.all(
         "SELECT key, value FROM agentboard_meta WHERE key LIKE :p", {"p": _PASS_KEY + "%"}))
     out: list[Row] = []
     for r in rows:
         try:
             data = json.loads(r["value"])
-            out.append({"host": str(r["key"])[len(_PASS_KEY):], "at": float(data["at"]),
-                        "boards": data.get("boards")})
+            at = float(data["at"])
+            out.append({"host": str(r["key"])[len(_PASS_KEY):], "at": at,
+                        "seen": max(at, float(data.get("seen") or 0)), "boards": data.get("boards")})
         except (ValueError, KeyError, TypeError):
             continue
     return out

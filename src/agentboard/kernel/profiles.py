@@ -10,7 +10,7 @@ import shutil
 import time
 from typing import Any
 
-from ..domain import model, settings_schema
+from ..domain import model, settings_schema, worker_env
 from ..domain.errors import Conflict, InvalidInput, NotFound
 from ..store.engine import Database, Row, Tx, dump_json
 
@@ -19,16 +19,20 @@ _INTERPRETER_RE = re.compile(r"^(sh|bash|dash|zsh|ksh|fish|python(\d+(\.\d+)?)?|
                              r"perl|php|Rscript|tsx|ts-node|uv)$")
 #: options after which an interpreter runs code given inline or a module, not a script file
 _INLINE_FLAGS = frozenset(("-c", "-m", "-e", "-E", "--eval", "-p", "--print", "-r", "run", "eval"))
+#: the program a worker always finds: the dispatcher puts a folder holding only ``agentboard`` on its PATH
+SHIM_PROGRAM = "agentboard"
 #: shell builtins a command line may start with (no program to find)
 _BUILTINS = frozenset(("cd", "echo", "printf", "exec", "exit", "test", "[", "set", "export", "true", "false", "read",
                        ":", ".", "eval", "if", "for", "while", "{", "(", "trap", "sleep"))
 
 
 def command_problem(command: str | None, adapter: str = "command", *, path_env: str | None = None) -> str | None:
-    """Why this host could not start a profile's command, or None: its program is not on ``PATH``
-    (or its path does not exist or is not executable), or the script given to an interpreter
+    """Why this host could not start a profile's command, or None: its program is not on the
+    ``PATH`` a worker gets (``path_env``, the profile's own; else this process's without
+    agentboard's own virtualenv, :func:`.worker_env.user_path`, as the dispatcher gives a worker),
+    or its path does not exist or is not executable, or the script given to an interpreter
     (``sh /path/run.sh``, ``python3 /path/agent.py``) does not exist. Paths relative to the
-    workspace and placeholders cannot be checked here and pass."""
+    workspace and placeholders cannot be checked here and pass (:func:`relative_script`)."""
     text = (command or "").strip() or (adapter if adapter != "command" else "")
     if not text:
         return "the profile has no command"
@@ -43,7 +47,7 @@ def command_problem(command: str | None, adapter: str = "command", *, path_env: 
     exe = words[0]
     if "{" in exe or exe in _BUILTINS or re.search(r"[;&|<>`$()]", exe):
         return None
-    path_env = path_env if path_env is not None else os.environ.get("PATH")
+    path_env = path_env if path_env is not None else worker_env.user_path()
     if "/" in exe:
         if not os.path.isabs(exe):
             return None  # relative to the workspace
@@ -51,7 +55,10 @@ def command_problem(command: str | None, adapter: str = "command", *, path_env: 
             return f"program {exe!r} does not exist"
         if os.path.isdir(exe) or not os.access(exe, os.X_OK):
             return f"program {exe!r} is not an executable file (chmod +x it)"
-    elif shutil.which(exe, path=path_env) is None:
+    elif exe != SHIM_PROGRAM and shutil.which(exe, path=path_env) is None:
+        if shutil.which(exe, path=os.pathsep.join(sorted(worker_env.agentboard_dirs()))):
+            return (f"program {exe!r} was not found on PATH: only agentboard's own virtualenv has it, and "
+                    "workers do not get that folder")
         return f"program {exe!r} was not found on PATH"
     if not _INTERPRETER_RE.match(os.path.basename(exe)):
         return None
@@ -68,6 +75,18 @@ def command_problem(command: str | None, adapter: str = "command", *, path_env: 
     return None
 
 
+def command_fix(profile: str, problem: str) -> str:
+    """The command that clears :func:`command_problem`'s ``problem`` of ``profile``: ``chmod +x``
+    for a program that is not executable, else the profile's command with the full path of a
+    program (or script) that exists."""
+    found = re.match(r"program '(.+)' is not an executable file", problem)
+    if found:
+        return f"chmod +x {shlex.quote(found.group(1))}"
+    if problem.startswith("script "):
+        return f"agentboard profiles set {shlex.quote(profile)} --command '<program> /full/path/to/the/script ...'"
+    return f"agentboard profiles set {shlex.quote(profile)} --command '/full/path/to/the/program ...'"
+
+
 def command_warning(profile: Row) -> str | None:
     """The one-line warning about a profile whose command this host could not start, or whose
     script is a relative path (it resolves in each task's workspace), or None."""
@@ -77,8 +96,8 @@ def command_warning(profile: Row) -> str | None:
         relative = (relative_script_warning(str(profile["name"]), profile.get("command"))
                     if str(profile.get("adapter") or "command") == "command" else None)
         return f"profile {profile['name']}: {relative[0]} (`{relative[1]}`)" if relative else None
-    return (f"profile {profile['name']}: {problem}; the dispatcher cannot start it until it exists "
-            f"(`agentboard profiles set {profile['name']} --command ...`)")
+    return (f"profile {profile['name']}: {problem}; the dispatcher cannot start it until that is fixed "
+            f"(`{command_fix(str(profile['name']), problem)}`)")
 
 
 def relative_script(command: str | None) -> tuple[str, str | None] | None:
@@ -298,13 +317,31 @@ def update(db: Database, name: str, *, actor: str | None = None, **fields: Any) 
 
 
 def remove(db: Database, name: str, *, actor: str | None = None) -> Row:
-    def _w(tx: Tx) -> Row:
+    """Remove a profile (refused while tasks of it run). The answer's ``waiting`` lists the tasks
+    still assigned to it (todo, ready or blocked), which now wait (``no_profile``) until a profile of that name exists or
+    they are given to another, and ``warnings`` says so."""
+    def _w(tx: Tx) -> tuple[Row, list[str]]:
         row = _get(tx, name)
         running = tx.scalar("SELECT COUNT(*) FROM tasks WHERE assignee = :n AND status = 'running'", {"n": name})
         if running:
             raise Conflict(f"profile {name!r} has {running} running task(s); wait or reclaim them first")
+        waiting = [str(r["id"]) for r in tx.all(
+            "SELECT id FROM tasks WHERE assignee = :n AND status IN ('todo', 'ready', 'blocked') "
+            "ORDER BY created_at, id", {"n": name})]
         tx.execute("DELETE FROM profiles WHERE name = :n", {"n": name})
         tx.event("default", None, "profile_changed", {"profile": name, "action": "removed"}, actor=actor)
-        return row
+        return row, waiting
 
-    return profile_out(db.write(_w))
+    row, waiting = db.write(_w)
+    out = profile_out(row)
+    out["waiting"] = waiting
+    out["warnings"] = [waiting_warning(name, waiting)] if waiting else []
+    return out
+
+
+def waiting_warning(name: str, waiting: list[str]) -> str:
+    """The warning about the tasks left assigned to removed profile ``name``."""
+    shown = ", ".join(waiting[:10]) + (f" and {len(waiting) - 10} more" if len(waiting) > 10 else "")
+    return (f"{len(waiting)} unfinished task(s) are still assigned to {name!r} and will wait until a profile of "
+            f"that name exists again: {shown}; give each another with `agentboard assign ID PROFILE`, or "
+            f"`agentboard profiles add {name} --command ...`")

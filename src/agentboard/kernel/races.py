@@ -89,8 +89,8 @@ def attempts(db: Database, board: str, task_id: str) -> Row:
             params = {}
             spent = {r["task_id"]: r for r in tx.all(
                 "SELECT task_id, COUNT(*) AS runs, COALESCE(SUM(input_tokens), 0) AS input_tokens, "
-                "COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd "
-                "FROM task_runs WHERE task_id IN " + in_list("i", ids, params) + " GROUP BY task_id", params)}
+                "COALESCE(SUM(output_tokens), 0) AS output_tokens, COALESCE(SUM(cost_usd), 0) AS cost_usd, "
+                "COUNT(cost_usd) AS costed FROM task_runs WHERE task_id IN " + in_list("i", ids, params) + " GROUP BY task_id", params)}
         for r in rows:
             r["picked"] = bool(r["picked"])
             t = own.get(r["attempt_task_id"] or "")
@@ -99,6 +99,8 @@ def attempts(db: Database, board: str, task_id: str) -> Row:
             if used is not None:
                 r.update(runs=int(used["runs"]), input_tokens=int(used["input_tokens"]),
                          output_tokens=int(used["output_tokens"]), cost_usd=round(float(used["cost_usd"]), 6))
+            # a run's agent that reports no cost (Gemini CLI) leaves it unknown, not $0
+            r["cost_known"] = used is None or int(used["costed"]) > 0
         task["attempts"] = rows
         task["can_pick"] = [r["n"] for r in rows if _pick_refusal(task, rows, int(r["n"])) is None]
         return task
@@ -175,15 +177,16 @@ def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str, checked: bool 
     tx.execute("UPDATE task_runs SET race_attempt = :n WHERE task_id = :t AND race_attempt IS NULL",
                {"n": att["n"], "t": aid})
     runs = tx.all("SELECT id, outcome, started_at, ended_at, input_tokens, output_tokens, cost_usd, summary, "
-                  "metadata FROM task_runs WHERE task_id = :t ORDER BY id", {"t": aid})
+                  "metadata, exit_code, worker_pid FROM task_runs WHERE task_id = :t ORDER BY id", {"t": aid})
     seen = _observed(task, runs, _checked(tx, race) if checked is None else checked)
+    known = {"cost_known": seen.pop("cost_known")}  # not stored: read from its runs each time
     if att["state"] in ("stopped", "cancelled"):
         seen.update(state=att["state"], outcome=att["outcome"] or "stopped")
     elif att["state"] == "finished" and task["status"] == states.ARCHIVED:
         # put away when its race settled (:func:`_shelve`): it keeps how it finished
         seen.update(state="finished", outcome=att["outcome"], error=att.get("error"))
     if all(_same(att.get(k), seen[k]) for k in _TRACKED):
-        return att
+        return {**att, **known}
     sets = ", ".join(f"{k} = :{k}" for k in _TRACKED)
     tx.execute(f"UPDATE attempts SET {sets} WHERE task_id = :t AND n = :n", {**seen, "t": race["id"], "n": att["n"]})
     n = int(att["n"])
@@ -196,7 +199,7 @@ def _refresh(tx: Tx, board: str, race: Row, att: Row, actor: str, checked: bool 
                      {**payload, "outcome": seen["outcome"], "verification": seen["verification"],
                       "cost_usd": seen["cost_usd"], **({"error": seen["error"]} if seen["error"] else {})},
                      actor=actor)
-    return {**att, **seen}
+    return {**att, **seen, **known}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -370,15 +373,18 @@ def _failures(rows: Sequence[Row]) -> str:
 
 
 def comparison(rows: Sequence[Row]) -> str:
-    """The attempts side by side, one line each (the race's review comment)."""
+    """The attempts side by side, one line each (the race's review comment): written once every
+    attempt's workers have exited (``attempts.observed``), so with what they spent; a cost no run
+    of the attempt reported (``cost_known`` false) is said to be unknown, not $0."""
     lines = []
     for r in rows:
         tokens = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0)
         summary = model.reason_line(str(r.get("summary") or r.get("error") or ""))
         verified = f", verification {r['verification']}" if r.get("verification") else ""
+        cost = f"${float(r.get('cost_usd') or 0):.4f}" if r.get("cost_known", True) else "cost unknown"
         lines.append(f"- **#{r['n']} {r['profile']}{':' + str(r['model']) if r.get('model') else ''}**: "
-                     f"{r.get('outcome') or r['state']}{verified}; {tokens} tokens, "
-                     f"${float(r.get('cost_usd') or 0):.4f}" + (f" — {summary}" if summary else ""))
+                     f"{r.get('outcome') or r['state']}{verified}; {tokens} tokens, {cost}"
+                     + (f" — {summary}" if summary else ""))
     return "\n".join(lines)
 
 

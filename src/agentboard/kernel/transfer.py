@@ -458,19 +458,52 @@ def migrate(source: Database, target: Database, *, spool_dir: Path,
         Path(name).unlink(missing_ok=True)
 
 
-def listening_dispatchers(db: Database) -> int:
-    """PostgreSQL: how many sessions on this database wait for board events as a running
-    dispatcher does (its wake-up connection's last statement is ``LISTEN agentboard_events``);
-    0 on SQLite, where dispatchers hold board lock files instead."""
+def other_processes(db: Database) -> list[str]:
+    """PostgreSQL: the other processes that use this database, each as a refusal names it (``pid N
+    on HOST``): agentboard's own sessions carry its ``application_name``
+    (:func:`~agentboard.store.engine.application_name`: a ``serve``, a dispatcher, a verb), and a
+    dispatcher's wake-up listener is known by its statement (``LISTEN agentboard_events``, an
+    older version's too). This process's sessions are left out, and so is a session named after
+    a process of this machine that has ended (a pooler's server session keeps the name of the
+    last client it served). [] on SQLite, where dispatchers hold board lock files instead."""
     if db.dialect != "postgresql":
-        return 0
+        return []
+    import socket
 
-    def _r(tx: Tx) -> int:
-        return int(tx.scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN agentboard_events%'") or 0)
+    from ..store.engine import APPLICATION_PREFIX, application_name
 
-    return db.read(_r)
+    def _r(tx: Tx) -> list[Row]:
+        return tx.all(
+            "SELECT application_name AS app, query FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND (application_name LIKE :p OR query ILIKE 'LISTEN agentboard_events%')",
+            {"p": APPLICATION_PREFIX + "%"})
+
+    mine, node = application_name(), socket.gethostname()
+    found: list[str] = []
+    for r in db.read(_r):
+        app = str(r["app"] or "")
+        if app == mine:
+            continue
+        if not app.startswith(APPLICATION_PREFIX):
+            what = "a dispatcher waiting for the board's events"
+        else:
+            pid, _, host = app[len(APPLICATION_PREFIX):].partition("@")
+            if app == f"{APPLICATION_PREFIX}{pid}@{node}"[:63] and pid.isdigit() and not _alive(int(pid)):
+                continue
+            what = f"pid {pid} on {host or '?'}"
+        if what not in found:
+            found.append(what)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def spool(stream: Iterable[str], folder: Path) -> Path:

@@ -412,6 +412,9 @@ def build_server(ops: Ops, scope: Scope) -> MCPServer:
             if out.get("pending_verification"):
                 res["message"] = ("success recorded; the verify commands run when you exit, "
                                   "then the task completes or comes back to you")
+            elif out.get("pending"):  # its branch's integration, or what you left uncommitted
+                res["message"] = ("success recorded; it is applied when you exit (what you leave uncommitted "
+                                  "in the worktree is committed on the task's branch then): end your turn now")
             return res
         return _guard(body)
 

@@ -52,7 +52,8 @@ def _entry(m: Row) -> str:
 
 
 HEADER = ("# Messages on your task\n\nComments people wrote while you work, newest last. Answer with "
-          "`agentboard comment <task id> \"...\"` (or the kanban_comment tool) when one asks you something.\n\n")
+          "the kanban_comment tool (or `agentboard comment <task id> \"...\"` where your instructions offer "
+          "shell commands) when one asks you something.\n\n")
 
 
 class Inboxes:
@@ -139,10 +140,10 @@ NUDGE = """
 
 Your previous attempt at this task (run {run_id}) exited{status} without completing it or saying
 what blocks it. The workspace is as you left it. Look at what is done, finish the task, and then
-report exactly once: complete it (`agentboard complete --summary "..."`, the kanban_complete tool,
-or `.board/result.json`), or block it with the question you need answered
-(`agentboard block "..."`). This is the only reminder: another exit without a report counts as a
-failed attempt.
+report exactly once, one of the ways the instructions above give: complete it (the kanban_complete
+tool, or `.board/result.json`), or block it with the question you need answered (kanban_block, or
+`.board/result.json` with `"success": false`). This is the only reminder: another exit without a
+report counts as a failed attempt.
 """
 
 

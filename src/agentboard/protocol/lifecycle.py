@@ -130,8 +130,10 @@ def _branch(task: Row) -> str:
     return f" (`{task['branch_name']}`)" if task.get("branch_name") else ""
 
 
-def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> str:
-    """The protocol part of the worker prompt: how to work and report."""
+def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool, shell_verbs: bool = True) -> str:
+    """The protocol part of the worker prompt: how to work and report. ``shell_verbs``: the
+    agent's shell can run the ``agentboard`` worker verbs (not Codex's: ``adapters.shell_verbs``);
+    without them the prompt names only the MCP tools and ``.board/result.json``."""
     verify_cmds = list(task.get("verify") or [])
     lines = [
         "---",
@@ -148,7 +150,7 @@ def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> st
         lines += [
             f"Your workspace is a git worktree on the task's own branch{_branch(task)}: commit your work there",
             "before you report. What you leave uncommitted when you report success is committed on the branch",
-            "for you once your checks pass; never commit `.board/` or `.mcp.json`.",
+            "for you once you have exited (and your checks passed); never commit `.board/` or `.mcp.json`.",
             "",
         ]
     lines += [
@@ -158,10 +160,17 @@ def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> st
         "   `metadata`), `kanban_block` with `reason` when you need input, `kanban_heartbeat` during",
         "   long work, `kanban_comment`, `kanban_attach`, `kanban_propose` for problems outside this",
         "   task, `kanban_show` to re-read the task.",
-        "2. **Shell commands**: `agentboard complete --summary \"what you did\"`,",
-        "   `agentboard block \"what you need\"`, `agentboard heartbeat --note \"progress\"`,",
-        "   `agentboard comment ID \"text\"`. They act on your own task.",
-        "3. **A file**: write `.board/result.json`, for example:",
+    ]
+    if shell_verbs:
+        lines += [
+            "2. **Shell commands**: `agentboard complete --summary \"what you did\"`,",
+            "   `agentboard block \"what you need\"`, `agentboard heartbeat --note \"progress\"`,",
+            "   `agentboard comment ID \"text\"`. They act on your own task.",
+        ]
+    else:
+        lines += ["   (Your shell has no `agentboard` command: report through these tools or the file below.)"]
+    lines += [
+        f"{3 if shell_verbs else 2}. **A file**: write `.board/result.json`, for example:",
         "",
         "```json",
         _example_json(),
@@ -181,8 +190,11 @@ def protocol_instructions(task: Row, run_id: int, *, verify_enabled: bool) -> st
         lines += ["This task is reviewed after you finish; reviewers read your summary.", ""]
     lines += [
         "**Messages while you work.** People may comment on your task while you run. Between steps,",
-        "read them: `agentboard heartbeat` prints the new ones, the `kanban_inbox` MCP tool (and",
-        "`kanban_heartbeat`) returns them, and they are appended to `.board/inbox.md`. Take them into",
+        *(["read them: `agentboard heartbeat` prints the new ones, the `kanban_inbox` MCP tool (and",
+           "`kanban_heartbeat`) returns them, and they are appended to `.board/inbox.md`. Take them into"]
+          if shell_verbs else
+          ["read them: the `kanban_inbox` MCP tool (and `kanban_heartbeat`) returns the new ones, and",
+           "they are appended to `.board/inbox.md`. Take them into"]),
         "account; answer with a comment when one asks you something.",
         "",
     ]
@@ -202,7 +214,7 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
             api_url: str | None = None, token: str | None = None, identity: WorkerEnv | None = None,
             loaded: PrepareInputs | AgentboardError | None = None,
             workspace_info: dict[str, Any] | None = None,
-            enrich: Callable[[Row], Row] | None = None) -> Path:
+            enrich: Callable[[Row], Row] | None = None, shell_verbs: bool = True) -> Path:
     """Write ``.board/`` (task.json, context.md, wiki/, history.md), ``.mcp.json`` and the prompt
     file before a worker starts; keep them out of git; return the prompt file path.
 
@@ -210,6 +222,7 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
     ``workspace_info``: the workspace just prepared (``workspace_kind``, ``workspace_path``,
     ``branch_name``, ``base_branch``), shown in the context before the spawn records it, with
     what ``enrich`` adds (the dispatcher passes ``dispatch.diffs.with_git``: the branch facts).
+    ``shell_verbs``: the prompt offers the ``agentboard`` worker verbs (:func:`protocol_instructions`).
     """
     workspace = Path(workspace)
     bdir = boarddir.board_dir(workspace)
@@ -238,8 +251,8 @@ def prepare(db: Database, settings: Settings, board: str, task: Row, run_id: int
             identity = WorkerEnv.for_run(board, full, run_id, workspace, api_url=api_url, token=token)
         boarddir.write_mcp_json(workspace, identity.to_env())
         boarddir.git_exclude(workspace)
-        board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(full, run_id,
-                                                                               verify_enabled=settings.verify))
+        board_fd.write_text(PROMPT_FILE, context_md + "\n" + protocol_instructions(
+            full, run_id, verify_enabled=settings.verify, shell_verbs=shell_verbs))
     if board_fd.removed:  # a worker's links (or files) where our folders belong: removed, never followed
         log.warning("run %s of %s: removed %s", run_id, task["id"], ", ".join(board_fd.removed))
     return bdir / PROMPT_FILE
@@ -442,6 +455,9 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             runs.update_run(db, run_id, exit_code=exit_code)
 
     actor = task.get("assignee") or "worker"
+    # the usage the dispatcher read from the agent CLI's output is on the open run already: what
+    # the worker's report says counts only for a run that has none (a script agent)
+    measured = any(run.get(k) is not None for k in ("input_tokens", "output_tokens", "cost_usd"))
 
     # 1. the worker reported success through the CLI or MCP; verification was pending
     if run.get("pending_report"):
@@ -449,7 +465,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         return _verify_and_complete(
             db, settings, board, task, run_id, workspace, summary=report.get("summary") or "",
             metadata=dict(report.get("metadata") or {}), result_line=report.get("result"),
-            usage=report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
+            usage=None if measured else report.get("usage"), actor=report.get("actor") or actor, exit_code=exit_code,
             verifying=verifying, complete=complete, apply_verdict=apply_verdict, to_review=bool(report.get("review")))
 
     # 2. the .board/result.json contract
@@ -491,7 +507,7 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
             tasks.block(db, board, task_id, summary, kind="needs_input", run_id=run_id, actor=actor)
         except StaleRun as exc:
             return ExitDecision(ExitAction.HANDLED, note=str(exc))
-        _keep_usage(db, run_id, data.get("usage"))
+        _keep_usage(db, run_id, None if measured else data.get("usage"))
         _ingest(db, settings, board, task_id, run_id, data, actor)
         return ExitDecision(ExitAction.HANDLED, note="worker needs input; task blocked")
     metadata: dict[str, Any] = {"source": "result.json"}
@@ -499,7 +515,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
         if key in data:
             metadata[key] = data[key]
     decision = _verify_and_complete(db, settings, board, task, run_id, workspace, summary=summary,
-                                    metadata=metadata, result_line=data.get("result"), usage=data.get("usage"),
+                                    metadata=metadata, result_line=data.get("result"),
+                                    usage=None if measured else data.get("usage"),
                                     actor=actor, exit_code=exit_code, verifying=verifying, complete=complete,
                                     apply_verdict=apply_verdict)
     if decision.completed:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..domain.worker_env import user_path
+
 #: the virtualenv folders looked for in a board's target directory, in order
 DETECTED = (".venv", "venv")
 SHIM_NAME = "agentboard"
@@ -70,12 +72,9 @@ def venv_of(board_row: Mapping[str, Any] | None) -> Path | None:
     with ``bin/python`` in its target directory, else None."""
     board_row = board_row or {}
     target = board_row.get("default_workdir")
-    named = (board_row.get("settings") or {}).get("env_setup")
-    if named:
-        p = Path(os.path.expanduser(str(named)))
-        if not p.is_absolute() and target:
-            p = Path(target) / p
-        return p if (p / "bin").is_dir() else None
+    named = _named(board_row)
+    if named is not None:
+        return named if (named / "bin").is_dir() else None
     if target:
         for name in DETECTED:
             p = Path(target) / name
@@ -91,25 +90,24 @@ def check_venv(board_row: dict[str, Any] | None) -> str | None:
     if not named:
         return None
     if venv_of(board_row) is None:
-        return (f"env_setup {named!r} is not a virtualenv (no bin/ folder"
-                + (f" under {board_row.get('default_workdir')}" if board_row.get("default_workdir") else "") + ")")
+        return f"env_setup {named!r} is not a virtualenv (no bin/ folder in {_named(board_row)})"
     return None
 
 
-def _agentboard_dirs() -> set[str]:
-    """The folders of agentboard's own interpreter (left out of a worker's PATH)."""
-    out = {os.path.dirname(sys.executable)}
-    prefix = getattr(sys, "prefix", "")
-    if prefix and prefix != getattr(sys, "base_prefix", prefix):
-        out.add(os.path.join(prefix, "bin"))
-    return {os.path.normpath(d) for d in out if d}
+def _named(board_row: Mapping[str, Any]) -> Path | None:
+    """The folder a board's ``env_setup`` names (relative to its target directory), or None."""
+    named = (board_row.get("settings") or {}).get("env_setup")
+    if not named:
+        return None
+    p = Path(os.path.expanduser(str(named)))
+    target = board_row.get("default_workdir")
+    return Path(target) / p if not p.is_absolute() and target else p
 
 
-def path_for(home: Path, base_path: str | None, venv: Path | None) -> str:
+def path_for(home: Path | None, base_path: str | None, venv: Path | None) -> str:
     """A worker's PATH: the project's virtualenv (if any), the user's PATH without agentboard's
     own virtualenv, then the folder holding only ``agentboard``."""
-    own = _agentboard_dirs()
-    parts = [p for p in (base_path or os.defpath).split(os.pathsep) if p and os.path.normpath(p) not in own]
+    parts = [p for p in user_path(base_path or os.defpath).split(os.pathsep) if p]
     front = [str(venv / "bin")] if venv is not None else []
     shim = str(shim_dir(home))
     out: list[str] = []

@@ -94,6 +94,27 @@ def dump_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+#: PostgreSQL: every session of agentboard's own carries ``application_name`` ``agentboard <pid>@<host
+#: name>`` (the notifiers' :data:`.pgnotify.APPLICATION`), so ``pg_stat_activity`` tells which
+#: process holds a session, and ``migrate-to`` which other processes use the database it copies
+APPLICATION_PREFIX = "agentboard "
+
+
+def application_name() -> str:
+    """This process's ``application_name`` (:data:`APPLICATION_PREFIX`; at most 63 bytes)."""
+    import socket
+
+    return f"{APPLICATION_PREFIX}{os.getpid()}@{socket.gethostname()}"[:63]
+
+
+def unescaped_at(url: str) -> bool:
+    """Whether a server URL's user name or password holds an ``@`` that is not percent-encoded
+    (``postgresql://u:se@cret@host/db``): the host would be read from inside the password, and a
+    driver's error would show that part of it."""
+    scheme, sep, rest = url.partition("://")
+    return bool(sep) and scheme != "sqlite" and rest.split("?", 1)[0].count("@") > 1
+
+
 def _after_fork() -> None:
     for db in list(_open):
         db._forked()
@@ -293,8 +314,12 @@ class Database:
     def __init__(self, url: str, *, settings: Settings | None = None) -> None:
         if not database_url_ok(url, sqlite_path=False):  # never another database read as a SQLite path
             raise InvalidInput(f"invalid database URL {shown_url(url)!r}: must be {DATABASE_URL_EXPECTED}")
-        self.url = url
         self.settings: Settings = settings if settings is not None else Settings(home=_home_for(url))
+        for name, value in (("database URL", url), ("pg_listen_url", self.settings.pg_listen_url)):
+            if value and unescaped_at(value):
+                raise InvalidInput(f"the {name} {shown_url(value)} has an '@' in its user name or password: "
+                                   "write each such '@' as %40 (postgresql://USER:PASS%40WORD@HOST/NAME)")
+        self.url = url
         self.dialect = "postgresql" if url.startswith(("postgresql", "postgres")) else "sqlite"
         self._pg_cache: dict[str, str] = {}
         self._listeners: list[Callable[[set[str]], None]] = []
@@ -369,9 +394,11 @@ class Database:
             f"-c lock_timeout={int(st.pg_lock_timeout * 1000)} "
             f"-c idle_in_transaction_session_timeout={int(st.pg_idle_timeout * 1000)}"
         )
-        connect_args: dict[str, Any] = {"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options}
+        connect_args: dict[str, Any] = {"connect_timeout": max(1, int(st.pg_connect_timeout)), "options": options,
+                                        "application_name": application_name()}
         if st.pg_transaction_pooler:  # each transaction may get another server session
-            connect_args = {"connect_timeout": connect_args["connect_timeout"], "prepare_threshold": None}
+            connect_args = {"connect_timeout": connect_args["connect_timeout"], "prepare_threshold": None,
+                            "application_name": connect_args["application_name"]}
         # the engine serves the migrations and their lock, on connections of their own (closed
         # after use: a session setting of theirs never reaches a verb); the verbs' transactions
         # take theirs from :attr:`_pool`
@@ -381,7 +408,7 @@ class Database:
         def _connect() -> Any:
             import psycopg
 
-            return psycopg.connect(conninfo, **connect_args)
+            return psycopg.connect(conninfo, **{**connect_args, "application_name": application_name()})
 
         self._pool = PgPool(_connect, size=st.pg_pool_size, overflow=st.pg_max_overflow, timeout=st.pg_pool_timeout)
         return engine

@@ -13,6 +13,7 @@ from ..domain.errors import Unavailable, one_line
 from .engine import Database, Tx, create_sqlite_file, sqlite_file
 
 if TYPE_CHECKING:
+    import sqlalchemy as sa
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -74,46 +75,138 @@ def _config() -> Config:
     return cfg
 
 
+#: the PostgreSQL advisory lock a migration holds for its transaction: one process migrates, the
+#: others wait for its commit and then find nothing to do
+MIGRATION_LOCK = 7340121
+
+
 @contextlib.contextmanager
-def _migration_lock(db: Database) -> Iterator[None]:
-    if db.dialect == "sqlite":
-        path = Path(sqlite_file(db.url))
-        lock_path = path.with_name(path.name + ".migrate.lock")
-        with open(lock_path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-    else:
-        import sqlalchemy as sa
-
-        with db.engine.connect() as conn:
-            # waiting for another process's migration is not a stuck statement
-            conn.execute(sa.text("SET statement_timeout = 0"))
-            conn.execute(sa.text("SELECT pg_advisory_lock(7340121)"))
-            conn.commit()
-            try:
-                yield
-            finally:
-                conn.execute(sa.text("SELECT pg_advisory_unlock(7340121)"))
-                conn.commit()
+def _file_lock(db: Database) -> Iterator[None]:
+    """SQLite: one migration at a time, across processes (a lock file beside the database)."""
+    path = Path(sqlite_file(db.url))
+    lock_path = path.with_name(path.name + ".migrate.lock")
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def upgrade(db: Database, revision: str = "head") -> None:
+def _pg_take_lock(conn: sa.Connection) -> str:
+    """In the migration's own transaction: wait for any other process's migration, then hold
+    :data:`MIGRATION_LOCK` until this transaction ends.
+
+    Everything here lasts only as long as the transaction (``pg_advisory_xact_lock``, ``SET
+    LOCAL``), so behind PgBouncer in transaction mode, where each transaction may get another
+    server session and a session outlives its client, no lock and no setting is left on a
+    pooled session for another client to find. Waiting for another migration is not a stuck
+    statement and not a lock on the board's rows: no statement timeout while it lasts, and no
+    lock timeout for the wait itself; the migration's own statements then wait at most the
+    session's ``lock_timeout`` for a table lock (and fail rather than queue every writer behind a
+    long transaction), and run without a statement timeout (an index build on a large table may
+    take longer than a kernel statement). Returns that ``lock_timeout`` (``10s``)."""
+    import sqlalchemy as sa
+
+    conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
+    lock_timeout = conn.execute(sa.text("SELECT current_setting('lock_timeout')")).scalar()
+    conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
+    conn.execute(sa.text("SELECT set_config('lock_timeout', :v, true)"), {"v": str(lock_timeout)})
+    return str(lock_timeout)
+
+
+def _revision_on(conn: sa.Connection) -> str | None:
+    """The schema revision as the migration's transaction sees it (None: a new database)."""
+    import sqlalchemy as sa
+
+    if conn.execute(sa.text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return None
+    value = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+    return None if value is None else str(value)
+
+
+def _run_alembic(conn: sa.Connection, revision: str) -> None:
     from alembic import command
 
     cfg = _config()
-    with db.engine.begin() as conn:
-        if db.dialect == "postgresql":
-            import sqlalchemy as sa
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, revision)
 
-            # building an index on a large table may take longer than a kernel statement; the
-            # lock timeout stays, so a migration waiting behind a long transaction fails (and is
-            # retried by the next start) instead of queueing every writer behind it
-            conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
+
+def _migrate_pg(db: Database, revision: str, *, only_if_behind: bool) -> None:
+    """One transaction: the lock, then (``only_if_behind``: unless another process has brought
+    the schema to :data:`HEAD` meanwhile) every migration up to ``revision``."""
+    import sqlalchemy as sa
+
+    before: str | None = None
+    waits = "lock_timeout"
+    try:
+        with db.engine.begin() as conn:
+            waits = f"{_pg_take_lock(conn)} (lock_timeout)"
+            before = _revision_on(conn)
+            if only_if_behind:
+                if before == HEAD:
+                    return  # another process migrated while this one waited for the lock
+                _check_not_newer(before)
+            _run_alembic(conn, revision)
+    except sa.exc.DBAPIError as exc:
+        _migration_failed(db, exc, before, revision, waits)
+        raise
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    """Migrate ``db`` to ``revision`` (under the migration lock: one process at a time)."""
+    if db.dialect == "postgresql":
+        _migrate_pg(db, revision, only_if_behind=False)
+        return
+    with db.engine.begin() as conn:
+        _run_alembic(conn, revision)
+
+
+def _migration_failed(db: Database, exc: BaseException, before: str | None, revision: str, waits: str) -> None:
+    """A migration the server stopped becomes one line saying what to do (:class:`Unavailable`,
+    exit 6: try again), never a driver's dump: a table lock it waited ``lock_timeout`` for (a
+    long transaction ahead of it), a statement or connection that ended. Nothing of it was kept
+    (it is one transaction). Any other error is left as it is."""
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None)
+    target = HEAD if revision == "head" else revision
+    what = f"the migration of this database from {before or 'nothing'} to {target}"
+    if state == "55P03":  # lock_not_available: lock_timeout
+        statement = one_line(getattr(exc, "statement", "") or "")
+        at = f" ({statement[:80]}{'…' if len(statement) > 80 else ''})" if statement else ""
+        raise Unavailable(f"{what} waited {waits} for a table lock{at} that another transaction holds"
+                          f"{_oldest_transaction(db)}; nothing was changed: run it again once that "
+                          "transaction has ended (agentboard init; docs/deploy.md, Upgrades)") from None
+    if state == "40P01":  # deadlock_detected
+        raise Unavailable(f"{what} deadlocked with another transaction; nothing was changed: run it again "
+                          "(agentboard init)") from None
+    from .engine import _raise_unavailable
+
+    try:
+        _raise_unavailable(orig)
+    except Unavailable as unavailable:
+        raise Unavailable(f"{what} stopped: {unavailable.message}; nothing was changed: run it again "
+                          "(agentboard init)") from None
+
+
+def _oldest_transaction(db: Database) -> str:
+    """``": the oldest open one is pid N (open M s, idle in transaction)"``, or nothing when it
+    cannot be told (the transaction that blocked the migration is most often that one)."""
+    import sqlalchemy as sa
+
+    try:
+        with db.engine.connect() as conn:
+            row = conn.execute(sa.text(
+                "SELECT pid, EXTRACT(EPOCH FROM now() - xact_start) AS age, state FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL "
+                "ORDER BY xact_start LIMIT 1")).first()
+    except Exception:
+        return ""
+    if row is None:
+        return ""
+    return f": the oldest open one is pid {row.pid} (open {float(row.age):.0f} s, {row.state})"
 
 
 def known_revisions() -> set[str]:
@@ -129,11 +222,16 @@ def _check_not_newer(current: str | None) -> None:
 
 
 def ensure_schema(db: Database) -> None:
+    """Bring ``db`` to :data:`HEAD` unless it is there (one query then); a database a newer
+    agentboard migrated is refused (:class:`Unavailable`, exit 6)."""
     current = current_revision(db)
     if current == HEAD:
         return
     _check_not_newer(current)
-    with _migration_lock(db):
+    if db.dialect == "postgresql":
+        _migrate_pg(db, "head", only_if_behind=True)
+        return
+    with _file_lock(db):
         current = current_revision(db)
         if current != HEAD:
             _check_not_newer(current)

@@ -2,7 +2,8 @@
 
 import { budgetBlock } from "./budgets.js";
 import { api, onUnauthorized } from "./api.js";
-import { clearSelection, openCreate, renderBoard } from "./board.js";
+import { clearSelection, renderBoard } from "./board.js";
+import { openCreate } from "./create.js";
 import { $, ask, clear, debounce, h, tickClocks, toast } from "./dom.js";
 import { closeDrawer, initDrawer, isOpen, openDrawer, refreshDrawer } from "./drawer.js";
 import { renderInsights } from "./insights.js";
@@ -117,7 +118,9 @@ function renderTopbar() {
   const bar = $("#topbar");
   clear(bar);
   const board = currentBoard();
-  const switcher = h("select.board-switch", { "aria-label": "board", hidden: state.boards.length <= 1 },
+  // narrowed on a laptop's window (app.css): the whole name is its tooltip and in its list
+  const switcher = h("select.board-switch", { "aria-label": "board", hidden: state.boards.length <= 1,
+    title: board ? `board: ${board.name || board.slug}` : "board" },
     state.boards.map((b) => h("option", { value: b.slug, selected: b.slug === state.board },
       `${b.icon ? `${b.icon} ` : ""}${b.name || b.slug}`)));
   switcher.addEventListener("change", () => switchBoard(switcher.value));
@@ -127,7 +130,7 @@ function renderTopbar() {
   bar.append(...[
     h("div.brand", h("span.brand-mark", "▦"), h("span.brand-name", "agentboard")),
     switcher,
-    state.boards.length <= 1 && board ? h("span.board-name", board.name || board.slug) : null,
+    state.boards.length <= 1 && board ? h("span.board-name", { title: board.name || board.slug }, board.name || board.slug) : null,
     h("button.btn.btn-ghost.btn-sm.new-board", { type: "button", onclick: createBoard, title: "create a board", "aria-label": "+ New board" },
       h("span.label-long", "+ New board"), h("span.label-short", "+ Board")),
     templateButton(),
@@ -136,7 +139,8 @@ function renderTopbar() {
     state.board ? budgetBlock({ board: state.board }, { compact: true, scopes: ["board"] }) : null,
     orchestrationToggle(),
     h("span#conn.conn", { id: "conn", title: "live updates" }),
-    h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now" }, "▶ Dispatch now"),
+    h("button.btn.btn-primary.btn-sm.dispatch-now", { type: "button", onclick: dispatchNow, title: "start ready tasks now", "aria-label": "Dispatch now" },
+      h("span.label-long", "▶ Dispatch now"), h("span.label-short", "▶ Dispatch")),
     h("button.icon-btn.help-btn", { type: "button", title: "keyboard shortcuts (?)", "aria-label": "keyboard shortcuts", onclick: showHelp }, "?"),
   ].filter(Boolean));  // Element.append would print a left-out part as the text "null"
   setConn(liveState, liveNote);
@@ -262,7 +266,8 @@ function setView(view) {
   state.view = view;
   document.body.dataset.view = view;
   renderTopbar();
-  $("#toolbar").hidden = view !== "board";
+  $("#toolbar").hidden = view !== "board" || signedOut;
+  if (signedOut) { showLoggedOut(); return; }  // nothing but the notice until the person signs in again
   clear(main);
   if (view === "board") {
     main.appendChild(boardEl);
@@ -319,7 +324,10 @@ function setConn(kind, note = "") {
   const el = $("#conn");
   if (!el) return;
   el.className = `conn conn-${kind}`;
-  const labels = { live: "Live", connecting: "Connecting…", offline: "Reconnecting…", forbidden: "No live updates", error: "Error" };
+  const labels = {
+    live: "Live", connecting: "Connecting…", offline: "Reconnecting…", forbidden: "No live updates", error: "Error",
+    signedout: "Signed out",
+  };
   el.textContent = labels[kind] || kind;
   el.title = note || "live updates";
   el.dataset.state = kind;
@@ -329,6 +337,7 @@ const reloadDrawerSoon = debounce(() => refreshDrawer(), 150);
 
 function connectLive() {
   clearTimeout(retryTimer);
+  if (signedOut) return;
   if (socket) {
     socket.onclose = null;
     socket.close();
@@ -369,8 +378,7 @@ function connectLive() {
       return; // forbidden: never retry
     }
     if (ev.code === 4401) {
-      setConn("offline", "the token is no longer valid");
-      showLoggedOut();
+      showLoggedOut();  // never retried: the token is no longer valid
       return;
     }
     setConn("offline", "connection lost; retrying");
@@ -434,16 +442,24 @@ document.addEventListener("keydown", (ev) => {
 
 // ---- auth ------------------------------------------------------------------------------------
 
-let loggedOutShown = false;
+let signedOut = false;
 
+/** The token is no longer valid (revoked, expired, logged out elsewhere): no live updates, no
+ * drawer or selection to act on (every write would be refused), only the notice of how to sign
+ * in again — whichever view the person turns to. */
 function showLoggedOut() {
-  if (loggedOutShown) return;
-  loggedOutShown = true;
+  signedOut = true;
+  clearTimeout(retryTimer);
   if (socket) { socket.onclose = null; socket.close(); socket = null; }
+  setConn("signedout", "signed out: the token is no longer valid, so the board is not followed live");
+  closeDrawer();
+  if (state.selection.size) clearSelection();
+  $("#toolbar").hidden = true;
+  const login = `${location.origin}/login?token=…`;
   clear(main).appendChild(h("div.login-needed", { role: "alert" },
     h("h2", "Not signed in"),
-    h("p", "Your session has no valid token. Open the login URL that ", h("code", "agentboard serve"),
-      " printed (it looks like ", h("code", "http://127.0.0.1:8700/login?token=…"), "), or create a token with ",
+    h("p", "Your session has no valid token (it was revoked or has expired). Open the login URL that ",
+      h("code", "agentboard serve"), " printed (it looks like ", h("code", login), "), or create a token with ",
       h("code", "agentboard tokens create NAME"), " and open ", h("code", "/login?token=TOKEN"), ".")));
 }
 

@@ -1,9 +1,10 @@
-// The board: columns with counts, cards, lanes inside Running, drag and drop, inline create,
-// multi-select and the bulk bar.
+// The board: columns with counts, cards, lanes inside Running, drag and drop, multi-select and
+// the bulk bar (the inline create form is web/create.js).
 
 import { raceCard } from "./race.js";
 import { decorateCards } from "./budgets.js";
 import { api } from "./api.js";
+import { openCreate } from "./create.js";
 import { $, $$, agoLive, ask, clear, clock, fmtTime, h, toast } from "./dom.js";
 import {
   DESTRUCTIVE, STATUSES, STATUS_LABEL, cardMoves, emit, goalTitle, llmStatus, meta as domainMeta, profileNames,
@@ -80,17 +81,20 @@ export async function confirmMove(status, count = 1, title = "", from = "") {
   return {};
 }
 
-/** PATCH one task's status (the server maps it to the kernel verb). Returns true on success. */
-export async function moveTask(id, status, { skipConfirm = false, onConfirmed = null } = {}) {
-  const card = state.cards.get(id);
+/** PATCH one task's status (the server maps it to the kernel verb). Returns true on success.
+ * ``seen``: the card as the person saw it (a dragged card); its status goes with the move, and
+ * the server refuses the move (409, naming the status now) when the task has left it meanwhile. */
+export async function moveTask(id, status, { skipConfirm = false, onConfirmed = null, seen = null } = {}) {
+  const card = seen || state.cards.get(id);
   let extra = {};
   if (!skipConfirm) {
     extra = await confirmMove(status, 1, card ? card.title : "", card ? card.status : "");
     if (extra === null) return false;
   }
   if (onConfirmed) onConfirmed();
+  const expected = card ? { expected_status: card.status } : {};
   try {
-    await api.patch(`/api/tasks/${encodeURIComponent(id)}`, { status, ...extra }, scope());
+    await api.patch(`/api/tasks/${encodeURIComponent(id)}`, { status, ...expected, ...extra }, scope());
     return true;
   } catch (err) {
     toast(`Cannot move ${id} to ${status}: ${err.message}`, "error");
@@ -404,6 +408,14 @@ async function bulkHelper(kind, btn) {
 async function bulk(action, fields) {
   const ids = Array.from(state.selection);
   if (!ids.length) return;
+  // the status each selected card showed when the person chose the move: a task that has left it
+  // by the time the server gets there is refused (listed with the status it is in now)
+  const seen = {};
+  for (const id of ids) {
+    const card = state.cards.get(id);
+    if (card) seen[id] = card.status;
+  }
+  if (action === "status" || action === "archive") fields = { ...fields, expected_statuses: seen };
   let extra = {};
   if (action === "status" || action === "archive") {
     extra = await confirmMove(action === "archive" ? "archived" : fields.status, ids.length);
@@ -527,6 +539,7 @@ function onDragEnd(ev) {
   const status = target.dataset.status;
   // optimistic: once confirmed, show the card in its new column while the server decides
   moveTask(card.id, status, {
+    seen: card,
     onConfirmed: () => {
       if (!target.isConnected || !el.isConnected) return;
       const placeholder = target.querySelector(".column-empty");
@@ -534,83 +547,4 @@ function onDragEnd(ev) {
       target.querySelector(".column-body").prepend(el);
     },
   });
-}
-
-// ---- inline create -------------------------------------------------------------------------
-
-export function openCreate(status = "todo") {
-  const col = $(`.column[data-status="${status}"]`);
-  if (!col) return;
-  const slot = col.querySelector(".column-create");
-  if (slot.firstChild) { slot.querySelector("textarea").focus(); return; }
-  const title = h("textarea.create-title", {
-    rows: 2, placeholder: "Task title — Enter creates, Shift+Enter adds a line (extra lines become the description)",
-    "aria-label": "new task title",
-  });
-  const assignee = h("select.create-assignee", { "aria-label": "assignee" },
-    h("option", { value: "" }, "unassigned"),
-    profileNames().map((p) => h("option", { value: p }, p)));
-  const priority = h("input.create-priority", { type: "number", value: "0", step: "1", title: "priority (higher runs first)", "aria-label": "priority" });
-  const cards = Array.from(state.cards.values()).filter((c) => c.status !== "archived");
-  const parent = h("select.create-parent", { "aria-label": "parent task" },
-    h("option", { value: "" }, "no parent"),
-    cards.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 60)}`)));
-  const race = h("input.create-race", {
-    type: "text", placeholder: "race: profile,profile:model", "aria-label": "race",
-    title: "optional — a race: one attempt per profile, each on its own branch; the best verified one is picked",
-  });
-  const until = h("select.create-race-until", { "aria-label": "race until", title: "when the race ends" },
-    h("option", { value: "all" }, "until all finish"), h("option", { value: "first-pass" }, "first that passes"));
-  const error = h("div.form-error", { role: "alert" });
-  // the form moves to the new column element when the board re-renders (after a create): close
-  // removes the form wherever it is now
-  let form = null;
-  const close = () => { if (form) form.remove(); };
-  const submit = async () => {
-    const lines = title.value.split("\n");
-    const text = lines[0].trim();
-    if (!text) { error.textContent = "A title is required."; return; }
-    const body = {
-      title: text,
-      priority: Number(priority.value) || 0,
-    };
-    const rest = lines.slice(1).join("\n").trim();
-    if (rest) body.body = rest;
-    if (assignee.value) body.assignee = assignee.value;
-    if (parent.value) body.parents = [parent.value];
-    if (status === "triage") body.triage = true;
-    if (race.value.trim()) { body.race = [race.value.trim()]; body.race_until = until.value; }
-    if (state.filters.tenant) body.tenant = state.filters.tenant;
-    if (state.filters.goal) body.goal = state.filters.goal;
-    try {
-      const task = await api.post("/api/tasks", body, scope());
-      toast(`Created ${task.id || "task"}`, "ok", 2500);
-      title.value = "";
-      error.textContent = "";
-      emit("reload");
-      title.focus();
-    } catch (err) {
-      error.textContent = err.message;
-    }
-  };
-  title.addEventListener("keydown", (ev) => {
-    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); submit(); }
-    if (ev.key === "Escape") { ev.preventDefault(); ev.stopPropagation(); close(); }
-  });
-  form = h("form.create-form", {
-    onsubmit: (ev) => { ev.preventDefault(); submit(); },
-    onkeydown: (ev) => { if (ev.key === "Escape") { ev.stopPropagation(); close(); } },
-  },
-  title,
-  h("div.create-row", assignee, priority),
-  h("div.create-row", parent),
-  h("div.create-row", race, until),
-  error,
-  h("div.create-row.create-actions",
-    h("span.hint", status === "triage" ? "lands in Triage" : ""),
-    h("span.spacer"),
-    h("button.btn", { type: "button", onclick: close }, "Cancel"),
-    h("button.btn.btn-primary", { type: "submit" }, "Create")));
-  slot.appendChild(form);
-  title.focus();
 }

@@ -5,10 +5,12 @@ import { budgetBlock, diagnosticsBlock } from "./budgets.js";
 import { api } from "./api.js";
 import { attachmentsBlock } from "./attachments.js";
 import { confirmMove } from "./board.js";
-import { agoLive, clear, clock, duration, fmtTime, h, toast } from "./dom.js";
+import { agoLive, clear, fmtTime, h, toast } from "./dom.js";
 import { branchBlock, diffBlock } from "./diff.js";
+import { eventsBlock, fetchLog, logPosition, restoreLog, runsBlock, showLogText } from "./history.js";
 import { renderInto } from "./markdown.js";
 import { notifySection } from "./notify.js";
+import { taskPicker } from "./picker.js";
 import { raceBlock } from "./race.js";
 import { STATUS_LABEL, VERB_LABEL, allows, emit, goalTitle, llmStatus, profileNames, scope, state } from "./state.js";
 
@@ -89,16 +91,19 @@ export async function refreshDrawer() {
 // ---- rendering ---------------------------------------------------------------------------
 
 function render() {
-  // keep what the user is typing: comment draft, open editors
+  // keep what the user is typing: comment draft, open editors, a task picker's search
   const draft = root.querySelector(".comment-input");
   const draftValue = draft ? draft.value : "";
   const draftFocused = draft && document.activeElement === draft;
   const titleEditor = editing.title ? root.querySelector(".title-input") : null;
   const bodyEditor = editing.body ? root.querySelector(".body-editor") : null;
+  const pickers = keptPickers();
+  const kept = keptFocus();
   const field = typedField();
   const verifyBox = editing.verify ? root.querySelector(".verify-input") : null;
   verifyDraft = verifyBox ? verifyBox.value : null;
   const verifyFocused = verifyBox && document.activeElement === verifyBox;
+  const log = logPosition(root);
   const scroll = root.scrollTop;
   clear(root);
   const parts = [
@@ -122,20 +127,42 @@ function render() {
     task.git ? section("Branch", branchBlock(task)) : null,
     task.git || task.workspace_kind === "dir" ? section("Diff", diffBlock(task, diffView),
       h("button.link-btn", { type: "button", onclick: () => { diffView.data = null; render(); } }, "refresh")) : null,
-    section("Dependencies", depsBlock()),
+    section("Dependencies", depsBlock(pickers)),
     section(`Comments (${(task.comments || []).length})`, commentsBlock(draftValue)),
     section(`Attachments (${(task.attachments || []).length})`, attachmentsBlock(task, () => { emit("reload"); refreshDrawer(); })),
-    section(`Runs (${(task.runs || []).length})`, runsBlock()),
+    section(`Runs (${(task.runs || []).length})`, runsBlock(task)),
     notifySection(task),
-    section("Events", eventsBlock()),
+    section("Events", eventsBlock(task)),
     section("Worker log", h("pre.log-tail", { "aria-label": "worker log" }, logText),
       h("button.link-btn", { type: "button", onclick: loadLog }, "refresh")),
   ];
   root.append(...parts.filter(Boolean));
   root.scrollTop = scroll;
+  restoreLog(root, log);
   if (draftFocused) root.querySelector(".comment-input").focus();
   if (field) restoreField(field);
   if (verifyFocused) root.querySelector(".verify-input")?.focus();
+  if (kept) restoreFocus(kept);
+}
+
+/** The field the user is typing in when it is one that a refresh moves into the new drawer as
+ * it is (the title and description editors, a task picker): moving an element out of the page
+ * takes its focus away, and the next keys would reach the page's shortcuts instead. */
+function keptFocus() {
+  const el = document.activeElement;
+  if (!el || !root.contains(el) || !el.matches(".title-input, .body-input, .picker-input")) return null;
+  let caret = null;
+  try { caret = [el.selectionStart, el.selectionEnd, el.selectionDirection]; } catch { /* no caret */ }
+  return { el, caret, scroll: el.scrollTop };
+}
+
+function restoreFocus({ el, caret, scroll }) {
+  if (!el.isConnected || document.activeElement === el) return;
+  el.focus({ preventScroll: true });
+  if (caret && caret[0] !== null) {
+    try { el.setSelectionRange(caret[0], caret[1], caret[2] || "none"); } catch { /* not a text field */ }
+  }
+  el.scrollTop = scroll;
 }
 
 /** The meta field the user is typing in (its class, value and caret), so that a live refresh
@@ -234,9 +261,9 @@ function titleInput(t) {
   return input;
 }
 
-async function patch(fields) {
+async function patch(fields, id = task.id) {
   try {
-    await api.patch(taskPath(task.id), fields, scope());
+    await api.patch(taskPath(id), fields, scope());
     emit("reload");
     return true;
   } catch (err) {
@@ -259,10 +286,17 @@ function metaRow() {
   const priority = h("input.meta-priority", { type: "text", inputmode: "numeric", pattern: "-?[0-9]*",
     value: String(task.priority ?? 0), "aria-label": "priority" });
   onCommit(priority, async () => {
-    const v = Number(priority.value);
-    if (!Number.isFinite(v) || v === task.priority) return true;
+    const saved = task.priority ?? 0;
+    const typed = priority.value.trim();
+    // a whole number, or nothing is sent: the field shows the saved value again and says why
+    const refuse = (why) => { toast(`${why}; the priority stays ${saved}`, "error"); priority.value = String(saved); return true; };
+    if (!typed) return refuse("Priority cannot be empty: give a whole number (0 is the default)");
+    if (!/^[-+]?\d+$/.test(typed)) return refuse(`Priority “${typed}” is not a whole number`);
+    const v = Number(typed);
+    if (v === saved) { priority.value = String(saved); return true; }
     const ok = await patch({ priority: v });
     if (ok) refreshDrawer();
+    else priority.value = String(saved);  // refused (out of range): the toast has the server's reason
     return ok;
   });
   // the task's own model, handed to whichever agent CLI runs it; empty: the profile's
@@ -282,13 +316,20 @@ function metaRow() {
     task.status === "blocked" && task.block_kind === "rate_limited" && task.cooldown_until
       ? [h("label", "Resumes"), h("span", { title: fmtTime(task.cooldown_until) }, `${fmtTime(task.cooldown_until)} (after its rate limit)`)] : null,
     task.tenant ? [h("label", "Tenant"), h("span.pill.pill-tenant", task.tenant)] : null,
-    task.goal_id ? [h("label", "Goal"), h("span.pill.pill-goal", "◎ ", (task.goal && task.goal.title) || goalTitle(task.goal_id))] : null,
+    task.goal_id ? [h("label", "Goal"), goalPill()] : null,
     h("label", "Created"), h("span", { title: fmtTime(task.created_at) }, agoLive(task.created_at), task.created_by ? ` by ${task.created_by}` : ""),
     task.started_at ? [h("label", "Started"), h("span", { title: fmtTime(task.started_at) }, agoLive(task.started_at))] : null,
     task.completed_at ? [h("label", "Completed"), h("span", { title: fmtTime(task.completed_at) }, agoLive(task.completed_at))] : null,
     task.workspace_kind ? [h("label", "Workspace"), h("code.wrap", task.workspace_path ? `${task.workspace_kind}: ${task.workspace_path}` : task.workspace_kind)] : null,
     [h("label", "Verify"), verifyField()],
     task.consecutive_failures ? [h("label", "Failures"), h("span.text-danger", `${task.consecutive_failures} in a row${task.last_failure_error ? ` — ${task.last_failure_error}` : ""}`)] : null);
+}
+
+/** The task's goal: a pill as wide as the drawer at most, a long title ending in an ellipsis
+ * (the whole title on hover). */
+function goalPill() {
+  const title = (task.goal && task.goal.title) || goalTitle(task.goal_id);
+  return h("span.pill.pill-goal.meta-goal", { title: `goal: ${title}` }, "◎ ", h("span.pill-text", title));
 }
 
 /** The task's verify commands; "edit" opens a box with one command a line (empty: none). */
@@ -371,10 +412,15 @@ async function runLlm(kind, btn) {
   if (state.drawerId === id) refreshDrawer();
 }
 
+/** A move the person confirms runs only from the status they saw: the server refuses it (409,
+ * naming the status the task is in now; the toast says so) when a worker, a reviewer or another
+ * tab moved the task while the dialog was open, and the drawer shows the task as it is now. */
 async function setStatus(status) {
-  const extra = await confirmMove(status, 1, task.title, task.status);
+  const { id, status: seen } = task;
+  const extra = await confirmMove(status, 1, task.title, seen);
   if (extra === null) return;
-  if (await patch({ status, ...extra })) refreshDrawer();
+  if (!(await patch({ status, expected_status: seen, ...extra }, id))) emit("reload");
+  if (state.drawerId === id) refreshDrawer();
 }
 
 // ---- description and result ----------------------------------------------------------------
@@ -414,7 +460,19 @@ function resultBlock() {
 
 // ---- dependencies ------------------------------------------------------------------------
 
-function depsBlock() {
+/** The dependency pickers to carry into the re-rendered drawer (the same elements): one the person
+ * is in, or has typed a search into, keeps its text, its list and the focus. */
+function keptPickers() {
+  const out = {};
+  for (const role of ["parent", "child"]) {
+    const el = root.querySelector(`.dep-add-${role}`);
+    const input = el && el.querySelector(".picker-input");
+    if (input && (document.activeElement === input || input.value)) out[role] = el;
+  }
+  return out;
+}
+
+function depsBlock(kept = {}) {
   const error = h("div.form-error.dep-error", { role: "alert" });
   const chip = (t, role) => h(`span.chip.chip-${t.status}`, { dataset: { id: t.id }, title: `${t.id} · ${t.status}` },
     h(`span.dot.dot-${t.status}`),
@@ -423,20 +481,17 @@ function depsBlock() {
       type: "button", "aria-label": `remove ${role} ${t.id}`, title: `unlink ${role}`,
       onclick: () => unlink(role === "parent" ? t.id : task.id, role === "parent" ? task.id : t.id, error),
     }, "×"));
-  const linked = new Set([task.id, ...(task.parents || []).map((p) => p.id), ...(task.children || []).map((c) => c.id)]);
-  const candidates = Array.from(state.cards.values()).filter((c) => !linked.has(c.id));
-  const picker = (role) => {
-    const sel = h(`select.dep-add.dep-add-${role}`, { "aria-label": `add ${role}` },
-      h("option", { value: "" }, `+ add ${role}…`),
-      candidates.map((c) => h("option", { value: c.id }, `${c.id} · ${c.title.slice(0, 70)}`)));
-    sel.addEventListener("change", () => {
-      if (!sel.value) return;
-      const other = sel.value;
-      sel.value = "";
-      link(role === "parent" ? other : task.id, role === "parent" ? task.id : other, error);
-    });
-    return sel;
-  };
+  // every task of the board may be linked, found by the server as the person types (not only
+  // the cards the board has loaded); the task itself and those linked already are left out
+  const linked = () => new Set([task.id, ...(task.parents || []).map((p) => p.id), ...(task.children || []).map((c) => c.id)]);
+  const picker = (role) => kept[role] || taskPicker({
+    cls: `dep-add.dep-add-${role}`, label: `add ${role}`, placeholder: `+ add ${role}… (type to search)`,
+    exclude: linked,
+    onPick: (other) => {
+      const errorEl = root.querySelector(".dep-error") || error;
+      link(role === "parent" ? other.id : task.id, role === "parent" ? task.id : other.id, errorEl);
+    },
+  });
   return h("div.deps",
     h("div.dep-group", h("span.dep-label", "Parents"),
       h("div.chips.dep-parents", (task.parents || []).map((p) => chip(p, "parent")), picker("parent"))),
@@ -469,7 +524,7 @@ async function unlink(parent, child, errorEl) {
   }
 }
 
-// ---- comments, runs, events, log -------------------------------------------------------------
+// ---- comments and the worker log -------------------------------------------------------------
 
 function commentsBlock(draft) {
   const list = h("ol.comments", (task.comments || []).map((c) => h(`li.comment.comment-${c.kind || "comment"}`,
@@ -506,56 +561,6 @@ function commentsBlock(draft) {
   return h("div", list, input, error);
 }
 
-const OUTCOME_CLASS = {
-  completed: "ok", review_requested: "info", changes_requested: "info", blocked: "warn", reclaimed: "muted",
-  gave_up: "bad", crashed: "bad", timed_out: "bad", spawn_failed: "bad", protocol_violation: "bad",
-  stale: "warn", rate_limited: "warn", verify_failed: "bad",
-};
-
-function runsBlock() {
-  const runs = task.runs || [];
-  if (!runs.length) return h("div.md.empty", "No attempts yet.");
-  return h("ol.runs", runs.map((r) => {
-    const open = !r.ended_at && (r.status === "open" || !r.outcome);
-    const cls = open ? "running" : OUTCOME_CLASS[r.outcome] || "muted";
-    const cost = r.cost_usd ? `$${Number(r.cost_usd).toFixed(3)}` : "";
-    return h(`li.run.run-${cls}`, { title: r.error || r.summary || "" },
-      // attempt N of this task (`agentboard log --run N`); the run's id, which its log's header
-      // and `agentboard runs` print, on hover
-      h("span.run-attempt", { title: `run ${r.id}` }, r.attempt ? `attempt ${r.attempt}` : `run ${r.id}`),
-      h("span.run-outcome", open ? "running" : r.outcome || r.status || ""),
-      r.metadata && r.metadata.degraded ? h("span.pill.pill-fail.pill-degraded", {
-        title: `result never validated: ${(r.metadata.errors || []).join("; ")}`,
-      }, "degraded") : null,
-      h("span.run-profile", r.profile || ""),
-      h("span.run-dur", { title: fmtTime(r.started_at) }, r.synthetic ? "by hand" : r.ended_at ? duration(r.started_at, r.ended_at) : clock(r.started_at)),
-      cost ? h("span.run-cost", cost) : null,
-      r.summary || r.error ? h("div.run-text", r.error ? `error: ${r.error}` : r.summary) : null);
-  }));
-}
-
-function eventsBlock() {
-  const events = (task.events || []).slice(-20).reverse();
-  if (!events.length) return h("div.md.empty", "No events.");
-  return h("ol.events", events.map((e) => h("li.event",
-    h("span.event-kind", e.kind),
-    h("span.event-payload", summarize(e.payload)),
-    h("span.event-actor", e.actor || ""),
-    h("span.event-time", { title: fmtTime(e.created_at) }, agoLive(e.created_at)))));
-}
-
-function summarize(payload) {
-  if (!payload || typeof payload !== "object") return "";
-  const parts = [];
-  for (const [k, v] of Object.entries(payload)) {
-    if (v === null || v === undefined || v === "" || (Array.isArray(v) && !v.length)) continue;
-    const text = typeof v === "object" ? JSON.stringify(v) : String(v);
-    parts.push(`${k}=${text.length > 60 ? `${text.slice(0, 57)}…` : text}`);
-    if (parts.length >= 4) break;
-  }
-  return parts.join(" ");
-}
-
 async function loadLog() {
   const id = state.drawerId;
   if (!id || !root || !root.querySelector(".log-tail")) return;
@@ -565,7 +570,7 @@ async function loadLog() {
   }
   let text;
   try {
-    text = (await fetchLog(id)) || "(no log yet)";
+    text = (await fetchLog(taskPath(id, "/log"))) || "(no log yet)";
   } catch (err) {
     text = err.status === 404 ? "(no log yet)" : `(log unavailable: ${err.message})`;
   }
@@ -576,23 +581,5 @@ function showLog(id, text) {
   if (state.drawerId !== id) return;
   logText = text;
   const target = root.querySelector(".log-tail");
-  if (!target) return;
-  const atBottom = target.scrollHeight - target.scrollTop - target.clientHeight < 20;
-  target.textContent = text;
-  if (atBottom) target.scrollTop = target.scrollHeight;
+  if (target) showLogText(target, text);
 }
-
-/** The last LOG_TAIL bytes of the worker's log; a cut log starts at its first whole line, under
- * a note saying how much came before and where the whole log is. */
-const LOG_TAIL = 64 * 1024;
-
-async function fetchLog(id) {
-  const res = await api.get(taskPath(id, "/log"), scope({ tail: LOG_TAIL }));
-  if (!res || typeof res !== "object") return "";
-  const text = res.text || "";
-  if (!res.truncated) return text;
-  const cut = text.indexOf("\n");
-  const shown = cut >= 0 ? text.slice(cut + 1) : text;
-  return `… earlier output left out (the whole log, ${Math.round(res.size / 1024)} KB: ${res.path})\n${shown}`;
-}
-

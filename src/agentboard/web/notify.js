@@ -13,6 +13,13 @@ const subPath = (id, tail = "") => `${SUBS}/${encodeURIComponent(id)}${tail}`;
 const URL_HINT = "json://host/path, slack://…, discord://…, ntfy://topic, mailto://…";
 let draft = { task: null, value: "" };  // a URL being typed survives the drawer's live refreshes
 
+/** An empty URL field: say what to give, and put the caret there. */
+function needUrl(input) {
+  toast(`Give an Apprise URL to subscribe (${URL_HINT})`, "error");
+  input.setAttribute("aria-invalid", "true");
+  input.focus();
+}
+
 function stateOf(s) {
   if (s.parked) return h("span.pill.pill-fail.notify-parked", { title: s.last_error || "" }, "parked");
   if (s.failures) return h("span.pill.pill-warn", { title: s.last_error || "" }, `retrying (${s.failures} failed)`);
@@ -95,7 +102,8 @@ export function notifySection(t) {
   };
   const add = async () => {
     const target = input.value.trim();
-    if (!target) { input.focus(); return; }
+    if (!target) { needUrl(input); return; }
+    input.removeAttribute("aria-invalid");
     const out = await act("Cannot subscribe", () => api.post(SUBS, { target, scope: "task", subject: t.id }));
     if (out) {
       input.value = "";
@@ -145,7 +153,8 @@ export async function renderNotifications(root) {
   });
   const add = async () => {
     const target = url.value.trim();
-    if (!target) { url.focus(); return; }
+    if (!target) { needUrl(url); return; }
+    url.removeAttribute("aria-invalid");
     const body = { target, scope: scopeSel.value, subject: scopeSel.value === "board" ? "" : subject.value };
     const out = await act("Cannot subscribe", () => api.post(SUBS, body, { board: state.board }));
     if (out) { url.value = ""; toast(`Subscribed ${out.target}`, "ok", 3000); again(); }

@@ -54,7 +54,7 @@ async function load(box, task, refresh) {
   row("Outcome", (a) => h(`span.race-outcome.race-${a.outcome || a.state}`, { title: a.paused ? a.error || "" : "" },
     shown(a)));
   row("Verification", (a) => h(`span.race-verify.verify-${a.verification || "none"}`, a.verification || "—"));
-  row("Cost", (a) => `$${Number(a.cost_usd || 0).toFixed(4)}`);
+  row("Cost", (a) => (a.cost_known === false ? "unknown" : `$${Number(a.cost_usd || 0).toFixed(4)}`));
   row("Tokens", (a) => String(a.tokens || 0));
   row("Took", (a) => (a.duration == null ? "—" : `${Math.round(a.duration)}s`));
   row("Runs", (a) => String(a.runs || 0));

@@ -60,27 +60,42 @@ function head(st, root) {
         catch (err) { toast(err.message, "error"); }
       } }, "Enable"));
   }
-  const working = (st.working || []).map((t) => h("button.link-btn", { type: "button", onclick: () => emit("open", t.id) }, t.title));
-  return h("div.panel-head",
-    h("h2", "Supervisor"),
-    h("span.pill.sup-who", st.enabled ? `supervised by ${st.profile}` : "not supervised"),
-    counts, h("span.spacer"),
-    working.length ? h("span.hint", "working on: ", ...working) : null,
-    control);
+  return h("div.sup-head",
+    h("div.panel-head",
+      h("h2", "Supervisor"),
+      h("span.pill.sup-who", { title: st.enabled ? `supervised by ${st.profile}` : "" },
+        st.enabled ? `supervised by ${st.profile}` : "not supervised"),
+      counts, h("span.spacer"),
+      control),
+    working(st.working || []));
+}
+
+/** What the supervisor is working on: its supervision tasks, one link each, as a list of their
+ * own under the header (a busy supervisor has many). */
+function working(tasks) {
+  if (!tasks.length) return null;
+  return h("div.sup-working", h("span.hint", `Working on (${tasks.length}):`),
+    h("ul.sup-working-list", tasks.map((t) => h("li", taskLink(t.id, t.title)))));
 }
 
 function section(title, items, empty) {
   return h("section.sup-section", h("h3", title), items.length ? h("ul.sup-list", items) : h("div.hint", empty));
 }
 
+/** A task's title as a link that opens it; a long title wraps inside its card (at most three
+ * lines, then an ellipsis; the whole title on hover). */
 function taskLink(id, title) {
-  return h("button.link-btn", { type: "button", onclick: () => emit("open", id) }, title || id);
+  return h("button.link-btn.sup-link", { type: "button", title: title ? `${id} · ${title}` : id, onclick: () => emit("open", id) },
+    h("span.sup-link-text", title || id));
 }
 
+/** An escalation: the task's title on a line of its own, then who must decide, what, and when. */
 function escalation(t) {
-  return h("li.sup-item", taskLink(t.id, t.title),
-    h("span.pill.block-kind", t.block_to ? `for ${t.block_to}` : "for a person"),
-    h("span.block-reason", t.block_reason || ""), h("span.hint", ago(t.updated_at)));
+  return h("li.sup-item.sup-escalation",
+    taskLink(t.id, t.title),
+    h("div.sup-meta",
+      h("span.pill.block-kind", t.block_to ? `for ${t.block_to}` : "for a person"),
+      h("span.block-reason", t.block_reason || ""), h("span.hint", ago(t.updated_at))));
 }
 
 function proposal(p, root) {

@@ -2,13 +2,17 @@
 
 On the app of ``serve`` the health checks need no token (the auth middleware lets them through)
 and ``/metrics`` takes an unscoped admin token or the ``metrics_token`` setting as a bearer
-token. :func:`open_app` serves the same three routes with no token at all, for the separate
+token; while the database is out of reach a scrape still answers (:func:`scraper_allowed`). :func:`open_app` serves the same three routes with no token at all, for the separate
 address of ``serve --metrics-bind`` and ``dispatcher --metrics-port`` (a scrape network).
 """
 
 from __future__ import annotations
 
 import hmac
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -18,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...config import Settings
-from ...domain.errors import AgentboardError, Unauthorized
+from ...domain.errors import AgentboardError, Unauthorized, Unavailable
 from ...observe import health, metrics
 from ...store.engine import Database
 from ..auth import authenticate, headers_of, token_from
@@ -49,17 +53,64 @@ async def metrics_response(db: Database) -> Response:
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 
-def scraper_allowed(db: Database, settings: Settings, headers: dict[str, str]) -> None:
-    """The metrics token (a bearer token), or an unscoped admin token; raises Unauthorized /
-    Forbidden otherwise."""
+#: an admin token this process verified on the database is let through for this many seconds
+#: after, while the database cannot be reached to verify it again (a scraper's token: it scrapes
+#: every few seconds, so an outage's scrapes keep the per-process metrics that explain it)
+VERIFIED_FOR = 600.0
+#: hashes of the admin tokens verified for a scrape, and when (the newest last; a few kept)
+_verified: OrderedDict[str, float] = OrderedDict()
+_verified_lock = threading.Lock()
+
+
+def scraper_allowed(db: Database, settings: Settings, headers: dict[str, str]) -> bool:
+    """The metrics token (a bearer token, checked without the database), or an unscoped admin
+    token; raises Unauthorized / Forbidden otherwise. While the database is out of reach an
+    admin token cannot be checked: True when this process verified it within
+    :data:`VERIFIED_FOR` seconds (the whole scrape), else False (only ``agentboard_database_up
+    0``, which ``/readyz`` tells anyone: never a 503 that loses the outage's scrape)."""
+    from ...kernel.tokens import hash_token
+
     token, via_cookie = token_from(headers)
     if token is None:
         raise Unauthorized("no token: /metrics needs an admin token or the metrics_token setting "
                            "(Authorization: Bearer <token>)")
     expected = settings.metrics_token
     if expected and not via_cookie and hmac.compare_digest(token.encode(), expected.encode()):
-        return
-    authenticate(db, token, via_cookie).check_admin(None)
+        return True
+    key = hash_token(token)
+    try:
+        principal = authenticate(db, token, via_cookie)
+    except Unavailable:
+        with _verified_lock:
+            at = _verified.get(key)
+        return at is not None and time.monotonic() - at < VERIFIED_FOR
+    except Unauthorized:
+        with _verified_lock:
+            _verified.pop(key, None)
+        raise
+    principal.check_admin(None)
+    with _verified_lock:
+        _verified[key] = time.monotonic()
+        _verified.move_to_end(key)
+        while len(_verified) > 64:
+            _verified.popitem(last=False)
+    return True
+
+
+def database_down() -> bytes:
+    """The exposition of a scrape whose token could not be checked: the database is down."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    class Down:
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            up = GaugeMetricFamily("agentboard_database_up", "1 when the database answered this scrape, else 0")
+            up.add_metric([], 0)
+            yield up
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Down())
+    return generate_latest(registry)
 
 
 @router.get("/healthz")
@@ -81,9 +132,11 @@ async def metrics_route(request: Request) -> Response:
     """The Prometheus exposition: an admin token or the metrics token."""
     st = state(request)
     try:
-        await anyio.to_thread.run_sync(scraper_allowed, st.db, st.settings, headers_of(request.scope))
+        whole = await anyio.to_thread.run_sync(scraper_allowed, st.db, st.settings, headers_of(request.scope))
     except AgentboardError as exc:
         return _error(exc)
+    if not whole:
+        return Response(database_down(), media_type=metrics.CONTENT_TYPE)
     return await metrics_response(st.db)
 
 

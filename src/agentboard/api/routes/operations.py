@@ -93,15 +93,17 @@ def show_template(request: Request, name: str = PathParam(min_length=1, max_leng
 def run_template(request: Request, data: TemplateRun | None = None,
                  name: str = PathParam(min_length=1, max_length=64), board: str | None = BoardQ,
                  who: Principal = Depends(current)) -> Response:
-    """Create the template's tasks, linked as it says, in one transaction."""
+    """Create the template's tasks, linked as it says, in one transaction. A blank value counts as
+    not given (a form's empty field): the placeholder's default applies, and one without a default
+    is refused as the CLI refuses it (400 ``needs a value for …``), with nothing created."""
     slug = write_board(request, who, board)
     st = state(request)
     verify, workspaces = templates.commands(st.db, slug, name, home=st.settings.home)
     host_access.authorize(who.host, verify=verify)
     for ws in workspaces:
         host_access.authorize(who.host, workspace=ws)
-    out = templates.run(st.db, slug, name, (data.set if data else {}), home=st.settings.home,
-                        actor=actor_of(request, who, slug))
+    given = {k: v for k, v in (data.set if data else {}).items() if v.strip()}
+    out = templates.run(st.db, slug, name, given, home=st.settings.home, actor=actor_of(request, who, slug))
     return Json(out, status_code=201)
 
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import FileResponse, Response
 
-from ...domain import model, task_fields
+from ...domain import model, states, task_fields
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
 from ...kernel import attachments, comments, host_access, queries, run_limits, runs, tasks
 from ...store.engine import Database
@@ -185,7 +185,7 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
 
     return Json(finish.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
                               assignee=data.assignee or None, status=data.status, reason=data.reason,
-                              actor=who.name))
+                              actor=who.name, expected=data.expected_status))
 
 
 #: why a run token's PATCH is refused
@@ -222,11 +222,17 @@ def bulk(request: Request, data: BulkRequest, board: str | None = BulkBoardQ,
     actor = who.name
     from ...dispatch import finish
 
+    seen = data.expected_statuses or {}
+
     def verb(db_: Database, _board: str, task_id: str) -> dict[str, Any]:
         board_ = write_board(request, who, board, task_id)
+        expected = seen.get(task_id)
         if data.action == "status":
-            return finish.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor)
+            return finish.set_status(db_, board_, task_id, str(data.status), reason=data.reason, actor=actor,
+                                     expected=expected)
         if data.action == "archive":
+            if expected is not None:  # the archive the person confirmed, only from the status they saw
+                return tasks.set_status(db_, board_, task_id, states.ARCHIVED, actor=actor, expected=expected)
             return tasks.archive(db_, board_, task_id, actor=actor)
         if data.action == "restore":
             return tasks.restore(db_, board_, task_id, actor=actor)

@@ -134,7 +134,8 @@ def context(request: Request, task_id: str = TaskId, board: str | None = TaskBoa
             who: Principal = Depends(current)) -> Response:
     """The worker context markdown: ``{"task_id", "board", "markdown"}``."""
     slug = read_board(request, who, board, task_id)
-    text = build_worker_context(state(request).db, slug, task_id, enrich=with_git).rstrip("\n")
+    db = state(request).db
+    text = build_worker_context(db, slug, task_id, enrich=lambda d: with_git(d, db)).rstrip("\n")
     return Json({"task_id": task_id, "board": slug, "markdown": text + "\n"})
 
 

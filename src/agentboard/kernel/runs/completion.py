@@ -1,5 +1,5 @@
 """Finishing a run: a worker's or a person's completion (with the holds for verification,
-integration and a spawn not yet recorded) and a running task handed to review."""
+integration, a spawn not yet recorded and a worktree worker's exit) and a running task handed to review."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -25,7 +25,7 @@ from ..common import (
     task_out,
 )
 from ..flow import after_satisfied
-from .claims import _CLEAR_CLAIM, stale_error
+from .claims import _CLEAR_CLAIM, HAND_CLAIM, stale_error
 
 # -- complete -----------------------------------------------------------------------------------
 
@@ -289,6 +289,7 @@ def complete_in(
     exit_code: int | None = None, integrated: bool = False, await_spawn: bool = False,
 ) -> Row:
     """Complete a task inside the caller's transaction (see :func:`complete`)."""
+    report = report if verified else _measured_first(tx, report, run_id)  # verified: the dispatcher chose
     if (tx.db.dialect == "postgresql" and run_id is not None
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)):
         done = _complete_running_pg(tx, board, task_id, report, run_id, actor, force_done, verified, exit_code,
@@ -328,6 +329,11 @@ def complete_in(
             # the worker reported before the dispatcher recorded its spawn (its workspace and
             # branch): its exit applies the report
             return _hold_for_verification(tx, board, task, report, run_id, actor, reason="spawn")
+        if (target == states.DONE and task.get("workspace_kind") == "worktree"
+                and not str(task.get("claim_lock") or "").startswith(HAND_CLAIM)):
+            # its branch is what the tasks after it start from: done once the worker has exited and
+            # what it left uncommitted is on it (``dispatch.finish.complete_verified``)
+            return _hold_for_verification(tx, board, task, report, run_id, actor, reason="exit")
     states.check("complete", cur, target, task_id)  # a task already done says so, not how to finish it
     if due == "integrate" and not integrated:
         raise Conflict(f"task {task_id}'s branch is integrated into the board's base branch when it is done: "
@@ -376,6 +382,19 @@ def complete_in(
     return _after_completed(tx, board, task, target, rid, actor, children=children)
 
 
+def _measured_first(tx: Tx, report: Report, run_id: int | None) -> Report:
+    """A worker's ``report`` without its usage when its run holds usage already — what the
+    dispatcher read from its agent CLI's output (a report's own usage is written only as it closes
+    the run): a worker's word never replaces what its CLI measured (``docs/budgets.md``). The
+    dispatcher's own completion (``verified``) gives the usage it chose (``protocol.lifecycle``)."""
+    if run_id is None or not any(v is not None for v in (report.usage or {}).values()):
+        return report
+    usage_params(report.usage)  # a bad number is refused all the same
+    found = tx.one("SELECT 1 AS x FROM task_runs WHERE id = :r AND (input_tokens IS NOT NULL OR "
+                   "output_tokens IS NOT NULL OR cost_usd IS NOT NULL)", {"r": run_id})
+    return report if found is None else replace(report, usage=None)
+
+
 def _may_have_a_branch(tx: Tx, board: str, task: Row) -> bool:
     """Whether the task runs (or may run) in a worktree: its own kind says so, or its board has a
     target directory (the dispatcher then decides at the spawn)."""
@@ -401,7 +420,8 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
     """Record the worker's success report on its run; the task stays running until the
     dispatcher has run the verify commands after the worker exits (protocol.lifecycle), or
     (``reason="integration"``) has integrated the task's branch into the board's base branch,
-    or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet."""
+    or (``"spawn"``) has seen the exit of a worker whose spawn it had not recorded yet, or
+    (``"exit"``, a worktree task) has seen its worker exit and committed what it left."""
     pending = {"summary": report.summary, "metadata": report.metadata, "result": report.result,
                "usage": report.usage, "actor": actor, **({"review": True} if review else {})}
     tx.execute("UPDATE task_runs SET pending_report = :p WHERE id = :r", {"p": dump_json(pending), "r": run_id})
@@ -518,13 +538,17 @@ def complete(
     becomes done only with ``integrated=True``: the caller has put its branch on the base branch
     (``dispatch.finish``); a worker's report on it is held like a verification. ``await_spawn``:
     the report comes from a worker the dispatcher started (its run token); before the dispatcher
-    has recorded the spawn, it is held the same way.
+    has recorded the spawn, it is held the same way. A worker's report that makes a worktree task
+    done waits for the worker's exit in every case (not a run claimed by hand): its branch is
+    what the tasks after it start from, and the dispatcher commits what the worker left first.
+    The report's usage counts only where the run holds none the dispatcher measured.
     """
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
     if (db.dialect == "postgresql" and run_id is not None
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)
             and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")
             and not _budgeted_now(db, board)):
+        report = report if verified else db.read(_measured_first, report, run_id)
         done = _complete_function_pg(db, board, task_id, report, run_id, actor, force_done, verified, exit_code,
                                      integrated, await_spawn)
         if done is not None:

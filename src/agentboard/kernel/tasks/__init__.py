@@ -14,6 +14,7 @@ from .moves import (
     block,
     block_in,
     block_reason,
+    expect_status,
     refuse_integration,
     release,
     release_in,
@@ -26,5 +27,6 @@ from .moves import (
 
 __all__ = [
     "NewTask", "archive_in", "block_in", "block_reason", "release_in", "unblock_in", "archive", "assign", "block", "bulk", "create", "create_in", "create_task", "edit",
+    "expect_status",
     "refuse_integration", "release", "reopen", "restore", "set_status", "unblock", "update",
 ]

@@ -3,6 +3,7 @@ one transaction) and one verb over several tasks."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from ..common import (
     get_task,
     pending_parents,
     ready_or_todo,
+    require_board,
     task_out,
 )
 from ..flow import (
@@ -26,13 +28,14 @@ from ..runs import (
     return_to_queue,
 )
 from .creation import _model
-from .moves import _check_status, _set_status
+from .moves import _check_status, _set_status, expect_status
 
 # -- assign and edit ---------------------------------------------------------------------------
 
 
 def _assign(tx: Tx, board: str, task_id: str, assignee: str | None, reclaim: bool, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
+    require_board(tx, board)  # an archived board's tasks stay as they are until it is restored
     if task.get("race_of") and assignee != task["assignee"]:
         # the race compares its profiles: an attempt run by another would be credited to its own
         raise Conflict(f"task {task_id} is {task['assignee']}'s attempt in race {task['race_of']}: an attempt keeps "
@@ -84,7 +87,10 @@ _EDITABLE = ("title", "body", "priority", "tenant", "result", "max_runtime_secon
 
 def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
+    require_board(tx, board)  # an archived board's tasks stay as they are until it is restored
     states.check("edit", task["status"], task["status"], task_id)
+    if "branch_name" in changes and changes["branch_name"] != task.get("branch_name"):
+        _check_branch_change(tx, task)
     if "verify" in changes:
         checked_verify(tx, board, decoded_verify(changes["verify"]))
     if "goal_id" in changes and changes["goal_id"]:
@@ -110,6 +116,41 @@ def _edit(tx: Tx, board: str, task_id: str, changes: dict[str, Any], actor: str 
         settle_goal(tx, board, task.get("goal_id"), actor)
     task.update(changed)
     return task_out(task)
+
+
+#: the statuses of a task whose branch may still change: it has not started (or never got a workspace)
+_BRANCH_EDITABLE = (states.TRIAGE, states.TODO, states.READY, states.BLOCKED)
+
+
+def _check_branch_change(tx: Tx, task: Row) -> None:
+    """A task's branch (``branch_name``: the branch its worktree is made on, an existing one
+    checked out as it is, so the task starts from its commits) may change only before its
+    worktree is made: never for a task that has run in a workspace, whose branch holds its work
+    (``Conflict`` saying so), nor for a race or one of its attempts."""
+    tid = task["id"]
+    if task.get("race_of") or task.get("race_until"):
+        raise Conflict(f"task {tid} is a race's {'attempt' if task.get('race_of') else 'task'}: its branches are "
+                       "its attempts' own; pick an attempt instead (agentboard attempts ID)")
+    used = tx.scalar("SELECT COUNT(*) FROM task_runs WHERE task_id = :id AND workspace_path IS NOT NULL", {"id": tid})
+    worktree = _made_worktree(tx, task)
+    if task["status"] not in _BRANCH_EDITABLE or used or task.get("base_branch") or worktree:
+        where = f" ({worktree})" if worktree else ""
+        raise Conflict(f"task {tid} has started{where}: its branch {task.get('branch_name') or 'ab/' + tid} holds its "
+                       "work and cannot change; a branch is set only on a task that has not started "
+                       "(agentboard create ... --branch NAME)")
+
+
+def _made_worktree(tx: Tx, task: Row) -> str | None:
+    """The task's worktree folder when one exists already (``<repo>/.worktrees/<id>``): made by a
+    start that failed after it, it is reused as it is by the next."""
+    repo = task.get("workspace_path") if task.get("workspace_kind") == "worktree" else None
+    if not repo:
+        row = tx.one("SELECT default_workdir FROM boards WHERE slug = :b", {"b": task["board"]})
+        repo = row["default_workdir"] if row else None
+    if not repo:
+        return None
+    path = os.path.join(str(repo), ".worktrees", str(task["id"]))
+    return path if os.path.lexists(path) else None
 
 
 def edit(db: Database, board: str, task_id: str, *, actor: str | None = None, **fields: Any) -> Row:
@@ -139,8 +180,8 @@ def _edit_changes(fields: Mapping[str, Any]) -> dict[str, Any]:
             value = dump_json(list(value))
         elif key == "result":
             value = str(value).strip().splitlines()[0][:500] if str(value).strip() else None
-        elif key == "branch_name":
-            value = _model.branch_name(str(value)) if str(value).strip() else None
+        elif key == "branch_name":  # create --branch's limits and message
+            value = task_fields.check("branch", str(value)) if str(value).strip() else None
         elif key == "model":
             value = _model.model_name(str(value))  # an empty value clears it: the profile's model
         elif key in ("tenant", "goal_id") and value == "":
@@ -165,21 +206,26 @@ def update(
     reason: str | None = None,
     actor: str | None = None,
     integrated: bool = False,
+    expected: str | None = None,
 ) -> Row:
     """Edit ``fields``, then (with ``assign=True``) set the assignee (None unassigns), then move
     to ``status`` — all in one transaction, so a refused step (say the status move) leaves none
     of the others behind. Returns the task as the last step left it. ``integrated``: as for
-    :func:`set_status`.
+    :func:`set_status`. ``expected``: the status the caller saw the task in; a task that has
+    left it is refused with nothing changed (``moves.expect_status``, under the task's lock).
     """
     changes = _edit_changes(fields) if fields else {}
     name = _assignee(assignee) if assign else None
     if status is not None:
         _check_status(status)
+    if expected is not None:
+        _check_status(expected)
     if not (changes or assign or status is not None):
         raise InvalidInput("nothing to change: give fields to edit, an assignee or a status")
 
     def _update(tx: Tx) -> Row:
         task = get_task(tx, board, task_id, lock=True)
+        expect_status(task, expected)
         if changes:
             task = _edit(tx, board, task_id, changes, actor)
         if assign:

@@ -320,15 +320,19 @@ def reopen(db: Database, board: str, task_id: str, *, reason: str | None = None,
 
 
 def set_status(db: Database, board: str, task_id: str, status: str, *, reason: str | None = None,
-               actor: str | None = None, integrated: bool = False) -> Row:
+               actor: str | None = None, integrated: bool = False, expected: str | None = None) -> Row:
     """Map a requested status to the verb that reaches it; never a raw column write.
 
     One transaction: a refused move changes nothing. A move to done that integrates the task's
     branch needs ``integrated=True``: surfaces call ``dispatch.finish.set_status``, which runs
-    the gates and the integration first.
+    the gates and the integration first. ``expected``: the status the person saw when they
+    asked for the move (the dashboard's); a task in another status by then is refused
+    (:func:`expect_status`), checked under the task's lock in the same transaction.
     """
     _check_status(status)
-    return db.write(_set_status, board, task_id, status, reason, actor, integrated)
+    if expected is not None:
+        _check_status(expected)
+    return db.write(_set_status, board, task_id, status, reason, actor, integrated, expected)
 
 
 def _check_status(status: str) -> None:
@@ -336,9 +340,18 @@ def _check_status(status: str) -> None:
         raise InvalidInput(f"unknown status {status!r}; use one of {', '.join(states.STATUSES)}")
 
 
+def expect_status(task: Row, expected: str | None) -> None:
+    """Refuse (:class:`Conflict`, 409) a change asked for a task in status ``expected`` that has
+    left it since (a worker finished it, a reviewer approved it): what the person confirmed,
+    say a request for changes, would be another verb now (a reopen). None: no expectation."""
+    if expected is not None and task["status"] != expected:
+        raise Conflict(f"task {task['id']} is now {task['status']}, no longer {expected}: nothing changed")
+
+
 def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | None, actor: str | None,
-                integrated: bool = False) -> Row:
+                integrated: bool = False, expected: str | None = None) -> Row:
     current = get_task(tx, board, task_id, lock=True)
+    expect_status(current, expected)
     cur = current["status"]
     if cur == status:
         if status == states.BLOCKED and reason and reason.strip() != (current.get("block_reason") or ""):
