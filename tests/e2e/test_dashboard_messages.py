@@ -10,18 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_ui import SCREENSHOTS, T, expect
 
 from agentboard.kernel import tokens
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-dashboard-messages")]
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the browser fixture skips (or fails under CI) with the reason
-    expect = None  # type: ignore[assignment]
-
-T = 10_000  # ms: the longest a user-visible change may take to appear
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 
 def shot(page: Any, name: str) -> None:

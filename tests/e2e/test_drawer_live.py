@@ -7,31 +7,12 @@ saved value again after any refusal."""
 from __future__ import annotations
 
 import json
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_ui import SCREENSHOTS, T, coder, expect, uniq
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-drawer-live")]
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the browser fixture skips (or fails under CI) with the reason
-    expect = None  # type: ignore[assignment]
-
-T = 10_000  # ms: the longest a user-visible change may take to appear
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-
-
-def uniq(label: str) -> str:
-    return f"{label} {uuid.uuid4().hex[:6]}"
-
-
-def coder(kernel: Any) -> Any:
-    if not any(p["name"] == "coder" for p in kernel.profiles()):
-        kernel.add_profile("coder", command="true")
-    return kernel.board()
 
 
 def open_drawer(page: Any, task_id: str) -> Any:

@@ -6,22 +6,15 @@ on; the drawer keeps a long goal inside it and an attempt's row on one line."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_ui import SCREENSHOTS, T, expect
 
 from agentboard.kernel import budgets, supervision
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-long-names")]
 
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the browser fixture skips (or fails under CI) with the reason
-    expect = None  # type: ignore[assignment]
-
-T = 10_000  # ms: the longest a user-visible change may take to appear
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 LONG_BOARD = "Web Platform — “Rewrite” 🚀"
 
 

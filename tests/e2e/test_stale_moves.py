@@ -5,31 +5,12 @@ The drawer's buttons, a drag onto a column and the bulk bar's *Move to…* all s
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_ui import SCREENSHOTS, T, coder, expect, uniq
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-stale-moves")]
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the browser fixture skips (or fails under CI) with the reason
-    expect = None  # type: ignore[assignment]
-
-T = 10_000  # ms: the longest a user-visible change may take to appear
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-
-
-def uniq(label: str) -> str:
-    return f"{label} {uuid.uuid4().hex[:6]}"
-
-
-def coder(kernel: Any) -> Any:
-    if not any(p["name"] == "coder" for p in kernel.profiles()):
-        kernel.add_profile("coder", command="true")
-    return kernel.board()
 
 
 def in_review(kernel: Any, title: str) -> dict[str, Any]:

@@ -4,25 +4,12 @@ so a task beyond the first 100 cards of its column, or one a filter hides, can b
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_ui import SCREENSHOTS, T, expect, uniq
 
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser-task-pickers")]
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the browser fixture skips (or fails under CI) with the reason
-    expect = None  # type: ignore[assignment]
-
-T = 10_000  # ms: the longest a user-visible change may take to appear
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-
-
-def uniq(label: str) -> str:
-    return f"{label} {uuid.uuid4().hex[:6]}"
 
 
 @pytest.fixture(scope="module")
