@@ -23,7 +23,6 @@ work: the task says why and waits for a person.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -38,6 +37,7 @@ from ..kernel import dispatching as kd
 from ..kernel import races as kraces
 from ..kernel import runs as kr
 from ..kernel import worker_protocol
+from ..kernel.common import run_metadata
 from ..protocol import boarddir, review, review_context, safefs
 from ..store.engine import Row
 from . import adapters, agent_config, liveness, spawn, workspaces
@@ -307,7 +307,7 @@ class Reviewing:
             until = out.retry_at if out.retry_at is not None else time.time() + float(self.ctx.settings.rate_limit_cooldown)
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
             source = "the reset time it gave" if out.retry_at is not None else "the rate_limit_cooldown setting"
-            meta = _metadata(r)
+            meta = run_metadata(r)
             try:  # kept on the run: the passes start no review of the task before it
                 kr.update_run(self.ctx.db, int(r["id"]), metadata={**meta, "retry_at": until})
             except AgentboardError as exc:
@@ -379,23 +379,12 @@ class Reviewing:
             log.info("review run %s of %s: %s: %s", r["id"], r["task_id"], outcome, error)
 
 
-def _metadata(r: Row) -> dict[str, Any]:
-    """A review run's metadata (stored as JSON text)."""
-    meta = r.get("metadata")
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            meta = None
-    return dict(meta) if isinstance(meta, dict) else {}
-
-
 def _rate_limited_until(c: Row, cooldown: float) -> float | None:
     """When the rate limit the last review run of candidate ``c`` hit ends (its ``retry_at``;
     a run that kept none: ``cooldown`` after it ended), or None when that run was not rate-limited."""
     if c.get("last_outcome") != "rate_limited":
         return None
-    until = _metadata({"metadata": c.get("last_metadata")}).get("retry_at")
+    until = run_metadata({"metadata": c.get("last_metadata")}).get("retry_at")
     if isinstance(until, int | float):
         return float(until)
     return float(c.get("last_ended_at") or 0) + cooldown

@@ -21,6 +21,7 @@ from ..domain.errors import Conflict, InvalidInput
 from ..domain.races import Entry, until_of
 from ..store.engine import Row, Tx, in_list
 from . import budgets
+from .common import run_metadata
 
 
 def gate(tx: Tx, task: Row, entries: Sequence[Entry]) -> str | None:
@@ -74,7 +75,7 @@ _PAUSED = frozenset({"rate_limited", "budget", "dependency"})
 
 def _verification(runs: Sequence[Row]) -> str | None:
     for r in reversed(runs):
-        v = _meta(r).get("verification")
+        v = run_metadata(r).get("verification")
         if isinstance(v, dict) and v.get("passed") is not None:
             return "passed" if v.get("passed") else "failed"
         if r.get("outcome") == "verify_failed":
@@ -82,21 +83,11 @@ def _verification(runs: Sequence[Row]) -> str | None:
     return None
 
 
-def _meta(run: Row) -> dict[str, Any]:
-    meta = run.get("metadata")
-    if isinstance(meta, str) and meta:
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            meta = None
-    return meta if isinstance(meta, dict) else {}
-
-
 def _degraded(runs: Sequence[Row]) -> bool:
     """Whether the attempt's last report is a degraded one (its ``result.json`` never validated:
     it went to review with a summary taken from its output, unverified)."""
     for r in reversed(runs):
-        meta = _meta(r)
+        meta = run_metadata(r)
         if meta.get("review_run"):
             continue
         if meta.get("degraded"):

@@ -135,3 +135,13 @@ def first_line(text: str | None, limit: int = 400) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:limit]
 
+
+def run_metadata(run: Row) -> dict[str, Any]:
+    """A run's ``metadata`` as a dict (stored as JSON text; ``{}`` when absent or unreadable)."""
+    meta = run.get("metadata")
+    if isinstance(meta, str) and meta:
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = None
+    return dict(meta) if isinstance(meta, dict) else {}

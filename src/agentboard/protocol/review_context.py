@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import gitsafe, gitsizes
 from ..kernel import queries
+from ..kernel.common import run_metadata
 from ..store.engine import Database, Row
 
 CONTEXT_FILE = "review-context.md"
@@ -142,19 +143,9 @@ def acceptance_criteria(body: str) -> str:
     return (rest[:nxt.start()] if nxt else rest).strip()
 
 
-def _meta(run: Row) -> dict[str, Any]:
-    meta = run.get("metadata")
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return {}
-    return meta if isinstance(meta, dict) else {}
-
-
 def is_review_run(run: Row) -> bool:
     """Whether a run (as ``task_detail`` lists it) is a review run."""
-    return bool(_meta(run).get("review_run"))
+    return bool(run_metadata(run).get("review_run"))
 
 
 def reviewed_run(detail: Mapping[str, Any]) -> Row | None:
@@ -187,7 +178,7 @@ def render(detail: Mapping[str, Any], diff: Diff) -> str:
     body = (t.get("body") or "").strip()
     criteria = acceptance_criteria(body)
     run = reviewed_run(t) or {}
-    meta = _meta(run)
+    meta = run_metadata(run)
     out = [f"# Review of task {t['id']}: {t['title']}", "",
            f"Done by profile `{run.get('profile') or t.get('assignee') or 'unknown'}` in run {run.get('id', '?')}.", "",
            "## The task", "", body or "(no description)", "",
