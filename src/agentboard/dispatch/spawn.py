@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import fnmatch
 import functools
 import mmap
@@ -196,7 +197,7 @@ def run_log(path: Path, run_id: int, task_id: str, max_bytes: int) -> LogCut:
                 return cut
             end = m.find(b"\n", at, limit)
             cut.log_offset = end + 1 if end >= 0 else at
-            mark = m.find(CUT_MARK, cut.log_offset, cut.log_offset + max_bytes // LOG_KEEP_SHARE + 4096)
+            mark = m.find(CUT_MARK, cut.log_offset, cut.log_offset + max_bytes // LOG_KEEP_SHARE + (1 << 17))
             if mark >= 0:
                 end = m.find(b"\n", mark)
                 cut.log_head_end = end + 1 if end >= 0 else 0
@@ -237,10 +238,13 @@ def cap_log(w: RunLog, max_bytes: int) -> int:
     that prints without end (a loop, or on purpose) cannot fill the home's disk. Returns the
     bytes dropped now (0: within the cap, or no cap).
 
-    The worker may be writing while its log is cut: the line and the kept end are written at the
-    offset the log was cut to, never where the worker's appends have taken the log's end by then,
-    so the part kept at the start ends with that line wherever the worker got to (what it wrote
-    in between is in the dropped middle)."""
+    The worker may be writing while its log is cut. Where the file system can take a range out
+    of a file's middle (ext4, XFS: :func:`_collapse`), the middle is taken out in one step that
+    the worker's appends wait for, so nothing it writes meanwhile is lost: its last line is the
+    log's last line. Elsewhere the log is truncated and its kept end written back at the offset
+    it was cut to, never where the worker's appends have taken the log's end by then, so the part
+    kept at the start ends with that line wherever the worker got to (what it wrote in between,
+    in the few calls between the last look at the log's size and the cut, is lost)."""
     if not max_bytes:
         return 0
     try:
@@ -263,18 +267,26 @@ def cap_log(w: RunLog, max_bytes: int) -> int:
     return dropped
 
 
+def _mark(max_bytes: int) -> bytes:
+    return (f"\n[agentboard: this run's output passed log_max_bytes ({max_bytes} bytes); "
+            "the middle of it is dropped]\n").encode()
+
+
 def _cut(fd: int, w: RunLog, max_bytes: int) -> int:
     share = max_bytes // LOG_KEEP_SHARE
-    size = os.fstat(fd).st_size
+    st = os.fstat(fd)
+    size = st.st_size
     if size - w.log_offset <= max_bytes:  # (cut by the other look meanwhile)
         return 0
+    collapsed = _collapse(fd, w, max_bytes, size, st.st_blksize)
+    if collapsed is not None:
+        return collapsed
     head_end = w.log_head_end or w.log_offset + share
     tail = os.pread(fd, share, max(head_end, size - share))
     dropped = size - head_end - len(tail)
     if dropped <= 0:
         return 0
-    mark = b"" if w.log_head_end else (f"\n[agentboard: this run's output passed log_max_bytes ({max_bytes} bytes); "
-                                       "the middle of it is dropped]\n").encode()
+    mark = b"" if w.log_head_end else _mark(max_bytes)
     os.ftruncate(fd, head_end)
     kept = mark + tail
     at = 0
@@ -283,6 +295,52 @@ def _cut(fd: int, w: RunLog, max_bytes: int) -> int:
     w.log_head_end = head_end + len(mark)
     w.log_dropped += dropped
     return dropped
+
+
+
+#: ``fallocate``'s mode that takes a range out of a file, the rest of it moved up (Linux)
+_FALLOC_FL_COLLAPSE_RANGE = 0x08
+
+
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``fallocate`` (None where there is none): Python's ``os`` has no call that takes
+    its mode."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.fallocate
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _collapse(fd: int, w: RunLog, max_bytes: int, size: int, block: int) -> int | None:
+    """Cut the log by taking whole blocks out of its middle (``FALLOC_FL_COLLAPSE_RANGE``): the
+    kernel holds the file while it does, so the worker's appends land after what is kept, never
+    in what is dropped. Its start is kept up to a block boundary whose last bytes become the
+    line saying output was dropped, and at least ``max_bytes / 4`` bytes of its end. None where
+    it cannot be done here (a file system without it, a cap too small for whole blocks, a start
+    cut before at no block boundary): the caller cuts as before."""
+    fallocate = _fallocate()
+    if fallocate is None or block <= 0 or max_bytes < 16 * block:
+        return None
+    share = max_bytes // LOG_KEEP_SHARE
+    mark = b"" if w.log_head_end else _mark(max_bytes)
+    head_end = w.log_head_end or -(-(w.log_offset + share + len(mark)) // block) * block
+    if head_end % block:
+        return None
+    dropped = (size - share - head_end) // block * block
+    if dropped <= 0:
+        return 0
+    if fallocate(fd, _FALLOC_FL_COLLAPSE_RANGE, head_end, dropped) != 0:
+        return None  # (EOPNOTSUPP, EINVAL: this file system, or this file, cannot)
+    if mark:  # (the bytes it is written over are dropped too)
+        os.pwrite(fd, mark, head_end - len(mark))
+    w.log_head_end = head_end
+    w.log_dropped += dropped + len(mark)
+    return dropped + len(mark)
 
 
 #: what is said of a worker whose exit status cannot be known (taken over from an earlier
