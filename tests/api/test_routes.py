@@ -272,12 +272,18 @@ def test_boards_create_edit_archive_restore_delete(api: Api) -> None:
     err(c.post("/api/boards", json={"slug": "x", "workdir": "relative/path"}), 400)
     assert c.get("/api/boards/ops").json()["name"] == "Operations"
     assert c.patch("/api/boards/ops", json={"description": "on call", "settings": {"auto_decompose": False}}).json()["settings"] == {"auto_decompose": False}
-    c.post("/api/tasks", params={"board": "ops"}, json={"title": "page"})
+    page = c.post("/api/tasks", params={"board": "ops"}, json={"title": "page"}).json()
     assert c.delete("/api/boards/ops").json()["archived"] is True
     assert [b["slug"] for b in c.get("/api/boards").json()] == ["default"]
     assert "ops" in [b["slug"] for b in c.get("/api/boards", params={"include_archived": True}).json()]
     err(c.post("/api/tasks", params={"board": "ops"}, json={"title": "x"}), 400)
+    for move in ("blocked", "archived", "done", "ready"):  # its tasks stay as they are until it is restored
+        refused = c.patch(f"/api/tasks/{page['id']}", json={"status": move})
+        assert refused.status_code == 400 and "is archived" in refused.json()["error"]["message"], (move, refused.text)
+    shown = c.get(f"/api/tasks/{page['id']}").json()
+    assert shown["status"] == page["status"] and shown["moves"] == [], "no move is offered that would be refused"
     assert c.patch("/api/boards/ops", json={"archived": False}).json()["archived"] is False
+    assert c.patch(f"/api/tasks/{page['id']}", json={"status": "blocked", "reason": "later"}).json()["status"] == "blocked"
     assert c.delete("/api/boards/ops", params={"purge": True}).status_code == 200
     err(c.get("/api/boards/ops"), 404)
     err(c.get("/api/board", params={"board": "ops"}), 404)

@@ -220,6 +220,25 @@ def test_the_tasks_of_an_archived_board_take_no_comment_edit_or_assignee_and_its
     assert cli("list", "--board", "old").err == ""
 
 
+def test_the_tasks_of_an_archived_board_are_not_moved_by_block_unblock_archive_restore_reopen_or_release(
+        cli, counts) -> None:
+    cli("boards", "create", "old")
+    todo, blocked, done, archived = (task_id(cli("create", f"task {i}", "--board", "old", "--json")) for i in range(4))
+    triaged = task_id(cli("create", "an idea", "--board", "old", "--triage", "--json"))
+    assert cli("block", blocked, "waiting on a vendor").code == 0
+    assert cli("block", done, "nearly").code == 0 and cli("complete", done, "--summary", "closed by hand").code == 0
+    assert cli("archive", archived).code == 0
+    assert cli("boards", "rm", "old").code == 0
+    before = counts()
+    for argv in (["block", todo, "no"], ["unblock", blocked], ["archive", todo], ["restore", archived],
+                 ["reopen", done], ["release", triaged]):
+        assert_one_line_error(cli(*argv), 2, "board 'old' is archived; restore it before changing its tasks")
+    assert counts() == before
+    assert cli("boards", "restore", "old").code == 0
+    assert cli("unblock", blocked).code == 0 and cli("restore", archived).code == 0
+    assert cli("release", triaged).code == 0 and cli("reopen", done).code == 0
+
+
 def test_an_env_setup_that_is_no_virtualenv_is_named_by_the_path_given(cli, tmp_path: Path) -> None:
     target = tmp_path / "proj"
     target.mkdir()

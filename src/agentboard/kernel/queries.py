@@ -405,8 +405,14 @@ def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:
 
 
 def allowed_moves(db: Database, board: str, task_id: str) -> list[Row]:
-    """:func:`allowed_moves_in` for one task of ``board`` (what the dashboard offers)."""
-    return db.read(lambda tx: allowed_moves_in(tx, board, get_task(tx, board, task_id)))
+    """:func:`allowed_moves_in` for one task of ``board`` (what the dashboard offers); none on an
+    archived board, whose tasks stay as they are until it is restored."""
+    def _moves(tx: Tx) -> list[Row]:
+        task = get_task(tx, board, task_id)
+        if tx.scalar("SELECT archived FROM boards WHERE slug = :b", {"b": board}):
+            return []
+        return allowed_moves_in(tx, board, task)
+    return db.read(_moves)
 
 
 def runs(db: Database, board: str, task_id: str) -> list[RunRow]:

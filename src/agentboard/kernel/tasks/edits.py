@@ -224,6 +224,7 @@ def update(
         raise InvalidInput("nothing to change: give fields to edit, an assignee or a status")
 
     def _update(tx: Tx) -> Row:
+        require_board(tx, board)  # an archived board's tasks stay as they are until it is restored
         task = get_task(tx, board, task_id, lock=True)
         expect_status(task, expected)
         if changes:

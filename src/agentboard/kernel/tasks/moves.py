@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ...domain import model, states
@@ -15,6 +16,7 @@ from ..common import (
     get_task,
     pending_parents,
     ready_or_todo,
+    require_board,
     task_out,
 )
 from ..flow import (
@@ -37,6 +39,16 @@ from ..runs import (
 # -- simple status verbs -----------------------------------------------------------------------
 
 
+def _on_live_board(move: Callable[..., Row]) -> Callable[..., Row]:
+    """``move`` (a verb's function inside its transaction), refused first on an archived board:
+    its tasks stay as they are until it is restored, as with comments and edits."""
+    def checked(tx: Tx, board: str, *args: Any) -> Row:
+        require_board(tx, board)
+        return move(tx, board, *args)
+    return checked
+
+
+
 def _release(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
     task = get_task(tx, board, task_id, lock=True)
     target = ready_or_todo(tx, task_id, task["assignee"], board)
@@ -53,7 +65,7 @@ def _release(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
 
 
 def release(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
-    return db.write(_release, board, task_id, actor)
+    return db.write(_on_live_board(_release), board, task_id, actor)
 
 
 #: a run's metadata when a person (no run token) closed it while its worker ran: the dispatcher
@@ -184,7 +196,9 @@ def block(
         raise InvalidInput("--on names the task a dependency waits for: use it with --kind dependency")
     if until is not None and kind not in states.TIMED_BLOCK_KINDS:
         raise InvalidInput(f"only a {' or '.join(sorted(states.TIMED_BLOCK_KINDS))} block ends at a set time")
-    return db.write(_block, board, task_id, reason, kind, run_id, actor, on, until)
+    # a person's block on an archived board is refused; a worker's (with its run) cannot be there
+    return db.write(_block if run_id is not None else _on_live_board(_block), board, task_id, reason, kind, run_id,
+                    actor, on, until)
 
 
 def _race_unblock_refusal(tx: Tx, task: Row) -> str | None:
@@ -235,7 +249,7 @@ def _unblock(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
 
 
 def unblock(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
-    return db.write(_unblock, board, task_id, actor)
+    return db.write(_on_live_board(_unblock), board, task_id, actor)
 
 
 def unblock_in(tx: Tx, board: str, task_id: str, *, actor: str | None = None) -> Row:
@@ -262,7 +276,7 @@ def _archive(tx: Tx, board: str, task_id: str, actor: str | None, reason: str | 
 
 
 def archive(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
-    return db.write(_archive, board, task_id, actor)
+    return db.write(_on_live_board(_archive), board, task_id, actor)
 
 
 def _restore(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
@@ -293,7 +307,7 @@ def _restore(tx: Tx, board: str, task_id: str, actor: str | None) -> Row:
 
 
 def restore(db: Database, board: str, task_id: str, *, actor: str | None = None) -> Row:
-    return db.write(_restore, board, task_id, actor)
+    return db.write(_on_live_board(_restore), board, task_id, actor)
 
 
 def _reopen(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | None) -> Row:
@@ -314,7 +328,7 @@ def _reopen(tx: Tx, board: str, task_id: str, reason: str | None, actor: str | N
 
 
 def reopen(db: Database, board: str, task_id: str, *, reason: str | None = None, actor: str | None = None) -> Row:
-    return db.write(_reopen, board, task_id, reason, actor)
+    return db.write(_on_live_board(_reopen), board, task_id, reason, actor)
 
 # -- the dashboard's status drag -----------------------------------------------------------------
 
@@ -332,7 +346,7 @@ def set_status(db: Database, board: str, task_id: str, status: str, *, reason: s
     _check_status(status)
     if expected is not None:
         _check_status(expected)
-    return db.write(_set_status, board, task_id, status, reason, actor, integrated, expected)
+    return db.write(_on_live_board(_set_status), board, task_id, status, reason, actor, integrated, expected)
 
 
 def _check_status(status: str) -> None:
