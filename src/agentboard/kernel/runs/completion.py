@@ -382,12 +382,16 @@ def complete_in(
     return _after_completed(tx, board, task, target, rid, actor, children=children)
 
 
+def _reports_usage(report: Report) -> bool:
+    return any(v is not None for v in (report.usage or {}).values())
+
+
 def _measured_first(tx: Tx, report: Report, run_id: int | None) -> Report:
     """A worker's ``report`` without its usage when its run holds usage already — what the
     dispatcher read from its agent CLI's output (a report's own usage is written only as it closes
     the run): a worker's word never replaces what its CLI measured (``docs/budgets.md``). The
     dispatcher's own completion (``verified``) gives the usage it chose (``protocol.lifecycle``)."""
-    if run_id is None or not any(v is not None for v in (report.usage or {}).values()):
+    if run_id is None or not _reports_usage(report):
         return report
     usage_params(report.usage)  # a bad number is refused all the same
     found = tx.one("SELECT 1 AS x FROM task_runs WHERE id = :r AND (input_tokens IS NOT NULL OR "
@@ -548,7 +552,8 @@ def complete(
             and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)
             and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")
             and not _budgeted_now(db, board)):
-        report = report if verified else db.read(_measured_first, report, run_id)
+        if not verified and _reports_usage(report):  # (a read only where the report has usage to weigh)
+            report = db.read(_measured_first, report, run_id)
         done = _complete_function_pg(db, board, task_id, report, run_id, actor, force_done, verified, exit_code,
                                      integrated, await_spawn)
         if done is not None:
