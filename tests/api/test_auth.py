@@ -167,9 +167,14 @@ def test_a_member_writes_tasks_but_not_boards_profiles_or_tokens(api: Api) -> No
         ("DELETE", "/api/profiles/worker", None),
         ("GET", "/api/tokens", None),
         ("POST", "/api/tokens", {"name": "t"}),
+        # the board's supervisor is one of its settings: an admin's, as PATCH /api/boards says
+        ("POST", "/api/supervisor/enable", {"profile": "worker"}),
+        ("POST", "/api/supervisor/disable", None),
     ]:
         r = member.request(method, path, json=body)
         assert r.status_code == 403, (method, path, r.text)
+    assert api.as_admin.get("/api/boards/default").json()["settings"].get("supervisor") is None
+    assert api.as_admin.post("/api/supervisor/enable", json={"profile": "worker"}).json()["supervisor"] == "worker"
     # profiles are readable, but their environment values are an administrator's business
     profiles.update(api.db, "worker", env={"API_KEY": "s3cret"})
     shown = member.get("/api/profiles").json()

@@ -300,6 +300,9 @@ def test_goals(api: Api) -> None:
     assert listed[0]["id"] == gid and listed[0]["total"] == 1
     assert c.get(f"/api/goals/{gid}").json()["tasks"][0]["title"] == "deploy"
     assert c.patch(f"/api/goals/{gid}", json={"title": "launch v2"}).json()["title"] == "launch v2"
+    # a goal's limits are its budgets (PUT /api/budgets/goal/{id}, an admin's): no unenforced field beside them
+    err(c.patch(f"/api/goals/{gid}", json={"budget": {"max_cost": 5}}), 422)
+    assert "budget" not in c.get(f"/api/goals/{gid}").json()
     assert c.patch(f"/api/goals/{gid}", json={"status": "cancelled"}).json()["status"] == "cancelled"
     err(c.patch(f"/api/goals/{gid}", json={"status": "cancelled"}), 409)
     err(c.patch(f"/api/goals/{gid}", json={}), 400)

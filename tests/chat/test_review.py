@@ -56,6 +56,17 @@ def test_block_unblock_comment_and_show_from_chat(chat: Chat) -> None:
     assert "/kanban approve ID" in chat.slash("help").json()["text"]
 
 
+def test_a_block_reason_or_rejection_with_terminal_controls_is_refused_from_chat_as_from_the_cli(chat: Chat) -> None:
+    chat.link("slack", "U111")
+    task = chat.ab.board().create("Talk to legal")
+    bad = in_review(chat, "bad work")
+    for command in (f"block {task['id']} waiting \x1b]0;pwned\x07\x1b[2J", f"reject {bad['id']} no \x1b[31mred"):
+        answer = chat.slash(command).json()["text"]
+        assert "control characters" in answer and "U+001B" in answer, answer
+    assert chat.ab.board().show(task["id"])["status"] == "todo"
+    assert chat.ab.board().show(bad["id"])["status"] == "review"
+
+
 def test_list_from_chat_shows_the_newest_tasks_first_as_its_help_says(chat: Chat) -> None:
     chat.link("slack", "U111")
     board = chat.ab.board()

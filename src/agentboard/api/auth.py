@@ -122,6 +122,14 @@ class Principal:
             raise Forbidden(f"a run token cannot {what} its own task (nor, unless an orchestrator's, any other): "
                             "a worker finishes with complete, block or request-review")
 
+    def check_reporter(self, what: str, task_id: str) -> None:
+        """``what`` (complete, heartbeat, request review) is a report of the task's own run, or a
+        person's call: a run token, an orchestrator's included, reports only on its own task (it
+        would close work nobody did, or write another run's summary and usage)."""
+        if self.is_run and task_id != self.task_id:
+            raise Forbidden(f"a run token may {what} only its own task ({self.task_id}), not {task_id}: "
+                            "another task is finished by its own run or by a person")
+
     def check_supervisor_tool(self, board: str) -> None:
         """Use a supervisor tool on ``board``: the run token of the board's supervision task, or
         a person who may change the board (a member or an admin)."""

@@ -220,7 +220,6 @@ class GoalPatch(Body):
     body: str | None = None
     acceptance: list[str] | None = Field(default=None, max_length=100)
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
-    budget: dict[str, Any] | None = None
     status: Literal["cancelled"] | None = None
 
 

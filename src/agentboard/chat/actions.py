@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from ..config import Settings
 from ..dispatch import finish
-from ..domain import states
+from ..domain import model, states
 from ..domain.errors import AgentboardError, InvalidInput, NotFound
 from ..kernel import chat_links, comments, lookups, queries, tasks
 from ..store.engine import Database
@@ -182,6 +182,7 @@ def _comment(ctx: Context, cmd: Command) -> Answer:
 
 def _block(ctx: Context, cmd: Command) -> Answer:
     task_id = str(cmd.task_id)
+    model.plain(str(cmd.text), "reason")  # no terminal controls: the CLI's, REST's and MCP's rule
     task = tasks.block(ctx.db, _writable(ctx, task_id), task_id, str(cmd.text), actor=ctx.actor)
     return _about(task, f"Blocked {task_id}")
 

@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import Settings
-from ..domain import states
+from ..domain import model, states
 from ..domain.errors import Conflict, InvalidInput
 from ..kernel import boards as kboards
 from ..kernel import branches as kbranches
@@ -239,7 +239,11 @@ def to_done(db: Database, board: str, task_id: str, apply: Apply, *, actor: str 
 
 def review(db: Database, board: str, task_id: str, verdict: str, text: str = "", *, reviewer: str | None = None,
            score: int | None = None, findings: list[Any] | None = None, actor: str | None = None) -> Row:
-    """A verdict on a task in review (a person's or the reviewer agent's); approval integrates."""
+    """A person's verdict on a task in review (CLI, REST, chat); approval integrates. Its text
+    (a rejection's or a request for changes' reason) holds no terminal controls, as a block's
+    reason does not."""
+    model.plain(text or "", "review text")
+
     def apply(integrated: bool) -> Row:
         return runs.review(db, board, task_id, verdict, text, reviewer=reviewer, score=score, findings=findings,
                            actor=actor, integrated=integrated)
@@ -300,8 +304,10 @@ def complete(db: Database, board: str, task_id: str, *, summary: str | None = No
     through the worker's run token). Without (a person): done through the review gate (a task
     in review is approved), the verification gate and integration."""
     if run_id is not None:
-        if summary is not None and not summary.strip() and not (result or "").strip():
-            # what the hand-off to the tasks after it says: as the MCP tool and result.json refuse it
+        if ((worker or summary is not None) and not (summary or "").strip()
+                and not (result or "").strip()):
+            # what the hand-off to the tasks after it says: a worker says it, as the MCP tool and
+            # result.json make it (a run claimed by hand may close without one)
             raise InvalidInput("summary is empty: say what was done (or give a result line)")
         return runs.complete(db, board, task_id, summary=summary, metadata=metadata, result=result, usage=usage,
                              run_id=run_id, actor=actor, await_spawn=worker)

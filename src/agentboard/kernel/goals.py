@@ -16,11 +16,14 @@ from .rows import GoalDetail, GoalRow
 
 def goal_out(row: Row) -> Row:
     out = dict(row)
-    for key, default in (("acceptance", []), ("budget", {}), ("verify", [])):
+    # (the ``budget`` column is an early version's, never enforced: a goal's limits are its
+    # budgets, ``kernel.budgets`` — ``agentboard budget set --goal``)
+    out.pop("budget", None)
+    for key in ("acceptance", "verify"):
         try:
-            out[key] = json.loads(out[key]) if out.get(key) else default
+            out[key] = json.loads(out[key]) if out.get(key) else []
         except ValueError:
-            out[key] = default
+            out[key] = []
     return out
 
 
@@ -89,7 +92,7 @@ def cancel(db: Database, board: str, goal_id: str, *, actor: str | None = None) 
 
 def goal_changes(**fields: Any) -> dict[str, Any]:
     """Checked, stored values of goal fields (for :func:`update_in`); None means unchanged."""
-    allowed = {"title", "body", "acceptance", "priority", "budget", "verify"}
+    allowed = {"title", "body", "acceptance", "priority", "verify"}
     bad = set(fields) - allowed
     if bad:
         raise InvalidInput(f"cannot change goal field(s) {', '.join(sorted(bad))}")
@@ -105,7 +108,7 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
             v = task_fields.check("priority", v)
         elif k == "verify":
             v = dump_json([c.strip() for c in v if c and c.strip()])
-        elif k in ("acceptance", "budget"):
+        elif k == "acceptance":
             v = dump_json(v)
         changes[k] = v
     return changes

@@ -421,7 +421,6 @@ class GoalRow(TypedDict):
     created_by: str | None
     created_at: float
     completed_at: float | None
-    budget: dict[str, Any]
     verify: list[str]
     evidence: str | None
     counts: NotRequired[dict[str, int]]

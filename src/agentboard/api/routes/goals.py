@@ -54,6 +54,7 @@ def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: 
     slug = goal_slug(request, who, board, goal_id, write=True)
     fields = data.model_dump(exclude_none=True, exclude={"status"})
     if not fields and data.status is None:
-        raise InvalidInput("nothing to change: send title, body, acceptance, priority, budget or status")
+        raise InvalidInput("nothing to change: send title, body, acceptance, priority or status "
+                           "(a goal's limits: PUT /api/budgets/goal/{id})")
     return Json(compound.patch_goal(state(request).db, slug, goal_id, cancel=data.status == "cancelled",
                                     actor=who.name, **fields))

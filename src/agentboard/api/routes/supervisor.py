@@ -120,15 +120,18 @@ def status(request: Request, board: str | None = BoardQ, who: Principal = Depend
 
 @router.post("/enable", response_model=SupervisorSet, responses=responses(400, 403, 404))
 def enable(request: Request, data: EnableBody, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
-    """Name the board's supervisor profile (``supervisor = NAME`` in the board's settings)."""
-    slug = _person_writer(request, who, board)
+    """Name the board's supervisor profile (``supervisor = NAME`` in the board's settings): an
+    admin's call, as any change of the board's settings is (``PATCH /api/boards/{slug}``)."""
+    slug = read_board(request, who, board)
+    who.check_admin(slug)
     return Json(supervision.set_supervisor(state(request).db, slug, data.profile, actor=actor_of(request, who, slug)))
 
 
 @router.post("/disable", response_model=SupervisorSet, responses=responses(400, 403, 404))
 def disable(request: Request, board: str | None = BoardQ, who: Principal = Depends(current)) -> Response:
-    """Stop supervising the board; its pending wakes close as moot."""
-    slug = _person_writer(request, who, board)
+    """Stop supervising the board; its pending wakes close as moot (an admin's call)."""
+    slug = read_board(request, who, board)
+    who.check_admin(slug)
     return Json(supervision.set_supervisor(state(request).db, slug, None, actor=actor_of(request, who, slug)))
 
 

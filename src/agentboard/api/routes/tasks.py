@@ -268,8 +268,8 @@ def add_comment(request: Request, data: CommentCreate, task_id: str = TaskId,
 def review(request: Request, data: ReviewRequest, task_id: str = TaskId,
            board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     slug = write_board(request, who, board, task_id)
-    if who.is_run and not who.orchestrator:
-        raise Forbidden("a worker cannot record a review verdict on its own task")
+    if who.is_run:  # the reviewer agent gives its verdict through its review run (kanban_review)
+        raise Forbidden("a run token cannot record a review verdict: a person reviews, or the board's reviewer")
     from ...dispatch import finish
 
     out = finish.review(state(request).db, slug, task_id, data.verdict, data.text, reviewer=who.name,

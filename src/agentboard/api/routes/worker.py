@@ -5,7 +5,9 @@ The worker verbs (``agentboard heartbeat|complete|block|…`` inside a worker) a
 call these routes instead of the kernel: a worker never gets the home or the database. Each route
 is one call of the kernel function the CLI and the MCP server call. A run token acting on its own
 task always acts as its run (the run id comes from the token), so a late call of a closed run is
-refused by the token itself; any other caller may pass ``run_id`` like the CLI does.
+refused by the token itself; a person may pass ``run_id`` like the CLI does. A run token reports
+(complete, heartbeat, request review) only on its own task, an orchestrator's included; an
+orchestrator may block another task of its board, as a person would.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from starlette.responses import Response
 
 from ...dispatch import finish
 from ...dispatch.diffs import with_git
+from ...domain.errors import Forbidden
 from ...kernel import queries, runs, tasks
 from ...protocol.context import build_worker_context
 from ..answers import EventRow, Heartbeat, Me, RunRow, TaskContext, TaskRow
@@ -70,7 +73,16 @@ def _own(who: Principal, task_id: str) -> bool:
 
 
 def _run_id(who: Principal, task_id: str, given: int | None) -> int | None:
-    return who.run_id if _own(who, task_id) else given
+    """The run a call acts as: a run token's own run on its own task, none on another task (an
+    orchestrator's block acts as a person's); a person's ``run_id`` as given."""
+    if who.is_run:
+        return who.run_id if _own(who, task_id) else None
+    return given
+
+
+#: the block kinds a run token may set: the others are the dispatcher's and a person's to say (a
+#: budget's block is released by a raised budget, a rejection is a review's verdict)
+RUN_BLOCK_KINDS = frozenset({"needs_input", "dependency", "manual"})
 
 
 def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wanted: bool) -> dict[str, Any]:
@@ -92,6 +104,7 @@ def heartbeat(request: Request, data: HeartbeatBody, task_id: str = TaskId, boar
               who: Principal = Depends(current)) -> Response:
     """Record liveness for a running task and extend its claim."""
     slug = write_board(request, who, board, task_id)
+    who.check_reporter("heartbeat", task_id)
     return Json(runs.heartbeat(state(request).db, slug, task_id, run_id=_run_id(who, task_id, data.run_id),
                                note=data.note, ttl=data.ttl, actor=actor_of(request, who, slug), messages=True))
 
@@ -103,6 +116,7 @@ def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board:
     from ...dispatch import finish
 
     slug = write_board(request, who, board, task_id)
+    who.check_reporter("complete", task_id)
     out = finish.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
                           result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
                           actor=actor_of(request, who, slug), worker=_own(who, task_id))
@@ -115,6 +129,8 @@ def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str |
     """Block a task with a reason: it waits for a person or another agent."""
     slug = write_board(request, who, board, task_id)
     kind = data.kind or ("dependency" if data.on else "needs_input" if _own(who, task_id) else "manual")
+    if who.is_run and kind not in RUN_BLOCK_KINDS:
+        raise Forbidden(f"a run token cannot block a task as {kind!r}: use {', '.join(sorted(RUN_BLOCK_KINDS))}")
     return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind, on=data.on,
                             run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
 
@@ -124,6 +140,7 @@ def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
                    board: str | None = TaskBoardQ, who: Principal = Depends(current)) -> Response:
     """Hand a running task to review, with an optional summary."""
     slug = write_board(request, who, board, task_id)
+    who.check_reporter("request review of", task_id)
     out = runs.request_review(state(request).db, slug, task_id, summary=data.summary,
                               run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug))
     return Json(_reviewed(request, slug, task_id, out, data.review))
