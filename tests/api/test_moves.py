@@ -92,6 +92,9 @@ def test_the_moves_a_task_offers_are_exactly_those_the_kernel_accepts(api_any: A
             assert resp.status_code == 200, f"{case} → {target} offered ({offered[target]}) but refused: {resp.text}"
             # a reviewed task completed by hand from running goes to review, as its flag says
             assert after["status"] == target, f"{case} → {target} landed in {after['status']}"
+            if offered[target] == "reject":  # the reviewed work is rejected: a review verdict, with the reason
+                assert after["block_kind"] == "rejected" and after["reviews"][-1]["verdict"] == "rejected"
+                assert "a person said so" in (after["reviews"][-1]["summary"] or "")
         else:
             assert resp.status_code in (400, 409), f"{case} → {target} not offered but answered {resp.status_code}"
             assert resp.json()["error"]["message"]
@@ -110,8 +113,8 @@ def test_a_todo_task_never_offers_complete_and_a_blocked_one_offers_unblock(api:
     assert moves("todo (assigned, parent pending)") == {"blocked": "block", "archived": "archive"}
     assert moves("blocked") == {"todo": "unblock", "ready": "unblock", "done": "complete", "archived": "archive"}
     assert moves("blocked (unassigned)") == {"todo": "unblock", "done": "complete", "archived": "archive"}
-    assert moves("review") == {"todo": "request_changes", "ready": "request_changes", "done": "approve",
-                               "archived": "archive"}
+    assert moves("review") == {"todo": "request_changes", "ready": "request_changes", "blocked": "reject",
+                               "done": "approve", "archived": "archive"}
 
 
 def test_the_status_lists_are_the_domains_served_once(api: Api) -> None:

@@ -394,7 +394,7 @@ EXPECTED = {  # what a person should be offered (labels as the buttons read)
     "todo": ["Block", "Archive"],  # unassigned: it cannot be ready yet, and never "Complete"
     "ready": ["→ Todo", "Block", "Complete", "Archive"],
     "running": ["Reclaim → Todo", "Reclaim → Ready", "→ Review", "Block", "Complete", "Archive"],
-    "review": ["Request changes → Todo", "Request changes → Ready", "Approve", "Archive"],
+    "review": ["Request changes → Todo", "Request changes → Ready", "Reject", "Approve", "Archive"],
     "blocked": ["Unblock → Todo", "Unblock → Ready", "Complete", "Archive"],
     "done": ["Reopen → Todo", "Reopen → Ready", "Archive"],
 }
@@ -414,6 +414,26 @@ def test_the_drawer_shows_exactly_the_moves_the_server_allows(browser: Any, serv
     assert shown == [(m["status"], m["verb"]) for m in allowed]
     assert [b.inner_text() for b in buttons.all()] == EXPECTED[status]
     shot(page, f"drawer_moves_{status}.png")
+    close(page)
+
+
+def test_a_task_in_review_is_rejected_from_the_drawer_with_the_reason_the_person_gives(
+        browser: Any, server: Any, kernel: Any) -> None:
+    t = _task_in(kernel, "review")
+    page = open_page(browser, server, 1400)
+    page.locator(f".card[data-id='{t['id']}']").click()
+    drawer = page.locator("#drawer")
+    drawer.get_by_role("button", name="Reject").click()
+    dialog = page.get_by_role("dialog")
+    dialog.locator("input, textarea").first.fill("the migration drops a column still read")
+    shot(page, "drawer_reject_dialog.png")
+    dialog.get_by_role("button", name="Reject").click()
+    expect(drawer.locator(".status-label")).to_have_text("Blocked", timeout=T)
+    shown = kernel.board().show(t["id"])
+    assert (shown["status"], shown["block_kind"]) == ("blocked", "rejected")
+    assert shown["reviews"][-1]["verdict"] == "rejected"
+    assert "drops a column" in (shown["reviews"][-1]["summary"] or "")
+    expect(drawer.locator(".notice-blocked")).to_contain_text("drops a column", timeout=T)
     close(page)
 
 

@@ -36,7 +36,7 @@ def test_a_race_in_review_offers_no_approval_and_no_request_for_changes_until_an
     # a plain task in review still offers every move of review
     plain = board.create("plain", assignee="alpha", review=True)["id"]
     board.complete(plain, run_id=board.claim(plain)["run_id"])
-    assert set(_moves(board, plain)) == {"todo", "ready", "done", "archived"}
+    assert set(_moves(board, plain)) == {"todo", "ready", "blocked", "done", "archived"}
 
 
 def test_a_race_picked_into_review_is_approved_like_any_task(board: Any, ab: Any) -> None:

@@ -171,7 +171,7 @@ def hand_verb(current: str, target: str) -> str | None:
     if target == ARCHIVED:
         return "archive"
     if target == BLOCKED:
-        return "block"
+        return "reject" if current == REVIEW else "block"
     if target == DONE:
         return "approve" if current == REVIEW else "complete"
     if target == REVIEW:

@@ -387,12 +387,13 @@ def allowed_moves_in(tx: Tx, board: str, task: Row) -> list[Row]:
     ``[{"status": target, "verb": verb}]`` in lifecycle order: the transition table's
     (:func:`states.hand_moves`), less a move to ready the task cannot make yet (parents not
     done, no assignee and no default one, or, for a verb that lets the task land in todo, a
-    ``not_before`` still ahead); a race (finished by a pick) has no done before a pick, no request changes."""
+    ``not_before`` still ahead); a race (finished by a pick) has no done before a pick, no request for changes and no rejection."""
     task_id = task["id"]
     moves = states.hand_moves(task["status"])
     if task.get("race_until"):
         picked = tx.scalar("SELECT COUNT(*) FROM attempts WHERE task_id = :t AND picked = 1", {"t": task_id})
-        moves = {s: v for s, v in moves.items() if v != "request_changes" and (s != states.DONE or picked)}
+        moves = {s: v for s, v in moves.items()
+                 if v not in ("request_changes", "reject") and (s != states.DONE or picked)}
     verb = moves.get(states.READY)
     if verb == "promote":
         if pending_parents(tx, task_id) or not (task.get("assignee") or default_assignee(tx, board)):

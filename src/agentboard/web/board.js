@@ -52,6 +52,14 @@ export async function confirmMove(status, count = 1, title = "", from = "") {
     if (feedback === null) return null;
     return { reason: feedback.trim() || "sent back from the dashboard" };
   }
+  if (from === "review" && status === "blocked") {
+    const why = await ask({
+      title: `Reject ${what}?`, message: "Say what is wrong with the work: the task is blocked (rejected) until a person unblocks it.",
+      input: "reason", confirm: "Reject", danger: true,
+    });
+    if (why === null) return null;
+    return { reason: why.trim() || "rejected from the dashboard" };
+  }
   if (from === "running" && (status === "ready" || status === "todo")) {
     const ok = await ask({
       title: `Reclaim ${what}?`, message: `The worker's run is closed as reclaimed and the task goes back to ${STATUS_LABEL[status]}.`,

@@ -367,7 +367,7 @@ function actionRow() {
   const moves = task.moves || [];
   const perVerb = {};
   for (const m of moves) perVerb[m.verb] = (perVerb[m.verb] || 0) + 1;
-  const tone = { approve: ".btn-ok", complete: ".btn-ok", block: ".btn-warn", archive: ".btn-danger" };
+  const tone = { approve: ".btn-ok", complete: ".btn-ok", block: ".btn-warn", reject: ".btn-warn", archive: ".btn-danger" };
   const btns = moves.map((m) => {
     const base = VERB_LABEL[m.verb] || m.verb.replace("_", " ");
     const label = perVerb[m.verb] > 1 ? `${base} → ${STATUS_LABEL[m.status]}` : base;

@@ -68,7 +68,7 @@ export function allows(verb, status) {
 export const VERB_LABEL = {
   promote: "→ Ready", demote: "→ Todo", release: "Release", unblock: "Unblock", reopen: "Reopen",
   restore: "Restore", reclaim: "Reclaim", request_changes: "Request changes", approve: "Approve",
-  complete: "Complete", block: "Block", archive: "Archive", request_review: "→ Review",
+  complete: "Complete", block: "Block", archive: "Archive", request_review: "→ Review", reject: "Reject",
 };
 
 /** Moves that lose work in progress or close something: confirm them first. */

@@ -378,6 +378,9 @@ def _set_status(tx: Tx, board: str, task_id: str, status: str, reason: str | Non
     if status == states.ARCHIVED:
         return _archive(tx, board, task_id, actor)
     if status == states.BLOCKED:
+        if cur == states.REVIEW:  # a person's rejection of the reviewed work: a review verdict
+            verdict = Verdict.build("rejected", reason or f"rejected by {actor or 'a person'}", actor=actor)
+            return review_in(tx, board, task_id, verdict, actor=actor)
         why = _block_reason(reason or f"blocked by {actor or 'a person'}", "manual")
         return _block(tx, board, task_id, why, "manual", None, actor)
     if status == states.DONE:
