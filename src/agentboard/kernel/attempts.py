@@ -117,11 +117,16 @@ def passes(att: Row) -> bool:
 EXIT_WAIT = 120.0
 
 
+#: the outcomes of a run closed on its worker's report (its worker may still be running)
+REPORTED = frozenset({"completed", "review_requested", "blocked"})
+
+
 def _exit_pending(runs: Sequence[Row], now: float) -> bool:
     """Whether a run of the attempt closed on its worker's report while that worker still ran:
-    its exit, and the usage its agent reported with it, not recorded yet."""
+    its exit, and the usage its agent reported with it, not recorded yet. A run the dispatcher
+    closed itself (crashed, stale, timed out: its worker gone or stopped) waits for nothing."""
     return any(r.get("worker_pid") and r.get("exit_code") is None and r.get("ended_at")
-               and now - float(r["ended_at"]) < EXIT_WAIT for r in runs)
+               and r.get("outcome") in REPORTED and now - float(r["ended_at"]) < EXIT_WAIT for r in runs)
 
 
 def observed(task: Row, runs: Sequence[Row], checked: bool, now: float | None = None) -> Row:
