@@ -523,3 +523,47 @@ def test_a_privilege_on_one_column_stops_the_rebuild_too(empty_pg: str, scratch_
         migrate.upgrade(db)
     assert migrate.current_revision(db) == "0032" and _sixth_column(db) == "status"
     db.close()
+
+
+def _as_first_released(db: Database) -> None:
+    """A home migrated to 0035 by releases whose 0031 had no ``ix_tasks_not_before`` and whose
+    0035 wrote the completion function without its probes (0034's body)."""
+    migrate.upgrade(db, "0035")
+    _0034 = importlib.import_module("agentboard.store.migrations.versions.0034_pg_completion_narrow_answer")
+
+    def _w(tx: Any) -> None:
+        tx.execute("DROP INDEX ix_tasks_not_before")
+        if db.dialect == "postgresql":
+            tx.execute(_0034._function().replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+    db.write(_w)
+
+
+def _repaired(db: Database) -> None:
+    assert migrate.current_revision(db) == migrate.HEAD
+    plan = ("EXPLAIN QUERY PLAN " if db.dialect == "sqlite" else "EXPLAIN ") + (
+        "SELECT board, MIN(not_before) FROM tasks WHERE status = 'todo' AND not_before IS NOT NULL GROUP BY board")
+    shown = " ".join(str(r) for r in db.read(lambda tx: tx.all(plan)))
+    if db.dialect == "sqlite":
+        assert "ix_tasks_not_before" in shown, shown
+    else:
+        assert db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'ix_tasks_not_before'")) == 1
+        body = db.read(lambda tx: tx.scalar("SELECT pg_get_functiondef('agentboard_complete_running_json'::regproc)"))
+        assert "one probe each first" in body
+
+
+def test_a_home_migrated_by_the_first_releases_of_0031_and_0035_gets_what_they_gained_since(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'old.db'}")
+    _as_first_released(db)
+    migrate.upgrade(db)
+    _repaired(db)
+    db.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_home_migrated_by_the_first_releases_of_0031_and_0035_gets_what_they_gained_since(
+        empty_pg: str) -> None:
+    db = Database(empty_pg)
+    _as_first_released(db)
+    migrate.upgrade(db)
+    _repaired(db)
+    db.close()

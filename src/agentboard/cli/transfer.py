@@ -82,7 +82,7 @@ def import_(path: str, as_json: bool) -> None:
     finally:
         if spooled is not None:
             spooled.unlink(missing_ok=True)
-    check = transfer.verify(db, report.expected) if not _partial(source) else None
+    check = transfer.verify(db, report.expected, columns=report.columns) if not _partial(source) else None
     out: dict[str, Any] = report.as_dict()
     if check is not None:
         out["verification"] = check.as_dict()
@@ -93,7 +93,9 @@ def import_(path: str, as_json: bool) -> None:
     click.echo(f"imported {new} new and {changed} changed rows into {len(report.rows)} tables"
                + (f" ({unchanged} already here, unchanged)" if unchanged else "")
                + (f", {report.files_written} attachment file(s) written" if report.files_written else "")
-               + (f"; {report.files_missing} attachment file(s) were missing from the export" if report.files_missing else ""))
+               + (f"; {report.files_missing} attachment file(s) were missing from the export" if report.files_missing else "")
+               + ("; the insights were made from its runs (an export of an older version holds none)"
+                  if report.rollups_rebuilt else ""))
     if check is not None and check.mismatched:
         # the dump matched its own trailer (import_dump checks it): the difference is this database's
         click.echo("note: after the import these tables differ from the export, because this database also "

@@ -61,6 +61,10 @@ class ImportReport:
     files_written: int = 0
     files_missing: int = 0
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: per table, the columns the export holds, in its order (its header)
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    #: the insight rollups were rebuilt from the imported runs (an export that holds none)
+    rollups_rebuilt: bool = False
     #: attachment files this import created (removed again when it is refused)
     created: list[Path] = field(default_factory=list)
 
@@ -74,7 +78,7 @@ class ImportReport:
         new, changed, unchanged = self.totals
         return {"rows": self.rows, "new": new, "changed": changed, "unchanged": unchanged,
                 "files_written": self.files_written, "files_missing": self.files_missing,
-                "tables": self.expected}
+                "tables": self.expected, "rollups_rebuilt": self.rollups_rebuilt}
 
 
 def _revision_number(rev: str) -> int:
@@ -306,7 +310,8 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
     src = Path(path)
     scan = _scan(src)
     home = home if home is not None else db.settings.home
-    report = ImportReport(expected=scan.trailer or {})
+    report = ImportReport(expected=scan.trailer or {},
+                          columns={k: list(v) for k, v in (scan.header.get("tables") or {}).items()})
 
     def _w(tx: Tx) -> None:
         report.rows.clear()
@@ -350,6 +355,11 @@ def import_dump(db: Database, path: str | os.PathLike[str], *, home: Path | None
         for name, batch in pending.items():
             _flush(tx, name, batch, report)
         rows.reset_sequences(tx)
+        report.rollups_rebuilt = "run_rollups" not in report.columns and bool(report.rows.get("task_runs"))
+        if report.rollups_rebuilt:  # an export of a version before the insights: they are made from its runs
+            from .insights import rebuild_in
+
+            rebuild_in(tx)
         if progress is not None:
             progress("importing", done, scan.rows)
 
@@ -437,9 +447,11 @@ class Verification:
                 "tables": {n: {"source": a, "target": b} for n, (a, b) in self.tables.items()}}
 
 
-def verify(target: Database, expected: dict[str, dict[str, Any]], *, board: str | None = None) -> Verification:
-    """Compare ``target``'s row counts and checksums with an export's trailer."""
-    got = rows.digests(target, board=board)
+def verify(target: Database, expected: dict[str, dict[str, Any]], *, board: str | None = None,
+           columns: dict[str, list[str]] | None = None) -> Verification:
+    """Compare ``target``'s row counts and checksums with an export's trailer (over ``columns``,
+    the export's own, when given: an older version's export lacks the columns added since)."""
+    got = rows.digests(target, board=board, columns=columns)
     return Verification({name: (want, got.get(name, {"rows": 0, "sha256": None}))
                          for name, want in expected.items()})
 

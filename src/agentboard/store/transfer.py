@@ -218,8 +218,11 @@ def begin_snapshot(tx: Tx) -> None:
         tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
-def digests(db: Database, *, board: str | None = None) -> dict[str, dict[str, Any]]:
-    """Row count and checksum of every table (of one board's rows with ``board``)."""
+def digests(db: Database, *, board: str | None = None,
+            columns: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
+    """Row count and checksum of every table (of one board's rows with ``board``). ``columns``:
+    per table, the columns to hash, in their order (an export's header, from an older schema
+    whose tables had fewer columns): its checksums are then comparable to that export's."""
 
     def _r(tx: Tx) -> dict[str, dict[str, Any]]:
         begin_snapshot(tx)
@@ -228,8 +231,9 @@ def digests(db: Database, *, board: str | None = None) -> dict[str, dict[str, An
             if board is not None and not board_scoped(t) and t.name != "profiles":
                 continue
             d = Digest(t.name)
+            only = (columns or {}).get(t.name)
             for row in iter_rows(tx, t, board=board):
-                d.add(row)
+                d.add({c: row[c] for c in only if c in row} if only is not None else row)
             out[t.name] = d.as_dict()
         return out
 
