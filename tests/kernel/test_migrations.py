@@ -18,6 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 import agentboard
+from agentboard.domain.errors import Conflict
 from agentboard.kernel import queries, tasks
 from agentboard.store import migrate
 from agentboard.store.engine import Database
@@ -503,7 +504,7 @@ def test_a_view_on_the_tasks_stops_the_rebuild_with_what_to_do_and_changes_nothi
     migrate.upgrade(db, "0032")
     tasks.create(db, "default", "kept", assignee="w")
     db.write(lambda tx: tx.execute("CREATE VIEW open_work AS SELECT id, title FROM tasks WHERE status <> 'done'"))
-    with pytest.raises(Exception, match=r"cannot carry view open_work over: drop it, run the upgrade again"):
+    with pytest.raises(Conflict, match=r"cannot carry view open_work over: drop it, run the upgrade again"):
         migrate.upgrade(db)
     assert migrate.current_revision(db) == "0032" and _sixth_column(db) == "status"
     assert [r["title"] for r in db.read(lambda tx: tx.all("SELECT title FROM open_work"))] == ["kept"]
@@ -518,7 +519,7 @@ def test_a_privilege_on_one_column_stops_the_rebuild_too(empty_pg: str, scratch_
     db = Database(empty_pg)
     migrate.upgrade(db, "0032")
     db.write(lambda tx: tx.execute(f"GRANT SELECT (id, title) ON tasks TO {scratch_role}"))
-    with pytest.raises(Exception, match=r"cannot carry the privileges on column id, the privileges on column "
+    with pytest.raises(Conflict, match=r"cannot carry the privileges on column id, the privileges on column "
                                          r"title over: drop them"):
         migrate.upgrade(db)
     assert migrate.current_revision(db) == "0032" and _sixth_column(db) == "status"
@@ -566,4 +567,52 @@ def test_a_postgres_home_migrated_by_the_first_releases_of_0031_and_0035_gets_wh
     _as_first_released(db)
     migrate.upgrade(db)
     _repaired(db)
+    db.close()
+
+
+def _stamped_by_the_first_0020(db: Database) -> str:
+    """A home the first release of 0020 migrated: its parent was 0016, so 0017–0019 never ran;
+    on SQLite it made the task counts (with one task there), on PostgreSQL nothing."""
+    migrate.upgrade(db, "0016")
+    _0020 = importlib.import_module("agentboard.store.migrations.versions.0020_sqlite_task_counts")
+
+    def _w(tx: Any) -> None:
+        tx.execute("INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0) "
+                   "ON CONFLICT (slug) DO NOTHING")
+        tx.execute("INSERT INTO tasks (id, board, title, status, created_at, updated_at) "
+                   "VALUES ('t_00000001', 'default', 'kept', 'todo', 1000, 1000)")
+        if db.dialect == "sqlite":
+            tx.execute("CREATE TABLE task_counts (board VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, "
+                       "n INTEGER NOT NULL, PRIMARY KEY (board, status)) WITHOUT ROWID")
+            tx.execute("INSERT INTO task_counts (board, status, n) SELECT board, status, COUNT(*) FROM tasks "
+                       "GROUP BY board, status")
+            new = _0020._UP.format(b="NEW.board", s="NEW.status")
+            tx.execute(f"CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN {new} END")
+        tx.execute("UPDATE alembic_version SET version_num = '0020'")
+    db.write(_w)
+    return "t_00000001"
+
+
+def _upgraded_whole(db: Database, kept: str) -> None:
+    migrate.ensure_schema(db)
+    assert migrate.current_revision(db) == migrate.HEAD
+    t = tasks.create(db, "default", "after the upgrade")
+    titles = {r["title"] for r in db.read(lambda tx: tx.all("SELECT title FROM tasks"))}
+    assert titles == {"kept", "after the upgrade"} and t["id"] != kept
+    for table in ("run_rollups", "attempts", "chat_links"):  # what 0017–0019 make
+        assert db.read(lambda tx, table=table: tx.scalar(f"SELECT COUNT(*) FROM {table}")) == 0  # noqa: S608
+    if db.dialect == "sqlite":
+        assert db.read(lambda tx: tx.scalar("SELECT SUM(n) FROM task_counts")) == 2
+
+
+def test_a_home_stamped_by_the_first_release_of_0020_gets_0017_to_0019_and_upgrades(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'fleet.db'}")
+    _upgraded_whole(db, _stamped_by_the_first_0020(db))
+    db.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_home_stamped_by_the_first_release_of_0020_gets_0017_to_0019_and_upgrades(empty_pg: str) -> None:
+    db = Database(empty_pg)
+    _upgraded_whole(db, _stamped_by_the_first_0020(db))
     db.close()

@@ -126,9 +126,24 @@ def _revision_on(conn: sa.Connection) -> str | None:
     return None if value is None else str(value)
 
 
+def _restamp_branch_0020(conn: sa.Connection) -> None:
+    """A database stamped ``0020`` by the first release of that migration, whose parent was
+    0016, holds none of 0017–0019 (races, rollups, chat), which the released 0020 follows: it is
+    stamped 0016 again, so they run, then 0020 (which finds what it made already there)."""
+    import sqlalchemy as sa
+
+    found = sa.inspect(conn)
+    if not found.has_table("alembic_version") or found.has_table("run_rollups"):
+        return
+    if conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() != "0020":
+        return
+    conn.execute(sa.text("UPDATE alembic_version SET version_num = '0016'"))
+
+
 def _run_alembic(conn: sa.Connection, revision: str) -> None:
     from alembic import command
 
+    _restamp_branch_0020(conn)
     cfg = _config()
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, revision)

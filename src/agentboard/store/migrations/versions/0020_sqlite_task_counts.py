@@ -36,21 +36,24 @@ _BUDGET_BLOCKED = "status = 'blocked' AND block_kind = 'budget'"
 
 
 def upgrade() -> None:
+    # what it makes may be there already: a database the first release of this migration (after
+    # 0016) stamped runs it again after 0017–0019 (``store.migrate._restamp_branch_0020``)
     op.create_index("ix_tasks_budget_blocked", "tasks", ["board"], sqlite_where=sa.text(_BUDGET_BLOCKED),
-                    postgresql_where=sa.text(_BUDGET_BLOCKED))
+                    postgresql_where=sa.text(_BUDGET_BLOCKED), if_not_exists=True)
     op.create_index("ix_tasks_running_claims", "tasks", ["claim_expires"], sqlite_where=sa.text("status = 'running'"),
-                    postgresql_where=sa.text("status = 'running'"))
+                    postgresql_where=sa.text("status = 'running'"), if_not_exists=True)
     if op.get_bind().dialect.name != "sqlite":
         return
-    op.execute("CREATE TABLE task_counts (board VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, "
-               "n INTEGER NOT NULL, PRIMARY KEY (board, status)) WITHOUT ROWID")
-    op.execute("INSERT INTO task_counts (board, status, n) SELECT board, status, COUNT(*) FROM tasks "
-               "GROUP BY board, status")
+    if not sa.inspect(op.get_bind()).has_table("task_counts"):
+        op.execute("CREATE TABLE task_counts (board VARCHAR(64) NOT NULL, status VARCHAR(16) NOT NULL, "
+                   "n INTEGER NOT NULL, PRIMARY KEY (board, status)) WITHOUT ROWID")
+        op.execute("INSERT INTO task_counts (board, status, n) SELECT board, status, COUNT(*) FROM tasks "
+                   "GROUP BY board, status")
     new = _UP.format(b="NEW.board", s="NEW.status")
     old = _DOWN.format(b="OLD.board", s="OLD.status")
-    op.execute(f"CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks BEGIN {new} END")
-    op.execute(f"CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks BEGIN {old} END")
-    op.execute("CREATE TRIGGER tasks_count_update AFTER UPDATE OF status, board ON tasks "
+    op.execute(f"CREATE TRIGGER IF NOT EXISTS tasks_count_insert AFTER INSERT ON tasks BEGIN {new} END")
+    op.execute(f"CREATE TRIGGER IF NOT EXISTS tasks_count_delete AFTER DELETE ON tasks BEGIN {old} END")
+    op.execute("CREATE TRIGGER IF NOT EXISTS tasks_count_update AFTER UPDATE OF status, board ON tasks "
                "WHEN OLD.status IS NOT NEW.status OR OLD.board IS NOT NEW.board "
                f"BEGIN {old} {new} END")
 

@@ -34,6 +34,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
+from agentboard.domain.errors import Conflict
+
 revision = "0033"
 down_revision = "0032"
 branch_labels = None
@@ -119,7 +121,7 @@ def _check(table: str) -> None:
     blocking = [r[0] for r in _rows(_DEPENDENTS_SQL, t=table)]
     if blocking:
         them = "it" if len(blocking) == 1 else "them"
-        raise RuntimeError(
+        raise Conflict(
             f"migration 0033 rebuilds the table {table} with its columns in a new order and cannot carry "
             f"{', '.join(blocking)} over: drop {them}, run the upgrade again, then create {them} anew "
             "(nothing was changed)")
