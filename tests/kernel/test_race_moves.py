@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentboard.kernel import queries, races
+from agentboard.kernel import offers, races
 
 
 def _moves(board: Any, task_id: str) -> dict[str, str]:
-    return {m["status"]: m["verb"] for m in queries.allowed_moves(board.db, board.slug, task_id)}
+    return {m["status"]: m["verb"] for m in offers.allowed_moves(board.db, board.slug, task_id)}
 
 
 def _run_attempt(board: Any, race_id: str, n: int) -> None:

@@ -16,6 +16,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -64,28 +65,59 @@ def bind(host: str, port: int) -> socket.socket:
 WORKER_PORT_FILE = Path("run") / "worker-api.port"
 
 
+def leftover_api_ports(home: Path) -> list[int]:
+    """The loopback ports the live workers listed in ``home``'s worker files were told to report
+    to (``AGENTBOARD_API_URL`` in their environment, where this user may read it): where a
+    dispatcher of a release that did not record its port (``run/worker-api.port``) left workers
+    running, the next one serves that port, so their reports reach it."""
+    from ..dispatch.guard import WorkerFile
+
+    ports: list[int] = []
+    for path in sorted((home / "run").glob("workers-*.txt")):
+        for pid, _at, _owner in WorkerFile(path).read().values():
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            for item in environ.split(b"\0"):
+                if item.startswith(b"AGENTBOARD_API_URL="):
+                    m = re.fullmatch(rb"AGENTBOARD_API_URL=http://127\.0\.0\.1:(\d{4,5})/?", item)
+                    if m and 1024 <= int(m.group(1)) <= 65535 and int(m.group(1)) not in ports:
+                        ports.append(int(m.group(1)))
+    return ports
+
+
 def bind_worker_port(home: Path) -> socket.socket:
     """A loopback socket for the workers' API of a dispatcher on ``home``: on the port the last
     one used when it is free, so the workers a dispatcher takes over from the one before
-    (stopped on purpose, ``guard``) reach it at the URL they were given; else on a new port,
-    remembered for the next."""
+    (stopped on purpose, ``guard``) reach it at the URL they were given — with no port recorded
+    (a release that recorded none left them), the port its live workers were given
+    (:func:`leftover_api_ports`) —; else on a new port, remembered for the next."""
     path = home / WORKER_PORT_FILE
     try:
-        port = int(path.read_text(encoding="ascii").strip())
+        recorded = [int(path.read_text(encoding="ascii").strip())]
     except (OSError, ValueError):
-        port = 0
-    if 1024 <= port <= 65535:
-        try:
-            return bind("127.0.0.1", port)
-        except OSError:  # taken meanwhile: a new one
-            pass
+        recorded = leftover_api_ports(home)
+    for port in recorded:
+        if 1024 <= port <= 65535:
+            try:
+                sock = bind("127.0.0.1", port)
+            except OSError:  # taken meanwhile: a new one
+                continue
+            if not path.exists():
+                _remember_port(path, port)
+            return sock
     sock = bind("127.0.0.1", 0)
+    _remember_port(path, int(sock.getsockname()[1]))
+    return sock
+
+
+def _remember_port(path: Path, port: int) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(str(sock.getsockname()[1]), encoding="ascii")
+        tmp.write_text(str(port), encoding="ascii")
         tmp.replace(path)
-    return sock
 
 
 def url_for(host: str, port: int) -> str:

@@ -182,7 +182,7 @@ def hand_verb(current: str, target: str) -> str | None:
 def hand_moves(current: str) -> dict[str, str]:
     """The moves by hand the transition table allows from ``current``: target -> verb, in
     lifecycle order. The kernel may still refuse a move to ready (parents not done, no
-    assignee); ``kernel.queries.allowed_moves`` says so per task."""
+    assignee); ``kernel.offers.allowed_moves`` says so per task."""
     out: dict[str, str] = {}
     for target in STATUSES:
         verb = hand_verb(current, target)

@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, Response
 
 from ...domain import model, states, task_fields
 from ...domain.errors import AgentboardError, Forbidden, InvalidInput, NotFound, Unavailable
-from ...kernel import attachments, comments, host_access, queries, run_limits, runs, tasks
+from ...kernel import attachments, comments, host_access, offers, queries, run_limits, runs, tasks
 from ...store.engine import Database
 from ..answers import (
     FILE_RESPONSE,
@@ -116,7 +116,7 @@ def task_detail(request: Request, task_id: str = TaskId, board: str | None = Tas
     slug = read_board(request, who, board, task_id)
     db = state(request).db
     detail = with_git(queries.task_detail(db, slug, task_id, events=events), db)
-    return Json({**detail, "moves": queries.allowed_moves(db, slug, task_id)})  # what the dashboard offers
+    return Json({**detail, "moves": offers.allowed_moves(db, slug, task_id)})  # what the dashboard offers
 
 
 @router.get("/tasks/{task_id}/diff", response_model=TaskDiff, responses=responses(400, 404))

@@ -438,16 +438,12 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
     return out
 
 
-#: PostgreSQL: a worker's completion of its running task as one server-side function
-#: (``agentboard_complete_running_json``, migrations 0030, 0032, 0034, 0035) run as a transaction of its
-#: own: the statements of :data:`_COMPLETE_RUNNING_PG`, the run pending for the insight rollups, the
-#: promotion of the children it unblocks and the check of its goal, in one round trip. It answers
-#: the task's row as one JSON object, built by the swap from the row it wrote, and the promoted
-#: children (the task NULL: nothing written, the swap does not apply) or raises one of
-#: :data:`_DECLINED` (everything rolled back) where the general path has more to do: a waiting
-#: child has no assignee, the task is its goal's last open task, a budget may count the run (this
-#: one with the detail :data:`_BUDGETED`, 0032). One JSON column, not the row's 49: the client
-#: parses one text (:func:`_task_of_json`).
+#: PostgreSQL: a worker's completion as one server-side function (``agentboard_complete_running_json``,
+#: migrations 0030–0036), a transaction of its own: :data:`_COMPLETE_RUNNING_PG`, the run pending for
+#: the rollups, the children it unblocks, its goal's check, in one round trip. It answers the task's
+#: row as one JSON text (:func:`_task_of_json`) and the promoted children (the task NULL: the swap
+#: does not apply) or raises :data:`_DECLINED` (all rolled back) where the general path has more to
+#: do: a waiting child has no assignee, the goal's last open task, a budget (detail :data:`_BUDGETED`).
 _COMPLETE_FUNCTION_PG = (
     "SELECT f.task AS task__, f.promoted AS promoted__ FROM agentboard_complete_running_json(:id, :board, "
     "CAST(:run AS bigint), :now, CAST(:force AS integer), :res, CAST(:noverify AS integer), "
