@@ -302,6 +302,10 @@ def test_goals(api: Api) -> None:
     assert c.patch(f"/api/goals/{gid}", json={"title": "launch v2"}).json()["title"] == "launch v2"
     # a goal's limits are its budgets (PUT /api/budgets/goal/{id}, an admin's): no unenforced field beside them
     err(c.patch(f"/api/goals/{gid}", json={"budget": {"max_cost": 5}}), 422)
+    assert c.patch(f"/api/goals/{gid}", json={"verify": ["make check"]}).json()["verify"] == ["make check"]
+    member = api.client(api.token("goal-member"))  # a raw command is an admin's, as on create
+    assert member.patch(f"/api/goals/{gid}", json={"verify": ["rm -rf /"]}).status_code == 403
+    assert c.get(f"/api/goals/{gid}").json()["verify"] == ["make check"]
     assert "budget" not in c.get(f"/api/goals/{gid}").json()
     assert c.patch(f"/api/goals/{gid}", json={"status": "cancelled"}).json()["status"] == "cancelled"
     err(c.patch(f"/api/goals/{gid}", json={"status": "cancelled"}), 409)

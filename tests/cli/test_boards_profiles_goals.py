@@ -164,6 +164,28 @@ def test_goals(cli) -> None:
     assert [x["id"] for x in cli("goals", "list", "--board", "default", "--json").json()] == [g["id"]]
 
 
+def test_a_goal_is_edited_from_the_cli_and_an_edit_that_says_nothing_or_contradicts_itself_changes_nothing(
+        cli, counts) -> None:
+    g = cli("goals", "create", "Ship v2", "--acceptance", "all tests pass", "--json").json()["id"]
+    out = cli("goals", "edit", g, "--title", "Ship v3", "--acceptance", "tests pass", "--acceptance", "docs",
+              "--priority", "5", "--verify", "make check", "--json")
+    assert out.code == 0, out.err
+    edited = out.json()
+    assert (edited["title"], edited["acceptance"], edited["priority"], edited["verify"]) == (
+        "Ship v3", ["tests pass", "docs"], 5, ["make check"])
+    assert cli("goals", "edit", g, "--no-verify", "--json").json()["verify"] == []
+    before = counts()
+    assert_one_line_error(cli("goals", "edit", g), 2, "nothing to change")
+    assert_one_line_error(cli("goals", "edit", g, "--verify", "x", "--no-verify"), 2, "not both")
+    assert_one_line_error(cli("goals", "edit", g, "--verify", "check:nope"), 2, "no named check 'nope'")
+    assert_one_line_error(cli("goals", "edit", "g_00000000", "--title", "x"), 3, "g_00000000")
+    assert counts() == before
+    cli("boards", "create", "old")
+    old = cli("goals", "create", "left behind", "--board", "old", "--json").json()["id"]
+    assert cli("boards", "rm", "old").code == 0
+    assert_one_line_error(cli("goals", "edit", old, "--title", "renamed"), 2, "board 'old' is archived")
+
+
 def test_a_goal_whose_tasks_are_done_says_which_verdict_settles_it_and_a_reopened_one_forgets_the_old(cli) -> None:
     cli("profiles", "add", "w", "--command", "true")
     g = cli("goals", "create", "Ship v3", "--acceptance", "users can log in", "--json").json()

@@ -220,6 +220,8 @@ class GoalPatch(Body):
     body: str | None = None
     acceptance: list[str] | None = Field(default=None, max_length=100)
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+    verify: list[str] | None = Field(default=None, max_length=50,
+                                     description="the commands that check the acceptance ([] for none)")
     status: Literal["cancelled"] | None = None
 
 

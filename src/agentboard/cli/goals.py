@@ -1,4 +1,4 @@
-"""`goals create|list|show|cancel`: named outcomes that group tasks."""
+"""`goals create|list|show|edit|cancel`: named outcomes that group tasks."""
 
 from __future__ import annotations
 
@@ -96,6 +96,41 @@ def show(goal_id: str, board: str | None, as_json: bool) -> None:
         table(["id", "status", "assignee", "title", "blocked because"],
               [(t["id"], t["status"], t["assignee"], clip(t["title"], 50), clip(t.get("block_reason"), 40))
                for t in g["tasks"]], title="Tasks")
+
+
+@goals.command("edit")
+@click.argument("goal_id", metavar="G")
+@click.option("--title", default=None)
+@click.option("--body", default=None)
+@click.option("--body-file", default=None, metavar="F", help="read the body from a file ('-' = stdin)")
+@click.option("--acceptance", "acceptance", multiple=True, metavar="A",
+              help="an acceptance criterion (repeatable; replaces the list)")
+@click.option("--no-acceptance", is_flag=True, help="clear the acceptance criteria")
+@click.option("--priority", default=None, metavar="N")
+@click.option("--verify", "verify", multiple=True, metavar="CMD", help="a check command (repeatable; replaces the list)")
+@click.option("--no-verify", is_flag=True, help="clear the check commands")
+@goal_board_option
+@json_option
+@handle_errors
+def edit(goal_id: str, title: str | None, body: str | None, body_file: str | None, acceptance: tuple[str, ...],
+         no_acceptance: bool, priority: str | None, verify: tuple[str, ...], no_verify: bool, board: str | None,
+         as_json: bool) -> None:
+    """Change a goal's title, body, acceptance criteria, priority or check commands."""
+    from agentboard.domain import model
+    from agentboard.domain.errors import InvalidInput
+    from agentboard.kernel import goals as kg
+
+    if (acceptance and no_acceptance) or (verify and no_verify):
+        raise InvalidInput("give --acceptance or --no-acceptance (and --verify or --no-verify), not both")
+    fields = {"title": title, "body": common.read_text(body, body_file) if (body or body_file) else None,
+              "acceptance": [] if no_acceptance else list(acceptance) or None,
+              "priority": model.priority(priority) if priority is not None else None,
+              "verify": [] if no_verify else list(verify) or None}
+    if all(v is None for v in fields.values()):
+        raise InvalidInput("nothing to change: give --title, --body, --acceptance, --priority or --verify")
+    slug = common.goal_board(goal_id, board)
+    g = kg.update(common.db(), slug, goal_id, actor=common.actor(), **fields)
+    common.emit(g, as_json, f"{g['id']}: edited")
 
 
 @goals.command("cancel")

@@ -116,6 +116,7 @@ def goal_changes(**fields: Any) -> dict[str, Any]:
 
 def update_in(tx: Tx, board: str, goal_id: str, changes: dict[str, Any], actor: str | None) -> Row:
     """Store ``changes`` (from :func:`goal_changes`) inside ``tx``; the goal's row as stored."""
+    require_board(tx, board)  # an archived board's goals stay as they are until it is restored
     _get(tx, board, goal_id)
     if "verify" in changes:
         checked_verify(tx, board, json.loads(changes["verify"]))

@@ -52,9 +52,11 @@ def patch_goal(request: Request, data: GoalPatch, goal_id: str = GoalId, board: 
                who: Principal = Depends(current)) -> Response:
     """Edit a goal; ``status: "cancelled"`` cancels it (all in one transaction)."""
     slug = goal_slug(request, who, board, goal_id, write=True)
+    if data.verify:
+        host_access.authorize(who.host, verify=data.verify)  # raw commands: an admin's, as on create
     fields = data.model_dump(exclude_none=True, exclude={"status"})
     if not fields and data.status is None:
-        raise InvalidInput("nothing to change: send title, body, acceptance, priority or status "
+        raise InvalidInput("nothing to change: send title, body, acceptance, priority, verify or status "
                            "(a goal's limits: PUT /api/budgets/goal/{id})")
     return Json(compound.patch_goal(state(request).db, slug, goal_id, cancel=data.status == "cancelled",
                                     actor=who.name, **fields))
