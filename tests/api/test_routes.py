@@ -77,6 +77,18 @@ def test_patch_edits_fields_assigns_and_validates_before_changing_anything(api: 
     assert [x["id"] for x in c.get("/api/tasks", params={"include_archived": True}).json()] == [t["id"]]
 
 
+def test_a_branch_is_set_over_patch_before_the_task_starts_as_edit_branch_sets_it(api: Api) -> None:
+    c = api.as_admin
+    profiles.add(api.db, "coder", command="true")
+    t = c.post("/api/tasks", json={"title": "on my branch", "assignee": "coder"}).json()
+    assert c.patch(f"/api/tasks/{t['id']}", json={"branch": "feature/x"}).json()["branch_name"] == "feature/x"
+    assert "invalid branch 'bad..name'" in err(c.patch(f"/api/tasks/{t['id']}", json={"branch": "bad..name"}), 400)
+    assert c.patch(f"/api/tasks/{t['id']}", json={"branch": ""}).json()["branch_name"] is None  # the default again
+    runs.claim(api.db, "default", t["id"])
+    assert "has started" in err(c.patch(f"/api/tasks/{t['id']}", json={"branch": "late"}), 409)
+    assert api.ab.board().show(t["id"])["branch_name"] is None
+
+
 def test_an_out_of_range_priority_is_the_same_400_on_create_edit_and_bulk(api: Api) -> None:
     c = api.as_admin
     t = c.post("/api/tasks", json={"title": "t", "priority": 3}).json()

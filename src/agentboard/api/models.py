@@ -167,6 +167,9 @@ class TaskPatch(Body):
     max_runtime: str | int | None = Field(
         default=None, description="how long one attempt may run (`90m`, `2h`, seconds); null or \"\" clears it")
     max_retries: int | None = Field(default=None, description="failures before the task gives up (0-1000)")
+    branch: str | None = Field(default=None, max_length=200,
+                               description="the branch its worktree is made on, before the task has started "
+                                           "(create's limits); \"\" gives it the default ab/<id> again")
 
 
 BulkAction = Literal["status", "archive", "restore", "assign", "priority", "block", "unblock", "reclaim"]

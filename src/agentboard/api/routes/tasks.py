@@ -159,6 +159,8 @@ def _validate_patch(data: TaskPatch, who: Principal) -> dict[str, Any]:
         edits["max_runtime_seconds"] = task_fields.check("max_runtime", data.max_runtime) if data.max_runtime else ""
     if data.max_retries is not None:
         edits["max_retries"] = task_fields.check("max_retries", data.max_retries)
+    if data.branch is not None:  # `edit --branch`: checked as on create, refused once the task has started
+        edits["branch_name"] = data.branch
     if "assignee" in sent and data.assignee:
         model.profile_name(data.assignee)
     if "status" in sent and data.status is None:
@@ -180,7 +182,7 @@ def patch_task(request: Request, data: TaskPatch, task_id: str = TaskId, board: 
     sent = data.model_fields_set
     if not (edits or "assignee" in sent or data.status is not None):
         raise InvalidInput("nothing to change: send status, assignee, priority, title, body, result, tenant, "
-                           "goal_id, verify, model, max_runtime or max_retries")
+                           "goal_id, verify, model, max_runtime, max_retries or branch")
     from ...dispatch import finish
 
     return Json(finish.update(state(request).db, slug, task_id, fields=edits, assign="assignee" in sent,
