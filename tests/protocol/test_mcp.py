@@ -137,6 +137,33 @@ def test_orchestrator_tools_only_for_orchestrators(ab: Any, board: Any, _env: En
     assert bad.is_error and _data(bad)["error"] in ("invalid_input", "conflict")
 
 
+def test_a_worker_comments_only_on_its_own_task_and_an_orchestrator_creates_within_its_limit_either_way(
+        ab: Any, board: Any, _env: Env, mode: str) -> None:
+    """The same rules whether the MCP server calls the kernel on the home or the API."""
+    ab.settings.run_create_limit = 1
+    ab.add_profile("lead", command="true", orchestrator=True)
+    neighbour = board.create("write the changelog", assignee="worker-b")
+    t = board.create("fix login", assignee="worker-a")
+    run = board.claim(t["id"])
+    _, (other, own) = _session(_env(t["id"], run["run_id"]), [
+        ("kanban_comment", {"task_id": neighbour["id"], "body": "I will do it instead"}),
+        ("kanban_comment", {"task_id": t["id"], "body": "halfway"}),
+    ])
+    assert other.is_error and _data(other)["error"] == "forbidden", _data(other)
+    assert not own.is_error and board.show(neighbour["id"])["comments"] == []
+
+    lead = board.create("plan the release", assignee="lead")
+    lead_run = board.claim(lead["id"])
+    env = _env(lead["id"], lead_run["run_id"], profile="lead", AGENTBOARD_RUN_CREATE_LIMIT="1")
+    _, (first, second) = _session(env, [
+        ("kanban_create", {"title": "part 1", "assignee": "writer"}),
+        ("kanban_create", {"title": "part 2", "assignee": "writer"}),
+    ])
+    assert not first.is_error
+    assert second.is_error and _data(second)["error"] == "too_many" and "run_create_limit = 1" in _data(second)["message"]
+    assert [x["title"] for x in board.list() if x["title"].startswith("part")] == ["part 1"]
+
+
 def test_propose_lands_in_triage_with_the_goal(ab: Any, board: Any, tmp_path: Path, _env: Env, mode: str) -> None:
     goal = board.goal("ship v2")
     t = board.create("fix login", assignee="worker-a", goal=goal["id"])

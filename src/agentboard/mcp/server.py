@@ -253,8 +253,11 @@ class LocalOps:
         return inbox.take(self.db, self.board, task_id, run_id=self.scope.run_id)
 
     def comment(self, task_id: str, body: str) -> dict[str, Any]:
-        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=self.scope.actor,
-                                run_id=self.scope.run_id)
+        sc = self.scope
+        if sc.run_id is not None and sc.task_id and not sc.orchestrator and task_id != sc.task_id:
+            raise Forbidden(f"a worker comments on its own task ({sc.task_id}), not {task_id}: an orchestrator's "
+                            "run comments on any task of its board")  # as through the API
+        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=sc.actor, run_id=sc.run_id)
 
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
@@ -285,7 +288,11 @@ class LocalOps:
                                   search=search, limit=limit)
 
     def create(self, title: str, fields: dict[str, Any]) -> dict[str, Any]:
-        return tasks.create(self.db, self.board, title, actor=self.scope.actor, **fields)
+        sc = self.scope
+        if sc.run_id is not None and sc.task_id:  # an orchestrator run's, within its limits as through the API
+            return run_limits.delegate(self.db, self.board, title, task_id=sc.task_id, run_id=sc.run_id,
+                                       actor=sc.actor, **fields)
+        return tasks.create(self.db, self.board, title, actor=sc.actor, **fields)
 
     def attempts(self, task_id: str) -> dict[str, Any]:
         from ..dispatch import races
