@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -67,15 +68,22 @@ class WorkerCgroups:
         self.base: Path | None = None
         self.why = ""
         self._probed = False
+        self._probing = threading.Lock()
         #: the folders runs' cgroups may be in (this process's and the recorded one)
         self._bases: list[Path] = []
         self.enabled = enabled
 
     def probe(self) -> Path | None:
-        """The folder holding the workers' cgroups, made if need be (once; None: unavailable)."""
-        if self._probed:
+        """The folder holding the workers' cgroups, made if need be (once; None: unavailable).
+        The workers a pass starts at once probe from several threads: each waits for the one
+        probing, and none is told there is no folder before it is known."""
+        with self._probing:
+            if not self._probed:
+                self._probe()
+                self._probed = True
             return self.base
-        self._probed = True
+
+    def _probe(self) -> Path | None:
         if not self.enabled:
             self.why = "the setting worker_cgroups is off"
             return None
