@@ -226,3 +226,37 @@ def test_a_supervision_task_with_its_wake_still_open_runs_when_its_budget_allows
     board.block(sup["id"], "the supervision budget is spent", kind="budget", actor="dispatcher")
     budgets.release(ab.db, [board.slug])
     assert board.show(sup["id"])["status"] == "ready"
+
+
+def test_a_task_rate_limited_again_and_again_is_shown_to_the_supervisor_once(ab: Any, board: Any) -> None:
+    """Each rate limit would be a paid supervision run that can only say what it said before;
+    the dispatcher resumes the task after its cool-down by itself."""
+    supervise(ab, board)
+    t = board.create("call the model", assignee="w")["id"]
+    taken = []
+    for _ in range(3):
+        board.block(t, "the provider said 429", kind="rate_limited")
+        taken.append(supervision.take_due(ab.db, board.slug))
+        board.unblock(t)
+    assert [len(out["tasks"]) for out in taken] == [1, 0, 0]
+    notes = [w["note"] for w in wakes(ab, board, "moot")]
+    assert len(notes) == 2 and all("rate limit already" in n for n in notes)
+    # a block that waits for someone still wakes it every time (its supervision task is still open:
+    # the wake waits for it)
+    board.block(t, "which endpoint?", actor="alice")
+    out = supervision.take_due(ab.db, board.slug)
+    assert out["moot"] == [] and out["waiting"] == 1
+
+
+def test_a_spent_budget_holding_many_tasks_is_shown_to_the_supervisor_once(ab: Any, board: Any) -> None:
+    supervise(ab, board)
+    held = [board.create(f"spend {i}", assignee="w")["id"] for i in range(6)]
+    for t in held:
+        board.block(t, "budget of board default spent: cost $5.00 of $5.00", kind="budget")
+    out = supervision.take_due(ab.db, board.slug)
+    assert len(out["tasks"]) == 1 and len(out["moot"]) == 5
+    assert all("spent budget once" in w["note"] for w in wakes(ab, board, "moot"))
+    later = board.create("spend later", assignee="w")["id"]
+    board.block(later, "budget of board default spent", kind="budget")
+    out = supervision.take_due(ab.db, board.slug)
+    assert out["tasks"] == [] and "spent budget already" in wakes(ab, board, "moot")[0]["note"]

@@ -61,7 +61,9 @@ def moot_reason(tx: Tx, wake: Row) -> str | None:
             if on is not None and on["status"] in (states.BLOCKED, states.ARCHIVED):
                 return None
             return "the task waits for a task that is moving; it resumes by itself"
-        return None if status == states.BLOCKED else f"the task is no longer blocked (it is {status})"
+        if status != states.BLOCKED:
+            return f"the task is no longer blocked (it is {status})"
+        return _looked_at_already(tx, wake, str(t["block_kind"] or "")) if reason == "blocked" else None
     if reason == "block_loop":
         return None if status == states.TRIAGE else f"the task left triage (it is {status})"
     if reason == "run_lost":
@@ -72,6 +74,35 @@ def moot_reason(tx: Tx, wake: Row) -> str | None:
         return None if status == states.READY else f"the task is {status}"
     # degraded, sent_back, crashed, stale
     return "the task is done" if status == states.DONE else None
+
+
+#: the blocks the board lifts by itself that the supervisor is shown once per
+#: ``block_loop_window``: a task's rate limit (once per task), a spent budget (once per board) —
+#: each repeat would be a paid supervision run that can only escalate what it escalated before
+LOOKED_AT_ONCE = ("rate_limited", "budget")
+
+
+def _looked_at_already(tx: Tx, wake: Row, kind: str) -> str | None:
+    """Why a ``blocked`` wake of a :data:`LOOKED_AT_ONCE` kind is moot: the supervisor was given
+    one like it within ``block_loop_window`` (None: it was not, or another kind)."""
+    if kind not in LOOKED_AT_ONCE:
+        return None
+    since = time.time() - float(tx.db.settings.block_loop_window)
+    params: dict[str, Any] = {"b": wake["board"], "id": wake["id"], "since": since,
+                              "k": dump_json({"kind": kind})[:-1] + "%"}
+    same = " AND subject = :s" if kind == "rate_limited" else ""
+    if same:
+        params["s"] = wake["subject"]
+    seen = tx.one("SELECT id, subject FROM supervisor_wakes WHERE board = :b AND reason = 'blocked' AND id <> :id "
+                  "AND status IN ('running', 'handled', 'expired', 'escalated') AND created_at > :since "
+                  f"AND detail LIKE :k{same} ORDER BY id DESC LIMIT 1", params)  # noqa: S608
+    if seen is None:
+        return None
+    if kind == "rate_limited":
+        return (f"the supervisor was shown this task's rate limit already (wake {seen['id']}); the dispatcher "
+                "resumes it when the cool-down ends")
+    return (f"the supervisor was shown this board's spent budget already (wake {seen['id']}, task "
+            f"{seen['subject']}); raising the budget releases its tasks (agentboard budget set)")
 
 
 def _context(tx: Tx, board: str, profile: str, subject: str, wakes: list[Row]) -> tuple[str, str]:
@@ -138,8 +169,14 @@ def _take_due(tx: Tx, board: str, limit: int) -> Row:
         return out
     now = time.time()
     live: dict[str, list[Row]] = {}
+    budget_shown: int | None = None  # the one budget block of this pass the supervisor is shown
     for w in rows:
         why = "the board has no supervisor any more" if profile is None else moot_reason(tx, w)
+        if why is None and w["reason"] == "blocked" and _detail(w).get("kind") == "budget":
+            if budget_shown is not None:
+                why = (f"the supervisor is shown this board's spent budget once (wake {budget_shown}); raising "
+                       "the budget releases its tasks (agentboard budget set)")
+            budget_shown = budget_shown or int(w["id"])
         if why is not None:
             _close(tx, w, "moot", why, "dispatcher", now)
             out["moot"].append(w["id"])
