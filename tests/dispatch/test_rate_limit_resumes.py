@@ -100,3 +100,20 @@ def test_blocks_the_board_lifts_by_itself_do_not_count_towards_a_block_loop(ab: 
     assert task["cooldown_until"] is None and "dispatcher resumes" not in (task["block_reason"] or "")
     (loop,) = events(board, t, "block_loop_detected")
     assert loop["payload"]["count"] == 4
+
+
+def test_each_rate_limit_in_a_row_doubles_the_wait_up_to_six_hours(
+        ab: Any, board: Any, dispatcher: Any, tmp_path: Path) -> None:
+    """An agent refused every time costs a start every few hours at worst, not every cool-down."""
+    from agentboard.kernel import runs
+
+    ab.add_profile("limited", command="sh -c " + shlex.quote("echo '429 rate limit exceeded' >&2; exit 75"))
+    t = board.create("hits its plan's limit", assignee="limited")["id"]
+    d = dispatcher(rate_limit_cooldown=0.5)
+    wait_for(lambda: len(events(board, t, "blocked")) >= 3, timeout=60, what="three rate limits")
+    d.stop()
+    waits = [e["payload"]["until"] - e["created_at"] for e in events(board, t, "blocked")[:3]]
+    assert [round(w * 2) / 2 for w in waits] == [0.5, 1.0, 2.0], waits
+    assert "doubled for each of the 2 rate limit(s) in a row" in events(board, t, "blocked")[2]["payload"]["reason"]
+    assert runs.rate_limit_backoff(300, 10) == runs.RATE_LIMIT_BACKOFF_MAX  # never more than six hours
+    assert runs.rate_limit_backoff(86_400, 3) == 86_400  # unless the setting itself is longer

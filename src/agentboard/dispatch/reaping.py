@@ -850,12 +850,7 @@ class Reaper:
             self._stop_for_budget(r, spent)
             return
         if out.rate_limited or exit_code == EXIT_RATE_LIMITED:
-            reset = out.retry_at
-            until = reset if reset is not None else time.time() + float(self.ctx.settings.rate_limit_cooldown)
-            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
-            source = "the reset time it gave" if reset is not None else "the rate_limit_cooldown setting"
-            self._block(r, "rate_limited", f"{facts.cli} hit a rate limit or quota{said} (exit {exit_code}); the "
-                        f"dispatcher resumes the task at {when} ({source})", until=until)
+            self._rate_limited(r, facts.cli, said, exit_code, out.retry_at)
             return
         if out.failure == "network":
             self._network_retry(r, facts.cli, said, detail, exit_code)
@@ -878,6 +873,23 @@ class Reaper:
             return
         self.fail(r, "crashed", _crash_error(exit_code, facts.pid) + (f" ({facts.cli}{said})" if said else "") + detail,
                   exit_code=exit_code)
+
+    def _rate_limited(self, r: Row, cli: str, said: str, exit_code: int | None, reset: float | None) -> None:
+        """Block ``r`` ``rate_limited`` until the reset its CLI gave, else ``rate_limit_cooldown``;
+        doubled for each rate limit in a row before it (a reset given too, from the second)."""
+        before = kr.rate_limits_in_a_row(self.ctx.db, r["id"])
+        base = float(self.ctx.settings.rate_limit_cooldown)
+        now = time.time()
+        if reset is None:
+            until, source = now + kr.rate_limit_backoff(base, before), "the rate_limit_cooldown setting"
+        else:
+            until = max(reset, now + kr.rate_limit_backoff(base, before - 1)) if before else reset
+            source = "the reset time it gave" if until == reset else "rate_limit_cooldown"
+        if before:
+            source += f", doubled for each of the {before} rate limit(s) in a row before this one"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+        self._block(r, "rate_limited", f"{cli} hit a rate limit or quota{said} (exit {exit_code}); the "
+                    f"dispatcher resumes the task at {when} ({source})", until=until)
 
     def _stop_for_budget(self, r: Row, reason: str) -> None:
         """Close the run of ``r`` as its spent budget's (blocked ``budget``, ``reason`` said)."""

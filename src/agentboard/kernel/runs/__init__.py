@@ -29,9 +29,12 @@ from .completion import (
     usage_params,
 )
 from .outcomes import (
+    RATE_LIMIT_BACKOFF_MAX,
     fail,
     give_up,
     mark_nudged,
+    rate_limit_backoff,
+    rate_limits_in_a_row,
     reclaim,
     reclaim_in,
     record_telemetry,
@@ -54,9 +57,9 @@ from .reviews import (
 )
 
 __all__ = [
-    "HAND_CLAIM", "REVIEW_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
+    "HAND_CLAIM", "RATE_LIMIT_BACKOFF_MAX", "REVIEW_CLAIM", "Report", "Verdict", "approve", "claim", "claim_in", "claim_next", "claim_ttl",
     "close_review_run", "complete", "complete_in", "extend_claim", "extend_review_claim", "fail", "give_up",
-    "heartbeat", "mark_nudged", "open_review_run", "reclaim",
+    "heartbeat", "mark_nudged", "open_review_run", "rate_limit_backoff", "rate_limits_in_a_row", "reclaim",
     "reclaim_in", "record_spawn", "record_telemetry", "reject", "request_changes", "request_review",
     "request_review_in", "return_to_queue", "review", "review_in", "review_run_verdict", "stale_error", "update_run",
     "usage_params", "worker_of_review",

@@ -226,3 +226,28 @@ def update_run(db: Database, run_id: int, *, add_usage: bool = False, **fields: 
         fields["metadata"] = dump_json(fields["metadata"])
     if fields:
         db.write(_update_run, run_id, fields, add_usage)
+
+
+#: the longest a run of rate limits in a row makes a task wait (seconds), unless
+#: ``rate_limit_cooldown`` itself is longer
+RATE_LIMIT_BACKOFF_MAX = 6 * 3600.0
+
+
+def rate_limits_in_a_row(db: Database, task_id: str) -> int:
+    """How many of the task's last closed runs ended rate-limited, one after the other."""
+    rows = db.read(lambda tx: tx.all("SELECT outcome FROM task_runs WHERE task_id = :t AND status = 'closed' "
+                                     "ORDER BY id DESC LIMIT 64", {"t": task_id}))
+    n = 0
+    for r in rows:
+        if r["outcome"] != "rate_limited":
+            break
+        n += 1
+    return n
+
+
+def rate_limit_backoff(base: float, in_a_row: int) -> float:
+    """Seconds a task waits after its rate limit, the ``in_a_row``-th after others: ``base``
+    (``rate_limit_cooldown``) doubled for each before it, up to :data:`RATE_LIMIT_BACKOFF_MAX`
+    — an agent that is refused every time costs a start every few hours, not every cool-down."""
+    return min(float(base) * 2.0 ** min(in_a_row, 30), max(float(base), RATE_LIMIT_BACKOFF_MAX))
+
