@@ -59,3 +59,28 @@ def test_an_orchestrator_that_delegates_to_itself_stops_at_the_delegation_depth_
     assert len(api.as_admin.get("/api/tasks").json()) == 3
     # what it cannot start itself it may still propose, for a person
     assert lead.post("/api/tasks", json={"title": "propose it", "triage": True}).status_code == 201
+
+
+def test_a_retried_orchestrator_task_creates_no_more_than_its_limit_over_all_its_runs(api_any: Api) -> None:
+    """A run that created its sub-tasks and then crashed: the retry sees them counted, so each
+    retry does not create them again (fan-out stays within run_create_limit per task)."""
+    api = api_any
+    api.db.settings.run_create_limit = 3
+    api.db.settings.run_proposal_limit = 2
+    profiles.add(api.db, "lead", command="true", orchestrator=True)
+    profiles.add(api.db, "coder", command="true")
+    root = api.ab.board().create("plan the release", assignee="lead")["id"]
+    lead, run_id = _run_token(api, root)
+    for i in range(2):
+        assert lead.post("/api/tasks", json={"title": f"part {i}", "assignee": "coder"}).status_code == 201
+    assert lead.post("/api/tasks", json={"title": "an idea", "triage": True}).status_code == 201
+    runs.fail(api.db, "default", root, "crashed", run_id=run_id, error="the agent died")
+    retry, _ = _run_token(api, root)
+    assert retry.post("/api/tasks", json={"title": "part 2", "assignee": "coder"}).status_code == 201
+    refused = retry.post("/api/tasks", json={"title": "part 0", "assignee": "coder"})
+    assert refused.status_code == 429, refused.text
+    assert "the runs of task" in refused.json()["error"]["message"] and "run_create_limit = 3" in refused.json()["error"]["message"]
+    assert retry.post("/api/tasks", json={"title": "another idea", "triage": True}).status_code == 201
+    assert retry.post("/api/tasks", json={"title": "a third idea", "triage": True}).status_code == 429
+    titles = sorted(t["title"] for t in api.as_admin.get("/api/tasks", params={"include_triage": True}).json())
+    assert [t for t in titles if t.startswith("part")] == ["part 0", "part 1", "part 2"]

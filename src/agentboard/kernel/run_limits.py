@@ -1,12 +1,13 @@
-"""What one worker run may post: a few hundred comments, a few dozen proposals, and for an
-orchestrator's run a bounded number of tasks, not too deep.
+"""What a worker may post: a few hundred comments a run, a few dozen proposals a task, and for
+an orchestrator's task a bounded number of tasks, not too deep.
 
 A run's token (and its MCP server) may comment on its own task and propose work, which lands in
 triage for a person or the supervisor. Without a bound, one looping or hostile agent fills a
-board in seconds (and again after its nudge). Each run is counted from the event log: its
-``commented`` events on its task and the ``proposed`` events its proposals leave there (read
-through the task's event index), in the transaction that writes the next one, so the bound
-holds across hosts. Past it the verb is refused with :class:`.TooMany` (HTTP 429, exit code 4)
+board in seconds (and again after its nudge). They are counted from the event log: a run's
+``commented`` events on its task, and the ``proposed`` and ``delegated`` events of all the task's
+runs together (a task retried after a run that created work and failed would otherwise create
+it again on every retry), read through the task's event index, in the transaction that writes
+the next one, so the bound holds across hosts. Past it the verb is refused with :class:`.TooMany` (HTTP 429, exit code 4)
 and nothing is written. The settings ``run_comment_limit`` and ``run_proposal_limit`` set the
 bounds (``docs/settings.md``).
 
@@ -39,15 +40,27 @@ _WHAT = {COMMENTS: ("comments", "run_comment_limit", "say the rest in your resul
 _RUN_ACTOR = "run:"
 
 
+#: what is counted over all the runs of a task, not per run: a retry of a run that created or
+#: proposed work before it failed would create it again, and each retry as much again
+PER_TASK = frozenset({PROPOSALS, CREATES})
+
+
 def charge(tx: Tx, task_id: str, run_id: int, kind: str, limit: int, n: int = 1) -> None:
-    """Refuse (:class:`.TooMany`) ``n`` more ``kind`` events (:data:`COMMENTS`,
-    :data:`PROPOSALS`, :data:`CREATES`) of run ``run_id`` on its task ``task_id`` past ``limit``."""
+    """Refuse (:class:`.TooMany`) ``n`` more ``kind`` events past ``limit``: comments
+    (:data:`COMMENTS`) of run ``run_id`` on its task ``task_id``; proposals and creates
+    (:data:`PER_TASK`) of all the task's runs together."""
     if n <= 0:
         return
-    used = int(tx.scalar("SELECT count(*) FROM task_events WHERE task_id = :t AND run_id = :r AND kind = :k",
+    per_task = kind in PER_TASK
+    used = int(tx.scalar("SELECT count(*) FROM task_events WHERE task_id = :t AND kind = :k"
+                         + ("" if per_task else " AND run_id = :r"),
                          {"t": task_id, "r": int(run_id), "k": kind}) or 0)
     if used + n > limit:
         what, setting, instead = _WHAT[kind]
+        if per_task:
+            raise TooMany(f"the runs of task {task_id} have posted {used} {what}, the most one task's runs may "
+                          f"together ({setting} = {limit}; what the runs before made is in its `delegated` and `proposed` "
+                          f"events): {instead}")
         raise TooMany(f"run {run_id} of task {task_id} has posted {used} {what}, the most one run may "
                       f"({setting} = {limit}): {instead}")
 

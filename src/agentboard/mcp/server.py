@@ -254,10 +254,11 @@ class LocalOps:
 
     def comment(self, task_id: str, body: str) -> dict[str, Any]:
         sc = self.scope
+        board = self.board_of(task_id)
         if sc.run_id is not None and sc.task_id and not sc.orchestrator and task_id != sc.task_id:
             raise Forbidden(f"a worker comments on its own task ({sc.task_id}), not {task_id}: an orchestrator's "
                             "run comments on any task of its board")  # as through the API
-        return comments.comment(self.db, self.board_of(task_id), task_id, body, author=sc.actor, run_id=sc.run_id)
+        return comments.comment(self.db, board, task_id, body, author=sc.actor, run_id=sc.run_id)
 
     def request_review(self, task_id: str, summary: str | None) -> dict[str, Any]:
         out = runs.request_review(self.db, self.board, task_id, summary=summary, run_id=self.scope.run_id,
