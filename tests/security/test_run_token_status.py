@@ -180,5 +180,10 @@ def test_a_workers_blank_summary_is_refused_through_rest_as_through_its_mcp_tool
     for said in ({"summary": "   "}, {}, {"result": " "}):  # blank, or left out (the CLI's bare `complete`)
         r = worker.post(f"/api/tasks/{task['id']}/complete", json=said)
         assert r.status_code == 400 and "summary is empty" in r.json()["error"]["message"], r.text
-    assert _snapshot(api, task["id"]) == before
+    # nothing changed but the refusal its run keeps (``report_refused``: an exit without a report says so)
+    after = _snapshot(api, task["id"])
+    refused = json.loads(after[1][0].pop("metadata"))["report_refused"]
+    before[1][0].pop("metadata")
+    assert after == before
+    assert refused["verb"] == "complete" and refused["error"].startswith("summary is empty")
     assert worker.post(f"/api/tasks/{task['id']}/complete", json={"summary": "did it"}).json()["status"] == "done"

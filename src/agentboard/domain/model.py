@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
@@ -337,3 +338,42 @@ def model_name(value: str | None) -> str | None:
         raise InvalidInput(f"invalid model {value[:60]!r}: a model name is one word of at most "
                            f"{MODEL_NAME_MAX} printable characters (e.g. claude-sonnet-4-5, openai/gpt-5)")
     return value
+
+
+#: the keys a run's usage report may hold: tokens in and out, dollars
+USAGE_KEYS = ("input_tokens", "output_tokens", "cost_usd")
+#: the largest number a usage report may hold (tokens, dollars): exact as a JSON number
+USAGE_MAX = 2**53
+
+
+def usage(value: dict[str, Any] | None) -> dict[str, int | float | None]:
+    """A run's usage report checked, the one check of every surface (the worker verbs, REST, MCP,
+    ``.board/result.json``): each of :data:`USAGE_KEYS` a finite number >= 0 (a negative cost
+    would give a budget back, an infinite one spend it for good) or absent, and no other key (an
+    unknown one, ``total_cost_usd`` say, would be dropped and the run count $0 against every
+    budget). ``InvalidInput`` with one line naming the key; else ``{key: number or None}``."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f"usage must be a JSON object with {', '.join(USAGE_KEYS)}, got {type(value).__name__}")
+    unknown = [str(k) for k in value if k not in USAGE_KEYS]
+    if unknown:
+        raise InvalidInput(f"usage has an unknown key {unknown[0][:60]!r}: the accepted keys are "
+                           f"{', '.join(USAGE_KEYS)}")
+    out: dict[str, int | float | None] = {}
+    for key in USAGE_KEYS:
+        v = value.get(key)
+        if v is None:
+            out[key] = None
+            continue
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            num = int(v) if key != "cost_usd" else float(v)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {v!r}") from None
+        if (isinstance(num, float) and not math.isfinite(num)) or num < 0:
+            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {v!r}")
+        if num > USAGE_MAX:
+            raise InvalidInput(f"usage.{key} is {v!r}; the largest is {USAGE_MAX}")
+        out[key] = num
+    return out

@@ -28,10 +28,8 @@ from .. import gitsafe
 from ..config import Settings
 from ..store.engine import Database, Row, Tx, in_list, sqlite_file
 from . import budgets
+from .common import default_assignee
 from .profiles import command_fix, command_problem, relative_script, relative_script_warning
-
-#: block kinds with a finding of their own (not reported again as "blocked for long")
-_OWN_BLOCK_KINDS = ("gave_up", "budget")
 
 
 @dataclass
@@ -166,13 +164,8 @@ def _reads(tx: Tx, boards: list[str], task_id: str | None, now: float, settings:
             "FROM tasks t WHERE t.status = 'blocked' AND t.board IN " + inb + only + " AND (t.race_of IS NULL OR "
             "EXISTS (SELECT 1 FROM tasks r WHERE r.id = t.race_of AND r.status IN ('ready', 'running')))",
             dict(params)),
-        "default_assignee": {b: _board_default(tx, b, settings) for b in boards},
+        "default_assignee": {b: default_assignee(tx, b) for b in boards},
     }
-
-
-def _board_default(tx: Tx, board: str, settings: Settings) -> str | None:
-    from .common import default_assignee
-    return default_assignee(tx, board)
 
 
 def _silent_hosts(db: Database, settings: Settings, now: float, hosts: set[str]) -> dict[str, float]:
@@ -420,6 +413,10 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  f"agentboard unblock {tid}",
                                  {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid,
                                  severity="info"))
+    from . import diagnostics_waiting as waiting  # escalated tasks, profiles that cannot sign in
+    escalated = [Finding(**f) for f in waiting.escalated(db, data["blocked"])]
+    held = {f.task_id for f in escalated}  # (their own finding, not "blocked for long")
+    found = [f for f in found if not (f.kind == "blocked_long" and f.task_id in held)] + escalated
     task = data["task"]
     if task is not None and task["status"] == "todo" and not any(f.concerns == "profile" for f in found):
         name = task["assignee"] or data["default_assignee"].get(task["board"])
@@ -428,6 +425,9 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  f"which cannot start: {broken[0]} (command {profiles[name]['command']!r})",
                                  broken[1], None, task["id"], severity="error", concerns="profile",
                                  subject=name))
+    if not tasks_only:
+        mine = (task["assignee"] or data["default_assignee"].get(task["board"])) if task is not None else None
+        found.extend(Finding(**f) for f in (waiting.sign_in(db, boards, profiles, mine) if task is None or mine else []))
     if task is not None:
         found.extend(_budget_findings(db, [task["board"]], data["blocked"], budgets.for_task(db, task["id"])))
         if task["goal_id"]:

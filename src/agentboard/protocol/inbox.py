@@ -23,8 +23,9 @@ from ..config import Settings
 from ..domain.errors import AgentboardError
 from ..kernel import inbox as kinbox
 from ..kernel import runs
+from ..kernel.worker_protocol import exit_state
 from ..store.engine import Database, Row
-from . import boarddir, safefs
+from . import boarddir, repair, safefs
 
 log = logging.getLogger("agentboard.protocol")
 
@@ -169,6 +170,11 @@ def nudge(db: Database, settings: Settings, board: str, task_id: str, run_id: in
     except AgentboardError:
         return None
     status = f" with status {exit_code}" if exit_code not in (None, 0) else ""
+    note = NUDGE.format(run_id=run_id, status=status)
+    refused = repair.refused_report(exit_state(db, board, task_id, run_id).run)
+    if refused is not None:
+        note += (f"\nYour last report ({refused.get('verb')}) was refused: {refused.get('error')}. Correct what it "
+                 "names and report again: a refused report is no report.\n")
     prompt = bdir / NUDGE_PROMPT_FILE
-    boarddir.write_text(prompt, original.decode("utf-8", "replace") + NUDGE.format(run_id=run_id, status=status))
+    boarddir.write_text(prompt, original.decode("utf-8", "replace") + note)
     return prompt

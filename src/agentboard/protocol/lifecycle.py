@@ -471,6 +471,8 @@ def after_exit(db: Database, settings: Settings, board: str, task_id: str, run_i
     # 2. the .board/result.json contract
     parsed = result.read(boarddir.result_path(workspace))
     if not parsed.exists and (attempt == 0 or run.get("nudged")):
+        if (refused := repair.close_refused(db, settings, board, task_id, run, exit_code)) is not None:
+            return ExitDecision(ExitAction.HANDLED, note=f"protocol_violation: {refused}")
         keep_exit_code()
         return ExitDecision(ExitAction.UNHANDLED, note="no .board/result.json and no report")
     if not parsed.exists:

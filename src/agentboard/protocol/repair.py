@@ -1,4 +1,6 @@
-"""The repair loop's texts: the short repair prompt and the summary extracted for a soft degrade."""
+"""The repair loop's texts: the short repair prompt and the summary extracted for a soft degrade;
+and a report the board refused (``kernel.runs.completion.report_refused``), which an exit without
+a report must name."""
 
 from __future__ import annotations
 
@@ -6,6 +8,11 @@ import re
 from pathlib import Path
 
 from .. import agentcli
+from ..config import Settings
+from ..kernel import budgets, runs
+from ..kernel.common import run_metadata
+from ..kernel.runs.completion import REFUSED_KEY
+from ..store.engine import Database, Row
 from . import safefs
 
 MAX_ATTEMPTS = 2
@@ -126,3 +133,31 @@ def extract_summary(log_path: Path | None, raw_result: str | None = None, adapte
 
 
 __all__ = ["MAX_ATTEMPTS", "extract_summary", "repair_prompt"]
+
+
+def refused_report(run: Row | None) -> Row | None:
+    """The last report of ``run``'s worker refused as bad input (``{verb, error, at}``, kept by
+    ``kernel.runs.completion.report_refused``), or None."""
+    got = run_metadata(run or {}).get(REFUSED_KEY)
+    return got if isinstance(got, dict) else None
+
+
+def close_refused(db: Database, settings: Settings, board: str, task_id: str, run: Row,
+                  exit_code: int | None) -> str | None:
+    """Close as a protocol violation the run of a worker that exited 0 with no report but one the
+    board refused (a usage out of range, an unknown usage key...), once it is not nudged (it was,
+    or nudging is off): its error says which report was refused and why, never that the worker
+    did not report. The error, or None when this exit is not that one (the dispatcher judges it;
+    a spent budget closes the run as the budget's)."""
+    refused = refused_report(run)
+    if refused is None or exit_code != 0 or (settings.stop_nudge and not run.get("nudged")):
+        return None
+    if db.read(lambda tx: budgets.stop_reason_in(tx, task_id)) is not None:
+        return None
+    verb = refused.get("verb") or "complete"
+    error = (f"the worker exited 0 without a report the board accepted: its {verb} report (`agentboard {verb}`, "
+             f"its kanban tool or REST route) was refused: {refused.get('error')} (a refused report is not "
+             "recorded and exits 2: correct it and report again)")
+    runs.fail(db, board, task_id, "protocol_violation", run_id=int(run["id"]), error=error, exit_code=0,
+              payload={"report_refused": refused})
+    return error

@@ -12,6 +12,8 @@ orchestrator may block another task of its board, as a person would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -21,8 +23,9 @@ from starlette.responses import Response
 
 from ...dispatch import finish
 from ...dispatch.diffs import with_git
-from ...domain.errors import Forbidden
+from ...domain.errors import Forbidden, InvalidInput
 from ...kernel import queries, runs, tasks
+from ...kernel.runs.completion import report_refused
 from ...protocol.context import build_worker_context
 from ..answers import EventRow, Heartbeat, Me, RunRow, TaskContext, TaskRow
 from ..auth import Principal, current
@@ -85,6 +88,22 @@ def _run_id(who: Principal, task_id: str, given: int | None) -> int | None:
 RUN_BLOCK_KINDS = frozenset({"needs_input", "dependency", "manual"})
 
 
+@contextmanager
+def _refusal_kept(request: Request, who: Principal, slug: str, task_id: str, verb: str) -> Iterator[None]:
+    """A run token's own report refused as bad input (a usage out of range, an unknown usage key,
+    a summary too long...) is remembered on its run (``report_refused``), so an exit without a
+    report says its report was refused and why, not that it never reported; then refused."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if _own(who, task_id) and who.run_id is not None:
+            try:
+                report_refused(state(request).db, slug, task_id, int(who.run_id), verb, exc.message)
+            except Exception:  # noqa: BLE001 - the refusal is what the worker must hear
+                pass
+        raise
+
+
 def _reviewed(request: Request, slug: str, task_id: str, out: dict[str, Any], wanted: bool) -> dict[str, Any]:
     if wanted and out.get("status") == "review":
         st = state(request)
@@ -117,9 +136,10 @@ def complete(request: Request, data: CompleteBody, task_id: str = TaskId, board:
 
     slug = write_board(request, who, board, task_id)
     who.check_reporter("complete", task_id)
-    out = finish.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
-                          result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
-                          actor=actor_of(request, who, slug), worker=_own(who, task_id))
+    with _refusal_kept(request, who, slug, task_id, "complete"):
+        out = finish.complete(state(request).db, slug, task_id, summary=data.summary, metadata=data.metadata,
+                              result=data.result, usage=data.usage, run_id=_run_id(who, task_id, data.run_id),
+                              actor=actor_of(request, who, slug), worker=_own(who, task_id))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 
@@ -131,8 +151,9 @@ def block(request: Request, data: BlockBody, task_id: str = TaskId, board: str |
     kind = data.kind or ("dependency" if data.on else "needs_input" if _own(who, task_id) else "manual")
     if who.is_run and kind not in RUN_BLOCK_KINDS:
         raise Forbidden(f"a run token cannot block a task as {kind!r}: use {', '.join(sorted(RUN_BLOCK_KINDS))}")
-    return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind, on=data.on,
-                            run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
+    with _refusal_kept(request, who, slug, task_id, "block"):
+        return Json(tasks.block(state(request).db, slug, task_id, data.reason, kind=kind, on=data.on,
+                                run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug)))
 
 
 @router.post("/tasks/{task_id}/request-review", response_model=TaskRow, responses=responses(400, 404, 409))
@@ -141,8 +162,9 @@ def request_review(request: Request, data: ReviewHandOff, task_id: str = TaskId,
     """Hand a running task to review, with an optional summary."""
     slug = write_board(request, who, board, task_id)
     who.check_reporter("request review of", task_id)
-    out = runs.request_review(state(request).db, slug, task_id, summary=data.summary,
-                              run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug))
+    with _refusal_kept(request, who, slug, task_id, "request-review"):
+        out = runs.request_review(state(request).db, slug, task_id, summary=data.summary,
+                                  run_id=_run_id(who, task_id, data.run_id), actor=actor_of(request, who, slug))
     return Json(_reviewed(request, slug, task_id, out, data.review))
 
 

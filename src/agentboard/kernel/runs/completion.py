@@ -4,7 +4,6 @@ integration, a spawn not yet recorded and a worktree worker's exit) and a runnin
 from __future__ import annotations
 
 import json
-import math
 import time
 import weakref
 from collections.abc import Callable
@@ -19,41 +18,21 @@ from ...store.engine import EVENT_COLUMNS, Database, Row, Tx, dump_json
 from .. import budgets, hooks
 from ..branches import integration_due_in, left_in
 from ..children import CLAIM_KEYS, check_created_in
-from ..common import (
-    first_line,
-    get_task,
-    task_out,
-)
+from ..common import first_line, get_task, run_metadata, task_out
 from ..flow import after_satisfied
 from .claims import _CLEAR_CLAIM, HAND_CLAIM, stale_error
 
 # -- complete -----------------------------------------------------------------------------------
 
 
-#: the largest number a usage report may hold (tokens, dollars): exact as a JSON number
-USAGE_MAX = 2**53
+USAGE_MAX = model.USAGE_MAX
 
 
 def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
-    """A run's usage report as statement parameters: ``InvalidInput`` unless each number is a
-    finite one >= 0 (a negative cost would give a budget back, an infinite one spend it for good)."""
-    usage = usage or {}
-    def num(key: str, cast: type) -> Any:
-        value = usage.get(key)
-        if value is None:
-            return None
-        try:
-            if isinstance(value, bool):
-                raise TypeError
-            out = cast(value)
-        except (TypeError, ValueError, OverflowError):
-            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}") from None
-        if not math.isfinite(out) or out < 0:
-            raise InvalidInput(f"usage.{key} must be a finite number >= 0, got {value!r}")
-        if out > USAGE_MAX:
-            raise InvalidInput(f"usage.{key} is {value!r}; the largest is {USAGE_MAX}")
-        return out
-    return {"in_t": num("input_tokens", int), "out_t": num("output_tokens", int), "cost": num("cost_usd", float)}
+    """A run's usage report as statement parameters (``model.usage``: ``InvalidInput`` for an
+    unknown key, or a number that is not a finite one >= 0)."""
+    u = model.usage(usage)
+    return {"in_t": u["input_tokens"], "out_t": u["output_tokens"], "cost": u["cost_usd"]}
 
 
 @dataclass(frozen=True)
@@ -82,6 +61,7 @@ class Report:
             raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
         if result is not None:
             result = first_line(result, 500) or None
+        model.usage(usage)  # an unknown key or a bad number: refused before anything else
         return cls(summary=summary, metadata=metadata, result=result, usage=usage)
 
 
@@ -597,4 +577,21 @@ def request_review(db: Database, board: str, task_id: str, *, summary: str | Non
                     after_exit=after_exit)
 
 
-# -- review verdicts ------------------------------------------------------------------------------
+# -- a refused report ---------------------------------------------------------------------------
+
+#: the key of a run's metadata that keeps its worker's last refused report (``report_refused``)
+REFUSED_KEY = "report_refused"
+
+
+def report_refused(db: Database, board: str, task_id: str, run_id: int, verb: str, why: str) -> bool:
+    """Remember on the open run ``run_id`` that its worker's report (``verb``: complete, block,
+    request review) was refused as bad input, and ``why`` (one transaction), for the exit that
+    follows without a report to say so. False when the run is not open on that task."""
+    def _w(tx: Tx) -> bool:
+        row = tx.one("SELECT metadata FROM task_runs WHERE id = :r AND task_id = :t AND board = :b AND status = 'open'",
+                     {"r": run_id, "t": task_id, "b": board})
+        if row is not None:
+            meta = {**run_metadata(row), REFUSED_KEY: {"verb": verb, "error": first_line(why, 500), "at": time.time()}}
+            tx.execute("UPDATE task_runs SET metadata = :m WHERE id = :r", {"m": dump_json(meta), "r": run_id})
+        return row is not None
+    return db.write(_w)
