@@ -6,7 +6,11 @@ per pass:
 
 - a running task one of whose budgets is spent has been told so by its heartbeat answer; after
   ``budget_stop_grace`` seconds its worker's process group is ended and its run closed, the task
-  blocked with kind ``budget`` (``kernel.budgets.stop_run``);
+  blocked with kind ``budget`` (``kernel.budgets.stop_run``). The runs under way spend runtime
+  as they go: a runtime limit they pass is marked spent here (its ``budget_exhausted`` event, the
+  heartbeats told to stop), and the pass is due again when the runs under way will pass the next
+  one (``kernel.budgets.running_over``: one read of the budgets, one of the runs under way when
+  a runtime limit exists);
 - once per ``dispatch_interval``, tasks blocked by a budget that now lets them through (a new
   day or month) are released (``kernel.budgets.release``); raising or clearing a limit releases
   them at once, in its own transaction.
@@ -40,7 +44,8 @@ class BudgetWatch:
     def check(self, running: list[Row], slugs: set[str], now: float, spent: bool = True) -> float | None:
         """Stop the local workers whose budget is spent once their grace is over; release what a
         budget lets through again. Returns when it needs the next pass. ``spent=False``: no
-        budget is spent (the pass's snapshot says so), nothing to read for the running tasks."""
+        budget is spent and none has a runtime limit (the pass's snapshot says so), nothing to
+        read for the running tasks."""
         ctx = self.ctx
         due: float | None = None
         interval = float(ctx.settings.dispatch_interval)
@@ -50,11 +55,13 @@ class BudgetWatch:
                 kb.release(ctx.db, sorted(slugs))
             except AgentboardError as exc:
                 log.warning("releasing budget-blocked tasks: %s", exc)
-        try:
-            over = {r["id"]: r["reason"] for r in kb.running_over_budget(ctx.db)} if running and spent else {}
-        except AgentboardError as exc:
-            log.warning("reading spent budgets: %s", exc)
-            over = {}
+        over: dict[str, str] = {}
+        if running and spent:
+            try:
+                rows, due = kb.running_over(ctx.db)
+                over = {r["id"]: r["reason"] for r in rows}
+            except AgentboardError as exc:
+                log.warning("reading spent budgets: %s", exc)
         grace = float(ctx.settings.budget_stop_grace)
         live: set[int] = set()
         for r in running:

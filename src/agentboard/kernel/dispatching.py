@@ -95,7 +95,8 @@ class PassSnapshot:
     races: dict[str, list[str]] = field(default_factory=dict)
     #: the supervisors' due work by board (``supervision.due_work``)
     supervision: dict[str, Row] = field(default_factory=dict)
-    #: some budget was found spent in its window (``budgets.running_over_budget`` has work)
+    #: some budget was found spent in its window, or has a runtime limit (the runs under way
+    #: spend it as they go): ``budgets.running_over`` has work
     budgets_spent: bool = True
 
 
@@ -160,7 +161,8 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         next_lapse = later("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
                            "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at}) if host else list
         timers, races, supervision = next_due_later(tx), under_way_later(tx), due_work_later(tx)
-        spent = later("SELECT 1 AS x FROM budgets WHERE exhausted_window IS NOT NULL LIMIT 1")
+        spent = later("SELECT 1 AS x FROM budgets WHERE exhausted_window IS NOT NULL OR max_runtime IS NOT NULL "
+                      "LIMIT 1")
         lapse = next_lapse()
         return PassSnapshot(
             boards=boards(),

@@ -28,11 +28,17 @@ attempts running as runs under way, and the race's settle checks it each pass
 The dispatcher's claim (:func:`gate_in`, called by ``dispatching.claim_batch`` and the review run
 opener) refuses a task when one of its scopes cannot afford one more run: a limit reached, or the
 remaining budget, less the expected cost of the runs in flight, below the expected cost of one
-run (the profile's configured ``expected_cost``, else the median of its recent runs). A refused
+run (the profile's configured ``expected_cost``, else the median of its recent runs whose usage
+is known). While neither tells what a run of the profile costs, a scope with a cost or token
+limit starts one run at a time, until a run has closed with its usage. A refused
 task is blocked with kind ``budget`` and a reason naming the limit; :func:`release_in` unblocks
 such tasks as soon as the gate lets them through again (a limit raised or cleared, a new window).
 Running workers in an exhausted scope are told to stop by their heartbeat answer
 (:func:`stop_reason_in`) and stopped by the dispatcher after a grace period (:func:`stop_run`).
+
+The runs under way spend runtime as they go: a runtime limit counts what they have run so far
+(:func:`open_runtime_in`), in what the budgets show, in the gate and in the dispatcher's check
+of its running workers (:func:`running_over`), which marks a runtime limit they passed as spent.
 
 The verbs live in four modules: ``scopes`` (what a budget counts), ``ledger`` (what was spent),
 ``gate`` (the checks before a spawn and on running workers) and ``limits`` (setting them);
@@ -49,6 +55,7 @@ from .gate import (
     release,
     release_in,
     review_gate,
+    running_over,
     running_over_budget,
     stop_reason_in,
     stop_run,
@@ -61,6 +68,8 @@ from .ledger import (
     account_usage_in,
     attempts_spend_in,
     check_race_in,
+    open_runs_in,
+    open_runtime_in,
     rebuild_board_in,
     record_llm_usage,
     run_updated_in,
@@ -86,5 +95,5 @@ __all__ = [
     "clear_budget", "expected_in", "for_task", "own_scope", "rebuild_board_in", "spending", "gate_batch_in", "gate_in", "record_llm_usage", "release",
     "release_in", "review_gate", "running_over_budget", "set_budget", "show", "spend_in", "stop_reason_in", "stop_run",
     "usage_numbers", "window", "account_row_in", "run_updated_in", "SUPERVISION", "scope_name", "CLOSED_RUN", "CLOSED_RUN_FACTS",
-    "attempts_spend_in", "check_race_in",
+    "attempts_spend_in", "check_race_in", "running_over", "open_runs_in", "open_runtime_in",
 ]

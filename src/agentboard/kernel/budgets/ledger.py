@@ -13,12 +13,13 @@ import time
 from typing import Any
 
 from ...domain.errors import InvalidInput
-from ...store.engine import Database, Row, Tx
+from ...store.engine import Database, Row, Tx, in_list
 from .. import hooks
 from .scopes import (
     LIMIT_OF,
     METRICS,
     PERS,
+    SUPERVISION,
     WARN_AT,
     _supervised,
     amount,
@@ -30,18 +31,113 @@ from .scopes import (
 # -- reading spend -----------------------------------------------------------------------------
 
 
-def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None) -> dict[str, float]:
+def spend_in(tx: Tx, scope: str, ref: str, per: str, now: float | None = None, *,
+             running: bool | list[Row] = False) -> dict[str, float]:
     """What budgeted scope ``ref`` spent in its current window: runs, runtime, tokens, cost (one
     row of ``budget_totals``, kept with the ledger). A task's budget also covers what its race's
-    attempts spent, if it is a race (:func:`attempts_spend_in`)."""
-    key, _ = window(per, time.time() if now is None else now)
+    attempts spent, if it is a race (:func:`attempts_spend_in`). ``running``: the runtime of the
+    scope's runs under way so far counts too (:func:`open_runtime_in`; a list: all the runs under
+    way, as :func:`open_runs_in` read them, instead of reading the scope's)."""
+    now = time.time() if now is None else now
+    key, _ = window(per, now)
     row = tx.one("SELECT runs, runtime, tokens, cost_usd AS cost FROM budget_totals "
                  "WHERE scope = :s AND ref = :r AND win = :w", {"s": scope, "r": ref, "w": key}) or {}
     out = {m: float(row.get(m) or 0) for m in METRICS}
     if scope == "task":
         for m, v in attempts_spend_in(tx, ref).items():
             out[m] += v
+    if running is not False:
+        out["runtime"] += open_runtime_in(tx, scope, ref, now, None if running is True else running)
     return out
+
+
+def totals_in(tx: Tx, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """The running totals of budgets (scope, ref, window key) in one statement — without what a
+    race's attempts spent (:func:`spend_in` adds it)."""
+    if not keys:
+        return {}
+    params: dict[str, Any] = {}
+    sql = ("SELECT scope, ref, win, runs, runtime, tokens, cost_usd AS cost FROM budget_totals WHERE scope IN "
+           + in_list("s", sorted({k[0] for k in keys}), params) + " AND ref IN "
+           + in_list("r", sorted({k[1] for k in keys}), params) + " AND win IN "
+           + in_list("w", sorted({k[2] for k in keys}), params))
+    rows = {(r["scope"], r["ref"], r["win"]): r for r in tx.all(sql, params)}
+    return {k: {m: float((rows.get(k) or {}).get(m) or 0) for m in METRICS} for k in keys}
+
+
+# -- runs under way ------------------------------------------------------------------------------
+#
+# A run's runtime is on its row once it closed (``budget_totals`` has it then); while it runs, what
+# it spent so far is ``now - started_at``. The runs under way are each running task's current run
+# and each open review run: found through the partial index of running tasks and the tasks in
+# review, then their run by its key — never by reading the runs.
+
+_OPEN_COLS = ("SELECT r.id, r.task_id, t.board, t.goal_id, COALESCE(r.profile, t.assignee) AS profile, "
+              "t.purpose, t.race_of, r.started_at FROM tasks t{hint} JOIN task_runs r ON ")
+#: the claim lock of a review run (``kernel.runs.REVIEW_CLAIM``, which imports this package)
+_REVIEW_LOCK = "review:%"
+#: the predicate of ``ix_tasks_waiting`` (``store.engine.WAITING``), written out: SQLite uses a
+#: partial index only for a query that says it
+_WAITING = "(t.status IN ('review', 'triage') OR (t.status = 'running' AND t.race_until IS NOT NULL))"
+#: the runs under way (``{scope}``: a filter of the scope's, with ``:ref``; ``{hint}``: the
+#: index the tasks in review are found through on SQLite when the scope has no index of its own,
+#: whose planner would otherwise read every run with an empty or young statistics table)
+_OPEN_RUNS = (
+    _OPEN_COLS.format(hint="") + "r.id = t.current_run_id WHERE t.status = 'running' AND t.race_until IS NULL "
+    "AND r.status = 'open'{scope} UNION ALL "
+    + _OPEN_COLS + f"r.task_id = t.id WHERE t.status = 'review' AND {_WAITING} AND r.status = 'open' "
+    "AND r.claim_lock LIKE :rv{scope}"
+)
+#: (a goal's through the running tasks, not the goal's index, which holds all its tasks)
+_OPEN_SCOPE = {"task": " AND (t.id = :ref OR t.race_of = :ref)", "goal": " AND COALESCE(t.goal_id, '') = :ref",
+               "profile": " AND COALESCE(r.profile, t.assignee) = :ref",
+               "supervision": " AND t.board = :ref AND t.purpose = 'supervision'", "board": " AND t.board = :ref"}
+
+
+def open_runs_in(tx: Tx, scope: str | None = None, ref: str | None = None) -> list[Row]:
+    """The runs under way (one statement), or those of budgeted scope ``ref``: ``id``,
+    ``task_id``, ``board``, ``goal_id``, ``profile``, ``purpose``, ``race_of``, ``started_at``."""
+    where = "" if scope is None else _OPEN_SCOPE[scope]
+    hint = " INDEXED BY ix_tasks_waiting" if scope in (None, "profile", "goal") and tx.db.dialect == "sqlite" else ""
+    return tx.all(_OPEN_RUNS.replace("{hint}", hint).format(scope=where),
+                  {"ref": ref, "rv": _REVIEW_LOCK} if scope is not None else {"rv": _REVIEW_LOCK})
+
+
+def _open_counts(scope: str, ref: str, run: Row, own: bool) -> bool:
+    """Whether run under way ``run`` counts against budgeted scope ``ref`` (as its close will;
+    ``own``: a board's supervision counts against its own budget, :func:`own_scope`)."""
+    if scope == "task":
+        return ref in (run["task_id"], run.get("race_of"))
+    if scope == "goal":
+        return bool(run.get("goal_id")) and run["goal_id"] == ref
+    if scope == "profile":
+        return bool(run.get("profile")) and run["profile"] == ref
+    if run["board"] != ref:
+        return False
+    if scope == "supervision":
+        return run.get("purpose") == SUPERVISION
+    return run.get("purpose") != SUPERVISION or not own
+
+
+def open_in_scope(tx: Tx, scope: str, ref: str, runs: list[Row] | None = None) -> list[Row]:
+    """The runs under way of budgeted scope ``ref``. ``runs``: every run under way
+    (:func:`open_runs_in`), read once by the caller (else the scope's are read)."""
+    runs = open_runs_in(tx, scope, ref) if runs is None else runs
+    # whether the board's supervision counts against its own budget: read only when it runs
+    own = scope != "board" or not any(r["board"] == ref and r.get("purpose") == SUPERVISION for r in runs) \
+        or own_scope(tx, ref)
+    return [r for r in runs if _open_counts(scope, ref, r, own)]
+
+
+def open_runtime_in(tx: Tx, scope: str, ref: str, now: float, runs: list[Row] | None = None) -> float:
+    """What the runs under way of budgeted scope ``ref`` spent so far (seconds; ``runs``: as
+    :func:`open_in_scope` takes them)."""
+    return so_far(open_in_scope(tx, scope, ref, runs), now)
+
+
+def so_far(runs: list[Row], now: float) -> float:
+    """The runtime of runs under way at ``now``."""
+    return sum(max(now - float(r["started_at"] or now), 0.0) for r in runs)
 
 
 #: the attempts of race ``:ref`` (none for a task that is no race: found through ``ix_tasks_race_of``)
@@ -269,7 +365,7 @@ def spending(db: Database, board: str, *, per: str = "") -> Row:
 
 
 def _budget_out(tx: Tx, b: Row, now: float) -> Row:
-    spent = spend_in(tx, b["scope"], b["ref"], b["per"], now)
+    spent = spend_in(tx, b["scope"], b["ref"], b["per"], now, running=True)
     key, start = window(b["per"], now)
     ratio, metric = _ratio(b, spent)
     lines = {}
@@ -450,7 +546,7 @@ def _check_in(tx: Tx, budgets: list[Row], board: str, task_id: str | None, run_i
               *, actor: str | None = None) -> None:
     """The 80% warning and the 100% event, each once per budget and window."""
     for b in budgets:
-        spent = spend_in(tx, b["scope"], b["ref"], b["per"], now)
+        spent = spend_in(tx, b["scope"], b["ref"], b["per"], now, running=b.get("max_runtime") is not None)
         ratio, metric = _ratio(b, spent)
         if metric is None or ratio < WARN_AT:
             continue
