@@ -60,8 +60,9 @@ def test_a_fix_verified_in_the_project_venv_then_a_document_task_that_sees_the_f
     assert git(repo, "show", f"ab/{doc['id']}:USAGE.md").startswith("add(a, b)")
     ctx = cli(ab.home, "context", doc["id"]).stdout
     assert f"**Base:** ab/{fix['id']}" in ctx
-    # it started from its parent's branch but landed on main, and says so
-    assert events(board, doc["id"], "integrated")[-1]["payload"]["base"] == "main"
+    # it started from its parent's branch but landed on main, and says so (recorded just after it is done)
+    landed_doc = wait_for(lambda: events(board, doc["id"], "integrated"), what="the document task's merge recorded")
+    assert landed_doc[-1]["payload"]["base"] == "main"
     assert f"ab/{doc['id']} landed on main (merged)" in cli(ab.home, "show", doc["id"]).stdout
 
 
@@ -117,7 +118,8 @@ def test_a_fan_in_merged_on_main_records_only_the_files_it_landed(ab, tmp_path, 
     board, repo, _pa, _pb, child = _fan_in(ab, tmp_path, integrate="merge", review_before_integrate=False)
     dispatcher()
     wait_for(lambda: status(board, child["id"]) == "done", what="the child to finish")
-    (merged,) = events(board, child["id"], "integrated")
+    # (its merge is recorded just after the task is done)
+    (merged,) = wait_for(lambda: events(board, child["id"], "integrated"), what="its merge recorded")
     assert merged["payload"]["files"] == ["c.txt"]
     before, after = merged["payload"]["before"], merged["payload"]["commit"]
     assert git(repo, "diff", "--name-only", before, after).split() == ["c.txt"]
