@@ -84,3 +84,8 @@ def test_a_retried_orchestrator_task_creates_no_more_than_its_limit_over_all_its
     assert retry.post("/api/tasks", json={"title": "a third idea", "triage": True}).status_code == 429
     titles = sorted(t["title"] for t in api.as_admin.get("/api/tasks", params={"include_triage": True}).json())
     assert [t for t in titles if t.startswith("part")] == ["part 0", "part 1", "part 2"]
+    # a person reopening the task gives it new work: its runs may create again
+    api.ab.board().complete(root, summary="planned")
+    api.ab.board().reopen(root, reason="plan the next release")
+    again, _ = _run_token(api, root)
+    assert again.post("/api/tasks", json={"title": "next 0", "assignee": "coder"}).status_code == 201

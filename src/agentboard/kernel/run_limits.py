@@ -40,8 +40,9 @@ _WHAT = {COMMENTS: ("comments", "run_comment_limit", "say the rest in your resul
 _RUN_ACTOR = "run:"
 
 
-#: what is counted over all the runs of a task, not per run: a retry of a run that created or
-#: proposed work before it failed would create it again, and each retry as much again
+#: what is counted over all the runs of a task (since a person last reopened it), not per run: a
+#: retry of a run that created or proposed work before it failed would create it again, and each
+#: retry as much again
 PER_TASK = frozenset({PROPOSALS, CREATES})
 
 
@@ -52,8 +53,10 @@ def charge(tx: Tx, task_id: str, run_id: int, kind: str, limit: int, n: int = 1)
     if n <= 0:
         return
     per_task = kind in PER_TASK
-    used = int(tx.scalar("SELECT count(*) FROM task_events WHERE task_id = :t AND kind = :k"
-                         + ("" if per_task else " AND run_id = :r"),
+    # a task's runs since a person last reopened it: a reopened task is new work
+    since = (" AND id > COALESCE((SELECT MAX(id) FROM task_events WHERE task_id = :t AND kind = 'reopened'), 0)"
+             if per_task else " AND run_id = :r")
+    used = int(tx.scalar("SELECT count(*) FROM task_events WHERE task_id = :t AND kind = :k" + since,
                          {"t": task_id, "r": int(run_id), "k": kind}) or 0)
     if used + n > limit:
         what, setting, instead = _WHAT[kind]
