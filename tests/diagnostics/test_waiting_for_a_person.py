@@ -106,3 +106,24 @@ def test_a_profile_that_signed_in_is_no_finding_and_a_plain_script_never_is(ab: 
     dispatcher(failure_limit=1)
     wait_for(lambda: task_row(board, t)["status"] == "blocked", timeout=120, what="the task to block")
     assert not _of(diagnose(ab.db, ["default"]), "sign_in_failed")
+
+
+def test_a_task_rate_limited_again_and_again_is_found_with_who_to_give_it_to(
+        ab: Any, board: Any, dispatcher: Any) -> None:
+    """The dispatcher resumes a rate-limited task by itself, later each time: a plan that is spent
+    waits for a person, and diagnostics says so instead of "nothing wrong found"."""
+    ab.add_profile("limited", command="sh -c " + shlex.quote("echo '429 usage limit reached' >&2; exit 75"))
+    t = board.create("hits its plan's limit", assignee="limited")["id"]
+    d = dispatcher(rate_limit_cooldown=0.5)  # waits of 0.5, 1 and 2 s
+    wait_for(lambda: sum(r["outcome"] == "rate_limited" for r in board.runs(t)) >= 2, timeout=60,
+             what="two rate limits")
+    assert not _of(diagnose(ab.db, ["default"]), "rate_limited_again", t)  # two may be a passing limit
+    wait_for(lambda: sum(r["outcome"] == "rate_limited" for r in board.runs(t)) >= 3
+             and task_row(board, t)["block_kind"] == "rate_limited", timeout=60, what="a third, and its wait")
+    d.stop()
+    (f,) = _of(diagnose(ab.db, ["default"]), "rate_limited_again", t)
+    n = f["facts"]["in_a_row"]
+    assert n >= 3 and f"{t} was rate-limited {n} times in a row (limited)" in f["message"]
+    assert f"agentboard assign {t} PROFILE" in f["message"] and f["fix"] == "agentboard profiles check limited --turn"
+    ktasks.unblock(ab.db, "default", t)
+    assert not _of(diagnose(ab.db, ["default"]), "rate_limited_again", t)

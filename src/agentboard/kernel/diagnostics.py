@@ -413,8 +413,8 @@ def diagnose(db: Database, boards: list[str], *, task_id: str | None = None, hos
                                  f"agentboard unblock {tid}",
                                  {"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, tid,
                                  severity="info"))
-    from . import diagnostics_waiting as waiting  # escalated tasks, profiles that cannot sign in
-    escalated = [Finding(**f) for f in waiting.escalated(db, data["blocked"])]
+    from . import diagnostics_waiting as waiting  # escalated, rate-limited again, cannot sign in
+    escalated = [Finding(**f) for f in waiting.escalated(db, data["blocked"]) + waiting.rate_limited(db, data["blocked"])]
     held = {f.task_id for f in escalated}  # (their own finding, not "blocked for long")
     found = [f for f in found if not (f.kind == "blocked_long" and f.task_id in held)] + escalated
     task = data["task"]

@@ -1,8 +1,10 @@
 """Diagnostics of work that waits for a person while nothing else says so (``kernel.diagnostics``
 calls these): a task the supervisor escalated (blocked ``needs_input``: the breaker's ``gave_up``
-it may have replaced no longer shows), and an agent-CLI profile whose runs could not sign in
-(each such run blocks its task ``needs_input``; on the board's supervisor profile, no
-supervision runs at all). Each finding is the keyword arguments of a ``diagnostics.Finding``."""
+it may have replaced no longer shows), a task rate-limited again and again (the dispatcher
+resumes it by itself, each time later: a spent plan waits for a person), and an agent-CLI profile
+whose runs could not sign in (each such run blocks its task ``needs_input``; on the board's
+supervisor profile, no supervision runs at all). Each finding is the keyword arguments of a
+``diagnostics.Finding``."""
 
 from __future__ import annotations
 
@@ -67,6 +69,46 @@ def escalated(db: Database, blocked: list[Row]) -> list[dict[str, Any]]:
             "then unblock it", fix=f"agentboard unblock {tid}",
             action={"method": "PATCH", "path": f"/api/tasks/{tid}", "body": {"status": "ready"}}, task_id=tid,
             facts={"to": p.get("to"), "reason": reason, "tripped": tripped}))
+    return out
+
+
+#: rate limits in a row from which a rate-limited task is a finding: the quota is likely spent
+RATE_LIMITS_IN_A_ROW = 3
+
+
+def rate_limited(db: Database, blocked: list[Row]) -> list[dict[str, Any]]:
+    """A finding per task of ``blocked`` waiting out a rate limit after :data:`RATE_LIMITS_IN_A_ROW`
+    or more in a row: its agent's plan or quota is likely spent, and each wait is longer; a person
+    gives the task to another profile or raises the plan."""
+    limited = {b["id"]: b for b in blocked if b["block_kind"] == "rate_limited"}
+    if not limited:
+        return []
+
+    def _r(tx: Tx) -> list[Row]:
+        params: dict[str, Any] = {}
+        return tx.all("SELECT task_id, outcome FROM task_runs WHERE task_id IN " + in_list("t", list(limited), params)
+                      + " AND status = 'closed' ORDER BY task_id, id DESC", params)
+    streak: dict[str, int] = {}
+    broken: set[str] = set()
+    for r in db.read(_r):
+        tid = r["task_id"]
+        if tid in broken or r["outcome"] != "rate_limited":
+            broken.add(tid)
+            continue
+        streak[tid] = streak.get(tid, 0) + 1
+    out: list[dict[str, Any]] = []
+    for tid, n in sorted(streak.items()):
+        if n < RATE_LIMITS_IN_A_ROW:
+            continue
+        b = limited[tid]
+        who = str(b["assignee"] or "its profile")
+        out.append(dict(
+            kind="rate_limited_again", board=b["board"], task_id=tid,
+            message=f"{tid} was rate-limited {n} times in a row ({who}): its plan or quota is likely spent, and the "
+            f"dispatcher waits longer each time: {b['block_reason']}. Give it to another profile "
+            f"(`agentboard assign {tid} PROFILE`), or check the plan",
+            fix=f"agentboard profiles check {shlex.quote(who)} --turn" if b["assignee"] else f"agentboard assign {tid} PROFILE",
+            facts={"in_a_row": n}))
     return out
 
 
