@@ -3,8 +3,9 @@
 database after the schema; never to a board anyone uses: without a part the completion no
 longer does all of its job (the part says what it leaves undone).
 
-The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034, 0035): the swap of the
-task's row and the run's, its event and its pending rollup in one statement, then the checks.
+The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034, 0035, 0037): the
+swap of the task's row, the run's close, its event and its pending rollup, one statement each, then
+the checks.
 A part is taken out of the function's text as the server holds it; a text that no longer has
 the part's markers fails loudly rather than measuring something else.
 """
@@ -44,12 +45,10 @@ def function_without(fn: str, parts: set[str]) -> str:
         fn = _cut(fn, "    SELECT EXISTS (SELECT 1 FROM budgets", "    IF v_budget THEN\n        RAISE",
                   "    v_budget := false; v_unassigned := false; v_children := false;\n")
     if "rollup" in parts:
-        fn = _cut(fn, "    ), p AS (", "    SELECT t.task,", "    )\n")
+        fn = _cut(fn, "    INSERT INTO run_rollups_pending", "\n    -- the checks", "")
     if "run-update" in parts:
-        fn = _cut(fn, "    ), r AS (", "    ), e AS (", "")
-        fn = _cut(fn, "    SELECT t.task,", "    IF NOT FOUND",
-                  "    SELECT t.task, t.status, t.goal_id, t.board, t.board, 0\n"
-                  "        INTO task, v_status, v_goal, v_board, v_run_board, v_synthetic FROM t;\n")
+        fn = _cut(fn, "    UPDATE task_runs SET", "    INSERT INTO task_events",
+                  "    v_run_board := p_board;\n    v_synthetic := 0;\n")
     return fn
 
 

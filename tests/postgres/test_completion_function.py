@@ -247,6 +247,38 @@ def test_a_stale_report_is_refused_with_the_same_error_and_nothing_written(pg_ur
         ab.close()
 
 
+def test_a_completion_keeps_every_lock_it_takes_on_its_backend_s_fast_path(pg_url: str) -> None:
+    """A backend holds 16 relation locks without the server's shared lock table, whose
+    partitions every backend takes; a completion that holds more at once (the indexes of all the
+    tables it writes) sends the rest there, and completions on all hosts contend for them. The
+    function's locks, read in its own transaction before it commits, all stay on the fast path."""
+    import psycopg
+
+    ab = agentboard.connect(pg_url)
+    try:
+        b = ab.board()
+        ids = [b.create(f"t{i}", assignee="w")["id"] for i in range(8)]
+        claimed = [(t, b.claim(t)["run_id"]) for t in ids]
+        call = ("SELECT f.task FROM agentboard_complete_running_json(%s, 'default', %s, 1.0, 0, NULL, 1, 0, 0, "
+                "'done', NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}') f")
+        with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            # a session plans each of the function's statements anew five times, then keeps one plan
+            # (planning locks every index of a table it reads): what follows is every completion's
+            for t, run in claimed[:7]:
+                assert conn.execute(call, (t, run)).fetchone()[0] is not None
+            conn.execute("BEGIN")
+            assert conn.execute(call, claimed[7]).fetchone()[0] is not None
+            locks = conn.execute(
+                "SELECT relation::regclass::text, fastpath FROM pg_locks WHERE pid = pg_backend_pid() "
+                "AND locktype = 'relation' AND relation <> 'pg_locks'::regclass").fetchall()
+            conn.execute("ROLLBACK")
+        assert {"tasks", "task_runs", "task_events", "task_count_deltas"} <= {name for name, _ in locks}
+        assert [name for name, fast in locks if not fast] == []
+        assert b.show(ids[7])["status"] == "running"
+    finally:
+        ab.close()
+
+
 def _in_threads(n: int, fn: Callable[[int], None]) -> None:
     errors: list[BaseException] = []
     barrier = threading.Barrier(n)

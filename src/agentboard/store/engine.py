@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
 from ..config import DATABASE_URL_EXPECTED, Settings, database_url_ok, default_home, shown_url
 from ..domain.errors import AgentboardError, InvalidInput, Unavailable, one_line
 
@@ -88,9 +90,25 @@ _open: weakref.WeakSet[Database] = weakref.WeakSet()
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
+#: what orjson leaves to :data:`_ENCODER`: a timestamp, a dataclass or a subclass of a JSON type
+#: raises rather than being written its own way (the encoder writes its ``str``)
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
 def dump_json(value: Any) -> str:
     """The JSON text the kernel stores (event payloads, JSON columns): compact, and anything
-    JSON has no type for (a path, a timestamp object) written as its ``str``."""
+    JSON has no type for (a path, a timestamp object) written as its ``str``.
+
+    orjson writes it (every event pays for this) where its text holds the same JSON as the
+    encoder's (a small float may be spelled out: ``0.00001`` for ``1e-05``): plain ASCII with no
+    ``null``. Otherwise the encoder does: it escapes other characters as ``\\uXXXX`` and writes
+    a float that is not finite as ``NaN``/``Infinity``, where orjson writes ``null``."""
+    try:
+        text: str = orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return _ENCODER.encode(value)
+    if text.isascii() and "null" not in text:
+        return text
     return _ENCODER.encode(value)
 
 
