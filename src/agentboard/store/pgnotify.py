@@ -53,7 +53,11 @@ class Notifier:
         _live.add(self)
 
     def changed(self, boards: set[str]) -> None:
-        """Boards with new events committed (called after the commit)."""
+        """Boards with new events committed (called after the commit). Boards already pending
+        are left as they are: the thread has not taken them yet, so the notification it sends
+        next comes after this commit (every commit of a busy process comes here)."""
+        if self._thread is not None and boards <= self._boards:
+            return
         with self._cond:
             if self._closed:
                 return

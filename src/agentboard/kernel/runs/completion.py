@@ -31,6 +31,8 @@ USAGE_MAX = model.USAGE_MAX
 def usage_params(usage: dict[str, Any] | None) -> dict[str, Any]:
     """A run's usage report as statement parameters (``model.usage``: ``InvalidInput`` for an
     unknown key, or a number that is not a finite one >= 0)."""
+    if not usage:  # none reported (most reports): nothing to check
+        return {"in_t": None, "out_t": None, "cost": None}
     u = model.usage(usage)
     return {"in_t": u["input_tokens"], "out_t": u["output_tokens"], "cost": u["cost_usd"]}
 
@@ -61,7 +63,8 @@ class Report:
             raise InvalidInput(f"metadata is larger than {model.METADATA_MAX} bytes")
         if result is not None:
             result = first_line(result, 500) or None
-        model.usage(usage)  # an unknown key or a bad number: refused before anything else
+        if usage:  # an unknown key or a bad number: refused before anything else
+            model.usage(usage)
         return cls(summary=summary, metadata=metadata, result=result, usage=usage)
 
 
@@ -525,7 +528,7 @@ def complete(
     """
     report = Report.build(summary=summary, metadata=metadata, result=result, usage=usage)
     if (db.dialect == "postgresql" and run_id is not None
-            and not any(k in (report.metadata or {}) for k in CLAIM_KEYS)
+            and (report.metadata is None or not any(k in report.metadata for k in CLAIM_KEYS))
             and hooks.all_mirrored(_PG_FUNCTION, "run_closed", "task_done")
             and not _budgeted_now(db, board)):
         if not verified and _reports_usage(report):  # (a read only where the report has usage to weigh)
