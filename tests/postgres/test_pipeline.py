@@ -122,6 +122,26 @@ def test_a_column_added_under_a_prepared_statement_does_not_break_the_next_verb(
     db.close()
 
 
+def test_a_one_statement_verb_whose_session_lost_its_prepared_statements_prepares_them_again(
+        pg_url: str, tmp_path: Path) -> None:
+    """Once prepared, the claim of the next task goes to the server without the pipeline. A
+    session that lost its prepared statements (psycopg deallocates them all when it rolls back a
+    transaction in which it prepared its own) refuses the name; the verb prepares it again and
+    goes through, once."""
+    db = _db(pg_url, tmp_path)
+    for i in range(4):
+        tasks.create(db, "default", f"t{i}", assignee="w")
+    assert len(runs.claim_next(db, "default", limit=1)) == 1  # prepared (through the pipeline)
+    assert len(runs.claim_next(db, "default", limit=1)) == 1  # sent prepared, without it
+    conn, token = db._acquire()
+    conn.execute("DEALLOCATE ALL")
+    db._release(token)
+    assert len(runs.claim_next(db, "default", limit=1)) == 1
+    assert len(runs.claim_next(db, "default", limit=1)) == 1
+    assert db.read(lambda tx: tx.scalar("SELECT COUNT(*) FROM task_runs")) == 4
+    db.close()
+
+
 def test_errors_of_the_kernel_still_come_back_as_the_kernels_own(pg_url: str, tmp_path: Path) -> None:
     db = _db(pg_url, tmp_path)
     with pytest.raises(NotFound):

@@ -95,6 +95,20 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
+_Wire: type[Wire] | None = None
+
+
+def _wire() -> type[Wire]:
+    """``pgwire.Wire``, imported on first use (SQLite never loads psycopg) and kept: an import
+    statement in a function runs the import machinery at every call of a one-statement verb."""
+    global _Wire
+    if _Wire is None:
+        from .pgwire import Wire
+
+        _Wire = Wire
+    return _Wire
+
+
 def dump_json(value: Any) -> str:
     """The JSON text the kernel stores (event payloads, JSON columns): compact, and anything
     JSON has no type for (a path, a timestamp object) written as its ``str``.
@@ -657,7 +671,7 @@ class Database:
         then, after ``on_declined(error)`` (the error says why, its diagnostics). The caller
         signals the commit (:meth:`signal`) when the statement wrote events."""
         assert self.dialect == "postgresql", "write_one: PostgreSQL only"
-        from .pgwire import Wire
+        Wire = _wire()
 
         deadline = time.monotonic() + _WRITE_DEADLINE
         attempt = 0
@@ -668,16 +682,10 @@ class Database:
             # no BEGIN is sent, so the server runs the statement as a transaction of its own
             # whatever psycopg's autocommit flag says (the pipeline bypasses psycopg's cursor)
             wire = Wire(conn, prepare=not self.settings.pg_transaction_pooler)
-            wire.start()
             try:
-                try:
-                    sent = wire.send(sql, params)
-                    wire.sync()
-                    rows = wire.rows(sent)
-                    self.writes = next(self._writes)
-                    return rows
-                finally:
-                    wire.finish()
+                rows = wire.run_one(sql, params)
+                self.writes = next(self._writes)
+                return rows
             except BaseException as exc:
                 if declined is not None and getattr(exc, "sqlstate", None) == declined:
                     if on_declined is not None:

@@ -14,6 +14,9 @@ psycopg cursor:
   parameters' types), so the server parses and plans each only once; not through a
   transaction-mode pooler (``pg_transaction_pooler``), where the next transaction may run on a
   server session on which another process gave the same name to another statement;
+- a transaction of one statement already prepared on the connection (``run_one``: the kernel's
+  one-statement verbs) goes without the pipeline: the same messages, at once, and its answers
+  read until the server is ready again;
 - waiting is a ``poll`` on the connection's socket (the GIL is free meanwhile) with the
   connection in non-blocking mode, reading whatever arrives while a long pipeline is being sent,
   so neither side can fill its buffers and wait for the other.
@@ -72,9 +75,11 @@ class _Prepared:
     """The statements prepared on one connection, and its adaptation context (kept: a
     connection serves one transaction at a time)."""
 
-    __slots__ = ("names", "columns", "tr")
+    __slots__ = ("names", "columns", "tr", "poll")
 
     def __init__(self, conn: Any) -> None:
+        #: the poll object on the connection's socket (registered by the first wait)
+        self.poll: Any = None
         self.names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
         #: the column names of a prepared statement's rows, by its name (a prepared statement's
         #: columns never change: the server refuses it, ``STALE_PLAN``, and it is prepared anew)
@@ -146,6 +151,15 @@ class Wire:
     def start(self) -> None:
         self.pg.enter_pipeline_mode()
 
+    def _dumped(self, names: tuple[str, ...], params: dict[str, Any] | None) -> tuple[Any, tuple[int, ...]]:
+        """The values of ``names`` from ``params`` as the server reads them, and their types."""
+        if not names:
+            return None, ()
+        if params is None:
+            raise TypeError(f"statement needs parameters {names}")
+        data = self.tr.dump_sequence([params[n] for n in names], [_TEXT] * len(names))
+        return data, tuple(self.tr.types or ())
+
     def send(self, sql: str | bytes, params: dict[str, Any] | None = None) -> Sent:
         """Queue ``sql`` (``:name`` parameters taken from ``params``); nothing waits."""
         names: tuple[str, ...]
@@ -153,13 +167,7 @@ class Wire:
             text, names = sql, ()
         else:
             text, names = convert(sql)
-        if names:
-            if params is None:
-                raise TypeError(f"statement needs parameters {names}")
-            data = self.tr.dump_sequence([params[n] for n in names], [_TEXT] * len(names))
-            types = tuple(self.tr.types or ())
-        else:
-            data, types = None, ()
+        data, types = self._dumped(names, params)
         key = (text, types)
         name = self.prepared.names.get(key)
         prep: Sent | None = None
@@ -181,6 +189,41 @@ class Wire:
         if len(self.queue) >= _MAX_IN_FLIGHT:
             self._read_available()
         return sent
+
+    def run_one(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """``sql`` as a transaction of its own (no ``BEGIN``: the server commits it after the
+        statement), its rows; the connection is idle again after it, as before. Raises the
+        statement's error, after its last answer is read.
+
+        A statement prepared on this connection before goes without the pipeline: the same
+        messages (bind, describe, execute, sync) sent at once and the answers read until the
+        server is ready again, which spares the pipeline's bookkeeping (about half the client's
+        time of a completion). A statement not prepared yet takes the pipeline, which prepares
+        it in the same round trip."""
+        text, names = convert(sql)
+        data, types = self._dumped(names, params)
+        name = self.prepared.names.get((text, types)) if self.prepare else None
+        if name is None:
+            self.start()
+            try:
+                sent = self.send(sql, params)
+                self.sync()
+                return self.rows(sent)
+            finally:
+                self.finish()
+        self.pg.send_query_prepared(name, data)
+        self._flush()
+        last = None
+        while (res := self._get()) is not None:
+            last = res
+        if last is not None and last.status == _ST.FATAL_ERROR:
+            error = pg_errors.error_from_result(last, encoding=self.conn.info.encoding)
+            if getattr(error, "sqlstate", None) in (STALE_PLAN, NO_SUCH_STATEMENT):  # re-prepared next time
+                self.prepared.forget()
+            raise error
+        sent = Sent(name=name)
+        sent.done, sent.result = True, last
+        return self.rows(sent)
 
     def send_many(self, sql: str, seq: list[dict[str, Any]]) -> None:
         """``sql`` once per parameter set; :meth:`last_rowcount` adds up their counts."""
@@ -320,8 +363,13 @@ class Wire:
     def _wait(self, events: int) -> int:
         poll = self._poll
         if poll is None:
-            poll = self._poll = select.poll()
-            poll.register(self.fd, events)
+            poll = self.prepared.poll
+            if poll is None:
+                poll = self.prepared.poll = select.poll()
+                poll.register(self.fd, events)
+            else:
+                poll.modify(self.fd, events)
+            self._poll = poll
         else:
             poll.modify(self.fd, events)
         while True:
