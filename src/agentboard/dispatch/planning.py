@@ -65,12 +65,9 @@ def free_memory_mb() -> int | None:
 #: ones it reads cannot start): a board whose first thousands of ready tasks all wait for a full
 #: profile or a busy folder starts the ones behind them in a later pass
 READY_READ_AT_MOST = 2000
-#: seconds until a host whose pass lost tasks it chose to other hosts' claims looks again (their
-#: claims under way may still be committing; by then they are running, or ready for this one)
+#: seconds until a host whose pass lost tasks it chose to other hosts' claims looks again; doubled
+#: after each pass in a row that lost all it chose (rows another claim holds), up to 64 times
 LOST_CLAIMS_RETRY = 0.1
-#: the longest wait between such looks while every pass loses all it chose (rows another host's
-#: claim keeps locked: a claim that hangs is cut by the server's idle-in-transaction timeout)
-LOST_CLAIMS_RETRY_MAX = 5.0
 
 class BoardLock:
     """An exclusive, non-blocking file lock: one dispatcher per board per SQLite home."""
@@ -183,8 +180,7 @@ class Planner:
         self.budgets = BudgetWatch(ctx)
         #: the inbox files of this host's running tasks (only those with new comments are read)
         self.inboxes = boardinbox.Inboxes()
-        #: per board, passes in a row that lost every task they chose there to other hosts'
-        #: claims (the next look waits twice as long after each, up to :data:`LOST_CLAIMS_RETRY_MAX`)
+        #: per board, the passes in a row that lost all they chose to other hosts' claims
         self.lost_streak: dict[str, int] = {}
 
     def run(self, max_spawn: int | None, dry_run: bool) -> tuple[PassReport, float | None]:
@@ -441,15 +437,14 @@ class _Pass:
                 for c in chosen if c.task["id"] not in refused)
             return len(chosen) - len(refused), []
         res = self.planner.spawner.spawn_batch(b, chosen, want=room)
-        if res.lost and len(res.claimed) < room:
-            # other hosts took tasks this one chose. Their claims wake no one, and if this pass
-            # claimed nothing it wrote nothing that wakes this host either: it looks again soon,
-            # or what is still ready would wait for its interval (say the hosts that won are full)
-            streak = 0 if res.claimed else self.planner.lost_streak.get(slug, 0)
-            self._due(time.time() + min(LOST_CLAIMS_RETRY * 2 ** streak, LOST_CLAIMS_RETRY_MAX))
-            self.planner.lost_streak[slug] = 0 if res.claimed else min(streak + 1, 16)
-        else:
-            self.planner.lost_streak.pop(slug, None)
+        # other hosts' claims wake no one, and a pass that claimed nothing wrote nothing to wake
+        # this host: it looks again soon, or what is still ready waits once the winners are full
+        streak = self.planner.lost_streak.pop(slug, 0)
+        if len(res.claimed) < room and len(chosen) > len(res.claimed) + len(res.refused):
+            streak = 0 if res.claimed else streak  # (fewer than room taken: every chosen looked at)
+            self._due(time.time() + LOST_CLAIMS_RETRY * 2 ** min(streak, 6))
+            if not res.claimed:
+                self.planner.lost_streak[slug] = streak + 1
         self.report.budget_blocked.extend(Skipped(why, task) for task, why in res.refused.items())
         for c in res.claimed:
             self.load.add(slug, c.profile["name"])

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +156,6 @@ class BatchResult:
     #: workers started whose run was reclaimed before it was recorded: they must be stopped
     stale: list[spawn.Worker]
     refused: dict[str, str] = field(default_factory=dict)
-    #: the chosen tasks looked at and not taken: another host claimed them, or was claiming them
-    lost: int = 0
 
 
 @dataclass(frozen=True)
@@ -237,7 +235,7 @@ class Spawner:
             pending = (group, started)
         if pending is not None:
             _merge(out, self._finish_group(board, pending[0], [f.result() for f in pending[1]]))
-        return replace(out, lost=len(chosen) - len(left) - len(out.claimed) - len(out.refused))
+        return out
 
     def _claim_group(self, board: Row, chosen: list[Choice], limit: int | None = None) -> _Group:
         """Claim one group of chosen tasks (at most ``limit`` of them) in one transaction; issue
