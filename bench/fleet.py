@@ -13,7 +13,8 @@ database. The agent sleeps ``--work`` seconds and writes ``.board/result.json``.
    and to the first and to the last ``spawned`` (a burst larger
    than ``--hosts`` × ``--slots`` waits for agents to finish: ``over_capacity``), the passes each
    dispatcher ran and the wake-ups it skipped meanwhile, per host the tasks it started and the
-   claims that took them, and the CPU per task of the machine, the dispatchers and PostgreSQL
+   claims that took them, when each share of the burst had started (``spawned_by_share_ms``) and
+   each host's first and last start (``host_spans_ms``), and the CPU per task of the machine, the dispatchers and PostgreSQL
    (from the gate's start to the last spawn). Its baseline, measured in the same run just before:
    the same ``--burst`` agents started by one process with a bare ``Popen`` each
    (``baseline_raw_spawn``, ``vs_raw``);
@@ -268,6 +269,11 @@ def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[
         "SELECT r.worker_host AS host, COUNT(*) AS tasks, COUNT(DISTINCT r.claim_lock) AS claims FROM task_runs r "
         "JOIN task_links l ON l.child_id = r.task_id WHERE l.parent_id = :g GROUP BY r.worker_host ORDER BY 1", {"g": gate}))
     _, first, last = _latencies(ab.db, held)
+    # when each share of the burst had started, and when each host started its last one
+    timeline = ab.db.read(lambda tx: tx.all(
+        "SELECT e.created_at AS at, r.worker_host AS host FROM task_events e JOIN task_links l ON "
+        "l.child_id = e.task_id JOIN task_runs r ON r.id = e.run_id WHERE l.parent_id = :g AND e.kind = 'spawned' "
+        "ORDER BY e.created_at", {"g": gate}))
     t_ready = float(ab.db.read(lambda tx: tx.scalar(
         "SELECT MIN(created_at) FROM task_events WHERE task_id = :t AND kind IN ('completed', 'done', "
         "'status_changed')", {"t": gate})) or 0) or float(board.show(gate).get("completed_at") or 0)
@@ -280,6 +286,14 @@ def _burst(ab: Any, board: Any, url: str, args: argparse.Namespace, procs: list[
                     "all_spawned_ms": round((last - t_ready) * 1000, 1) if last else None,
                     # more than the slots: the last ones wait for earlier agents to finish
                     "over_capacity": len(held) > args.hosts * args.slots,
+                    # ms from the gate's completion until a share of the burst had started
+                    "spawned_by_share_ms": {f"{q}%": round((float(timeline[min(len(timeline) - 1, len(timeline) * q // 100)]
+                                                                   ["at"]) - t_ready) * 1000, 1)
+                                            for q in (10, 25, 50, 75, 90, 99)} if timeline else {},
+                    # per host: ms from the gate's completion to its first and its last start
+                    "host_spans_ms": [[round((min(float(r["at"]) for r in timeline if r["host"] == h) - t_ready) * 1000),
+                                       round((max(float(r["at"]) for r in timeline if r["host"] == h) - t_ready) * 1000)]
+                                      for h in sorted({r["host"] for r in timeline})],
                     # passes each dispatcher ran (the gate's own included) until all had started
                     "passes_per_host": burst_passes,
                     # wake-ups each dispatcher's glance found nothing to do for
