@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,29 @@ CLI_ADAPTERS = ("claude", "codex", "gemini", "opencode")
 
 class AdapterError(Exception):
     """The agent cannot be started (bad command, missing executable); the message says why."""
+
+
+#: how long a program found on a ``PATH`` is remembered (:func:`find_program`)
+_FOUND_TTL = 5.0
+_found: dict[tuple[str, str | None], tuple[float, str]] = {}
+
+
+def find_program(name: str, path_env: str | None) -> str | None:
+    """``shutil.which(name, path=path_env)``, the answer remembered for a few seconds per name
+    and ``PATH`` (a burst of workers starts the same program: one walk of ``PATH``, not one per
+    worker). A remembered program is used only while it is still an executable file; a program
+    not found is looked for again every time."""
+    key = (name, path_env)
+    now = time.monotonic()
+    hit = _found.get(key)
+    if hit is not None and hit[0] > now and os.access(hit[1], os.X_OK) and not os.path.isdir(hit[1]):
+        return hit[1]
+    found = shutil.which(name, path=path_env)
+    if found is not None:
+        if len(_found) > 1024:
+            _found.clear()
+        _found[key] = (now + _FOUND_TTL, found)
+    return found
 
 
 def resolve_executable(name: str, path_env: str | None, cwd: Path) -> str:
@@ -38,7 +62,7 @@ def resolve_executable(name: str, path_env: str | None, cwd: Path) -> str:
         if not os.access(p, os.X_OK):
             raise AdapterError(f"command {name!r} is not executable (chmod +x it)")
         return str(p)
-    found = shutil.which(name, path=path_env)
+    found = find_program(name, path_env)
     if found is None:
         raise AdapterError(f"command {name!r} was not found on PATH")
     return found

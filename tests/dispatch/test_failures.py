@@ -6,6 +6,8 @@ import json
 import os
 import shlex
 
+import pytest
+
 from .conftest import RESULT_OK, all_in, events, open_runs, wait_for
 
 
@@ -320,3 +322,33 @@ def test_a_result_file_may_carry_the_tasks_one_line_result_and_a_blank_one_is_re
     assert _task(board, t["id"])["result"] == "4,211 lines"
     errors = [e for e in events(board, b["id"]) if "$.result: must be a non-empty string" in json.dumps(e)]
     assert errors, events(board, b["id"])
+
+
+def test_a_program_removed_or_installed_on_path_is_found_as_it_is_now(tmp_path):
+    """A program found on a PATH is remembered for a few seconds (a burst starts the same one
+    many times), but never past its removal, its loss of the execute bit or its replacement by a
+    folder; and a program not found is looked for again at once."""
+    from agentboard.agentcli import AdapterError, resolve_executable
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    path = f"{first}{os.pathsep}{second}"
+    with pytest.raises(AdapterError, match="was not found on PATH"):
+        resolve_executable("ab-test-agent", path, tmp_path)
+    late = second / "ab-test-agent"
+    late.write_text("#!/bin/sh\nexit 0\n")
+    late.chmod(0o755)
+    assert resolve_executable("ab-test-agent", path, tmp_path) == str(late)  # installed since: found now
+    early = first / "ab-test-agent"
+    early.write_text("#!/bin/sh\nexit 0\n")
+    early.chmod(0o755)
+    late.chmod(0o644)  # no longer a program: the other one is
+    assert resolve_executable("ab-test-agent", path, tmp_path) == str(early)
+    early.unlink()
+    late.chmod(0o755)
+    assert resolve_executable("ab-test-agent", path, tmp_path) == str(late)
+    late.unlink()
+    late.mkdir()
+    with pytest.raises(AdapterError, match="was not found on PATH"):
+        resolve_executable("ab-test-agent", path, tmp_path)

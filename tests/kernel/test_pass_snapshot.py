@@ -61,6 +61,55 @@ def test_a_pass_knows_when_the_next_claim_of_another_host_lapses(ab: Any) -> Non
     assert kd.pass_snapshot(db).next_lapse is None  # without a host every running task is read anyway
 
 
+def _entries_read(db: Any, sql: str, params: dict[str, Any]) -> int:
+    """How much of the running tasks' index ``sql`` reads: on PostgreSQL the rows its index scans
+    returned (``EXPLAIN ANALYZE``), on SQLite the virtual machine's steps."""
+    if db.dialect == "sqlite":
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+        with db._raw() as conn:
+            conn.set_progress_handler(count, 1)
+            try:
+                conn.execute(sql, params).fetchall()
+            finally:
+                conn.set_progress_handler(None, 1)
+        return steps[0]
+
+    def _plan(tx: Any) -> list[str]:
+        return [str(next(iter(r.values()))) for r in tx.all("EXPLAIN ANALYZE " + sql, params)]
+    read = 0
+    for line in db.read(_plan):
+        m = re.search(r"Index (?:Only )?Scan using ix_tasks_running .*actual time=\S+ rows=(\d+) loops=(\d+)", line)
+        if m:
+            read += int(m[1]) * int(m[2])
+    return read
+
+
+def test_the_next_lapse_of_another_hosts_claim_is_found_per_host_not_by_reading_every_running_task(
+        ab: Any) -> None:
+    """Every pass of every host asks when another host's claim lapses next: its cost follows the
+    number of hosts, not the number of their workers."""
+    db = ab.db
+    ab.add_profile("w", command="true")
+    read = []
+    for per_host in (10, 100):
+        ids = [tasks.create(db, "default", f"t{i}", assignee="w")["id"] for i in range(3 * per_host)]
+        for h in range(3):
+            kd.claim_batch(db, "default", ids[h * per_host:(h + 1) * per_host], ttl=600 + h, host=f"host-{h}")
+        if db.dialect == "postgresql":
+            db.write(lambda tx: tx.execute("ANALYZE tasks"))
+        now = time.time()
+        read.append(_entries_read(db, kd.NEXT_LAPSE_SQL, {"h": "host-0", "now": now}))
+        expected = min(r["claim_expires"] for r in kd.pass_snapshot(db).running if r["worker_host"] != "host-0")
+        assert kd.pass_snapshot(db, host="host-0").next_lapse == expected
+        db.write(lambda tx: tx.execute("UPDATE tasks SET status = 'done', current_run_id = NULL "
+                                       "WHERE status = 'running'"))
+    assert read[1] < read[0] * 2, read  # ten times the workers: about the same reads
+
+
 def test_a_host_renews_its_claims_in_one_statement_that_wakes_no_dispatcher(ab: Any) -> None:
     db = ab.db
     ab.add_profile("w", command="true")

@@ -82,6 +82,13 @@ def test_a_pass_reads_its_own_running_tasks_by_key_whatever_the_statistics_say(p
         scan = [i for i, line in enumerate(plan) if "Scan using ix_tasks_running on tasks" in line]
         # the index of running tasks, entered by its key (not walked whole with the rows filtered)
         assert scan and "Index Cond" in plan[scan[0] + 1], plan
+    # when another host's claim lapses next: each look into the index by its key, one row each
+    plan = db.read(lambda tx: [str(next(iter(r.values()))) for r in tx.all(
+        "EXPLAIN ANALYZE " + kd.NEXT_LAPSE_SQL, {"h": "host-3", "now": 1.0})])
+    scans = [i for i, line in enumerate(plan) if "Scan using ix_tasks_running on tasks" in line]
+    assert len(scans) == 3, plan
+    assert all("Index Cond" in plan[i + 1] and re.search(r"actual time=\S+ rows=1 loops", plan[i]) for i in scans), plan
     snap = kd.pass_snapshot(db, host="host-3")
     assert len(snap.running) == 125 and {r["worker_host"] for r in snap.running} == {"host-3"}
+    assert snap.next_lapse == 4e9
     db.close()

@@ -220,3 +220,34 @@ def test_the_dispatcher_hands_a_worker_no_home_and_no_database_url(ab: Any, home
     assert env["AGENTBOARD_TOKEN"] == "ab_run" and env["AGENTBOARD_API_URL"] == "http://127.0.0.1:1"
     assert "AGENTBOARD_HOME" not in env and "AGENTBOARD_DATABASE_URL" not in env
     assert str(home) not in text
+
+
+def test_a_variable_the_dispatcher_gains_or_changes_reaches_the_next_worker_as_its_rules_say(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inherited part of a worker's environment is reused while the dispatcher's own stays
+    the same: a variable set, changed or removed since is seen by the very next worker, and a
+    credential put into a variable is kept out of it at once."""
+    from agentboard import config
+    from agentboard.dispatch.spawn import inherited
+
+    settings = config.load(home)
+    monkeypatch.setenv("AB_TEST_PLAIN", "one")
+    monkeypatch.delenv("AB_TEST_LATER", raising=False)
+    first = inherited(settings, os.environ)
+    assert first["AB_TEST_PLAIN"] == "one" and "AB_TEST_LATER" not in first
+    for _ in range(2):  # each answer is the caller's own, the one reused too
+        first["AB_TEST_PLAIN"] = "changed by its caller"
+        first = inherited(settings, os.environ)
+        assert first["AB_TEST_PLAIN"] == "one"
+
+    monkeypatch.setenv("AB_TEST_LATER", "two")
+    monkeypatch.setenv("AB_TEST_PLAIN", "redis://:pw@localhost:6379")  # now a credential
+    second = inherited(settings, os.environ)
+    assert second["AB_TEST_LATER"] == "two" and "AB_TEST_PLAIN" not in second
+    monkeypatch.delenv("AB_TEST_LATER")
+    assert "AB_TEST_LATER" not in inherited(settings, os.environ)
+
+    monkeypatch.setenv("AB_TEST_LATER", "three")
+    monkeypatch.setenv("AGENTBOARD_WORKER_ENV_DENY", "AB_TEST_*")  # other rules, the same variables
+    assert not {"AB_TEST_LATER", "AB_TEST_PLAIN"} & set(inherited(config.load(home), os.environ))
+    assert inherited(settings, os.environ)["AB_TEST_LATER"] == "three"

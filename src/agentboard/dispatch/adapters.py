@@ -43,6 +43,7 @@ login command), ``rate_limit`` (with the reset time when the CLI printed one) or
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -109,6 +110,13 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=256)
+def _words(command: str) -> tuple[str, ...]:
+    """``shlex.split(command)``, parsed once per command (every worker of a profile has the
+    same); a command that cannot be parsed raises ``ValueError`` every time."""
+    return tuple(shlex.split(command))
+
+
 def _substitute(text: str, values: dict[str, str], quote: bool) -> str:
     for key in PLACEHOLDERS:
         token = "{" + key + "}"
@@ -138,14 +146,14 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
         bare = re.sub(r"'[^']*'", "", _substitute(command, {k: "" for k in PLACEHOLDERS}, False))
         if _SHELL_CHARS.search(bare):
             try:
-                first = shlex.split(command)[0]
+                first = _words(command)[0]
             except (ValueError, IndexError):
                 first = ""
             if first and "=" not in first and not _SHELL_CHARS.search(first):
                 _check_shell_first(first, path_env, workspace)
             return Launch(["/bin/sh", "-c", _substitute(command, values, True)], adapter)
         try:
-            argv = [_substitute(a, values, False) for a in shlex.split(command)]
+            argv = [_substitute(a, values, False) for a in _words(command)]
         except ValueError as exc:
             raise AdapterError(f"cannot parse the command of profile {profile.get('name')!r}: {exc}") from None
         if not argv:
@@ -155,7 +163,7 @@ def build(profile: dict[str, Any], *, task_id: str, run_id: int, workspace: Path
     if adapter not in CLI_ADAPTERS:
         raise AdapterError(f"unknown adapter {adapter!r}: use command, {', '.join(CLI_ADAPTERS)}")
     try:
-        base = shlex.split(command) if command else [adapter]
+        base = list(_words(command)) if command else [adapter]
     except ValueError as exc:
         raise AdapterError(f"cannot parse the command of profile {profile.get('name')!r}: {exc}") from None
     base[0] = resolve_executable(base[0], path_env, workspace)

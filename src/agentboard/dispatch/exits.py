@@ -72,7 +72,8 @@ class ExitWatcher:
                                                 name="agentboard-exits", daemon=True)
                 self._thread.start()
             self._pending.append(proc)
-            self._poke()
+            if len(self._pending) == 1:  # else its poke is still on its way: the loop takes them all
+                self._poke()
 
     def _poke(self) -> None:
         """Wake the loop (the caller holds the lock, so the pipe is still open)."""

@@ -146,10 +146,14 @@ class Guard:
         threading.Thread(target=proc.wait, name="agentboard-guard-reap", daemon=True).start()
 
 
+_SPACE = re.compile(r"\s")
+
+
 def _hold_line(pgid: int, cgroup: Path | None) -> str:
     """The guard's line for a worker: ``+pgid`` and, where it has one, its cgroup's folder (a
     path without spaces or line breaks: :mod:`.cgroups` names them)."""
-    path = str(cgroup) if cgroup is not None and not any(c.isspace() for c in str(cgroup)) else ""
+    path = str(cgroup) if cgroup is not None else ""
+    path = "" if _SPACE.search(path) else path
     return f"+{pgid} {path}\n" if path else f"+{pgid}\n"
 
 
@@ -359,10 +363,14 @@ class WorkerFile:
         self._lock = threading.Lock()
 
     def _append(self, line: str) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
             with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    fd = os.open(self.path, flags, 0o600)
+                except FileNotFoundError:  # its folder first (made once: not looked for each time)
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, flags, 0o600)
                 try:
                     os.write(fd, line.encode())
                 finally:

@@ -367,7 +367,8 @@ class Context:
 
     @property
     def home(self) -> Path:
-        return Path(self.settings.home)
+        home = self.settings.home
+        return home if isinstance(home, Path) else Path(home)
 
     @property
     def sqlite(self) -> bool:

@@ -27,16 +27,30 @@ from .isolation import NONE, Confinement
 _LOG_KEEP = 3
 
 
+#: the last answer of :func:`inherited` for this process's own environment: its variables as
+#: they were (``os.environ``'s bytes), the deny and allow patterns, and what a worker inherited
+_last_inherited: tuple[dict[bytes, bytes], tuple[tuple[str, ...], tuple[str, ...]], dict[str, str]] | None = None
+
+
 def inherited(settings: Settings, base: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The dispatcher's variables a worker inherits: none named ``AGENTBOARD_*``, none of git's
     that name a repository (:data:`.worker_env.GIT_REPOSITORY_VARS`), none matching a
     ``worker_env_deny`` pattern unless named in ``worker_env_allow`` (names compared in upper case),
     and none whose value carries a credential (``redis://:pw@host``, ``?password=``: what
-    ``config.redact`` masks) unless so named."""
-    keep = _kept_names(tuple(base), tuple(settings.worker_env_deny), tuple(settings.worker_env_allow))
-    allowed = _allowed(tuple(settings.worker_env_allow))
-    return {name: base[name] for name in keep
-            if name.upper() in allowed or not _holds_credential(base[name])}
+    ``config.redact`` masks) unless so named. For this process's own environment the answer is
+    reused while its variables are the same (every worker of a burst inherits the same)."""
+    global _last_inherited
+    rules = (tuple(settings.worker_env_deny), tuple(settings.worker_env_allow))
+    raw = getattr(base, "_data", None) if base is os.environ else None
+    last = _last_inherited
+    if isinstance(raw, dict) and last is not None and last[1] == rules and last[0] == raw:
+        return dict(last[2])
+    keep = _kept_names(tuple(base), *rules)
+    allowed = _allowed(rules[1])
+    out = {name: base[name] for name in keep if name.upper() in allowed or not _holds_credential(base[name])}
+    if isinstance(raw, dict):
+        _last_inherited = (dict(raw), rules, dict(out))
+    return out
 
 
 @functools.lru_cache(maxsize=8)

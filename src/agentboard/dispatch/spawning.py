@@ -293,8 +293,7 @@ class Spawner:
         """The workspace and ``.board/`` files of a task's own worker, then its launch.
 
         ``loaded``: this task's entry of the claim's reads (``ClaimedToStart.inputs``), if read
-        already; ``token``: the run's token, if issued already (else it is asked for here).
-        """
+        already; ``token``: the run's token, if issued already (else it is asked for here)."""
         slug, task = board["slug"], choice.task
         confinement = self._confinement(choice.profile)
         ws = self._workspace(board, task, confinement)
@@ -306,13 +305,14 @@ class Spawner:
             info = {"workspace_kind": ws.kind, "workspace_path": str(ws.path), "branch_name": ws.branch,
                     "base_branch": ws.base}
             at = Attempt(slug, task, choice.profile, run_id, ws, confinement=confinement, board_row=board)
+            identity = self.identity(at, token)
             prompt_file = Path(lifecycle.prepare(self.ctx.db, self.ctx.settings, slug, task, run_id, ws.path,
-                                                 identity=self.identity(at, token), loaded=loaded, workspace_info=info,
+                                                 identity=identity, loaded=loaded, workspace_info=info,
                                                  enrich=diffs.with_new_branch if ws.new_branch else diffs.with_git,
                                                  shell_verbs=adapters.shell_verbs(choice.profile)))
         except Exception as exc:
             raise SpawnError(f"preparing the worker's .board/ files failed: {type(exc).__name__}: {exc}", exc) from exc
-        return self.launch(at, prompt_file, token)
+        return self.launch(at, prompt_file, token, identity)
 
     def _confinement(self, profile: Row) -> isolation.Confinement:
         """How the profile's workers are isolated here, or :class:`SpawnError` when that is not
@@ -445,9 +445,9 @@ class Spawner:
                                  branch=at.workspace.branch, api_url=self.ctx.api_url, token=token,
                                  review_run=at.review)
 
-    def launch(self, at: Attempt, prompt_file: Path, token: str | None) -> Launch:
+    def launch(self, at: Attempt, prompt_file: Path, token: str | None, identity: WorkerEnv | None = None) -> Launch:
         """The environment and command line of an attempt (a reviewer's: :func:`.adapters.build`)."""
-        identity = self.identity(at, token)
+        identity = identity or self.identity(at, token)  # (the caller's, when it has it)
         env = spawn.worker_env(self.ctx.settings, identity, profile=at.profile, board_row=at.board_row)
         try:
             command = adapters.build(at.profile, task_id=at.task_id, run_id=at.run_id, workspace=at.workspace.path,

@@ -7,6 +7,7 @@ CLI, the API client of a worker). Nothing else spells these names.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -139,9 +140,15 @@ def user_path(base_path: str | None = None) -> str:
     agentboard's own virtualenv (:func:`agentboard_dirs`). What a profile's program is looked up
     on before the dispatcher starts it (the project's virtualenv, which a board may put first,
     apart)."""
-    own = agentboard_dirs()
     base = os.environ.get("PATH", os.defpath) if base_path is None else base_path
-    return os.pathsep.join(p for p in (base or os.defpath).split(os.pathsep) if p and os.path.normpath(p) not in own)
+    return _without_own(base or os.defpath, sys.executable, getattr(sys, "prefix", ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _without_own(path: str, executable: str, prefix: str) -> str:
+    """(one answer per ``PATH`` and interpreter: every worker of a dispatcher has the same)"""
+    own = agentboard_dirs()
+    return os.pathsep.join(p for p in path.split(os.pathsep) if p and os.path.normpath(p) not in own)
 
 
 __all__ = ["ACTOR", "API_URL", "BOARD", "BRANCH", "GIT_REPOSITORY_VARS", "NAMES", "PREFIX", "PROFILE", "REVIEW_RUN",

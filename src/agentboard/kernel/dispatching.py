@@ -63,6 +63,20 @@ RUNNING_OWN_SQL = _RUNNING + " AND t.worker_host = :h"
 RUNNING_UNRECORDED_SQL = _RUNNING + " AND t.worker_host IS NULL"
 #: other hosts' running tasks whose claim has lapsed (the index's second column, in the index)
 RUNNING_LAPSED_SQL = _RUNNING + " AND t.claim_expires < :now AND t.worker_host <> :h"
+#: the earliest claim of another host (not ``:h``) still to lapse (at ``:now`` or later): each host
+#: with running tasks found by one look into their index past the one before, then one look at
+#: its earliest claim. The minimum over every other host's claims read each of them (every pass
+#: of every host, O(the fleet's workers); in a burst, with each entry's row to check as well)
+NEXT_LAPSE_SQL = (
+    "WITH RECURSIVE hosts(h) AS ("
+    "SELECT (SELECT worker_host FROM tasks WHERE status = 'running' AND worker_host IS NOT NULL "
+    "ORDER BY worker_host LIMIT 1) "
+    "UNION ALL SELECT (SELECT t.worker_host FROM tasks t WHERE t.status = 'running' AND t.worker_host > hosts.h "
+    "ORDER BY t.worker_host LIMIT 1) FROM hosts WHERE hosts.h IS NOT NULL) "
+    "SELECT MIN((SELECT t.claim_expires FROM tasks t WHERE t.status = 'running' AND t.worker_host = hosts.h "
+    "AND t.claim_expires >= :now ORDER BY t.claim_expires LIMIT 1)) AS at "
+    "FROM hosts WHERE hosts.h IS NOT NULL AND hosts.h <> :h"
+)
 
 
 @dataclass(frozen=True)
@@ -158,8 +172,7 @@ def pass_snapshot(db: Database, now: float | None = None, host: str | None = Non
         cooldowns = later(COOLDOWNS_SQL, {"now": at})
         reviewing = later(_REVIEWING, {"rv": REVIEW_CLAIM + "%"})
         timed = later(TIMED_BLOCKS_SQL)
-        next_lapse = later("SELECT MIN(claim_expires) AS at FROM tasks WHERE status = 'running' "
-                           "AND claim_expires >= :now AND worker_host <> :h", {"h": host, "now": at}) if host else list
+        next_lapse = later(NEXT_LAPSE_SQL, {"h": host, "now": at}) if host else list
         timers, races, supervision = next_due_later(tx), under_way_later(tx), due_work_later(tx)
         spent = later("SELECT 1 AS x FROM budgets WHERE exhausted_window IS NOT NULL OR max_runtime IS NOT NULL "
                       "LIMIT 1")
