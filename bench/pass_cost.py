@@ -15,10 +15,11 @@ Reported: wall and CPU time (this process) per pass and per baseline read, the r
 database round trips of a pass (transactions, counted at ``Database.read``/``write``).
 
     python bench/pass_cost.py [--backend postgres|sqlite] [--running 160] [--ready 140]
-                              [--done 0] [--passes 100] [--rounds 5] [--json]
+                              [--done 0] [--fleet 0] [--passes 100] [--rounds 5] [--json]
 
 ``--done`` puts that many done tasks on the board first (one statement), a board with a long
-history; a large ``--ready`` is a long queue.
+history; a large ``--ready`` is a long queue; ``--fleet N`` has N tasks running on seven other
+hosts (claimed in their names, their claims far from lapsing), the rest of a fleet.
 """
 
 from __future__ import annotations
@@ -113,6 +114,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         board = ab.board()
         if args.done:
             _history(ab, board, args.done)
+        if args.fleet:  # other hosts' workers: their claims only (no process of theirs runs here)
+            from agentboard.kernel import dispatching
+
+            others = [board.create(f"other host's {i}", assignee="w")["id"] for i in range(args.fleet)]
+            for h in range(7):
+                dispatching.claim_batch(ab.db, board.slug, others[h::7], ttl=3600, host=f"other-host-{h}")
         for i in range(args.running + args.ready):
             board.create(f"task {i}", assignee="w")
         d = Dispatcher(ab.db, ab.settings)
@@ -142,7 +149,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def med(label: str, i: int) -> float:
         return round(statistics.median(x[i] for x in per[label]), 3)
 
-    return {"backend": args.backend, "running": args.running, "ready": args.ready, "done": args.done,
+    return {"backend": args.backend, "running": args.running, "ready": args.ready, "done": args.done, "fleet": args.fleet,
             "pass_ms": {"wall": med("pass", 0), "cpu": med("pass", 1)},
             "baseline_ms": {"wall": med("baseline", 0), "cpu": med("baseline", 1)},
             "ratio": {"wall": round(med("pass", 0) / med("baseline", 0), 2),
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--running", type=int, default=160)
     ap.add_argument("--ready", type=int, default=140)
     ap.add_argument("--done", type=int, default=0, help="done tasks on the board first (a long history)")
+    ap.add_argument("--fleet", type=int, default=0, help="tasks running on seven other hosts (the rest of a fleet)")
     ap.add_argument("--passes", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true", help="JSON only")
