@@ -122,3 +122,32 @@ def test_a_one_shot_dispatch_hands_its_workers_the_api_of_a_serve_on_the_same_ho
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
     assert not (ab.home / "api.json").exists()
+
+
+def test_waiting_for_a_passs_workers_outlasts_an_exit_in_hand_and_the_worker_it_starts(ab, dispatcher, tmp_path):
+    """The exit watcher forgets a worker as it starts handling its exit, and may then start its
+    run's next worker (a nudge). A wait that looks in between sees no worker at all: it must wait
+    for the handling to end, then for the worker it started."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from agentboard.cli.dispatch import _wait_for_workers
+    from agentboard.dispatch import spawn
+
+    d = dispatcher(start=False)
+    assert d.ctx.workers.claim(999)  # an exit in hand: its worker already forgotten
+    proc = subprocess.Popen(["sleep", "1"])
+
+    def handled() -> None:  # ... which starts the run's next worker, then ends
+        time.sleep(0.5)
+        d.ctx.workers.add(spawn.Worker("b", "t-1", 999, proc, {}, Path(tmp_path), tmp_path / "log", 0))
+        d.ctx.workers.release(999)
+
+    threading.Thread(target=handled, daemon=True).start()
+    try:
+        _wait_for_workers(d, False)
+        assert proc.poll() is not None, "the wait returned while the started worker still ran"
+    finally:
+        proc.kill()
+        proc.wait()

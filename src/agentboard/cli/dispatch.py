@@ -227,6 +227,9 @@ def _wait_for_workers(d: Any, say: bool, earlier: list[tuple[int, float]] | None
             if waited and not stop.is_set():  # how the earlier pass's workers ended (a nudge: one of ours)
                 d.run_pass_report(max_spawn=0)
                 d.wait_idle(timeout=60)
+            # an exit in hand (the exit watcher's) has forgotten its worker and may be starting
+            # the next (a nudge, a repair): what is registered means something only once it is done
+            d.wait_idle(timeout=600)
             before = registered()
             if stop.is_set() or not before:
                 break  # every worker's exit is recorded (a recorded worker is forgotten)
