@@ -206,6 +206,11 @@ def _wait_for_workers(d: Any, say: bool, earlier: list[tuple[int, float]] | None
     def registered() -> set[tuple[int, int]]:
         return {(w.run_id, w.pid) for w in d.workers.all()}
 
+    def idle_within(seconds: float) -> None:  # no exit in hand any more (Ctrl-C ends the wait)
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and not d.wait_idle(timeout=0.2) and time.monotonic() < deadline:
+            pass
+
     def running() -> bool:
         others[:] = [(pid, at) for pid, at in others if pid_alive(pid, started_after=at)]
         return any(not w.poll() for w in d.workers.all()) or bool(others)
@@ -226,17 +231,15 @@ def _wait_for_workers(d: Any, say: bool, earlier: list[tuple[int, float]] | None
                     looked = time.monotonic()
             if waited and not stop.is_set():  # how the earlier pass's workers ended (a nudge: one of ours)
                 d.run_pass_report(max_spawn=0)
-                d.wait_idle(timeout=60)
+                idle_within(60)
             # an exit in hand (the exit watcher's) has forgotten its worker and may be starting
             # the next (a nudge, a repair): what is registered means something only once it is done
-            d.wait_idle(timeout=600)
+            idle_within(600)
             before = registered()
             if stop.is_set() or not before:
                 break  # every worker's exit is recorded (a recorded worker is forgotten)
             d.run_pass_report(max_spawn=0)  # their exits (a nudge or a repair attempt starts one more)
-            deadline = time.monotonic() + 600
-            while not stop.is_set() and not d.wait_idle(timeout=0.2) and time.monotonic() < deadline:
-                pass
+            idle_within(600)
             # a nudge or a repair attempt started by that pass (perhaps already ended) is its run's
             # worker now: round again until none is left; a pass that changed nothing waits a little
             if registered() != before:
