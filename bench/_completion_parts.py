@@ -3,7 +3,7 @@
 database after the schema; never to a board anyone uses: without a part the completion no
 longer does all of its job (the part says what it leaves undone).
 
-The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034, 0035, 0037): the
+The completion is ``agentboard_complete_running_json`` (migrations 0030, 0032, 0034, 0035, 0037, 0038): the
 swap of the task's row, the run's close, its event and its pending rollup, one statement each, then
 the checks.
 A part is taken out of the function's text as the server holds it; a text that no longer has

@@ -389,3 +389,59 @@ def test_the_times_the_function_answers_as_json_are_the_tasks_double_precision_c
     task = completion._task_of_json('{"id": "t_1", "created_at": 1700000000, "priority": 3, "completed_at": null}')
     assert task == {"id": "t_1", "created_at": 1700000000.0, "priority": 3, "completed_at": None}
     assert type(task["created_at"]) is float and type(task["priority"]) is int
+
+
+def _stale_fan_out(ab: Any, pg_url: str, n: int) -> tuple[str, list[str]]:
+    """A parent of ``n`` waiting children, all created after the planner's statistics were taken
+    on an empty board (a fan-out made and released at once: nothing has analyzed it yet)."""
+    import psycopg
+
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        for table in ("tasks", "task_links", "task_events"):  # only the code under test plans on them
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        conn.execute("VACUUM ANALYZE")
+    b = ab.board()
+    parent = b.create("gate", assignee="w")["id"]
+    return parent, [b.create(f"c{i}", assignee="w", parents=[parent])["id"] for i in range(n)]
+
+
+def test_a_completion_that_unblocks_many_children_reads_the_board_once_whatever_its_statistics_say(
+        pg_url: str) -> None:
+    """On statistics that know no waiting task and no link (a fan-out created and released at
+    once, before anything analyzed it), the joins that find a parent's children scan a whole
+    table once per child: a completion that releases a fan-out of a thousand then takes a time
+    that grows with the board times its children. Both paths — the function a worker's
+    completion runs and the general path a person's close takes — read the children by key: a
+    few reads of each table at most (one per statement), where a scan per child read them 200
+    times."""
+    import psycopg
+
+    ab = agentboard.connect(pg_url)
+    try:
+        parent, children = _stale_fan_out(ab, pg_url, 200)
+        run = ab.board().claim(parent)["run_id"]
+        call = ("SELECT f.task, f.promoted FROM agentboard_complete_running_json(%s, 'default', %s, 1.0, 0, NULL, "
+                "1, 0, 0, 'done', NULL, NULL, NULL, NULL, NULL, NULL, '{}', '{}') f")
+        # rows read by scans of the tasks and of the links, in this session
+        read = ("SELECT pg_stat_get_xact_tuples_returned('tasks'::regclass) "
+                "+ pg_stat_get_xact_tuples_returned('task_links'::regclass)")
+        with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            before = conn.execute(read).fetchone()[0]  # (a session's counts since it last reported them)
+            task, promoted = conn.execute(call, (parent, run)).fetchone()
+            seen = conn.execute(read).fetchone()[0] - before
+            conn.rollback()
+        assert task is not None and sorted(promoted) == sorted(children)
+        rows = 2 * len(children) + 1  # (the tasks, and the links)
+        assert seen <= 20 * rows, f"the function read {seen} rows of tables of {rows}"
+
+        def by_hand(tx: Any) -> tuple[Any, int]:
+            before = int(tx.scalar(read))
+            done = completion.complete_in(tx, "default", parent, completion.Report.build(summary="closed"),
+                                          force_done=True)
+            return done, int(tx.scalar(read)) - before
+
+        done, seen = ab.db.write(by_hand)
+        assert sorted(done["promoted"]) == sorted(children)
+        assert seen <= 20 * rows, f"the general path read {seen} rows of tables of {rows}"
+    finally:
+        ab.close()

@@ -20,6 +20,17 @@ _READY_CHILDREN = (
 )
 
 
+#: PostgreSQL: the statements that find a parent's children read them by key, whatever the
+#: planner's statistics say. Planned on statistics older than the graph (a fan-out created and
+#: released at once, before anything analyzed it), a join of the links and the tasks becomes a
+#: nested loop that scans a whole table once per child; rewriting the joins does not help (the
+#: planner puts the scan inside whichever join it is offered). So sequential scans are off for
+#: those statements, and back as they were after them (the server-side completion does the same
+#: for the rest of its own transaction, migration 0038)
+BY_KEY_ON_PG = ("SELECT set_config('agentboard.seqscan_was', current_setting('enable_seqscan'), true), "
+                "set_config('enable_seqscan', 'off', true)")
+BY_KEY_OFF_PG = "SELECT set_config('enable_seqscan', current_setting('agentboard.seqscan_was'), true)"
+
 _LOCK_TODO_CHILDREN = (
     "SELECT c.id FROM tasks c WHERE c.id IN (SELECT child_id FROM task_links WHERE parent_id = :id) "
     "AND c.status = 'todo' ORDER BY c.id FOR UPDATE"
@@ -72,9 +83,11 @@ def promote_children(tx: Tx, board: str, task_id: str, actor: str | None = None,
         # two parents of one child completing at once: the second waits for the first's commit
         # here and its next statement sees that parent done (the lock's answer is not read, so
         # it travels with the statement below)
+        tx.execute(BY_KEY_ON_PG)
         tx.execute(_LOCK_TODO_CHILDREN, {"id": task_id})
         rows = tx.all(_PROMOTE_PG, {"id": task_id, "now": now, "board": board, "actor": actor,
                                     "payload": dump_json({"by": task_id})})
+        tx.execute(BY_KEY_OFF_PG)
         promoted = [row["id"] for row in rows if row["promoted"]]
         if promoted:
             tx.events_written(board)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest revision in migrations/versions; a database at this revision needs nothing
-HEAD = "0037"
+HEAD = "0038"
 
 
 def current_revision(db: Database) -> str | None:

@@ -422,7 +422,7 @@ def _hold_for_verification(tx: Tx, board: str, task: Row, report: Report, run_id
 
 
 #: PostgreSQL: a worker's completion as one server-side function (``agentboard_complete_running_json``,
-#: migrations 0030–0037), a transaction of its own: :data:`_COMPLETE_RUNNING_PG`, the run pending for
+#: migrations 0030–0038), a transaction of its own: :data:`_COMPLETE_RUNNING_PG`, the run pending for
 #: the rollups, the children it unblocks, its goal's check, in one round trip. It answers the task's
 #: row as one JSON text (:func:`_task_of_json`) and the promoted children (the task NULL: the swap
 #: does not apply) or raises :data:`_DECLINED` (all rolled back) where the general path has more to
