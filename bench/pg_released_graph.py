@@ -6,7 +6,9 @@ child ready in one transaction. The children are then claimed and their workers'
 recorded as a dispatcher does (``kernel.dispatching.claim_to_start`` with run tokens and what
 the files need, then ``record_spawns``), in groups of ``--group``, in one process with no
 worker started. Reported per child: PostgreSQL's CPU (every server process's, from ``/proc``),
-the client's CPU and the wall time.
+the client's CPU and the wall time; and ``release_ms``, the wall time of the parent's completion
+that makes the children ready (always on the empty board's statistics: it comes before any
+refresh).
 
 Two cases per round, alternated, each on a fresh database: ``stale``, the statistics of the
 empty board; ``refreshed``, after ``kernel.maintenance.refresh_statistics`` (what a running
@@ -97,7 +99,9 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
             conn.execute("VACUUM ANALYZE")
         children = [tasks.create(db, "default", f"child {i}", assignee="w", parents=[gate])["id"] for i in range(n)]
         run = runs.claim(db, "default", gate)
+        released = time.perf_counter()  # the release itself, on the empty board's statistics in both cases
         runs.complete(db, "default", gate, summary="released", run_id=run["run_id"])
+        release_ms = (time.perf_counter() - released) * 1000
         analyzed: list[str] = []
         if refresh:
             # the server counts the writes within a second or two of their commits; on a board
@@ -121,7 +125,7 @@ def _case(pg: str, n: int, group: int, refresh: bool, backlog: int = 0) -> dict[
             left = [t for t in left if t not in taken]
         wall = time.perf_counter() - wall0
         out = {"server_ms": _server_cpu_s(server0) * 1000 / n, "client_ms": (_client_cpu_s() - client0) * 1000 / n,
-               "wall_ms": wall * 1000 / n, "analyzed": analyzed}
+               "wall_ms": wall * 1000 / n, "release_ms": release_ms, "analyzed": analyzed}
         client.close()
         return out
     finally:
@@ -153,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {r + 1}/{args.rounds}: per child, stale / refreshed: server "
               f"{row['stale']['server_ms']:.3f} / {row['refreshed']['server_ms']:.3f} ms, client "
               f"{row['stale']['client_ms']:.3f} / {row['refreshed']['client_ms']:.3f} ms, wall "
-              f"{row['stale']['wall_ms']:.3f} / {row['refreshed']['wall_ms']:.3f} ms "
+              f"{row['stale']['wall_ms']:.3f} / {row['refreshed']['wall_ms']:.3f} ms; the release "
+              f"{row['stale']['release_ms']:.0f} / {row['refreshed']['release_ms']:.0f} ms "
               f"(analyzed: {', '.join(row['refreshed']['analyzed']) or 'nothing'})", file=sys.stderr, flush=True)
     median = {k: statistics.median(r["stale_vs_refreshed"][k] for r in rounds) for k in ("server_ms", "client_ms", "wall_ms")}
     print(json.dumps({"bench": "pg_released_graph", "n": args.n, "group": args.group, "backlog": args.backlog,
