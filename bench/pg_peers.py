@@ -43,6 +43,17 @@ Per operation of a phase:
 - WAL: the advance of ``pg_current_wal_lsn()`` over the phase / operations, in bytes. The LSN
   is the server's: on a shared server, other databases' writes during the phase count too.
 
+With ``--waits``, what the backends of the system's database were doing during each timed
+phase, from ``pg_stat_activity`` read every 2 ms by a thread of the main process (which takes
+some of the machine: compare systems within one such run, not with a run without it): the
+share of samples working (``cpu``), waiting for their client's next statement (``client``),
+flushing WAL at a commit (``wal_sync``: ``IO:WALSync``), waiting for another backend's WAL
+write or flush (``wal_write``: ``LWLock:WALWrite``, ``IO:WALWrite``), for a row or transaction
+lock (``lock``), for another lightweight lock (``lwlock``), or anything else (``other``).
+A backend of the system's database that stayed idle through the phase is left out (a
+connection kept for something else, as agentboard's notification sender). Summed over the
+rounds.
+
 agentboard's ratio against each peer: throughput (above 1 = agentboard faster), CPU per
 operation (client + server; below 1 = agentboard cheaper) and WAL per operation (below 1 =
 agentboard writes less).
@@ -52,6 +63,7 @@ agentboard writes less).
     python bench/pg_peers.py --quick     # a smoke run
     python bench/pg_peers.py --systems agentboard,raw --procs 1 --ops 400
     python bench/pg_peers.py --systems agentboard,agentboard-without-count-trigger,pgqueuer --procs 1,2
+    python bench/pg_peers.py --systems agentboard,pgqueuer --procs 1,2 --waits
 
 Prints one JSON line on stdout and a table on stderr. Exits 2 when a chosen peer is not
 installed.
@@ -508,6 +520,66 @@ class Server:
             self.inspect.close()
 
 
+#: what a backend's ``pg_stat_activity`` row says it is doing -> the ``--waits`` class it counts in
+WAIT_CLASSES = ("cpu", "client", "wal_sync", "wal_write", "lock", "lwlock", "other")
+
+
+def wait_class(state: str | None, kind: str | None, event: str | None) -> str:
+    """The ``--waits`` class of one sample of a backend (see the module's docstring)."""
+    if kind is None:
+        return "cpu" if state == "active" else "client"
+    if kind == "Client" and event == "ClientRead":
+        return "client"
+    if kind == "IO" and event == "WALSync":
+        return "wal_sync"
+    if event == "WALWrite":
+        return "wal_write"
+    return {"Lock": "lock", "LWLock": "lwlock"}.get(kind, "other")
+
+
+class Waits:
+    """Samples, every ``every`` seconds, what the given backends are doing (``--waits``)."""
+
+    def __init__(self, url: str, every: float = 0.002) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.every = every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.counts: dict[str, int] = {}
+
+    def start(self, backends: list[int]) -> None:
+        self.by_pid: dict[int, dict[str, int]] = {}
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(backends,), daemon=True)
+        self._thread.start()
+
+    def _run(self, backends: list[int]) -> None:
+        sql = "SELECT pid, state, wait_event_type, wait_event FROM pg_stat_activity WHERE pid = ANY(%s)"
+        while not self._stop.wait(self.every):
+            for pid, state, kind, event in self.conn.execute(sql, (backends,)).fetchall():
+                counts = self.by_pid.setdefault(pid, dict.fromkeys(WAIT_CLASSES, 0))
+                counts[wait_class(state, kind, event)] += 1
+
+    def stop(self) -> dict[str, int]:
+        """The samples of the phase by class, over the backends that did anything in it (a
+        connection of the system's that stayed idle, as agentboard's notification sender
+        does, would count as time waited for a client)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        total = dict.fromkeys(WAIT_CLASSES, 0)
+        for counts in self.by_pid.values():
+            if sum(counts.values()) > counts["client"]:
+                for c, v in counts.items():
+                    total[c] += v
+        return total
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def monitor_database(pg: str) -> tuple[str | None, str | None, str]:
     """A database of its own holding ``pg_walinspect`` (None where the server lacks it)."""
     import psycopg
@@ -522,9 +594,12 @@ def monitor_database(pg: str) -> tuple[str | None, str | None, str]:
     return url, name, ""
 
 
-def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str) -> dict[str, dict[str, float]]:
-    """One phase of each verb with ``n`` processes of ``k`` operations each."""
+def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str,
+            waits: bool = False) -> dict[str, dict[str, Any]]:
+    """One phase of each verb with ``n`` processes of ``k`` operations each (``waits``: what
+    the backends were doing, :class:`Waits`)."""
     server = Server(url, monitor)
+    sampler = Waits(url) if waits else None
     barrier = FORK.Barrier(n + 1)
     out = FORK.Queue()
     procs = [FORK.Process(target=_worker, args=(system, url, k, f"{tag}.{i}", barrier, out)) for i in range(n)]
@@ -537,7 +612,7 @@ def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str
             raise RuntimeError(f"a {system} worker failed:\n{msg[1]}")
         return msg
 
-    result: dict[str, dict[str, float]] = {}
+    result: dict[str, dict[str, Any]] = {}
     try:
         reported: set[int] = set()
         for _ in procs:
@@ -549,14 +624,17 @@ def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str
                 backends = server.backends(reported)
                 wal0, flush0, cpu0, bg0 = server.snapshot(backends)
                 barrier.wait(timeout=900)
+                if sampler is not None:
+                    sampler.start(backends)
                 barrier.wait(timeout=900)
                 wal1, flush1, cpu1, bg1 = server.snapshot(backends)
+                seen = sampler.stop() if sampler is not None else None
             except threading.BrokenBarrierError:
                 _next()  # the worker's error
                 raise
             own = server.own_wal(flush0, flush1)
             result[verb] = {"wal": wal1 - wal0, "server_ns": cpu1 - cpu0, "bg_ns": bg1 - bg0,
-                            "own_wal": float("nan") if own is None else own}
+                            "own_wal": float("nan") if own is None else own, "waits": seen}
         try:
             barrier.wait(timeout=900)  # the backends were read: the workers may disconnect
         except threading.BrokenBarrierError:
@@ -572,8 +650,10 @@ def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str
             if p.is_alive():
                 p.terminate()
         server.close()
+        if sampler is not None:
+            sampler.close()
     ops = n * k
-    rows: dict[str, dict[str, float]] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for verb in VERBS:
         first = min(s[verb][0] for s in spans)
         last = max(s[verb][1] for s in spans)
@@ -586,18 +666,20 @@ def measure(system: str, url: str, monitor: str | None, n: int, k: int, tag: str
             "own_wal_bytes_per_op": result[verb]["own_wal"] / ops,
             "background_cpu_ms_per_op": result[verb]["bg_ns"] / ops / 1e6,
         }
+        if result[verb]["waits"] is not None:
+            rows[verb]["waits"] = result[verb]["waits"]
     return rows
 
 
 def run(urls: dict[str, str], monitor: str | None, systems: list[str], procs: list[int], ops: int,
-        rounds: int) -> list[dict[str, Any]]:
-    samples: dict[tuple[str, int, str], list[dict[str, float]]] = {}
+        rounds: int, waits: bool = False) -> list[dict[str, Any]]:
+    samples: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in range(rounds):
         order = systems[r % len(systems):] + systems[:r % len(systems)]
         for n in procs:
             k = max(1, ops // n)
             for system in order:
-                rows = measure(system, urls[system], monitor, n, k, f"r{r}.n{n}")
+                rows = measure(system, urls[system], monitor, n, k, f"r{r}.n{n}", waits)
                 for verb, row in rows.items():
                     samples.setdefault((verb, n, system), []).append(row)
                 print(f"round {r + 1}/{rounds} N={n} {system:<13} " + " | ".join(
@@ -613,6 +695,10 @@ def run(urls: dict[str, str], monitor: str | None, systems: list[str], procs: li
                 for m in METRICS:
                     values = [s[m] for s in got if s[m] == s[m]]  # NaN: not measured
                     row[m] = round(statistics.median(values), 4 if "cpu" in m else 1) if values else None
+                if waits:  # the shares of all rounds' samples together (None: no sample was taken)
+                    seen = [s["waits"] for s in got]
+                    total = sum(sum(w.values()) for w in seen)
+                    row["waits"] = {c: round(sum(w[c] for w in seen) / total, 3) for c in WAIT_CLASSES} if total else None
                 out.append(row)
     return out
 
@@ -653,6 +739,14 @@ def table(rows: list[dict[str, Any]], rats: list[dict[str, Any]]) -> str:
         lines.append(f"{r['verb']:<8} {r['procs']:>2}  {r['system']:<{w}} {r['ops_per_s']:>7.0f}   "
                      f"{cpu:>6.3f} = {r['client_cpu_ms_per_op']:>6.3f} + {r['server_cpu_ms_per_op']:>6.3f}"
                      f"      {wal:<17} {r['background_cpu_ms_per_op']:.3f}")
+    if any("waits" in r for r in rows):
+        lines.append("")
+        lines.append(f"verb      N  {'system':<{w}}  backends' samples (--waits), %: "
+                     + " ".join(f"{c:>9}" for c in WAIT_CLASSES))
+        for r in rows:
+            lines.append(f"{r['verb']:<8} {r['procs']:>2}  {r['system']:<{w}}  {'':<30}"
+                         + " ".join("        -" if r["waits"] is None else f"{r['waits'][c] * 100:>9.1f}"
+                                    for c in WAIT_CLASSES))
     if rats:
         lines.append("")
         lines.append(f"agentboard / {'peer':<{w - 2}} verb      N   throughput   CPU/op   WAL/op (own)")
@@ -677,6 +771,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, default=None, help="operations per phase, split across the processes (default 1200)")
     ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds; the median is reported (default 3)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: N = 1, 2; 100 ops; 1 round")
+    ap.add_argument("--waits", action="store_true",
+                    help="also sample what the backends wait on during each phase (pg_stat_activity every 2 ms)")
     ap.add_argument("--pg", default=DEFAULT_PG, help="the server (a database of its own per system is created and dropped)")
     args = ap.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -715,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
                 conn.execute(f'ALTER DATABASE "{made[system]}" SET synchronous_commit = on')
                 server_version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
             install(system, urls[system])
-        rows = run(urls, monitor, systems, procs, ops, rounds)
+        rows = run(urls, monitor, systems, procs, ops, rounds, args.waits)
     finally:
         for name in made.values():
             drop_pg(args.pg, name)

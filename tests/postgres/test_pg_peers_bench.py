@@ -87,3 +87,16 @@ def test_an_unknown_part_of_the_completion_ends_the_benchmark_with_the_parts_to_
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "unknown system agentboard-without-budgets" in proc.stderr and "count-trigger" in proc.stderr
+
+
+def test_with_waits_each_row_says_what_the_backends_were_doing_and_the_shares_add_up() -> None:
+    out, table = _run("--ops", "1200", "--procs", "1", "--systems", "agentboard,raw", "--waits")
+    _check(out, ["agentboard", "raw"], [1])
+    for row in out["rows"]:
+        waits = row["waits"]
+        assert set(waits) == {"cpu", "client", "wal_sync", "wal_write", "lock", "lwlock", "other"}
+        assert all(0 <= v <= 1 for v in waits.values()), row
+        assert abs(sum(waits.values()) - 1) < 0.01, row
+        # the phase's backend was seen at work (agentboard's idle notification sender left out)
+        assert waits["cpu"] + waits["wal_sync"] > 0, row
+    assert "backends' samples (--waits)" in table
